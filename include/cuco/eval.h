@@ -1,0 +1,81 @@
+/* eval.h: the evaluation cascade of one candidate program.
+ *
+ *   frozen check -> L1 compile -> L2 run + verify (verify size, short timeout)
+ *                -> L3 benchmark (bench size, repeats; median, min, spread)
+ *
+ * The candidate's evolve file replaces the workload's in a fresh build folder
+ * (the other sources are copied beside it). Runs go through mpirun with the
+ * manifest's rank count (or directly). The program's stdout must hold
+ * "Verification: PASS" and a "CUCO_RESULT {json}" line with time_ms.
+ */
+#ifndef CUCO_EVAL_H
+#define CUCO_EVAL_H
+
+#include <stddef.h>
+#include "cuco/err.h"
+#include "cuco/workload.h"
+
+typedef enum cuco_eval_status {
+    CUCO_EVAL_OK = 0,
+    CUCO_EVAL_COMPILE_ERROR,
+    CUCO_EVAL_RUN_ERROR,        /* crashed or exited non-zero */
+    CUCO_EVAL_TIMEOUT,
+    CUCO_EVAL_WRONG_ANSWER,     /* printed Verification: FAIL */
+    CUCO_EVAL_FROZEN_VIOLATION, /* changed text outside the EVOLVE-BLOCKs */
+    CUCO_EVAL_BAD_OUTPUT,       /* no verification line / no or malformed CUCO_RESULT */
+    CUCO_EVAL_INFRA_ERROR,      /* launcher / node failure: not the program's fault */
+} cuco_eval_status;
+
+/* "ok", "compile_error", "run_error", "timeout", "wrong_answer",
+ * "frozen_violation", "bad_output", "infra_error". */
+const char *cuco_eval_status_name(cuco_eval_status s);
+/* Inverse of the above; -1 if unknown. */
+int cuco_eval_status_parse(const char *name);
+
+typedef struct cuco_eval_opts {
+    const char *work_dir;        /* candidate build folders go under it; NULL: a temp dir */
+    int max_level;               /* 1, 2 or 3; 0 means 3 */
+    int repeats;                 /* bench repeats; 0: the manifest's */
+    const char *const *env_set;  /* extra "NAME=VALUE" for every run (e.g. a GPU slot) */
+    int keep_build;              /* keep the build folder (default: removed on success) */
+    void (*progress)(void *ctx, const char *line); /* optional progress lines */
+    void *progress_ctx;
+} cuco_eval_opts;
+
+typedef struct cuco_eval_result {
+    int level;               /* highest level passed: 0 none, 1 built, 2 verified, 3 benchmarked */
+    cuco_eval_status status;
+    char program_hash[17];   /* xxh3 of the candidate text */
+    double time_ms;          /* median over bench repeats of the program's time_ms */
+    double time_ms_min;
+    double time_ms_max;
+    double spread;           /* (max - min) / median */
+    double *times_ms;        /* each repeat's time_ms (owned) */
+    int n_times;
+    char *metrics_json;      /* the median repeat's CUCO_RESULT object (owned) or NULL */
+    char *excerpt;           /* the part of the log that explains a failure (owned) or NULL */
+    double compile_s, verify_s, bench_s;
+} cuco_eval_result;
+
+/* Evaluates program_text (NULL: the workload's seed). Returns 0 when the
+ * cascade ran, whatever the candidate's status; negative only when cuco
+ * itself could not do its job (disk full, cannot spawn). */
+int cuco_eval_program(const cuco_workload *w, const char *program_text, const cuco_eval_opts *o,
+                      cuco_eval_result *r, cuco_err *e);
+void cuco_eval_result_free(cuco_eval_result *r);
+/* The result as one JSON object (caller frees). */
+char *cuco_eval_result_json(const cuco_eval_result *r);
+
+/* Output parsing, exposed for tests and other runners. */
+typedef struct cuco_run_output {
+    int has_verification;
+    int verified;            /* 1 PASS, 0 FAIL */
+    char *fail_reason;       /* text after FAIL (owned) or NULL */
+    char *result_json;       /* the last CUCO_RESULT object (owned) or NULL */
+    double time_ms;          /* from result_json; < 0 if missing */
+    char *parse_error;       /* why result_json is unusable (owned) or NULL */
+} cuco_run_output;
+void cuco_run_output_parse(const char *stdout_text, cuco_run_output *out);
+void cuco_run_output_free(cuco_run_output *out);
+
+#endif

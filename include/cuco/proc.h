@@ -1,0 +1,56 @@
+/* proc.h: run external commands safely.
+ *
+ * A child is spawned from an argv array (never a shell string) in a new
+ * process group, with stdout and stderr captured up to a cap (the head and
+ * the tail are kept, the middle is dropped and counted), a wall-clock timeout,
+ * and, on timeout or cancel, SIGTERM then SIGKILL to the whole group so that
+ * grandchildren (mpirun's ranks, a build's compilers) die too.
+ */
+#ifndef CUCO_PROC_H
+#define CUCO_PROC_H
+
+#include <stddef.h>
+#include "cuco/err.h"
+
+typedef struct cuco_proc_opts {
+    const char *const *argv;     /* NULL-terminated; argv[0] looked up in PATH */
+    const char *cwd;             /* NULL: inherit */
+    const char *const *env_set;  /* extra "NAME=VALUE" entries, NULL-terminated, or NULL */
+    const char *stdin_path;      /* NULL: /dev/null */
+    double timeout_s;            /* <= 0: no timeout */
+    size_t capture_cap;          /* bytes kept per stream; 0: default 1 MiB */
+    int merge_stderr;            /* 1: stderr goes into the stdout capture */
+    double kill_grace_s;         /* between SIGTERM and SIGKILL; 0: default 2 s */
+} cuco_proc_opts;
+
+typedef struct cuco_proc_result {
+    int exited;        /* 1: exited normally, exit_code valid */
+    int exit_code;
+    int signaled;      /* 1: killed by term_signal */
+    int term_signal;
+    int timed_out;     /* 1: the timeout fired and the group was killed */
+    double wall_s;
+    char *out;         /* captured stdout (NUL-terminated, owned) */
+    size_t out_len;
+    size_t out_total;  /* bytes the child wrote in all */
+    char *err;         /* captured stderr (owned; empty when merged) */
+    size_t err_len;
+    size_t err_total;
+} cuco_proc_result;
+
+/* Runs to completion (or timeout). Returns 0 if the child was started and
+ * reaped, whatever its status; negative if it could not be started (e.g. the
+ * program does not exist: CUCO_ENOTFOUND). Free the result with
+ * cuco_proc_result_free(). */
+int cuco_proc_run(const cuco_proc_opts *opts, cuco_proc_result *res, cuco_err *e);
+void cuco_proc_result_free(cuco_proc_result *res);
+
+/* One line describing how the child ended: "exit 0", "killed by SIGSEGV",
+ * "timed out after 5.0 s". Caller frees. */
+char *cuco_proc_describe(const cuco_proc_result *res);
+
+/* Joins argv into a printable command line with shell-style quoting, for
+ * logs and reports only (never executed). Caller frees. */
+char *cuco_proc_argv_string(const char *const *argv);
+
+#endif

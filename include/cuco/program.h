@@ -1,0 +1,51 @@
+/* program.h: the text of a candidate program: its EVOLVE-BLOCKs, the frozen
+ * text around them, and the knobs declared inside them.
+ *
+ *   // EVOLVE-BLOCK-START
+ *   #define CUCO_CHUNK_BYTES 1048576  // cuco:knob 65536 262144 1048576 4194304
+ *   ...
+ *   // EVOLVE-BLOCK-END
+ *
+ * A marker is a line whose trimmed text starts with "//" and contains
+ * "EVOLVE-BLOCK-START" or "EVOLVE-BLOCK-END". Blocks do not nest. A knob is a
+ * "#define NAME VALUE" line inside a block with a trailing
+ * "// cuco:knob V1 V2 ..." comment listing its legal values.
+ */
+#ifndef CUCO_PROGRAM_H
+#define CUCO_PROGRAM_H
+
+#include <stddef.h>
+#include "cuco/err.h"
+#include "cuco/workload.h"
+
+typedef struct cuco_block {
+    size_t body_start; /* byte offset of the first byte after the START marker line */
+    size_t body_end;   /* byte offset of the first byte of the END marker line */
+    int start_line;    /* 1-based line of the START marker */
+    int end_line;      /* 1-based line of the END marker */
+} cuco_block;
+
+/* Finds the blocks. Unbalanced or nested markers: CUCO_EINVAL with the line.
+ * *blocks is malloc'd (caller frees); a program without blocks yields n = 0. */
+int cuco_program_blocks(const char *text, cuco_block **blocks, size_t *n, cuco_err *e);
+
+/* 0 if cand's text outside its blocks equals seed's (same number of blocks,
+ * same frozen text byte for byte); otherwise CUCO_EINVAL and a message naming
+ * the first differing line of cand. */
+int cuco_program_check_frozen(const char *seed, const char *cand, cuco_err *e);
+
+typedef struct cuco_knob {
+    char *name;      /* macro name */
+    char *value;     /* current value text */
+    cuco_strlist choices;
+    int line;        /* 1-based */
+} cuco_knob;
+
+/* Knobs inside the blocks, in order. *knobs malloc'd: cuco_knobs_free(). */
+int cuco_program_knobs(const char *text, cuco_knob **knobs, size_t *n, cuco_err *e);
+void cuco_knobs_free(cuco_knob *knobs, size_t n);
+/* Returns a new text with knob name set to value (caller frees). */
+int cuco_program_set_knob(const char *text, const char *name, const char *value, char **out,
+                          cuco_err *e);
+
+#endif

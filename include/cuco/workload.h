@@ -1,0 +1,99 @@
+/* workload.h: a workload folder and its manifest (workload.yaml).
+ *
+ * Manifest (YAML):
+ *   name: cpu_demo                 # required, [A-Za-z0-9_-]+
+ *   description: "..."             # optional
+ *   ranks: 2                       # required, >= 1 (processes / GPUs)
+ *   gpu: false                     # optional (default true): needs a GPU to run
+ *   sources: [main.c, util.h]      # required, relative to the folder
+ *   evolve_file: main.c            # required, one of sources; holds EVOLVE-BLOCKs
+ *   build:
+ *     command: [mpicc, -O2, -o, "{out}", "{evolve_file}", -lm]   # required argv
+ *     output: cpu_demo             # required, binary name in the build folder
+ *     timeout_s: 120               # optional (default 300)
+ *   run:
+ *     launcher: mpirun             # mpirun (default) | direct
+ *     mpirun_args: [--oversubscribe]  # optional extra mpirun flags
+ *     env: {OMP_NUM_THREADS: "1"}  # optional
+ *   verify:                        # the L2 run: small size, short timeout
+ *     args: [--n, "256"]
+ *     timeout_s: 60
+ *   bench:                         # the L3 run: full size, repeats
+ *     args: [--n, "1024"]
+ *     timeout_s: 300
+ *     repeats: 3
+ *   space:                         # optional: design-space dims for this workload
+ *     backend: [lsa]
+ *     placement: [separate_kernel, fused, dedicated_ctas]
+ *     ...                          # any dim name -> list of legal values
+ *
+ * Placeholders expanded in build.command and in args: {out} (binary path),
+ * {evolve_file} (path of the candidate's evolve file), {src_dir} (the build
+ * folder holding all sources), {workload_dir}, {ranks}, {nccl_include},
+ * {nccl_lib}, {cuda_home}, {repo} (the cuco source tree, for device/ and
+ * workloads/common). An argument that is exactly "{mpi_compile_flags}" or
+ * "{mpi_link_flags}" expands to several arguments (from mpicc --showme).
+ */
+#ifndef CUCO_WORKLOAD_H
+#define CUCO_WORKLOAD_H
+
+#include <stddef.h>
+#include "cuco/err.h"
+
+typedef struct cuco_strlist {
+    char **items; /* owned */
+    size_t n;
+} cuco_strlist;
+
+typedef struct cuco_kv {
+    char *key;
+    char *value;
+} cuco_kv;
+
+typedef struct cuco_space_dim {
+    char *name;
+    cuco_strlist values;
+} cuco_space_dim;
+
+typedef struct cuco_run_level {
+    cuco_strlist args;
+    double timeout_s;
+    int repeats; /* bench only; 1 for verify */
+    int line;    /* manifest line of this section, for messages */
+} cuco_run_level;
+
+typedef struct cuco_workload {
+    char *dir;           /* absolute path of the workload folder */
+    char *manifest_path; /* absolute path of workload.yaml */
+    char *name;
+    char *description;
+    int ranks;
+    int gpu;
+    cuco_strlist sources;
+    char *evolve_file;
+    cuco_strlist build_command;
+    char *build_output;
+    double build_timeout_s;
+    char *launcher; /* "mpirun" or "direct" */
+    cuco_strlist mpirun_args;
+    cuco_kv *env;
+    size_t n_env;
+    cuco_run_level verify;
+    cuco_run_level bench;
+    cuco_space_dim *space;
+    size_t n_space;
+} cuco_workload;
+
+/* Loads DIR/workload.yaml (or a path to a manifest file). Errors carry the
+ * manifest path and line. The workload is owned by the caller:
+ * cuco_workload_free(). */
+int cuco_workload_load(const char *dir_or_manifest, cuco_workload **out, cuco_err *e);
+void cuco_workload_free(cuco_workload *w);
+
+/* Reads the seed program (the evolve file as shipped). Caller frees. */
+int cuco_workload_read_seed(const cuco_workload *w, char **text, cuco_err *e);
+
+void cuco_strlist_free(cuco_strlist *l);
+int cuco_strlist_push(cuco_strlist *l, const char *s);
+
+#endif

@@ -1,0 +1,20 @@
+/* commands.h: the subcommands of the cuco tool, one file each (cmd_NAME.c).
+ * Each takes the arguments after its name (argv[0] is the command name) and
+ * returns the process exit code: 0 ok, 1 the work failed, 2 bad usage/input. */
+#ifndef CUCO_CLI_COMMANDS_H
+#define CUCO_CLI_COMMANDS_H
+
+int cmd_doctor(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_analyze(int argc, char **argv);
+int cmd_transform(int argc, char **argv);
+int cmd_evolve(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_bound(int argc, char **argv);
+
+/* Returns 1 when argv holds -h or --help (anywhere before a "--"). */
+int cli_wants_help(int argc, char **argv);
+
+#endif

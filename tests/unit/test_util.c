@@ -1,0 +1,95 @@
+/* test_util.c: the error context, buffers, hashing and fs helpers. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cuco/buf.h"
+#include "cuco/err.h"
+#include "cuco/fs.h"
+#include "cuco/hash.h"
+
+static void test_err_prefix_and_location(void **state)
+{
+    (void)state;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_err_set_at(&e, CUCO_EINVAL, "w.yaml", 7, "bad %s", "ranks"), CUCO_EINVAL);
+    cuco_err_prefix(&e, "loading");
+    assert_string_equal(e.msg, "loading: bad ranks");
+    assert_string_equal(e.file, "w.yaml");
+    assert_int_equal(e.line, 7);
+    cuco_err_clear(&e);
+    assert_null(e.msg);
+    assert_int_equal(e.code, 0);
+}
+
+static void test_buf_grows(void **state)
+{
+    (void)state;
+    cuco_buf b = CUCO_BUF_INIT;
+    for (int i = 0; i < 10000; i++)
+        cuco_buf_printf(&b, "%d,", i);
+    assert_true(b.len > 40000);
+    assert_true(cuco_str_starts_with(b.data, "0,1,2,"));
+    assert_true(cuco_str_ends_with(b.data, "9999,"));
+    char *s = cuco_buf_detach(&b);
+    assert_null(b.data);
+    free(s);
+    char t[] = "  x y \n";
+    assert_string_equal(cuco_str_trim(t), "x y");
+}
+
+static void test_hash_stable(void **state)
+{
+    (void)state;
+    char a[17], b[17];
+    cuco_hash_hex("abc", 3, a);
+    cuco_hash_hex("abc", 3, b);
+    assert_string_equal(a, b);
+    assert_int_equal(strlen(a), 16);
+    cuco_hash_hex("abd", 3, b);
+    assert_string_not_equal(a, b);
+}
+
+static void test_fs_roundtrip(void **state)
+{
+    (void)state;
+    cuco_err e = CUCO_ERR_INIT;
+    char tmpl[] = "/tmp/cuco-test-XXXXXX";
+    assert_non_null(mkdtemp(tmpl));
+    char *dir = cuco_path_join(tmpl, "a/b/c");
+    assert_int_equal(cuco_fs_mkdirs(dir, &e), 0);
+    char *f = cuco_path_join(dir, "x.txt");
+    assert_int_equal(cuco_fs_write(f, "hello", 5, &e), 0);
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(cuco_fs_read(f, &text, &len, &e), 0);
+    assert_int_equal(len, 5);
+    assert_string_equal(text, "hello");
+    free(text);
+    assert_int_equal(cuco_fs_read("/nonexistent/zzz", &text, &len, &e), CUCO_ESYS);
+    assert_non_null(strstr(e.msg, "/nonexistent/zzz"));
+    assert_int_equal(cuco_fs_remove_tree(tmpl, &e), 0);
+    assert_false(cuco_fs_exists(tmpl));
+    char *d = cuco_path_dirname("/a/b/c.txt");
+    assert_string_equal(d, "/a/b");
+    free(d);
+    free(f);
+    free(dir);
+    cuco_err_clear(&e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_err_prefix_and_location),
+        cmocka_unit_test(test_buf_grows),
+        cmocka_unit_test(test_hash_stable),
+        cmocka_unit_test(test_fs_roundtrip),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
