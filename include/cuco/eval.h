@@ -55,11 +55,16 @@ typedef struct cuco_eval_result {
     char *metrics_json;      /* the median repeat's CUCO_RESULT object (owned) or NULL */
     char *excerpt;           /* the part of the log that explains a failure (owned) or NULL */
     double compile_s, verify_s, bench_s;
+    char *build_dir;         /* the candidate's build folder when kept (keep_build or a
+                                failure past the frozen check), else NULL (owned) */
 } cuco_eval_result;
 
 /* Evaluates program_text (NULL: the workload's seed). Returns 0 when the
  * cascade ran, whatever the candidate's status; negative only when cuco
- * itself could not do its job (disk full, cannot spawn). */
+ * itself could not do its job (seed unreadable, build folder cannot be made
+ * or filled). A command that cannot be started (compiler or mpirun missing)
+ * or a placeholder that cannot be filled gives status infra_error. On 0, free
+ * r with cuco_eval_result_free(); on a negative return r holds nothing. */
 int cuco_eval_program(const cuco_workload *w, const char *program_text, const cuco_eval_opts *o,
                       cuco_eval_result *r, cuco_err *e);
 void cuco_eval_result_free(cuco_eval_result *r);

@@ -39,6 +39,7 @@ typedef struct cuco_knob {
     char *value;     /* current value text */
     cuco_strlist choices;
     int line;        /* 1-based */
+    int value_in_choices; /* 0: the current value is not one of choices (kept, warned) */
 } cuco_knob;
 
 /* Knobs inside the blocks, in order. *knobs malloc'd: cuco_knobs_free(). */

@@ -1,0 +1,141 @@
+/* db.h: the candidate database of an evolution run (SQLite, WAL mode).
+ *
+ * One writer (the evolve engine's main thread) and any number of read-only
+ * readers (report, web UI) that work while a run writes. The schema is
+ * versioned in table schema_version(version) and upgraded by ordered
+ * migrations when opened for writing.
+ *
+ * Schema (version 1):
+ *   runs(id INTEGER PK, workload TEXT, config TEXT (JSON), seed INTEGER,
+ *        baseline_ms REAL (NULL until the baseline is measured),
+ *        started_at REAL, ended_at REAL, status TEXT 'running'|'done'|'stopped')
+ *   programs(id INTEGER PK, run_id, parent_id, second_parent_id, island,
+ *        generation, code TEXT, code_hash TEXT, mutator TEXT, patch_type TEXT,
+ *        description TEXT, status TEXT (an eval status name from eval.h, or
+ *        'pending', 'rejected_duplicate', 'rejected_novelty', 'patch_failed'),
+ *        score REAL (baseline/time, NULL unless ok), time_ms REAL,
+ *        metrics TEXT (JSON), error TEXT (excerpt), novelty REAL,
+ *        knobs TEXT (JSON object name -> value), created_at REAL)
+ *   evaluations(workload TEXT, code_hash TEXT, status TEXT, time_ms REAL,
+ *        metrics TEXT, error TEXT, created_at REAL, PRIMARY KEY(workload, code_hash))
+ *   llm_calls(id, run_id, program_id, model, input_tokens, output_tokens,
+ *        cached_tokens, cost_usd, latency_s, prompt_hash, status, created_at)
+ *   meta_summaries(id, run_id, generation, text, created_at)
+ * Times are seconds since the epoch (REAL).
+ *
+ * The run lock is an flock() on a lock file beside the database
+ * (db_lock_acquire): the OS releases it when the holder dies, even by kill -9.
+ */
+#ifndef CUCO_DB_H
+#define CUCO_DB_H
+
+#include <stdint.h>
+#include "cuco/err.h"
+
+#define CUCO_DB_SCHEMA_VERSION 1
+
+typedef struct cuco_db cuco_db; /* opaque */
+
+/* Opens (creating when writable) the database at path. readonly: open
+ * read-only, no migration (fails with CUCO_EDB if the schema is newer than
+ * this build or missing). Close with db_close(). */
+int db_open(const char *path, int readonly, cuco_db **out, cuco_err *e);
+void db_close(cuco_db *db);
+/* The schema version stored in the file. */
+int db_schema_version(cuco_db *db, int *version, cuco_err *e);
+
+/* Run lock: takes an exclusive flock on lock_path (created). CUCO_EBUSY with a
+ * clear message when another process holds it. *fd receives the descriptor;
+ * db_lock_release(fd) closes it. */
+int db_lock_acquire(const char *lock_path, int *fd, cuco_err *e);
+void db_lock_release(int fd);
+
+typedef struct cuco_db_run {
+    int64_t id;
+    char *workload;
+    char *config_json;
+    uint64_t seed;
+    double baseline_ms; /* < 0 when not measured yet */
+    double started_at, ended_at;
+    char *status;
+} cuco_db_run;
+void db_run_free(cuco_db_run *r);
+
+int db_run_create(cuco_db *db, const char *workload, const char *config_json, uint64_t seed,
+                  int64_t *id, cuco_err *e);
+/* Latest run of the workload; CUCO_ENOTFOUND if none. r filled (db_run_free). */
+int db_run_find(cuco_db *db, const char *workload, cuco_db_run *r, cuco_err *e);
+int db_run_set_baseline(cuco_db *db, int64_t run_id, double baseline_ms, cuco_err *e);
+int db_run_set_status(cuco_db *db, int64_t run_id, const char *status, cuco_err *e);
+
+typedef struct cuco_db_program {
+    int64_t id, run_id, parent_id, second_parent_id; /* parents: 0 when none */
+    int island, generation;
+    char *code, *code_hash, *mutator, *patch_type, *description, *status;
+    double score;   /* < 0 when none */
+    double time_ms; /* < 0 when none */
+    char *metrics_json, *error, *knobs_json;
+    double novelty;
+    double created_at;
+} cuco_db_program;
+void db_program_free(cuco_db_program *p);
+
+/* Inserts p (id ignored, set in *id). Strings may be NULL. */
+int db_program_insert(cuco_db *db, const cuco_db_program *p, int64_t *id, cuco_err *e);
+/* Updates status, score, time_ms, metrics, error of program id. */
+int db_program_update(cuco_db *db, int64_t id, const char *status, double score, double time_ms,
+                      const char *metrics_json, const char *error, cuco_err *e);
+int db_program_get(cuco_db *db, int64_t id, cuco_db_program *p, cuco_err *e);
+/* Programs of a run in id order, optionally filtered by status (NULL: all).
+ * *out malloc'd array (db_programs_free). */
+int db_programs_list(cuco_db *db, int64_t run_id, const char *status, cuco_db_program **out,
+                     size_t *n, cuco_err *e);
+/* The best n 'ok' programs of a run (island < 0: all islands), best score first. */
+int db_programs_top(cuco_db *db, int64_t run_id, int island, size_t n, cuco_db_program **out,
+                    size_t *nout, cuco_err *e);
+void db_programs_free(cuco_db_program *ps, size_t n);
+/* 1 if a program of the run has this code hash (any status), 0 if not. */
+int db_program_hash_seen(cuco_db *db, int64_t run_id, const char *code_hash, int *seen,
+                         cuco_err *e);
+/* 1 if a program of the run has exactly this knobs JSON (any status but
+ * patch_failed), 0 if not. */
+int db_program_knobs_seen(cuco_db *db, int64_t run_id, const char *knobs_json, int *seen,
+                          cuco_err *e);
+
+/* Evaluation cache keyed by (workload, code_hash). lookup: *found = 0 if
+ * absent, else fields filled (strings owned by caller, may be NULL). */
+typedef struct cuco_db_eval {
+    char *status;
+    double time_ms;
+    char *metrics_json;
+    char *error;
+} cuco_db_eval;
+void db_eval_free(cuco_db_eval *v);
+int db_eval_lookup(cuco_db *db, const char *workload, const char *code_hash, int *found,
+                   cuco_db_eval *v, cuco_err *e);
+int db_eval_store(cuco_db *db, const char *workload, const char *code_hash,
+                  const cuco_db_eval *v, cuco_err *e);
+
+typedef struct cuco_db_llm_call {
+    int64_t run_id, program_id; /* program_id 0: none */
+    const char *model;
+    int64_t input_tokens, output_tokens, cached_tokens;
+    double cost_usd, latency_s;
+    const char *prompt_hash, *status;
+} cuco_db_llm_call;
+int db_llm_call_insert(cuco_db *db, const cuco_db_llm_call *c, int64_t *id, cuco_err *e);
+/* Sum of cost_usd over the run's llm_calls. */
+int db_run_cost(cuco_db *db, int64_t run_id, double *usd, cuco_err *e);
+
+int db_meta_insert(cuco_db *db, int64_t run_id, int generation, const char *text, cuco_err *e);
+
+/* Marks the run's 'pending' programs (left by a crash); returns them in id
+ * order so the engine can re-queue them (db_programs_free). */
+int db_programs_pending(cuco_db *db, int64_t run_id, cuco_db_program **out, size_t *n,
+                        cuco_err *e);
+
+/* Transactions (the engine groups a generation's writes). */
+int db_begin(cuco_db *db, cuco_err *e);
+int db_commit(cuco_db *db, cuco_err *e);
+
+#endif

@@ -1,0 +1,696 @@
+/* cascade.c: evaluates one candidate program of a workload:
+ *
+ *   frozen check -> L1 compile -> L2 run + verify -> L3 benchmark
+ *
+ * Each candidate gets a fresh build folder holding copies of the workload's
+ * sources with the candidate's text as the evolve file. Commands come from the
+ * manifest with placeholders expanded and run through src/proc (argv arrays,
+ * timeouts that kill the whole process group). The first failing level decides
+ * the status, and the excerpt keeps the part of the log that explains it. */
+#include "cuco/buf.h"
+#include "cuco/eval.h"
+#include "cuco/fs.h"
+#include "cuco/hash.h"
+#include "cuco/proc.h"
+#include "cuco/program.h"
+#include "cuco/toolchain.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef CUCO_SOURCE_DIR
+#define CUCO_SOURCE_DIR "."
+#endif
+
+enum { EXCERPT_CAP = 4096, COMPILE_EXCERPT_LINES = 40 };
+
+/* State of one evaluation. Everything here is owned and freed by
+ * cascade_free(). */
+typedef struct cascade {
+    const cuco_workload *w;
+    const cuco_eval_opts *o;
+    cuco_eval_result *r;
+    char *build_dir;
+    char *bin;
+    char *evolve_path;
+    cuco_toolchain tc;
+    int tc_done;
+    cuco_strlist mpi_compile, mpi_link;
+    int mpi_compile_done, mpi_link_done;
+    cuco_strlist run_env; /* NAME=VALUE for every run */
+} cascade;
+
+static void progress(cascade *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void progress(cascade *c, const char *fmt, ...)
+{
+    if (!c->o || !c->o->progress)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    cuco_buf b = CUCO_BUF_INIT;
+    cuco_buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    c->o->progress(c->o->progress_ctx, cuco_buf_str(&b));
+    cuco_buf_free(&b);
+}
+
+static void cascade_free(cascade *c)
+{
+    free(c->build_dir);
+    free(c->bin);
+    free(c->evolve_path);
+    if (c->tc_done)
+        cuco_toolchain_free(&c->tc);
+    cuco_strlist_free(&c->mpi_compile);
+    cuco_strlist_free(&c->mpi_link);
+    cuco_strlist_free(&c->run_env);
+}
+
+/* Keeps valid UTF-8 and printable ASCII (plus \n and \t); anything else
+ * becomes '?', so excerpts always go into JSON. Caller frees. */
+static char *clean_text(const char *s, size_t n)
+{
+    cuco_buf b = CUCO_BUF_INIT;
+    cuco_buf_reserve(&b, n + 1);
+    for (size_t i = 0; i < n;) {
+        unsigned char ch = (unsigned char)s[i];
+        size_t len = ch < 0x80             ? 1
+                     : (ch & 0xE0) == 0xC0 ? 2
+                     : (ch & 0xF0) == 0xE0 ? 3
+                     : (ch & 0xF8) == 0xF0 ? 4
+                                           : 0;
+        int ok = len > 0 && i + len <= n && !(len == 2 && ch < 0xC2);
+        for (size_t k = 1; ok && k < len; k++)
+            ok = ((unsigned char)s[i + k] & 0xC0) == 0x80;
+        if (ok && len == 1 && ch < 0x20 && ch != '\n' && ch != '\t')
+            ok = 0;
+        if (!ok) {
+            cuco_buf_putc(&b, ch == '\r' ? '\n' : '?');
+            i++;
+            continue;
+        }
+        cuco_buf_append(&b, s + i, len);
+        i += len;
+    }
+    return cuco_buf_detach(&b);
+}
+
+/* The last cap bytes of s, starting at a line boundary when one is near. */
+static const char *tail_of(const char *s, size_t cap)
+{
+    size_t n = strlen(s);
+    if (n <= cap)
+        return s;
+    const char *t = s + n - cap;
+    const char *nl = strchr(t, '\n');
+    return nl && nl + 1 < s + n && (size_t)(nl - t) < cap / 4 ? nl + 1 : t;
+}
+
+static void set_excerpt(cascade *c, const char *text)
+{
+    free(c->r->excerpt);
+    size_t n = strlen(text);
+    if (n > EXCERPT_CAP)
+        n = EXCERPT_CAP;
+    c->r->excerpt = clean_text(text, n);
+}
+
+static int line_has_error(const char *s, size_t n)
+{
+    static const char *const marks[] = {"error", "Error", "ERROR", "undefined reference",
+                                        "cannot find"};
+    for (size_t m = 0; m < sizeof marks / sizeof marks[0]; m++) {
+        size_t k = strlen(marks[m]);
+        for (size_t i = 0; i + k <= n; i++)
+            if (!memcmp(s + i, marks[m], k))
+                return 1;
+    }
+    return 0;
+}
+
+/* The first error lines of a compiler's output: from the first line that
+ * mentions an error, some lines on; the head of the log when none does. */
+static char *compile_excerpt(const char *log)
+{
+    const char *start = log;
+    for (const char *p = log; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        if (line_has_error(p, n)) {
+            start = p;
+            break;
+        }
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
+    const char *end = start;
+    for (int lines = 0; *end && lines < COMPILE_EXCERPT_LINES; lines++) {
+        const char *nl = strchr(end, '\n');
+        end = nl ? nl + 1 : end + strlen(end);
+    }
+    return cuco_strndup(start, (size_t)(end - start));
+}
+
+/* "how it ended" + tails of stderr and stdout, for run failures. */
+static char *run_excerpt(const char *headline, const cuco_proc_result *pr)
+{
+    cuco_buf b = CUCO_BUF_INIT;
+    cuco_buf_printf(&b, "%s\n", headline);
+    const char *err = pr->err ? pr->err : "", *out = pr->out ? pr->out : "";
+    if (*err)
+        cuco_buf_printf(&b, "--- stderr (last lines) ---\n%s%s", tail_of(err, 1800),
+                        cuco_str_ends_with(err, "\n") ? "" : "\n");
+    if (*out)
+        cuco_buf_printf(&b, "--- stdout (last lines) ---\n%s%s", tail_of(out, 1800),
+                        cuco_str_ends_with(out, "\n") ? "" : "\n");
+    return cuco_buf_detach(&b);
+}
+
+static int need_toolchain(cascade *c, cuco_err *e)
+{
+    if (c->tc_done)
+        return 0;
+    memset(&c->tc, 0, sizeof c->tc);
+    int rc = cuco_toolchain_detect(&c->tc, e);
+    if (rc)
+        return rc;
+    c->tc_done = 1;
+    return 0;
+}
+
+/* Splits the output of "mpicc --showme:WHAT" into arguments. */
+static int need_mpi_flags(cascade *c, const char *what, cuco_strlist *flags, int *done, cuco_err *e)
+{
+    if (*done)
+        return 0;
+    char *opt = cuco_sprintf("--showme:%s", what);
+    const char *argv[] = {"mpicc", opt, NULL};
+    cuco_proc_opts po = {.argv = argv, .timeout_s = 30};
+    cuco_proc_result pr;
+    int rc = cuco_proc_run(&po, &pr, e);
+    free(opt);
+    if (rc)
+        return cuco_err_prefix(e, "{mpi_%s_flags} needs mpicc", what);
+    if (!pr.exited || pr.exit_code != 0) {
+        char *how = cuco_proc_describe(&pr);
+        rc = cuco_err_set(e, CUCO_EUNSUPPORTED, "mpicc --showme:%s failed (%s)", what, how);
+        free(how);
+        cuco_proc_result_free(&pr);
+        return rc;
+    }
+    for (char *p = pr.out; p && *p;) {
+        while (*p && isspace((unsigned char)*p))
+            p++;
+        char *s = p;
+        while (*p && !isspace((unsigned char)*p))
+            p++;
+        if (p > s) {
+            char *arg = cuco_strndup(s, (size_t)(p - s));
+            cuco_strlist_push(flags, arg);
+            free(arg);
+        }
+    }
+    cuco_proc_result_free(&pr);
+    *done = 1;
+    return 0;
+}
+
+/* The value of placeholder `name`, or NULL with e set when it cannot be had.
+ * *known is 0 for names that are not placeholders. Caller frees. */
+static char *placeholder(cascade *c, const char *name, int *known, cuco_err *e)
+{
+    *known = 1;
+    if (!strcmp(name, "out"))
+        return cuco_strdup(c->bin);
+    if (!strcmp(name, "evolve_file"))
+        return cuco_strdup(c->evolve_path);
+    if (!strcmp(name, "src_dir"))
+        return cuco_strdup(c->build_dir);
+    if (!strcmp(name, "workload_dir"))
+        return cuco_strdup(c->w->dir);
+    if (!strcmp(name, "ranks"))
+        return cuco_sprintf("%d", c->w->ranks);
+    if (!strcmp(name, "repo")) {
+        const char *repo = getenv("CUCO_REPO");
+        return cuco_strdup(repo && *repo ? repo : CUCO_SOURCE_DIR);
+    }
+    if (!strcmp(name, "nccl_include") || !strcmp(name, "nccl_lib") || !strcmp(name, "cuda_home")) {
+        if (need_toolchain(c, e))
+            return NULL;
+        const char *v = !strcmp(name, "nccl_include") ? c->tc.nccl_include
+                        : !strcmp(name, "nccl_lib")   ? c->tc.nccl_lib
+                                                      : c->tc.cuda_home;
+        if (!v) {
+            cuco_err_set(e, CUCO_EUNSUPPORTED, "{%s} is used but was not found on this machine%s",
+                         name, strcmp(name, "cuda_home") ? " (set NCCL_HOME)" : " (set CUDA_HOME)");
+            return NULL;
+        }
+        return cuco_strdup(v);
+    }
+    *known = 0;
+    return NULL;
+}
+
+/* Expands the placeholders of one argument into out (one or several args). */
+static int expand_arg(cascade *c, const char *arg, cuco_strlist *out, cuco_err *e)
+{
+    int compile = !strcmp(arg, "{mpi_compile_flags}"), link = !strcmp(arg, "{mpi_link_flags}");
+    if (compile || link) {
+        cuco_strlist *flags = compile ? &c->mpi_compile : &c->mpi_link;
+        int rc = need_mpi_flags(c, compile ? "compile" : "link", flags,
+                                compile ? &c->mpi_compile_done : &c->mpi_link_done, e);
+        if (rc)
+            return rc;
+        for (size_t i = 0; i < flags->n; i++)
+            cuco_strlist_push(out, flags->items[i]);
+        return 0;
+    }
+    cuco_buf b = CUCO_BUF_INIT;
+    for (const char *p = arg; *p;) {
+        const char *close = *p == '{' ? strchr(p, '}') : NULL;
+        if (!close) {
+            cuco_buf_putc(&b, *p++);
+            continue;
+        }
+        char *name = cuco_strndup(p + 1, (size_t)(close - p - 1));
+        int known = 0;
+        char *value = placeholder(c, name, &known, e);
+        free(name);
+        if (known && !value) {
+            cuco_buf_free(&b);
+            return e->code ? e->code : CUCO_EINVAL;
+        }
+        if (known) {
+            cuco_buf_puts(&b, value);
+            free(value);
+            p = close + 1;
+        } else {
+            cuco_buf_putc(&b, *p++);
+        }
+    }
+    int rc = cuco_strlist_push(out, cuco_buf_str(&b));
+    cuco_buf_free(&b);
+    return rc;
+}
+
+static int expand_list(cascade *c, const cuco_strlist *in, cuco_strlist *out, cuco_err *e)
+{
+    for (size_t i = 0; i < in->n; i++) {
+        int rc = expand_arg(c, in->items[i], out, e);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* A NULL-terminated view of a list (the strings stay the list's). */
+static const char **argv_of(const cuco_strlist *l)
+{
+    const char **v = calloc(l->n + 1, sizeof *v);
+    for (size_t i = 0; v && i < l->n; i++)
+        v[i] = l->items[i];
+    return v;
+}
+
+static int make_build_dir(cascade *c, cuco_err *e)
+{
+    char *tmpl;
+    if (c->o && c->o->work_dir) {
+        int rc = cuco_fs_mkdirs(c->o->work_dir, e);
+        if (rc)
+            return rc;
+        char *abs = cuco_path_abs(c->o->work_dir);
+        tmpl = cuco_sprintf("%s/cand-%s-XXXXXX", abs ? abs : c->o->work_dir, c->r->program_hash);
+        free(abs);
+    } else {
+        const char *tmp = getenv("TMPDIR");
+        tmpl = cuco_sprintf("%s/cuco-eval-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    }
+    if (!mkdtemp(tmpl)) {
+        int rc = cuco_err_errno(e, "cannot create a build folder from %s", tmpl);
+        free(tmpl);
+        return rc;
+    }
+    c->build_dir = tmpl;
+    return 0;
+}
+
+static int stage_sources(cascade *c, const char *text, cuco_err *e)
+{
+    const cuco_workload *w = c->w;
+    for (size_t i = 0; i < w->sources.n; i++) {
+        const char *rel = w->sources.items[i];
+        char *dst = cuco_path_join(c->build_dir, rel);
+        char *dst_dir = cuco_path_dirname(dst);
+        int rc = cuco_fs_mkdirs(dst_dir, e);
+        free(dst_dir);
+        if (!rc && !strcmp(rel, w->evolve_file)) {
+            rc = cuco_fs_write(dst, text, strlen(text), e);
+        } else if (!rc) {
+            char *src = cuco_path_join(w->dir, rel);
+            rc = cuco_fs_copy(src, dst, e);
+            free(src);
+        }
+        free(dst);
+        if (rc)
+            return rc;
+    }
+    c->evolve_path = cuco_path_join(c->build_dir, w->evolve_file);
+    c->bin = cuco_path_join(c->build_dir, w->build_output);
+    return 0;
+}
+
+/* Environment for the runs: the MPI and NCCL settings every run needs, the
+ * manifest's run.env (expanded), then the caller's. */
+static int make_run_env(cascade *c, cuco_err *e)
+{
+    cuco_strlist_push(&c->run_env, "OMPI_ALLOW_RUN_AS_ROOT=1");
+    cuco_strlist_push(&c->run_env, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
+    cuco_strlist_push(&c->run_env, "NCCL_NVLS_ENABLE=0");
+    for (size_t i = 0; i < c->w->n_env; i++) {
+        cuco_strlist value = {0};
+        int rc = expand_arg(c, c->w->env[i].value, &value, e);
+        if (rc) {
+            cuco_strlist_free(&value);
+            return cuco_err_prefix(e, "run.env %s", c->w->env[i].key);
+        }
+        char *kv = cuco_sprintf("%s=%s", c->w->env[i].key, value.n ? value.items[0] : "");
+        cuco_strlist_push(&c->run_env, kv);
+        free(kv);
+        cuco_strlist_free(&value);
+    }
+    for (size_t i = 0; c->o && c->o->env_set && c->o->env_set[i]; i++)
+        cuco_strlist_push(&c->run_env, c->o->env_set[i]);
+    return 0;
+}
+
+/* Sets status and excerpt for an infrastructure failure (cuco could not run
+ * the step for reasons that are not the candidate's). */
+static void infra_failure(cascade *c, const char *step, const cuco_err *e)
+{
+    c->r->status = CUCO_EVAL_INFRA_ERROR;
+    char *msg = cuco_sprintf("%s: %s", step, cuco_err_msg(e));
+    set_excerpt(c, msg);
+    free(msg);
+}
+
+static int level_compile(cascade *c, cuco_err *e)
+{
+    cuco_strlist argv = {0};
+    cuco_err step_err = CUCO_ERR_INIT;
+    int rc = expand_list(c, &c->w->build_command, &argv, &step_err);
+    if (rc) {
+        infra_failure(c, "build.command", &step_err);
+        rc = 0;
+        goto out;
+    }
+    const char **args = argv_of(&argv);
+    char *shown = cuco_proc_argv_string(args);
+    progress(c, "L1 compile: %s", shown);
+    free(shown);
+    cuco_proc_opts po = {
+        .argv = args, .cwd = c->build_dir, .timeout_s = c->w->build_timeout_s, .merge_stderr = 1};
+    cuco_proc_result pr;
+    rc = cuco_proc_run(&po, &pr, &step_err);
+    free(args);
+    if (rc) {
+        infra_failure(c, "cannot run the build command", &step_err);
+        rc = 0;
+        goto out;
+    }
+    c->r->compile_s = pr.wall_s;
+    if (pr.timed_out) {
+        c->r->status = CUCO_EVAL_TIMEOUT;
+        char *how = cuco_proc_describe(&pr);
+        char *head = cuco_sprintf("compile %s", how);
+        char *x = run_excerpt(head, &pr);
+        set_excerpt(c, x);
+        free(x);
+        free(head);
+        free(how);
+    } else if (!pr.exited || pr.exit_code != 0) {
+        c->r->status = CUCO_EVAL_COMPILE_ERROR;
+        char *how = cuco_proc_describe(&pr);
+        char *first = compile_excerpt(pr.out ? pr.out : "");
+        char *x = cuco_sprintf("compiler %s:\n%s", how, first);
+        set_excerpt(c, x);
+        free(x);
+        free(first);
+        free(how);
+    } else if (!cuco_fs_exists(c->bin)) {
+        c->r->status = CUCO_EVAL_COMPILE_ERROR;
+        char *x = cuco_sprintf("the build command succeeded but did not produce %s\n%s",
+                               c->w->build_output, tail_of(pr.out ? pr.out : "", 2000));
+        set_excerpt(c, x);
+        free(x);
+    } else {
+        c->r->level = 1;
+        progress(c, "L1 ok (%.1f s)", pr.wall_s);
+    }
+    cuco_proc_result_free(&pr);
+    rc = 0;
+out:
+    cuco_strlist_free(&argv);
+    cuco_err_clear(&step_err);
+    (void)e;
+    return rc;
+}
+
+/* Runs the binary once with a level's args. Returns the status of the run;
+ * on OK, *parsed holds the output (caller frees it). */
+static cuco_eval_status run_once(cascade *c, const cuco_run_level *lv, const char *what,
+                                 int need_verification, cuco_run_output *parsed, double *wall)
+{
+    cuco_strlist argv = {0};
+    cuco_err step_err = CUCO_ERR_INIT;
+    cuco_eval_status st = CUCO_EVAL_OK;
+    memset(parsed, 0, sizeof *parsed);
+    parsed->time_ms = -1;
+    if (!strcmp(c->w->launcher, "mpirun")) {
+        char *np = cuco_sprintf("%d", c->w->ranks);
+        cuco_strlist_push(&argv, "mpirun");
+        cuco_strlist_push(&argv, "-np");
+        cuco_strlist_push(&argv, np);
+        free(np);
+        if (geteuid() == 0)
+            cuco_strlist_push(&argv, "--allow-run-as-root");
+        cuco_strlist_push(&argv, "--bind-to");
+        cuco_strlist_push(&argv, "none");
+        cuco_strlist_push(&argv, "--oversubscribe");
+        if (expand_list(c, &c->w->mpirun_args, &argv, &step_err))
+            goto infra;
+    }
+    cuco_strlist_push(&argv, c->bin);
+    if (expand_list(c, &lv->args, &argv, &step_err))
+        goto infra;
+    const char **args = argv_of(&argv);
+    const char **env = argv_of(&c->run_env);
+    char *shown = cuco_proc_argv_string(args);
+    progress(c, "%s: %s", what, shown);
+    free(shown);
+    cuco_proc_opts po = {
+        .argv = args, .cwd = c->build_dir, .env_set = env, .timeout_s = lv->timeout_s};
+    cuco_proc_result pr;
+    int rc = cuco_proc_run(&po, &pr, &step_err);
+    free(args);
+    free(env);
+    if (rc)
+        goto infra;
+    *wall = pr.wall_s;
+    char *how = cuco_proc_describe(&pr);
+    cuco_run_output_parse(pr.out, parsed);
+    if (pr.timed_out) {
+        st = CUCO_EVAL_TIMEOUT;
+        char *head = cuco_sprintf("%s %s", what, how);
+        char *x = run_excerpt(head, &pr);
+        set_excerpt(c, x);
+        free(x);
+        free(head);
+    } else if (parsed->has_verification && !parsed->verified) {
+        st = CUCO_EVAL_WRONG_ANSWER;
+        char *head = cuco_sprintf("%s: Verification: FAIL %s (%s)", what, parsed->fail_reason, how);
+        char *x = run_excerpt(head, &pr);
+        set_excerpt(c, x);
+        free(x);
+        free(head);
+    } else if (!pr.exited || pr.exit_code != 0) {
+        st = CUCO_EVAL_RUN_ERROR;
+        char *head = cuco_sprintf("%s: %s", what, how);
+        char *x = run_excerpt(head, &pr);
+        set_excerpt(c, x);
+        free(x);
+        free(head);
+    } else if (need_verification && !parsed->has_verification) {
+        st = CUCO_EVAL_BAD_OUTPUT;
+        char *head = cuco_sprintf("%s: no 'Verification: PASS|FAIL' line in the output", what);
+        char *x = run_excerpt(head, &pr);
+        set_excerpt(c, x);
+        free(x);
+        free(head);
+    } else if (parsed->parse_error) {
+        st = CUCO_EVAL_BAD_OUTPUT;
+        char *head = cuco_sprintf("%s: %s", what, parsed->parse_error);
+        char *x = run_excerpt(head, &pr);
+        set_excerpt(c, x);
+        free(x);
+        free(head);
+    }
+    free(how);
+    cuco_proc_result_free(&pr);
+    if (st != CUCO_EVAL_OK)
+        cuco_run_output_free(parsed);
+    cuco_strlist_free(&argv);
+    cuco_err_clear(&step_err);
+    return st;
+infra:
+    infra_failure(c, what, &step_err);
+    cuco_strlist_free(&argv);
+    cuco_err_clear(&step_err);
+    return CUCO_EVAL_INFRA_ERROR;
+}
+
+static void level_verify(cascade *c)
+{
+    cuco_run_output parsed;
+    double wall = 0;
+    cuco_eval_status st = run_once(c, &c->w->verify, "L2 verify", 1, &parsed, &wall);
+    c->r->verify_s = wall;
+    c->r->status = st;
+    if (st != CUCO_EVAL_OK)
+        return;
+    c->r->level = 2;
+    progress(c, "L2 ok: Verification: PASS, time_ms %.4g (%.1f s)", parsed.time_ms, wall);
+    cuco_run_output_free(&parsed);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void level_bench(cascade *c)
+{
+    int repeats = c->o && c->o->repeats > 0 ? c->o->repeats : c->w->bench.repeats;
+    if (repeats < 1)
+        repeats = 1;
+    double *times = calloc((size_t)repeats, sizeof *times);
+    char **metrics = calloc((size_t)repeats, sizeof *metrics);
+    int done = 0;
+    for (int i = 0; i < repeats; i++) {
+        cuco_run_output parsed;
+        double wall = 0;
+        char *what = cuco_sprintf("L3 bench %d/%d", i + 1, repeats);
+        cuco_eval_status st = run_once(c, &c->w->bench, what, 0, &parsed, &wall);
+        free(what);
+        c->r->bench_s += wall;
+        if (st != CUCO_EVAL_OK) {
+            c->r->status = st;
+            goto out;
+        }
+        times[done] = parsed.time_ms;
+        metrics[done] = parsed.result_json;
+        parsed.result_json = NULL;
+        done++;
+        progress(c, "L3 run %d/%d: time_ms %.4g", i + 1, repeats, parsed.time_ms);
+        cuco_run_output_free(&parsed);
+    }
+    double *sorted = malloc((size_t)done * sizeof *sorted);
+    memcpy(sorted, times, (size_t)done * sizeof *sorted);
+    qsort(sorted, (size_t)done, sizeof *sorted, cmp_double);
+    /* The median is the middle run (the lower one for an even count), so that
+     * time_ms and metrics_json come from the same run. */
+    double median = sorted[(done - 1) / 2];
+    int median_run = 0;
+    for (int i = 0; i < done; i++)
+        if (times[i] == median) {
+            median_run = i;
+            break;
+        }
+    c->r->time_ms = median;
+    c->r->time_ms_min = sorted[0];
+    c->r->time_ms_max = sorted[done - 1];
+    c->r->spread = (sorted[done - 1] - sorted[0]) / median;
+    c->r->times_ms = times;
+    c->r->n_times = done;
+    times = NULL;
+    c->r->metrics_json = metrics[median_run];
+    metrics[median_run] = NULL;
+    c->r->level = 3;
+    c->r->status = CUCO_EVAL_OK;
+    free(sorted);
+    progress(c, "L3 ok: median %.4g ms, min %.4g, spread %.1f%% (%.1f s)", c->r->time_ms,
+             c->r->time_ms_min, 100 * c->r->spread, c->r->bench_s);
+out:
+    for (int i = 0; i < done; i++)
+        free(metrics[i]);
+    free(metrics);
+    free(times);
+}
+
+int cuco_eval_program(const cuco_workload *w, const char *program_text, const cuco_eval_opts *o,
+                      cuco_eval_result *r, cuco_err *e)
+{
+    memset(r, 0, sizeof *r);
+    cascade c = {.w = w, .o = o, .r = r};
+    char *seed = NULL;
+    int rc = cuco_workload_read_seed(w, &seed, e);
+    if (rc)
+        return rc;
+    const char *text = program_text ? program_text : seed;
+    cuco_hash_hex(text, strlen(text), r->program_hash);
+    int max_level = o && o->max_level > 0 && o->max_level < 3 ? o->max_level : 3;
+
+    cuco_err frozen = CUCO_ERR_INIT;
+    if (cuco_program_check_frozen(seed, text, &frozen) != 0) {
+        r->status = CUCO_EVAL_FROZEN_VIOLATION;
+        set_excerpt(&c, cuco_err_msg(&frozen));
+        progress(&c, "frozen check failed: %s", cuco_err_msg(&frozen));
+        cuco_err_clear(&frozen);
+        free(seed);
+        return 0;
+    }
+    rc = make_build_dir(&c, e);
+    if (!rc)
+        rc = stage_sources(&c, text, e);
+    if (rc)
+        goto out;
+    progress(&c, "build folder %s", c.build_dir);
+    cuco_err env_err = CUCO_ERR_INIT;
+    if (make_run_env(&c, &env_err) != 0) {
+        infra_failure(&c, "run environment", &env_err);
+        cuco_err_clear(&env_err);
+        goto done;
+    }
+    rc = level_compile(&c, e);
+    if (rc || r->level < 1 || max_level < 2)
+        goto done;
+    level_verify(&c);
+    if (r->level < 2 || max_level < 3)
+        goto done;
+    level_bench(&c);
+done:
+    if (!rc && r->status == CUCO_EVAL_OK && !(o && o->keep_build)) {
+        cuco_err rm_err = CUCO_ERR_INIT;
+        if (cuco_fs_remove_tree(c.build_dir, &rm_err) != 0)
+            progress(&c, "could not remove %s: %s", c.build_dir, cuco_err_msg(&rm_err));
+        cuco_err_clear(&rm_err);
+    } else if (c.build_dir) {
+        r->build_dir = cuco_strdup(c.build_dir);
+        progress(&c, "build folder kept: %s", c.build_dir);
+    }
+out:
+    if (rc && c.build_dir)
+        cuco_fs_remove_tree(c.build_dir, NULL);
+    if (rc)
+        cuco_eval_result_free(r);
+    cascade_free(&c);
+    free(seed);
+    return rc;
+}

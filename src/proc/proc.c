@@ -1,0 +1,631 @@
+/* proc.c: spawning external commands with captured output, a timeout and
+ * process-group kill (contract in include/cuco/proc.h).
+ *
+ * The child is forked into its own process group and exec'd from an argv
+ * array. Everything that allocates (the environment, buffers) is prepared
+ * before fork(), because the child of a multi-threaded process may only call
+ * async-signal-safe functions until exec. An exec failure is reported back
+ * through a close-on-exec pipe: EOF on it means exec succeeded.
+ *
+ * The parent reads stdout and stderr with poll() so that a child filling one
+ * pipe never blocks on the other, and watches the child through a pidfd
+ * (falling back to a short poll tick where pidfds are missing) so that the
+ * leader's exit is noticed even while a grandchild holds the pipes open.
+ * No SIGCHLD handler is installed and only our own pid is waited for, which
+ * keeps concurrent calls from different threads independent.
+ */
+#define _GNU_SOURCE
+#include "cuco/proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cuco/buf.h"
+
+extern char **environ;
+
+#define PROC_DEFAULT_CAP ((size_t)1 << 20)
+#define PROC_DEFAULT_GRACE_S 2.0
+#define PROC_READ_CHUNK ((size_t)1 << 20)
+/* Poll tick when something must be checked without an fd to wake us. */
+#define PROC_TICK_MS 50
+/* After SIGKILL, how long pipes held by processes outside the group may
+ * stay open before we stop reading them. */
+#define PROC_DRAIN_AFTER_KILL_S 0.5
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- capture: head kept as is, tail in a ring buffer ---- */
+
+typedef struct capture {
+    size_t head_cap;
+    size_t tail_cap;
+    cuco_buf head;
+    char *ring;      /* tail_cap bytes once the head is full */
+    size_t ring_pos; /* next write position */
+    size_t ring_len; /* bytes held (<= tail_cap) */
+    size_t total;
+} capture;
+
+static void capture_init(capture *c, size_t cap)
+{
+    memset(c, 0, sizeof *c);
+    c->head_cap = cap / 2;
+    c->tail_cap = cap - c->head_cap;
+}
+
+static int capture_add(capture *c, const char *data, size_t n)
+{
+    c->total += n;
+    if (c->head.len < c->head_cap) {
+        size_t take = c->head_cap - c->head.len;
+        if (take > n)
+            take = n;
+        if (cuco_buf_append(&c->head, data, take) != 0)
+            return -1;
+        data += take;
+        n -= take;
+    }
+    if (n == 0 || c->tail_cap == 0)
+        return 0;
+    if (!c->ring) {
+        c->ring = malloc(c->tail_cap);
+        if (!c->ring)
+            return -1;
+    }
+    if (n >= c->tail_cap) {
+        memcpy(c->ring, data + (n - c->tail_cap), c->tail_cap);
+        c->ring_pos = 0;
+        c->ring_len = c->tail_cap;
+        return 0;
+    }
+    size_t first = c->tail_cap - c->ring_pos;
+    if (first > n)
+        first = n;
+    memcpy(c->ring + c->ring_pos, data, first);
+    memcpy(c->ring, data + first, n - first);
+    c->ring_pos = (c->ring_pos + n) % c->tail_cap;
+    c->ring_len = c->ring_len + n > c->tail_cap ? c->tail_cap : c->ring_len + n;
+    return 0;
+}
+
+/* Hands the captured text to the caller (malloc'd, NUL-terminated). */
+static char *capture_finish(capture *c, size_t *len)
+{
+    cuco_buf out = CUCO_BUF_INIT;
+    int rc = cuco_buf_append(&out, c->head.data ? c->head.data : "", c->head.len);
+    size_t kept = c->head.len + c->ring_len;
+    if (rc == 0 && c->total > kept)
+        rc = cuco_buf_printf(&out, "%s[... %zu bytes omitted ...]\n",
+                             (c->head.len && c->head.data[c->head.len - 1] != '\n') ? "\n" : "",
+                             c->total - kept);
+    if (rc == 0 && c->ring_len) {
+        /* Oldest byte is at ring_pos once the ring has wrapped, else at 0. */
+        size_t start = c->ring_len == c->tail_cap ? c->ring_pos : 0;
+        size_t first = c->tail_cap - start;
+        if (first > c->ring_len)
+            first = c->ring_len;
+        rc = cuco_buf_append(&out, c->ring + start, first);
+        if (rc == 0)
+            rc = cuco_buf_append(&out, c->ring, c->ring_len - first);
+    }
+    cuco_buf_free(&c->head);
+    free(c->ring);
+    c->ring = NULL;
+    if (rc != 0) {
+        cuco_buf_free(&out);
+        *len = 0;
+        return NULL;
+    }
+    *len = out.len;
+    return cuco_buf_detach(&out);
+}
+
+static void capture_free(capture *c)
+{
+    cuco_buf_free(&c->head);
+    free(c->ring);
+    c->ring = NULL;
+}
+
+/* ---- environment for the child ---- */
+
+/* Returns a NULL-terminated array of pointers into environ and env_set (the
+ * strings are not copied; only the array is malloc'd), or NULL on error. */
+static char **build_env(const char *const *env_set, cuco_err *e)
+{
+    size_t n_env = 0, n_set = 0;
+    while (environ && environ[n_env])
+        n_env++;
+    while (env_set[n_set])
+        n_set++;
+    char **env = calloc(n_env + n_set + 1, sizeof *env);
+    if (!env) {
+        cuco_err_set(e, CUCO_ENOMEM, "out of memory building the environment");
+        return NULL;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < n_env; i++)
+        env[n++] = environ[i];
+    for (size_t i = 0; i < n_set; i++) {
+        const char *eq = strchr(env_set[i], '=');
+        if (!eq || eq == env_set[i]) {
+            cuco_err_set(e, CUCO_EINVAL, "env_set entry '%s' is not NAME=VALUE", env_set[i]);
+            free(env);
+            return NULL;
+        }
+        size_t name_len = (size_t)(eq - env_set[i]) + 1; /* with '=' */
+        size_t j = 0;
+        while (j < n && strncmp(env[j], env_set[i], name_len) != 0)
+            j++;
+        env[j] = (char *)env_set[i];
+        if (j == n)
+            n++;
+    }
+    env[n] = NULL;
+    return env;
+}
+
+/* ---- the child side (async-signal-safe calls only) ---- */
+
+enum child_stage { STAGE_CHDIR = 1, STAGE_DUP = 2, STAGE_EXEC = 3 };
+
+struct child_failure {
+    int stage;
+    int err;
+};
+
+static void child_fail(int report_fd, int stage)
+{
+    struct child_failure f = {stage, errno};
+    ssize_t w = write(report_fd, &f, sizeof f);
+    (void)w;
+    _exit(127);
+}
+
+/* fd itself when above 2, else a close-on-exec copy above 2. */
+static int fd_above_stdio(int fd)
+{
+    return fd > 2 ? fd : fcntl(fd, F_DUPFD_CLOEXEC, 3);
+}
+
+static void child_run(const cuco_proc_opts *opts, char **env, int in_fd, int out_fd, int err_fd,
+                      int report_fd, pid_t parent)
+{
+    setpgid(0, 0);
+    /* Our own group no longer gets the terminal's Ctrl-C, so tie the child
+     * to the caller's life instead: if the caller dies, the child is told
+     * to stop. The calling thread blocks until the child is reaped, so the
+     * thread-exit trigger of PDEATHSIG cannot fire early. */
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent)
+        _exit(127);
+    /* The parent's signal mask and ignored signals would otherwise be
+     * inherited through exec (an ignored SIGPIPE breaks pipelines). */
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP)
+            sigaction(sig, &dfl, NULL);
+
+    /* A caller running with a closed standard stream may have been given
+     * fds 0-2 for our pipes: move everything above 2 first, so that the
+     * dup2() calls below neither clobber a source nor leave FD_CLOEXEC set
+     * on a target. */
+    int merged = err_fd == out_fd;
+    report_fd = fd_above_stdio(report_fd);
+    in_fd = fd_above_stdio(in_fd);
+    out_fd = fd_above_stdio(out_fd);
+    err_fd = merged ? out_fd : fd_above_stdio(err_fd);
+    if (report_fd < 0 || in_fd < 0 || out_fd < 0 || err_fd < 0)
+        child_fail(report_fd >= 0 ? report_fd : 2, STAGE_DUP);
+    if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
+        child_fail(report_fd, STAGE_DUP);
+    if (opts->cwd && chdir(opts->cwd) != 0)
+        child_fail(report_fd, STAGE_CHDIR);
+    execvpe(opts->argv[0], (char *const *)opts->argv, env);
+    child_fail(report_fd, STAGE_EXEC);
+}
+
+/* ---- the parent side ---- */
+
+static int pidfd_for(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+    long fd = syscall(SYS_pidfd_open, pid, 0);
+    if (fd >= 0) {
+        fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+        return (int)fd;
+    }
+#endif
+    (void)pid;
+    return -1;
+}
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0) {
+        close(*fd);
+        *fd = -1;
+    }
+}
+
+/* Reads what is available on *fd into c; closes *fd at EOF or error. */
+static int drain_fd(int *fd, capture *c, char *chunk)
+{
+    for (;;) {
+        ssize_t n = read(*fd, chunk, PROC_READ_CHUNK);
+        if (n > 0) {
+            if (capture_add(c, chunk, (size_t)n) != 0)
+                return -1;
+            if ((size_t)n < PROC_READ_CHUNK)
+                return 0;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        close_fd(fd);
+        return 0;
+    }
+}
+
+/* Kills whatever is left of the group, then reaps the leader. */
+static void reap_group(pid_t pid, int *status)
+{
+    kill(-pid, SIGKILL);
+    while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+        ;
+}
+
+static void record_status(cuco_proc_result *res, int status)
+{
+    if (WIFEXITED(status)) {
+        res->exited = 1;
+        res->exit_code = WEXITSTATUS(status);
+    } else if (WIFSIGNALED(status)) {
+        res->signaled = 1;
+        res->term_signal = WTERMSIG(status);
+    }
+}
+
+static int make_pipe(int fds[2], cuco_err *e)
+{
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return cuco_err_errno(e, "pipe");
+    return 0;
+}
+
+int cuco_proc_run(const cuco_proc_opts *opts, cuco_proc_result *res, cuco_err *e)
+{
+    memset(res, 0, sizeof *res);
+    if (!opts || !opts->argv || !opts->argv[0] || !opts->argv[0][0])
+        return cuco_err_set(e, CUCO_EINVAL, "cuco_proc_run: empty argv");
+
+    const char *prog = opts->argv[0];
+    size_t cap = opts->capture_cap ? opts->capture_cap : PROC_DEFAULT_CAP;
+    double grace = opts->kill_grace_s > 0 ? opts->kill_grace_s : PROC_DEFAULT_GRACE_S;
+    double timeout = opts->timeout_s > 0 ? opts->timeout_s : 0;
+
+    int rc = 0;
+    int in_fd = -1, out_p[2] = {-1, -1}, err_p[2] = {-1, -1}, report_p[2] = {-1, -1};
+    int pidfd = -1;
+    char **env = NULL;
+    char *chunk = NULL;
+    capture cap_out, cap_err;
+    capture_init(&cap_out, cap);
+    capture_init(&cap_err, cap);
+
+    const char *in_path = opts->stdin_path ? opts->stdin_path : "/dev/null";
+    in_fd = open(in_path, O_RDONLY | O_CLOEXEC);
+    if (in_fd < 0) {
+        rc = errno == ENOENT
+                 ? cuco_err_set(e, CUCO_ENOTFOUND, "stdin file %s does not exist", in_path)
+                 : cuco_err_errno(e, "cannot open stdin file %s", in_path);
+        goto out;
+    }
+    if ((rc = make_pipe(out_p, e)) != 0 || (rc = make_pipe(report_p, e)) != 0)
+        goto out;
+    if (!opts->merge_stderr && (rc = make_pipe(err_p, e)) != 0)
+        goto out;
+    /* A larger pipe means fewer wake-ups for chatty children; best effort. */
+    fcntl(out_p[0], F_SETPIPE_SZ, (int)PROC_READ_CHUNK);
+    if (err_p[0] >= 0)
+        fcntl(err_p[0], F_SETPIPE_SZ, (int)PROC_READ_CHUNK);
+    env = opts->env_set ? build_env(opts->env_set, e) : NULL;
+    if (opts->env_set && !env) {
+        rc = e && e->code ? e->code : CUCO_ENOMEM;
+        goto out;
+    }
+    chunk = malloc(PROC_READ_CHUNK);
+    if (!chunk) {
+        rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+        goto out;
+    }
+
+    double start = now_s();
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        rc = cuco_err_errno(e, "fork for %s", prog);
+        goto out;
+    }
+    if (pid == 0)
+        child_run(opts, env ? env : environ, in_fd, out_p[1],
+                  opts->merge_stderr ? out_p[1] : err_p[1], report_p[1], parent);
+
+    /* Both sides set the group, so that whichever runs first, a kill(-pid)
+     * from here never reaches a group that does not exist yet. */
+    setpgid(pid, pid);
+    close_fd(&in_fd);
+    close_fd(&out_p[1]);
+    close_fd(&err_p[1]);
+    close_fd(&report_p[1]);
+
+    struct child_failure failure;
+    ssize_t got;
+    do
+        got = read(report_p[0], &failure, sizeof failure);
+    while (got < 0 && errno == EINTR);
+    close_fd(&report_p[0]);
+    if (got == (ssize_t)sizeof failure) {
+        int status;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+            ;
+        errno = failure.err;
+        if (failure.stage == STAGE_EXEC && (failure.err == ENOENT || failure.err == ENOTDIR))
+            rc = cuco_err_set(e, CUCO_ENOTFOUND, "program not found: %s", prog);
+        else if (failure.stage == STAGE_EXEC)
+            rc = cuco_err_errno(e, "cannot run %s", prog);
+        else if (failure.stage == STAGE_CHDIR && failure.err == ENOENT)
+            rc = cuco_err_set(e, CUCO_ENOTFOUND, "working folder %s does not exist (running %s)",
+                              opts->cwd, prog);
+        else if (failure.stage == STAGE_CHDIR)
+            rc = cuco_err_errno(e, "cannot enter %s to run %s", opts->cwd, prog);
+        else
+            rc = cuco_err_errno(e, "cannot set up the standard streams of %s", prog);
+        goto out;
+    }
+
+    fcntl(out_p[0], F_SETFL, fcntl(out_p[0], F_GETFL) | O_NONBLOCK);
+    if (err_p[0] >= 0)
+        fcntl(err_p[0], F_SETFL, fcntl(err_p[0], F_GETFL) | O_NONBLOCK);
+    pidfd = pidfd_for(pid);
+
+    /* The leader is only reaped at the very end: while it is a zombie its
+     * pid, which is also the group id, cannot be reused, so every kill(-pid)
+     * below reaches our group and nobody else's. */
+    int ended = 0, status = 0;
+    int term_sent = 0, kill_sent = 0;
+    double term_at = 0, kill_at = 0;
+    res->timeout_s = timeout;
+
+    for (;;) {
+        if (!ended) {
+            siginfo_t si;
+            memset(&si, 0, sizeof si);
+            if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+                si.si_pid == pid) {
+                ended = 1;
+                close_fd(&pidfd); /* stays readable from now on */
+            }
+        }
+        if (ended && out_p[0] < 0 && err_p[0] < 0)
+            break;
+
+        double t = now_s();
+        int stop = 0;
+        if (!term_sent && timeout > 0 && t - start >= timeout) {
+            res->timed_out = 1;
+            stop = 1;
+        }
+        if (!term_sent && opts->cancel && *opts->cancel) {
+            res->cancelled = 1;
+            stop = 1;
+        }
+        if (stop) {
+            kill(-pid, SIGTERM);
+            term_sent = 1;
+            term_at = t;
+        }
+        if (term_sent && !kill_sent && t - term_at >= grace) {
+            kill(-pid, SIGKILL);
+            kill_sent = 1;
+            kill_at = t;
+        }
+        if (kill_sent && t - kill_at >= PROC_DRAIN_AFTER_KILL_S) {
+            /* Whoever still holds the pipes is outside the group: stop. */
+            close_fd(&out_p[0]);
+            close_fd(&err_p[0]);
+            break;
+        }
+
+        /* Next moment something must happen without an fd waking us. */
+        int has_wake = 1;
+        double wake = 0;
+        if (!term_sent && timeout > 0)
+            wake = start + timeout - t;
+        else if (term_sent && !kill_sent)
+            wake = term_at + grace - t;
+        else if (kill_sent)
+            wake = kill_at + PROC_DRAIN_AFTER_KILL_S - t;
+        else
+            has_wake = 0;
+        if (wake < 0)
+            wake = 0;
+        if (wake > 60.0)
+            wake = 60.0; /* recomputed on the next turn; keeps the int small */
+        int wait_ms = has_wake ? (int)(wake * 1000.0) + 1 : -1;
+        if ((!ended && pidfd < 0) || (opts->cancel && !term_sent))
+            wait_ms = (wait_ms < 0 || wait_ms > PROC_TICK_MS) ? PROC_TICK_MS : wait_ms;
+
+        struct pollfd pfd[3];
+        int np = 0, i_out = -1, i_err = -1;
+        if (out_p[0] >= 0) {
+            i_out = np;
+            pfd[np++] = (struct pollfd){.fd = out_p[0], .events = POLLIN};
+        }
+        if (err_p[0] >= 0) {
+            i_err = np;
+            pfd[np++] = (struct pollfd){.fd = err_p[0], .events = POLLIN};
+        }
+        if (!ended && pidfd >= 0)
+            pfd[np++] = (struct pollfd){.fd = pidfd, .events = POLLIN};
+        if (np == 0) {
+            /* Pipes closed, leader alive and no pidfd: sleep one tick. */
+            struct timespec ts = {0, (long)(wait_ms < 0 ? PROC_TICK_MS : wait_ms) * 1000000L};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        int pr = poll(pfd, (nfds_t)np, wait_ms);
+        if (pr < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = cuco_err_errno(e, "poll on the output of %s", prog);
+            reap_group(pid, &status);
+            goto out;
+        }
+        if (i_out >= 0 && pfd[i_out].revents && drain_fd(&out_p[0], &cap_out, chunk) != 0) {
+            rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory capturing the output of %s", prog);
+            reap_group(pid, &status);
+            goto out;
+        }
+        if (i_err >= 0 && pfd[i_err].revents && drain_fd(&err_p[0], &cap_err, chunk) != 0) {
+            rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory capturing the errors of %s", prog);
+            reap_group(pid, &status);
+            goto out;
+        }
+    }
+
+    /* Leftovers of the group (a grandchild that let go of the pipes) must
+     * not outlive the call. */
+    reap_group(pid, &status);
+    record_status(res, status);
+    res->wall_s = now_s() - start;
+    res->out = capture_finish(&cap_out, &res->out_len);
+    res->out_total = cap_out.total;
+    res->err = capture_finish(&cap_err, &res->err_len);
+    res->err_total = cap_err.total;
+    if (!res->out || !res->err) {
+        cuco_proc_result_free(res);
+        rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory capturing the output of %s", prog);
+    }
+
+out:
+    close_fd(&in_fd);
+    close_fd(&out_p[0]);
+    close_fd(&out_p[1]);
+    close_fd(&err_p[0]);
+    close_fd(&err_p[1]);
+    close_fd(&report_p[0]);
+    close_fd(&report_p[1]);
+    close_fd(&pidfd);
+    capture_free(&cap_out);
+    capture_free(&cap_err);
+    free(env);
+    free(chunk);
+    if (rc != 0)
+        memset(res, 0, sizeof *res);
+    return rc;
+}
+
+void cuco_proc_result_free(cuco_proc_result *res)
+{
+    if (!res)
+        return;
+    free(res->out);
+    free(res->err);
+    memset(res, 0, sizeof *res);
+}
+
+static const char *signal_name(int sig)
+{
+    static const struct {
+        int sig;
+        const char *name;
+    } names[] = {
+        {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
+        {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
+        {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
+        {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGCHLD, "SIGCHLD"},
+        {SIGCONT, "SIGCONT"}, {SIGSTOP, "SIGSTOP"}, {SIGTSTP, "SIGTSTP"}, {SIGXCPU, "SIGXCPU"},
+        {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].sig == sig)
+            return names[i].name;
+    return NULL;
+}
+
+char *cuco_proc_describe(const cuco_proc_result *res)
+{
+    if (res->timed_out)
+        return cuco_sprintf("timed out after %.1f s (process group killed)", res->timeout_s);
+    if (res->cancelled)
+        return cuco_strdup("cancelled (process group killed)");
+    if (res->signaled) {
+        const char *name = signal_name(res->term_signal);
+        if (name)
+            return cuco_sprintf("killed by %s (signal %d)", name, res->term_signal);
+        return cuco_sprintf("killed by signal %d", res->term_signal);
+    }
+    if (res->exited)
+        return cuco_sprintf("exit %d", res->exit_code);
+    return cuco_strdup("not run");
+}
+
+/* Characters that never need quoting in a POSIX shell word. */
+static int shell_safe(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           strchr("_@%+=:,./-", c) != NULL;
+}
+
+char *cuco_proc_argv_string(const char *const *argv)
+{
+    cuco_buf b = CUCO_BUF_INIT;
+    for (size_t i = 0; argv && argv[i]; i++) {
+        const char *a = argv[i];
+        if (i)
+            cuco_buf_putc(&b, ' ');
+        int safe = *a != '\0';
+        for (const char *p = a; *p && safe; p++)
+            safe = shell_safe(*p);
+        if (safe) {
+            cuco_buf_puts(&b, a);
+            continue;
+        }
+        cuco_buf_putc(&b, '\'');
+        for (const char *p = a; *p; p++) {
+            if (*p == '\'')
+                cuco_buf_puts(&b, "'\\''");
+            else
+                cuco_buf_putc(&b, *p);
+        }
+        cuco_buf_putc(&b, '\'');
+    }
+    return cuco_buf_detach(&b);
+}

@@ -1,0 +1,1 @@
+/* util.h: test data, an extra source file. */

@@ -1,0 +1,207 @@
+/* test_workload.c: the manifest parser: a full and a minimal valid manifest,
+ * and one bad manifest per kind of mistake (tests/data/manifests/), each of
+ * which must fail with "path:line: what is wrong". */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+/* cmocka.h needs the three above first */
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuco/buf.h"
+#include "cuco/fs.h"
+#include "cuco/workload.h"
+
+static char *manifest(const char *name)
+{
+    const char *data = getenv("CUCO_TEST_DATA");
+    return cuco_sprintf("%s/manifests/%s", data ? data : "tests/data", name);
+}
+
+static void test_valid_full(void **state)
+{
+    (void)state;
+    char *path = manifest("valid_full.yaml");
+    cuco_workload *w = NULL;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_workload_load(path, &w, &e), 0);
+    assert_string_equal(w->name, "valid_full");
+    assert_string_equal(w->description, "a manifest that uses every key");
+    assert_int_equal(w->ranks, 4);
+    assert_int_equal(w->gpu, 0);
+    assert_int_equal(w->sources.n, 2);
+    assert_string_equal(w->sources.items[1], "sub/util.h");
+    assert_string_equal(w->evolve_file, "main.c");
+    assert_int_equal(w->build_command.n, 6);
+    assert_string_equal(w->build_command.items[3], "{out}");
+    assert_string_equal(w->build_output, "prog");
+    assert_true(w->build_timeout_s == 12.5);
+    assert_string_equal(w->launcher, "direct");
+    assert_int_equal(w->mpirun_args.n, 3);
+    assert_int_equal(w->n_env, 2);
+    assert_string_equal(w->env[1].key, "LD_LIBRARY_PATH");
+    assert_string_equal(w->env[1].value, "{nccl_lib}");
+    assert_int_equal(w->verify.args.n, 2);
+    assert_string_equal(w->verify.args.items[1], "64");
+    assert_true(w->verify.timeout_s == 7);
+    assert_int_equal(w->verify.repeats, 1);
+    assert_int_equal(w->verify.line, 16);
+    assert_true(w->bench.timeout_s == 90);
+    assert_int_equal(w->bench.repeats, 5);
+    assert_int_equal(w->n_space, 2);
+    assert_string_equal(w->space[1].name, "chunk");
+    assert_string_equal(w->space[1].values.items[1], "262144");
+    assert_true(cuco_str_ends_with(w->manifest_path, "/manifests/valid_full.yaml"));
+    assert_true(cuco_str_ends_with(w->dir, "/manifests"));
+    char *seed = NULL;
+    assert_int_equal(cuco_workload_read_seed(w, &seed, &e), 0);
+    assert_non_null(strstr(seed, "int main(void)"));
+    free(seed);
+    cuco_workload_free(w);
+    free(path);
+}
+
+static void test_valid_minimal_defaults(void **state)
+{
+    (void)state;
+    char *path = manifest("valid_minimal.yaml");
+    cuco_workload *w = NULL;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_workload_load(path, &w, &e), 0);
+    assert_int_equal(w->gpu, 1);
+    assert_string_equal(w->launcher, "mpirun");
+    assert_true(w->build_timeout_s == 300);
+    assert_true(w->verify.timeout_s > 0);
+    assert_int_equal(w->bench.repeats, 3);
+    assert_int_equal(w->verify.args.n, 0);
+    cuco_workload_free(w);
+    free(path);
+}
+
+static void test_folder_and_cpu_demo(void **state)
+{
+    (void)state;
+    const char *src = getenv("CUCO_SRC");
+    char *dir = cuco_sprintf("%s/workloads/cpu_demo", src ? src : ".");
+    cuco_workload *w = NULL;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_workload_load(dir, &w, &e), 0);
+    assert_string_equal(w->name, "cpu_demo");
+    assert_int_equal(w->ranks, 2);
+    assert_int_equal(w->gpu, 0);
+    assert_true(cuco_str_ends_with(w->manifest_path, "/workload.yaml"));
+    cuco_workload_free(w);
+    free(dir);
+}
+
+/* Loads a bad manifest and checks the error's code, file, line and text. */
+static void expect_bad(const char *name, int line, const char *needle)
+{
+    char *path = manifest(name);
+    cuco_workload *w = (cuco_workload *)1;
+    cuco_err e = CUCO_ERR_INIT;
+    int rc = cuco_workload_load(path, &w, &e);
+    if (rc == 0 || !e.msg || !strstr(e.msg, needle) || e.line != line)
+        print_error("%s: rc %d line %d msg '%s' (wanted line %d, '%s')\n", name, rc, e.line,
+                    cuco_err_msg(&e), line, needle);
+    assert_int_equal(rc, CUCO_EINVAL);
+    assert_null(w);
+    assert_non_null(e.file);
+    assert_true(cuco_str_ends_with(e.file, name));
+    assert_int_equal(e.line, line);
+    assert_non_null(strstr(e.msg, needle));
+    cuco_err_clear(&e);
+    free(path);
+}
+
+static void test_missing_required_key(void **state)
+{
+    (void)state;
+    expect_bad("missing_name.yaml", 1, "missing required key 'name'");
+    expect_bad("missing_build_output.yaml", 6, "missing required key 'build.output'");
+}
+
+static void test_wrong_type(void **state)
+{
+    (void)state;
+    expect_bad("ranks_not_integer.yaml", 2, "'ranks' must be an integer, not 'two'");
+    expect_bad("build_command_not_list.yaml", 6, "'build.command' must be a list, not a scalar");
+    expect_bad("not_a_mapping.yaml", 1, "the manifest must be a mapping, not a list");
+}
+
+static void test_unknown_key_lists_valid_keys(void **state)
+{
+    (void)state;
+    expect_bad("unknown_key.yaml", 5, "unknown key 'buidl' in the manifest (valid keys: name,");
+    expect_bad("unknown_key.yaml", 5, "build, run, verify, bench, space)");
+    expect_bad("unknown_bench_key.yaml", 10,
+               "unknown key 'repeat' in bench (valid keys: args, timeout_s, repeats)");
+}
+
+static void test_evolve_file_not_in_sources(void **state)
+{
+    (void)state;
+    expect_bad("evolve_not_in_sources.yaml", 4,
+               "evolve_file 'kernel.cu' is not one of the sources");
+}
+
+static void test_source_missing(void **state)
+{
+    (void)state;
+    expect_bad("source_missing.yaml", 4, "source file 'not_there.c' not found");
+    expect_bad("source_outside_folder.yaml", 3,
+               "must be a relative path inside the workload folder");
+}
+
+static void test_ranks_below_one(void **state)
+{
+    (void)state;
+    expect_bad("ranks_zero.yaml", 4, "'ranks' must be >= 1, not 0");
+}
+
+static void test_bad_yaml_syntax(void **state)
+{
+    (void)state;
+    /* libyaml notices the unclosed flow sequence when the next key starts. */
+    expect_bad("bad_syntax.yaml", 4, "YAML syntax error: did not find expected ',' or ']'");
+    expect_bad("empty.yaml", 1, "the manifest is empty");
+}
+
+static void test_other_mistakes(void **state)
+{
+    (void)state;
+    expect_bad("duplicate_key.yaml", 5, "duplicate key 'ranks' in the manifest (first at line 2)");
+    expect_bad("bad_launcher.yaml", 9, "'run.launcher' must be mpirun or direct, not 'srun-maybe'");
+}
+
+static void test_no_manifest(void **state)
+{
+    (void)state;
+    cuco_workload *w = NULL;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_workload_load("/nonexistent/cuco/workload", &w, &e), CUCO_ENOTFOUND);
+    assert_null(w);
+    assert_non_null(strstr(e.msg, "no workload manifest"));
+    cuco_err_clear(&e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_valid_full),
+        cmocka_unit_test(test_valid_minimal_defaults),
+        cmocka_unit_test(test_folder_and_cpu_demo),
+        cmocka_unit_test(test_missing_required_key),
+        cmocka_unit_test(test_wrong_type),
+        cmocka_unit_test(test_unknown_key_lists_valid_keys),
+        cmocka_unit_test(test_evolve_file_not_in_sources),
+        cmocka_unit_test(test_source_missing),
+        cmocka_unit_test(test_ranks_below_one),
+        cmocka_unit_test(test_bad_yaml_syntax),
+        cmocka_unit_test(test_other_mistakes),
+        cmocka_unit_test(test_no_manifest),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
