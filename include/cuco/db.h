@@ -8,14 +8,15 @@
  * Schema (version 1):
  *   runs(id INTEGER PK, workload TEXT, config TEXT (JSON), seed INTEGER,
  *        baseline_ms REAL (NULL until the baseline is measured),
- *        started_at REAL, ended_at REAL, status TEXT 'running'|'done'|'stopped')
+ *        started_at REAL, ended_at REAL, status TEXT 'running'|'done'|'failed')
  *   programs(id INTEGER PK, run_id, parent_id, second_parent_id, island,
  *        generation, code TEXT, code_hash TEXT, mutator TEXT, patch_type TEXT,
  *        description TEXT, status TEXT (an eval status name from eval.h, or
  *        'pending', 'rejected_duplicate', 'rejected_novelty', 'patch_failed'),
  *        score REAL (baseline/time, NULL unless ok), time_ms REAL,
  *        metrics TEXT (JSON), error TEXT (excerpt), novelty REAL,
- *        knobs TEXT (JSON object name -> value), created_at REAL)
+ *        knobs TEXT (JSON object name -> value), cached INTEGER (1: result taken
+ *        from the evaluation cache), created_at REAL)
  *   evaluations(workload TEXT, code_hash TEXT, status TEXT, time_ms REAL,
  *        metrics TEXT, error TEXT, created_at REAL, PRIMARY KEY(workload, code_hash))
  *   llm_calls(id, run_id, program_id, model, input_tokens, output_tokens,
@@ -75,16 +76,21 @@ typedef struct cuco_db_program {
     double score;   /* < 0 when none */
     double time_ms; /* < 0 when none */
     char *metrics_json, *error, *knobs_json;
-    double novelty;
+    double novelty;  /* highest similarity to an earlier program of the run */
+    int cached;      /* 1 when the result came from the evaluation cache */
     double created_at;
 } cuco_db_program;
 void db_program_free(cuco_db_program *p);
 
 /* Inserts p (id ignored, set in *id). Strings may be NULL. */
 int db_program_insert(cuco_db *db, const cuco_db_program *p, int64_t *id, cuco_err *e);
-/* Updates status, score, time_ms, metrics, error of program id. */
+/* Updates status, score, time_ms, metrics, error, cached of program id. */
 int db_program_update(cuco_db *db, int64_t id, const char *status, double score, double time_ms,
-                      const char *metrics_json, const char *error, cuco_err *e);
+                      const char *metrics_json, const char *error, int cached, cuco_err *e);
+/* Counts the run's programs that cost a real evaluation (finished, not
+ * cached, mutator not 'copy'/'migration'). */
+int db_run_evaluations(cuco_db *db, int64_t run_id, long *evaluations, long *cached,
+                       cuco_err *e);
 int db_program_get(cuco_db *db, int64_t id, cuco_db_program *p, cuco_err *e);
 /* Programs of a run in id order, optionally filtered by status (NULL: all).
  * *out malloc'd array (db_programs_free). */

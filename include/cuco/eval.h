@@ -15,6 +15,8 @@
 #include "cuco/err.h"
 #include "cuco/workload.h"
 
+struct cuco_launcher;
+
 typedef enum cuco_eval_status {
     CUCO_EVAL_OK = 0,
     CUCO_EVAL_COMPILE_ERROR,
@@ -40,6 +42,8 @@ typedef struct cuco_eval_opts {
     int keep_build;              /* keep the build folder (default: removed on success) */
     void (*progress)(void *ctx, const char *line); /* optional progress lines */
     void *progress_ctx;
+    const struct cuco_launcher *launcher; /* runs L2/L3 (cuco/launch.h); NULL: mpirun here,
+                                             no slots. Not owned. */
 } cuco_eval_opts;
 
 typedef struct cuco_eval_result {

@@ -35,6 +35,8 @@ typedef struct cuco_proc_opts {
     const volatile int *cancel;  /* NULL, or a flag another thread sets to nonzero
                                     to stop the child as on timeout (checked
                                     every 50 ms) */
+    int echo;                    /* 1: also copy the child's stdout/stderr to ours as it
+                                  * arrives (live progress of a long step) */
 } cuco_proc_opts;
 
 typedef struct cuco_proc_result {

@@ -1,12 +1,254 @@
-/* cmd_bound.c: 'cuco bound' (not built yet in this tree). */
+/* cmd_bound.c: 'cuco bound WORKLOAD|PROGRAM': measures what overlapping
+ * communication with computation can gain (CUPTI kernel timeline, program
+ * variants with communication or computation removed) and audits the
+ * program's verification; writes WORKSPACE/bound.json and prints a summary
+ * with warnings and advice (or the JSON with --json). */
 #include "commands.h"
+#include "cuco/bound.h"
+#include "cuco/buf.h"
+#include "cuco/err.h"
+#include "cuco/fs.h"
+#include "cuco/workload.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: cuco bound WORKLOAD|PROGRAM.cu [OPTIONS] [-- PROGRAM-ARGS...]\n"
+            "\n"
+            "Runs the program at its bench size with a CUPTI timeline library loaded\n"
+            "(libcuco_timeline.so through CUDA_INJECTION64_PATH) and reports per rank and\n"
+            "for the critical rank: busy compute and communication time (unions of\n"
+            "kernel intervals), the overlap bound max(compute, comm), the ceiling, the\n"
+            "time ranks wait for each other, and the top kernels. Two variants, with the\n"
+            "collectives removed and with the kernels/cuBLAS calls removed, are built and\n"
+            "timed beside it. The verification is audited: statically (the PASS line must\n"
+            "depend on a comparison of results) and dynamically (the variant without\n"
+            "communication must fail verification). Results go to WORKSPACE/bound.json.\n"
+            "\n"
+            "WORKLOAD is a folder holding workload.yaml (or the manifest). A bare\n"
+            "PROGRAM.cu is built with nvcc + MPI + NCCL + cuBLAS and run with --ranks N\n"
+            "ranks and the arguments after '--'.\n"
+            "\n"
+            "Options:\n"
+            "  --json            print the report as one JSON object (bound.json)\n"
+            "  --workspace DIR   where bound.json and run folders go\n"
+            "                    (default ./cuco-out/<workload name>)\n"
+            "  --ranks N         ranks for a bare PROGRAM.cu (default 2)\n"
+            "  --static-only     only the static verification audit; run nothing\n"
+            "  --no-variants     skip the communication-/computation-removed variants\n"
+            "                    (and so the dynamic audit)\n"
+            "  --emit-variants DIR  write the communication-removed and computation-removed\n"
+            "                    programs to DIR (NAME.comm_removed.EXT, NAME.compute_removed.EXT)\n"
+            "                    and stop\n"
+            "  --injection LIB   the timeline library (default: beside the cuco binary,\n"
+            "                    or $CUCO_TIMELINE_LIB)\n"
+            "  --quiet           no progress lines on stderr\n"
+            "  -h, --help        this text\n"
+            "\n"
+            "Exit status: 0 report written without warnings, 1 report written with a\n"
+            "verification warning or a failed run, 2 bad usage or input.\n");
+}
+
+static void print_progress(void *ctx, const char *line)
+{
+    (void)ctx;
+    fprintf(stderr, "cuco bound: %s\n", line);
+}
+
+/* A workload for a bare program: one source, the default CUDA+MPI+NCCL build. */
+static int bare_workload(const char *path, int ranks, int argc, char **argv, cuco_workload **out,
+                         cuco_err *e)
+{
+    char *abs = cuco_path_abs(path);
+    if (!abs)
+        return cuco_err_set(e, CUCO_ENOTFOUND, "%s: no such file", path);
+    cuco_workload *w = calloc(1, sizeof *w);
+    if (!w) {
+        free(abs);
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    }
+    w->dir = cuco_path_dirname(abs);
+    w->manifest_path = cuco_strdup(abs);
+    char *base = cuco_path_basename(abs);
+    char *dot = strrchr(base, '.');
+    w->name = dot ? cuco_strndup(base, (size_t)(dot - base)) : cuco_strdup(base);
+    w->ranks = ranks;
+    w->gpu = 1;
+    cuco_strlist_push(&w->sources, base);
+    w->evolve_file = cuco_strdup(base);
+    static const char *const build[] = {
+        "nvcc", "-std=c++17", "-arch=sm_90", "-O3", "-I{workload_dir}", "-I{nccl_include}",
+        "{mpi_compile_flags}", "-o", "{out}", "{evolve_file}", "-L{nccl_lib}", "-l:libnccl.so.2",
+        "-lcublas", "-lcublasLt", "{mpi_link_flags}", NULL};
+    for (size_t i = 0; build[i]; i++)
+        cuco_strlist_push(&w->build_command, build[i]);
+    w->build_output = cuco_strdup(w->name);
+    w->build_timeout_s = 300;
+    w->launcher = cuco_strdup("mpirun");
+    w->env = calloc(1, sizeof *w->env);
+    if (w->env) {
+        w->env[0].key = cuco_strdup("LD_LIBRARY_PATH");
+        w->env[0].value = cuco_strdup("{nccl_lib}");
+        w->n_env = 1;
+    }
+    for (int i = 0; i < argc; i++) {
+        cuco_strlist_push(&w->verify.args, argv[i]);
+        cuco_strlist_push(&w->bench.args, argv[i]);
+    }
+    w->verify.timeout_s = 120;
+    w->verify.repeats = 1;
+    w->bench.timeout_s = 300;
+    w->bench.repeats = 1;
+    free(base);
+    free(abs);
+    *out = w;
+    return 0;
+}
+
+/* Writes both variants of the workload's program into dir; prints what changed. */
+static int emit_variants(const cuco_workload *w, const char *dir, cuco_err *e)
+{
+    char *seed = NULL;
+    int rc = cuco_fs_mkdirs(dir, e);
+    if (!rc)
+        rc = cuco_workload_read_seed(w, &seed, e);
+    const char *ext = strrchr(w->evolve_file, '.');
+    char *stem = ext ? cuco_strndup(w->evolve_file, (size_t)(ext - w->evolve_file))
+                     : cuco_strdup(w->evolve_file);
+    char *base = cuco_path_basename(stem);
+    for (int v = 0; !rc && v < 2; v++) {
+        char *text = NULL;
+        int n = 0;
+        const char *what = v == 0 ? "comm_removed" : "compute_removed";
+        rc = cuco_bound_variant(seed, w->evolve_file,
+                                v == 0 ? CUCO_VARIANT_NO_COMM : CUCO_VARIANT_NO_COMPUTE, &text, &n, e);
+        if (rc)
+            break;
+        char *name = cuco_sprintf("%s.%s%s", base, what, ext ? ext : "");
+        char *path = cuco_path_join(dir, name);
+        rc = cuco_fs_write(path, text, strlen(text), e);
+        if (!rc)
+            printf("%s: %d call%s replaced\n", path, n, n == 1 ? "" : "s");
+        free(path);
+        free(name);
+        free(text);
+    }
+    free(base);
+    free(stem);
+    free(seed);
+    return rc;
+}
 
 int cmd_bound(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "cuco bound: not available in this build\n");
-    return 2;
+    if (cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    const char *target = NULL, *workspace = NULL, *injection = NULL, *emit = NULL;
+    int json = 0, quiet = 0, ranks = 2, prog_argc = 0;
+    char **prog_argv = NULL;
+    cuco_bound_opts o = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) {
+            prog_argc = argc - i - 1;
+            prog_argv = argv + i + 1;
+            break;
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
+        } else if (!strcmp(a, "--quiet")) {
+            quiet = 1;
+        } else if (!strcmp(a, "--static-only")) {
+            o.static_only = 1;
+        } else if (!strcmp(a, "--no-variants")) {
+            o.skip_variants = 1;
+        } else if ((!strcmp(a, "--workspace") || !strcmp(a, "--ranks") ||
+                    !strcmp(a, "--injection") || !strcmp(a, "--emit-variants")) && i + 1 < argc) {
+            const char *v = argv[++i];
+            if (!strcmp(a, "--emit-variants"))
+                emit = v;
+            else if (!strcmp(a, "--workspace"))
+                workspace = v;
+            else if (!strcmp(a, "--injection"))
+                injection = v;
+            else {
+                char *end = NULL;
+                long n = strtol(v, &end, 10);
+                if (!*v || *end || n < 1 || n > 4096) {
+                    fprintf(stderr, "cuco bound: --ranks needs a number >= 1, not '%s'\n", v);
+                    return 2;
+                }
+                ranks = (int)n;
+            }
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "cuco bound: unknown or incomplete option '%s'\n\n", a);
+            usage(stderr);
+            return 2;
+        } else if (!target) {
+            target = a;
+        } else {
+            fprintf(stderr, "cuco bound: one WORKLOAD or PROGRAM only ('%s')\n", a);
+            return 2;
+        }
+    }
+    if (!target) {
+        usage(stderr);
+        return 2;
+    }
+    cuco_err e = CUCO_ERR_INIT;
+    cuco_workload *w = NULL;
+    int rc;
+    int is_manifest = cuco_fs_is_dir(target) || cuco_str_ends_with(target, ".yaml") ||
+                      cuco_str_ends_with(target, ".yml");
+    if (is_manifest)
+        rc = cuco_workload_load(target, &w, &e);
+    else
+        rc = bare_workload(target, ranks, prog_argc, prog_argv, &w, &e);
+    if (rc) {
+        cuco_err_print(&e, "cuco bound", stderr);
+        cuco_err_clear(&e);
+        return 2;
+    }
+    if (emit) {
+        int status = emit_variants(w, emit, &e) ? 2 : 0;
+        if (status)
+            cuco_err_print(&e, "cuco bound", stderr);
+        cuco_err_clear(&e);
+        cuco_workload_free(w);
+        return status;
+    }
+    char *ws = workspace ? cuco_strdup(workspace) : cuco_sprintf("cuco-out/%s", w->name);
+    o.workspace = ws;
+    o.injection_lib = injection;
+    if (!quiet) {
+        o.progress = print_progress;
+    }
+    char *report = NULL, *text = NULL;
+    rc = cuco_bound_run(w, &o, &report, &text, &e);
+    int status = 0;
+    if (rc) {
+        cuco_err_print(&e, "cuco bound", stderr);
+        status = rc == CUCO_EINVAL || rc == CUCO_ENOTFOUND ? 2 : 1;
+    } else {
+        if (json)
+            printf("%s\n", report);
+        else
+            fputs(text, stdout);
+        /* A warning or a failed run makes the exit status 1. */
+        if (strstr(report, "\"warning\": true") || strstr(text, "error:"))
+            status = 1;
+        if (!quiet)
+            fprintf(stderr, "cuco bound: wrote %s/bound.json\n", ws);
+    }
+    free(report);
+    free(text);
+    free(ws);
+    cuco_err_clear(&e);
+    cuco_workload_free(w);
+    return status;
 }

@@ -7,6 +7,7 @@
 #include "cuco/err.h"
 #include "cuco/eval.h"
 #include "cuco/fs.h"
+#include "cuco/launch.h"
 #include "cuco/workload.h"
 
 #include <jansson.h>
@@ -32,6 +33,8 @@ static void usage(FILE *out)
             "  --verify-timeout S  override the manifest's verify.timeout_s (seconds)\n"
             "  --work-dir D        make the build folder under D (default: $TMPDIR or /tmp)\n"
             "  --keep-build        keep the build folder even when the program passes\n"
+            "  --launcher KIND     local (default: mpirun here) or slurm (sbatch; --work-dir\n"
+            "                      must then be on a file system the nodes share)\n"
             "  --quiet             no progress lines on stderr\n"
             "  -h, --help          this text\n"
             "\n"
@@ -108,7 +111,7 @@ int cmd_eval(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    const char *workload_arg = NULL, *program_arg = NULL, *work_dir = NULL;
+    const char *workload_arg = NULL, *program_arg = NULL, *work_dir = NULL, *launcher_kind = NULL;
     int json = 0, quiet = 0, keep_build = 0, level = 3, repeats = 0;
     double verify_timeout = 0;
     for (int i = 1; i < argc; i++) {
@@ -120,7 +123,8 @@ int cmd_eval(int argc, char **argv)
         } else if (!strcmp(a, "--keep-build")) {
             keep_build = 1;
         } else if (!strcmp(a, "--level") || !strcmp(a, "--repeats") ||
-                   !strcmp(a, "--verify-timeout") || !strcmp(a, "--work-dir")) {
+                   !strcmp(a, "--verify-timeout") || !strcmp(a, "--work-dir") ||
+                   !strcmp(a, "--launcher")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "cuco eval: %s needs a value\n", a);
                 return 2;
@@ -128,6 +132,8 @@ int cmd_eval(int argc, char **argv)
             const char *val = argv[++i];
             if (!strcmp(a, "--work-dir")) {
                 work_dir = val;
+            } else if (!strcmp(a, "--launcher")) {
+                launcher_kind = val;
             } else if (!strcmp(a, "--verify-timeout")) {
                 if (parse_positive(a, val, 1e9, &verify_timeout))
                     return 2;
@@ -156,6 +162,7 @@ int cmd_eval(int argc, char **argv)
 
     cuco_err e = CUCO_ERR_INIT;
     cuco_workload *w = NULL;
+    cuco_launcher *launcher = NULL;
     char *program = NULL;
     int code = 2;
     if (cuco_workload_load(workload_arg, &w, &e) != 0) {
@@ -168,7 +175,13 @@ int cmd_eval(int argc, char **argv)
         cuco_err_print(&e, "cuco eval", stderr);
         goto out;
     }
+    if (launcher_kind && cuco_launcher_from_kind(launcher_kind, w->gpu, w->ranks, 1, -1, 0, &launcher,
+                                                 &e) != 0) {
+        cuco_err_print(&e, "cuco eval", stderr);
+        goto out;
+    }
     cuco_eval_opts opts = {
+        .launcher = launcher,
         .work_dir = work_dir,
         .max_level = level,
         .repeats = repeats,
@@ -192,6 +205,7 @@ int cmd_eval(int argc, char **argv)
     cuco_eval_result_free(&r);
 out:
     free(program);
+    cuco_launcher_free(launcher);
     cuco_workload_free(w);
     cuco_err_clear(&e);
     return code;

@@ -1,12 +1,404 @@
-/* cmd_evolve.c: 'cuco evolve' (not built yet in this tree). */
+/* cmd_evolve.c: 'cuco evolve': searches faster variants of a workload's
+ * program with the evolution engine (libcuco evolve/), storing every
+ * candidate in WORKSPACE/runs.db, resuming an unfinished run, and writing the
+ * best program to WORKSPACE/best.EXT. */
 #include "commands.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuco/buf.h"
+#include "cuco/config.h"
+#include "cuco/db.h"
+#include "cuco/eval.h"
+#include "cuco/evolve.h"
+#include "cuco/fs.h"
+#include "cuco/launch.h"
+#include "cuco/workload.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: cuco evolve WORKLOAD [options]\n"
+            "\n"
+            "Searches faster variants of WORKLOAD's program (a workload folder or\n"
+            "manifest; a bare name is looked up under ./workloads/). Every candidate\n"
+            "goes through the evaluation cascade (see cuco eval) and is stored in\n"
+            "WORKSPACE/runs.db; an unfinished run found there is resumed. At the end\n"
+            "the best program is written to WORKSPACE/best.EXT (EXT of the evolve file).\n"
+            "\n"
+            "options:\n"
+            "  --config F        search configuration (YAML, keys below)\n"
+            "  --workspace D     workspace folder (default ./cuco-out/WORKLOAD-NAME/)\n"
+            "  --generations N   budget: generations (config budget.generations)\n"
+            "  --evaluations N   budget: real evaluations (config budget.evaluations)\n"
+            "  --time S          budget: wall seconds (config budget.wall_s)\n"
+            "  --budget-usd X    budget: money for LLM mutators (config budget.usd)\n"
+            "  --islands N       number of islands (config islands)\n"
+            "  --slots N|auto    concurrent evaluations (config slots); with --slots or\n"
+            "                    --launcher, runs go through a launcher: local runs take\n"
+            "                    N slots (auto: GPUs / ranks, or cores / ranks for CPU\n"
+            "                    workloads) while compiling uses max(N, cores) threads\n"
+            "  --launcher KIND   local (mpirun here, GPU slots) or slurm (sbatch; the\n"
+            "                    workspace must be on a file system the nodes share);\n"
+            "                    see docs/launch.md\n"
+            "  --gpus N          GPUs on this host for local slots (default: nvidia-smi)\n"
+            "  --shared-bench    benchmarks share the host with other runs (default:\n"
+            "                    a benchmark waits for, and holds off, all other runs)\n"
+            "  --seed N          PRNG seed (config seed)\n"
+            "  --repeats N       bench repeats per evaluation (config repeats;\n"
+            "                    default the manifest's)\n"
+            "  --mutator NAME    use only this mutator: knob (default, the offline\n"
+            "                    design-space mutator); test_garbage and test_outside\n"
+            "                    exist for tests only (a garbage answer, an edit outside\n"
+            "                    the EVOLVE-BLOCKs)\n"
+            "  --init FILE       generation-0 program instead of the workload's seed\n"
+            "                    (e.g. the output of cuco transform)\n"
+            "  --fresh           start a new run even if an unfinished one exists\n"
+            "  --quiet           print nothing but errors and the final result\n"
+            "  --json            progress and result as JSON lines\n"
+            "\n"
+            "config keys (YAML; all optional):\n"
+            "  islands: 2              number of islands\n"
+            "  children_per_island: 2  children per island per generation\n"
+            "  migration_interval: 3   copy each island's best to the next every N\n"
+            "                          generations (ring); 0 never\n"
+            "  selection: power_law    power_law | fitness | hill_climb\n"
+            "  explore_fraction: 0.3   share of the budget explored before exploiting\n"
+            "  novelty_threshold: 0.95 MinHash Jaccard at which a code edit is rejected\n"
+            "                          as a near-duplicate\n"
+            "  archive_size: 8         elites per island for parent selection\n"
+            "  slots: 1                concurrent evaluations\n"
+            "  seed: 1                 PRNG seed\n"
+            "  repeats: 0              bench repeats (0: the manifest's)\n"
+            "  budget: {evaluations: 30, generations: 20, wall_s: 0, usd: 0}\n"
+            "                          0 means unlimited\n"
+            "  mutators: {knob: 1.0}   mutator name -> weight\n"
+            "\n"
+            "Exit status: 0 done, 1 the run failed (e.g. the initial program does not\n"
+            "pass its evaluation), 2 bad usage or config, 3 the workspace is in use.\n");
+}
+
+typedef struct eval_ctx {
+    const cuco_workload *w;
+    const char *work_dir;
+    int repeats;
+    const cuco_launcher *launcher; /* NULL: mpirun directly */
+} eval_ctx;
+
+static int real_eval(void *ctx, int slot, const char *text, cuco_eval_outcome *out, cuco_err *e)
+{
+    eval_ctx *c = ctx;
+    memset(out, 0, sizeof *out);
+    char *dir = cuco_sprintf("%s/slot%d", c->work_dir, slot);
+    if (!dir)
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    int rc = cuco_fs_mkdirs(dir, e);
+    if (rc < 0) {
+        free(dir);
+        return rc;
+    }
+    cuco_eval_opts o;
+    memset(&o, 0, sizeof o);
+    o.work_dir = dir;
+    o.max_level = 3;
+    o.repeats = c->repeats;
+    o.launcher = c->launcher;
+    cuco_eval_result r;
+    rc = cuco_eval_program(c->w, text, &o, &r, e);
+    free(dir);
+    if (rc < 0)
+        return rc;
+    out->status = r.status;
+    out->time_ms = r.time_ms;
+    out->metrics_json = r.metrics_json;
+    out->error = r.excerpt;
+    r.metrics_json = r.excerpt = NULL;
+    cuco_eval_result_free(&r);
+    return 0;
+}
+
+typedef struct progress_ctx {
+    int json, quiet;
+} progress_ctx;
+
+static void on_progress(void *ctx, const cuco_evolve_progress *p)
+{
+    progress_ctx *c = ctx;
+    if (c->quiet)
+        return;
+    if (c->json) {
+        printf("{\"event\":\"generation\",\"generation\":%d,\"best_speedup\":%.6f,\"ok\":%d,"
+               "\"failed\":%d,\"evaluations\":%ld,\"cached\":%ld,\"elapsed_s\":%.3f,"
+               "\"eta_s\":%.3f,\"usd\":%.6f,\"phase\":\"%s\"}\n",
+               p->generation, p->best_speedup, p->ok, p->failed, p->evaluations, p->cached,
+               p->elapsed_s, p->eta_s, p->usd, p->exploit ? "exploit" : "explore");
+    } else {
+        char eta[32];
+        if (p->eta_s >= 0)
+            snprintf(eta, sizeof eta, "%.0fs", p->eta_s);
+        else
+            snprintf(eta, sizeof eta, "?");
+        printf("gen %3d  best %.3fx  ok %d failed %d  evals %ld (cached %ld)  %.0fs elapsed, "
+               "eta %s  $%.2f  %s\n",
+               p->generation, p->best_speedup, p->ok, p->failed, p->evaluations, p->cached,
+               p->elapsed_s, eta, p->usd, p->exploit ? "exploit" : "explore");
+    }
+    fflush(stdout);
+}
+
+static int parse_long(const char *opt, const char *v, long lo, long hi, long *out)
+{
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || x < lo || x > hi) {
+        fprintf(stderr, "cuco evolve: %s needs a whole number from %ld to %ld, not '%s'\n", opt,
+                lo, hi, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int parse_double(const char *opt, const char *v, double *out)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (!*v || *end || !(x >= 0)) {
+        fprintf(stderr, "cuco evolve: %s needs a number >= 0, not '%s'\n", opt, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
 
 int cmd_evolve(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "cuco evolve: not available in this build\n");
-    return 2;
+    if (cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    const char *wl_arg = NULL, *config = NULL, *workspace = NULL, *mutator = NULL, *init = NULL;
+    const char *opt_val[16] = {0};
+    static const char *const opts_with_value[] = {
+        "--config", "--workspace", "--generations", "--evaluations", "--time", "--budget-usd",
+        "--islands", "--slots", "--seed", "--mutator", "--init", "--repeats", "--launcher",
+        "--gpus", NULL};
+    int json = 0, quiet = 0, fresh = 0, shared_bench = 0, run_slots = 0, gpus = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int k = -1;
+        for (int j = 0; opts_with_value[j]; j++)
+            if (!strcmp(a, opts_with_value[j]))
+                k = j;
+        if (k >= 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "cuco evolve: %s needs a value\n", a);
+                return 2;
+            }
+            opt_val[k] = argv[++i];
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
+        } else if (!strcmp(a, "--quiet")) {
+            quiet = 1;
+        } else if (!strcmp(a, "--fresh")) {
+            fresh = 1;
+        } else if (!strcmp(a, "--shared-bench")) {
+            shared_bench = 1;
+        } else if (a[0] == '-') {
+            fprintf(stderr, "cuco evolve: unknown option %s (see cuco evolve --help)\n", a);
+            return 2;
+        } else if (!wl_arg) {
+            wl_arg = a;
+        } else {
+            fprintf(stderr, "cuco evolve: unexpected argument %s\n", a);
+            return 2;
+        }
+    }
+    if (!wl_arg) {
+        usage(stderr);
+        return 2;
+    }
+    config = opt_val[0];
+    workspace = opt_val[1];
+    mutator = opt_val[9];
+    init = opt_val[10];
+
+    cuco_err e = CUCO_ERR_INIT;
+    cuco_evolve_config cfg;
+    cuco_workload *w = NULL;
+    cuco_db *db = NULL;
+    cuco_launcher *launcher = NULL;
+    char *seed = NULL, *init_text = NULL, *ws = NULL, *dbpath = NULL, *lockpath = NULL;
+    char *evaldir = NULL;
+    int lockfd = -1, code = 2;
+    if (cuco_config_defaults(&cfg, &e) < 0)
+        goto fail;
+    if (config && cuco_config_load(config, &cfg, &e) < 0)
+        goto fail;
+    long lv;
+    double dv;
+    if (opt_val[2]) {
+        if (parse_long("--generations", opt_val[2], 0, 1000000, &lv)) goto out;
+        cfg.budget_generations = (int)lv;
+    }
+    if (opt_val[3]) {
+        if (parse_long("--evaluations", opt_val[3], 0, 100000000, &lv)) goto out;
+        cfg.budget_evaluations = lv;
+    }
+    if (opt_val[4]) {
+        if (parse_double("--time", opt_val[4], &dv)) goto out;
+        cfg.budget_wall_s = dv;
+    }
+    if (opt_val[5]) {
+        if (parse_double("--budget-usd", opt_val[5], &dv)) goto out;
+        cfg.budget_usd = dv;
+    }
+    if (opt_val[6]) {
+        if (parse_long("--islands", opt_val[6], 1, 64, &lv)) goto out;
+        cfg.islands = (int)lv;
+    }
+    if (opt_val[7] && strcmp(opt_val[7], "auto")) {
+        if (parse_long("--slots", opt_val[7], 1, 256, &lv)) goto out;
+        cfg.slots = (int)lv;
+        run_slots = (int)lv;
+    }
+    if (opt_val[13]) {
+        if (parse_long("--gpus", opt_val[13], 0, 1024, &lv)) goto out;
+        gpus = (int)lv;
+    }
+    if (opt_val[8]) {
+        if (parse_long("--seed", opt_val[8], 0, 0x7fffffffL, &lv)) goto out;
+        cfg.seed = (uint64_t)lv;
+    }
+    if (opt_val[11]) {
+        if (parse_long("--repeats", opt_val[11], 1, 1000, &lv)) goto out;
+        cfg.repeats = (int)lv;
+    }
+    if (mutator && cuco_config_set_mutator(&cfg, mutator, &e) < 0)
+        goto fail;
+    if (cuco_config_validate(&cfg, &e) < 0)
+        goto fail;
+
+    if (cuco_workload_load(wl_arg, &w, &e) < 0) {
+        char *alt = cuco_sprintf("workloads/%s", wl_arg);
+        int ok = alt && !strchr(wl_arg, '/') && cuco_fs_is_dir(alt);
+        if (ok) {
+            cuco_err_clear(&e);
+            ok = cuco_workload_load(alt, &w, &e) == 0;
+        }
+        free(alt);
+        if (!ok)
+            goto fail;
+    }
+    if (cuco_workload_read_seed(w, &seed, &e) < 0)
+        goto fail;
+    if (opt_val[12] || opt_val[7]) {
+        if (cuco_launcher_from_kind(opt_val[12], w->gpu, w->ranks, run_slots, gpus, shared_bench,
+                                    &launcher, &e) < 0)
+            goto fail;
+        /* Runs are gated by the launcher's slots; compiling needs no slot, so
+         * the threads that evaluate are at least as many as the cores. */
+        int n = cuco_launcher_slots(launcher), cores = cuco_launch_detect_cores();
+        if (n <= 0)
+            n = run_slots > 0 ? run_slots : 4;
+        cfg.slots = n > cores ? n : cores;
+        if (!quiet && !json)
+            fprintf(stderr, "cuco evolve: launcher %s, %d run slot%s, %d evaluation threads\n",
+                    cuco_launcher_name(launcher), n, n == 1 ? "" : "s", cfg.slots);
+    }
+    if (init && cuco_fs_read(init, &init_text, NULL, &e) < 0)
+        goto fail;
+
+    ws = workspace ? cuco_strdup(workspace) : cuco_sprintf("cuco-out/%s", w->name);
+    dbpath = cuco_path_join(ws, "runs.db");
+    lockpath = cuco_path_join(ws, "lock");
+    evaldir = cuco_path_join(ws, "eval");
+    if (!ws || !dbpath || !lockpath || !evaldir) {
+        cuco_err_set(&e, CUCO_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (cuco_fs_mkdirs(ws, &e) < 0 || cuco_fs_mkdirs(evaldir, &e) < 0)
+        goto fail;
+    if (db_lock_acquire(lockpath, &lockfd, &e) < 0) {
+        cuco_err_print(&e, "cuco evolve", stderr);
+        code = 3;
+        goto out;
+    }
+    if (db_open(dbpath, 0, &db, &e) < 0)
+        goto fail;
+
+    eval_ctx ec = {w, evaldir, cfg.repeats, launcher};
+    progress_ctx pc = {json, quiet};
+    cuco_evolve_opts o;
+    memset(&o, 0, sizeof o);
+    o.cfg = &cfg;
+    o.db = db;
+    o.workload_name = w->name;
+    o.workload = w;
+    o.seed_text = seed;
+    o.init_text = init_text;
+    o.evaluate = real_eval;
+    o.eval_ctx = &ec;
+    o.fresh = fresh;
+    o.progress = on_progress;
+    o.progress_ctx = &pc;
+    cuco_evolve_result r;
+    if (cuco_evolve_run(&o, &r, &e) < 0) {
+        cuco_err_print(&e, "cuco evolve", stderr);
+        code = 1;
+        goto out;
+    }
+    cuco_db_program best;
+    if (r.best_id <= 0 || db_program_get(db, r.best_id, &best, &e) < 0) {
+        cuco_err_print(&e, "cuco evolve", stderr);
+        code = 1;
+        goto out;
+    }
+    const char *dot = strrchr(w->evolve_file, '.');
+    char *bestname = cuco_sprintf("best%s", dot ? dot : "");
+    char *bestpath = bestname ? cuco_path_join(ws, bestname) : NULL;
+    int wrc = bestpath ? cuco_fs_write(bestpath, best.code, strlen(best.code), &e)
+                       : cuco_err_set(&e, CUCO_ENOMEM, "out of memory");
+    if (wrc == 0) {
+        if (json)
+            printf("{\"event\":\"done\",\"run_id\":%lld,\"best_id\":%lld,\"speedup\":%.6f,"
+                   "\"time_ms\":%.6f,\"baseline_ms\":%.6f,\"evaluations\":%ld,\"cached\":%ld,"
+                   "\"generations\":%d,\"stop\":\"%s\",\"knobs\":%s,\"best_file\":\"%s\"}\n",
+                   (long long)r.run_id, (long long)best.id, r.best_score, r.best_time_ms,
+                   r.baseline_ms, r.evaluations, r.cached, r.generations, r.stop_reason,
+                   best.knobs_json ? best.knobs_json : "{}", bestpath);
+        else
+            printf("run %lld: %s after %d generations, %ld evaluations (%ld cached)\n"
+                   "best program %lld: %.3fx (%.4f ms vs baseline %.4f ms)\n"
+                   "knobs %s\nwritten to %s\n",
+                   (long long)r.run_id, r.stop_reason, r.generations, r.evaluations, r.cached,
+                   (long long)best.id, r.best_score, r.best_time_ms, r.baseline_ms,
+                   best.knobs_json ? best.knobs_json : "{}", bestpath);
+        code = 0;
+    } else {
+        cuco_err_print(&e, "cuco evolve", stderr);
+        code = 1;
+    }
+    free(bestname);
+    free(bestpath);
+    db_program_free(&best);
+    goto out;
+fail:
+    cuco_err_print(&e, "cuco evolve", stderr);
+out:
+    db_close(db);
+    db_lock_release(lockfd);
+    cuco_launcher_free(launcher);
+    cuco_config_free(&cfg);
+    cuco_workload_free(w);
+    free(seed);
+    free(init_text);
+    free(ws);
+    free(dbpath);
+    free(lockpath);
+    free(evaldir);
+    cuco_err_clear(&e);
+    return code;
 }

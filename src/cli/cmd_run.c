@@ -1,12 +1,369 @@
-/* cmd_run.c: 'cuco run' (not built yet in this tree). */
+/* cmd_run.c: 'cuco run WORKLOAD' — bound, analyze, transform, evolve and
+ * report in one go.
+ *
+ * Each step is the matching cuco subcommand, run as a child of this same
+ * binary with its output shown live. Every step reads and writes the
+ * workspace, so an interrupted run is resumed by running the same command
+ * again: a transformed program already in gen_0/ is kept, and the search
+ * continues from its database.
+ */
 #include "commands.h"
 
+#include "cuco/buf.h"
+#include "cuco/err.h"
+#include "cuco/fs.h"
+#include "cuco/proc.h"
+#include "cuco/workload.h"
+
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Below this ceiling (baseline / overlap bound) an LLM budget is not spent
+ * without --force: no co-design can gain more than a few percent. */
+#define RUN_MIN_CEILING 1.05
+
+struct run_opts {
+    const char *workload;
+    const char *workspace;
+    const char *mutator;
+    int force;
+    int from_seed;
+    int skip_bound;
+    int quiet;
+    cuco_strlist evolve_args; /* passed through to 'cuco evolve' */
+};
+
+static void run_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: cuco run WORKLOAD [options] [-- EVOLVE-OPTIONS...]\n"
+            "\n"
+            "Runs the whole pipeline on a workload folder (one holding workload.yaml):\n"
+            "  1. bound      measure the overlap ceiling and audit the verification\n"
+            "                (GPU workloads; skipped where no GPU is visible)\n"
+            "  2. analyze    find the program's collectives -> WORKSPACE/analysis.json\n"
+            "  3. transform  fast path: a verified device-initiated baseline in\n"
+            "                WORKSPACE/gen_0/ (only when the program has NCCL collectives;\n"
+            "                kept when it already exists)\n"
+            "  4. evolve     the search, starting from gen_0 (or the seed)\n"
+            "  5. report     WORKSPACE/report.html, report.md and the best program\n"
+            "Run the same command again to resume an interrupted run.\n"
+            "\n"
+            "Options:\n"
+            "  --workspace DIR     where everything goes (default ./cuco-out/<workload name>)\n"
+            "  --mutator NAME      knob (default, offline) or llm\n"
+            "  --model NAME        LLM model (with --mutator llm); repeatable\n"
+            "  --budget-usd X      stop the search before LLM spend would exceed X\n"
+            "  --generations N     search budget in generations\n"
+            "  --evaluations N     search budget in evaluations\n"
+            "  --time S            search budget in wall-clock seconds\n"
+            "  --slots N           candidates evaluated at once\n"
+            "  --from-seed         skip the transform: search from the host-driven seed\n"
+            "  --skip-bound        skip the bound step\n"
+            "  --force             spend an LLM budget even when the ceiling is under %.2fx\n"
+            "  --quiet             only the final summary\n"
+            "  -h, --help          this text\n"
+            "Anything after '--' goes to 'cuco evolve' unchanged (see 'cuco evolve --help').\n",
+            RUN_MIN_CEILING);
+}
+
+static char *self_exe(void)
+{
+    char *path = cuco_path_abs("/proc/self/exe");
+    return path ? path : cuco_strdup("cuco");
+}
+
+/* Runs 'cuco ARGS...' with live output; returns its exit code (or 1 when it
+ * could not start or was killed). */
+static int run_step(const char *step, const char *exe, cuco_strlist *args, int quiet)
+{
+    cuco_strlist argv = {0};
+    cuco_strlist_push(&argv, exe);
+    for (size_t i = 0; i < args->n; i++)
+        cuco_strlist_push(&argv, args->items[i]);
+    /* NULL-terminate for exec without counting the terminator. */
+    char **items = realloc(argv.items, (argv.n + 1) * sizeof *items);
+    if (!items) {
+        cuco_strlist_free(&argv);
+        return 1;
+    }
+    argv.items = items;
+    argv.items[argv.n] = NULL;
+
+    char *shown = cuco_proc_argv_string((const char *const *)argv.items);
+    if (!quiet)
+        printf("\n== cuco run: %s: %s\n", step, shown);
+    fflush(stdout);
+    fflush(stderr);
+
+    cuco_proc_opts po = {0};
+    po.argv = (const char *const *)argv.items;
+    po.echo = !quiet;
+    po.capture_cap = 64 * 1024;
+    cuco_proc_result res = {0};
+    cuco_err e = CUCO_ERR_INIT;
+    int code;
+    if (cuco_proc_run(&po, &res, &e) != 0) {
+        cuco_err_print(&e, "cuco run", stderr);
+        code = 1;
+    } else {
+        code = res.exited ? res.exit_code : 1;
+        if (!res.exited) {
+            char *how = cuco_proc_describe(&res);
+            fprintf(stderr, "cuco run: %s %s\n", step, how);
+            free(how);
+        }
+        if (quiet && code != 0)
+            fprintf(stderr, "%s%s", res.out ? res.out : "", res.err ? res.err : "");
+        cuco_proc_result_free(&res);
+    }
+    cuco_err_clear(&e);
+    free(shown);
+    cuco_strlist_free(&argv);
+    return code;
+}
+
+static int args_push_all(cuco_strlist *l, const char *const *items)
+{
+    for (; *items; items++)
+        if (cuco_strlist_push(l, *items) != 0)
+            return -1;
+    return 0;
+}
+
+/* Number of NCCL collective / point-to-point calls in analysis.json; -1 if
+ * the file cannot be read. */
+static int analysis_collectives(const char *path)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root)
+        return -1;
+    json_t *calls = json_object_get(root, "collectives");
+    int n = json_is_array(calls) ? (int)json_array_size(calls) : -1;
+    json_decref(root);
+    return n;
+}
+
+/* The ceiling recorded by 'cuco bound' in WORKSPACE/bound.json, or 0. */
+static double bound_ceiling(const char *workspace)
+{
+    char *path = cuco_path_join(workspace, "bound.json");
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    free(path);
+    if (!root)
+        return 0;
+    double ceiling = json_number_value(json_object_get(root, "ceiling"));
+    json_decref(root);
+    return ceiling;
+}
+
+static int gpu_visible(void)
+{
+    char *smi = cuco_which("nvidia-smi");
+    if (!smi)
+        return 0;
+    const char *argv[] = {smi, "-L", NULL};
+    cuco_proc_opts po = {0};
+    po.argv = argv;
+    po.timeout_s = 20;
+    cuco_proc_result res = {0};
+    cuco_err e = CUCO_ERR_INIT;
+    int ok = cuco_proc_run(&po, &res, &e) == 0 && res.exited && res.exit_code == 0 && res.out &&
+             strstr(res.out, "GPU ") != NULL;
+    if (res.out || res.err)
+        cuco_proc_result_free(&res);
+    cuco_err_clear(&e);
+    free(smi);
+    return ok;
+}
+
+static int parse_run_args(int argc, char **argv, struct run_opts *o)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has_value = i + 1 < argc;
+        if (!strcmp(a, "--")) {
+            for (i++; i < argc; i++)
+                cuco_strlist_push(&o->evolve_args, argv[i]);
+            break;
+        } else if (!strcmp(a, "--workspace") && has_value) {
+            o->workspace = argv[++i];
+        } else if (!strcmp(a, "--mutator") && has_value) {
+            o->mutator = argv[++i];
+        } else if ((!strcmp(a, "--model") || !strcmp(a, "--budget-usd") ||
+                    !strcmp(a, "--generations") || !strcmp(a, "--evaluations") ||
+                    !strcmp(a, "--time") || !strcmp(a, "--slots")) &&
+                   has_value) {
+            cuco_strlist_push(&o->evolve_args, a);
+            cuco_strlist_push(&o->evolve_args, argv[++i]);
+        } else if (!strcmp(a, "--force")) {
+            o->force = 1;
+        } else if (!strcmp(a, "--from-seed")) {
+            o->from_seed = 1;
+        } else if (!strcmp(a, "--skip-bound")) {
+            o->skip_bound = 1;
+        } else if (!strcmp(a, "--quiet")) {
+            o->quiet = 1;
+        } else if (a[0] == '-') {
+            fprintf(stderr, "cuco run: unknown option or missing value: %s\n", a);
+            return -1;
+        } else if (!o->workload) {
+            o->workload = a;
+        } else {
+            fprintf(stderr, "cuco run: more than one workload given ('%s', '%s')\n", o->workload, a);
+            return -1;
+        }
+    }
+    if (!o->workload) {
+        fprintf(stderr, "cuco run: no workload given\n");
+        return -1;
+    }
+    return 0;
+}
 
 int cmd_run(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "cuco run: not available in this build\n");
-    return 2;
+    if (cli_wants_help(argc, argv)) {
+        run_usage(stdout);
+        return 0;
+    }
+    struct run_opts o = {0};
+    o.mutator = "knob";
+    if (parse_run_args(argc, argv, &o) != 0) {
+        fprintf(stderr, "Try 'cuco run --help'.\n");
+        cuco_strlist_free(&o.evolve_args);
+        return 2;
+    }
+
+    int rc = 0;
+    cuco_err e = CUCO_ERR_INIT;
+    cuco_workload *w = NULL;
+    char *exe = self_exe();
+    char *workspace = NULL, *analysis = NULL, *gen0 = NULL, *gen0_program = NULL;
+    cuco_strlist args = {0};
+
+    if (cuco_workload_load(o.workload, &w, &e) != 0) {
+        cuco_err_print(&e, "cuco run", stderr);
+        rc = 2;
+        goto out;
+    }
+    workspace = o.workspace ? cuco_strdup(o.workspace) : cuco_sprintf("cuco-out/%s", w->name);
+    if (cuco_fs_mkdirs(workspace, &e) != 0) {
+        cuco_err_print(&e, "cuco run", stderr);
+        rc = 1;
+        goto out;
+    }
+    if (!o.quiet)
+        printf("cuco run: workload %s (%d ranks%s), workspace %s\n", w->name, w->ranks,
+               w->gpu ? ", GPU" : ", CPU", workspace);
+
+    /* 1. bound: what any overlap could gain, before anything is spent. */
+    if (w->gpu && !o.skip_bound) {
+        if (!gpu_visible()) {
+            printf("cuco run: bound skipped: no GPU visible (nvidia-smi -L found none)\n");
+        } else {
+            const char *b[] = {"bound", o.workload, "--workspace", workspace, NULL};
+            args_push_all(&args, b);
+            int brc = run_step("bound", exe, &args, o.quiet);
+            cuco_strlist_free(&args);
+            if (brc != 0)
+                printf("cuco run: bound failed (exit %d); continuing without a ceiling\n", brc);
+            double ceiling = bound_ceiling(workspace);
+            if (ceiling > 0 && ceiling < RUN_MIN_CEILING && !strcmp(o.mutator, "llm") && !o.force) {
+                fprintf(stderr,
+                        "cuco run: the ceiling of any overlap here is %.3fx (< %.2fx): an LLM search "
+                        "cannot gain more than that. Re-run with --force to spend the budget anyway.\n",
+                        ceiling, RUN_MIN_CEILING);
+                rc = 1;
+                goto out;
+            }
+        }
+    }
+
+    /* 2. analyze the evolve file. */
+    analysis = cuco_path_join(workspace, "analysis.json");
+    char *evolve_path = cuco_path_join(w->dir, w->evolve_file);
+    {
+        const char *a[] = {"analyze", evolve_path, "-o", analysis, NULL};
+        args_push_all(&args, a);
+    }
+    int arc = run_step("analyze", exe, &args, o.quiet);
+    cuco_strlist_free(&args);
+    free(evolve_path);
+    int n_coll = arc == 0 ? analysis_collectives(analysis) : -1;
+    if (arc != 0)
+        printf("cuco run: analyze failed (exit %d): the search starts from the seed\n", arc);
+
+    /* 3. transform, unless there is nothing to transform or it was done. */
+    gen0 = cuco_path_join(workspace, "gen_0");
+    gen0_program = cuco_path_join(gen0, w->evolve_file);
+    if (o.from_seed) {
+        printf("cuco run: --from-seed: the search starts from the host-driven seed\n");
+    } else if (cuco_fs_exists(gen0_program)) {
+        printf("cuco run: keeping the transformed program in %s\n", gen0_program);
+    } else if (n_coll <= 0) {
+        printf("cuco run: no NCCL collectives found: nothing to transform; the search starts "
+               "from the seed\n");
+    } else {
+        const char *t[] = {"transform", o.workload, "--workspace", workspace, NULL};
+        args_push_all(&args, t);
+        int trc = run_step("transform", exe, &args, o.quiet);
+        cuco_strlist_free(&args);
+        if (trc != 0 || !cuco_fs_exists(gen0_program)) {
+            printf("cuco run: transform did not produce a verified program (exit %d): the "
+                   "search starts from the seed\n",
+                   trc);
+        }
+    }
+
+    /* 4. evolve (resumes a run already in the workspace). */
+    {
+        const char *v[] = {"evolve", o.workload, "--workspace", workspace, "--mutator", o.mutator,
+                           NULL};
+        args_push_all(&args, v);
+        if (!o.from_seed && cuco_fs_exists(gen0_program)) {
+            cuco_strlist_push(&args, "--init");
+            cuco_strlist_push(&args, gen0_program);
+        }
+        if (o.quiet)
+            cuco_strlist_push(&args, "--quiet");
+        for (size_t i = 0; i < o.evolve_args.n; i++)
+            cuco_strlist_push(&args, o.evolve_args.items[i]);
+    }
+    int erc = run_step("evolve", exe, &args, o.quiet);
+    cuco_strlist_free(&args);
+    if (erc != 0) {
+        fprintf(stderr, "cuco run: evolve failed (exit %d); writing the report of what exists\n",
+                erc);
+        rc = 1;
+    }
+
+    /* 5. report. */
+    {
+        const char *r[] = {"report", workspace, NULL};
+        args_push_all(&args, r);
+    }
+    int rrc = run_step("report", exe, &args, o.quiet);
+    cuco_strlist_free(&args);
+    if (rrc != 0)
+        rc = 1;
+    else
+        printf("cuco run: report in %s/report.html and %s/report.md\n", workspace, workspace);
+
+out:
+    cuco_strlist_free(&args);
+    cuco_strlist_free(&o.evolve_args);
+    cuco_workload_free(w);
+    cuco_err_clear(&e);
+    free(exe);
+    free(workspace);
+    free(analysis);
+    free(gen0);
+    free(gen0_program);
+    return rc;
 }

@@ -1,12 +1,138 @@
-/* cmd_transform.c: 'cuco transform' (not built yet in this tree). */
+/* cmd_transform.c: 'cuco transform WORKLOAD': the fast path. Parses the
+ * arguments, runs cuco_transform_workload (src/transform) and prints its
+ * report. Exit 0: transformed and verified (or, with --no-verify, transformed
+ * and statically checked); 1: not transformed (refused, static check,
+ * build or verification failed); 2: bad usage or manifest; 3: built, not
+ * verified because there is no GPU. */
 #include "commands.h"
+#include "cuco/err.h"
+#include "cuco/transform.h"
+#include "cuco/workload.h"
 
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: cuco transform WORKLOAD [OPTIONS]\n"
+            "\n"
+            "Rewrites the workload's host-driven NCCL calls into device-initiated\n"
+            "communication on device/ (symmetric windows, a device communicator, LSA\n"
+            "kernels), checks the result statically, builds, verifies and times it\n"
+            "against the seed, and writes WORKSPACE/gen_0/: the program (the evolve\n"
+            "file's name), program.diff, transform_report.md and transform_report.json.\n"
+            "A verified program becomes the root of a new run in WORKSPACE/runs.db.\n"
+            "WORKLOAD is a folder holding workload.yaml, or the manifest itself.\n"
+            "\n"
+            "Options:\n"
+            "  --workspace D   workspace folder (default: ./cuco-out/<workload>)\n"
+            "  --no-verify     do not build or run anything: rules and static check only;\n"
+            "                  the program is registered as 'pending'\n"
+            "  --json          print the report as one JSON object\n"
+            "  --quiet         no progress lines on stderr\n"
+            "  -h, --help      this text\n"
+            "\n"
+            "Exit status: 0 transformed and verified (--no-verify: transformed and\n"
+            "statically checked), 1 not transformed (see the report), 2 bad usage or\n"
+            "bad manifest, 3 built but not verified: no GPU on this machine.\n");
+}
+
+static void print_progress(void *ctx, const char *line)
+{
+    (void)ctx;
+    fprintf(stderr, "cuco transform: %s\n", line);
+}
 
 int cmd_transform(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "cuco transform: not available in this build\n");
-    return 2;
+    const char *workload_arg = NULL, *workspace = NULL;
+    int no_verify = 0, json = 0, quiet = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--workspace") == 0) {
+            if (++i >= argc) {
+                fprintf(stderr, "cuco transform: --workspace needs a folder\n");
+                return 2;
+            }
+            workspace = argv[i];
+        } else if (strcmp(a, "--no-verify") == 0) {
+            no_verify = 1;
+        } else if (strcmp(a, "--json") == 0) {
+            json = 1;
+        } else if (strcmp(a, "--quiet") == 0) {
+            quiet = 1;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "cuco transform: unknown option '%s' (see cuco transform --help)\n", a);
+            return 2;
+        } else if (!workload_arg) {
+            workload_arg = a;
+        } else {
+            fprintf(stderr, "cuco transform: unexpected argument '%s'\n", a);
+            return 2;
+        }
+    }
+    if (!workload_arg) {
+        usage(stderr);
+        return 2;
+    }
+    cuco_err e = CUCO_ERR_INIT;
+    cuco_workload *w = NULL;
+    char *report = NULL;
+    int code = 2;
+    if (cuco_workload_load(workload_arg, &w, &e) != 0) {
+        cuco_err_print(&e, "cuco transform", stderr);
+        goto out;
+    }
+    cuco_transform_opts o;
+    memset(&o, 0, sizeof(o));
+    o.workspace = workspace;
+    o.no_verify = no_verify;
+    o.progress = quiet ? NULL : print_progress;
+    cuco_transform_outcome outcome;
+    if (cuco_transform_workload(w, &o, &outcome, &report, &e) != 0) {
+        cuco_err_print(&e, "cuco transform", stderr);
+        code = 1;
+        goto out;
+    }
+    code = outcome == CUCO_TX_NOT_BUILT ? 0 : (int)outcome;
+    if (json) {
+        printf("%s\n", report ? report : "{}");
+        goto out;
+    }
+    json_t *r = report ? json_loads(report, 0, NULL) : NULL;
+    if (!r)
+        goto out;
+    printf("%s: %s; static check: %s; verification: %s\n", w->name,
+           json_is_true(json_object_get(r, "transformed")) ? "transformed" : "NOT transformed",
+           json_string_value(json_object_get(r, "static_check")),
+           json_string_value(json_object_get(r, "verification")));
+    json_t *notes = json_object_get(r, "notes"), *n;
+    size_t i;
+    json_array_foreach(notes, i, n) {
+        const char *kind = json_string_value(json_object_get(n, "kind"));
+        int line = (int)json_integer_value(json_object_get(n, "line"));
+        if (line > 0)
+            printf("  %s:%d: %s: %s\n", json_string_value(json_object_get(n, "file")), line, kind,
+                   json_string_value(json_object_get(n, "text")));
+        else
+            printf("  %s: %s\n", kind, json_string_value(json_object_get(n, "text")));
+    }
+    json_t *sp = json_object_get(r, "speedup");
+    if (sp)
+        printf("  speedup over the seed: %.3fx\n", json_real_value(sp));
+    const char *prog = json_string_value(json_object_get(r, "program"));
+    if (prog)
+        printf("  program: %s\n", prog);
+    json_decref(r);
+out:
+    free(report);
+    cuco_workload_free(w);
+    cuco_err_clear(&e);
+    return code;
 }

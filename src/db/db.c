@@ -39,7 +39,7 @@ static const char *const migrations[] = {
     " parent_id INTEGER, second_parent_id INTEGER, island INTEGER, generation INTEGER,"
     " code TEXT, code_hash TEXT, mutator TEXT, patch_type TEXT, description TEXT,"
     " status TEXT, score REAL, time_ms REAL, metrics TEXT, error TEXT, novelty REAL,"
-    " knobs TEXT, created_at REAL);"
+    " knobs TEXT, cached INTEGER DEFAULT 0, created_at REAL);"
     "CREATE INDEX programs_run ON programs(run_id, status);"
     "CREATE INDEX programs_hash ON programs(run_id, code_hash);"
     "CREATE TABLE evaluations(workload TEXT NOT NULL, code_hash TEXT NOT NULL, status TEXT,"
@@ -348,8 +348,8 @@ int db_program_insert(cuco_db *db, const cuco_db_program *p, int64_t *id, cuco_e
     int rc = prep(db,
                   "INSERT INTO programs(run_id, parent_id, second_parent_id, island, generation,"
                   " code, code_hash, mutator, patch_type, description, status, score, time_ms,"
-                  " metrics, error, novelty, knobs, created_at)"
-                  " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                  " metrics, error, novelty, knobs, cached, created_at)"
+                  " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                   &st, e);
     if (rc < 0)
         return rc;
@@ -372,7 +372,8 @@ int db_program_insert(cuco_db *db, const cuco_db_program *p, int64_t *id, cuco_e
     bind_text(st, 15, p->error);
     sqlite3_bind_double(st, 16, p->novelty);
     bind_text(st, 17, p->knobs_json);
-    sqlite3_bind_double(st, 18, now_s());
+    sqlite3_bind_int(st, 18, p->cached);
+    sqlite3_bind_double(st, 19, now_s());
     if ((rc = step_done(db, st, "inserting program", e)) < 0)
         return rc;
     if (id)
@@ -381,12 +382,12 @@ int db_program_insert(cuco_db *db, const cuco_db_program *p, int64_t *id, cuco_e
 }
 
 int db_program_update(cuco_db *db, int64_t id, const char *status, double score, double time_ms,
-                      const char *metrics_json, const char *error, cuco_err *e)
+                      const char *metrics_json, const char *error, int cached, cuco_err *e)
 {
     sqlite3_stmt *st;
     int rc = prep(db,
-                  "UPDATE programs SET status=?, score=?, time_ms=?, metrics=?, error=?"
-                  " WHERE id=?",
+                  "UPDATE programs SET status=?, score=?, time_ms=?, metrics=?, error=?,"
+                  " cached=? WHERE id=?",
                   &st, e);
     if (rc < 0)
         return rc;
@@ -395,14 +396,15 @@ int db_program_update(cuco_db *db, int64_t id, const char *status, double score,
     bind_real_opt(st, 3, time_ms);
     bind_text(st, 4, metrics_json);
     bind_text(st, 5, error);
-    sqlite3_bind_int64(st, 6, id);
+    sqlite3_bind_int(st, 6, cached);
+    sqlite3_bind_int64(st, 7, id);
     return step_done(db, st, "updating program", e);
 }
 
 #define PROGRAM_COLS                                                                        \
     "id, run_id, parent_id, second_parent_id, island, generation, code, code_hash, mutator," \
     " patch_type, description, status, score, time_ms, metrics, error, novelty, knobs,"      \
-    " created_at"
+    " cached, created_at"
 
 static void read_program(sqlite3_stmt *st, cuco_db_program *p)
 {
@@ -424,7 +426,8 @@ static void read_program(sqlite3_stmt *st, cuco_db_program *p)
     p->error = col_text(st, 15);
     p->novelty = sqlite3_column_double(st, 16);
     p->knobs_json = col_text(st, 17);
-    p->created_at = sqlite3_column_double(st, 18);
+    p->cached = sqlite3_column_int(st, 18);
+    p->created_at = sqlite3_column_double(st, 19);
 }
 
 int db_program_get(cuco_db *db, int64_t id, cuco_db_program *p, cuco_err *e)
@@ -665,4 +668,26 @@ int db_meta_insert(cuco_db *db, int64_t run_id, int generation, const char *text
     bind_text(st, 3, text);
     sqlite3_bind_double(st, 4, now_s());
     return step_done(db, st, "inserting meta summary", e);
+}
+
+int db_run_evaluations(cuco_db *db, int64_t run_id, long *evaluations, long *cached,
+                       cuco_err *e)
+{
+    sqlite3_stmt *st;
+    *evaluations = *cached = 0;
+    int rc = prep(db,
+                  "SELECT coalesce(sum(cached=0),0), coalesce(sum(cached=1),0) FROM programs"
+                  " WHERE run_id=? AND status NOT IN ('pending','rejected_duplicate',"
+                  "'rejected_novelty','patch_failed')"
+                  " AND coalesce(mutator,'') NOT IN ('copy','migration')",
+                  &st, e);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, run_id);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        *evaluations = (long)sqlite3_column_int64(st, 0);
+        *cached = (long)sqlite3_column_int64(st, 1);
+    }
+    sqlite3_finalize(st);
+    return 0;
 }

@@ -11,6 +11,7 @@
 #include "cuco/eval.h"
 #include "cuco/fs.h"
 #include "cuco/hash.h"
+#include "cuco/launch.h"
 #include "cuco/proc.h"
 #include "cuco/program.h"
 #include "cuco/toolchain.h"
@@ -472,36 +473,45 @@ static cuco_eval_status run_once(cascade *c, const cuco_run_level *lv, const cha
     cuco_eval_status st = CUCO_EVAL_OK;
     memset(parsed, 0, sizeof *parsed);
     parsed->time_ms = -1;
-    if (!strcmp(c->w->launcher, "mpirun")) {
-        char *np = cuco_sprintf("%d", c->w->ranks);
-        cuco_strlist_push(&argv, "mpirun");
-        cuco_strlist_push(&argv, "-np");
-        cuco_strlist_push(&argv, np);
-        free(np);
-        if (geteuid() == 0)
-            cuco_strlist_push(&argv, "--allow-run-as-root");
-        cuco_strlist_push(&argv, "--bind-to");
-        cuco_strlist_push(&argv, "none");
-        cuco_strlist_push(&argv, "--oversubscribe");
-        if (expand_list(c, &c->w->mpirun_args, &argv, &step_err))
-            goto infra;
+    int mpi = !strcmp(c->w->launcher, "mpirun");
+    cuco_strlist mpi_args = {0};
+    if (mpi && expand_list(c, &c->w->mpirun_args, &mpi_args, &step_err)) {
+        cuco_strlist_free(&mpi_args);
+        goto infra;
     }
     cuco_strlist_push(&argv, c->bin);
-    if (expand_list(c, &lv->args, &argv, &step_err))
+    if (expand_list(c, &lv->args, &argv, &step_err)) {
+        cuco_strlist_free(&mpi_args);
         goto infra;
+    }
     const char **args = argv_of(&argv);
+    const char **margs = argv_of(&mpi_args);
     const char **env = argv_of(&c->run_env);
     char *shown = cuco_proc_argv_string(args);
-    progress(c, "%s: %s", what, shown);
+    progress(c, "%s [%s%s]: %s", what, cuco_launcher_name(c->o ? c->o->launcher : NULL),
+             mpi ? ", mpirun" : "", shown);
     free(shown);
-    cuco_proc_opts po = {
-        .argv = args, .cwd = c->build_dir, .env_set = env, .timeout_s = lv->timeout_s};
-    cuco_proc_result pr;
-    int rc = cuco_proc_run(&po, &pr, &step_err);
+    cuco_launch_job job = {.argv = args, .ranks = c->w->ranks, .mpi = mpi, .mpi_args = margs,
+                           .cwd = c->build_dir, .env_set = env, .timeout_s = lv->timeout_s,
+                           .gpu = c->w->gpu, .exclusive = !need_verification, .name = what,
+                           .progress = c->o ? c->o->progress : NULL,
+                           .progress_ctx = c->o ? c->o->progress_ctx : NULL};
+    cuco_launch_result lr;
+    int rc = cuco_launcher_run(c->o ? c->o->launcher : NULL, &job, &lr, &step_err);
     free(args);
+    free(margs);
     free(env);
+    cuco_strlist_free(&mpi_args);
     if (rc)
         goto infra;
+    if (lr.infra_failure) {
+        cuco_err_set(&step_err, CUCO_EIO, "%s (after %d attempts)", lr.infra_reason, lr.attempts);
+        cuco_launch_result_free(&lr);
+        goto infra;
+    }
+    cuco_proc_result pr = lr.proc;
+    memset(&lr.proc, 0, sizeof lr.proc);
+    cuco_launch_result_free(&lr);
     *wall = pr.wall_s;
     char *how = cuco_proc_describe(&pr);
     cuco_run_output_parse(pr.out, parsed);

@@ -272,14 +272,30 @@ static void close_fd(int *fd)
     }
 }
 
-/* Reads what is available on *fd into c; closes *fd at EOF or error. */
-static int drain_fd(int *fd, capture *c, char *chunk)
+/* Copies a chunk to the caller's echo fd; a failed echo never fails the run. */
+static void echo_write(int fd, const char *data, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, data, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        data += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Reads what is available on *fd into c (and echoes it when echo_fd >= 0); closes *fd at EOF or error. */
+static int drain_fd(int *fd, capture *c, char *chunk, int echo_fd)
 {
     for (;;) {
         ssize_t n = read(*fd, chunk, PROC_READ_CHUNK);
         if (n > 0) {
             if (capture_add(c, chunk, (size_t)n) != 0)
                 return -1;
+            if (echo_fd >= 0)
+                echo_write(echo_fd, chunk, (size_t)n);
             if ((size_t)n < PROC_READ_CHUNK)
                 return 0;
             continue;
@@ -508,12 +524,12 @@ int cuco_proc_run(const cuco_proc_opts *opts, cuco_proc_result *res, cuco_err *e
             reap_group(pid, &status);
             goto out;
         }
-        if (i_out >= 0 && pfd[i_out].revents && drain_fd(&out_p[0], &cap_out, chunk) != 0) {
+        if (i_out >= 0 && pfd[i_out].revents && drain_fd(&out_p[0], &cap_out, chunk, opts->echo ? 1 : -1) != 0) {
             rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory capturing the output of %s", prog);
             reap_group(pid, &status);
             goto out;
         }
-        if (i_err >= 0 && pfd[i_err].revents && drain_fd(&err_p[0], &cap_err, chunk) != 0) {
+        if (i_err >= 0 && pfd[i_err].revents && drain_fd(&err_p[0], &cap_err, chunk, opts->echo ? 2 : -1) != 0) {
             rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory capturing the errors of %s", prog);
             reap_group(pid, &status);
             goto out;

@@ -1,0 +1,70 @@
+/* config.h: the search configuration of `cuco evolve` (YAML file, every key
+ * optional; defaults work without a file).
+ *
+ *   islands: 2                # number of islands (>= 1)
+ *   children_per_island: 2    # children proposed per island per generation
+ *   migration_interval: 3     # every N generations the best of island i is
+ *                             # copied to island i+1 (ring); 0: never
+ *   selection: power_law      # power_law | fitness | hill_climb
+ *   explore_fraction: 0.3     # share of the budget spent exploring before exploiting
+ *   novelty_threshold: 0.95   # Jaccard (MinHash) above which a code edit is a near-duplicate
+ *   archive_size: 8           # elites kept per island for parent selection
+ *   slots: 1                  # concurrent evaluations
+ *   seed: 1                   # PRNG seed
+ *   repeats: 0                # bench repeats per evaluation (0: the manifest's)
+ *   budget:
+ *     evaluations: 30         # real evaluations (cache hits do not count)
+ *     generations: 20
+ *     wall_s: 0               # 0: unlimited
+ *     usd: 0                  # 0: unlimited (LLM mutators)
+ *   mutators:                 # name -> weight
+ *     knob: 1.0
+ */
+#ifndef CUCO_CONFIG_H
+#define CUCO_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "cuco/err.h"
+
+typedef enum cuco_selection {
+    CUCO_SEL_POWER_LAW = 0,
+    CUCO_SEL_FITNESS,
+    CUCO_SEL_HILL_CLIMB,
+} cuco_selection;
+
+typedef struct cuco_evolve_config {
+    int islands;
+    int children_per_island;
+    int migration_interval;
+    cuco_selection selection;
+    double explore_fraction;
+    double novelty_threshold;
+    int archive_size;
+    int slots;
+    uint64_t seed;
+    int repeats;
+    long budget_evaluations;
+    int budget_generations;
+    double budget_wall_s;
+    double budget_usd;
+    char **mutators;  /* owned names */
+    double *weights;  /* owned */
+    size_t n_mutators;
+} cuco_evolve_config;
+
+/* Fills the defaults (mutators: knob 1.0). Free with cuco_config_free(). */
+int cuco_config_defaults(cuco_evolve_config *c, cuco_err *e);
+/* Reads path over the values already in c. Errors carry path:line; unknown
+ * keys are errors. */
+int cuco_config_load(const char *path, cuco_evolve_config *c, cuco_err *e);
+/* Replaces the mutator list with one mutator of weight 1. */
+int cuco_config_set_mutator(cuco_evolve_config *c, const char *name, cuco_err *e);
+/* Checks ranges; CUCO_EINVAL naming the key. */
+int cuco_config_validate(const cuco_evolve_config *c, cuco_err *e);
+const char *cuco_selection_name(cuco_selection s);
+/* The config as a JSON object (caller frees). */
+char *cuco_config_json(const cuco_evolve_config *c);
+void cuco_config_free(cuco_evolve_config *c);
+
+#endif

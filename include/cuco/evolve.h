@@ -1,0 +1,112 @@
+/* evolve.h: the island-based evolution engine and the novelty check.
+ *
+ * A run: generation 0 evaluates the initial program (the workload's seed or
+ * --init) as the baseline on island 0 and copies it to every island. Each
+ * later generation proposes children_per_island children per island (parent
+ * selection per config, mutator chosen by weight), rejects exact duplicates
+ * (code hash already in the run: 'rejected_duplicate') and near-duplicate
+ * code edits (MinHash Jaccard >= novelty_threshold: 'rejected_novelty'),
+ * refuses edits outside the EVOLVE-BLOCKs ('patch_failed'), inserts the rest
+ * as 'pending' in one transaction, evaluates them concurrently (slots
+ * threads; the evaluation cache is consulted first), then records the results
+ * from the main thread. Every migration_interval generations the best of each
+ * island is copied to the next (ring). The explore phase (flatter selection,
+ * wider moves) switches to exploit after explore_fraction of the budget.
+ * Stops on a budget (evaluations, generations, wall time, money) or when the
+ * mutators report the space exhausted.
+ *
+ * Resume: the engine finds the workload's latest unfinished run in the
+ * database, re-evaluates its 'pending' programs, and goes on from the next
+ * generation. Randomness is drawn from a PRNG seeded by (seed, generation)
+ * and the knob bandit is rebuilt from the database, so a resumed run proposes
+ * the same candidates as an uninterrupted one (timings aside).
+ */
+#ifndef CUCO_EVOLVE_H
+#define CUCO_EVOLVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "cuco/config.h"
+#include "cuco/db.h"
+#include "cuco/err.h"
+#include "cuco/eval.h"
+#include "cuco/mutate.h"
+#include "cuco/workload.h"
+
+/* What an evaluator reports for one program. Strings owned by the outcome. */
+typedef struct cuco_eval_outcome {
+    cuco_eval_status status;
+    double time_ms;     /* valid when status is OK */
+    char *metrics_json; /* may be NULL */
+    char *error;        /* excerpt, may be NULL */
+} cuco_eval_outcome;
+void cuco_eval_outcome_free(cuco_eval_outcome *o);
+
+/* Evaluates text; called from worker threads (must be thread-safe). Returns
+ * 0 with out filled, or negative when the evaluator itself failed (the
+ * candidate is then recorded as infra_error). slot is 0..slots-1. */
+typedef int (*cuco_evaluator_fn)(void *ctx, int slot, const char *text, cuco_eval_outcome *out,
+                                 cuco_err *e);
+
+typedef struct cuco_evolve_progress {
+    int generation;
+    double best_speedup;  /* best score so far */
+    int ok, failed;       /* this generation's candidates */
+    long evaluations;     /* real evaluations so far (this run) */
+    long cached;          /* cache hits so far */
+    double elapsed_s, eta_s; /* eta < 0 when unknown */
+    double usd;
+    int exploit;
+} cuco_evolve_progress;
+
+typedef struct cuco_evolve_opts {
+    const cuco_evolve_config *cfg;
+    cuco_db *db;
+    const char *workload_name;
+    const cuco_workload *workload;  /* optional, for the mutators */
+    const char *seed_text;          /* the frozen reference (the workload's seed) */
+    const char *init_text;          /* generation 0; NULL: seed_text */
+    cuco_evaluator_fn evaluate;
+    void *eval_ctx;
+    int fresh;                      /* start a new run even if one can be resumed */
+    void (*progress)(void *ctx, const cuco_evolve_progress *p);
+    void *progress_ctx;
+    /* Optional mutator objects used instead of creating cfg->mutators by
+     * name (same count and order as cfg->mutators, whose weights apply);
+     * borrowed. Lets a caller plug in a mutator of its own. */
+    cuco_mutator *const *mutators;
+    /* Tests: stop abruptly (as a crash would) after this many candidates
+     * were inserted as pending and before their evaluation; 0: never. */
+    long crash_after_pending;
+} cuco_evolve_opts;
+
+typedef struct cuco_evolve_result {
+    int64_t run_id;
+    int64_t best_id;
+    double best_score, best_time_ms, baseline_ms;
+    long evaluations, cached;
+    int generations;          /* last generation completed */
+    int crashed;              /* stopped by crash_after_pending */
+    char stop_reason[64];
+} cuco_evolve_result;
+
+/* Runs (or resumes) the search. 0 on a finished or budget-stopped run. */
+int cuco_evolve_run(const cuco_evolve_opts *o, cuco_evolve_result *r, cuco_err *e);
+
+/* ---- novelty (MinHash over normalized token shingles) ------------------- */
+#define CUCO_MINHASH_K 64
+typedef struct cuco_minhash {
+    uint64_t h[CUCO_MINHASH_K];
+} cuco_minhash;
+/* Signature of a program: comments and whitespace stripped, tokens in
+ * 3-token shingles. */
+void cuco_minhash_of(const char *text, cuco_minhash *m);
+/* Estimated Jaccard similarity in [0, 1]. */
+double cuco_minhash_similarity(const cuco_minhash *a, const cuco_minhash *b);
+
+/* Parent selection over programs sorted best first (n >= 1): returns an
+ * index. exploit raises the selection pressure. */
+size_t cuco_select_parent(cuco_selection s, const double *scores, size_t n, int exploit,
+                          cuco_rng *rng);
+
+#endif

@@ -1,0 +1,72 @@
+/* llm_mutate.h: the glue between the LLM layer (llm.h) and a run's database
+ * (db.h) that the LLM mutators (llm_diff, llm_full, llm_cross) stand on:
+ * recording LLM calls into llm_calls, filling a prompt context with the
+ * island's best programs and the run's recent failures, and the rule-based
+ * meta summary of a run. */
+#ifndef CUCO_LLM_MUTATE_H
+#define CUCO_LLM_MUTATE_H
+
+#include "cuco/db.h"
+#include "cuco/llm.h"
+#include "cuco/mutate.h"
+#include <stddef.h>
+#include <stdint.h>
+
+/* Context of cuco_llm_db_record(): where calls go. program_id may be set
+ * before a call when the child it produces is already known (0: none). */
+typedef struct cuco_llm_db_sink {
+    cuco_db *db;
+    int64_t run_id;
+    int64_t program_id;
+} cuco_llm_db_sink;
+
+/* A cuco_llm_record_fn that inserts the call into llm_calls (ctx: a
+ * cuco_llm_db_sink). Cache writes are counted with the input tokens. */
+int cuco_llm_db_record(void *ctx, const cuco_llm_call_record *rec, cuco_err *e);
+
+/* What a prompt shows from the database, owned by this struct (the prompt
+ * context borrows from it): the best n_top ok programs of the island and the
+ * n_failures most recent failed programs of the run. */
+typedef struct cuco_llm_db_examples {
+    cuco_db_program *top;
+    size_t n_top;
+    cuco_db_program *all; /* the run's programs (failures point into it) */
+    size_t n_all;
+    cuco_llm_example *top_ex;
+    cuco_llm_example *fail_ex;
+    size_t n_fail;
+} cuco_llm_db_examples;
+
+/* Loads the examples and points ctx->top / ctx->failures at them. Free with
+ * cuco_llm_db_examples_free() after the prompt is built. */
+int cuco_llm_db_examples_load(cuco_db *db, int64_t run_id, int island, size_t n_top,
+                              size_t n_failures, cuco_llm_db_examples *ex, cuco_llm_prompt_ctx *ctx,
+                              cuco_err *e);
+void cuco_llm_db_examples_free(cuco_llm_db_examples *ex);
+
+/* The rule-based meta summary of a run (cuco_meta_summary_rules over its
+ * programs). Appends to out. */
+int cuco_llm_db_meta_rules(cuco_db *db, int64_t run_id, cuco_buf *out, cuco_err *e);
+
+/* The LLM mutators. kind: "llm_diff" (SEARCH/REPLACE edits), "llm_full"
+ * (rewrite of the blocks), "llm_cross" (combine the two parents; falls back
+ * to llm_diff without a second parent) or "llm" (cross when there is a second
+ * parent, else full for a third of the explore phase's calls, else diff).
+ * The session is borrowed (one per run, shared by the mutators) and its
+ * recorder should be cuco_llm_db_record. Answers are applied with the patch
+ * engine and checked by its frozen guard; an unusable answer fails propose
+ * with the reason (the engine stores it). propose returns CUCO_EBUDGET when
+ * the budget refused the call: the run should stop. Rewards for the model
+ * bandit are read back from the database on the next propose (children are
+ * found by code hash). meta_summary (borrowed, may change between calls)
+ * is fed to the prompts. */
+typedef struct cuco_llm_mutator_opts {
+    cuco_llm_session *session;
+    const char *const *meta_summary; /* points at the run's latest summary, or NULL */
+    const char *hardware;            /* cuco_llm_format_hardware() text, or NULL */
+} cuco_llm_mutator_opts;
+
+int cuco_llm_mutator_create(const char *kind, const cuco_llm_mutator_opts *o, cuco_mutator **out,
+                            cuco_err *e);
+
+#endif

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# scripts/device.d/31-workloads-b.sh: on the 2-GPU machine, build and run the
+# flash_attn_cp and moe_dispatch_combine workloads: the seed at verify and
+# bench size (attention also non-causal), one pipelined knob setting of each,
+# and a negative control of each (communication removed) that must fail
+# verification. Needs only nvcc, MPI and NCCL 2.28.9 (NCCL_HOME); logs go to
+# $OUT/, with a summary of the Verification and CUCO_RESULT lines in
+# $OUT/workloads-b-summary.txt. Runs from the repository root.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+: "${OUT:=/tmp/cuco-gpu-out}"
+: "${NCCL_HOME:=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl}"
+mkdir -p "$OUT"
+export PATH=/usr/local/cuda/bin:$PATH
+export NCCL_NVLS_ENABLE=0
+BUILD=$(mktemp -d /tmp/cuco-wlb.XXXXXX)
+SUMMARY=$OUT/workloads-b-summary.txt
+START=$(date +%s)
+BUDGET_S=140
+: > "$SUMMARY"
+
+MPICC=mpicc
+command -v mpicc >/dev/null 2>&1 || MPICC=mpicxx
+read -r -a MPI_COMPILE <<< "$($MPICC --showme:compile)"
+read -r -a MPI_LINK <<< "$($MPICC --showme:link)"
+
+note() { echo "$*" | tee -a "$SUMMARY"; }
+
+# build NAME SOURCE: compile SOURCE into $BUILD/NAME, log in $OUT/NAME-build.log
+build() {
+  local name=$1 src=$2
+  nvcc -std=c++17 -arch=sm_90 -O3 -Iworkloads/common -Idevice -I"$NCCL_HOME/include" \
+    "${MPI_COMPILE[@]}" -o "$BUILD/$name" "$src" -L"$NCCL_HOME/lib" -l:libnccl.so.2 \
+    -lcublas -lcublasLt "${MPI_LINK[@]}" > "$OUT/$name-build.log" 2>&1
+  local rc=$?
+  note "build $name: rc=$rc"
+  return $rc
+}
+
+# variant NAME SOURCE SED-EXPR: a copy of SOURCE edited by sed, in $BUILD
+variant() {
+  local name=$1 src=$2 expr=$3
+  sed -e "$expr" "$src" > "$BUILD/$name.cu"
+  if cmp -s "$src" "$BUILD/$name.cu"; then
+    note "variant $name: the edit did not apply"
+    return 1
+  fi
+  build "$name" "$BUILD/$name.cu"
+}
+
+# run NAME LEVEL ARGS...: mpirun on 2 ranks, full output in $OUT/NAME-LEVEL.log
+run() {
+  local name=$1 level=$2
+  shift 2
+  if [ $(( $(date +%s) - START )) -gt $BUDGET_S ]; then
+    note "run $name $level: skipped (time budget spent)"
+    return 0
+  fi
+  if [ ! -x "$BUILD/$name" ]; then
+    note "run $name $level: skipped (no binary)"
+    return 0
+  fi
+  local t0=$(date +%s)
+  timeout -k 5 60 mpirun -np 2 --allow-run-as-root --bind-to none \
+    -x LD_LIBRARY_PATH="$NCCL_HOME/lib:${LD_LIBRARY_PATH:-}" -x NCCL_NVLS_ENABLE=0 \
+    "$BUILD/$name" "$@" > "$OUT/$name-$level.log" 2>&1
+  local rc=$?
+  note "run $name $level: rc=$rc in $(( $(date +%s) - t0 )) s $*"
+  grep -E '^(Verification|CUCO_RESULT)' "$OUT/$name-$level.log" | sed 's/^/  /' | tee -a "$SUMMARY"
+}
+
+FA=workloads/flash_attn_cp/flash_attn_cp.cu
+MOE=workloads/moe_dispatch_combine/moe_dispatch_combine.cu
+FA_VERIFY=(--seq 1024 --heads 8 --kv_heads 2 --causal 1 --warmup 1 --iters 3)
+FA_VERIFY_NC=(--seq 1024 --heads 8 --kv_heads 2 --causal 0 --warmup 1 --iters 3)
+FA_BENCH=(--seq 8192 --heads 32 --kv_heads 32 --causal 1 --warmup 3 --iters 10)
+FA_BENCH_NC=(--seq 8192 --heads 32 --kv_heads 32 --causal 0 --warmup 3 --iters 10)
+MOE_VERIFY=(--tokens 256 --experts 16 --warmup 1 --iters 3)
+MOE_BENCH=(--tokens 4096 --experts 256 --warmup 3 --iters 10)
+
+note "date: $(date -u +%FT%TZ) NCCL_HOME=$NCCL_HOME"
+nvidia-smi --query-gpu=index,name --format=csv,noheader 2>&1 | tee -a "$SUMMARY"
+
+# builds in parallel: they are independent and the machine has 16 cores
+build flash_attn_cp "$FA" &
+build moe_dispatch_combine "$MOE" &
+variant flash_attn_cp_chunks4 "$FA" 's/^#define CUCO_KV_CHUNKS 1 /#define CUCO_KV_CHUNKS 4 /' &
+variant moe_dispatch_combine_chunks4 "$MOE" 's/^#define CUCO_EXPERT_CHUNKS 1 /#define CUCO_EXPERT_CHUNKS 4 /' &
+# negative controls: the collectives never run, so verification must fail
+variant flash_attn_cp_nocomm "$FA" 's/if (parts & PART_COMM)$/if (false)/' &
+variant moe_dispatch_combine_nocomm "$MOE" 's/if (parts & PART_COMM)$/if (false)/' &
+wait
+note "builds done in $(( $(date +%s) - START )) s"
+
+run flash_attn_cp verify "${FA_VERIFY[@]}"
+run moe_dispatch_combine verify "${MOE_VERIFY[@]}"
+run flash_attn_cp bench "${FA_BENCH[@]}"
+run moe_dispatch_combine bench "${MOE_BENCH[@]}"
+run flash_attn_cp verify_nc "${FA_VERIFY_NC[@]}"
+run flash_attn_cp_chunks4 verify "${FA_VERIFY[@]}"
+run flash_attn_cp_chunks4 verify_nc "${FA_VERIFY_NC[@]}"
+run moe_dispatch_combine_chunks4 verify "${MOE_VERIFY[@]}"
+run flash_attn_cp_nocomm verify "${FA_VERIFY[@]}"
+run moe_dispatch_combine_nocomm verify "${MOE_VERIFY[@]}"
+run flash_attn_cp_chunks4 bench "${FA_BENCH[@]}"
+run moe_dispatch_combine_chunks4 bench "${MOE_BENCH[@]}"
+run flash_attn_cp bench_nc "${FA_BENCH_NC[@]}"
+
+note "total $(( $(date +%s) - START )) s"
+rm -rf "$BUILD"
+# success means: the seeds and knob variants verified, the controls did not
+status=0
+for n in flash_attn_cp-verify moe_dispatch_combine-verify flash_attn_cp-bench \
+         moe_dispatch_combine-bench flash_attn_cp-verify_nc flash_attn_cp_chunks4-verify \
+         flash_attn_cp_chunks4-verify_nc moe_dispatch_combine_chunks4-verify; do
+  grep -q '^Verification: PASS' "$OUT/$n.log" 2>/dev/null || { note "expected PASS: $n"; status=1; }
+done
+for n in flash_attn_cp_nocomm-verify moe_dispatch_combine_nocomm-verify; do
+  grep -q '^Verification: FAIL' "$OUT/$n.log" 2>/dev/null || { note "expected FAIL: $n"; status=1; }
+done
+exit $status

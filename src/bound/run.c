@@ -1,0 +1,571 @@
+/* run.c: the whole 'cuco bound' measurement of one workload: the static
+ * audit, the program run at bench size with the CUPTI timeline library
+ * loaded, the communication-removed and computation-removed variants built
+ * through the cascade's compile step and run at bench size, the dynamic
+ * audit (the communication-removed variant must fail verification), the
+ * advice, and bound.json in the workspace (schema in docs/bound.md). */
+#include "cuco/bound.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cuco/buf.h"
+#include "cuco/eval.h"
+#include "cuco/fs.h"
+#include "cuco/proc.h"
+#include "cuco/toolchain.h"
+
+#define BOUND_TOP_KERNELS 8
+
+static void say(const cuco_bound_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const cuco_bound_opts *o, const char *fmt, ...)
+{
+    if (!o->progress)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    cuco_buf b = CUCO_BUF_INIT;
+    cuco_buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    o->progress(o->progress_ctx, cuco_buf_str(&b));
+    cuco_buf_free(&b);
+}
+
+static const char *repo_dir(void)
+{
+    const char *r = getenv("CUCO_REPO");
+    return r && *r ? r : CUCO_SOURCE_DIR;
+}
+
+/* Expands the placeholders a run needs ({nccl_lib}, {ranks}, ...). Caller frees. */
+static char *expand(const cuco_workload *w, cuco_toolchain *tc, const char *arg)
+{
+    cuco_buf b = CUCO_BUF_INIT;
+    for (const char *p = arg; *p;) {
+        const char *close = *p == '{' ? strchr(p, '}') : NULL;
+        if (!close) {
+            cuco_buf_putc(&b, *p++);
+            continue;
+        }
+        char *name = cuco_strndup(p + 1, (size_t)(close - p - 1));
+        const char *v = NULL;
+        char ranks[32];
+        if (!strcmp(name, "nccl_lib"))
+            v = tc->nccl_lib;
+        else if (!strcmp(name, "nccl_include"))
+            v = tc->nccl_include;
+        else if (!strcmp(name, "cuda_home"))
+            v = tc->cuda_home;
+        else if (!strcmp(name, "workload_dir"))
+            v = w->dir;
+        else if (!strcmp(name, "repo"))
+            v = repo_dir();
+        else if (!strcmp(name, "ranks")) {
+            snprintf(ranks, sizeof ranks, "%d", w->ranks);
+            v = ranks;
+        }
+        free(name);
+        if (v) {
+            cuco_buf_puts(&b, v);
+            p = close + 1;
+        } else {
+            cuco_buf_putc(&b, *p++);
+        }
+    }
+    return cuco_buf_detach(&b);
+}
+
+/* The timeline library: opts, $CUCO_TIMELINE_LIB, beside the running cuco. */
+static char *find_injection(const cuco_bound_opts *o)
+{
+    if (o->injection_lib)
+        return cuco_path_abs(o->injection_lib);
+    const char *env = getenv("CUCO_TIMELINE_LIB");
+    if (env && *env)
+        return cuco_path_abs(env);
+    char *self = cuco_path_abs("/proc/self/exe");
+    char *dir = self ? cuco_path_dirname(self) : NULL;
+    char *lib = dir ? cuco_path_join(dir, "libcuco_timeline.so") : NULL;
+    free(self);
+    free(dir);
+    if (lib && cuco_fs_exists(lib))
+        return lib;
+    free(lib);
+    return NULL;
+}
+
+typedef struct measured {
+    const char *what;     /* "program", "comm_removed", "compute_removed" */
+    int built, ran, n_removed;
+    int has_verification, verified;
+    double time_ms, compute_ms, comm_ms;
+    double timeline_time_ms; /* the program's time_ms in the run with the timeline library */
+    char *error;          /* owned */
+} measured;
+
+static double metric(const char *json, const char *key)
+{
+    json_t *o = json ? json_loads(json, 0, NULL) : NULL;
+    json_t *v = o ? json_object_get(o, key) : NULL;
+    double d = json_is_number(v) ? json_number_value(v) : -1;
+    json_decref(o);
+    return d;
+}
+
+/* Builds text through the cascade's compile step and runs it at bench size. */
+static int measure(const cuco_workload *w, const char *text, const cuco_bound_opts *o,
+                   cuco_toolchain *tc, const char *work, const char *timeline_dir,
+                   const char *inject, measured *m, cuco_err *e)
+{
+    m->time_ms = m->compute_ms = m->comm_ms = m->timeline_time_ms = -1;
+    char *dir = cuco_path_join(work, m->what);
+    cuco_fs_remove_tree(dir, NULL);
+    int rc = cuco_fs_mkdirs(dir, e);
+    if (rc) {
+        free(dir);
+        return rc;
+    }
+    cuco_eval_opts eo = {.work_dir = dir, .max_level = 1, .keep_build = 1};
+    cuco_eval_result r;
+    say(o, "%s: building", m->what);
+    rc = cuco_eval_program(w, text, &eo, &r, e);
+    if (rc) {
+        free(dir);
+        return rc;
+    }
+    if (r.level < 1 || !r.build_dir) {
+        m->error = cuco_sprintf("build failed (%s): %s", cuco_eval_status_name(r.status),
+                                r.excerpt ? r.excerpt : "");
+        cuco_eval_result_free(&r);
+        free(dir);
+        return 0;
+    }
+    m->built = 1;
+    char *bin = cuco_path_join(r.build_dir, w->build_output);
+    cuco_strlist argv = {0}, env = {0};
+    if (!strcmp(w->launcher, "mpirun")) {
+        char np[32];
+        snprintf(np, sizeof np, "%d", w->ranks);
+        const char *pre[] = {"mpirun", "-np", np, "--bind-to", "none", "--oversubscribe", NULL};
+        for (size_t i = 0; pre[i]; i++)
+            cuco_strlist_push(&argv, pre[i]);
+        if (geteuid() == 0)
+            cuco_strlist_push(&argv, "--allow-run-as-root");
+        for (size_t i = 0; i < w->mpirun_args.n; i++) {
+            char *a = expand(w, tc, w->mpirun_args.items[i]);
+            cuco_strlist_push(&argv, a);
+            free(a);
+        }
+    }
+    cuco_strlist_push(&argv, bin);
+    for (size_t i = 0; i < w->bench.args.n; i++) {
+        char *a = expand(w, tc, w->bench.args.items[i]);
+        cuco_strlist_push(&argv, a);
+        free(a);
+    }
+    cuco_strlist_push(&env, "OMPI_ALLOW_RUN_AS_ROOT=1");
+    cuco_strlist_push(&env, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
+    cuco_strlist_push(&env, "NCCL_NVLS_ENABLE=0");
+    for (size_t i = 0; i < w->n_env; i++) {
+        char *v = expand(w, tc, w->env[i].value);
+        char *kv = cuco_sprintf("%s=%s", w->env[i].key, v);
+        cuco_strlist_push(&env, kv);
+        free(kv);
+        free(v);
+    }
+    /* Pass 0 times the program as it is; pass 1 (when a timeline is wanted)
+     * runs it again with the CUPTI library loaded, whose tracing adds a
+     * little to every launch. */
+    cuco_err run_err = CUCO_ERR_INIT;
+    for (int pass = 0; pass < (timeline_dir && inject ? 2 : 1); pass++) {
+        if (pass == 1) {
+            char *kv = cuco_sprintf("CUDA_INJECTION64_PATH=%s", inject);
+            cuco_strlist_push(&env, kv);
+            free(kv);
+            kv = cuco_sprintf("CUCO_TIMELINE_DIR=%s", timeline_dir);
+            cuco_strlist_push(&env, kv);
+            free(kv);
+        }
+        const char **av = calloc(argv.n + 1, sizeof *av), **ev = calloc(env.n + 1, sizeof *ev);
+        for (size_t i = 0; av && i < argv.n; i++)
+            av[i] = argv.items[i];
+        for (size_t i = 0; ev && i < env.n; i++)
+            ev[i] = env.items[i];
+        char *shown = av ? cuco_proc_argv_string(av) : NULL;
+        say(o, "%s%s: %s", m->what, pass ? " (timeline)" : "", shown ? shown : "");
+        free(shown);
+        cuco_proc_opts po = {.argv = av, .cwd = r.build_dir, .env_set = ev,
+                             .timeout_s = w->bench.timeout_s > 0 ? w->bench.timeout_s : 300};
+        cuco_proc_result pr;
+        if (!av || !ev) {
+            m->error = cuco_strdup("out of memory");
+        } else if (cuco_proc_run(&po, &pr, &run_err)) {
+            if (!m->error)
+                m->error = cuco_sprintf("cannot run: %s", cuco_err_msg(&run_err));
+        } else {
+            cuco_run_output out;
+            cuco_run_output_parse(pr.out, &out);
+            if (pass == 0) {
+                m->has_verification = out.has_verification;
+                m->verified = out.verified;
+                m->time_ms = out.time_ms;
+                m->compute_ms = metric(out.result_json, "compute_ms");
+                m->comm_ms = metric(out.result_json, "comm_ms");
+                m->ran = 1;
+            } else {
+                m->timeline_time_ms = out.time_ms;
+            }
+            if ((!pr.exited || pr.exit_code != 0) && !m->error) {
+                char *how = cuco_proc_describe(&pr);
+                const char *tail = pr.err && pr.err_len > 600 ? pr.err + pr.err_len - 600 : pr.err;
+                m->error = cuco_sprintf("%s%s%s%s", pass ? "with the timeline library: " : "", how,
+                                        tail && *tail ? ": " : "", tail ? tail : "");
+                free(how);
+                if (pass == 0)
+                    m->ran = pr.exited; /* a crash or timeout is not a measurement */
+            }
+            cuco_run_output_free(&out);
+            cuco_proc_result_free(&pr);
+        }
+        free(av);
+        free(ev);
+    }
+    cuco_err_clear(&run_err);
+    free(bin);
+    cuco_strlist_free(&argv);
+    cuco_strlist_free(&env);
+    cuco_eval_result_free(&r);
+    free(dir);
+    return 0;
+}
+
+static json_t *num_or_null(double v)
+{
+    return v >= 0 ? json_real(v) : json_null();
+}
+
+static json_t *rank_json(const cuco_bound_rank *r)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "rank", json_integer(r->rank));
+    json_object_set_new(o, "pid", json_integer(r->pid));
+    json_object_set_new(o, "device", json_integer(r->device));
+    json_object_set_new(o, "kernels", json_integer(r->n_kernels));
+    json_object_set_new(o, "copies", json_integer(r->n_copies));
+    json_object_set_new(o, "span_ms", json_real(r->span_ms));
+    json_object_set_new(o, "compute_ms", json_real(r->compute_ms));
+    json_object_set_new(o, "comm_ms", json_real(r->comm_ms));
+    json_object_set_new(o, "copy_ms", json_real(r->copy_ms));
+    json_object_set_new(o, "overlap_ms", json_real(r->overlap_ms));
+    json_object_set_new(o, "busy_ms", json_real(r->busy_ms));
+    json_object_set_new(o, "serial_ms", json_real(r->serial_ms));
+    json_object_set_new(o, "bound_ms", json_real(r->bound_ms));
+    json_object_set_new(o, "ceiling", json_real(r->ceiling));
+    json_object_set_new(o, "wait_ms", json_real(r->wait_ms));
+    json_t *top = json_array();
+    for (size_t k = 0; k < r->n_top; k++) {
+        json_t *t = json_object();
+        json_object_set_new(t, "name", json_string(r->top[k].name));
+        json_object_set_new(t, "count", json_integer(r->top[k].count));
+        json_object_set_new(t, "total_ms", json_real(r->top[k].total_ms));
+        json_object_set_new(t, "share", json_real(r->top[k].share));
+        json_object_set_new(t, "comm", json_boolean(r->top[k].comm));
+        json_array_append_new(top, t);
+    }
+    json_object_set_new(o, "top_kernels", top);
+    return o;
+}
+
+static json_t *measured_json(const measured *m)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "built", json_boolean(m->built));
+    json_object_set_new(o, "ran", json_boolean(m->ran));
+    if (strcmp(m->what, "program"))
+        json_object_set_new(o, "calls_removed", json_integer(m->n_removed));
+    json_object_set_new(o, "verification",
+                        json_string(!m->ran                ? "not_run"
+                                    : !m->has_verification ? "none"
+                                    : m->verified          ? "pass"
+                                                           : "fail"));
+    json_object_set_new(o, "time_ms", num_or_null(m->time_ms));
+    json_object_set_new(o, "compute_ms", num_or_null(m->compute_ms));
+    json_object_set_new(o, "comm_ms", num_or_null(m->comm_ms));
+    if (!strcmp(m->what, "program"))
+        json_object_set_new(o, "time_ms_with_timeline", num_or_null(m->timeline_time_ms));
+    json_object_set_new(o, "error", m->error ? json_string(m->error) : json_null());
+    return o;
+}
+
+static json_t *audit_json(const cuco_audit *a)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "finding", json_boolean(a->finding));
+    json_object_set_new(o, "summary", json_string(a->summary ? a->summary : ""));
+    json_t *sites = json_array();
+    for (size_t k = 0; k < a->n_sites; k++) {
+        json_t *s = json_object();
+        json_object_set_new(s, "file", json_string(a->sites[k].file));
+        json_object_set_new(s, "line", json_integer(a->sites[k].line));
+        json_object_set_new(s, "text", json_string(a->sites[k].text));
+        json_object_set_new(s, "verdict", json_string(cuco_audit_verdict_name(a->sites[k].verdict)));
+        json_object_set_new(s, "why", json_string(a->sites[k].why));
+        json_array_append_new(sites, s);
+    }
+    json_object_set_new(o, "sites", sites);
+    return o;
+}
+
+/* -I folders of the build command, for following the program's includes. */
+static void include_dirs(const cuco_workload *w, cuco_toolchain *tc, cuco_strlist *dirs)
+{
+    for (size_t i = 0; i < w->build_command.n; i++) {
+        const char *a = w->build_command.items[i];
+        if (strncmp(a, "-I", 2) || strstr(a, "{nccl_include}"))
+            continue;
+        char *x = expand(w, tc, a + 2);
+        cuco_strlist_push(dirs, x);
+        free(x);
+    }
+}
+
+int cuco_bound_run(const cuco_workload *w, const cuco_bound_opts *o, char **json_out,
+                   char **text_out, cuco_err *e)
+{
+    *json_out = *text_out = NULL;
+    cuco_toolchain tc;
+    memset(&tc, 0, sizeof tc);
+    int rc = cuco_toolchain_detect(&tc, e);
+    if (rc)
+        return rc;
+    cuco_audit audit;
+    memset(&audit, 0, sizeof audit);
+    cuco_bound_timeline tl;
+    memset(&tl, 0, sizeof tl);
+    tl.critical = -1;
+    measured m[3] = {{.what = "program"}, {.what = "comm_removed"}, {.what = "compute_removed"}};
+    char *seed = NULL, *work = NULL, *tdir = NULL, *inject = NULL, *tl_error = NULL;
+    char *advice = NULL;
+    cuco_strlist dirs = {0};
+    json_t *root = json_object();
+    cuco_buf text = CUCO_BUF_INIT, warn = CUCO_BUF_INIT;
+
+    rc = cuco_fs_mkdirs(o->workspace, e);
+    if (!rc)
+        rc = cuco_workload_read_seed(w, &seed, e);
+    if (rc)
+        goto out;
+    include_dirs(w, &tc, &dirs);
+    char *evolve = cuco_path_join(w->dir, w->evolve_file);
+    const char **dv = calloc(dirs.n + 1, sizeof *dv);
+    for (size_t i = 0; dv && i < dirs.n; i++)
+        dv[i] = dirs.items[i];
+    say(o, "static audit of %s", evolve);
+    rc = cuco_bound_audit_static(evolve, dv, &audit, e);
+    free(dv);
+    free(evolve);
+    if (rc)
+        goto out;
+    if (audit.finding)
+        cuco_buf_printf(&warn, "WARNING: verification audit (static): %s\n", audit.summary);
+
+    int dynamic_finding = 0;
+    const char *dynamic = "not_run";
+    if (!o->static_only) {
+        work = cuco_path_join(o->workspace, "bound");
+        tdir = cuco_path_join(work, "timeline");
+        cuco_fs_remove_tree(tdir, NULL);
+        if ((rc = cuco_fs_mkdirs(tdir, e)))
+            goto out;
+        char *abs_t = cuco_path_abs(tdir);
+        free(tdir);
+        tdir = abs_t;
+        inject = find_injection(o);
+        if (!inject)
+            cuco_buf_printf(&warn, "note: libcuco_timeline.so not found (build it where CUPTI "
+                                   "exists, or set CUCO_TIMELINE_LIB): no kernel timeline\n");
+        if ((rc = measure(w, seed, o, &tc, work, tdir, inject, &m[0], e)))
+            goto out;
+        if (inject && m[0].ran) {
+            cuco_err te = CUCO_ERR_INIT;
+            if (cuco_bound_timeline_load(tdir, NULL, BOUND_TOP_KERNELS, &tl, &te))
+                tl_error = cuco_strdup(cuco_err_msg(&te));
+            cuco_err_clear(&te);
+        }
+        for (int v = 1; v <= 2 && !o->skip_variants; v++) {
+            char *vt = NULL;
+            rc = cuco_bound_variant(seed, w->evolve_file,
+                                    v == 1 ? CUCO_VARIANT_NO_COMM : CUCO_VARIANT_NO_COMPUTE, &vt,
+                                    &m[v].n_removed, e);
+            if (rc)
+                goto out;
+            if (m[v].n_removed > 0)
+                rc = measure(w, vt, o, &tc, work, NULL, NULL, &m[v], e);
+            else
+                m[v].error = cuco_strdup("no call to remove was found");
+            free(vt);
+            if (rc)
+                goto out;
+        }
+        if (!o->skip_variants) {
+            if (m[1].n_removed == 0) {
+                dynamic = "no_collective";
+            } else if (!m[1].ran || !m[1].has_verification) {
+                dynamic = "inconclusive";
+            } else if (m[1].verified) {
+                dynamic = "passes_without_communication";
+                dynamic_finding = 1;
+                cuco_buf_printf(&warn,
+                                "WARNING: verification audit (dynamic): the program still prints "
+                                "PASS with its %d communication call%s removed: its verification "
+                                "does not check communicated data, so speedups of transformed "
+                                "programs are not proven correct\n",
+                                m[1].n_removed, m[1].n_removed == 1 ? "" : "s");
+            } else {
+                dynamic = "fails_without_communication";
+            }
+        }
+    }
+
+    /* The report. */
+    json_object_set_new(root, "version", json_integer(1));
+    json_object_set_new(root, "workload", json_string(w->name));
+    json_object_set_new(root, "ranks", json_integer(w->ranks));
+    json_t *ver = json_object();
+    json_object_set_new(ver, "warning", json_boolean(audit.finding || dynamic_finding));
+    json_object_set_new(ver, "static", audit_json(&audit));
+    json_t *dyn = json_object();
+    json_object_set_new(dyn, "result", json_string(dynamic));
+    json_object_set_new(dyn, "finding", json_boolean(dynamic_finding));
+    json_object_set_new(ver, "dynamic", dyn);
+    json_object_set_new(ver, "message", json_string(warn.len ? cuco_buf_str(&warn) : ""));
+    json_object_set_new(root, "verification_audit", ver);
+    json_object_set_new(root, "program", measured_json(&m[0]));
+    json_object_set_new(root, "comm_removed", measured_json(&m[1]));
+    json_object_set_new(root, "compute_removed", measured_json(&m[2]));
+    json_t *tj = json_object();
+    json_object_set_new(tj, "available", json_boolean(tl.n_ranks > 0));
+    json_object_set_new(tj, "error", tl_error ? json_string(tl_error) : json_null());
+    json_object_set_new(tj, "files", json_integer((json_int_t)tl.n_files));
+    json_object_set_new(tj, "dropped", json_integer(tl.dropped));
+    json_t *ranks = json_array();
+    for (size_t r = 0; r < tl.n_ranks; r++)
+        json_array_append_new(ranks, rank_json(&tl.ranks[r]));
+    json_object_set_new(tj, "ranks", ranks);
+    json_object_set_new(tj, "critical", tl.critical >= 0 ? json_integer(tl.critical) : json_null());
+    json_object_set_new(root, "timeline", tj);
+
+    /* Headline figures: the timeline's critical rank, else the program's own breakdown. */
+    double share = -1, ceiling = -1, top_share = 0;
+    const char *top_name = NULL;
+    int top_comm = 0;
+    if (tl.critical >= 0) {
+        const cuco_bound_rank *c = &tl.ranks[tl.critical];
+        share = c->serial_ms > 0 ? c->comm_ms / c->serial_ms : 0;
+        ceiling = c->ceiling;
+        if (c->n_top) {
+            top_name = c->top[0].name;
+            top_share = c->top[0].share;
+            top_comm = c->top[0].comm;
+        }
+    } else if (m[0].compute_ms >= 0 && m[0].comm_ms >= 0 && m[0].compute_ms + m[0].comm_ms > 0) {
+        double big = m[0].compute_ms > m[0].comm_ms ? m[0].compute_ms : m[0].comm_ms;
+        share = m[0].comm_ms / (m[0].compute_ms + m[0].comm_ms);
+        ceiling = (m[0].compute_ms + m[0].comm_ms) / big;
+    }
+    json_t *b = json_object();
+    json_object_set_new(b, "source", json_string(tl.critical >= 0       ? "timeline"
+                                                 : share >= 0 ? "program_breakdown"
+                                                              : "none"));
+    json_object_set_new(b, "comm_share", num_or_null(share));
+    json_object_set_new(b, "ceiling", num_or_null(ceiling));
+    if (m[0].time_ms > 0 && ceiling > 0)
+        json_object_set_new(b, "bound_time_ms", json_real(m[0].time_ms / ceiling));
+    if (m[0].time_ms > 0 && m[1].time_ms >= 0 && m[2].time_ms >= 0 && m[1].ran && m[2].ran) {
+        double big = m[1].time_ms > m[2].time_ms ? m[1].time_ms : m[2].time_ms;
+        json_object_set_new(b, "variants_bound_ms", json_real(big));
+        if (big > 0)
+            json_object_set_new(b, "variants_ceiling", json_real(m[0].time_ms / big));
+    }
+    json_object_set_new(root, "bound", b);
+    if (share >= 0) {
+        advice = cuco_bound_advice(share, ceiling, top_name, top_share, top_comm);
+        json_object_set_new(root, "advice", json_string(advice));
+    } else {
+        json_object_set_new(root, "advice", json_null());
+    }
+
+    /* Text. */
+    cuco_buf_printf(&text, "cuco bound: %s (%d ranks)\n", w->name, w->ranks);
+    if (warn.len)
+        cuco_buf_printf(&text, "\n%s\n", cuco_buf_str(&warn));
+    cuco_buf_printf(&text, "verification (static): %s\n", audit.summary);
+    for (size_t k = 0; k < audit.n_sites; k++)
+        cuco_buf_printf(&text, "  %s:%d %s: %s: %s\n", audit.sites[k].file, audit.sites[k].line,
+                        audit.sites[k].text, cuco_audit_verdict_name(audit.sites[k].verdict),
+                        audit.sites[k].why);
+    if (!o->static_only) {
+        cuco_buf_printf(&text, "verification (dynamic): %s\n", dynamic);
+        for (int v = 0; v < 3; v++) {
+            cuco_buf_printf(&text, "%-16s ", m[v].what);
+            if (m[v].ran)
+                cuco_buf_printf(&text, "time %.3f ms  (compute %.3f, comm %.3f)  verification %s",
+                                m[v].time_ms, m[v].compute_ms, m[v].comm_ms,
+                                !m[v].has_verification ? "none" : m[v].verified ? "PASS" : "FAIL");
+            if (v)
+                cuco_buf_printf(&text, "  [%d calls removed]", m[v].n_removed);
+            if (m[v].error)
+                cuco_buf_printf(&text, "  error: %.300s", m[v].error);
+            cuco_buf_putc(&text, '\n');
+        }
+        if (tl_error)
+            cuco_buf_printf(&text, "timeline: %s\n", tl_error);
+        for (size_t r = 0; r < tl.n_ranks; r++) {
+            const cuco_bound_rank *c = &tl.ranks[r];
+            cuco_buf_printf(&text,
+                            "rank %d dev %d%s: span %.3f ms, compute %.3f, comm %.3f, overlapped "
+                            "%.3f, bound %.3f, ceiling %.3fx, waiting %.3f\n",
+                            c->rank, c->device, (int)r == tl.critical ? " (critical)" : "",
+                            c->span_ms, c->compute_ms, c->comm_ms, c->overlap_ms, c->bound_ms,
+                            c->ceiling, c->wait_ms);
+            if ((int)r == tl.critical)
+                for (size_t k = 0; k < c->n_top; k++)
+                    cuco_buf_printf(&text, "    %5.1f%%  %8.3f ms  x%-5d %s%.100s\n",
+                                    c->top[k].share * 100, c->top[k].total_ms, c->top[k].count,
+                                    c->top[k].comm ? "[comm] " : "", c->top[k].name);
+        }
+    }
+    if (advice)
+        cuco_buf_printf(&text, "\nadvice: %s\n", advice);
+
+    char *dump = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    char *path = cuco_path_join(o->workspace, "bound.json");
+    rc = dump ? cuco_fs_write(path, dump, strlen(dump), e) : cuco_err_set(e, CUCO_ENOMEM, "json");
+    free(path);
+    if (!rc) {
+        *json_out = dump;
+        dump = NULL;
+        *text_out = cuco_buf_detach(&text);
+    }
+    free(dump);
+out:
+    json_decref(root);
+    cuco_buf_free(&text);
+    cuco_buf_free(&warn);
+    for (int v = 0; v < 3; v++)
+        free(m[v].error);
+    free(advice);
+    free(tl_error);
+    cuco_bound_timeline_free(&tl);
+    cuco_audit_free(&audit);
+    cuco_strlist_free(&dirs);
+    cuco_toolchain_free(&tc);
+    free(seed);
+    free(work);
+    free(tdir);
+    free(inject);
+    return rc;
+}

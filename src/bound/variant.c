@@ -1,0 +1,184 @@
+/* variant.c: program variants for measuring communication and computation
+ * alone. A call is replaced in place by an expression with the call's
+ * success value, so that the statement around it (an error-check macro, an
+ * assignment, a stream synchronization after it) still compiles and keeps
+ * its order. */
+#include "cuco/bound.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "bound_int.h"
+#include "cuco/buf.h"
+#include "cuco/program.h"
+
+static const char *const comm_calls[] = {
+    "ncclAllGather", "ncclAllReduce", "ncclReduceScatter", "ncclBroadcast", "ncclBcast",
+    "ncclReduce",    "ncclSend",      "ncclRecv",          "ncclAlltoAll",  "ncclAllToAll",
+    "ncclAlltoAllv", "ncclGather",    "ncclScatter",       NULL};
+
+static int in_list(const char *name, const char *const *list)
+{
+    for (size_t i = 0; list[i]; i++)
+        if (!strcmp(name, list[i]))
+            return 1;
+    return 0;
+}
+
+/* cuBLAS / cuBLASLt calls that do the arithmetic (not handles, streams,
+ * layouts). */
+static int is_blas_compute(const char *name)
+{
+    if (!strncmp(name, "cublasLt", 8))
+        return !strcmp(name, "cublasLtMatmul");
+    if (strncmp(name, "cublas", 6))
+        return 0;
+    static const char *const ops[] = {"gemm", "Gemm", "gemv", "Gemv", "trsm", "syrk", "herk",
+                                      "axpy", "Axpy", "dot",  "Dot",  "scal", "Scal", "geam",
+                                      "symm", "trmm", "gbmv", "ger",  NULL};
+    for (size_t i = 0; ops[i]; i++)
+        if (strstr(name + 6, ops[i]))
+            return 1;
+    return 0;
+}
+
+typedef struct edit {
+    size_t start, end;
+    const char *with;
+} edit;
+
+static int cmp_edit(const void *a, const void *b)
+{
+    const edit *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Start token of the callee of a <<< at index lt: the name, with template
+ * arguments and qualifiers (ns::k<T, 4>). -1 when it cannot be found. */
+static int launch_callee_start(const bl_source *s, int lt)
+{
+    int j = lt - 1;
+    if (bl_is(s, j, ">") || bl_is(s, j, ">>")) {
+        int depth = 0;
+        for (; j >= 0; j--) {
+            if (bl_is(s, j, ">"))
+                depth++;
+            else if (bl_is(s, j, ">>"))
+                depth += 2;
+            else if (bl_is(s, j, "<"))
+                depth--;
+            else if (bl_is(s, j, ";") || bl_is(s, j, "{") || bl_is(s, j, "}"))
+                return -1;
+            if (depth == 0)
+                break;
+        }
+        j--;
+    }
+    if (!bl_is_ident(s, j))
+        return -1;
+    while (j >= 2 && bl_is(s, j - 1, "::") && bl_is_ident(s, j - 2))
+        j -= 2;
+    return j;
+}
+
+static int inside_blocks(const cuco_block *b, size_t nb, size_t off)
+{
+    if (nb == 0)
+        return 1;
+    for (size_t i = 0; i < nb; i++)
+        if (off >= b[i].body_start && off < b[i].body_end)
+            return 1;
+    return 0;
+}
+
+int cuco_bound_variant(const char *text, const char *path, cuco_bound_variant_kind kind,
+                       char **out, int *n_removed, cuco_err *e)
+{
+    *out = NULL;
+    *n_removed = 0;
+    bl_source s = {0};
+    s.path = cuco_strdup(path ? path : "(program)");
+    s.text = cuco_strdup(text);
+    s.len = strlen(text);
+    cuco_block *blocks = NULL;
+    size_t nb = 0;
+    edit *edits = NULL;
+    size_t n_edits = 0;
+    int rc = bl_scan(&s, e);
+    if (rc)
+        goto out;
+    rc = cuco_program_blocks(text, &blocks, &nb, e);
+    if (rc) {
+        cuco_err_prefix(e, "%s", s.path);
+        goto out;
+    }
+    edits = calloc((size_t)s.n + 1, sizeof *edits);
+    if (!edits) {
+        rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < s.n; i++) {
+        if (!inside_blocks(blocks, nb, s.tok[i].off))
+            continue;
+        if (kind == CUCO_VARIANT_NO_COMPUTE && bl_is(&s, i, "<<<")) {
+            int start = launch_callee_start(&s, i);
+            int j = i + 1;
+            while (j < s.n && !bl_is(&s, j, ">>>") && !bl_is(&s, j, ";"))
+                j++;
+            if (start < 0 || !bl_is(&s, j, ">>>") || !bl_is(&s, j + 1, "(") ||
+                s.tok[j + 1].match < 0)
+                continue;
+            int close = s.tok[j + 1].match;
+            edits[n_edits++] = (edit){s.tok[start].off, s.tok[close].off + 1, "((void)0)"};
+            i = close;
+            continue;
+        }
+        if (!bl_is_ident(&s, i) || !bl_is(&s, i + 1, "(") || s.tok[i + 1].match < 0)
+            continue;
+        /* A declaration or definition of the function, not a call. */
+        if (bl_is_ident(&s, i - 1) && !bl_is(&s, i - 1, "return"))
+            continue;
+        if (bl_is(&s, i - 1, ".") || bl_is(&s, i - 1, "->"))
+            continue;
+        char *name = bl_text(&s, i);
+        const char *with = NULL;
+        if (kind == CUCO_VARIANT_NO_COMM && in_list(name, comm_calls))
+            with = "ncclSuccess";
+        else if (kind == CUCO_VARIANT_NO_COMPUTE && is_blas_compute(name))
+            with = "CUBLAS_STATUS_SUCCESS";
+        else if (kind == CUCO_VARIANT_NO_COMPUTE &&
+                 (!strcmp(name, "cudaLaunchKernel") || !strcmp(name, "cudaLaunchKernelEx") ||
+                  !strcmp(name, "cudaLaunchCooperativeKernel")))
+            with = "cudaSuccess";
+        free(name);
+        if (!with)
+            continue;
+        int start = i;
+        if (bl_is(&s, i - 1, "::"))
+            start = bl_is_ident(&s, i - 2) ? i - 2 : i - 1;
+        int close = s.tok[i + 1].match;
+        edits[n_edits++] = (edit){s.tok[start].off, s.tok[close].off + 1, with};
+        i = close;
+    }
+    qsort(edits, n_edits, sizeof *edits, cmp_edit);
+    cuco_buf b = CUCO_BUF_INIT;
+    size_t at = 0;
+    for (size_t k = 0; k < n_edits; k++) {
+        cuco_buf_append(&b, text + at, edits[k].start - at);
+        cuco_buf_puts(&b, edits[k].with);
+        /* Keep the line count: line numbers in diagnostics stay those of the original. */
+        for (size_t p = edits[k].start; p < edits[k].end; p++)
+            if (text[p] == '\n')
+                cuco_buf_putc(&b, '\n');
+        at = edits[k].end;
+    }
+    cuco_buf_puts(&b, text + at);
+    *out = cuco_buf_detach(&b);
+    *n_removed = (int)n_edits;
+    rc = 0;
+out:
+    free(edits);
+    free(blocks);
+    bl_source_free(&s);
+    return rc;
+}

@@ -1,0 +1,717 @@
+/* engine.c: the island-based evolution loop (see evolve.h): generation 0
+ * baseline, proposals, duplicate/novelty/frozen checks, concurrent
+ * evaluation with the cache, migration, budgets and resume. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "cuco/buf.h"
+#include "cuco/evolve.h"
+#include "cuco/hash.h"
+#include "cuco/mutate.h"
+#include "cuco/patch.h"
+
+void cuco_eval_outcome_free(cuco_eval_outcome *o)
+{
+    free(o->metrics_json);
+    free(o->error);
+    memset(o, 0, sizeof *o);
+}
+
+static double now_s(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (double)tv.tv_sec + tv.tv_usec / 1e6;
+}
+
+typedef struct job {
+    int64_t id;
+    const char *text; /* borrowed */
+    char hash[17];
+    cuco_eval_outcome out;
+    int cached;
+    int rc;
+    char *fail; /* evaluator failure message (owned) */
+} job;
+
+typedef struct pool {
+    const cuco_evolve_opts *o;
+    job *jobs;
+    size_t n, next;
+    pthread_mutex_t mu;
+} pool;
+
+static void run_job(const cuco_evolve_opts *o, int slot, job *j)
+{
+    cuco_err e = CUCO_ERR_INIT;
+    j->rc = o->evaluate(o->eval_ctx, slot, j->text, &j->out, &e);
+    if (j->rc < 0) {
+        cuco_eval_outcome_free(&j->out);
+        j->out.status = CUCO_EVAL_INFRA_ERROR;
+        j->fail = cuco_strdup(cuco_err_msg(&e));
+    }
+    cuco_err_clear(&e);
+}
+
+typedef struct worker_arg {
+    pool *p;
+    int slot;
+} worker_arg;
+
+static void *worker(void *arg)
+{
+    worker_arg *wa = arg;
+    pool *p = wa->p;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        size_t i = p->next;
+        while (i < p->n && p->jobs[i].cached)
+            i++;
+        p->next = i + 1;
+        pthread_mutex_unlock(&p->mu);
+        if (i >= p->n)
+            break;
+        run_job(p->o, wa->slot, &p->jobs[i]);
+    }
+    return NULL;
+}
+
+/* Evaluates jobs: cache first (main thread), then up to slots threads. */
+static int eval_jobs(const cuco_evolve_opts *o, job *jobs, size_t n, cuco_err *e)
+{
+    for (size_t i = 0; i < n; i++) {
+        int found;
+        cuco_db_eval v;
+        int rc = db_eval_lookup(o->db, o->workload_name, jobs[i].hash, &found, &v, e);
+        if (rc < 0)
+            return rc;
+        if (found) {
+            int st = cuco_eval_status_parse(v.status ? v.status : "");
+            jobs[i].cached = 1;
+            jobs[i].out.status = st < 0 ? CUCO_EVAL_INFRA_ERROR : (cuco_eval_status)st;
+            jobs[i].out.time_ms = v.time_ms;
+            jobs[i].out.metrics_json = v.metrics_json;
+            jobs[i].out.error = v.error;
+            v.metrics_json = v.error = NULL;
+            db_eval_free(&v);
+        }
+    }
+    int slots = o->cfg->slots < 1 ? 1 : o->cfg->slots;
+    pool p = {o, jobs, n, 0, PTHREAD_MUTEX_INITIALIZER};
+    if (slots == 1 || n <= 1) {
+        worker_arg wa = {&p, 0};
+        worker(&wa);
+        return 0;
+    }
+    pthread_t th[slots];
+    worker_arg wa[slots];
+    int started = 0;
+    for (int s = 0; s < slots && (size_t)s < n; s++) {
+        wa[s].p = &p;
+        wa[s].slot = s;
+        if (pthread_create(&th[s], NULL, worker, &wa[s]) != 0)
+            break;
+        started++;
+    }
+    if (started == 0) {
+        worker_arg w0 = {&p, 0};
+        worker(&w0);
+    }
+    for (int s = 0; s < started; s++)
+        pthread_join(th[s], NULL);
+    return 0;
+}
+
+/* Records job results (main thread, one transaction). */
+static int record_jobs(const cuco_evolve_opts *o, job *jobs, size_t n, double baseline,
+                       int *ok, int *failed, cuco_err *e)
+{
+    int rc = db_begin(o->db, e);
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        job *j = &jobs[i];
+        int good = j->out.status == CUCO_EVAL_OK && j->out.time_ms > 0;
+        double score = good && baseline > 0 ? baseline / j->out.time_ms : -1;
+        const char *err = j->fail ? j->fail : j->out.error;
+        rc = db_program_update(o->db, j->id, cuco_eval_status_name(j->out.status), score,
+                               good ? j->out.time_ms : -1, j->out.metrics_json, err, j->cached,
+                               e);
+        if (rc == 0 && !j->cached && j->out.status != CUCO_EVAL_INFRA_ERROR) {
+            cuco_db_eval v = {(char *)cuco_eval_status_name(j->out.status),
+                              good ? j->out.time_ms : -1, j->out.metrics_json, j->out.error};
+            rc = db_eval_store(o->db, o->workload_name, j->hash, &v, e);
+        }
+        if (good)
+            (*ok)++;
+        else
+            (*failed)++;
+    }
+    if (rc < 0)
+        return rc;
+    return db_commit(o->db, e);
+}
+
+static void jobs_free(job *jobs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        cuco_eval_outcome_free(&jobs[i].out);
+        free(jobs[i].fail);
+    }
+    free(jobs);
+}
+
+/* Evaluates and records the given pending programs. */
+static int eval_programs(const cuco_evolve_opts *o, cuco_db_program *ps, size_t n,
+                         double baseline, int *ok, int *failed, cuco_err *e)
+{
+    if (n == 0)
+        return 0;
+    job *jobs = calloc(n, sizeof *jobs);
+    if (!jobs)
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        jobs[i].id = ps[i].id;
+        jobs[i].text = ps[i].code ? ps[i].code : "";
+        snprintf(jobs[i].hash, sizeof jobs[i].hash, "%s", ps[i].code_hash ? ps[i].code_hash : "");
+    }
+    int rc = eval_jobs(o, jobs, n, e);
+    if (rc == 0)
+        rc = record_jobs(o, jobs, n, baseline, ok, failed, e);
+    jobs_free(jobs, n);
+    return rc;
+}
+
+static int insert_program(const cuco_evolve_opts *o, cuco_db_program *p, int64_t *id,
+                          cuco_err *e)
+{
+    char *kj = NULL;
+    cuco_err ke = CUCO_ERR_INIT;
+    if (p->code && !p->knobs_json && cuco_knobs_json(p->code, &kj, &ke) == 0)
+        p->knobs_json = kj;
+    cuco_err_clear(&ke);
+    char hash[17];
+    if (p->code && !p->code_hash) {
+        cuco_hash_hex(p->code, strlen(p->code), hash);
+        p->code_hash = hash;
+    }
+    int rc = db_program_insert(o->db, p, id, e);
+    if (p->code_hash == hash)
+        p->code_hash = NULL;
+    if (kj) {
+        free(kj);
+        p->knobs_json = NULL;
+    }
+    return rc;
+}
+
+/* Budget fraction used so far (max over the set budgets). */
+static double budget_fraction(const cuco_evolve_config *c, long evals, int gen, double wall,
+                              double usd)
+{
+    double f = 0;
+    if (c->budget_evaluations > 0 && (double)evals / c->budget_evaluations > f)
+        f = (double)evals / c->budget_evaluations;
+    if (c->budget_generations > 0 && (double)gen / c->budget_generations > f)
+        f = (double)gen / c->budget_generations;
+    if (c->budget_wall_s > 0 && wall / c->budget_wall_s > f)
+        f = wall / c->budget_wall_s;
+    if (c->budget_usd > 0 && usd / c->budget_usd > f)
+        f = usd / c->budget_usd;
+    return f;
+}
+
+static int max_generation(cuco_db_program *ps, size_t n)
+{
+    int g = -1;
+    for (size_t i = 0; i < n; i++)
+        if (ps[i].generation > g)
+            g = ps[i].generation;
+    return g;
+}
+
+/* Generation 0: the initial program on island 0, copies on the others. */
+static int generation_zero(const cuco_evolve_opts *o, int64_t run_id, cuco_err *e)
+{
+    const char *init = o->init_text ? o->init_text : o->seed_text;
+    int rc = cuco_patch_guard(o->seed_text, init, e);
+    if (rc < 0)
+        return cuco_err_prefix(e, "the initial program");
+    cuco_db_program p;
+    memset(&p, 0, sizeof p);
+    p.run_id = run_id;
+    p.code = (char *)init;
+    p.mutator = o->init_text ? "init" : "seed";
+    p.status = "pending";
+    p.score = p.time_ms = -1;
+    int64_t id;
+    if ((rc = insert_program(o, &p, &id, e)) < 0)
+        return rc;
+    cuco_db_program got;
+    if ((rc = db_program_get(o->db, id, &got, e)) < 0)
+        return rc;
+    int ok = 0, failed = 0;
+    rc = eval_programs(o, &got, 1, 1.0, &ok, &failed, e);
+    db_program_free(&got);
+    return rc;
+}
+
+/* After generation 0 was evaluated: checks it, sets the baseline, makes the
+ * island copies. */
+static int finish_generation_zero(const cuco_evolve_opts *o, int64_t run_id, double *baseline,
+                                  cuco_err *e)
+{
+    cuco_db_program *ps;
+    size_t n;
+    int rc = db_programs_list(o->db, run_id, NULL, &ps, &n, e);
+    if (rc < 0)
+        return rc;
+    if (n == 0 || ps[0].generation != 0) {
+        db_programs_free(ps, n);
+        return cuco_err_set(e, CUCO_EINVAL, "run has no generation-0 program");
+    }
+    cuco_db_program *g0 = &ps[0];
+    if (strcmp(g0->status, "ok") != 0 || g0->time_ms <= 0) {
+        rc = cuco_err_set(e, CUCO_EINVAL, "the initial program failed its evaluation (%s)%s%s",
+                          g0->status, g0->error ? ": " : "", g0->error ? g0->error : "");
+        db_programs_free(ps, n);
+        return rc;
+    }
+    *baseline = g0->time_ms;
+    int islands_have = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ps[i].generation == 0)
+            islands_have++;
+    if ((rc = db_begin(o->db, e)) < 0)
+        goto out;
+    rc = db_run_set_baseline(o->db, run_id, *baseline, e);
+    if (rc == 0)
+        rc = db_program_update(o->db, g0->id, "ok", 1.0, g0->time_ms, g0->metrics_json,
+                               g0->error, g0->cached, e);
+    for (int isl = islands_have; isl < o->cfg->islands && rc == 0; isl++) {
+        cuco_db_program c = *g0;
+        c.id = 0;
+        c.parent_id = g0->id;
+        c.island = isl;
+        c.mutator = "copy";
+        c.patch_type = NULL;
+        c.description = "generation-0 copy";
+        c.score = 1.0;
+        rc = db_program_insert(o->db, &c, NULL, e);
+    }
+    if (rc == 0)
+        rc = db_commit(o->db, e);
+out:
+    db_programs_free(ps, n);
+    return rc;
+}
+
+/* Copies the best of island i to island i+1 (ring) unless already there. */
+static int migrate(const cuco_evolve_opts *o, int64_t run_id, int gen, cuco_err *e)
+{
+    int k = o->cfg->islands, rc = 0;
+    for (int i = 0; i < k && rc == 0; i++) {
+        cuco_db_program *best;
+        size_t nb;
+        if ((rc = db_programs_top(o->db, run_id, i, 1, &best, &nb, e)) < 0)
+            return rc;
+        if (nb == 1) {
+            int dest = (i + 1) % k;
+            cuco_db_program *dt;
+            size_t nd;
+            int there = 0;
+            rc = db_programs_list(o->db, run_id, "ok", &dt, &nd, e);
+            for (size_t j = 0; rc == 0 && j < nd; j++)
+                if (dt[j].island == dest && dt[j].code_hash && best[0].code_hash &&
+                    !strcmp(dt[j].code_hash, best[0].code_hash))
+                    there = 1;
+            if (rc == 0)
+                db_programs_free(dt, nd);
+            if (rc == 0 && !there) {
+                cuco_db_program c = best[0];
+                c.id = 0;
+                c.parent_id = best[0].id;
+                c.second_parent_id = 0;
+                c.island = dest;
+                c.generation = gen;
+                c.mutator = "migration";
+                c.patch_type = NULL;
+                c.description = "best of the previous island";
+                c.cached = 0;
+                rc = db_program_insert(o->db, &c, NULL, e);
+            }
+        }
+        db_programs_free(best, nb);
+    }
+    return rc;
+}
+
+static size_t pick_mutator(const cuco_evolve_config *c, cuco_rng *rng)
+{
+    double total = 0;
+    for (size_t i = 0; i < c->n_mutators; i++)
+        total += c->weights[i];
+    double u = cuco_rng_uniform(rng) * total;
+    for (size_t i = 0; i < c->n_mutators; i++) {
+        if (u < c->weights[i])
+            return i;
+        u -= c->weights[i];
+    }
+    return c->n_mutators - 1;
+}
+
+/* Highest MinHash similarity of text to the run's programs. */
+static int max_similarity(const cuco_evolve_opts *o, int64_t run_id, const char *text,
+                          double *sim, cuco_err *e)
+{
+    cuco_db_program *ps;
+    size_t n;
+    *sim = 0;
+    int rc = db_programs_list(o->db, run_id, NULL, &ps, &n, e);
+    if (rc < 0)
+        return rc;
+    cuco_minhash a, b;
+    cuco_minhash_of(text, &a);
+    for (size_t i = 0; i < n; i++) {
+        if (!ps[i].code)
+            continue;
+        cuco_minhash_of(ps[i].code, &b);
+        double s = cuco_minhash_similarity(&a, &b);
+        if (s > *sim)
+            *sim = s;
+    }
+    db_programs_free(ps, n);
+    return 0;
+}
+
+/* Proposes one child; inserts it (pending or a rejection). *pending_id > 0
+ * when it must be evaluated; *exhausted set when the mutator has nothing new. */
+static int propose_child(const cuco_evolve_opts *o, cuco_mutator **muts, int64_t run_id,
+                         int gen, int island, int exploit, cuco_rng *rng, cuco_db_program *top,
+                         size_t ntop, int64_t *pending_id, int *exhausted, cuco_err *e)
+{
+    *pending_id = 0;
+    double *scores = malloc(ntop * sizeof *scores);
+    if (!scores)
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    for (size_t i = 0; i < ntop; i++)
+        scores[i] = top[i].score;
+    size_t pi = cuco_select_parent(o->cfg->selection, scores, ntop, exploit, rng);
+    free(scores);
+    cuco_db_program *parent = &top[pi], *second = NULL;
+    if (ntop > 1) {
+        size_t si = cuco_rng_below(rng, ntop - 1);
+        second = &top[si >= pi ? si + 1 : si];
+    }
+    size_t mi = pick_mutator(o->cfg, rng);
+    cuco_mutator *m = muts[mi];
+    cuco_mutate_ctx ctx = {o->seed_text, o->workload, parent, second, top, ntop, NULL, 0,
+                           o->db,       run_id,      rng,    exploit};
+    cuco_mutation mu;
+    cuco_err me = CUCO_ERR_INIT;
+    int rc = m->propose(m, &ctx, &mu, &me);
+    cuco_db_program c;
+    memset(&c, 0, sizeof c);
+    c.run_id = run_id;
+    c.parent_id = parent->id;
+    c.second_parent_id = second && mu.patch_type && !strcmp(mu.patch_type, "knob:crossover")
+                             ? second->id
+                             : 0;
+    c.island = island;
+    c.generation = gen;
+    c.mutator = (char *)m->name;
+    c.score = c.time_ms = -1;
+    if (rc < 0) {
+        if (mu.exhausted) {
+            *exhausted = 1;
+            cuco_err_clear(&me);
+            return 0;
+        }
+        c.status = "patch_failed";
+        c.error = (char *)cuco_err_msg(&me);
+        rc = insert_program(o, &c, NULL, e);
+        cuco_err_clear(&me);
+        return rc;
+    }
+    c.code = mu.text;
+    c.patch_type = mu.patch_type;
+    c.description = mu.description;
+    char hash[17];
+    cuco_hash_hex(mu.text, strlen(mu.text), hash);
+    c.code_hash = hash;
+    int seen = 0;
+    if (cuco_patch_guard(o->seed_text, mu.text, &me) < 0) {
+        c.status = "patch_failed";
+        c.error = (char *)cuco_err_msg(&me);
+    } else if ((rc = db_program_hash_seen(o->db, run_id, hash, &seen, e)) < 0) {
+        goto out;
+    } else if (seen) {
+        c.status = "rejected_duplicate";
+        c.error = "identical to a program already in this run";
+    } else {
+        double sim = 0;
+        int is_knob = mu.patch_type && !strncmp(mu.patch_type, "knob:", 5);
+        if (!is_knob) {
+            if ((rc = max_similarity(o, run_id, mu.text, &sim, e)) < 0)
+                goto out;
+            c.novelty = sim;
+        }
+        if (!is_knob && sim >= o->cfg->novelty_threshold) {
+            c.status = "rejected_novelty";
+            c.error = "near-duplicate of a program already in this run";
+        } else {
+            c.status = "pending";
+        }
+    }
+    int64_t id;
+    rc = insert_program(o, &c, &id, e);
+    if (rc == 0 && !strcmp(c.status, "pending"))
+        *pending_id = id;
+out:
+    cuco_err_clear(&me);
+    cuco_mutation_free(&mu);
+    return rc;
+}
+
+static int best_of_run(const cuco_evolve_opts *o, int64_t run_id, cuco_evolve_result *r,
+                       cuco_err *e)
+{
+    cuco_db_program *b;
+    size_t nb;
+    int rc = db_programs_top(o->db, run_id, -1, 1, &b, &nb, e);
+    if (rc < 0)
+        return rc;
+    if (nb) {
+        r->best_id = b[0].id;
+        r->best_score = b[0].score;
+        r->best_time_ms = b[0].time_ms;
+        /* prefer the original over its copies */
+        if (b[0].parent_id && (!strcmp(b[0].mutator, "copy") || !strcmp(b[0].mutator,
+                                                                         "migration"))) {
+            cuco_db_program *all;
+            size_t na;
+            if (db_programs_list(o->db, run_id, "ok", &all, &na, e) == 0) {
+                for (size_t i = 0; i < na; i++)
+                    if (!strcmp(all[i].code_hash, b[0].code_hash)) {
+                        r->best_id = all[i].id;
+                        break;
+                    }
+                db_programs_free(all, na);
+            }
+        }
+    }
+    db_programs_free(b, nb);
+    return 0;
+}
+
+int cuco_evolve_run(const cuco_evolve_opts *o, cuco_evolve_result *r, cuco_err *e)
+{
+    const cuco_evolve_config *cfg = o->cfg;
+    memset(r, 0, sizeof *r);
+    int rc = cuco_config_validate(cfg, e);
+    if (rc < 0)
+        return rc;
+    cuco_mutator **muts = calloc(cfg->n_mutators, sizeof *muts);
+    if (!muts)
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    for (size_t i = 0; i < cfg->n_mutators && !o->mutators; i++)
+        if ((rc = cuco_mutator_create(cfg->mutators[i], &muts[i], e)) < 0)
+            goto done;
+    cuco_mutator **use = o->mutators ? (cuco_mutator **)o->mutators : muts;
+
+    double t0 = now_s();
+    int64_t run_id = 0;
+    cuco_db_run run;
+    int resumed = 0;
+    if (!o->fresh && db_run_find(o->db, o->workload_name, &run, e) == 0) {
+        if (!strcmp(run.status, "running")) {
+            run_id = run.id;
+            resumed = 1;
+        }
+        db_run_free(&run);
+    }
+    cuco_err_clear(e);
+    if (!run_id) {
+        char *cj = cuco_config_json(cfg);
+        rc = db_run_create(o->db, o->workload_name, cj, cfg->seed, &run_id, e);
+        free(cj);
+        if (rc < 0)
+            goto done;
+    }
+    r->run_id = run_id;
+
+    /* pending programs left by a crash: evaluate them first */
+    cuco_db_program *ps = NULL;
+    size_t n = 0;
+    double baseline = -1;
+    if ((rc = db_programs_list(o->db, run_id, NULL, &ps, &n, e)) < 0)
+        goto done;
+    int gen = max_generation(ps, n);
+    db_programs_free(ps, n);
+    if (gen < 0) {
+        if ((rc = generation_zero(o, run_id, e)) < 0)
+            goto done;
+        gen = 0;
+    } else if (resumed) {
+        /* re-queue generation 0's pending first (needs no baseline) */
+        if ((rc = db_programs_pending(o->db, run_id, &ps, &n, e)) < 0)
+            goto done;
+        if (n && ps[0].generation == 0) {
+            int ok = 0, failed = 0;
+            rc = eval_programs(o, ps, 1, 1.0, &ok, &failed, e);
+        }
+        db_programs_free(ps, n);
+        if (rc < 0)
+            goto done;
+    }
+    if ((rc = finish_generation_zero(o, run_id, &baseline, e)) < 0) {
+        if (rc == CUCO_EINVAL) {
+            cuco_err se = CUCO_ERR_INIT;
+            db_run_set_status(o->db, run_id, "failed", &se);
+            cuco_err_clear(&se);
+        }
+        goto done;
+    }
+    r->baseline_ms = baseline;
+    if (resumed) {
+        if ((rc = db_programs_pending(o->db, run_id, &ps, &n, e)) < 0)
+            goto done;
+        int ok = 0, failed = 0;
+        rc = eval_programs(o, ps, n, baseline, &ok, &failed, e);
+        db_programs_free(ps, n);
+        if (rc < 0)
+            goto done;
+    }
+
+    long pending_made = 0;
+    const char *stop = NULL;
+    for (;;) {
+        long evals, cached;
+        double usd;
+        if ((rc = db_run_evaluations(o->db, run_id, &evals, &cached, e)) < 0 ||
+            (rc = db_run_cost(o->db, run_id, &usd, e)) < 0)
+            goto done;
+        r->evaluations = evals;
+        r->cached = cached;
+        double wall = now_s() - t0;
+        if (cfg->budget_evaluations > 0 && evals >= cfg->budget_evaluations)
+            stop = "evaluation budget reached";
+        else if (cfg->budget_generations > 0 && gen >= cfg->budget_generations)
+            stop = "generation budget reached";
+        else if (cfg->budget_wall_s > 0 && wall >= cfg->budget_wall_s)
+            stop = "time budget reached";
+        else if (cfg->budget_usd > 0 && usd >= cfg->budget_usd)
+            stop = "money budget reached";
+        if (stop)
+            break;
+        gen++;
+        double frac = budget_fraction(cfg, evals, gen - 1, wall, usd);
+        int exploit = frac >= cfg->explore_fraction;
+        cuco_rng rng;
+        cuco_rng_seed(&rng, cfg->seed * 0x9e3779b97f4a7c15ULL + (uint64_t)gen);
+
+        if ((rc = db_begin(o->db, e)) < 0)
+            goto done;
+        if (cfg->migration_interval > 0 && cfg->islands > 1 && gen % cfg->migration_interval == 0)
+            rc = migrate(o, run_id, gen, e);
+        int64_t *ids = NULL;
+        size_t nids = 0, cap = 0;
+        int exhausted = 0;
+        long room = cfg->budget_evaluations > 0 ? cfg->budget_evaluations - evals : -1;
+        for (int isl = 0; isl < cfg->islands && rc == 0; isl++) {
+            cuco_db_program *top;
+            size_t ntop;
+            if ((rc = db_programs_top(o->db, run_id, isl, (size_t)cfg->archive_size, &top, &ntop,
+                                      e)) < 0)
+                break;
+            for (int c = 0; c < cfg->children_per_island && ntop && rc == 0; c++) {
+                if (room >= 0 && (long)nids >= room)
+                    break;
+                int64_t id = 0;
+                rc = propose_child(o, use, run_id, gen, isl, exploit, &rng, top, ntop, &id,
+                                   &exhausted, e);
+                if (rc == 0 && id > 0) {
+                    if (nids == cap) {
+                        cap = cap ? cap * 2 : 8;
+                        int64_t *ni = realloc(ids, cap * sizeof *ids);
+                        if (!ni) {
+                            rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+                            break;
+                        }
+                        ids = ni;
+                    }
+                    ids[nids++] = id;
+                }
+            }
+            db_programs_free(top, ntop);
+        }
+        if (rc < 0) {
+            free(ids);
+            goto done;
+        }
+        if ((rc = db_commit(o->db, e)) < 0) {
+            free(ids);
+            goto done;
+        }
+        pending_made += (long)nids;
+        if (o->crash_after_pending > 0 && pending_made >= o->crash_after_pending) {
+            free(ids);
+            r->crashed = 1;
+            snprintf(r->stop_reason, sizeof r->stop_reason, "simulated crash");
+            rc = 0;
+            goto done;
+        }
+        /* evaluate this generation */
+        cuco_db_program *gp = calloc(nids ? nids : 1, sizeof *gp);
+        int ok = 0, failed = 0;
+        if (!gp)
+            rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+        size_t got = 0;
+        for (size_t i = 0; i < nids && rc == 0; i++, got++)
+            rc = db_program_get(o->db, ids[i], &gp[i], e);
+        free(ids);
+        if (rc == 0)
+            rc = eval_programs(o, gp, nids, baseline, &ok, &failed, e);
+        db_programs_free(gp, got);
+        if (rc < 0)
+            goto done;
+        r->generations = gen;
+        if (o->progress) {
+            cuco_evolve_progress pr;
+            memset(&pr, 0, sizeof pr);
+            best_of_run(o, run_id, r, e);
+            db_run_evaluations(o->db, run_id, &pr.evaluations, &pr.cached, e);
+            db_run_cost(o->db, run_id, &pr.usd, e);
+            pr.generation = gen;
+            pr.best_speedup = r->best_score;
+            pr.ok = ok;
+            pr.failed = failed;
+            pr.elapsed_s = now_s() - t0;
+            double f = budget_fraction(cfg, pr.evaluations, gen, pr.elapsed_s, pr.usd);
+            pr.eta_s = f > 0 ? pr.elapsed_s * (1 - f) / f : -1;
+            pr.exploit = exploit;
+            o->progress(o->progress_ctx, &pr);
+        }
+        if (nids == 0 && exhausted) {
+            stop = "space exhausted";
+            break;
+        }
+    }
+    if ((rc = db_run_set_status(o->db, run_id, "done", e)) < 0)
+        goto done;
+    snprintf(r->stop_reason, sizeof r->stop_reason, "%s", stop ? stop : "done");
+    r->generations = gen;
+    rc = best_of_run(o, run_id, r, e);
+    db_run_evaluations(o->db, run_id, &r->evaluations, &r->cached, e);
+done:
+    for (size_t i = 0; i < cfg->n_mutators; i++)
+        cuco_mutator_free(muts[i]);
+    free(muts);
+    if (r->crashed)
+        best_of_run(o, run_id, r, e);
+    return rc;
+}

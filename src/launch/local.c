@@ -1,0 +1,386 @@
+/* local.c: the local launcher (mpirun on this host) and what all launchers
+ * share (the public entry points of include/cuco/launch.h).
+ *
+ * Slots: the launcher owns a fixed set of slots, each with its GPUs (a
+ * CUDA_VISIBLE_DEVICES value, for GPU runs) and its own TMPDIR (OpenMPI keeps
+ * its session folder there, so concurrent mpiruns never share one). A run
+ * takes a free slot and gives it back when the program has ended. A run
+ * marked exclusive waits until every slot is free and holds them all; while
+ * one waits, new runs wait behind it, so a benchmark is not starved by a
+ * stream of verification runs. Compilation does not go through here: callers
+ * compile in their own threads, as many as they have. */
+#include "launch_int.h"
+
+#include "cuco/fs.h"
+#include "cuco/log.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct local_slot {
+    char *gpus;    /* "0,1" for CUDA_VISIBLE_DEVICES, or NULL (CPU runs) */
+    char *tmp_dir; /* this slot's TMPDIR */
+    int busy;
+} local_slot;
+
+typedef struct local_state {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    local_slot *slots;
+    int n_slots;
+    int active;            /* slots in use by ordinary runs */
+    int exclusive_running; /* 1 while an exclusive run holds every slot */
+    int exclusive_waiting; /* exclusive runs waiting for the host */
+    int shared_bench;
+    char *tmp_parent;      /* folder holding the slots' TMPDIRs (removed on free) */
+} local_state;
+
+void launch_progress(const cuco_launch_job *job, const char *fmt, ...)
+{
+    if (!job->progress)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    cuco_buf b = CUCO_BUF_INIT;
+    cuco_buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    job->progress(job->progress_ctx, cuco_buf_str(&b));
+    cuco_buf_free(&b);
+}
+
+int launch_strv_count(const char *const *v)
+{
+    int n = 0;
+    while (v && v[n])
+        n++;
+    return n;
+}
+
+/* ---- public helpers ---- */
+
+int cuco_launch_detect_gpus(void)
+{
+    const char *argv[] = {"nvidia-smi", "-L", NULL};
+    cuco_proc_opts po = {.argv = argv, .timeout_s = 20};
+    cuco_proc_result pr;
+    if (cuco_proc_run(&po, &pr, NULL) != 0)
+        return 0;
+    int n = 0;
+    if (pr.exited && pr.exit_code == 0)
+        for (const char *p = pr.out; p && *p;) {
+            if (!strncmp(p, "GPU ", 4))
+                n++;
+            const char *nl = strchr(p, '\n');
+            p = nl ? nl + 1 : p + strlen(p);
+        }
+    cuco_proc_result_free(&pr);
+    return n;
+}
+
+int cuco_launch_detect_cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+int cuco_launch_auto_slots(int gpu, int ranks, int gpus, int cores)
+{
+    if (ranks < 1)
+        ranks = 1;
+    int n = (gpu ? gpus : cores) / ranks;
+    return n > 0 ? n : 1;
+}
+
+char *cuco_launch_shell_quote(const char *word)
+{
+    cuco_buf b = CUCO_BUF_INIT;
+    cuco_buf_putc(&b, '\'');
+    for (const char *p = word ? word : ""; *p; p++) {
+        if (*p == '\'')
+            cuco_buf_puts(&b, "'\\''");
+        else
+            cuco_buf_putc(&b, *p);
+    }
+    cuco_buf_putc(&b, '\'');
+    return cuco_buf_detach(&b);
+}
+
+const char *cuco_launcher_name(const cuco_launcher *l)
+{
+    return l ? l->name : "local";
+}
+
+int cuco_launcher_slots(const cuco_launcher *l)
+{
+    return l ? l->slots : 1;
+}
+
+int cuco_launcher_run(const cuco_launcher *l, const cuco_launch_job *job, cuco_launch_result *r,
+                      cuco_err *e)
+{
+    memset(r, 0, sizeof *r);
+    if (!job || !job->argv || !job->argv[0])
+        return cuco_err_set(e, CUCO_EINVAL, "launch: no program to run");
+    if (!l)
+        return cuco_launch_local_once(job, NULL, r, e);
+    return l->run(l, job, r, e);
+}
+
+void cuco_launch_result_free(cuco_launch_result *r)
+{
+    if (!r)
+        return;
+    cuco_proc_result_free(&r->proc);
+    free(r->infra_reason);
+    free(r->job_id);
+    memset(r, 0, sizeof *r);
+}
+
+void cuco_launcher_free(cuco_launcher *l)
+{
+    if (!l)
+        return;
+    if (l->destroy)
+        l->destroy(l);
+    free(l);
+}
+
+int cuco_launcher_from_kind(const char *kind, int gpu, int ranks, int slots, int gpus,
+                            int shared_bench, cuco_launcher **out, cuco_err *e)
+{
+    *out = NULL;
+    if (!kind || !strcmp(kind, "local")) {
+        cuco_local_opts o = {
+            .gpu = gpu, .ranks = ranks, .gpus = gpus, .slots = slots, .shared_bench = shared_bench};
+        return cuco_launcher_local_new(&o, out, e);
+    }
+    if (!strcmp(kind, "slurm")) {
+        /* Site settings come from the environment (docs/launch.md). */
+        const char *retries = getenv("CUCO_SLURM_RETRIES");
+        const char *poll_max = getenv("CUCO_SLURM_POLL_MAX_S");
+        const char *partition = getenv("CUCO_SLURM_PARTITION");
+        cuco_slurm_opts o = {
+            .retries = retries && *retries ? atoi(retries) : -1,
+            .poll_max_s = poll_max && *poll_max ? atof(poll_max) : 0,
+            .partition = partition && *partition ? partition : NULL,
+        };
+        return cuco_launcher_slurm_new(&o, out, e);
+    }
+    return cuco_err_set(e, CUCO_EINVAL, "unknown launcher '%s' (local or slurm)", kind);
+}
+
+/* ---- running one job on this host ---- */
+
+int cuco_launch_local_once(const cuco_launch_job *job, const char *const *slot_env,
+                           cuco_launch_result *r, cuco_err *e)
+{
+    memset(r, 0, sizeof *r);
+    int n_args = launch_strv_count(job->argv), n_mpi = launch_strv_count(job->mpi_args);
+    const char **argv = calloc((size_t)(n_args + n_mpi + 10), sizeof *argv);
+    int n_env = launch_strv_count(job->env_set), n_slot = launch_strv_count(slot_env);
+    const char **env = calloc((size_t)(n_env + n_slot + 1), sizeof *env);
+    char np[32];
+    if (!argv || !env) {
+        free(argv);
+        free(env);
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    }
+    int n = 0;
+    if (job->mpi) {
+        snprintf(np, sizeof np, "%d", job->ranks > 0 ? job->ranks : 1);
+        argv[n++] = "mpirun";
+        argv[n++] = "-np";
+        argv[n++] = np;
+        if (geteuid() == 0)
+            argv[n++] = "--allow-run-as-root";
+        argv[n++] = "--bind-to";
+        argv[n++] = "none";
+        argv[n++] = "--oversubscribe";
+        for (int i = 0; i < n_mpi; i++)
+            argv[n++] = job->mpi_args[i];
+    }
+    for (int i = 0; i < n_args; i++)
+        argv[n++] = job->argv[i];
+    /* The slot's settings come last so that they win over the caller's. */
+    for (int i = 0; i < n_env; i++)
+        env[i] = job->env_set[i];
+    for (int i = 0; i < n_slot; i++)
+        env[n_env + i] = slot_env[i];
+    cuco_proc_opts po = {
+        .argv = argv, .cwd = job->cwd, .env_set = env, .timeout_s = job->timeout_s};
+    int rc = cuco_proc_run(&po, &r->proc, e);
+    free(argv);
+    free(env);
+    if (rc)
+        return rc;
+    r->attempts = 1;
+    return 0;
+}
+
+/* ---- the local launcher with slots ---- */
+
+static int take_slot(local_state *s, int exclusive)
+{
+    pthread_mutex_lock(&s->mu);
+    int slot = 0;
+    if (exclusive) {
+        s->exclusive_waiting++;
+        while (s->active > 0 || s->exclusive_running)
+            pthread_cond_wait(&s->cv, &s->mu);
+        s->exclusive_waiting--;
+        s->exclusive_running = 1;
+    } else {
+        for (;;) {
+            slot = -1;
+            if (!s->exclusive_running && !s->exclusive_waiting)
+                for (int i = 0; i < s->n_slots && slot < 0; i++)
+                    if (!s->slots[i].busy)
+                        slot = i;
+            if (slot >= 0)
+                break;
+            pthread_cond_wait(&s->cv, &s->mu);
+        }
+        s->slots[slot].busy = 1;
+        s->active++;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return slot;
+}
+
+static void give_slot(local_state *s, int slot, int exclusive)
+{
+    pthread_mutex_lock(&s->mu);
+    if (exclusive) {
+        s->exclusive_running = 0;
+    } else {
+        s->slots[slot].busy = 0;
+        s->active--;
+    }
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static int local_run(const cuco_launcher *l, const cuco_launch_job *job, cuco_launch_result *r,
+                     cuco_err *e)
+{
+    local_state *s = l->impl;
+    int exclusive = job->exclusive && !s->shared_bench;
+    int slot = take_slot(s, exclusive);
+    const local_slot *ls = &s->slots[slot];
+    char *cvd = job->gpu && ls->gpus ? cuco_sprintf("CUDA_VISIBLE_DEVICES=%s", ls->gpus) : NULL;
+    char *tmp = cuco_sprintf("TMPDIR=%s", ls->tmp_dir);
+    char *ompi_tmp = cuco_sprintf("OMPI_MCA_orte_tmpdir_base=%s", ls->tmp_dir);
+    const char *slot_env[] = {tmp, ompi_tmp, cvd, NULL};
+    if (exclusive)
+        launch_progress(job, "%s: exclusive use of the host (slot %d)", job->name ? job->name : "run",
+                        slot);
+    int rc = cuco_launch_local_once(job, slot_env, r, e);
+    free(cvd);
+    free(tmp);
+    free(ompi_tmp);
+    give_slot(s, slot, exclusive);
+    return rc;
+}
+
+static void local_destroy(cuco_launcher *l)
+{
+    local_state *s = l->impl;
+    if (!s)
+        return;
+    for (int i = 0; i < s->n_slots; i++) {
+        free(s->slots[i].gpus);
+        free(s->slots[i].tmp_dir);
+    }
+    free(s->slots);
+    if (s->tmp_parent)
+        cuco_fs_remove_tree(s->tmp_parent, NULL);
+    free(s->tmp_parent);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
+
+int cuco_launcher_local_new(const cuco_local_opts *o, cuco_launcher **out, cuco_err *e)
+{
+    *out = NULL;
+    cuco_local_opts d = {0};
+    if (!o)
+        o = &d;
+    if (o->slots < 0 || o->ranks < 0)
+        return cuco_err_set(e, CUCO_EINVAL, "launcher: slots and ranks must be >= 0");
+    int ranks = o->ranks > 0 ? o->ranks : 1;
+    int gpus = o->gpu ? (o->gpus < 0 ? cuco_launch_detect_gpus() : o->gpus) : 0;
+    int cores = o->cores > 0 ? o->cores : cuco_launch_detect_cores();
+    int slots = o->slots > 0 ? o->slots : cuco_launch_auto_slots(o->gpu, ranks, gpus, cores);
+    /* GPU runs cannot share GPUs: no more slots than disjoint GPU sets. */
+    if (o->gpu && gpus > 0 && slots > gpus / ranks) {
+        int fit = gpus / ranks > 0 ? gpus / ranks : 1;
+        cuco_warn("launcher: %d slots asked but %d GPUs / %d ranks leave room for %d", slots, gpus,
+                  ranks, fit);
+        slots = fit;
+    }
+    cuco_launcher *l = calloc(1, sizeof *l);
+    local_state *s = calloc(1, sizeof *s);
+    if (!l || !s || !(s->slots = calloc((size_t)slots, sizeof *s->slots))) {
+        free(l);
+        if (s)
+            free(s->slots);
+        free(s);
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    s->n_slots = slots;
+    s->shared_bench = o->shared_bench;
+    l->name = "local";
+    l->slots = slots;
+    l->run = local_run;
+    l->destroy = local_destroy;
+    l->impl = s;
+    const char *root = o->tmp_root;
+    if (!root || !*root)
+        root = getenv("TMPDIR");
+    if (!root || !*root)
+        root = "/tmp";
+    char *tmpl = cuco_sprintf("%s/cuco-slots-XXXXXX", root);
+    if (!mkdtemp(tmpl)) {
+        int rc = cuco_err_errno(e, "launcher: cannot create %s", tmpl);
+        free(tmpl);
+        cuco_launcher_free(l);
+        return rc;
+    }
+    s->tmp_parent = tmpl;
+    for (int i = 0; i < slots; i++) {
+        local_slot *ls = &s->slots[i];
+        ls->tmp_dir = cuco_sprintf("%s/slot%d", tmpl, i);
+        int rc = cuco_fs_mkdirs(ls->tmp_dir, e);
+        if (rc) {
+            cuco_launcher_free(l);
+            return rc;
+        }
+        if (o->gpu && gpus > 0) {
+            /* Slot i gets GPUs i*R .. i*R+R-1; with fewer GPUs than ranks, all of them. */
+            cuco_buf b = CUCO_BUF_INIT;
+            int first = gpus >= ranks ? i * ranks : 0, count = gpus >= ranks ? ranks : gpus;
+            for (int g = 0; g < count; g++)
+                cuco_buf_printf(&b, "%s%d", g ? "," : "", first + g);
+            ls->gpus = cuco_buf_detach(&b);
+        }
+    }
+    *out = l;
+    return 0;
+}
+
+/* For tests and status lines: the CUDA_VISIBLE_DEVICES value of a slot, or
+ * NULL (CPU runs, or no such slot). The string stays the launcher's. */
+const char *cuco_launcher_slot_gpus(const cuco_launcher *l, int slot)
+{
+    if (!l || strcmp(l->name, "local"))
+        return NULL;
+    const local_state *s = l->impl;
+    return slot >= 0 && slot < s->n_slots ? s->slots[slot].gpus : NULL;
+}

@@ -1,0 +1,478 @@
+/* report_summary.c: reads a run from its database (read-only, safe while the
+ * run writes) and sums it up: baseline, fast-path result, best program,
+ * overlap bound and the share of the gap closed, failures grouped by reason,
+ * LLM spend, and warnings other tools left in the workspace. */
+#include "cuco/report.h"
+
+#include <dirent.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuco/fs.h"
+
+int report_db_open(const char *db_path, sqlite3 **out, cuco_err *e)
+{
+    sqlite3 *h = NULL;
+    *out = NULL;
+    if (!cuco_fs_exists(db_path))
+        return cuco_err_set(e, CUCO_ENOTFOUND, "no database at %s", db_path);
+    if (sqlite3_open_v2(db_path, &h, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, NULL) !=
+        SQLITE_OK) {
+        cuco_err_set(e, CUCO_EDB, "cannot open database %s: %s", db_path,
+                     h ? sqlite3_errmsg(h) : "out of memory");
+        sqlite3_close_v2(h);
+        return CUCO_EDB;
+    }
+    sqlite3_busy_timeout(h, 5000);
+    sqlite3_stmt *st = NULL;
+    int version = 0;
+    if (sqlite3_prepare_v2(h, "SELECT max(version) FROM schema_version", -1, &st, NULL) ==
+            SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        version = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    if (version != 1) {
+        cuco_err_set(e, CUCO_EDB, "%s is not a cuco run database this build reads (schema %d)",
+                     db_path, version);
+        sqlite3_close_v2(h);
+        return CUCO_EDB;
+    }
+    *out = h;
+    return 0;
+}
+
+void report_db_close(sqlite3 *h)
+{
+    if (h)
+        sqlite3_close_v2(h);
+}
+
+static int dberr(sqlite3 *h, cuco_err *e, const char *what)
+{
+    return cuco_err_set(e, CUCO_EDB, "database: %s: %s", what, sqlite3_errmsg(h));
+}
+
+int report_run_resolve(sqlite3 *h, int64_t *run_id, cuco_err *e)
+{
+    sqlite3_stmt *st;
+    const char *sql = *run_id > 0 ? "SELECT id FROM runs WHERE id=?"
+                                  : "SELECT id FROM runs ORDER BY id DESC LIMIT 1";
+    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK)
+        return dberr(h, e, "finding run");
+    if (*run_id > 0)
+        sqlite3_bind_int64(st, 1, *run_id);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *run_id = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        return 0;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return dberr(h, e, "finding run");
+    if (*run_id > 0)
+        return cuco_err_set(e, CUCO_ENOTFOUND, "no run %lld", (long long)*run_id);
+    return cuco_err_set(e, CUCO_ENOTFOUND, "the database holds no run yet");
+}
+
+static json_t *col_json_real(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? json_null()
+                                                     : json_real(sqlite3_column_double(st, i));
+}
+
+static json_t *col_json_text(sqlite3_stmt *st, int i)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+    return t ? json_string((const char *)t) : json_null();
+}
+
+/* First non-empty line of an error text, at most 160 bytes; caller frees. */
+static char *error_reason(const char *err)
+{
+    if (!err)
+        return cuco_strdup("(no error text)");
+    const char *p = err;
+    while (*p) {
+        while (*p == ' ' || *p == '\t' || *p == '\r')
+            p++;
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\r' || p[n - 1] == '\t'))
+            n--;
+        if (n > 0) {
+            if (n > 160)
+                n = 160;
+            /* do not cut a UTF-8 sequence in two */
+            while (n > 0 && ((unsigned char)p[n] & 0xC0) == 0x80)
+                n--;
+            return cuco_strndup(p, n);
+        }
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
+    return cuco_strdup("(no error text)");
+}
+
+/* Runs sql (one int64 parameter: run id) expecting one row; calls fill. */
+static int query_one(sqlite3 *h, const char *sql, int64_t run_id, sqlite3_stmt **st, int *found,
+                     cuco_err *e)
+{
+    *found = 0;
+    if (sqlite3_prepare_v2(h, sql, -1, st, NULL) != SQLITE_OK)
+        return dberr(h, e, "summary query");
+    sqlite3_bind_int64(*st, 1, run_id);
+    int rc = sqlite3_step(*st);
+    if (rc == SQLITE_ROW)
+        *found = 1;
+    else if (rc != SQLITE_DONE) {
+        dberr(h, e, "summary query");
+        sqlite3_finalize(*st);
+        *st = NULL;
+        return CUCO_EDB;
+    }
+    return 0;
+}
+
+static json_t *program_brief(sqlite3_stmt *st)
+{
+    /* columns: id, time_ms, score, island, generation, mutator */
+    return json_pack("{s:I, s:o, s:o, s:i, s:i, s:o}", "id",
+                     (json_int_t)sqlite3_column_int64(st, 0), "time_ms", col_json_real(st, 1),
+                     "score", col_json_real(st, 2), "island", sqlite3_column_int(st, 3),
+                     "generation", sqlite3_column_int(st, 4), "mutator", col_json_text(st, 5));
+}
+
+static double metric(json_t *obj, const char *name)
+{
+    json_t *v = json_object_get(obj, name);
+    return json_is_number(v) ? json_number_value(v) : -1.0;
+}
+
+/* compute-only and communication-only times from a bound.json written by
+ * 'cuco bound' (docs/bound.md): the timeline's critical rank when there is
+ * one, else the program's own breakdown, else the two variants (collectives
+ * removed: compute alone; compute removed: communication alone), else
+ * top-level compute_ms/comm_ms. Returns the source's name, NULL if none. */
+static const char *bound_from_file(json_t *b, double *compute, double *comm)
+{
+    json_t *tl = json_object_get(b, "timeline");
+    json_t *crit = json_object_get(tl, "critical");
+    if (json_is_integer(crit)) {
+        json_t *r = json_array_get(json_object_get(tl, "ranks"), (size_t)json_integer_value(crit));
+        *compute = metric(r, "compute_ms");
+        *comm = metric(r, "comm_ms");
+        if (*compute > 0 && *comm > 0)
+            return "bound.json (timeline)";
+    }
+    json_t *prog = json_object_get(b, "program");
+    *compute = metric(prog, "compute_ms");
+    *comm = metric(prog, "comm_ms");
+    if (*compute > 0 && *comm > 0)
+        return "bound.json (program breakdown)";
+    json_t *no_comm = json_object_get(b, "comm_removed"),
+           *no_compute = json_object_get(b, "compute_removed");
+    if (json_is_true(json_object_get(no_comm, "ran")) &&
+        json_is_true(json_object_get(no_compute, "ran"))) {
+        *compute = metric(no_comm, "time_ms");
+        *comm = metric(no_compute, "time_ms");
+        if (*compute > 0 && *comm > 0)
+            return "bound.json (variants)";
+    }
+    *compute = metric(b, "compute_ms");
+    *comm = metric(b, "comm_ms");
+    if (*compute > 0 && *comm > 0)
+        return "bound.json";
+    return NULL;
+}
+
+int report_summary(sqlite3 *h, int64_t run_id, const char *workspace, json_t **out, cuco_err *e)
+{
+    sqlite3_stmt *st = NULL;
+    int found = 0, rc;
+    json_t *s = json_object();
+    json_t *warnings = json_array();
+    double baseline = -1, best_ms = -1;
+    *out = NULL;
+    if (!s || !warnings) {
+        rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+        goto fail;
+    }
+    json_object_set_new(s, "warnings", warnings);
+
+    if ((rc = query_one(h,
+                        "SELECT id, workload, status, seed, started_at, ended_at, config,"
+                        " baseline_ms FROM runs WHERE id=?",
+                        run_id, &st, &found, e)) < 0)
+        goto fail;
+    if (!found) {
+        sqlite3_finalize(st);
+        rc = cuco_err_set(e, CUCO_ENOTFOUND, "no run %lld", (long long)run_id);
+        goto fail;
+    }
+    json_t *config = NULL;
+    const unsigned char *cfg = sqlite3_column_text(st, 6);
+    if (cfg)
+        config = json_loads((const char *)cfg, 0, NULL);
+    json_object_set_new(s, "run",
+                        json_pack("{s:I, s:o, s:o, s:I, s:o, s:o, s:o}", "id", (json_int_t)run_id,
+                                  "workload", col_json_text(st, 1), "status", col_json_text(st, 2),
+                                  "seed", (json_int_t)sqlite3_column_int64(st, 3), "started_at",
+                                  col_json_real(st, 4), "ended_at", col_json_real(st, 5), "config",
+                                  config ? config : json_null()));
+    if (sqlite3_column_type(st, 7) != SQLITE_NULL)
+        baseline = sqlite3_column_double(st, 7);
+    json_object_set_new(s, "baseline_ms", baseline > 0 ? json_real(baseline) : json_null());
+    sqlite3_finalize(st);
+
+    /* programs by status */
+    json_t *by_status = json_object();
+    json_int_t total = 0;
+    if (sqlite3_prepare_v2(h,
+                           "SELECT status, count(*) FROM programs WHERE run_id=?"
+                           " GROUP BY status ORDER BY status",
+                           -1, &st, NULL) != SQLITE_OK) {
+        json_decref(by_status);
+        rc = dberr(h, e, "counting programs");
+        goto fail;
+    }
+    sqlite3_bind_int64(st, 1, run_id);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const unsigned char *name = sqlite3_column_text(st, 0);
+        json_int_t c = sqlite3_column_int64(st, 1);
+        json_object_set_new(by_status, name ? (const char *)name : "(none)", json_integer(c));
+        total += c;
+    }
+    sqlite3_finalize(st);
+    json_object_set_new(s, "programs",
+                        json_pack("{s:I, s:o}", "total", total, "by_status", by_status));
+
+    const char *brief_cols = "SELECT id, time_ms, score, island, generation, mutator FROM programs";
+    char *sql = cuco_sprintf("%s WHERE run_id=? AND generation=0 AND status='ok'"
+                             " ORDER BY id LIMIT 1",
+                             brief_cols);
+    if (!sql || (rc = query_one(h, sql, run_id, &st, &found, e)) < 0) {
+        free(sql);
+        rc = sql ? rc : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+        goto fail;
+    }
+    free(sql);
+    json_object_set_new(s, "fast_path", found ? program_brief(st) : json_null());
+    sqlite3_finalize(st);
+
+    sql = cuco_sprintf("%s WHERE run_id=? AND status='ok' AND score IS NOT NULL"
+                       " ORDER BY score DESC, id LIMIT 1",
+                       brief_cols);
+    if (!sql || (rc = query_one(h, sql, run_id, &st, &found, e)) < 0) {
+        free(sql);
+        rc = sql ? rc : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+        goto fail;
+    }
+    free(sql);
+    if (found && sqlite3_column_type(st, 1) != SQLITE_NULL)
+        best_ms = sqlite3_column_double(st, 1);
+    json_object_set_new(s, "best", found ? program_brief(st) : json_null());
+    sqlite3_finalize(st);
+
+    /* the root: the program the search started from, whose metrics carry
+     * the compute-only and communication-only times when the workload
+     * reports them */
+    json_t *root_metrics = NULL;
+    if ((rc = query_one(h,
+                        "SELECT id, metrics FROM programs WHERE run_id=? AND parent_id IS NULL"
+                        " ORDER BY id LIMIT 1",
+                        run_id, &st, &found, e)) < 0)
+        goto fail;
+    json_object_set_new(s, "root_id",
+                        found ? json_integer(sqlite3_column_int64(st, 0)) : json_null());
+    if (found && sqlite3_column_text(st, 1))
+        root_metrics = json_loads((const char *)sqlite3_column_text(st, 1), 0, NULL);
+    sqlite3_finalize(st);
+
+    double compute = -1, comm = -1;
+    const char *bound_source = NULL;
+    json_t *bound_file = NULL;
+    if (workspace) {
+        char *bpath = cuco_path_join(workspace, "bound.json");
+        if (bpath && cuco_fs_exists(bpath)) {
+            json_error_t jerr;
+            bound_file = json_load_file(bpath, 0, &jerr);
+            if (!bound_file) {
+                char *w =
+                    cuco_sprintf("%s:%d: cannot read bound.json: %s", bpath, jerr.line, jerr.text);
+                if (w)
+                    json_array_append_new(warnings, json_string(w));
+                free(w);
+            }
+        }
+        free(bpath);
+    }
+    if (bound_file) {
+        bound_source = bound_from_file(bound_file, &compute, &comm);
+        /* the verification audit's finding, shown next to the speedups */
+        json_t *audit = json_object_get(bound_file, "verification_audit");
+        if (json_is_object(audit) && json_is_true(json_object_get(audit, "warning"))) {
+            const char *msg = json_string_value(json_object_get(audit, "message"));
+            json_array_append_new(
+                warnings, json_string(msg && *msg ? msg
+                                                  : "the verification audit (bound.json) found"
+                                                    " that verification may not check the"
+                                                    " results"));
+        }
+        size_t i;
+        json_t *w;
+        json_t *ws = json_object_get(bound_file, "warnings");
+        if (json_is_array(ws))
+            json_array_foreach(ws, i, w) if (json_is_string(w)) json_array_append(warnings, w);
+    }
+    if (!bound_source && root_metrics) {
+        compute = metric(root_metrics, "compute_ms");
+        comm = metric(root_metrics, "comm_ms");
+        if (compute > 0 && comm > 0)
+            bound_source = "root program metrics";
+    }
+    json_decref(root_metrics);
+    json_decref(bound_file);
+    if (bound_source) {
+        double bound = compute > comm ? compute : comm;
+        json_t *b = json_pack("{s:f, s:f, s:f, s:s}", "compute_ms", compute, "comm_ms", comm,
+                              "bound_ms", bound, "source", bound_source);
+        json_object_set_new(b, "ceiling", baseline > 0 ? json_real(baseline / bound) : json_null());
+        json_object_set_new(b, "gap_closed",
+                            (baseline > bound && best_ms > 0)
+                                ? json_real((baseline - best_ms) / (baseline - bound))
+                                : json_null());
+        json_object_set_new(s, "bound", b);
+    } else
+        json_object_set_new(s, "bound", json_null());
+
+    /* failures grouped by status and the first line of the error */
+    json_t *failures = json_array();
+    json_object_set_new(s, "failures", failures);
+    if (sqlite3_prepare_v2(h,
+                           "SELECT id, status, error FROM programs WHERE run_id=? AND"
+                           " status NOT IN ('ok','pending') ORDER BY id",
+                           -1, &st, NULL) != SQLITE_OK) {
+        rc = dberr(h, e, "reading failures");
+        goto fail;
+    }
+    sqlite3_bind_int64(st, 1, run_id);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *status = (const char *)sqlite3_column_text(st, 1);
+        char *reason = error_reason((const char *)sqlite3_column_text(st, 2));
+        if (!reason)
+            continue;
+        size_t i;
+        json_t *f, *hit = NULL;
+        json_array_foreach(failures, i, f)
+        {
+            if (!strcmp(json_string_value(json_object_get(f, "status")), status ? status : "") &&
+                !strcmp(json_string_value(json_object_get(f, "reason")), reason)) {
+                hit = f;
+                break;
+            }
+        }
+        if (hit)
+            json_object_set_new(
+                hit, "count", json_integer(json_integer_value(json_object_get(hit, "count")) + 1));
+        else
+            json_array_append_new(failures,
+                                  json_pack("{s:s, s:s, s:i, s:I}", "status", status ? status : "",
+                                            "reason", reason, "count", 1, "example_id",
+                                            (json_int_t)sqlite3_column_int64(st, 0)));
+        free(reason);
+    }
+    sqlite3_finalize(st);
+    /* most frequent first (stable for equal counts: insertion sort) */
+    size_t nf = json_array_size(failures);
+    for (size_t i = 1; i < nf; i++)
+        for (size_t j = i; j > 0; j--) {
+            json_t *x = json_array_get(failures, j - 1), *y = json_array_get(failures, j);
+            if (json_integer_value(json_object_get(x, "count")) >=
+                json_integer_value(json_object_get(y, "count")))
+                break;
+            json_incref(x);
+            json_array_set(failures, j - 1, y);
+            json_array_set_new(failures, j, x);
+        }
+
+    if ((rc = query_one(h,
+                        "SELECT count(*), coalesce(sum(cost_usd),0) FROM llm_calls WHERE run_id=?",
+                        run_id, &st, &found, e)) < 0)
+        goto fail;
+    json_object_set_new(s, "llm_calls", json_integer(found ? sqlite3_column_int64(st, 0) : 0));
+    json_object_set_new(s, "spend_usd", json_real(found ? sqlite3_column_double(st, 1) : 0.0));
+    sqlite3_finalize(st);
+
+    *out = s;
+    return 0;
+fail:
+    json_decref(s);
+    return rc;
+}
+
+int report_workspace_find(const char *arg, char **workspace, char **db_path, cuco_err *e)
+{
+    *workspace = *db_path = NULL;
+    if (arg) {
+        if (cuco_fs_is_dir(arg)) {
+            char *db = cuco_path_join(arg, "runs.db");
+            if (!db)
+                return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+            if (!cuco_fs_exists(db)) {
+                free(db);
+                return cuco_err_set(e, CUCO_ENOTFOUND,
+                                    "%s has no runs.db (is it a workspace of 'cuco evolve'?)", arg);
+            }
+            *workspace = cuco_strdup(arg);
+            *db_path = db;
+        } else if (cuco_fs_exists(arg)) {
+            *workspace = cuco_path_dirname(arg);
+            *db_path = cuco_strdup(arg);
+        } else
+            return cuco_err_set(e, CUCO_ENOTFOUND, "no workspace or database at %s", arg);
+        if (!*workspace || !*db_path) {
+            free(*workspace);
+            free(*db_path);
+            *workspace = *db_path = NULL;
+            return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+        }
+        return 0;
+    }
+    if (cuco_fs_exists("runs.db"))
+        return report_workspace_find(".", workspace, db_path, e);
+    DIR *d = opendir("cuco-out");
+    char *found = NULL;
+    int count = 0;
+    if (d) {
+        struct dirent *ent;
+        while ((ent = readdir(d)) != NULL) {
+            if (ent->d_name[0] == '.')
+                continue;
+            char *dir = cuco_path_join("cuco-out", ent->d_name);
+            char *db = dir ? cuco_path_join(dir, "runs.db") : NULL;
+            if (db && cuco_fs_exists(db)) {
+                count++;
+                free(found);
+                found = dir;
+                dir = NULL;
+            }
+            free(dir);
+            free(db);
+        }
+        closedir(d);
+    }
+    if (count == 1) {
+        int rc = report_workspace_find(found, workspace, db_path, e);
+        free(found);
+        return rc;
+    }
+    free(found);
+    if (count > 1)
+        return cuco_err_set(e, CUCO_EINVAL,
+                            "several workspaces under ./cuco-out: name the one to use");
+    return cuco_err_set(e, CUCO_ENOTFOUND,
+                        "no runs.db here nor under ./cuco-out/*/: name a workspace");
+}

@@ -1,0 +1,461 @@
+/* report_write.c: 'cuco report': report.md and a self-contained report.html
+ * (inline CSS and SVG, nothing fetched from elsewhere) with the baseline, the
+ * fast-path result, the best program and its speedup, the overlap bound and
+ * the share of the gap closed, warnings left by other tools, the search
+ * curve and the lineage, failures, LLM spend and the diff from the baseline
+ * to the best; and the best program exported as best.<ext>. */
+#include "cuco/report.h"
+
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuco/fs.h"
+
+void report_result_free(cuco_report_result *r)
+{
+    free(r->md_path);
+    free(r->html_path);
+    free(r->best_path);
+    memset(r, 0, sizeof *r);
+}
+
+static void html_escape(cuco_buf *b, const char *s)
+{
+    for (; s && *s; s++) {
+        switch (*s) {
+        case '<':
+            cuco_buf_puts(b, "&lt;");
+            break;
+        case '>':
+            cuco_buf_puts(b, "&gt;");
+            break;
+        case '&':
+            cuco_buf_puts(b, "&amp;");
+            break;
+        case '"':
+            cuco_buf_puts(b, "&quot;");
+            break;
+        default:
+            cuco_buf_putc(b, *s);
+        }
+    }
+}
+
+/* Markdown table cells: no newlines, escaped pipes. */
+static void md_cell(cuco_buf *b, const char *s)
+{
+    for (; s && *s; s++) {
+        if (*s == '|')
+            cuco_buf_puts(b, "\\|");
+        else if (*s == '\n' || *s == '\r')
+            cuco_buf_putc(b, ' ');
+        else
+            cuco_buf_putc(b, *s);
+    }
+}
+
+static const char *jstr(json_t *o, const char *k, const char *dflt)
+{
+    const char *v = json_string_value(json_object_get(o, k));
+    return v ? v : dflt;
+}
+
+static double jnum(json_t *o, const char *k, double dflt)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_number(v) ? json_number_value(v) : dflt;
+}
+
+/* One program's code and mutator; strings malloc'd (caller frees). */
+static int program_code(sqlite3 *h, int64_t id, char **code, cuco_err *e)
+{
+    sqlite3_stmt *st;
+    *code = NULL;
+    if (sqlite3_prepare_v2(h, "SELECT code FROM programs WHERE id=?", -1, &st, NULL) != SQLITE_OK)
+        return cuco_err_set(e, CUCO_EDB, "database: %s", sqlite3_errmsg(h));
+    sqlite3_bind_int64(st, 1, id);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+        *code = cuco_strdup((const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    return 0;
+}
+
+/* best.<ext>: from the run config's evolve_file when it names one; else .cu
+ * for CUDA code, .c otherwise. Caller frees. */
+static char *best_extension(json_t *summary, const char *code)
+{
+    json_t *cfg = json_object_get(json_object_get(summary, "run"), "config");
+    const char *ef = json_string_value(json_object_get(cfg, "evolve_file"));
+    if (ef) {
+        const char *slash = strrchr(ef, '/');
+        const char *dot = strrchr(slash ? slash : ef, '.');
+        if (dot && dot[1] &&
+            strspn(dot + 1, "abcdefghijklmnopqrstuvwxyz+0123456789") == strlen(dot + 1))
+            return cuco_strdup(dot + 1);
+    }
+    if (code && (strstr(code, "__global__") || strstr(code, "<<<") || strstr(code, "cuda")))
+        return cuco_strdup("cu");
+    return cuco_strdup("c");
+}
+
+static void spend_rows(sqlite3 *h, int64_t run_id, cuco_buf *md, cuco_buf *html)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(h,
+                           "SELECT model, count(*), coalesce(sum(input_tokens),0),"
+                           " coalesce(sum(output_tokens),0), coalesce(sum(cost_usd),0)"
+                           " FROM llm_calls WHERE run_id=? GROUP BY model ORDER BY 5 DESC, model",
+                           -1, &st, NULL) != SQLITE_OK)
+        return;
+    sqlite3_bind_int64(st, 1, run_id);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *model = (const char *)sqlite3_column_text(st, 0);
+        cuco_buf_puts(md, "| ");
+        md_cell(md, model ? model : "?");
+        cuco_buf_printf(md, " | %lld | %lld | %lld | %.4f |\n",
+                        (long long)sqlite3_column_int64(st, 1),
+                        (long long)sqlite3_column_int64(st, 2),
+                        (long long)sqlite3_column_int64(st, 3), sqlite3_column_double(st, 4));
+        cuco_buf_puts(html, "<tr><td>");
+        html_escape(html, model ? model : "?");
+        cuco_buf_printf(html, "</td><td>%lld</td><td>%lld</td><td>%lld</td><td>%.4f</td></tr>\n",
+                        (long long)sqlite3_column_int64(st, 1),
+                        (long long)sqlite3_column_int64(st, 2),
+                        (long long)sqlite3_column_int64(st, 3), sqlite3_column_double(st, 4));
+    }
+    sqlite3_finalize(st);
+}
+
+static const char html_style[] =
+    "body{font:14px/1.45 system-ui,sans-serif;color:#1d2430;max-width:1100px;margin:1.5em auto;"
+    "padding:0 1em}h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid "
+    "#d8dde5}table{border-collapse:collapse}th,td{text-align:left;padding:.25em .7em;border-bottom:"
+    "1px solid "
+    "#d8dde5}td.num{text-align:right;font-variant-numeric:tabular-nums}.warning{background:"
+    "#fff4d6;border:2px solid #e0a800;border-radius:6px;padding:.6em "
+    ".9em;font-weight:600;margin:.6em"
+    " 0}pre{background:#f6f7f9;padding:.6em;overflow-x:auto;font-size:12px}.add{background:#e6ffec;"
+    "color:#116329;display:block}.del{background:#ffebe9;color:#82071e;display:block}.hunk{color:"
+    "#2f6fde;display:block}.muted{color:#6b7280}figure{margin:1em 0}figcaption{color:#6b7280}"
+    "svg{max-width:100%;height:auto}";
+
+static void html_diff(cuco_buf *html, const char *diff)
+{
+    const char *p = diff;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        char *line = cuco_strndup(p, n);
+        const char *cls = NULL;
+        if (!strncmp(line, "@@", 2))
+            cls = "hunk";
+        else if (line[0] == '+' && strncmp(line, "+++", 3))
+            cls = "add";
+        else if (line[0] == '-' && strncmp(line, "---", 3))
+            cls = "del";
+        if (cls)
+            cuco_buf_printf(html, "<span class=\"%s\">", cls);
+        html_escape(html, line);
+        cuco_buf_puts(html, cls ? "</span>" : "\n");
+        free(line);
+        p += n + (nl ? 1 : 0);
+    }
+}
+
+int report_write(const cuco_report_opts *opts, cuco_report_result *res, cuco_err *e)
+{
+    memset(res, 0, sizeof *res);
+    sqlite3 *h = NULL;
+    json_t *s = NULL;
+    cuco_buf md = CUCO_BUF_INIT, html = CUCO_BUF_INIT, curve = CUCO_BUF_INIT,
+             lineage = CUCO_BUF_INIT, diff = CUCO_BUF_INIT;
+    char *db_path = NULL, *root_code = NULL, *best_code = NULL, *ext = NULL;
+    const char *out_dir = opts->out_dir ? opts->out_dir : opts->workspace;
+    int rc, gp_curve = 0, gp_lineage = 0;
+    int64_t run_id = opts->run_id;
+
+    db_path =
+        opts->db_path ? cuco_strdup(opts->db_path) : cuco_path_join(opts->workspace, "runs.db");
+    if (!db_path || !out_dir) {
+        rc = cuco_err_set(e, CUCO_EINVAL, "report: no workspace or output folder");
+        goto out;
+    }
+    if ((rc = report_db_open(db_path, &h, e)) < 0 || (rc = report_run_resolve(h, &run_id, e)) < 0 ||
+        (rc = report_summary(h, run_id, opts->workspace, &s, e)) < 0 ||
+        (rc = report_plot_curve(h, run_id, !opts->no_gnuplot, &curve, &gp_curve, e)) < 0 ||
+        (rc = report_plot_lineage(h, run_id, !opts->no_gnuplot, &lineage, &gp_lineage, e)) < 0 ||
+        (rc = cuco_fs_mkdirs(out_dir, e)) < 0)
+        goto out;
+    res->used_gnuplot = gp_curve && gp_lineage;
+
+    json_t *run = json_object_get(s, "run"), *best = json_object_get(s, "best");
+    json_t *fast = json_object_get(s, "fast_path"), *bound = json_object_get(s, "bound");
+    json_t *warnings = json_object_get(s, "warnings");
+    const char *workload = json_string_value(json_object_get(run, "workload"));
+    double baseline = jnum(s, "baseline_ms", -1);
+    int64_t root_id = (int64_t)json_integer_value(json_object_get(s, "root_id"));
+    int64_t best_id = best ? (int64_t)json_integer_value(json_object_get(best, "id")) : 0;
+
+    if (root_id && (rc = program_code(h, root_id, &root_code, e)) < 0)
+        goto out;
+    if (best_id && (rc = program_code(h, best_id, &best_code, e)) < 0)
+        goto out;
+    if (root_code && best_code && root_id != best_id) {
+        char *an = cuco_sprintf("program %lld (baseline of the search)", (long long)root_id);
+        char *bn = cuco_sprintf("program %lld (best)", (long long)best_id);
+        rc = report_diff_lines(root_code, best_code, an, bn, 3, &diff, NULL, NULL, e);
+        free(an);
+        free(bn);
+        if (rc < 0)
+            goto out;
+    }
+
+    /* ---- report.md ---- */
+    cuco_buf_printf(&md, "# cuco report: %s (run %lld)\n\n", workload ? workload : "?",
+                    (long long)run_id);
+    cuco_buf_printf(
+        &md, "Run status: %s. Programs: %lld", jstr(run, "status", "?"),
+        (long long)json_integer_value(json_object_get(json_object_get(s, "programs"), "total")));
+    const char *key;
+    json_t *val;
+    json_object_foreach(json_object_get(json_object_get(s, "programs"), "by_status"), key, val)
+        cuco_buf_printf(&md, ", %s %lld", key, (long long)json_integer_value(val));
+    cuco_buf_puts(&md, ".\n\n## Result\n\n");
+    size_t i;
+    json_array_foreach(warnings, i, val)
+        cuco_buf_printf(&md, "> **WARNING:** %s\n>\n", json_string_value(val));
+    if (json_array_size(warnings))
+        cuco_buf_puts(&md, "\n");
+    cuco_buf_puts(&md, "| program | time (ms) | speedup |\n|---|---:|---:|\n");
+    if (baseline > 0)
+        cuco_buf_printf(&md, "| baseline (host-driven) | %.3f | 1.000x |\n", baseline);
+    else
+        cuco_buf_puts(&md, "| baseline (host-driven) | not measured | - |\n");
+    if (fast)
+        cuco_buf_printf(&md, "| fast path (#%lld, generation 0) | %.3f | %.3fx |\n",
+                        (long long)json_integer_value(json_object_get(fast, "id")),
+                        jnum(fast, "time_ms", 0), jnum(fast, "score", 0));
+    else
+        cuco_buf_puts(&md, "| fast path | none in this run | - |\n");
+    if (best)
+        cuco_buf_printf(
+            &md, "| best (#%lld, generation %lld, island %lld, %s) | %.3f | %.3fx |\n",
+            (long long)best_id, (long long)json_integer_value(json_object_get(best, "generation")),
+            (long long)json_integer_value(json_object_get(best, "island")),
+            jstr(best, "mutator", "?"), jnum(best, "time_ms", 0), jnum(best, "score", 0));
+    else
+        cuco_buf_puts(&md, "| best | no correct program yet | - |\n");
+    cuco_buf_puts(&md, "\n## Overlap bound\n\n");
+    if (bound) {
+        cuco_buf_printf(&md,
+                        "From %s: compute alone %.3f ms, communication alone %.3f ms, so the ideal"
+                        " overlap takes max = **%.3f ms**.\n\n",
+                        json_string_value(json_object_get(bound, "source")),
+                        jnum(bound, "compute_ms", 0), jnum(bound, "comm_ms", 0),
+                        jnum(bound, "bound_ms", 0));
+        if (json_is_number(json_object_get(bound, "ceiling")))
+            cuco_buf_printf(&md, "- ceiling (baseline / bound): %.3fx\n",
+                            jnum(bound, "ceiling", 0));
+        if (json_is_number(json_object_get(bound, "gap_closed")))
+            cuco_buf_printf(
+                &md, "- gap closed by the best ((baseline - best) / (baseline - bound)): %.1f%%\n",
+                100 * jnum(bound, "gap_closed", 0));
+        else
+            cuco_buf_puts(&md, "- gap closed: not computable (no best, or the baseline is"
+                               " already at the bound)\n");
+    } else
+        cuco_buf_puts(&md, "Not known: neither bound.json nor the baseline program's metrics give"
+                           " compute_ms and comm_ms.\n");
+    cuco_buf_printf(&md,
+                    "\n## Search\n\nThe search curve and the lineage are SVG plots in report.html"
+                    " (made with %s).\n\n",
+                    res->used_gnuplot ? "gnuplot" : "the built-in SVG writer");
+    cuco_buf_puts(&md, "## Failures by reason\n\n");
+    json_t *failures = json_object_get(s, "failures");
+    if (json_array_size(failures)) {
+        cuco_buf_puts(&md, "| status | reason | count | example |\n|---|---|---:|---|\n");
+        json_array_foreach(failures, i, val)
+        {
+            cuco_buf_printf(&md, "| %s | ", json_string_value(json_object_get(val, "status")));
+            md_cell(&md, json_string_value(json_object_get(val, "reason")));
+            cuco_buf_printf(&md, " | %lld | #%lld |\n",
+                            (long long)json_integer_value(json_object_get(val, "count")),
+                            (long long)json_integer_value(json_object_get(val, "example_id")));
+        }
+    } else
+        cuco_buf_puts(&md, "None.\n");
+    cuco_buf_printf(&md, "\n## LLM spend\n\nTotal: $%.4f over %lld calls.\n\n",
+                    jnum(s, "spend_usd", 0),
+                    (long long)json_integer_value(json_object_get(s, "llm_calls")));
+
+    /* ---- report.html (the parts shared with the md are built alongside) ---- */
+    cuco_buf spend_md = CUCO_BUF_INIT, spend_html = CUCO_BUF_INIT;
+    spend_rows(h, run_id, &spend_md, &spend_html);
+    if (spend_md.len)
+        cuco_buf_printf(&md,
+                        "| model | calls | input tokens | output tokens | cost ($) |\n"
+                        "|---|---:|---:|---:|---:|\n%s\n",
+                        cuco_buf_str(&spend_md));
+
+    cuco_buf_puts(
+        &html,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>cuco report: ");
+    html_escape(&html, workload);
+    cuco_buf_printf(&html,
+                    "</title>\n<style>%s</style></head><body>\n<h1>cuco report: ", html_style);
+    html_escape(&html, workload);
+    cuco_buf_printf(&html, " <span class=\"muted\">(run %lld)</span></h1>\n<h2>Result</h2>\n",
+                    (long long)run_id);
+    json_array_foreach(warnings, i, val)
+    {
+        cuco_buf_puts(&html, "<div class=\"warning\">&#9888; WARNING: ");
+        html_escape(&html, json_string_value(val));
+        cuco_buf_puts(&html, "</div>\n");
+    }
+    cuco_buf_puts(
+        &html,
+        "<table id=\"result\"><tr><th>program</th><th>time (ms)</th><th>speedup</th></tr>\n");
+    if (baseline > 0)
+        cuco_buf_printf(&html,
+                        "<tr><td>baseline (host-driven)</td><td class=\"num\">%.3f</td><td "
+                        "class=\"num\">1.000&times;</td></tr>\n",
+                        baseline);
+    if (fast)
+        cuco_buf_printf(&html,
+                        "<tr><td>fast path (#%lld)</td><td class=\"num\">%.3f</td><td "
+                        "class=\"num\">%.3f&times;</td></tr>\n",
+                        (long long)json_integer_value(json_object_get(fast, "id")),
+                        jnum(fast, "time_ms", 0), jnum(fast, "score", 0));
+    if (best) {
+        cuco_buf_printf(&html, "<tr><td><b>best</b> (#%lld, generation %lld, island %lld, ",
+                        (long long)best_id,
+                        (long long)json_integer_value(json_object_get(best, "generation")),
+                        (long long)json_integer_value(json_object_get(best, "island")));
+        html_escape(&html, json_string_value(json_object_get(best, "mutator")));
+        cuco_buf_printf(
+            &html,
+            ")</td><td class=\"num\">%.3f</td><td class=\"num\"><b>%.3f&times;</b></td></tr>\n",
+            jnum(best, "time_ms", 0), jnum(best, "score", 0));
+    }
+    cuco_buf_puts(&html, "</table>\n<h2>Overlap bound</h2>\n");
+    if (bound) {
+        cuco_buf_puts(&html, "<p>From ");
+        html_escape(&html, json_string_value(json_object_get(bound, "source")));
+        cuco_buf_printf(&html, ": compute %.3f ms, communication %.3f ms, bound <b>%.3f ms</b>",
+                        jnum(bound, "compute_ms", 0), jnum(bound, "comm_ms", 0),
+                        jnum(bound, "bound_ms", 0));
+        if (json_is_number(json_object_get(bound, "ceiling")))
+            cuco_buf_printf(&html, "; ceiling %.3f&times;", jnum(bound, "ceiling", 0));
+        if (json_is_number(json_object_get(bound, "gap_closed")))
+            cuco_buf_printf(&html, "; gap closed by the best: <b>%.1f%%</b>",
+                            100 * jnum(bound, "gap_closed", 0));
+        cuco_buf_puts(&html, ".</p>\n");
+    } else
+        cuco_buf_puts(&html, "<p class=\"muted\">Not known (no bound.json, no compute_ms/comm_ms "
+                             "in the baseline's metrics).</p>\n");
+    cuco_buf_printf(
+        &html,
+        "<h2>Search</h2>\n<p class=\"muted\">Plots made with %s.</p>\n"
+        "<figure id=\"curve\"><figcaption>Best score so far over evaluations (points: each"
+        " correct program)</figcaption>\n%s</figure>\n"
+        "<figure id=\"lineage\"><figcaption>Lineage: programs by generation, islands as"
+        " bands, an edge from each parent</figcaption>\n%s</figure>\n",
+        res->used_gnuplot ? "gnuplot" : "the built-in SVG writer", cuco_buf_str(&curve),
+        cuco_buf_str(&lineage));
+    cuco_buf_puts(&html, "<h2>Failures by reason</h2>\n");
+    if (json_array_size(failures)) {
+        cuco_buf_puts(
+            &html,
+            "<table><tr><th>status</th><th>reason</th><th>count</th><th>example</th></tr>\n");
+        json_array_foreach(failures, i, val)
+        {
+            cuco_buf_puts(&html, "<tr><td>");
+            html_escape(&html, json_string_value(json_object_get(val, "status")));
+            cuco_buf_puts(&html, "</td><td>");
+            html_escape(&html, json_string_value(json_object_get(val, "reason")));
+            cuco_buf_printf(&html, "</td><td class=\"num\">%lld</td><td>#%lld</td></tr>\n",
+                            (long long)json_integer_value(json_object_get(val, "count")),
+                            (long long)json_integer_value(json_object_get(val, "example_id")));
+        }
+        cuco_buf_puts(&html, "</table>\n");
+    } else
+        cuco_buf_puts(&html, "<p>None.</p>\n");
+    cuco_buf_printf(&html, "<h2>LLM spend</h2>\n<p>Total: $%.4f over %lld calls.</p>\n",
+                    jnum(s, "spend_usd", 0),
+                    (long long)json_integer_value(json_object_get(s, "llm_calls")));
+    if (spend_html.len)
+        cuco_buf_printf(&html,
+                        "<table><tr><th>model</th><th>calls</th><th>input tokens</th>"
+                        "<th>output tokens</th><th>cost ($)</th></tr>\n%s</table>\n",
+                        cuco_buf_str(&spend_html));
+    cuco_buf_free(&spend_md);
+    cuco_buf_free(&spend_html);
+
+    /* the diff and the export, in both */
+    if (diff.len) {
+        cuco_buf_printf(
+            &md,
+            "## Diff from the baseline program (#%lld) to the best (#%lld)\n\n```diff\n%s```\n\n",
+            (long long)root_id, (long long)best_id, cuco_buf_str(&diff));
+        cuco_buf_printf(&html,
+                        "<h2>Diff from the baseline program (#%lld) to the best (#%lld)</h2>\n<pre "
+                        "id=\"diff\">",
+                        (long long)root_id, (long long)best_id);
+        html_diff(&html, cuco_buf_str(&diff));
+        cuco_buf_puts(&html, "</pre>\n");
+    } else if (best_id && best_id == root_id) {
+        cuco_buf_puts(&md, "## Diff\n\nThe best program is the baseline program itself.\n\n");
+        cuco_buf_puts(&html,
+                      "<h2>Diff</h2><p>The best program is the baseline program itself.</p>\n");
+    }
+    if (best_code) {
+        ext = best_extension(s, best_code);
+        char *name = ext ? cuco_sprintf("best.%s", ext) : NULL;
+        res->best_path = name ? cuco_path_join(out_dir, name) : NULL;
+        if (!res->best_path) {
+            free(name);
+            rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+            goto out;
+        }
+        if ((rc = cuco_fs_write(res->best_path, best_code, strlen(best_code), e)) < 0) {
+            free(name);
+            goto out;
+        }
+        cuco_buf_printf(&md, "## Best program\n\nProgram #%lld, exported to `%s`.\n",
+                        (long long)best_id, name);
+        cuco_buf_printf(
+            &html,
+            "<h2>Best program</h2>\n<p>Program #%lld, exported to %s.</p>\n<pre id=\"best-code\">",
+            (long long)best_id, name);
+        html_escape(&html, best_code);
+        cuco_buf_puts(&html, "</pre>\n");
+        free(name);
+    }
+    cuco_buf_puts(&html, "</body></html>\n");
+
+    res->md_path = cuco_path_join(out_dir, "report.md");
+    res->html_path = cuco_path_join(out_dir, "report.html");
+    if (!res->md_path || !res->html_path || !md.data || !html.data) {
+        rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((rc = cuco_fs_write(res->md_path, md.data, md.len, e)) < 0 ||
+        (rc = cuco_fs_write(res->html_path, html.data, html.len, e)) < 0)
+        goto out;
+out:
+    if (rc < 0)
+        report_result_free(res);
+    json_decref(s);
+    report_db_close(h);
+    cuco_buf_free(&md);
+    cuco_buf_free(&html);
+    cuco_buf_free(&curve);
+    cuco_buf_free(&lineage);
+    cuco_buf_free(&diff);
+    free(db_path);
+    free(root_code);
+    free(best_code);
+    free(ext);
+    return rc;
+}

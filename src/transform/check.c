@@ -1,0 +1,190 @@
+/* check.c: the static device-initiated check of a transformed program,
+ * whatever route made it. It re-lexes the program and rejects host
+ * collectives left on the path, host copies standing in for communication,
+ * and a program that never creates a device communicator.
+ */
+#include "cuco/transform.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuco/analyze.h"
+#include "cuco/buf.h"
+
+static const char *const host_calls[] = {
+    "ncclAllGather", "ncclReduceScatter", "ncclAllReduce", "ncclSend", "ncclRecv",
+    "ncclBroadcast", "ncclBcast", "ncclReduce", "ncclAllToAll", "ncclAlltoAll",
+    "ncclAllToAllv", "ncclGather", "ncclScatter", NULL};
+/* device-side communication entry points (cuco_tx glue and device/ launchers) */
+static const char *const device_calls[] = {"all_gather", "reduce_scatter", "all_reduce", "all_to_all",
+                                           "put_signal", "send", "recv", NULL};
+/* glue calls whose arguments are the communicated buffers */
+static const char *const glue_calls[] = {"all_gather", "reduce_scatter", "all_reduce", "send", "recv", NULL};
+
+typedef struct code {
+    const cuco_lex *lx;
+    size_t *ix;
+    size_t n;
+} code;
+
+static const cuco_tok *tk(const code *c, size_t i) { return &c->lx->toks[c->ix[i]]; }
+static int is(const code *c, size_t i, const char *s) { return i < c->n && cuco_tok_is(c->lx, tk(c, i), s); }
+static int in(const code *c, size_t i, const char *const *l)
+{
+    for (; *l; l++)
+        if (is(c, i, *l))
+            return 1;
+    return 0;
+}
+static int member(const code *c, size_t i)
+{
+    return i > 0 && (is(c, i - 1, ".") || is(c, i - 1, "->") || is(c, i - 1, "::"));
+}
+
+/* Last identifier of the leading lvalue chain of each of the first nargs
+ * arguments (the buffers), appended to names. */
+static int arg_bases(const code *c, size_t open, int nargs, cuco_strlist *names)
+{
+    int d = 0, argi = 0;
+    size_t j = open + 1;
+    int want = 1; /* at the start of an argument */
+    for (; j < c->n; j++) {
+        if (is(c, j, "(") || is(c, j, "[")) {
+            d++;
+            continue;
+        }
+        if (is(c, j, ")") || is(c, j, "]")) {
+            if (d-- == 0)
+                break;
+            continue;
+        }
+        if (d == 0 && is(c, j, ",")) {
+            want = ++argi < nargs;
+            continue;
+        }
+        if (want && tk(c, j)->kind == CUCO_TOK_IDENT) {
+            size_t e = j;
+            while (e + 2 < c->n && (is(c, e + 1, ".") || is(c, e + 1, "->")) &&
+                   tk(c, e + 2)->kind == CUCO_TOK_IDENT)
+                e += 2;
+            char *nm = cuco_strndup(c->lx->src + tk(c, e)->off, tk(c, e)->len);
+            if (!nm || cuco_strlist_push(names, nm) != 0) {
+                free(nm);
+                return CUCO_ENOMEM;
+            }
+            free(nm);
+            want = 0;
+            j = e;
+        } else if (want && !is(c, j, "&") && !is(c, j, "*")) {
+            want = 0;
+        }
+    }
+    return 0;
+}
+
+static int listed(const cuco_strlist *l, const char *s, size_t n)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strlen(l->items[i]) == n && memcmp(l->items[i], s, n) == 0)
+            return 1;
+    return 0;
+}
+
+int cuco_transform_check(const char *file_name, const char *text, int *passed, cuco_tx_notes *notes,
+                         cuco_err *e)
+{
+    (void)file_name;
+    cuco_lex lx;
+    cuco_strlist buffers = {NULL, 0};
+    code c = {&lx, NULL, 0};
+    size_t before = notes->n;
+    int rc = cuco_lex_run(&lx, text, strlen(text), e);
+    if (rc != 0)
+        return rc;
+    c.ix = malloc((lx.ntoks + 1) * sizeof(size_t));
+    if (!c.ix) {
+        rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < lx.ntoks; i++) {
+        const cuco_tok *t = &lx.toks[i];
+        if (t->kind == CUCO_TOK_PREPROC) {
+            for (const char *const *n = host_calls; *n; n++) {
+                const char *hit = NULL;
+                for (size_t k = 0; !hit && k + strlen(*n) < t->len; k++)
+                    if (memcmp(text + t->off + k, *n, strlen(*n)) == 0 && text[t->off + k + strlen(*n)] == '(')
+                        hit = *n;
+                if (hit)
+                    rc = cuco_tx_notes_add(notes, t->line, "error",
+                                           "host collective %s in a preprocessor directive", hit);
+            }
+            continue;
+        }
+        if (t->kind != CUCO_TOK_COMMENT)
+            c.ix[c.n++] = i;
+    }
+    int devcomm = 0, device_comm_calls = 0;
+    for (size_t i = 0; i + 1 < c.n && rc == 0; i++) {
+        const cuco_tok *t = tk(&c, i);
+        if (t->kind != CUCO_TOK_IDENT || !is(&c, i + 1, "("))
+            continue;
+        if (in(&c, i, host_calls) && !member(&c, i)) {
+            rc = cuco_tx_notes_add(notes, t->line, "error", "host collective %.*s is still called",
+                                   (int)t->len, text + t->off);
+        } else if ((is(&c, i, "ncclDevCommCreate") || is(&c, i, "symm_create"))) {
+            devcomm = 1;
+        } else if (in(&c, i, device_calls) && i >= 2 && is(&c, i - 1, "::") &&
+                   (is(&c, i - 2, "cuco_tx") || is(&c, i - 2, "cuco"))) {
+            device_comm_calls++;
+            if (is(&c, i - 2, "cuco_tx") && in(&c, i, glue_calls))
+                rc = arg_bases(&c, i + 1, (is(&c, i, "send") || is(&c, i, "recv")) ? 1 : 2, &buffers);
+        }
+    }
+    /* host copies of communicated buffers standing in for communication */
+    for (size_t i = 0; i + 1 < c.n && rc == 0; i++) {
+        const cuco_tok *t = tk(&c, i);
+        if (member(&c, i) && !is(&c, i - 1, "::"))
+            continue;
+        if (is(&c, i, "cudaMemcpyPeer") || is(&c, i, "cudaMemcpyPeerAsync")) {
+            rc = cuco_tx_notes_add(notes, t->line, "error",
+                                   "%.*s copies between GPUs on the host path", (int)t->len, text + t->off);
+            continue;
+        }
+        if (!(is(&c, i, "cudaMemcpy") || is(&c, i, "cudaMemcpyAsync")) || !is(&c, i + 1, "("))
+            continue;
+        int d = 0, dtod = 0, touches = 0;
+        for (size_t j = i + 1; j < c.n; j++) {
+            if (is(&c, j, "(")) d++;
+            else if (is(&c, j, ")") && --d == 0) break;
+            if (is(&c, j, "cudaMemcpyDeviceToDevice") || is(&c, j, "cudaMemcpyDefault"))
+                dtod = 1;
+            if (tk(&c, j)->kind == CUCO_TOK_IDENT &&
+                listed(&buffers, text + tk(&c, j)->off, tk(&c, j)->len))
+                touches = 1;
+        }
+        if (dtod && touches)
+            rc = cuco_tx_notes_add(notes, t->line, "error",
+                                   "%.*s of a communicated buffer stands in for communication",
+                                   (int)t->len, text + t->off);
+    }
+    if (rc == 0 && !devcomm)
+        rc = cuco_tx_notes_add(notes, 0, "error",
+                               "no device communicator is created (no ncclDevCommCreate or symm_create)");
+    if (rc == 0 && device_comm_calls == 0)
+        rc = cuco_tx_notes_add(notes, 0, "error", "no device-initiated communication call found");
+    if (rc != 0 && !e->code)
+        cuco_err_set(e, rc, "out of memory");
+    *passed = rc == 0 && cuco_tx_notes_count(notes, "error") == 0;
+    /* errors counted before this call are not ours */
+    if (rc == 0 && *passed == 0) {
+        size_t mine = 0;
+        for (size_t i = before; i < notes->n; i++)
+            mine += strcmp(notes->items[i].kind, "error") == 0;
+        *passed = mine == 0;
+    }
+out:
+    free(c.ix);
+    cuco_strlist_free(&buffers);
+    cuco_lex_free(&lx);
+    return rc;
+}

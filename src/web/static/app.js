@@ -1,0 +1,395 @@
+// app.js: the cuco web UI: polls the read-only JSON API of 'cuco serve' and
+// draws the score plots, the lineage tree (SVG, by this script), the program
+// table and the side panel. A URL fragment #program=ID opens a program's
+// panel exactly as a click on its lineage node does.
+"use strict";
+
+const POLL_MS = 3000;
+const SVGNS = "http://www.w3.org/2000/svg";
+const ISLAND_COLORS = ["#2f6fde", "#d9480f", "#2b8a3e", "#ae3ec9", "#e8590c", "#1098ad", "#5c940d", "#c2255c"];
+const state = { run: null, runs: [], programs: [], evaluations: [], sortKey: "id", sortDir: 1, selected: null, timer: null };
+
+function $(id) { return document.getElementById(id); }
+function el(tag, attrs, text) {
+  const e = document.createElement(tag);
+  for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  return e;
+}
+function svgEl(tag, attrs) {
+  const e = document.createElementNS(SVGNS, tag);
+  for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
+  return e;
+}
+function fmt(v, digits) { return (v === null || v === undefined) ? "–" : Number(v).toFixed(digits === undefined ? 3 : digits); }
+function islandColor(i) { return ISLAND_COLORS[((i % ISLAND_COLORS.length) + ISLAND_COLORS.length) % ISLAND_COLORS.length]; }
+
+async function api(path) {
+  const r = await fetch(path, { cache: "no-store" });
+  const body = await r.json().catch(() => ({ error: "bad JSON from " + path }));
+  if (!r.ok) throw new Error(body.error || ("HTTP " + r.status));
+  return body;
+}
+function runParam() { return state.run ? "?run=" + state.run : ""; }
+
+// ---- plots ----
+
+// A line/scatter plot: series [{name, color, points: [[x, y], ...], line: bool, dots: bool}]
+function drawPlot(container, series, xLabel, yLabel) {
+  const W = 560, H = 280, L = 52, R = 12, T = 12, B = 40;
+  const svg = svgEl("svg", { viewBox: `0 0 ${W} ${H}`, role: "img" });
+  const all = series.flatMap(s => s.points);
+  container.replaceChildren(svg);
+  if (all.length === 0) {
+    const t = svgEl("text", { x: W / 2, y: H / 2, "text-anchor": "middle", fill: "#6b7280" });
+    t.textContent = "no scored programs yet";
+    svg.appendChild(t);
+    return;
+  }
+  let x0 = Math.min(...all.map(p => p[0])), x1 = Math.max(...all.map(p => p[0]));
+  let y0 = Math.min(0, ...all.map(p => p[1])), y1 = Math.max(...all.map(p => p[1]));
+  if (x1 === x0) { x0 -= 1; x1 += 1; }
+  if (y1 === y0) y1 = y0 + 1;
+  y1 *= 1.08;
+  const sx = x => L + (x - x0) / (x1 - x0) * (W - L - R);
+  const sy = y => H - B - (y - y0) / (y1 - y0) * (H - T - B);
+  const axis = svgEl("g", { class: "axes", stroke: "#9aa3af", fill: "none" });
+  axis.appendChild(svgEl("path", { d: `M${L},${T} V${H - B} H${W - R}` }));
+  svg.appendChild(axis);
+  const ticks = svgEl("g", { class: "ticks", fill: "#6b7280", "font-size": "11" });
+  for (let i = 0; i <= 4; i++) {
+    const y = y0 + (y1 - y0) * i / 4;
+    const t = svgEl("text", { x: L - 6, y: sy(y) + 4, "text-anchor": "end" });
+    t.textContent = y.toFixed(2);
+    ticks.appendChild(t);
+    ticks.appendChild(svgEl("path", { d: `M${L},${sy(y)} H${W - R}`, stroke: "#eef0f3" }));
+  }
+  const xt = Math.min(8, Math.round(x1 - x0) || 1);
+  for (let i = 0; i <= xt; i++) {
+    const x = x0 + (x1 - x0) * i / xt;
+    const t = svgEl("text", { x: sx(x), y: H - B + 15, "text-anchor": "middle" });
+    t.textContent = Number.isInteger(x) ? x : x.toFixed(1);
+    ticks.appendChild(t);
+  }
+  const xl = svgEl("text", { x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle" });
+  xl.textContent = xLabel;
+  ticks.appendChild(xl);
+  const yl = svgEl("text", { x: 12, y: (T + H - B) / 2, "text-anchor": "middle", transform: `rotate(-90 12 ${(T + H - B) / 2})` });
+  yl.textContent = yLabel;
+  ticks.appendChild(yl);
+  svg.appendChild(ticks);
+  series.forEach((s, k) => {
+    const g = svgEl("g", { class: "series", "data-name": s.name });
+    if (s.line && s.points.length > 0) {
+      const d = s.points.map((p, i) => (i ? "L" : "M") + sx(p[0]).toFixed(1) + "," + sy(p[1]).toFixed(1)).join(" ");
+      g.appendChild(svgEl("path", { class: "line", d, fill: "none", stroke: s.color, "stroke-width": 2 }));
+    }
+    if (s.dots)
+      for (const p of s.points) {
+        const c = svgEl("circle", { class: "pt", cx: sx(p[0]).toFixed(1), cy: sy(p[1]).toFixed(1), r: 3.5, fill: s.color });
+        const title = svgEl("title");
+        title.textContent = `${s.name}: ${p[0]} → ${fmt(p[1])}`;
+        c.appendChild(title);
+        g.appendChild(c);
+      }
+    const lg = svgEl("text", { x: L + 8, y: T + 12 + 14 * k, fill: s.color, "font-size": "11" });
+    lg.textContent = s.name;
+    g.appendChild(lg);
+    svg.appendChild(g);
+  });
+}
+
+function drawEvalPlot() {
+  const ev = state.evaluations;
+  const scored = ev.filter(e => e.score !== null && e.status === "ok").map(e => [e.n, e.score]);
+  const best = ev.filter(e => e.best !== null).map(e => [e.n, e.best]);
+  drawPlot($("plot-evals"), [
+    { name: "best so far", color: "#1d2430", points: best, line: true, dots: false },
+    { name: "score", color: "#2f6fde", points: scored, line: false, dots: true },
+  ], "evaluation", "speedup");
+}
+
+function drawGenerationPlot() {
+  const byIsland = new Map();
+  for (const p of state.programs) {
+    if (p.status !== "ok" || p.score === null) continue;
+    if (!byIsland.has(p.island)) byIsland.set(p.island, new Map());
+    const g = byIsland.get(p.island);
+    g.set(p.generation, Math.max(g.get(p.generation) || 0, p.score));
+  }
+  const series = [...byIsland.keys()].sort((a, b) => a - b).map(i => ({
+    name: "island " + i, color: islandColor(i), line: true, dots: true,
+    points: [...byIsland.get(i).entries()].sort((a, b) => a[0] - b[0]),
+  }));
+  drawPlot($("plot-gens"), series, "generation", "best speedup");
+}
+
+// ---- lineage tree: x = generation, one lane block per island ----
+
+function drawLineage() {
+  const progs = state.programs;
+  const box = $("lineage");
+  if (progs.length === 0) { box.replaceChildren(el("p", { class: "muted" }, "no programs yet")); return; }
+  const maxGen = Math.max(...progs.map(p => p.generation));
+  const islands = [...new Set(progs.map(p => p.island))].sort((a, b) => a - b);
+  // rows: within an island, programs of one generation stack downwards
+  const rowsPerIsland = new Map();
+  const pos = new Map();
+  let yCursor = 0;
+  const DX = 110, DY = 30, X0 = 60, Y0 = 30;
+  for (const isl of islands) {
+    const counts = new Map();
+    const mine = progs.filter(p => p.island === isl);
+    for (const p of mine) {
+      const k = counts.get(p.generation) || 0;
+      counts.set(p.generation, k + 1);
+      pos.set(p.id, { x: X0 + p.generation * DX, y: Y0 + (yCursor + k) * DY });
+    }
+    const rows = Math.max(1, ...counts.values());
+    rowsPerIsland.set(isl, { start: yCursor, rows });
+    yCursor += rows + 1;
+  }
+  const W = X0 + maxGen * DX + 80, H = Y0 + yCursor * DY;
+  const svg = svgEl("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H });
+  for (const isl of islands) {
+    const r = rowsPerIsland.get(isl);
+    const t = svgEl("text", { x: 4, y: Y0 + r.start * DY + 4, fill: islandColor(isl), "font-size": "11" });
+    t.textContent = "island " + isl;
+    svg.appendChild(t);
+  }
+  for (let g = 0; g <= maxGen; g++) {
+    const t = svgEl("text", { x: X0 + g * DX, y: 12, "text-anchor": "middle", fill: "#6b7280", "font-size": "11" });
+    t.textContent = "gen " + g;
+    svg.appendChild(t);
+  }
+  const edges = svgEl("g", { class: "edges", fill: "none" });
+  for (const p of progs)
+    for (const [par, dashed] of [[p.parent_id, false], [p.second_parent_id, true]]) {
+      if (!par || !pos.has(par)) continue;
+      const a = pos.get(par), b = pos.get(p.id);
+      edges.appendChild(svgEl("path", {
+        class: "edge", "data-from": par, "data-to": p.id, stroke: dashed ? "#adb5bd" : "#868e96",
+        "stroke-dasharray": dashed ? "4 3" : "none",
+        d: `M${a.x},${a.y} C${(a.x + b.x) / 2},${a.y} ${(a.x + b.x) / 2},${b.y} ${b.x},${b.y}`,
+      }));
+    }
+  svg.appendChild(edges);
+  const best = Math.max(0, ...progs.filter(p => p.status === "ok" && p.score !== null).map(p => p.score));
+  for (const p of progs) {
+    const c = pos.get(p.id);
+    const g = svgEl("g", { class: "node" + (state.selected === p.id ? " selected" : ""), "data-id": p.id, id: "node-" + p.id });
+    const ok = p.status === "ok";
+    g.appendChild(svgEl("circle", {
+      cx: c.x, cy: c.y, r: ok && p.score === best ? 9 : 7,
+      fill: ok ? islandColor(p.island) : (p.status === "pending" ? "#fff" : "#fbe3e1"),
+      stroke: ok ? "#1d2430" : "#c0362c", "stroke-width": 1.2,
+    }));
+    const t = svgEl("text", { x: c.x + 11, y: c.y + 4, "font-size": "10", fill: ok ? "#1d2430" : "#c0362c" });
+    t.textContent = "#" + p.id + (ok ? " " + fmt(p.score, 2) + "×" : " " + p.status);
+    g.appendChild(t);
+    const title = svgEl("title");
+    title.textContent = `program ${p.id} (${p.mutator || "?"}, gen ${p.generation}, island ${p.island}): ${p.status}`;
+    g.appendChild(title);
+    g.addEventListener("click", () => selectProgram(p.id));
+    svg.appendChild(g);
+  }
+  box.replaceChildren(svg);
+}
+
+// ---- table ----
+
+function drawTable() {
+  const key = state.sortKey, dir = state.sortDir;
+  const rows = [...state.programs].sort((a, b) => {
+    const x = a[key], y = b[key];
+    if (x === y) return a.id - b.id;
+    if (x === null || x === undefined) return 1;  // missing values last either way
+    if (y === null || y === undefined) return -1;
+    return (x < y ? -1 : 1) * dir;
+  });
+  const tbody = $("programs").querySelector("tbody");
+  tbody.replaceChildren(...rows.map(p => {
+    const tr = el("tr", { class: "clickable", "data-id": p.id });
+    tr.appendChild(el("td", {}, p.id));
+    tr.appendChild(el("td", {}, p.generation));
+    tr.appendChild(el("td", {}, p.island));
+    tr.appendChild(el("td", {}, p.mutator || ""));
+    tr.appendChild(el("td", { class: p.status === "ok" ? "status-ok" : "status-bad" }, p.status));
+    tr.appendChild(el("td", {}, p.score === null ? "–" : fmt(p.score) + "×"));
+    tr.appendChild(el("td", {}, fmt(p.time_ms)));
+    tr.appendChild(el("td", { class: "err", title: p.error_line || "" }, p.error_line || ""));
+    tr.addEventListener("click", () => selectProgram(p.id));
+    return tr;
+  }));
+  for (const th of $("programs").querySelectorAll("th[data-key]")) {
+    th.classList.toggle("sorted-asc", th.dataset.key === key && dir > 0);
+    th.classList.toggle("sorted-desc", th.dataset.key === key && dir < 0);
+  }
+}
+
+// ---- summary, failures, spend ----
+
+function card(label, value, id) {
+  const d = el("div", { class: "card", id: id || "" });
+  d.appendChild(el("div", { class: "v" }, value));
+  d.appendChild(el("div", { class: "k" }, label));
+  return d;
+}
+
+function drawSummary(s) {
+  $("run-title").textContent = `${s.run.workload} (run ${s.run.id}, ${s.run.status})`;
+  const cards = [card("baseline (ms)", fmt(s.baseline_ms), "card-baseline")];
+  if (s.fast_path) cards.push(card(`fast path #${s.fast_path.id}`, fmt(s.fast_path.score) + "×", "card-fast"));
+  if (s.best) cards.push(card(`best #${s.best.id} (${fmt(s.best.time_ms)} ms)`, fmt(s.best.score) + "×", "card-best"));
+  if (s.bound) {
+    cards.push(card(`overlap bound (ms, ${s.bound.source})`, fmt(s.bound.bound_ms), "card-bound"));
+    cards.push(card("ceiling", fmt(s.bound.ceiling) + "×", "card-ceiling"));
+    if (s.bound.gap_closed !== null) cards.push(card("gap closed", (100 * s.bound.gap_closed).toFixed(1) + "%", "card-gap"));
+  }
+  cards.push(card("programs", s.programs.total, "card-programs"));
+  cards.push(card(`spend (${s.llm_calls} LLM calls)`, "$" + fmt(s.spend_usd, 4), "card-spend"));
+  $("cards").replaceChildren(...cards);
+  const w = $("warnings");
+  w.hidden = s.warnings.length === 0;
+  w.replaceChildren(...s.warnings.map(t => el("div", { class: "warning" }, "⚠ " + t)));
+  $("failures").querySelector("tbody").replaceChildren(...s.failures.map(f => {
+    const tr = el("tr", { class: "clickable" });
+    tr.appendChild(el("td", { class: "status-bad" }, f.status));
+    tr.appendChild(el("td", {}, f.reason));
+    tr.appendChild(el("td", {}, f.count));
+    tr.appendChild(el("td", {}, "#" + f.example_id));
+    tr.addEventListener("click", () => selectProgram(f.example_id));
+    return tr;
+  }));
+}
+
+function drawSpend(llm) {
+  $("spend").querySelector("tbody").replaceChildren(...llm.models.map(m => {
+    const tr = el("tr");
+    for (const v of [m.model, m.calls, m.failed, m.input_tokens, m.output_tokens, fmt(m.cost_usd, 4)]) tr.appendChild(el("td", {}, v));
+    return tr;
+  }));
+}
+
+function drawMeta(meta) {
+  $("meta").replaceChildren(...meta.summaries.map(m => {
+    const d = el("div", { class: "meta" });
+    d.appendChild(el("h3", {}, "generation " + m.generation));
+    d.appendChild(el("pre", {}, m.text));
+    return d;
+  }));
+}
+
+// ---- side panel ----
+
+function renderDiff(pre, diff) {
+  pre.replaceChildren();
+  if (!diff) { pre.textContent = "(no parent: nothing to compare)"; return; }
+  for (const line of diff.split("\n")) {
+    let cls = "";
+    if (line.startsWith("@@")) cls = "hunk";
+    else if (line.startsWith("+") && !line.startsWith("+++")) cls = "add";
+    else if (line.startsWith("-") && !line.startsWith("---")) cls = "del";
+    pre.appendChild(el("span", cls ? { class: cls } : {}, line + (cls ? "" : "\n")));
+  }
+}
+
+async function showProgram(id) {
+  state.selected = id;
+  for (const n of document.querySelectorAll(".node")) n.classList.toggle("selected", Number(n.dataset.id) === id);
+  const panel = $("panel");
+  panel.hidden = false;
+  panel.dataset.programId = id;
+  $("panel-title").textContent = "program #" + id;
+  try {
+    const p = await api("/api/programs/" + id);
+    if (state.selected !== id) return;
+    if (p.run_id !== state.run) { state.run = p.run_id; refresh(); }  // a link into another run
+    $("panel-title").textContent = `program #${p.id}: ${p.status}${p.score !== null ? " — " + fmt(p.score) + "×" : ""}`;
+    const facts = el("p");
+    facts.textContent = `generation ${p.generation}, island ${p.island}, mutator ${p.mutator || "?"}, ` +
+      `parent ${p.parent_id ? "#" + p.parent_id : "none"}` + (p.second_parent_id ? ` + #${p.second_parent_id}` : "") +
+      `, time ${fmt(p.time_ms)} ms` + (p.description ? ` — ${p.description}` : "");
+    $("panel-facts").replaceChildren(facts);
+    $("panel-error").textContent = p.error || "(none)";
+    renderDiff($("panel-diff"), p.diff);
+    $("panel-metrics").textContent = JSON.stringify({ metrics: p.metrics, knobs: p.knobs }, null, 2);
+    $("panel-code").textContent = p.code || "";
+  } catch (err) {
+    $("panel-facts").textContent = "cannot load program " + id + ": " + err.message;
+  }
+}
+
+// A click sets the fragment; the fragment (also when typed or linked) opens the panel.
+function selectProgram(id) {
+  const want = "#program=" + id;
+  if (location.hash === want) showProgram(id);
+  else location.hash = want;
+}
+function fromFragment() {
+  const m = /^#program=(\d+)$/.exec(location.hash);
+  if (m) showProgram(Number(m[1]));
+}
+
+// ---- polling ----
+
+async function refresh() {
+  try {
+    const runs = await api("/api/runs");
+    state.runs = runs.runs;
+    const sel = $("run-select");
+    if (state.run === null && runs.runs.length) state.run = runs.runs[runs.runs.length - 1].id;
+    if (sel.options.length !== runs.runs.length)
+      sel.replaceChildren(...runs.runs.map(r => el("option", { value: r.id }, `${r.id}: ${r.workload}`)));
+    sel.value = state.run;
+    if (state.run === null) { $("status-line").textContent = "no run in the database yet"; return; }
+    const [summary, evals, programs, llm, meta] = await Promise.all([
+      api("/api/summary" + runParam()), api("/api/evaluations" + runParam()),
+      api("/api/programs" + runParam()), api("/api/llm" + runParam()), api("/api/meta" + runParam()),
+    ]);
+    state.evaluations = evals.evaluations;
+    state.programs = programs.programs;
+    drawSummary(summary);
+    drawEvalPlot();
+    drawGenerationPlot();
+    drawLineage();
+    drawTable();
+    drawSpend(llm);
+    drawMeta(meta);
+    $("status-line").textContent = `${programs.count} programs, ${evals.count} evaluated — updated ${new Date().toLocaleTimeString()}`;
+  } catch (err) {
+    $("status-line").textContent = "cannot reach the API: " + err.message;
+  }
+}
+
+// A linked program shows its own run from the first paint.
+async function init() {
+  const m = /^#program=(\d+)$/.exec(location.hash);
+  if (m) {
+    try { state.run = (await api("/api/programs/" + m[1])).run_id; } catch (err) { /* shown by fromFragment */ }
+  }
+  await refresh();
+  fromFragment();
+}
+
+function start() {
+  for (const th of $("programs").querySelectorAll("th[data-key]"))
+    th.addEventListener("click", () => {
+      const k = th.dataset.key;
+      if (state.sortKey === k) state.sortDir = -state.sortDir;
+      else { state.sortKey = k; state.sortDir = (k === "score") ? -1 : 1; }
+      drawTable();
+    });
+  $("run-select").addEventListener("change", e => { state.run = Number(e.target.value); refresh(); });
+  $("panel-close").addEventListener("click", () => {
+    $("panel").hidden = true;
+    state.selected = null;
+    history.replaceState(null, "", location.pathname + location.search);
+    for (const n of document.querySelectorAll(".node.selected")) n.classList.remove("selected");
+  });
+  window.addEventListener("hashchange", fromFragment);
+  init();
+  state.timer = setInterval(refresh, POLL_MS);
+}
+
+start();

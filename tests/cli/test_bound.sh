@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# test_bound.sh: 'cuco bound' without a GPU: --help, bad usage, the static
+# verification audit on the small programs of tests/data/bound (warning,
+# exit status and bound.json fields), --emit-variants, the measurement path
+# end to end on cpu_demo (built and timed, no timeline since it uses no
+# GPU, no collective to remove), and the CUPTI injection library (built
+# where CUPTI exists; exports InitializeInjection).
+set -u
+: "${CUCO_BIN:?}" "${CUCO_SRC:?}" "${CUCO_TEST_DATA:?}" "${CUCO_TEST_TMP:?}"
+mkdir -p "$CUCO_TEST_TMP"
+TMP=$(mktemp -d "$CUCO_TEST_TMP/bound.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+D="$CUCO_TEST_DATA/bound"
+fail=0
+check() { # check DESCRIPTION CONDITION...
+    local what=$1
+    shift
+    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fail=1; fi
+}
+json_get() { # json_get FILE EXPR (python3 expression over the object j)
+    python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+}
+
+"$CUCO_BIN" bound --help >"$TMP/help" 2>&1
+check "--help exits 0" test $? -eq 0
+for opt in --json --workspace --ranks --static-only --no-variants --emit-variants --injection --quiet; do
+    check "--help mentions $opt" grep -q -- "$opt" "$TMP/help"
+done
+"$CUCO_BIN" bound >/dev/null 2>&1
+check "no target: exit 2" test $? -eq 2
+"$CUCO_BIN" bound "$TMP/missing.cu" --static-only >/dev/null 2>"$TMP/err"
+check "missing program: exit 2" test $? -eq 2
+check "missing program named" grep -q "missing.cu" "$TMP/err"
+"$CUCO_BIN" bound "$D/audit_compare.cu" --bogus >/dev/null 2>&1
+check "unknown option: exit 2" test $? -eq 2
+
+# Static audit: a hollow PASS is a prominent warning, in bound.json too.
+"$CUCO_BIN" bound "$D/audit_unconditional.cu" --static-only --quiet --workspace "$TMP/ws1" >"$TMP/out1"
+check "unconditional PASS: exit 1" test $? -eq 1
+check "unconditional PASS: WARNING printed" grep -q "^WARNING: verification audit (static)" "$TMP/out1"
+check "bound.json written" test -f "$TMP/ws1/bound.json"
+check "bound.json: warning true" test "$(json_get "$TMP/ws1/bound.json" "j['verification_audit']['warning']")" = True
+check "bound.json: verdict unconditional" test \
+    "$(json_get "$TMP/ws1/bound.json" "j['verification_audit']['static']['sites'][0]['verdict']")" = unconditional
+check "bound.json: line of the PASS" test \
+    "$(json_get "$TMP/ws1/bound.json" "j['verification_audit']['static']['sites'][0]['line']")" = 19
+
+"$CUCO_BIN" bound "$D/audit_helper.cu" --static-only --quiet --json --workspace "$TMP/ws2" >"$TMP/out2"
+check "checked PASS: exit 0" test $? -eq 0
+check "--json prints the report" test "$(json_get "$TMP/out2" "j['verification_audit']['static']['sites'][0]['verdict']")" = checked
+check "--json: no warning" test "$(json_get "$TMP/out2" "j['verification_audit']['warning']")" = False
+
+# Variants written for inspection.
+"$CUCO_BIN" bound "$D/hollow_allreduce.cu" --emit-variants "$TMP/var" >"$TMP/out3" 2>&1
+check "--emit-variants: exit 0" test $? -eq 0
+check "comm-removed variant written" test -f "$TMP/var/hollow_allreduce.comm_removed.cu"
+check "compute-removed variant written" test -f "$TMP/var/hollow_allreduce.compute_removed.cu"
+check "all-reduce removed" grep -q "CHECK_NCCL(ncclSuccess)" "$TMP/var/hollow_allreduce.comm_removed.cu"
+check "all-reduce outside the variant kept" grep -q "ncclAllReduce" "$CUCO_SRC/tests/data/bound/hollow_allreduce.cu"
+check "launch removed" bash -c "! grep -q 'scale<<<' '$TMP/var/hollow_allreduce.compute_removed.cu'"
+
+# The measurement path end to end on the CPU workload (needs MPI only).
+if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
+    "$CUCO_BIN" bound "$CUCO_SRC/workloads/cpu_demo" --quiet --workspace "$TMP/ws4" >"$TMP/out4" 2>&1
+    rc=$?
+    check "cpu_demo: report written" test -f "$TMP/ws4/bound.json"
+    check "cpu_demo: exit 0 or 1 (not a usage error)" test $rc -le 1
+    check "cpu_demo: program ran and passed" test \
+        "$(json_get "$TMP/ws4/bound.json" "j['program']['verification']")" = pass
+    check "cpu_demo: program time measured" python3 -c \
+        'import json,sys; j=json.load(open(sys.argv[1])); assert j["program"]["time_ms"] > 0' "$TMP/ws4/bound.json"
+    check "cpu_demo: no timeline without a GPU" test \
+        "$(json_get "$TMP/ws4/bound.json" "j['timeline']['available']")" = False
+    check "cpu_demo: no collective to remove" test \
+        "$(json_get "$TMP/ws4/bound.json" "j['verification_audit']['dynamic']['result']")" = no_collective
+else
+    echo "skip cpu_demo run: mpicc/mpirun not found"
+fi
+
+# The injection library, where this build has CUPTI.
+LIB="$(dirname "$CUCO_BIN")/libcuco_timeline.so"
+if [ -f /usr/local/cuda/include/cupti.h ] || [ -f /usr/local/cuda/extras/CUPTI/include/cupti.h ]; then
+    check "libcuco_timeline.so built" test -f "$LIB"
+    check "InitializeInjection exported" bash -c "nm -D --defined-only '$LIB' | grep -qw InitializeInjection"
+    check "nothing else exported but the entry point" test \
+        "$(nm -D --defined-only "$LIB" | awk '$2 == "T"' | wc -l)" -eq 1
+else
+    echo "skip injection library checks: no CUPTI headers here"
+fi
+exit $fail

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# test_evolve.sh: 'cuco evolve' on a small copy of workloads/cpu_demo (8 knob
+# settings, small sizes, 1 bench repeat), for real:
+#  - an exhaustive sweep (the search run to "space exhausted") and a search
+#    over the same measurements (the evaluation cache) that finds the sweep's
+#    best setting with fewer programs than the sweep;
+#  - a second concurrent evolve on the same workspace is refused (exit 3);
+#  - kill -9 mid-run, then resume: the same run finishes, nothing pending,
+#    the evaluation budget counted once;
+#  - the test-only mutators (garbage answer, edit outside the blocks) are
+#    recorded as patch_failed and the run goes on;
+#  - --help documents the options and config keys; a bad config is file:line, exit 2.
+set -u
+: "${CUCO_BIN:?}" "${CUCO_SRC:?}" "${CUCO_TEST_TMP:?}"
+if ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
+    echo "skip: mpicc/mpirun not found (cpu_demo needs an MPI C toolchain)"
+    exit 77
+fi
+command -v python3 >/dev/null || { echo "skip: python3 not found"; exit 77; }
+[ -f "$CUCO_SRC/workloads/cpu_demo/main.c" ] || { echo "skip: workloads/cpu_demo missing"; exit 77; }
+mkdir -p "$CUCO_TEST_TMP"
+T=$(mktemp -d "$CUCO_TEST_TMP/evolve.XXXXXX")
+bg=
+trap '[ -n "$bg" ] && kill -9 $bg 2>/dev/null; rm -rf "$T"' EXIT
+fail=0
+check() { # check DESCRIPTION CONDITION...
+    local what=$1
+    shift
+    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fail=1; fi
+}
+sql() { # sql DB QUERY: prints rows, fields separated by '|'
+    python3 -c 'import sqlite3,sys
+c=sqlite3.connect("file:"+sys.argv[1]+"?mode=ro",uri=True)
+for r in c.execute(sys.argv[2]): print("|".join("" if v is None else str(v) for v in r))' "$1" "$2"
+}
+jfield() { # jfield FILE KEY: KEY of the last JSON line holding "event":"done"
+    python3 -c 'import json,sys
+d=[json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+d=[x for x in d if x.get("event")=="done"]
+v=d[-1][sys.argv[2]] if d else ""
+print(json.dumps(v,sort_keys=True) if isinstance(v,dict) else v)' "$1" "$2"
+}
+
+# the small workload: 4 x 2 knob settings
+WL="$T/wl"
+mkdir -p "$WL"
+sed -e 's|^#define CUCO_BLOCK 8 .*|#define CUCO_BLOCK 8        // cuco:knob 8 16 32 64|' \
+    -e 's|^#define CUCO_CHUNK_ROWS 256 .*|#define CUCO_CHUNK_ROWS 256 // cuco:knob 64 256|' \
+    "$CUCO_SRC/workloads/cpu_demo/main.c" >"$WL/main.c"
+grep -q 'cuco:knob 8 16 32 64$' "$WL/main.c" && grep -q 'cuco:knob 64 256$' "$WL/main.c" ||
+    { echo "FAIL the knob lines of cpu_demo/main.c changed; update this test"; exit 1; }
+cat >"$WL/workload.yaml" <<'YAML'
+name: evolve_small
+ranks: 2
+gpu: false
+sources: [main.c]
+evolve_file: main.c
+build:
+  command: [mpicc, -O2, -std=c11, -o, "{out}", "{evolve_file}", -lm]
+  output: cpu_demo
+  timeout_s: 60
+run:
+  launcher: mpirun
+verify:
+  args: [--n, "64", --iters, "1", --warmup, "0"]
+  timeout_s: 30
+bench:
+  args: [--n, "384", --iters, "3", --warmup, "1"]
+  timeout_s: 60
+  repeats: 1
+YAML
+
+# usage and config errors
+"$CUCO_BIN" evolve --help >"$T/help" 2>&1
+check "--help lists options and config keys" grep -q -- '--budget-usd' "$T/help"
+check "--help documents novelty_threshold" grep -q 'novelty_threshold' "$T/help"
+printf 'islands: 2\nselection: sideways\n' >"$T/bad.yaml"
+"$CUCO_BIN" evolve "$WL" --config "$T/bad.yaml" --workspace "$T/bad" >/dev/null 2>"$T/err"
+check "bad config exits 2" [ $? -eq 2 ]
+check "bad config names file:line" grep -q "bad.yaml:2:" "$T/err"
+
+# exhaustive sweep: run until the space is exhausted
+WS="$T/ws"
+"$CUCO_BIN" evolve "$WL" --workspace "$WS" --islands 1 --evaluations 100 --generations 100 \
+    --json >"$T/sweep.json" 2>"$T/sweep.err"
+check "sweep exits 0" [ $? -eq 0 ]
+check "sweep stops with space exhausted" [ "$(jfield "$T/sweep.json" stop)" = "space exhausted" ]
+check "sweep evaluated all 8 settings" [ "$(jfield "$T/sweep.json" evaluations)" = 8 ]
+sweep_best=$(sql "$WS/runs.db" "select knobs from programs where run_id=1 and status='ok' order by score desc, id limit 1")
+echo "sweep best: $sweep_best"
+check "best.c written" grep -q 'EVOLVE-BLOCK-START' "$WS/best.c"
+check "progress lines are JSON" grep -q '"event":"generation"' "$T/sweep.json"
+
+# search over the same measurements (all from the cache), fewer programs
+"$CUCO_BIN" evolve "$WL" --workspace "$WS" --fresh --islands 1 --generations 3 --seed 3 \
+    --json >"$T/search.json" 2>"$T/search.err"
+check "search exits 0" [ $? -eq 0 ]
+search_best=$(jfield "$T/search.json" knobs)
+n_search=$(sql "$WS/runs.db" "select count(distinct code_hash) from programs where run_id=2 and status='ok'")
+echo "search best: $search_best with $n_search programs"
+want=$(python3 -c 'import json,sys; print(json.dumps(json.loads(sys.argv[1]),sort_keys=True))' "$sweep_best")
+# Timings on a shared machine are noisy: a setting whose measured time is
+# within 3% of the sweep's best counts as found (same measurements: the cache).
+sweep_ms=$(sql "$WS/runs.db" "select min(time_ms) from programs where run_id=1 and status='ok'")
+search_ms=$(jfield "$T/search.json" time_ms)
+echo "sweep best ${sweep_ms} ms, search best ${search_ms} ms"
+check "search finds the sweep's best setting (or one within 3%)" \
+    bash -c '[ "$1" = "$2" ] || python3 -c "import sys; sys.exit(0 if float(sys.argv[2]) <= 1.03*float(sys.argv[1]) else 1)" "$3" "$4"' _ \
+    "$search_best" "$want" "$sweep_ms" "$search_ms"
+check "search used fewer programs than the sweep" [ "$n_search" -lt 8 ]
+check "search ran nothing again (cache)" [ "$(jfield "$T/search.json" evaluations)" = 0 ]
+
+# test-only mutators: recorded as patch_failed, the run goes on
+"$CUCO_BIN" evolve "$WL" --workspace "$WS" --fresh --mutator test_garbage --generations 2 \
+    --quiet >/dev/null 2>"$T/garbage.err"
+check "garbage mutator run exits 0" [ $? -eq 0 ]
+check "garbage children recorded as patch_failed" [ "$(sql "$WS/runs.db" "select count(*) from programs where run_id=3 and mutator='test_garbage' and status='patch_failed' and error like '%SEARCH/REPLACE%'")" -ge 2 ]
+"$CUCO_BIN" evolve "$WL" --workspace "$WS" --fresh --mutator test_outside --generations 2 \
+    --quiet >/dev/null 2>"$T/outside.err"
+check "outside-edit mutator run exits 0" [ $? -eq 0 ]
+check "outside edits recorded as patch_failed" [ "$(sql "$WS/runs.db" "select count(*) from programs where run_id=4 and status='patch_failed' and error like '%outside the EVOLVE-BLOCKs%'")" -ge 2 ]
+
+# concurrency refusal and kill -9 then resume, on a workspace without cache
+WS2="$T/ws2"
+"$CUCO_BIN" evolve "$WL" --workspace "$WS2" --islands 1 --evaluations 6 --quiet >/dev/null 2>&1 &
+bg=$!
+for _ in $(seq 1 300); do
+    [ -f "$WS2/runs.db" ] && [ "$(sql "$WS2/runs.db" "select count(*) from programs where status='pending' and generation>0" 2>/dev/null)" -ge 1 ] 2>/dev/null && break
+    sleep 0.1
+done
+"$CUCO_BIN" evolve "$WL" --workspace "$WS2" --evaluations 6 >/dev/null 2>"$T/second.err"
+check "a second evolve on the same workspace is refused (exit 3)" [ $? -eq 3 ]
+check "the refusal says the workspace is in use" grep -q 'in use' "$T/second.err"
+kill -9 $bg 2>/dev/null
+wait $bg 2>/dev/null
+bg=
+check "the kill left a pending candidate" [ "$(sql "$WS2/runs.db" "select count(*) from programs where status='pending'")" -ge 1 ]
+"$CUCO_BIN" evolve "$WL" --workspace "$WS2" --islands 1 --evaluations 6 --json >"$T/resume.json" 2>"$T/resume.err"
+check "resume exits 0" [ $? -eq 0 ]
+check "resume continued the same run" [ "$(sql "$WS2/runs.db" "select count(*) from runs")" = 1 ]
+check "nothing pending after resume" [ "$(sql "$WS2/runs.db" "select count(*) from programs where status='pending'")" = 0 ]
+check "run marked done" [ "$(sql "$WS2/runs.db" "select status from runs")" = done ]
+check "evaluation budget counted once" [ "$(jfield "$T/resume.json" evaluations)" = 6 ]
+check "each program hash evaluated once" [ "$(sql "$WS2/runs.db" "select count(*) from (select code_hash from programs where mutator not in ('copy','migration') and status not in ('rejected_duplicate','patch_failed') group by code_hash having count(*)>1)")" = 0 ]
+
+if [ $fail -ne 0 ]; then
+    for f in "$T"/*.err; do echo "--- $f"; tail -5 "$f"; done
+fi
+exit $fail

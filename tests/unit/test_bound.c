@@ -1,0 +1,307 @@
+/* test_bound.c: 'cuco bound' pieces that need no GPU: interval unions and
+ * overlaps, the per-rank figures from a synthetic two-rank timeline (busy
+ * times, overlap, bound, ceiling, waiting, critical rank, top kernels), a
+ * malformed timeline named by file:line, the variant builder (collectives,
+ * launches with template arguments, cuBLAS calls; EVOLVE-BLOCKs respected),
+ * the static verification audit on small programs and on the shipped
+ * workloads, and the advice. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+/* cmocka.h needs the three above first */
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cuco/bound.h"
+#include "cuco/buf.h"
+#include "cuco/fs.h"
+
+static char *data_path(const char *name)
+{
+    const char *d = getenv("CUCO_TEST_DATA");
+    char *base = cuco_sprintf("%s/bound", d ? d : CUCO_SOURCE_DIR "/tests/data");
+    char *p = cuco_path_join(base, name);
+    free(base);
+    return p;
+}
+
+static void test_interval_union(void **state)
+{
+    (void)state;
+    cuco_interval iv[] = {{50, 60}, {0, 10}, {5, 20}, {20, 30}, {55, 58}, {100, 100}};
+    assert_int_equal(cuco_interval_union(iv, 6), 30 + 10);
+    assert_int_equal(cuco_interval_union(NULL, 0), 0);
+    cuco_interval a[] = {{0, 100}, {200, 300}}, b[] = {{50, 250}, {290, 400}};
+    assert_int_equal(cuco_interval_overlap(a, 2, b, 2), 50 + 50 + 10);
+    cuco_interval c[] = {{0, 10}}, d[] = {{10, 20}};
+    assert_int_equal(cuco_interval_overlap(c, 1, d, 1), 0);
+}
+
+static void test_comm_kernel_names(void **state)
+{
+    (void)state;
+    assert_true(cuco_bound_is_comm_kernel("ncclDevKernel_AllGather_RING_LL", NULL));
+    assert_true(cuco_bound_is_comm_kernel("ncclKernel_SendRecv", NULL));
+    assert_true(cuco_bound_is_comm_kernel("_Z14my_NCCL_helperv", NULL));
+    assert_false(cuco_bound_is_comm_kernel("sm90_xmma_gemm_bf16", NULL));
+    const char *extra[] = {"pack_halo", NULL};
+    assert_true(cuco_bound_is_comm_kernel("_Z9pack_haloPfi", extra));
+    assert_false(cuco_bound_is_comm_kernel("unpack", extra));
+}
+
+static void test_timeline_two_ranks(void **state)
+{
+    (void)state;
+    char *dir = data_path("timeline_two_ranks");
+    cuco_bound_timeline tl;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_bound_timeline_load(dir, NULL, 4, &tl, &e), 0);
+    assert_int_equal(tl.n_files, 2);
+    assert_int_equal(tl.n_ranks, 2);
+    assert_int_equal(tl.dropped, 2);
+    const cuco_bound_rank *r0 = &tl.ranks[0], *r1 = &tl.ranks[1];
+    assert_int_equal(r0->rank, 0);
+    assert_int_equal(r1->rank, 1);
+    assert_int_equal(r1->device, 1);
+    /* rank 0: compute [0,100] u [50,150] = 150 ms; comm [140,240] = 100;
+     * overlapped 10; copy 10; serial 250; bound 150; ceiling 5/3. */
+    assert_true(fabs(r0->compute_ms - 150) < 1e-9);
+    assert_true(fabs(r0->comm_ms - 100) < 1e-9);
+    assert_true(fabs(r0->overlap_ms - 10) < 1e-9);
+    assert_true(fabs(r0->copy_ms - 10) < 1e-9);
+    assert_true(fabs(r0->busy_ms - 240) < 1e-9);
+    assert_true(fabs(r0->bound_ms - 150) < 1e-9);
+    assert_true(fabs(r0->ceiling - 250.0 / 150.0) < 1e-9);
+    assert_true(fabs(r0->span_ms - 240) < 1e-9);
+    /* The all-gather took 100 ms on rank 0, 80 on rank 1: rank 0 waited 20. */
+    assert_true(fabs(r0->wait_ms - 20) < 1e-9);
+    assert_true(fabs(r1->wait_ms) < 1e-9);
+    /* rank 1: comm = nccl [100,180] u peer copy [170,190] = 90. */
+    assert_true(fabs(r1->comm_ms - 90) < 1e-9);
+    assert_true(fabs(r1->compute_ms - 80) < 1e-9);
+    assert_int_equal(tl.critical, 0);
+    assert_int_equal(r0->n_top, 2);
+    assert_string_equal(r0->top[0].name, "gemm_tile");
+    assert_int_equal(r0->top[0].count, 2);
+    assert_true(fabs(r0->top[0].total_ms - 200) < 1e-9);
+    assert_false(r0->top[0].comm);
+    assert_true(r0->top[1].comm);
+    cuco_bound_timeline_free(&tl);
+    free(dir);
+}
+
+static void test_timeline_errors(void **state)
+{
+    (void)state;
+    char *dir = data_path("timeline_bad");
+    cuco_bound_timeline tl;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_bound_timeline_load(dir, NULL, 4, &tl, &e), CUCO_EINVAL);
+    assert_int_equal(e.line, 3);
+    assert_non_null(strstr(e.file, "timeline.7.jsonl"));
+    cuco_err_clear(&e);
+    free(dir);
+    char *empty = data_path("."); /* tests/data/bound itself holds no timeline files */
+    assert_int_equal(cuco_bound_timeline_load(empty, NULL, 4, &tl, &e), CUCO_ENOTFOUND);
+    cuco_err_clear(&e);
+    free(empty);
+}
+
+static const char program[] =
+    "#include <nccl.h>\n"
+    "void setup(ncclComm_t c, float *a, cudaStream_t s) {\n"
+    "    ncclAllReduce(a, a, 4, ncclFloat, ncclSum, c, s); // outside: kept\n"
+    "}\n"
+    "// EVOLVE-BLOCK-START\n"
+    "void step(ncclComm_t c, float *a, float *b, cudaStream_t s, cublasHandle_t h) {\n"
+    "    CHECK(ncclAllGather(a, b, 4, ncclFloat, c, s));\n"
+    "    ncclResult_t r = ncclSend(a, 4, ncclFloat, 1, c, s);\n"
+    "    ns::tile<float, 4><<<dim3(2, 2), 128, 0, s>>>(a, b);\n"
+    "    plain<<<1, 32>>>(b);\n"
+    "    CHECK_BLAS(cublasGemmEx(h, 1, 2, 3));\n"
+    "    cublasSetStream(h, s);\n"
+    "    const char *msg = \"ncclAllGather(a) in a string\";\n"
+    "    // ncclAllGather(a, b) in a comment\n"
+    "}\n"
+    "// EVOLVE-BLOCK-END\n";
+
+static void test_variant_no_comm(void **state)
+{
+    (void)state;
+    char *out = NULL;
+    int n = 0;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_bound_variant(program, "p.cu", CUCO_VARIANT_NO_COMM, &out, &n, &e), 0);
+    assert_int_equal(n, 2);
+    assert_non_null(strstr(out, "CHECK(ncclSuccess);"));
+    assert_non_null(strstr(out, "ncclResult_t r = ncclSuccess;"));
+    assert_non_null(strstr(out, "ncclAllReduce(a, a, 4")); /* outside the block */
+    assert_non_null(strstr(out, "\"ncclAllGather(a) in a string\""));
+    assert_non_null(strstr(out, "// ncclAllGather(a, b) in a comment"));
+    assert_non_null(strstr(out, "plain<<<1, 32>>>(b);"));
+    free(out);
+}
+
+static void test_variant_no_compute(void **state)
+{
+    (void)state;
+    char *out = NULL;
+    int n = 0;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_bound_variant(program, "p.cu", CUCO_VARIANT_NO_COMPUTE, &out, &n, &e), 0);
+    assert_int_equal(n, 3);
+    assert_non_null(strstr(out, "    ((void)0);\n    ((void)0);\n"));
+    assert_null(strstr(out, "<<<"));
+    assert_non_null(strstr(out, "CHECK_BLAS(CUBLAS_STATUS_SUCCESS);"));
+    assert_non_null(strstr(out, "cublasSetStream(h, s);"));
+    assert_non_null(strstr(out, "CHECK(ncclAllGather(a, b, 4"));
+    /* Line count kept. */
+    int lines_in = 0, lines_out = 0;
+    for (const char *p = program; *p; p++)
+        lines_in += *p == '\n';
+    for (const char *p = out; *p; p++)
+        lines_out += *p == '\n';
+    assert_int_equal(lines_in, lines_out);
+    free(out);
+    /* Without blocks every call changes. */
+    const char *bare = "int main(){ k<<<1,1>>>(); ncclBroadcast(a,b,1,ncclInt,0,c,s); }\n";
+    assert_int_equal(cuco_bound_variant(bare, "b.cu", CUCO_VARIANT_NO_COMM, &out, &n, &e), 0);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(out, "ncclSuccess;"));
+    free(out);
+}
+
+static void audit_one(const char *name, cuco_audit_verdict want, int finding)
+{
+    char *p = data_path(name);
+    cuco_audit a;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_bound_audit_static(p, NULL, &a, &e), 0);
+    assert_int_equal(a.n_sites, 1);
+    if (a.sites[0].verdict != want)
+        fprintf(stderr, "%s: %s: %s\n", name, cuco_audit_verdict_name(a.sites[0].verdict),
+                a.sites[0].why);
+    assert_int_equal(a.sites[0].verdict, want);
+    assert_int_equal(a.finding, finding);
+    assert_non_null(a.summary);
+    cuco_audit_free(&a);
+    free(p);
+}
+
+static void test_audit_small_programs(void **state)
+{
+    (void)state;
+    audit_one("audit_unconditional.cu", CUCO_AUDIT_UNCONDITIONAL, 1);
+    audit_one("audit_constant.cu", CUCO_AUDIT_CONSTANT, 1);
+    audit_one("audit_rank_only.cu", CUCO_AUDIT_UNRELATED, 1);
+    audit_one("audit_compare.cu", CUCO_AUDIT_CHECKED, 0);
+    audit_one("audit_helper.cu", CUCO_AUDIT_CHECKED, 0);
+    audit_one("audit_print_helper.cu", CUCO_AUDIT_CHECKED, 0);
+    audit_one("audit_early_return.cu", CUCO_AUDIT_CHECKED, 0);
+    /* The hollow GPU program fools the static audit on purpose (the dynamic one catches it). */
+    audit_one("hollow_allreduce.cu", CUCO_AUDIT_CHECKED, 0);
+}
+
+/* Every shipped workload's own verification must pass the audit; and the same
+ * program with its check's result thrown away must not. */
+static void test_audit_workloads(void **state)
+{
+    (void)state;
+    const char *src = getenv("CUCO_SRC") ? getenv("CUCO_SRC") : CUCO_SOURCE_DIR;
+    char *wdir = cuco_path_join(src, "workloads");
+    char *common = cuco_path_join(wdir, "common");
+    const char *dirs[] = {common, NULL};
+    DIR *d = opendir(wdir);
+    assert_non_null(d);
+    struct dirent *de;
+    int audited = 0;
+    while ((de = readdir(d))) {
+        char *folder = cuco_path_join(wdir, de->d_name);
+        char *manifest = cuco_path_join(folder, "workload.yaml");
+        cuco_workload *w = NULL;
+        cuco_err e = CUCO_ERR_INIT;
+        if (de->d_name[0] != '.' && cuco_fs_exists(manifest) &&
+            cuco_workload_load(folder, &w, &e) == 0) {
+            char *prog = cuco_path_join(folder, w->evolve_file);
+            cuco_audit a;
+            assert_int_equal(cuco_bound_audit_static(prog, dirs, &a, &e), 0);
+            if (a.finding)
+                fprintf(stderr, "%s: %s\n", w->name, a.summary);
+            assert_false(a.finding);
+            assert_true(a.n_sites >= 1);
+            cuco_audit_free(&a);
+            free(prog);
+            audited++;
+        }
+        cuco_err_clear(&e);
+        cuco_workload_free(w);
+        free(manifest);
+        free(folder);
+    }
+    closedir(d);
+    assert_true(audited >= 3);
+
+    /* gemm_allgather with the check's verdict replaced by a constant. */
+    char *gemm = cuco_path_join(wdir, "gemm_allgather/gemm_allgather.cu");
+    char *text = NULL;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_fs_read(gemm, &text, NULL, &e), 0);
+    const char *from = "bool ok = check_rows(c, p, seed, reason);";
+    char *at = strstr(text, from);
+    assert_non_null(at);
+    cuco_buf b = CUCO_BUF_INIT;
+    cuco_buf_append(&b, text, (size_t)(at - text));
+    cuco_buf_puts(&b, "bool ok = true; check_rows(c, p, seed, reason);");
+    cuco_buf_puts(&b, at + strlen(from));
+    char *tmp = cuco_sprintf("%s/bound-hollow-%d", getenv("CUCO_TEST_TMP") ? getenv("CUCO_TEST_TMP") : "/tmp",
+                             (int)getpid());
+    assert_int_equal(cuco_fs_mkdirs(tmp, &e), 0);
+    char *hollow = cuco_path_join(tmp, "gemm_allgather.cu");
+    assert_int_equal(cuco_fs_write(hollow, b.data, b.len, &e), 0);
+    cuco_audit a;
+    assert_int_equal(cuco_bound_audit_static(hollow, dirs, &a, &e), 0);
+    assert_true(a.finding);
+    assert_int_equal(a.sites[0].verdict, CUCO_AUDIT_UNRELATED);
+    cuco_audit_free(&a);
+    cuco_fs_remove_tree(tmp, NULL);
+    free(hollow);
+    free(tmp);
+    cuco_buf_free(&b);
+    free(text);
+    free(gemm);
+    free(common);
+    free(wdir);
+}
+
+static void test_advice(void **state)
+{
+    (void)state;
+    char *low = cuco_bound_advice(0.007, 1.007, "sm90_gemm", 0.98, 0);
+    assert_non_null(strstr(low, "0.7%"));
+    assert_non_null(strstr(low, "1.007x"));
+    assert_non_null(strstr(low, "optimize computation first"));
+    assert_non_null(strstr(low, "sm90_gemm"));
+    char *high = cuco_bound_advice(0.38, 1.6, NULL, 0, 0);
+    assert_non_null(strstr(high, "38.0%"));
+    assert_non_null(strstr(high, "Worth searching"));
+    free(low);
+    free(high);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_interval_union),   cmocka_unit_test(test_comm_kernel_names),
+        cmocka_unit_test(test_timeline_two_ranks), cmocka_unit_test(test_timeline_errors),
+        cmocka_unit_test(test_variant_no_comm),  cmocka_unit_test(test_variant_no_compute),
+        cmocka_unit_test(test_audit_small_programs), cmocka_unit_test(test_audit_workloads),
+        cmocka_unit_test(test_advice),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

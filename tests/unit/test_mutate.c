@@ -1,0 +1,130 @@
+/* test_mutate.c: the PRNG is deterministic, UCB1 tries every arm first and
+ * then favours the paying one, the knob mutator proposes legal settings not
+ * yet in the run and reports exhaustion, and the unknown mutator name is an
+ * error. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+/* cmocka.h needs the three above first */
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cuco/buf.h"
+#include "cuco/fs.h"
+#include "cuco/mutate.h"
+
+static const char prog[] = "// EVOLVE-BLOCK-START\n"
+                           "#define A 1 // cuco:knob 1 2\n"
+                           "#define B 5 // cuco:knob 5 6\n"
+                           "// EVOLVE-BLOCK-END\n"
+                           "int main(void) { return 0; }\n";
+
+static void test_rng(void **state)
+{
+    (void)state;
+    cuco_rng a, b;
+    cuco_rng_seed(&a, 11);
+    cuco_rng_seed(&b, 11);
+    for (int i = 0; i < 100; i++)
+        assert_true(cuco_rng_next(&a) == cuco_rng_next(&b));
+    for (int i = 0; i < 1000; i++) {
+        double u = cuco_rng_uniform(&a);
+        assert_true(u >= 0 && u < 1);
+        assert_true(cuco_rng_below(&a, 7) < 7);
+    }
+}
+
+static void test_ucb1(void **state)
+{
+    (void)state;
+    double sum[3] = {0, 0, 0};
+    int pulls[3] = {0, 0, 0};
+    assert_int_equal(cuco_ucb1_pick(sum, pulls, 3, 1.0), 0);
+    pulls[0] = 1;
+    assert_int_equal(cuco_ucb1_pick(sum, pulls, 3, 1.0), 1);
+    pulls[1] = 1;
+    pulls[2] = 1;
+    /* arm 2 paid every time over many pulls: it wins */
+    pulls[0] = 20, pulls[1] = 20, pulls[2] = 20;
+    sum[2] = 18;
+    sum[0] = 2;
+    assert_int_equal(cuco_ucb1_pick(sum, pulls, 3, 1.0), 2);
+    /* a rarely tried arm gets its exploration bonus */
+    pulls[1] = 1;
+    assert_int_equal(cuco_ucb1_pick(sum, pulls, 3, 1.5), 1);
+}
+
+static void test_knob_mutator_exhausts(void **state)
+{
+    (void)state;
+    const char *t = getenv("CUCO_TEST_TMP");
+    char *p = cuco_sprintf("%s/test_mutate.%ld.db", t ? t : "/tmp", (long)getpid());
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_fs_mkdirs(t ? t : "/tmp", &e), 0);
+    unlink(p);
+    cuco_db *db;
+    assert_int_equal(db_open(p, 0, &db, &e), 0);
+    int64_t run;
+    assert_int_equal(db_run_create(db, "m", "{}", 1, &run, &e), 0);
+    cuco_mutator *m;
+    assert_int_equal(cuco_mutator_create("nope", &m, &e), CUCO_ENOTFOUND);
+    cuco_err_clear(&e);
+    assert_int_equal(cuco_mutator_create("knob", &m, &e), 0);
+    cuco_db_program parent;
+    memset(&parent, 0, sizeof parent);
+    parent.code = (char *)prog;
+    /* the parent's own setting is in the run */
+    cuco_db_program row = parent;
+    row.run_id = run;
+    row.code_hash = "p";
+    assert_int_equal(cuco_knobs_json(prog, &row.knobs_json, &e), 0);
+    assert_string_equal(row.knobs_json, "{\"A\":\"1\",\"B\":\"5\"}");
+    assert_int_equal(db_program_insert(db, &row, &parent.id, &e), 0);
+    free(row.knobs_json);
+    cuco_rng rng;
+    cuco_rng_seed(&rng, 5);
+    cuco_mutate_ctx c = {prog, NULL, &parent, NULL, &parent, 1, NULL, 0, db, run, &rng, 0};
+    char *seen[4] = {0};
+    for (int i = 0; i < 3; i++) {
+        cuco_mutation mu;
+        assert_int_equal(m->propose(m, &c, &mu, &e), 0);
+        assert_non_null(mu.patch_type);
+        assert_true(!strncmp(mu.patch_type, "knob:", 5));
+        cuco_db_program ch;
+        memset(&ch, 0, sizeof ch);
+        ch.run_id = run;
+        ch.code = mu.text;
+        ch.parent_id = parent.id;
+        ch.status = "ok";
+        assert_int_equal(cuco_knobs_json(mu.text, &ch.knobs_json, &e), 0);
+        for (int j = 0; j < i; j++)
+            assert_string_not_equal(seen[j], ch.knobs_json);
+        assert_string_not_equal(ch.knobs_json, "{\"A\":\"1\",\"B\":\"5\"}");
+        seen[i] = ch.knobs_json;
+        assert_int_equal(db_program_insert(db, &ch, NULL, &e), 0);
+        cuco_mutation_free(&mu);
+    }
+    cuco_mutation mu;
+    assert_int_equal(m->propose(m, &c, &mu, &e), CUCO_ENOTFOUND);
+    assert_true(mu.exhausted);
+    assert_non_null(strstr(cuco_err_msg(&e), "exhausted"));
+    cuco_err_clear(&e);
+    for (int i = 0; i < 3; i++)
+        free(seen[i]);
+    cuco_mutator_free(m);
+    db_close(db);
+    free(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rng),
+        cmocka_unit_test(test_ucb1),
+        cmocka_unit_test(test_knob_mutator_exhausts),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,176 @@
+/* test_report.c: the line diff (hunks, context, counts, edge cases) and the
+ * run summary and report files on the synthetic run of test_web_fixture.h. */
+#include <cmocka.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <math.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cuco/buf.h"
+#include "cuco/fs.h"
+#include "cuco/report.h"
+#include "test_web_fixture.h"
+
+static char *diff_of(const char *a, const char *b, int context, size_t *add, size_t *del)
+{
+    cuco_buf out = CUCO_BUF_INIT;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(report_diff_lines(a, b, "a", "b", context, &out, add, del, &e), 0);
+    return cuco_buf_detach(&out);
+}
+
+static void test_diff_identical_is_empty(void **state)
+{
+    (void)state;
+    size_t add = 9, del = 9;
+    char *d = diff_of("x\ny\n", "x\ny\n", 3, &add, &del);
+    assert_string_equal(d, "");
+    assert_int_equal(add, 0);
+    assert_int_equal(del, 0);
+    free(d);
+}
+
+static void test_diff_one_change_with_context(void **state)
+{
+    (void)state;
+    size_t add, del;
+    char *d =
+        diff_of("1\n2\n3\n4\n5\n6\n7\n8\n9\n", "1\n2\n3\n4\nfive\n6\n7\n8\n9\n", 2, &add, &del);
+    assert_string_equal(d, "--- a\n+++ b\n@@ -3,5 +3,5 @@\n 3\n 4\n-5\n+five\n 6\n 7\n");
+    assert_int_equal(add, 1);
+    assert_int_equal(del, 1);
+    free(d);
+}
+
+static void test_diff_separate_hunks_and_edges(void **state)
+{
+    (void)state;
+    size_t add, del;
+    /* changes at both ends, far apart: two hunks */
+    char *d =
+        diff_of("a\n1\n2\n3\n4\n5\n6\n7\n8\nz\n", "A\n1\n2\n3\n4\n5\n6\n7\n8\nZ\n", 1, &add, &del);
+    assert_string_equal(d,
+                        "--- a\n+++ b\n@@ -1,2 +1,2 @@\n-a\n+A\n 1\n@@ -9,2 +9,2 @@\n 8\n-z\n+Z\n");
+    free(d);
+    /* from nothing, and a last line without a newline */
+    d = diff_of("", "x\ny", 3, &add, &del);
+    assert_string_equal(d, "--- a\n+++ b\n@@ -0,0 +1,2 @@\n+x\n+y\n");
+    assert_int_equal(add, 2);
+    free(d);
+    d = diff_of("x\ny\n", NULL, 0, &add, &del);
+    assert_string_equal(d, "--- a\n+++ b\n@@ -1,2 +0,0 @@\n-x\n-y\n");
+    assert_int_equal(del, 2);
+    free(d);
+}
+
+static void test_diff_lcs_keeps_common_lines(void **state)
+{
+    (void)state;
+    size_t add, del;
+    /* moving a line: the LCS keeps b c d, so one delete and one insert */
+    char *d = diff_of("a\nb\nc\nd\n", "b\nc\nd\na\n", 5, &add, &del);
+    assert_int_equal(add, 1);
+    assert_int_equal(del, 1);
+    assert_non_null(strstr(d, "\n-a\n b\n c\n d\n+a\n"));
+    free(d);
+}
+
+static void test_diff_large_inputs(void **state)
+{
+    (void)state;
+    /* 20000 lines, every other one changed: the middle is beyond the LCS
+     * table's size, the diff must still be correct (all replaced) */
+    cuco_buf a = CUCO_BUF_INIT, b = CUCO_BUF_INIT;
+    for (int i = 0; i < 20000; i++) {
+        cuco_buf_printf(&a, "line %d\n", i);
+        cuco_buf_printf(&b, i % 2 ? "line %d\n" : "LINE %d\n", i);
+    }
+    size_t add, del;
+    char *d = diff_of(a.data, b.data, 0, &add, &del);
+    assert_true(add >= 10000 && del >= 10000);
+    assert_int_equal(add, del);
+    free(d);
+    cuco_buf_free(&a);
+    cuco_buf_free(&b);
+}
+
+static void test_summary_and_report_files(void **state)
+{
+    (void)state;
+    char dir[512], db[600];
+    const char *tmp = getenv("CUCO_TEST_TMP");
+    snprintf(dir, sizeof dir, "%s/test_report_%ld", tmp ? tmp : "/tmp", (long)getpid());
+    cuco_err e = CUCO_ERR_INIT;
+    cuco_fs_remove_tree(dir, &e);
+    assert_int_equal(cuco_fs_mkdirs(dir, &e), 0);
+    snprintf(db, sizeof db, "%s/runs.db", dir);
+    assert_int_equal(fixture_write_db(db), 0);
+
+    sqlite3 *h;
+    assert_int_equal(report_db_open(db, &h, &e), 0);
+    int64_t run = 0;
+    assert_int_equal(report_run_resolve(h, &run, &e), 0);
+    assert_int_equal(run, 2); /* the latest */
+    run = 1;
+    json_t *s;
+    assert_int_equal(report_summary(h, run, dir, &s, &e), 0);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(s, "best"), "id")), 7);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(s, "bound"), "source")),
+                        "root program metrics");
+    assert_int_equal(json_array_size(json_object_get(s, "warnings")), 0);
+    json_decref(s);
+    cuco_buf svg = CUCO_BUF_INIT;
+    int used = 0;
+    assert_int_equal(report_plot_curve(h, 1, 0, &svg, &used, &e), 0);
+    assert_int_equal(used, 0);
+    assert_true(cuco_str_starts_with(svg.data, "<svg"));
+    size_t pts = 0;
+    for (const char *p = svg.data; (p = strstr(p, "class=\"pt\"")); p++)
+        pts++;
+    assert_int_equal(pts, 4);
+    cuco_buf_free(&svg);
+    report_db_close(h);
+
+    cuco_report_opts o = {dir, NULL, NULL, 1, 1};
+    cuco_report_result r;
+    assert_int_equal(report_write(&o, &r, &e), 0);
+    assert_true(cuco_str_ends_with(r.best_path, "/best.cu"));
+    char *best = NULL;
+    size_t len;
+    assert_int_equal(cuco_fs_read(r.best_path, &best, &len, &e), 0);
+    assert_non_null(strstr(best, "fused with the put"));
+    free(best);
+    char *md = NULL;
+    assert_int_equal(cuco_fs_read(r.md_path, &md, &len, &e), 0);
+    assert_non_null(
+        strstr(md, "| best (#7, generation 3, island 1, llm_cross) | 5.000 | 2.000x |"));
+    assert_non_null(strstr(md, "90.9%"));
+    free(md);
+    report_result_free(&r);
+
+    /* a run that does not exist */
+    cuco_report_opts bad = {dir, NULL, NULL, 99, 1};
+    assert_int_equal(report_write(&bad, &r, &e), CUCO_ENOTFOUND);
+    assert_non_null(strstr(cuco_err_msg(&e), "no run 99"));
+    cuco_err_clear(&e);
+    cuco_fs_remove_tree(dir, &e);
+    cuco_err_clear(&e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_diff_identical_is_empty),
+        cmocka_unit_test(test_diff_one_change_with_context),
+        cmocka_unit_test(test_diff_separate_hunks_and_edges),
+        cmocka_unit_test(test_diff_lcs_keeps_common_lines),
+        cmocka_unit_test(test_diff_large_inputs),
+        cmocka_unit_test(test_summary_and_report_files),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
