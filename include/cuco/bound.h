@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "cuco/err.h"
 #include "cuco/workload.h"
 
@@ -101,6 +103,12 @@ typedef enum cuco_bound_variant_kind {
  * *n_removed: calls replaced (0 is not an error). */
 int cuco_bound_variant(const char *text, const char *path, cuco_bound_variant_kind kind,
                        char **out, int *n_removed, cuco_err *e);
+/* Same, also replacing the calls an analysis of this text found
+ * (cuco_analyze_paths(): its collectives' and launches' spans, for entries
+ * whose file has path's base name and whose span starts with the call's
+ * name in text). Calls both find are replaced once. analysis may be NULL. */
+int cuco_bound_variant_from(const char *text, const char *path, const json_t *analysis,
+                            cuco_bound_variant_kind kind, char **out, int *n_removed, cuco_err *e);
 
 /* ---- verification audit ---- */
 
@@ -155,6 +163,13 @@ typedef struct cuco_bound_opts {
  * report was written, even if runs failed (their failure is in the report). */
 int cuco_bound_run(const cuco_workload *w, const cuco_bound_opts *o, char **json_out,
                    char **text_out, cuco_err *e);
+
+/* For commands that show speedups (transform, run, report): reads
+ * workspace/bound.json when there is one. Returns 1 and sets *message (one
+ * line, caller frees) when its verification audit raised a warning; 0 when
+ * there is no file or no warning (*message NULL); negative on a file that
+ * cannot be read or parsed. */
+int cuco_bound_read_warning(const char *workspace, char **message, cuco_err *e);
 
 /* One paragraph of advice from a report's figures (see docs/bound.md).
  * comm_share: comm / serial on the critical rank (0..1); ceiling: serial /

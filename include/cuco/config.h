@@ -18,7 +18,10 @@
  *     wall_s: 0               # 0: unlimited
  *     usd: 0                  # 0: unlimited (LLM mutators)
  *   mutators:                 # name -> weight
- *     knob: 1.0
+ *     knob: 1.0               # llm, llm_diff, llm_full, llm_cross need models
+ *   models: [claude-sonnet-4-5]  # LLM models (a list, or "a,b")
+ *   prices: "model=in,out[,cached];..."  # $ per million tokens (overrides)
+ *   meta_interval: 5          # meta summary every N generations; 0: never
  */
 #ifndef CUCO_CONFIG_H
 #define CUCO_CONFIG_H
@@ -51,6 +54,10 @@ typedef struct cuco_evolve_config {
     char **mutators;  /* owned names */
     double *weights;  /* owned */
     size_t n_mutators;
+    char **models;    /* owned LLM model specs */
+    size_t n_models;
+    char *prices;     /* owned price overrides "model=in,out[,cached];...", or NULL */
+    int meta_interval;
 } cuco_evolve_config;
 
 /* Fills the defaults (mutators: knob 1.0). Free with cuco_config_free(). */
@@ -60,6 +67,12 @@ int cuco_config_defaults(cuco_evolve_config *c, cuco_err *e);
 int cuco_config_load(const char *path, cuco_evolve_config *c, cuco_err *e);
 /* Replaces the mutator list with one mutator of weight 1. */
 int cuco_config_set_mutator(cuco_evolve_config *c, const char *name, cuco_err *e);
+/* Adds LLM models from spec ("a" or "a,b,..."); duplicates are ignored. */
+int cuco_config_add_models(cuco_evolve_config *c, const char *spec, cuco_err *e);
+/* Appends price overrides ("model=in,out[,cached]"), ';'-separated. */
+int cuco_config_add_prices(cuco_evolve_config *c, const char *spec, cuco_err *e);
+/* 1 when name is an LLM mutator (llm, llm_diff, llm_full, llm_cross). */
+int cuco_config_is_llm_mutator(const char *name);
 /* Checks ranges; CUCO_EINVAL naming the key. */
 int cuco_config_validate(const cuco_evolve_config *c, cuco_err *e);
 const char *cuco_selection_name(cuco_selection s);

@@ -44,6 +44,8 @@ typedef struct cuco_eval_opts {
     void *progress_ctx;
     const struct cuco_launcher *launcher; /* runs L2/L3 (cuco/launch.h); NULL: mpirun here,
                                              no slots. Not owned. */
+    const char *frozen_ref;      /* text whose frozen part the candidate must keep; NULL: the
+                                    seed (a search rooted at a transformed program passes it) */
 } cuco_eval_opts;
 
 typedef struct cuco_eval_result {

@@ -12,8 +12,11 @@
  * from the main thread. Every migration_interval generations the best of each
  * island is copied to the next (ring). The explore phase (flatter selection,
  * wider moves) switches to exploit after explore_fraction of the budget.
- * Stops on a budget (evaluations, generations, wall time, money) or when the
- * mutators report the space exhausted.
+ * Stops on a budget (evaluations, generations, wall time, money; a mutator
+ * returning CUCO_EBUDGET means its money budget refused a call: the children
+ * already proposed are evaluated, then the run ends as done) or when the
+ * mutators report the space exhausted. Mutators see the island's best
+ * programs and the run's most recent failed children.
  *
  * Resume: the engine finds the workload's latest unfinished run in the
  * database, re-evaluates its 'pending' programs, and goes on from the next
@@ -26,6 +29,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "cuco/buf.h"
 #include "cuco/config.h"
 #include "cuco/db.h"
 #include "cuco/err.h"
@@ -75,6 +79,19 @@ typedef struct cuco_evolve_opts {
      * name (same count and order as cfg->mutators, whose weights apply);
      * borrowed. Lets a caller plug in a mutator of its own. */
     cuco_mutator *const *mutators;
+    /* Optional: set to the run's id as soon as it is known (before any
+     * mutator is called), e.g. for an LLM session's recorder. */
+    int64_t *run_id_out;
+    /* Every cfg->meta_interval generations the engine writes a meta summary
+     * of the run to meta_summaries: with meta_fn when set (appends to out;
+     * CUCO_EBUDGET stops the run like a refused mutator call), else by rules
+     * (cuco_llm_db_meta_rules). The latest text is kept in *meta_summary
+     * when set (the engine replaces it; the caller frees the last one), which
+     * mutators may read. */
+    int (*meta_fn)(void *ctx, int64_t run_id, int generation, const char *previous,
+                   cuco_buf *out, cuco_err *e);
+    void *meta_ctx;
+    char **meta_summary;
     /* Tests: stop abruptly (as a crash would) after this many candidates
      * were inserted as pending and before their evaluation; 0: never. */
     long crash_after_pending;

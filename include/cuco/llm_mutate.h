@@ -48,6 +48,21 @@ void cuco_llm_db_examples_free(cuco_llm_db_examples *ex);
  * programs). Appends to out. */
 int cuco_llm_db_meta_rules(cuco_db *db, int64_t run_id, cuco_buf *out, cuco_err *e);
 
+/* Context of cuco_llm_db_meta_llm() (all borrowed). */
+typedef struct cuco_llm_db_meta_ctx {
+    cuco_db *db;
+    cuco_llm_session *session;
+    const char *workload;
+} cuco_llm_db_meta_ctx;
+
+/* The LLM meta summary of a run, in the shape of cuco_evolve_opts.meta_fn
+ * (ctx: a cuco_llm_db_meta_ctx): asks the session (purpose "meta", prompt
+ * meta.md over the run's newest 200 finished programs and the previous
+ * summary) and appends the answer to out. A failed call falls back to the
+ * rule-based summary; CUCO_EBUDGET when the budget refused the call. */
+int cuco_llm_db_meta_llm(void *ctx, int64_t run_id, int generation, const char *previous,
+                         cuco_buf *out, cuco_err *e);
+
 /* The LLM mutators. kind: "llm_diff" (SEARCH/REPLACE edits), "llm_full"
  * (rewrite of the blocks), "llm_cross" (combine the two parents; falls back
  * to llm_diff without a second parent) or "llm" (cross when there is a second

@@ -15,7 +15,6 @@
 #include "cuco/bound.h"
 
 #include <ctype.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -23,6 +22,7 @@
 #include "bound_int.h"
 #include "cuco/buf.h"
 #include "cuco/fs.h"
+#include "cuco/log.h"
 
 #define AUDIT_MAX_DEPTH 8
 #define AUDIT_MAX_FILES 64
@@ -410,8 +410,8 @@ static int dep_returns(audit_ctx *c, int si, const bl_func *f, int depth)
     m = memo_get(c, si, f, NULL);
     if (m)
         m->state = yes ? 3 : 2;
-    if (yes && getenv("CUCO_AUDIT_TRACE"))
-        fprintf(stderr, "TRACE returns of %s: yes\n", f->name);
+    if (yes)
+        cuco_debug("audit: what %s() returns depends on compared results", f->name);
     return yes;
 }
 
@@ -563,8 +563,8 @@ static int dep_var(audit_ctx *c, int si, const char *name, const bl_func *f, int
     m = memo_get(c, si, f, name);
     if (m)
         m->state = yes ? 3 : 2;
-    if (yes && getenv("CUCO_AUDIT_TRACE"))
-        fprintf(stderr, "TRACE var %s in %s: yes\n", name, f->name);
+    if (yes)
+        cuco_debug("audit: %s in %s() depends on compared results", name, f->name);
     return yes;
 }
 

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cuco/analyze.h"
 #include "cuco/buf.h"
 #include "cuco/eval.h"
 #include "cuco/fs.h"
@@ -348,7 +349,8 @@ int cuco_bound_run(const cuco_workload *w, const cuco_bound_opts *o, char **json
     tl.critical = -1;
     measured m[3] = {{.what = "program"}, {.what = "comm_removed"}, {.what = "compute_removed"}};
     char *seed = NULL, *work = NULL, *tdir = NULL, *inject = NULL, *tl_error = NULL;
-    char *advice = NULL;
+    char *advice = NULL, *analysis_error = NULL;
+    json_t *analysis = NULL;
     cuco_strlist dirs = {0};
     json_t *root = json_object();
     cuco_buf text = CUCO_BUF_INIT, warn = CUCO_BUF_INIT;
@@ -395,11 +397,21 @@ int cuco_bound_run(const cuco_workload *w, const cuco_bound_opts *o, char **json
                 tl_error = cuco_strdup(cuco_err_msg(&te));
             cuco_err_clear(&te);
         }
+        /* The analysis's call spans join the variant builder's own. */
+        char *evolve_path = cuco_path_join(w->dir, w->evolve_file);
+        const char *paths[] = {evolve_path};
+        cuco_err ae = CUCO_ERR_INIT;
+        if (!o->skip_variants && cuco_analyze_paths(paths, 1, &analysis, &ae)) {
+            analysis_error = cuco_strdup(cuco_err_msg(&ae));
+            analysis = NULL;
+        }
+        cuco_err_clear(&ae);
+        free(evolve_path);
         for (int v = 1; v <= 2 && !o->skip_variants; v++) {
             char *vt = NULL;
-            rc = cuco_bound_variant(seed, w->evolve_file,
-                                    v == 1 ? CUCO_VARIANT_NO_COMM : CUCO_VARIANT_NO_COMPUTE, &vt,
-                                    &m[v].n_removed, e);
+            rc = cuco_bound_variant_from(seed, w->evolve_file, analysis,
+                                         v == 1 ? CUCO_VARIANT_NO_COMM : CUCO_VARIANT_NO_COMPUTE,
+                                         &vt, &m[v].n_removed, e);
             if (rc)
                 goto out;
             if (m[v].n_removed > 0)
@@ -443,6 +455,14 @@ int cuco_bound_run(const cuco_workload *w, const cuco_bound_opts *o, char **json
     json_object_set_new(ver, "dynamic", dyn);
     json_object_set_new(ver, "message", json_string(warn.len ? cuco_buf_str(&warn) : ""));
     json_object_set_new(root, "verification_audit", ver);
+    json_t *an = json_object();
+    json_object_set_new(an, "used", json_boolean(analysis != NULL));
+    json_object_set_new(an, "collectives",
+                        json_integer((json_int_t)json_array_size(json_object_get(analysis, "collectives"))));
+    json_object_set_new(an, "launches",
+                        json_integer((json_int_t)json_array_size(json_object_get(analysis, "launches"))));
+    json_object_set_new(an, "error", analysis_error ? json_string(analysis_error) : json_null());
+    json_object_set_new(root, "analysis", an);
     json_object_set_new(root, "program", measured_json(&m[0]));
     json_object_set_new(root, "comm_removed", measured_json(&m[1]));
     json_object_set_new(root, "compute_removed", measured_json(&m[2]));
@@ -558,6 +578,8 @@ out:
     for (int v = 0; v < 3; v++)
         free(m[v].error);
     free(advice);
+    free(analysis_error);
+    json_decref(analysis);
     free(tl_error);
     cuco_bound_timeline_free(&tl);
     cuco_audit_free(&audit);

@@ -30,7 +30,8 @@ uint64_t cuco_interval_union(cuco_interval *iv, size_t n)
 {
     if (n == 0)
         return 0;
-    qsort(iv, n, sizeof *iv, cmp_interval);
+    if (n > 1)
+        qsort(iv, n, sizeof *iv, cmp_interval);
     uint64_t total = 0, cs = iv[0].start, ce = iv[0].end;
     for (size_t i = 1; i < n; i++) {
         if (iv[i].start > ce) {
@@ -49,7 +50,8 @@ static size_t merge(cuco_interval *iv, size_t n)
 {
     if (n == 0)
         return 0;
-    qsort(iv, n, sizeof *iv, cmp_interval);
+    if (n > 1)
+        qsort(iv, n, sizeof *iv, cmp_interval);
     size_t m = 0;
     for (size_t i = 1; i < n; i++) {
         if (iv[i].start > iv[m].end)
@@ -278,7 +280,8 @@ static int figures(rank_events *re, size_t top_n, cuco_bound_rank *out)
     out->serial_ms = out->compute_ms + out->comm_ms;
     out->bound_ms = out->compute_ms > out->comm_ms ? out->compute_ms : out->comm_ms;
     out->ceiling = out->bound_ms > 0 ? out->serial_ms / out->bound_ms : 1.0;
-    qsort(k, nk, sizeof *k, cmp_kernel);
+    if (nk > 1)
+        qsort(k, nk, sizeof *k, cmp_kernel);
     out->n_top = nk < top_n ? nk : top_n;
     out->top = calloc(out->n_top + 1, sizeof *out->top);
     for (size_t j = 0; out->top && j < out->n_top; j++) {
@@ -364,9 +367,11 @@ int cuco_bound_timeline_load(const char *dir, const char *const *comm_kernels, s
                           "must use the GPU)",
                           dir);
     if (!rc) {
-        qsort(L.r, L.n, sizeof *L.r, cmp_rank);
+        if (L.n > 1)
+            qsort(L.r, L.n, sizeof *L.r, cmp_rank);
         for (size_t r = 0; r < L.n; r++)
-            qsort(L.r[r].ev, L.r[r].n, sizeof *L.r[r].ev, cmp_event_start);
+            if (L.r[r].n > 1)
+                qsort(L.r[r].ev, L.r[r].n, sizeof *L.r[r].ev, cmp_event_start);
         tl->ranks = calloc(L.n + 1, sizeof *tl->ranks);
         if (!tl->ranks)
             rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");

@@ -91,8 +91,63 @@ static int inside_blocks(const cuco_block *b, size_t nb, size_t off)
     return 0;
 }
 
+/* Adds the analysis's calls of this kind that no edit covers yet. */
+static void add_analysis_edits(const char *text, const char *path, const json_t *analysis,
+                               cuco_bound_variant_kind kind, const cuco_block *blocks, size_t nb,
+                               edit **edits, size_t *n_edits)
+{
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    const char *base = slash ? slash + 1 : path ? path : "";
+    size_t len = strlen(text);
+    json_t *list = json_object_get(analysis, kind == CUCO_VARIANT_NO_COMM ? "collectives" : "launches");
+    size_t i;
+    json_t *call;
+    json_array_foreach(list, i, call) {
+        const char *file = json_string_value(json_object_get(call, "file"));
+        const char *api = json_string_value(json_object_get(call, "api"));
+        json_t *span = json_object_get(call, "span");
+        json_int_t start = json_integer_value(json_object_get(span, "start"));
+        json_int_t end = json_integer_value(json_object_get(span, "end"));
+        if (!file || !api || start < 0 || end <= start || (size_t)end > len)
+            continue;
+        const char *fslash = strrchr(file, '/');
+        if (strcmp(fslash ? fslash + 1 : file, base))
+            continue;
+        /* The span must start with the call's name (a launch's api may carry
+         * template arguments: compare up to the first '<'). */
+        size_t name_len = strcspn(api, "<");
+        if (strncmp(text + start, api, name_len) || !inside_blocks(blocks, nb, (size_t)start))
+            continue;
+        const char *with = "ncclSuccess";
+        if (kind == CUCO_VARIANT_NO_COMPUTE) {
+            const char *how = json_string_value(json_object_get(call, "launch"));
+            if (!how)
+                continue;
+            with = !strcmp(how, "triple_chevron") ? "((void)0)"
+                   : !strcmp(how, "library")      ? "CUBLAS_STATUS_SUCCESS"
+                                                  : "cudaSuccess";
+        }
+        int covered = 0;
+        for (size_t k = 0; k < *n_edits && !covered; k++)
+            covered = (size_t)start < (*edits)[k].end && (size_t)end > (*edits)[k].start;
+        if (covered)
+            continue;
+        edit *grown = realloc(*edits, (*n_edits + 1) * sizeof *grown);
+        if (!grown)
+            return;
+        *edits = grown;
+        (*edits)[(*n_edits)++] = (edit){(size_t)start, (size_t)end, with};
+    }
+}
+
 int cuco_bound_variant(const char *text, const char *path, cuco_bound_variant_kind kind,
                        char **out, int *n_removed, cuco_err *e)
+{
+    return cuco_bound_variant_from(text, path, NULL, kind, out, n_removed, e);
+}
+
+int cuco_bound_variant_from(const char *text, const char *path, const json_t *analysis,
+                            cuco_bound_variant_kind kind, char **out, int *n_removed, cuco_err *e)
 {
     *out = NULL;
     *n_removed = 0;
@@ -160,7 +215,10 @@ int cuco_bound_variant(const char *text, const char *path, cuco_bound_variant_ki
         edits[n_edits++] = (edit){s.tok[start].off, s.tok[close].off + 1, with};
         i = close;
     }
-    qsort(edits, n_edits, sizeof *edits, cmp_edit);
+    if (analysis)
+        add_analysis_edits(text, path, analysis, kind, blocks, nb, &edits, &n_edits);
+    if (n_edits > 1)
+        qsort(edits, n_edits, sizeof *edits, cmp_edit);
     cuco_buf b = CUCO_BUF_INIT;
     size_t at = 0;
     for (size_t k = 0; k < n_edits; k++) {

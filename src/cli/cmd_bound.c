@@ -4,6 +4,7 @@
  * program's verification; writes WORKSPACE/bound.json and prints a summary
  * with warnings and advice (or the JSON with --json). */
 #include "commands.h"
+#include "cuco/analyze.h"
 #include "cuco/bound.h"
 #include "cuco/buf.h"
 #include "cuco/err.h"
@@ -120,12 +121,24 @@ static int emit_variants(const cuco_workload *w, const char *dir, cuco_err *e)
     char *stem = ext ? cuco_strndup(w->evolve_file, (size_t)(ext - w->evolve_file))
                      : cuco_strdup(w->evolve_file);
     char *base = cuco_path_basename(stem);
+    char *evolve_path = cuco_path_join(w->dir, w->evolve_file);
+    const char *paths[] = {evolve_path};
+    json_t *analysis = NULL;
+    cuco_err ae = CUCO_ERR_INIT;
+    if (!rc && cuco_analyze_paths(paths, 1, &analysis, &ae)) {
+        fprintf(stderr, "cuco bound: analysis failed (%s); variants from the call scanner only\n",
+                cuco_err_msg(&ae));
+        analysis = NULL;
+    }
+    cuco_err_clear(&ae);
+    free(evolve_path);
     for (int v = 0; !rc && v < 2; v++) {
         char *text = NULL;
         int n = 0;
         const char *what = v == 0 ? "comm_removed" : "compute_removed";
-        rc = cuco_bound_variant(seed, w->evolve_file,
-                                v == 0 ? CUCO_VARIANT_NO_COMM : CUCO_VARIANT_NO_COMPUTE, &text, &n, e);
+        rc = cuco_bound_variant_from(seed, w->evolve_file, analysis,
+                                     v == 0 ? CUCO_VARIANT_NO_COMM : CUCO_VARIANT_NO_COMPUTE, &text,
+                                     &n, e);
         if (rc)
             break;
         char *name = cuco_sprintf("%s.%s%s", base, what, ext ? ext : "");
@@ -137,6 +150,7 @@ static int emit_variants(const cuco_workload *w, const char *dir, cuco_err *e)
         free(name);
         free(text);
     }
+    json_decref(analysis);
     free(base);
     free(stem);
     free(seed);

@@ -85,6 +85,7 @@ typedef struct eval_ctx {
     const char *work_dir;
     int repeats;
     const cuco_launcher *launcher; /* NULL: mpirun directly */
+    const char *frozen_ref;        /* the --init program; NULL: the seed */
 } eval_ctx;
 
 static int real_eval(void *ctx, int slot, const char *text, cuco_eval_outcome *out, cuco_err *e)
@@ -105,6 +106,7 @@ static int real_eval(void *ctx, int slot, const char *text, cuco_eval_outcome *o
     o.max_level = 3;
     o.repeats = c->repeats;
     o.launcher = c->launcher;
+    o.frozen_ref = c->frozen_ref;
     cuco_eval_result r;
     rc = cuco_eval_program(c->w, text, &o, &r, e);
     free(dir);
@@ -304,7 +306,7 @@ int cmd_evolve(int argc, char **argv)
         if (n <= 0)
             n = run_slots > 0 ? run_slots : 4;
         cfg.slots = n > cores ? n : cores;
-        if (!quiet && !json)
+        if (!quiet)
             fprintf(stderr, "cuco evolve: launcher %s, %d run slot%s, %d evaluation threads\n",
                     cuco_launcher_name(launcher), n, n == 1 ? "" : "s", cfg.slots);
     }
@@ -329,7 +331,7 @@ int cmd_evolve(int argc, char **argv)
     if (db_open(dbpath, 0, &db, &e) < 0)
         goto fail;
 
-    eval_ctx ec = {w, evaldir, cfg.repeats, launcher};
+    eval_ctx ec = {w, evaldir, cfg.repeats, launcher, init_text};
     progress_ctx pc = {json, quiet};
     cuco_evolve_opts o;
     memset(&o, 0, sizeof o);
@@ -337,7 +339,9 @@ int cmd_evolve(int argc, char **argv)
     o.db = db;
     o.workload_name = w->name;
     o.workload = w;
-    o.seed_text = seed;
+    /* an --init program (e.g. the transformed gen_0) is the frozen reference
+     * of its descendants: its blocks may differ from the seed's */
+    o.seed_text = init_text ? init_text : seed;
     o.init_text = init_text;
     o.evaluate = real_eval;
     o.eval_ctx = &ec;

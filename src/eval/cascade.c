@@ -613,7 +613,8 @@ static void level_bench(cascade *c)
     }
     double *sorted = malloc((size_t)done * sizeof *sorted);
     memcpy(sorted, times, (size_t)done * sizeof *sorted);
-    qsort(sorted, (size_t)done, sizeof *sorted, cmp_double);
+    if ((size_t)done > 1)
+        qsort(sorted, (size_t)done, sizeof *sorted, cmp_double);
     /* The median is the middle run (the lower one for an even count), so that
      * time_ms and metrics_json come from the same run. */
     double median = sorted[(done - 1) / 2];
@@ -658,7 +659,8 @@ int cuco_eval_program(const cuco_workload *w, const char *program_text, const cu
     int max_level = o && o->max_level > 0 && o->max_level < 3 ? o->max_level : 3;
 
     cuco_err frozen = CUCO_ERR_INIT;
-    if (cuco_program_check_frozen(seed, text, &frozen) != 0) {
+    const char *frozen_ref = o && o->frozen_ref ? o->frozen_ref : seed;
+    if (cuco_program_check_frozen(frozen_ref, text, &frozen) != 0) {
         r->status = CUCO_EVAL_FROZEN_VIOLATION;
         set_excerpt(&c, cuco_err_msg(&frozen));
         progress(&c, "frozen check failed: %s", cuco_err_msg(&frozen));

@@ -41,7 +41,55 @@ int cuco_config_defaults(cuco_evolve_config *c, cuco_err *e)
     c->repeats = 0;
     c->budget_evaluations = 30;
     c->budget_generations = 20;
+    c->meta_interval = 5;
     return cuco_config_set_mutator(c, "knob", e);
+}
+
+int cuco_config_is_llm_mutator(const char *name)
+{
+    return name && (!strcmp(name, "llm") || !strcmp(name, "llm_diff") ||
+                    !strcmp(name, "llm_full") || !strcmp(name, "llm_cross"));
+}
+
+int cuco_config_add_models(cuco_evolve_config *c, const char *spec, cuco_err *e)
+{
+    const char *p = spec ? spec : "";
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        const char *start = p;
+        p += len;
+        if (*p)
+            p++;
+        while (len && (*start == ' ' || *start == '\t'))
+            start++, len--;
+        while (len && (start[len - 1] == ' ' || start[len - 1] == '\t'))
+            len--;
+        if (!len)
+            continue;
+        int dup = 0;
+        for (size_t i = 0; i < c->n_models && !dup; i++)
+            dup = strlen(c->models[i]) == len && !strncmp(c->models[i], start, len);
+        if (dup)
+            continue;
+        char **grown = realloc(c->models, (c->n_models + 1) * sizeof *grown);
+        if (!grown)
+            return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+        c->models = grown;
+        if (!(c->models[c->n_models] = cuco_strndup(start, len)))
+            return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+        c->n_models++;
+    }
+    return 0;
+}
+
+int cuco_config_add_prices(cuco_evolve_config *c, const char *spec, cuco_err *e)
+{
+    char *joined = c->prices ? cuco_sprintf("%s;%s", c->prices, spec) : cuco_strdup(spec);
+    if (!joined)
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    free(c->prices);
+    c->prices = joined;
+    return 0;
 }
 
 void cuco_config_free(cuco_evolve_config *c)
@@ -53,6 +101,13 @@ void cuco_config_free(cuco_evolve_config *c)
     c->mutators = NULL;
     c->weights = NULL;
     c->n_mutators = 0;
+    for (size_t i = 0; i < c->n_models; i++)
+        free(c->models[i]);
+    free(c->models);
+    free(c->prices);
+    c->models = NULL;
+    c->prices = NULL;
+    c->n_models = 0;
 }
 
 const char *cuco_selection_name(cuco_selection s)
@@ -129,6 +184,31 @@ static int load_doc(const char *path, yaml_document_t *doc, yaml_document_t *roo
             if (!(rc = parse_int(path, v, key, 1, 256, &d, e))) c->slots = (int)d;
         } else if (!strcmp(key, "seed")) {
             if (!(rc = parse_int(path, v, key, 0, 9.0e15, &d, e))) c->seed = (uint64_t)d;
+        } else if (!strcmp(key, "meta_interval")) {
+            if (!(rc = parse_int(path, v, key, 0, 1e6, &d, e))) c->meta_interval = (int)d;
+        } else if (!strcmp(key, "models")) {
+            if (v->type == YAML_SCALAR_NODE) {
+                rc = cuco_config_add_models(c, (const char *)v->data.scalar.value, e);
+            } else if (v->type == YAML_SEQUENCE_NODE) {
+                for (yaml_node_item_t *it = v->data.sequence.items.start;
+                     it < v->data.sequence.items.top && rc == 0; it++) {
+                    yaml_node_t *m = yaml_document_get_node(doc, *it);
+                    if (m->type != YAML_SCALAR_NODE)
+                        rc = cuco_err_set_at(e, CUCO_EINVAL, path, (int)m->start_mark.line + 1,
+                                             "models: expected model names");
+                    else
+                        rc = cuco_config_add_models(c, (const char *)m->data.scalar.value, e);
+                }
+            } else {
+                rc = cuco_err_set_at(e, CUCO_EINVAL, path, (int)v->start_mark.line + 1,
+                                     "models: expected a list of model names");
+            }
+        } else if (!strcmp(key, "prices")) {
+            if (v->type != YAML_SCALAR_NODE)
+                rc = cuco_err_set_at(e, CUCO_EINVAL, path, (int)v->start_mark.line + 1,
+                                     "prices: expected \"model=in,out[,cached];...\"");
+            else
+                rc = cuco_config_add_prices(c, (const char *)v->data.scalar.value, e);
         } else if (!strcmp(key, "repeats")) {
             if (!(rc = parse_int(path, v, key, 0, 1000, &d, e))) c->repeats = (int)d;
         } else if (!strcmp(key, "selection")) {
@@ -231,6 +311,13 @@ int cuco_config_validate(const cuco_evolve_config *c, cuco_err *e)
         w += c->weights[i];
     if (w <= 0)
         return cuco_err_set(e, CUCO_EINVAL, "mutator weights sum to zero");
+    for (size_t i = 0; i < c->n_mutators; i++)
+        if (cuco_config_is_llm_mutator(c->mutators[i]) && c->n_models == 0)
+            return cuco_err_set(e, CUCO_EINVAL,
+                                "mutator %s needs a model (--model NAME or config models)",
+                                c->mutators[i]);
+    if (c->meta_interval < 0)
+        return cuco_err_set(e, CUCO_EINVAL, "meta_interval must be >= 0");
     return 0;
 }
 
@@ -263,6 +350,13 @@ char *cuco_config_json(const cuco_evolve_config *c)
     for (size_t i = 0; i < c->n_mutators; i++)
         json_object_set_new(m, c->mutators[i], json_real(c->weights[i]));
     json_object_set_new(o, "mutators", m);
+    if (c->n_models) {
+        json_t *ms = json_array();
+        for (size_t i = 0; i < c->n_models; i++)
+            json_array_append_new(ms, json_string(c->models[i]));
+        json_object_set_new(o, "models", ms);
+    }
+    json_object_set_new(o, "meta_interval", json_integer(c->meta_interval));
     char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(o);
     return s;

@@ -11,6 +11,7 @@
 #include "cuco/buf.h"
 #include "cuco/evolve.h"
 #include "cuco/hash.h"
+#include "cuco/llm_mutate.h"
 #include "cuco/mutate.h"
 #include "cuco/patch.h"
 
@@ -388,11 +389,48 @@ static int max_similarity(const cuco_evolve_opts *o, int64_t run_id, const char 
     return 0;
 }
 
+/* How many of the run's recent failed children a mutator is shown. */
+#define RECENT_FAILURES 4
+
+static int is_failed_child(const cuco_db_program *p)
+{
+    return p->generation > 0 && p->status && strcmp(p->status, "ok") &&
+           strcmp(p->status, "pending") && strcmp(p->status, "rejected_duplicate") &&
+           strcmp(p->status, "rejected_novelty");
+}
+
+/* The run's most recent failed children, newest first: *all holds the run's
+ * programs (db_programs_free) and *fails shallow copies of the failures
+ * pointing into it (free() only). */
+static int recent_failures(const cuco_evolve_opts *o, int64_t run_id, cuco_db_program **all,
+                           size_t *n_all, cuco_db_program **fails, size_t *n_fails, cuco_err *e)
+{
+    *fails = NULL;
+    *n_fails = 0;
+    int rc = db_programs_list(o->db, run_id, NULL, all, n_all, e);
+    if (rc < 0)
+        return rc;
+    *fails = calloc(RECENT_FAILURES, sizeof **fails);
+    if (!*fails) {
+        db_programs_free(*all, *n_all);
+        *all = NULL;
+        *n_all = 0;
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    }
+    for (size_t i = *n_all; i > 0 && *n_fails < RECENT_FAILURES; i--)
+        if (is_failed_child(&(*all)[i - 1]))
+            (*fails)[(*n_fails)++] = (*all)[i - 1];
+    return 0;
+}
+
 /* Proposes one child; inserts it (pending or a rejection). *pending_id > 0
- * when it must be evaluated; *exhausted set when the mutator has nothing new. */
+ * when it must be evaluated; *exhausted set when the mutator has nothing new;
+ * *budget_stop set (nothing inserted) when the mutator's money budget
+ * refused the call. */
 static int propose_child(const cuco_evolve_opts *o, cuco_mutator **muts, int64_t run_id,
                          int gen, int island, int exploit, cuco_rng *rng, cuco_db_program *top,
-                         size_t ntop, int64_t *pending_id, int *exhausted, cuco_err *e)
+                         size_t ntop, int64_t *pending_id, int *exhausted, int *budget_stop,
+                         cuco_err *e)
 {
     *pending_id = 0;
     double *scores = malloc(ntop * sizeof *scores);
@@ -409,11 +447,24 @@ static int propose_child(const cuco_evolve_opts *o, cuco_mutator **muts, int64_t
     }
     size_t mi = pick_mutator(o->cfg, rng);
     cuco_mutator *m = muts[mi];
-    cuco_mutate_ctx ctx = {o->seed_text, o->workload, parent, second, top, ntop, NULL, 0,
-                           o->db,       run_id,      rng,    exploit};
+    cuco_db_program *all = NULL, *fails = NULL;
+    size_t n_all = 0, n_fails = 0;
+    int rc = recent_failures(o, run_id, &all, &n_all, &fails, &n_fails, e);
+    if (rc < 0)
+        return rc;
+    cuco_mutate_ctx ctx = {o->seed_text, o->workload, parent, second, top,    ntop,
+                           fails,        n_fails,     o->db,  run_id, rng,    exploit};
     cuco_mutation mu;
     cuco_err me = CUCO_ERR_INIT;
-    int rc = m->propose(m, &ctx, &mu, &me);
+    rc = m->propose(m, &ctx, &mu, &me);
+    free(fails);
+    db_programs_free(all, n_all);
+    if (rc == CUCO_EBUDGET) {
+        *budget_stop = 1;
+        cuco_err_clear(&me);
+        cuco_mutation_free(&mu);
+        return 0;
+    }
     cuco_db_program c;
     memset(&c, 0, sizeof c);
     c.run_id = run_id;
@@ -474,6 +525,29 @@ static int propose_child(const cuco_evolve_opts *o, cuco_mutator **muts, int64_t
 out:
     cuco_err_clear(&me);
     cuco_mutation_free(&mu);
+    return rc;
+}
+
+/* Writes the run's meta summary of generation gen (see meta_fn in
+ * evolve.h) and keeps it in *o->meta_summary. */
+static int write_meta_summary(const cuco_evolve_opts *o, int64_t run_id, int gen, cuco_err *e)
+{
+    cuco_buf text = CUCO_BUF_INIT;
+    const char *previous = o->meta_summary ? *o->meta_summary : NULL;
+    int rc = o->meta_fn ? o->meta_fn(o->meta_ctx, run_id, gen, previous, &text, e)
+                        : cuco_llm_db_meta_rules(o->db, run_id, &text, e);
+    if (rc == 0 && text.len)
+        rc = db_meta_insert(o->db, run_id, gen, cuco_buf_str(&text), e);
+    if (rc == 0 && text.len && o->meta_summary) {
+        char *keep = cuco_strdup(cuco_buf_str(&text));
+        if (!keep) {
+            rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+        } else {
+            free(*o->meta_summary);
+            *o->meta_summary = keep;
+        }
+    }
+    cuco_buf_free(&text);
     return rc;
 }
 
@@ -543,6 +617,8 @@ int cuco_evolve_run(const cuco_evolve_opts *o, cuco_evolve_result *r, cuco_err *
             goto done;
     }
     r->run_id = run_id;
+    if (o->run_id_out)
+        *o->run_id_out = run_id;
 
     /* pending programs left by a crash: evaluate them first */
     cuco_db_program *ps = NULL;
@@ -589,6 +665,7 @@ int cuco_evolve_run(const cuco_evolve_opts *o, cuco_evolve_result *r, cuco_err *
 
     long pending_made = 0;
     const char *stop = NULL;
+    char stop_text[sizeof r->stop_reason];
     for (;;) {
         long evals, cached;
         double usd;
@@ -620,20 +697,21 @@ int cuco_evolve_run(const cuco_evolve_opts *o, cuco_evolve_result *r, cuco_err *
             rc = migrate(o, run_id, gen, e);
         int64_t *ids = NULL;
         size_t nids = 0, cap = 0;
-        int exhausted = 0;
+        int exhausted = 0, budget_stop = 0;
         long room = cfg->budget_evaluations > 0 ? cfg->budget_evaluations - evals : -1;
-        for (int isl = 0; isl < cfg->islands && rc == 0; isl++) {
+        for (int isl = 0; isl < cfg->islands && rc == 0 && !budget_stop; isl++) {
             cuco_db_program *top;
             size_t ntop;
             if ((rc = db_programs_top(o->db, run_id, isl, (size_t)cfg->archive_size, &top, &ntop,
                                       e)) < 0)
                 break;
-            for (int c = 0; c < cfg->children_per_island && ntop && rc == 0; c++) {
+            for (int c = 0; c < cfg->children_per_island && ntop && rc == 0 && !budget_stop;
+                 c++) {
                 if (room >= 0 && (long)nids >= room)
                     break;
                 int64_t id = 0;
                 rc = propose_child(o, use, run_id, gen, isl, exploit, &rng, top, ntop, &id,
-                                   &exhausted, e);
+                                   &exhausted, &budget_stop, e);
                 if (rc == 0 && id > 0) {
                     if (nids == cap) {
                         cap = cap ? cap * 2 : 8;
@@ -695,6 +773,24 @@ int cuco_evolve_run(const cuco_evolve_opts *o, cuco_evolve_result *r, cuco_err *
             pr.eta_s = f > 0 ? pr.elapsed_s * (1 - f) / f : -1;
             pr.exploit = exploit;
             o->progress(o->progress_ctx, &pr);
+        }
+        if (!budget_stop && cfg->meta_interval > 0 && gen % cfg->meta_interval == 0) {
+            rc = write_meta_summary(o, run_id, gen, e);
+            if (rc == CUCO_EBUDGET) {
+                cuco_err_clear(e);
+                budget_stop = 1;
+                rc = 0;
+            } else if (rc < 0) {
+                goto done;
+            }
+        }
+        if (budget_stop) {
+            double spent = 0;
+            db_run_cost(o->db, run_id, &spent, e);
+            snprintf(stop_text, sizeof stop_text, "budget reached: $%.4f of $%.4f spent", spent,
+                     cfg->budget_usd);
+            stop = stop_text;
+            break;
         }
         if (nids == 0 && exhausted) {
             stop = "space exhausted";

@@ -176,7 +176,8 @@ int cuco_meta_summary_rules(const cuco_meta_entry *entries, size_t n, cuco_buf *
             free(line);
         }
     }
-    qsort(status.items, status.n, sizeof *status.items, by_count_desc);
+    if (status.n > 1)
+        qsort(status.items, status.n, sizeof *status.items, by_count_desc);
     cuco_buf_printf(out, "%zu programs evaluated:", n);
     for (size_t i = 0; i < status.n; i++)
         cuco_buf_printf(out, "%s %ld %s", i ? "," : "", status.items[i].count, status.items[i].key);
@@ -207,7 +208,8 @@ int cuco_meta_summary_rules(const cuco_meta_entry *entries, size_t n, cuco_buf *
             cuco_buf_printf(out, "Knob %s scored best on average: %.4f over %ld programs.\n",
                             a->key, a->sum / (double)a->count, a->count);
     }
-    qsort(failures.items, failures.n, sizeof *failures.items, by_count_desc);
+    if (failures.n > 1)
+        qsort(failures.items, failures.n, sizeof *failures.items, by_count_desc);
     for (size_t i = 0; i < failures.n && i < 3; i++)
         cuco_buf_printf(out, "Common failure (%ldx): %s\n", failures.items[i].count,
                         failures.items[i].key);

@@ -92,30 +92,86 @@ fail:
     return rc;
 }
 
+/* The run's finished programs as meta entries, at most max of the newest
+ * (0: all). *entries borrows from *ps: free both (free, db_programs_free). */
+static int meta_entries(cuco_db *db, int64_t run_id, size_t max, cuco_db_program **ps, size_t *n,
+                        cuco_meta_entry **entries, size_t *m, cuco_err *e)
+{
+    *m = 0;
+    int rc = db_programs_list(db, run_id, NULL, ps, n, e);
+    if (rc)
+        return rc;
+    *entries = calloc(*n ? *n : 1, sizeof **entries);
+    if (!*entries) {
+        db_programs_free(*ps, *n);
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    }
+    size_t first = 0, finished = 0;
+    for (size_t i = 0; i < *n; i++)
+        finished += !((*ps)[i].status && !strcmp((*ps)[i].status, "pending"));
+    for (size_t i = 0; i < *n; i++) {
+        const cuco_db_program *p = &(*ps)[i];
+        if (p->status && !strcmp(p->status, "pending"))
+            continue;
+        if (max && finished - first > max) {
+            first++;
+            continue;
+        }
+        cuco_meta_entry *x = &(*entries)[(*m)++];
+        x->status = p->status;
+        x->score = p->score;
+        x->knobs_json = p->knobs_json;
+        x->mutator = p->mutator;
+        x->error = p->error;
+    }
+    return 0;
+}
+
 int cuco_llm_db_meta_rules(cuco_db *db, int64_t run_id, cuco_buf *out, cuco_err *e)
 {
     cuco_db_program *ps = NULL;
-    size_t n = 0;
-    int rc = db_programs_list(db, run_id, NULL, &ps, &n, e);
+    cuco_meta_entry *entries = NULL;
+    size_t n = 0, m = 0;
+    int rc = meta_entries(db, run_id, 0, &ps, &n, &entries, &m, e);
     if (rc)
         return rc;
-    cuco_meta_entry *entries = calloc(n ? n : 1, sizeof *entries);
-    size_t m = 0;
-    if (!entries) {
-        db_programs_free(ps, n);
-        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (ps[i].status && !strcmp(ps[i].status, "pending"))
-            continue;
-        entries[m].status = ps[i].status;
-        entries[m].score = ps[i].score;
-        entries[m].knobs_json = ps[i].knobs_json;
-        entries[m].mutator = ps[i].mutator;
-        entries[m].error = ps[i].error;
-        m++;
-    }
     rc = cuco_meta_summary_rules(entries, m, out, e);
+    free(entries);
+    db_programs_free(ps, n);
+    return rc;
+}
+
+/* Attempts shown to the model in one meta prompt. */
+#define META_PROMPT_MAX_ENTRIES 200
+
+int cuco_llm_db_meta_llm(void *ctx, int64_t run_id, int generation, const char *previous,
+                         cuco_buf *out, cuco_err *e)
+{
+    const cuco_llm_db_meta_ctx *mc = ctx;
+    (void)generation;
+    cuco_db_program *ps = NULL;
+    cuco_meta_entry *entries = NULL;
+    size_t n = 0, m = 0;
+    char *user = NULL;
+    int rc = meta_entries(mc->db, run_id, META_PROMPT_MAX_ENTRIES, &ps, &n, &entries, &m, e);
+    if (rc)
+        return rc;
+    rc = cuco_meta_summary_prompt(mc->workload, previous, entries, m, &user, e);
+    if (rc == 0) {
+        const char *users[1] = {user};
+        cuco_llm_reply reply;
+        memset(&reply, 0, sizeof reply);
+        rc = cuco_llm_session_ask(mc->session, "meta", NULL, users, 1, &reply, e);
+        if (rc == 0 && reply.resp.status == CUCO_LLM_OK && reply.resp.text &&
+            *reply.resp.text) {
+            cuco_buf_puts(out, reply.resp.text);
+        } else if (rc == 0) {
+            /* a failed call: the run goes on with the rules' summary */
+            rc = cuco_meta_summary_rules(entries, m, out, e);
+        }
+        cuco_llm_response_free(&reply.resp);
+    }
+    free(user);
     free(entries);
     db_programs_free(ps, n);
     return rc;

@@ -355,14 +355,14 @@ inline ncclResult_t recv(void* recvbuff, size_t count, ncclDataType_t datatype, 
   return group_depth() > 0 ? ncclSuccess : p2p_flush();
 }
 
+// Every NCCL call of a group was rewritten, so no ncclGroupStart is needed
+// (window registration and device-communicator creation must not be grouped).
 inline ncclResult_t group_start() {
   group_depth()++;
-  return ncclGroupStart();
+  return ncclSuccess;
 }
 
 inline ncclResult_t group_end() {
-  ncclResult_t r = ncclGroupEnd();
-  if (r != ncclSuccess) return r;
   if (group_depth() > 0 && --group_depth() == 0) return p2p_flush();
   return ncclSuccess;
 }

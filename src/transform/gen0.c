@@ -241,6 +241,7 @@ int cuco_transform_workload(const cuco_workload *w, const cuco_transform_opts *o
         eo.progress = o->progress;
         eo.progress_ctx = o->progress_ctx;
         eo.max_level = gpu ? 3 : 1;
+        eo.frozen_ref = tr.program; /* the seed's frozen text was checked above */
         if ((rc = cuco_fs_mkdirs(work, e)) != 0)
             goto out;
         progress(o, gpu ? "evaluating the transformed program (build, verify, bench)"
@@ -258,6 +259,7 @@ int cuco_transform_workload(const cuco_workload *w, const cuco_transform_opts *o
             verification = "built, ran and verified";
             *outcome = CUCO_TX_VERIFIED;
             progress(o, "evaluating the seed for the time comparison");
+            eo.frozen_ref = NULL;
             if ((rc = cuco_eval_program(w, NULL, &eo, &seed_r, e)) != 0)
                 goto out;
             have_seed_r = 1;

@@ -510,6 +510,57 @@ static size_t top_start(const view *v, size_t i)
     return i;
 }
 
+/* An identifier of the receive buffer expression (other than skip) that is
+ * assigned inside a loop enclosing the receive: an offset computed per peer
+ * from this rank's own data, which the sender cannot evaluate for the peer.
+ * Returns its token index or n. */
+static size_t loop_assigned_ident(const view *v, const p2p_call *recv, size_t skip)
+{
+    size_t i = recv->tok;
+    int d = 0;
+    while (i-- > 0) {
+        if (is(v, i, "}")) {
+            d++;
+            continue;
+        }
+        if (!is(v, i, "{"))
+            continue;
+        if (d > 0) {
+            d--;
+            continue;
+        }
+        size_t body_end = match_close(v, i);
+        /* a loop body: "for (...) {" or "while (...) {" */
+        int loop = 0;
+        if (i > 0 && is(v, i - 1, ")")) {
+            size_t j = i - 1;
+            int pd = 0;
+            while (j > 0) {
+                if (is(v, j, ")"))
+                    pd++;
+                else if (is(v, j, "(") && --pd == 0)
+                    break;
+                j--;
+            }
+            loop = j > 0 && (is(v, j - 1, "for") || is(v, j - 1, "while"));
+        }
+        if (loop) {
+            for (size_t a = recv->a.first[0]; a <= recv->a.last[0]; a++) {
+                if (!is_ident(v, a) || a == skip || (a > 0 && (is(v, a - 1, ".") || is(v, a - 1, "->"))))
+                    continue;
+                for (size_t k = i + 1; k + 1 < body_end; k++)
+                    if (T(v, k)->len == T(v, a)->len &&
+                        memcmp(v->src + T(v, k)->off, v->src + T(v, a)->off, T(v, a)->len) == 0 &&
+                        (is(v, k + 1, "=") || is(v, k + 1, "+=") || is(v, k + 1, "-=")))
+                        return a;
+            }
+        }
+        if (v->depth[i] == 0)
+            break;
+    }
+    return v->n;
+}
+
 /* The expression, valid at the send, that points to this rank's copy of the
  * buffer the peer receives into. */
 static char *peer_buffer_expr(ctx *c, const p2p_call *send, const p2p_call *recv)
@@ -532,7 +583,21 @@ static char *peer_buffer_expr(ctx *c, const p2p_call *send, const p2p_call *recv
             k++;
         mentions = k == plen;
     }
-    if (!mentions)
+    size_t peer_tok = single ? recv->a.first[3] : v->n;
+    size_t assigned = v->n;
+    for (size_t a = recv->a.first[0]; a <= recv->a.last[0]; a++) /* the peer variable itself */
+        if (single && T(v, a)->len == T(v, peer_tok)->len &&
+            memcmp(v->src + T(v, a)->off, v->src + T(v, peer_tok)->off, T(v, a)->len) == 0)
+            peer_tok = a;
+    assigned = loop_assigned_ident(v, recv, single && mentions ? peer_tok : v->n);
+    if (assigned < v->n) {
+        char *id = cuco_strndup(v->src + T(v, assigned)->off, T(v, assigned)->len);
+        refuse(c, line_of(c, recv->tok),
+               "ncclRecv: the receive buffer '%s' uses '%s', computed per peer inside the loop from "
+               "this rank's data: the sender cannot tell where its data lands on the peer",
+               rbuf, id ? id : "?");
+        free(id);
+    } else if (!mentions)
         out = cuco_strdup(rbuf);
     else if (single) /* the peer receives for us what we receive for it, with its own rank */
         out = cuco_sprintf("[&]() { const int %s = cuco_tx::comm_rank(%s); return (%s); }()", rpeer,
@@ -912,7 +977,8 @@ static int assemble(ctx *c, const char *text)
         return rc;
     /* insertions at the same offset: markers end before code starts; a START
      * marker at a line start goes before the glue; stable otherwise */
-    qsort(c->edits, c->nedits, sizeof(*c->edits), cmp_edit);
+    if (c->nedits > 1)
+        qsort(c->edits, c->nedits, sizeof(*c->edits), cmp_edit);
     cuco_buf out = CUCO_BUF_INIT;
     size_t at = 0;
     for (size_t i = 0; i < c->nedits; i++) {

@@ -177,6 +177,47 @@ static void test_variant_no_compute(void **state)
     free(out);
 }
 
+/* Calls from an analysis join the scanner's; a call both found changes once;
+ * an analysis entry whose span does not start with its name is ignored. */
+static void test_variant_from_analysis(void **state)
+{
+    (void)state;
+    const char *text = "void f() {\n"
+                       "    ncclAllGather(a, b, 1, ncclInt, c, s);\n"
+                       "    launch_via_table(k, args);\n"
+                       "}\n";
+    size_t ag = (size_t)(strstr(text, "ncclAllGather") - text);
+    size_t lv = (size_t)(strstr(text, "launch_via_table") - text);
+    size_t lv_end = (size_t)(strstr(text, "args)") - text) + 5;
+    char *json = cuco_sprintf(
+        "{\"collectives\": [{\"api\": \"ncclAllGather\", \"file\": \"dir/v.cu\", "
+        "\"span\": {\"start\": %zu, \"end\": %zu}}],"
+        " \"launches\": [{\"api\": \"launch_via_table\", \"launch\": \"api\", \"file\": \"v.cu\", "
+        "\"span\": {\"start\": %zu, \"end\": %zu}},"
+        " {\"api\": \"other\", \"launch\": \"api\", \"file\": \"v.cu\", "
+        "\"span\": {\"start\": %zu, \"end\": %zu}}]}",
+        ag, ag + 38, lv, lv_end, lv, lv_end);
+    json_t *analysis = json_loads(json, 0, NULL);
+    assert_non_null(analysis);
+    char *out = NULL;
+    int n = 0;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_bound_variant_from(text, "v.cu", analysis, CUCO_VARIANT_NO_COMM, &out, &n, &e), 0);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(out, "    ncclSuccess;\n"));
+    free(out);
+    assert_int_equal(cuco_bound_variant_from(text, "v.cu", analysis, CUCO_VARIANT_NO_COMPUTE, &out, &n, &e), 0);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(out, "    cudaSuccess;\n"));
+    free(out);
+    /* Another file's entries are not applied. */
+    assert_int_equal(cuco_bound_variant_from(text, "w.cu", analysis, CUCO_VARIANT_NO_COMPUTE, &out, &n, &e), 0);
+    assert_int_equal(n, 0);
+    free(out);
+    json_decref(analysis);
+    free(json);
+}
+
 static void audit_one(const char *name, cuco_audit_verdict want, int finding)
 {
     char *p = data_path(name);
@@ -279,6 +320,36 @@ static void test_audit_workloads(void **state)
     free(wdir);
 }
 
+static void test_read_warning(void **state)
+{
+    (void)state;
+    char *ws = cuco_sprintf("%s/bound-ws-%d",
+                            getenv("CUCO_TEST_TMP") ? getenv("CUCO_TEST_TMP") : "/tmp", (int)getpid());
+    cuco_err e = CUCO_ERR_INIT;
+    char *msg = NULL;
+    assert_int_equal(cuco_fs_mkdirs(ws, &e), 0);
+    assert_int_equal(cuco_bound_read_warning(ws, &msg, &e), 0); /* no bound.json */
+    assert_null(msg);
+    char *path = cuco_path_join(ws, "bound.json");
+    const char *hollow = "{\"verification_audit\": {\"warning\": true, \"static\": "
+                         "{\"finding\": false, \"summary\": \"ok\"}, \"dynamic\": "
+                         "{\"finding\": true}}}";
+    assert_int_equal(cuco_fs_write(path, hollow, strlen(hollow), &e), 0);
+    assert_int_equal(cuco_bound_read_warning(ws, &msg, &e), 1);
+    assert_non_null(strstr(msg, "communication removed"));
+    free(msg);
+    const char *fine = "{\"verification_audit\": {\"warning\": false}}";
+    assert_int_equal(cuco_fs_write(path, fine, strlen(fine), &e), 0);
+    assert_int_equal(cuco_bound_read_warning(ws, &msg, &e), 0);
+    assert_null(msg);
+    assert_int_equal(cuco_fs_write(path, "{broken", 7, &e), 0);
+    assert_int_equal(cuco_bound_read_warning(ws, &msg, &e), CUCO_EINVAL);
+    cuco_err_clear(&e);
+    cuco_fs_remove_tree(ws, NULL);
+    free(path);
+    free(ws);
+}
+
 static void test_advice(void **state)
 {
     (void)state;
@@ -301,7 +372,8 @@ int main(void)
         cmocka_unit_test(test_timeline_two_ranks), cmocka_unit_test(test_timeline_errors),
         cmocka_unit_test(test_variant_no_comm),  cmocka_unit_test(test_variant_no_compute),
         cmocka_unit_test(test_audit_small_programs), cmocka_unit_test(test_audit_workloads),
-        cmocka_unit_test(test_advice),
+        cmocka_unit_test(test_variant_from_analysis),
+        cmocka_unit_test(test_advice),         cmocka_unit_test(test_read_warning),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

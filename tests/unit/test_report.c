@@ -1,9 +1,10 @@
 /* test_report.c: the line diff (hunks, context, counts, edge cases) and the
  * run summary and report files on the synthetic run of test_web_fixture.h. */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+
+#include <cmocka.h>
 
 #include <math.h>
 #include <sqlite3.h>

@@ -1,10 +1,11 @@
 /* test_web.c: the web UI's JSON API on a real database (test_web_fixture.h):
  * every endpoint, the filters, 400/404/405, the static page, and the API
  * still answering, over HTTP too, while another connection writes. */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+
+#include <cmocka.h>
 
 #include <curl/curl.h>
 #include <jansson.h>

@@ -92,153 +92,349 @@ __global__ void fill_rows(bf16 *x, long rows, int heads, long tok0, int tensor, 
 // then rank 1, ... (with one chunk: plain global token order).
 #define CUCO_KV_CHUNKS 1 // cuco:knob 1 2 4 8
 
-#define FA_BM 64    // queries per block (16 per warp)
-#define FA_BN 64    // keys per tile
-#define FA_WARPS 4
-#define FA_INIT 1   // start from an empty softmax state
-#define FA_FINAL 2  // write the normalized bf16 output (else the fp32 state)
+#define FA_WARPS 8               // 16 queries per warp
+#define FA_BM (16 * FA_WARPS)    // queries per block
+#define FA_BN 64                 // keys per tile
+#define FA_THREADS (FA_WARPS * 32)
+#define FA_INIT 1  // start from an empty softmax state
+#define FA_FINAL 2 // write the normalized bf16 output (else the fp32 state)
 
+// Tiles of 128-dim bf16 rows (256 bytes = 16 chunks of 16 bytes); chunk c of
+// row r is stored at chunk c ^ (r & 7), so the 8 rows an ldmatrix reads at
+// one logical chunk fall in 8 distinct bank groups.
 struct FaSmem {
-    bf16 k[FA_BN * HEAD_DIM];
-    bf16 v[FA_BN * HEAD_DIM];
-    float s[FA_WARPS][16 * FA_BN];
-    bf16 p[FA_WARPS][16 * FA_BN];
-    float o[FA_WARPS][16 * HEAD_DIM];
+    bf16 q[FA_BM * HEAD_DIM];
+    bf16 k[2][FA_BN * HEAD_DIM];
+    bf16 v[2][FA_BN * HEAD_DIM];
 };
 
 // A segment: kv_len keys whose first has global index kv_g0, rows of
-// kv_stride elements (the head's 128 values at offset head * 128).
+// kv_heads * 128 elements (the head's 128 values at offset kv_head * 128).
 struct FaSegment {
     const bf16 *k, *v;
     long kv_len, kv_g0;
 };
 
-// Grid (seq_local / FA_BM, heads); 128 threads. Each warp owns 16 queries:
-// S = Q K^T with wmma bf16 16x16x16 (Q fragments in registers, K/V tiles in
-// shared memory), online softmax on its 16 x 64 score tile (two lanes per
-// row), O += P V with the fp32 accumulator kept in shared memory so rows can
-// be rescaled.
-__global__ void __launch_bounds__(FA_WARPS * 32)
-    flash_attn_fwd(const bf16 *__restrict__ q, FaSegment seg, int heads, int kv_heads,
-                   long q_g0, bool causal, int flags, float *o_state, float *m_state,
-                   float *l_state, bf16 *out)
+__device__ __forceinline__ uint32_t fa_swz(int row, int chunk)
 {
-    using namespace nvcuda;
+    return (uint32_t)(row * (HEAD_DIM * 2) + ((chunk ^ (row & 7)) << 4));
+}
+
+// 16-byte cp.async; src_bytes 0 fills the destination with zeros
+__device__ __forceinline__ void fa_cp_async16(uint32_t dst, const void *src, int src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ void fa_cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int N> __device__ __forceinline__ void fa_cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void fa_ldsm_x4(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2,
+                                           uint32_t &r3)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
+__device__ __forceinline__ void fa_ldsm_x4_t(uint32_t addr, uint32_t &r0, uint32_t &r1,
+                                             uint32_t &r2, uint32_t &r3)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
+// d += a b: m16n8k16, bf16 inputs, fp32 accumulators
+__device__ __forceinline__ void fa_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                       uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t fa_pack_bf16(float lo, float hi)
+{
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+
+// the two bf16 of a packed pair as floats, summed
+__device__ __forceinline__ float fa_sum_bf16x2(uint32_t x)
+{
+    return __uint_as_float(x << 16) + __uint_as_float(x & 0xffff0000u);
+}
+
+// rows [0, rows) of a 128-dim tile from global (row stride `stride`
+// elements) into swizzled shared memory; rows >= valid are zero-filled
+template <int ROWS>
+__device__ __forceinline__ void fa_load_tile(uint32_t dst, const bf16 *src, long stride, long valid)
+{
+#pragma unroll
+    for (int i = 0; i < ROWS * (HEAD_DIM / 8) / FA_THREADS; i++) {
+        int idx = threadIdx.x + i * FA_THREADS, r = idx >> 4, c = idx & 15;
+        bool ok = r < valid;
+        const bf16 *g = src + (ok ? (long)r * stride : 0) + c * 8;
+        fa_cp_async16(dst + fa_swz(r, c), g, ok ? 16 : 0);
+    }
+}
+
+// Grid (heads, ceil(seq_local / FA_BM)); FA_THREADS threads. FlashAttention-2
+// forward: each warp owns 16 queries, their Q fragments in registers; K/V
+// tiles of 64 keys are double-buffered in shared memory with cp.async; S =
+// Q K^T and O += P V with mma.sync m16n8k16 (bf16, fp32 accumulators in
+// registers), P rounded to bf16 in registers as the A operand of P V; online
+// softmax in the exp2 domain. Causal: tiles wholly after the block's last
+// query are not visited, only tiles crossing a warp's diagonal are masked,
+// and the query tiles with the most keys run first.
+__global__ void __launch_bounds__(FA_THREADS)
+    flash_attn_fwd(const bf16 *__restrict__ q, FaSegment seg, int heads, int kv_heads,
+                   long seq_local, long q_g0, bool causal, int flags, float *o_state,
+                   float *m_state, float *l_state, bf16 *out)
+{
     extern __shared__ __align__(128) unsigned char fa_smem_raw[];
     FaSmem &sm = *reinterpret_cast<FaSmem *>(fa_smem_raw);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int head = blockIdx.y, kv_head = head / (heads / kv_heads);
-    const long q_local0 = (long)blockIdx.x * FA_BM + warp * 16; // this warp's first query
-    const long kv_stride = (long)kv_heads * HEAD_DIM;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int g = lane >> 2, tg = lane & 3; // mma fragment row group / thread in group
+    const int head = blockIdx.x, kv_head = head / (heads / kv_heads);
+    const long q_tile0 = (long)(gridDim.y - 1 - blockIdx.y) * FA_BM; // heavy tiles first
+    const long q_stride = (long)heads * HEAD_DIM, kv_stride = (long)kv_heads * HEAD_DIM;
     const float scale_log2 = 1.4426950408889634f / sqrtf((float)HEAD_DIM);
 
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> qf[HEAD_DIM / 16];
-    const bf16 *qp = q + (q_local0 * heads + head) * HEAD_DIM;
-    for (int kk = 0; kk < HEAD_DIM / 16; kk++)
-        wmma::load_matrix_sync(qf[kk], qp + kk * 16, heads * HEAD_DIM);
+    const long q_rows = min((long)FA_BM, seq_local - q_tile0);
+    const long warp_q0 = q_tile0 + warp * 16; // local index of this warp's first query
+    const bool warp_active = warp * 16 < q_rows;
+    const long q_row0 = warp_q0 + g, q_row1 = q_row0 + 8; // the two rows a thread holds
+    const long q_g_row0 = q_g0 + q_row0, q_g_row1 = q_g0 + q_row1;
+    const long warp_q_first = q_g0 + warp_q0, warp_q_last = warp_q_first + 15;
 
-    // lane pair (2r, 2r+1) owns row r: half 0 or 1 of the columns
-    const int row = lane >> 1, half = lane & 1;
-    const long q_local = q_local0 + row, q_g = q_g0 + q_local;
-    const size_t state_row = (size_t)q_local * heads + head;
-    float *orow = sm.o[warp] + row * HEAD_DIM + half * (HEAD_DIM / 2);
-    float m_run, l_run;
-    if (flags & FA_INIT) {
-        for (int j = 0; j < HEAD_DIM / 2; j++)
-            orow[j] = 0.0f;
-        m_run = -INFINITY;
-        l_run = 0.0f;
-    } else {
-        const float *src = o_state + state_row * HEAD_DIM + half * (HEAD_DIM / 2);
-        for (int j = 0; j < HEAD_DIM / 2; j++)
-            orow[j] = src[j];
-        m_run = m_state[state_row];
-        l_run = l_state[state_row];
+    // K/V tiles to visit
+    long n_tiles = (seg.kv_len + FA_BN - 1) / FA_BN;
+    if (causal) {
+        long keys = q_g0 + q_tile0 + q_rows - seg.kv_g0; // keys <= the block's last query
+        n_tiles = keys <= 0 ? 0 : min(n_tiles, (keys + FA_BN - 1) / FA_BN);
     }
 
-    const long block_q_last = q_g0 + (long)blockIdx.x * FA_BM + FA_BM - 1;
-    for (long t0 = 0; t0 < seg.kv_len; t0 += FA_BN) {
-        if (causal && seg.kv_g0 + t0 > block_q_last)
-            break;
-        __syncthreads(); // the previous tile is no longer read
-        for (int i = threadIdx.x; i < FA_BN * HEAD_DIM / 8; i += blockDim.x) {
-            int r = i / (HEAD_DIM / 8), c8 = i % (HEAD_DIM / 8);
-            uint4 kz = make_uint4(0, 0, 0, 0), vz = kz;
-            if (t0 + r < seg.kv_len) {
-                size_t off = (size_t)(t0 + r) * kv_stride + (size_t)kv_head * HEAD_DIM + c8 * 8;
-                kz = *reinterpret_cast<const uint4 *>(seg.k + off);
-                vz = *reinterpret_cast<const uint4 *>(seg.v + off);
+    // softmax state: m in raw score units, l partial per thread (quad-reduced at the end)
+    float o[HEAD_DIM / 8][4];
+    float m_r[2], l_r[2];
+    if (flags & FA_INIT) {
+#pragma unroll
+        for (int nt = 0; nt < HEAD_DIM / 8; nt++)
+            o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
+        m_r[0] = m_r[1] = -INFINITY;
+        l_r[0] = l_r[1] = 0.0f;
+    } else {
+        const long rr[2] = {q_row0, q_row1};
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            long r = min(rr[h], seq_local - 1);
+            size_t srow = (size_t)r * heads + head;
+            const float *src = o_state + srow * HEAD_DIM + 2 * tg;
+#pragma unroll
+            for (int nt = 0; nt < HEAD_DIM / 8; nt++) {
+                float2 t = *reinterpret_cast<const float2 *>(src + nt * 8);
+                o[nt][2 * h] = t.x;
+                o[nt][2 * h + 1] = t.y;
             }
-            reinterpret_cast<uint4 *>(sm.k)[i] = kz;
-            reinterpret_cast<uint4 *>(sm.v)[i] = vz;
+            m_r[h] = m_state[srow];
+            l_r[h] = tg == 0 ? l_state[srow] : 0.0f;
+        }
+    }
+
+    const uint32_t sq = (uint32_t)__cvta_generic_to_shared(sm.q);
+    const uint32_t sk0 = (uint32_t)__cvta_generic_to_shared(sm.k[0]);
+    const uint32_t sv0 = (uint32_t)__cvta_generic_to_shared(sm.v[0]);
+    const uint32_t kv_tile_bytes = FA_BN * HEAD_DIM * 2;
+    const bf16 *kbase = seg.k + (long)kv_head * HEAD_DIM;
+    const bf16 *vbase = seg.v + (long)kv_head * HEAD_DIM;
+
+    if (n_tiles > 0) {
+        fa_load_tile<FA_BM>(sq, q + (q_tile0 * heads + head) * HEAD_DIM, q_stride, q_rows);
+        fa_load_tile<FA_BN>(sk0, kbase, kv_stride, seg.kv_len);
+        fa_load_tile<FA_BN>(sv0, vbase, kv_stride, seg.kv_len);
+        fa_cp_async_commit();
+    }
+
+    // per-lane ldmatrix offsets (the swizzle's row term is lane & 7 in every case)
+    // Q (A operand, 16x16 at [warp rows][k]): row lane & 15, chunk 2 kk + (lane >> 4)
+    const uint32_t q_lane_row = (uint32_t)(warp * 16 + (lane & 15)) * (HEAD_DIM * 2);
+    const int q_lane_c = (lane >> 4) ^ (lane & 7);
+    // K (B operand of S, non-transposed): key (lane & 7) + 8 (lane >> 4), chunk 2 kk + ((lane >> 3) & 1)
+    const uint32_t k_lane_row = (uint32_t)((lane & 7) + ((lane >> 4) << 3)) * (HEAD_DIM * 2);
+    const int k_lane_c = ((lane >> 3) & 1) ^ (lane & 7);
+    // V (B operand of O, transposed): key (lane & 7) + 8 ((lane >> 3) & 1), chunk 2 np + (lane >> 4)
+    const uint32_t v_lane_row = (uint32_t)((lane & 7) + (((lane >> 3) & 1) << 3)) * (HEAD_DIM * 2);
+    const int v_lane_c = (lane >> 4) ^ (lane & 7);
+
+    uint32_t qf[HEAD_DIM / 16][4];
+
+    for (long j = 0; j < n_tiles; j++) {
+        const int stage = (int)(j & 1);
+        if (j + 1 < n_tiles) {
+            long t1 = (j + 1) * FA_BN;
+            fa_load_tile<FA_BN>(sk0 + (stage ^ 1) * kv_tile_bytes, kbase + t1 * kv_stride,
+                                kv_stride, seg.kv_len - t1);
+            fa_load_tile<FA_BN>(sv0 + (stage ^ 1) * kv_tile_bytes, vbase + t1 * kv_stride,
+                                kv_stride, seg.kv_len - t1);
+            fa_cp_async_commit();
+            fa_cp_async_wait<1>();
+        } else {
+            fa_cp_async_wait<0>();
         }
         __syncthreads();
 
-        for (int n = 0; n < FA_BN / 16; n++) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-            wmma::fill_fragment(acc, 0.0f);
+        if (j == 0) {
+#pragma unroll
+            for (int kk = 0; kk < HEAD_DIM / 16; kk++)
+                fa_ldsm_x4(sq + q_lane_row + (uint32_t)(((2 * kk) ^ q_lane_c) << 4), qf[kk][0],
+                           qf[kk][1], qf[kk][2], qf[kk][3]);
+        }
+
+        const long t0 = j * FA_BN, k_g0 = seg.kv_g0 + t0;
+        // a warp whose queries all precede the tile has nothing to do in it
+        if (warp_active && !(causal && k_g0 > warp_q_last)) {
+            const uint32_t sk = sk0 + stage * kv_tile_bytes, sv = sv0 + stage * kv_tile_bytes;
+
+            // S = Q K^T: 16 x 64 per warp
+            float s[FA_BN / 8][4];
+#pragma unroll
+            for (int nt = 0; nt < FA_BN / 8; nt++)
+                s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
             for (int kk = 0; kk < HEAD_DIM / 16; kk++) {
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> kf;
-                wmma::load_matrix_sync(kf, sm.k + n * 16 * HEAD_DIM + kk * 16, HEAD_DIM);
-                wmma::mma_sync(acc, qf[kk], kf, acc);
+#pragma unroll
+                for (int np = 0; np < FA_BN / 16; np++) {
+                    uint32_t b0, b1, b2, b3;
+                    fa_ldsm_x4(sk + (uint32_t)(np * 16 * HEAD_DIM * 2) + k_lane_row +
+                                   (uint32_t)(((2 * kk) ^ k_lane_c) << 4),
+                               b0, b1, b2, b3);
+                    fa_mma(s[2 * np], qf[kk], b0, b1);
+                    fa_mma(s[2 * np + 1], qf[kk], b2, b3);
+                }
             }
-            wmma::store_matrix_sync(sm.s[warp] + n * 16, acc, FA_BN, wmma::mem_row_major);
-        }
-        __syncwarp();
 
-        const float *srow = sm.s[warp] + row * FA_BN + half * (FA_BN / 2);
-        float sv[FA_BN / 2], tile_max = -INFINITY;
-        for (int j = 0; j < FA_BN / 2; j++) {
-            long col = t0 + half * (FA_BN / 2) + j, k_g = seg.kv_g0 + col;
-            bool valid = col < seg.kv_len && (!causal || k_g <= q_g);
-            sv[j] = valid ? srow[j] * scale_log2 : -INFINITY;
-            tile_max = fmaxf(tile_max, sv[j]);
-        }
-        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-        float m_new = fmaxf(m_run, tile_max);
-        float alpha = m_new == -INFINITY ? 1.0f : exp2f(m_run - m_new);
-        float psum = 0.0f;
-        bf16 *prow = sm.p[warp] + row * FA_BN + half * (FA_BN / 2);
-        for (int j = 0; j < FA_BN / 2; j++) {
-            bf16 pb = __float2bfloat16(m_new == -INFINITY ? 0.0f : exp2f(sv[j] - m_new));
-            prow[j] = pb;
-            psum += __bfloat162float(pb); // the weights P V uses, so l matches them
-        }
-        psum += __shfl_xor_sync(0xffffffffu, psum, 1);
-        l_run = l_run * alpha + psum;
-        m_run = m_new;
-        for (int j = 0; j < HEAD_DIM / 2; j++)
-            orow[j] *= alpha;
-        __syncwarp();
+            // mask: keys past the segment, and (causal) keys after the query
+            const bool need_mask =
+                t0 + FA_BN > seg.kv_len || (causal && k_g0 + FA_BN - 1 > warp_q_first);
+            if (need_mask) {
+#pragma unroll
+                for (int nt = 0; nt < FA_BN / 8; nt++) {
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        long col = t0 + nt * 8 + 2 * tg + e, kg = seg.kv_g0 + col;
+                        bool out_col = col >= seg.kv_len;
+                        if (out_col || (causal && kg > q_g_row0))
+                            s[nt][e] = -INFINITY;
+                        if (out_col || (causal && kg > q_g_row1))
+                            s[nt][2 + e] = -INFINITY;
+                    }
+                }
+            }
 
-        for (int dn = 0; dn < HEAD_DIM / 16; dn++) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> oacc;
-            float *otile = sm.o[warp] + dn * 16;
-            wmma::load_matrix_sync(oacc, otile, HEAD_DIM, wmma::mem_row_major);
+            // online softmax, rows g (h = 0) and g + 8 (h = 1)
+            float mx[2] = {m_r[0], m_r[1]};
+#pragma unroll
+            for (int nt = 0; nt < FA_BN / 8; nt++) {
+                mx[0] = fmaxf(mx[0], fmaxf(s[nt][0], s[nt][1]));
+                mx[1] = fmaxf(mx[1], fmaxf(s[nt][2], s[nt][3]));
+            }
+            float msc[2], alpha[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+                mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+                // a row with no visible key yet keeps m = -inf; exponentials are then 0
+                msc[h] = mx[h] == -INFINITY ? 0.0f : mx[h] * scale_log2;
+                alpha[h] = exp2f(m_r[h] * scale_log2 - msc[h]);
+                m_r[h] = mx[h];
+            }
+
+            // P = exp2(S * scale - m * scale) rounded to bf16: the A fragments of P V
+            uint32_t pf[FA_BN / 16][4];
+            float ps[2] = {0.0f, 0.0f};
+#pragma unroll
+            for (int nt = 0; nt < FA_BN / 8; nt++) {
+                uint32_t p01 = fa_pack_bf16(exp2f(fmaf(s[nt][0], scale_log2, -msc[0])),
+                                            exp2f(fmaf(s[nt][1], scale_log2, -msc[0])));
+                uint32_t p23 = fa_pack_bf16(exp2f(fmaf(s[nt][2], scale_log2, -msc[1])),
+                                            exp2f(fmaf(s[nt][3], scale_log2, -msc[1])));
+                ps[0] += fa_sum_bf16x2(p01); // the weights P V uses, so l matches them
+                ps[1] += fa_sum_bf16x2(p23);
+                pf[nt >> 1][(nt & 1) * 2] = p01;
+                pf[nt >> 1][(nt & 1) * 2 + 1] = p23;
+            }
+            l_r[0] = l_r[0] * alpha[0] + ps[0];
+            l_r[1] = l_r[1] * alpha[1] + ps[1];
+#pragma unroll
+            for (int nt = 0; nt < HEAD_DIM / 8; nt++) {
+                o[nt][0] *= alpha[0];
+                o[nt][1] *= alpha[0];
+                o[nt][2] *= alpha[1];
+                o[nt][3] *= alpha[1];
+            }
+
+            // O += P V: 16 x 128 per warp
+#pragma unroll
             for (int kk = 0; kk < FA_BN / 16; kk++) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> pf;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> vf;
-                wmma::load_matrix_sync(pf, sm.p[warp] + kk * 16, FA_BN);
-                wmma::load_matrix_sync(vf, sm.v + kk * 16 * HEAD_DIM + dn * 16, HEAD_DIM);
-                wmma::mma_sync(oacc, pf, vf, oacc);
+#pragma unroll
+                for (int np = 0; np < HEAD_DIM / 16; np++) {
+                    uint32_t b0, b1, b2, b3;
+                    fa_ldsm_x4_t(sv + (uint32_t)(kk * 16 * HEAD_DIM * 2) + v_lane_row +
+                                     (uint32_t)(((2 * np) ^ v_lane_c) << 4),
+                                 b0, b1, b2, b3);
+                    fa_mma(o[2 * np], pf[kk], b0, b1);
+                    fa_mma(o[2 * np + 1], pf[kk], b2, b3);
+                }
             }
-            wmma::store_matrix_sync(otile, oacc, HEAD_DIM, wmma::mem_row_major);
         }
-        __syncwarp();
+        __syncthreads(); // this stage is refilled by the next iteration
     }
 
+    // the row sums over the quad
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        l_r[h] += __shfl_xor_sync(0xffffffffu, l_r[h], 1);
+        l_r[h] += __shfl_xor_sync(0xffffffffu, l_r[h], 2);
+    }
+    const long rr[2] = {q_row0, q_row1};
     if (flags & FA_FINAL) {
-        float inv = l_run > 0.0f ? 1.0f / l_run : 0.0f;
-        bf16 *dst = out + state_row * HEAD_DIM + half * (HEAD_DIM / 2);
-        for (int j = 0; j < HEAD_DIM / 2; j++)
-            dst[j] = __float2bfloat16(orow[j] * inv);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            if (rr[h] >= seq_local)
+                continue;
+            float inv = l_r[h] > 0.0f ? 1.0f / l_r[h] : 0.0f;
+            bf16 *dst = out + ((size_t)rr[h] * heads + head) * HEAD_DIM + 2 * tg;
+#pragma unroll
+            for (int nt = 0; nt < HEAD_DIM / 8; nt++)
+                *reinterpret_cast<__nv_bfloat162 *>(dst + nt * 8) =
+                    __floats2bfloat162_rn(o[nt][2 * h] * inv, o[nt][2 * h + 1] * inv);
+        }
     } else {
-        float *dst = o_state + state_row * HEAD_DIM + half * (HEAD_DIM / 2);
-        for (int j = 0; j < HEAD_DIM / 2; j++)
-            dst[j] = orow[j];
-        if (half == 0) {
-            m_state[state_row] = m_run;
-            l_state[state_row] = l_run;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            if (rr[h] >= seq_local)
+                continue;
+            size_t srow = (size_t)rr[h] * heads + head;
+            float *dst = o_state + srow * HEAD_DIM + 2 * tg;
+#pragma unroll
+            for (int nt = 0; nt < HEAD_DIM / 8; nt++)
+                *reinterpret_cast<float2 *>(dst + nt * 8) = make_float2(o[nt][2 * h], o[nt][2 * h + 1]);
+            if (tg == 0) {
+                m_state[srow] = m_r[h];
+                l_state[srow] = l_r[h];
+            }
         }
     }
 }
@@ -308,10 +504,10 @@ static void step_teardown(hx_ctx &, StepState &s)
 static void step_attend(hx_ctx &c, const Problem &p, StepState &s, FaSegment seg, int flags,
                         cudaStream_t st)
 {
-    dim3 grid((unsigned)(p.seq_local / FA_BM), (unsigned)p.heads);
-    flash_attn_fwd<<<grid, FA_WARPS * 32, sizeof(FaSmem), st>>>(
-        p.q, seg, p.heads, p.kv_heads, (long)c.rank * p.seq_local, p.causal, flags, s.o_state,
-        s.m_state, s.l_state, p.out);
+    dim3 grid((unsigned)p.heads, (unsigned)((p.seq_local + FA_BM - 1) / FA_BM));
+    flash_attn_fwd<<<grid, FA_THREADS, sizeof(FaSmem), st>>>(
+        p.q, seg, p.heads, p.kv_heads, p.seq_local, (long)c.rank * p.seq_local, p.causal, flags,
+        s.o_state, s.m_state, s.l_state, p.out);
     HX_CHECK_LAUNCH();
 }
 

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# test_transform.sh: 'cuco transform --no-verify' (rules + static check, no
+# build) on every GPU workload under workloads/ and on the small programs of
+# tests/data/transform: gen_0/ holds the program, a diff and both reports,
+# the program is registered as generation 0 of a new run; ncclBroadcast and a
+# collective in frozen code are refused with their line and no program; bad
+# usage exits 2.
+set -u
+: "${CUCO_BIN:?}" "${CUCO_SRC:?}" "${CUCO_TEST_DATA:?}" "${CUCO_TEST_TMP:?}"
+mkdir -p "$CUCO_TEST_TMP"
+TMP=$(mktemp -d "$CUCO_TEST_TMP/transform.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+fail=0
+check() { # check DESCRIPTION CONDITION...
+    local what=$1
+    shift
+    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fail=1; fi
+}
+json_get() { # json_get FILE EXPR (python3 expression over the object j)
+    python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+}
+db_get() { # db_get DB SQL
+    python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchone())' "$1" "$2"
+}
+
+transformed_ok() { # transformed_ok WORKLOAD_DIR NAME EVOLVE_FILE
+    local dir=$1 name=$2 file=$3 ws="$TMP/$2"
+    "$CUCO_BIN" transform "$dir" --workspace "$ws" --no-verify --json >"$TMP/$name.json" 2>"$TMP/$name.err"
+    local rc=$?
+    check "$name: exit 0 (transformed, statically checked)" test "$rc" -eq 0
+    check "$name: program written" test -s "$ws/gen_0/$file"
+    check "$name: diff against the seed" grep -q "^+++ b/$file" "$ws/gen_0/program.diff"
+    check "$name: no host collective left" bash -c "! grep -Eq '\\bnccl(AllGather|ReduceScatter|AllReduce|Send|Recv)\\(' '$ws/gen_0/$file'"
+    check "$name: device library included" grep -q '#include "cuco_device.cuh"' "$ws/gen_0/$file"
+    check "$name: knob declared" grep -Eq '^#define CUCO_COMM_CTAS [0-9]+ +// cuco:knob' "$ws/gen_0/$file"
+    check "$name: json report says transformed" test "$(json_get "$ws/gen_0/transform_report.json" 'j["transformed"]')" = True
+    check "$name: markdown report" grep -q "static check: static check passed" "$ws/gen_0/transform_report.md"
+    check "$name: --json on stdout equals the report" cmp -s <(python3 -m json.tool "$TMP/$name.json") <(python3 -m json.tool "$ws/gen_0/transform_report.json")
+    check "$name: registered as generation 0, pending" test "$(db_get "$ws/runs.db" "select generation, status, mutator from programs")" = "(0, 'pending', 'transform_rules')"
+    check "$name: stored code is the program" test "$(db_get "$ws/runs.db" "select code from programs" | wc -c)" -gt 1000
+}
+
+# the GPU workloads: each is transformed or refused with a reason and a line
+for m in "$CUCO_SRC"/workloads/*/workload.yaml; do
+    dir=$(dirname "$m")
+    name=$(basename "$dir")
+    grep -q '^gpu: *false' "$m" && continue
+    ws="$TMP/wl-$name"
+    "$CUCO_BIN" transform "$dir" --workspace "$ws" --no-verify --quiet >"$TMP/wl-$name.out" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ]; then
+        file=$(json_get "$ws/gen_0/transform_report.json" 'j["evolve_file"]')
+        transformed_ok "$dir" "wl-$name" "$file"
+    else
+        check "$name: refused with exit 1" test "$rc" -eq 1
+        check "$name: refusal names a line" grep -Eq "\.cu:[0-9]+: refused: " "$TMP/wl-$name.out"
+    fi
+done
+# the two seed workloads of this tree are transformable
+for name in gemm_allgather kv_transfer; do
+    check "$name is transformed" test -s "$TMP/wl-$name/gen_0/$name.cu"
+done
+
+D="$CUCO_TEST_DATA/transform"
+for name in allgather allreduce_loop sendrecv_pair alltoall_group; do
+    transformed_ok "$D/$name" "$name" "$name.cu"
+done
+# a program without blocks gets them; one with blocks keeps its frozen text
+check "allgather: blocks added" test "$(grep -c 'EVOLVE-BLOCK-START' "$TMP/allgather/gen_0/allgather.cu")" -ge 2
+check "allreduce_loop: one block kept" test "$(grep -c 'EVOLVE-BLOCK-START' "$TMP/allreduce_loop/gen_0/allreduce_loop.cu")" -eq 1
+check "allreduce_loop: only the block changed" bash -c "diff <(sed '/EVOLVE-BLOCK-START/,/EVOLVE-BLOCK-END/d' '$D/allreduce_loop/allreduce_loop.cu') <(sed '/EVOLVE-BLOCK-START/,/EVOLVE-BLOCK-END/d' '$TMP/allreduce_loop/gen_0/allreduce_loop.cu')"
+check "alltoall_group: the peer's receive offset uses its rank" grep -q 'const int peer = cuco_tx::comm_rank(comm); return (recvbuf + peer \* n);' "$TMP/alltoall_group/gen_0/alltoall_group.cu"
+check "sendrecv_pair: device communicator set up after ncclCommInitRank" grep -q 'cuco_tx::comm_setup(\*(&comm));' "$TMP/sendrecv_pair/gen_0/sendrecv_pair.cu"
+check "sendrecv_pair: teardown before ncclCommDestroy" grep -q 'cuco_tx::comm_teardown(comm); NK(ncclCommDestroy(comm));' "$TMP/sendrecv_pair/gen_0/sendrecv_pair.cu"
+
+refused() { # refused NAME LINE NEEDLE
+    local name=$1 line=$2 needle=$3 ws="$TMP/$1"
+    "$CUCO_BIN" transform "$D/$name" --workspace "$ws" --no-verify --quiet >"$TMP/$name.out" 2>&1
+    local rc=$?
+    check "$name: exit 1" test "$rc" -eq 1
+    check "$name: reported at $name.cu:$line" grep -q "$name.cu:$line: refused: .*$needle" "$TMP/$name.out"
+    check "$name: no program claimed" test ! -e "$ws/gen_0/$name.cu"
+    check "$name: report written" grep -q "Not transformed" "$ws/gen_0/transform_report.md"
+    check "$name: not registered" test ! -e "$ws/runs.db"
+}
+refused broadcast 54 "ncclBroadcast"
+refused frozen_collective 58 "outside the EVOLVE-BLOCKs"
+
+"$CUCO_BIN" transform >/dev/null 2>&1
+check "no workload: exit 2" test $? -eq 2
+"$CUCO_BIN" transform "$D/allgather" --bogus >/dev/null 2>&1
+check "unknown option: exit 2" test $? -eq 2
+"$CUCO_BIN" transform "$TMP/nowhere" >/dev/null 2>&1
+check "missing workload: exit 2" test $? -eq 2
+"$CUCO_BIN" transform --help | grep -q -- "--no-verify"
+check "--help documents --no-verify" test $? -eq 0
+exit $fail

@@ -1,0 +1,238 @@
+/* test_transform.c: the rule route (src/transform/rules.c) and the static
+ * device-initiated check (check.c) on small in-memory programs: what is
+ * rewritten, that frozen text is untouched, what is refused and where, and
+ * that the check rejects leftover host communication. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuco/buf.h"
+#include "cuco/program.h"
+#include "cuco/transform.h"
+
+static const char *const block_program =
+    "#include <nccl.h>\n"
+    "// EVOLVE-BLOCK-START\n"
+    "struct Step { float *buf = nullptr; };\n"
+    "static void setup(Step &s, size_t n) { cudaMalloc((void **)&s.buf, n * 4); }\n"
+    "static void run(Step &s, size_t n, ncclComm_t comm, cudaStream_t st) {\n"
+    "    ncclAllReduce(s.buf, s.buf, n, ncclFloat32, ncclSum, comm, st);\n"
+    "}\n"
+    "static void done(Step &s) { cudaFree(s.buf); }\n"
+    "// EVOLVE-BLOCK-END\n"
+    "int main() { /* frozen harness */ return 0; }\n";
+
+static int has_note(const cuco_tx_notes *l, const char *kind, int line, const char *needle)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->items[i].kind, kind) == 0 && (line == 0 || l->items[i].line == line) &&
+            strstr(l->items[i].text, needle))
+            return 1;
+    return 0;
+}
+
+static void test_allreduce_in_block(void **state)
+{
+    (void)state;
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("p.cu", block_program, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    assert_non_null(r.program);
+    assert_non_null(strstr(r.program, "cuco_tx::all_reduce(s.buf, s.buf, n, ncclFloat32, ncclSum, comm, st)"));
+    assert_non_null(strstr(r.program, "cuco_tx::symm_malloc((void **)&s.buf"));
+    assert_non_null(strstr(r.program, "cuco_tx::symm_free(s.buf)"));
+    assert_non_null(strstr(r.program, "#include \"cuco_device.cuh\""));
+    assert_null(strstr(r.program, "ncclAllReduce("));
+    /* only the block changed, and the knobs are declared in it */
+    assert_int_equal(cuco_program_check_frozen(block_program, r.program, &e), 0);
+    cuco_knob *k = NULL;
+    size_t nk = 0;
+    assert_int_equal(cuco_program_knobs(r.program, &k, &nk, &e), 0);
+    int ctas = 0;
+    for (size_t i = 0; i < nk; i++)
+        ctas += strcmp(k[i].name, "CUCO_COMM_CTAS") == 0 && k[i].value_in_choices;
+    assert_int_equal(ctas, 1);
+    cuco_knobs_free(k, nk);
+    assert_true(has_note(&r.notes, "rewrite", 6, "cuco_tx::all_reduce"));
+    assert_true(has_note(&r.notes, "symmetric", 4, "s.buf"));
+    int passed = 0;
+    assert_int_equal(cuco_transform_check("p.cu", r.program, &passed, &r.notes, &e), 0);
+    assert_int_equal(passed, 1);
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
+static void test_wraps_program_without_blocks(void **state)
+{
+    (void)state;
+    const char *src = "#include <nccl.h>\n"
+                      "int main() {\n"
+                      "    float *a, *b; ncclComm_t c; cudaStream_t s; size_t n = 4;\n"
+                      "    cudaMalloc(&a, n * 4);\n"
+                      "    cudaMalloc(&b, 2 * n * 4);\n"
+                      "    ncclAllGather(a, b, n, ncclFloat32, c, s);\n"
+                      "    printf(\"Verification: PASS\\n\");\n"
+                      "    return 0;\n"
+                      "}\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("ag.cu", src, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    cuco_block *b = NULL;
+    size_t nb = 0;
+    assert_int_equal(cuco_program_blocks(r.program, &b, &nb, &e), 0);
+    assert_true(nb >= 2); /* the glue, and the rewritten statements */
+    /* the receive buffer became symmetric, the send buffer did not */
+    assert_non_null(strstr(r.program, "cuco_tx::symm_malloc(&b"));
+    assert_non_null(strstr(r.program, "cudaMalloc(&a"));
+    /* the harness line stays outside every block */
+    const char *v = strstr(r.program, "printf(\"Verification");
+    assert_non_null(v);
+    for (size_t i = 0; i < nb; i++)
+        assert_false((size_t)(v - r.program) >= b[i].body_start && (size_t)(v - r.program) < b[i].body_end);
+    free(b);
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    struct {
+        const char *src, *needle;
+        int line;
+    } cases[] = {
+        {"#include <nccl.h>\nvoid f(float *x, ncclComm_t c) {\n  ncclBroadcast(x, x, 4, ncclFloat32, 0, c, 0);\n}\n",
+         "ncclBroadcast", 3},
+        {"#define AR(b) ncclAllReduce(b, b, 4, ncclFloat32, ncclSum, comm, 0)\nvoid f(float *x) { AR(x); }\n",
+         "preprocessor", 1},
+        {"void f(float *x, ncclComm_t c) {\n  ncclAllReduce(x, x, 4, ncclFloat32, ncclMax, c, 0);\n}\n",
+         "ncclSum", 2},
+        {"void f(float *x, ncclComm_t c) {\n  ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, c, 0);\n}\n",
+         "cannot find the cudaMalloc", 2},
+        {"// EVOLVE-BLOCK-START\n#define K 1\n// EVOLVE-BLOCK-END\nvoid f(ncclComm_t c) {\n  float *x; cudaMalloc(&x, 4);\n"
+         "  ncclAllReduce(x, x, 1, ncclFloat32, ncclSum, c, 0);\n}\n",
+         "outside the EVOLVE-BLOCKs", 6},
+        {"void f(float *x, ncclComm_t c) {\n  ncclSend(x, 4, ncclFloat32, 1, c, 0);\n}\n", "no matching ncclRecv", 2},
+        {"int main() { return 0; }\n", "nothing to transform", 0},
+        /* per-peer offsets computed from this rank's own layout (MoE style) */
+        {"void f(float *s, float *r, size_t *off, int np, ncclComm_t c) {\n"
+         "  ncclGroupStart();\n  for (int q = 0; q < np; q++) {\n    size_t ro = off[q];\n"
+         "    ncclSend(s, 4, ncclFloat32, q, c, 0);\n    ncclRecv(r + ro, 4, ncclFloat32, q, c, 0);\n  }\n"
+         "  ncclGroupEnd();\n}\nint main() { float *r; cudaMalloc(&r, 64); }\n",
+         "computed per peer", 6},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cuco_tx_result r;
+        cuco_err e = CUCO_ERR_INIT;
+        assert_int_equal(cuco_transform_rules("x.cu", cases[i].src, &r, &e), 0);
+        if (!r.refused || !has_note(&r.notes, "refused", cases[i].line, cases[i].needle))
+            fail_msg("case %zu: expected a refusal at line %d about '%s'", i, cases[i].line, cases[i].needle);
+        assert_null(r.program);
+        cuco_tx_result_free(&r);
+        cuco_err_clear(&e);
+    }
+}
+
+static void test_grouped_alltoall_destination(void **state)
+{
+    (void)state;
+    const char *src = "void f(float *s, float *r, size_t n, int np, ncclComm_t comm, cudaStream_t st) {\n"
+                      "  ncclGroupStart();\n"
+                      "  for (int q = 0; q < np; q++) {\n"
+                      "    ncclSend(s + q * n, n, ncclFloat32, q, comm, st);\n"
+                      "    ncclRecv(r + q * n, n, ncclFloat32, q, comm, st);\n"
+                      "  }\n"
+                      "  ncclGroupEnd();\n"
+                      "}\n"
+                      "int main() { float *s, *r; cudaMalloc(&s, 64); cudaMalloc(&r, 64); return 0; }\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("a2a.cu", src, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    /* the peer receives our block at its offset for our rank */
+    assert_non_null(strstr(r.program, "const int q = cuco_tx::comm_rank(comm); return (r + q * n);"));
+    assert_non_null(strstr(r.program, "cuco_tx::group_start()"));
+    assert_non_null(strstr(r.program, "cuco_tx::symm_malloc(&r"));
+    assert_non_null(strstr(r.program, "cudaMalloc(&s"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
+/* The check on a correct transformed program with one defect added. */
+static void check_rejects(const char *defect, int defect_line_offset, const char *needle)
+{
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("p.cu", block_program, &r, &e), 0);
+    assert_non_null(r.program);
+    int lines = 0;
+    for (const char *p = r.program; *p; p++)
+        lines += *p == '\n';
+    char *bad = cuco_sprintf("%s%s", r.program, defect);
+    cuco_tx_notes notes = {NULL, 0};
+    int passed = 1;
+    assert_int_equal(cuco_transform_check("p.cu", bad, &passed, &notes, &e), 0);
+    assert_int_equal(passed, 0);
+    if (!has_note(&notes, "error", defect_line_offset ? lines + defect_line_offset : 0, needle))
+        fail_msg("no error about '%s' at line %d", needle, lines + defect_line_offset);
+    cuco_tx_notes_free(&notes);
+    free(bad);
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
+static void test_check_rejects_leftover_collective(void **state)
+{
+    (void)state;
+    check_rejects("void g(float *x, ncclComm_t c) {\n  ncclAllGather(x, x, 1, ncclFloat32, c, 0);\n}\n", 2,
+                  "ncclAllGather");
+    check_rejects("void g(float *x) {\n  ncclSend(x, 1, ncclFloat32, 1, 0, 0);\n}\n", 2, "ncclSend");
+}
+
+static void test_check_rejects_host_copies(void **state)
+{
+    (void)state;
+    check_rejects("void g(float *x, float *y) {\n  cudaMemcpyPeer(y, 1, x, 0, 4);\n}\n", 2, "cudaMemcpyPeer");
+    check_rejects("void g(Step &s, float *y) {\n  cudaMemcpyAsync(y, s.buf, 4, cudaMemcpyDeviceToDevice, 0);\n}\n",
+                  2, "stands in for communication");
+}
+
+static void test_check_needs_device_comm(void **state)
+{
+    (void)state;
+    cuco_tx_notes notes = {NULL, 0};
+    cuco_err e = CUCO_ERR_INIT;
+    int passed = 1;
+    const char *src = "void f(float *x, ncclComm_t c) { cuco_tx::all_reduce(x, x, 1, ncclFloat32, ncclSum, c, 0); }\n";
+    assert_int_equal(cuco_transform_check("d.cu", src, &passed, &notes, &e), 0);
+    assert_int_equal(passed, 0);
+    assert_true(has_note(&notes, "error", 0, "device communicator"));
+    cuco_tx_notes_free(&notes);
+    /* a plain host program: no device communication at all */
+    passed = 1;
+    assert_int_equal(cuco_transform_check("d.cu", "int main() { ncclDevCommCreate(0, 0, 0); }\n", &passed, &notes, &e), 0);
+    assert_int_equal(passed, 0);
+    assert_true(has_note(&notes, "error", 0, "no device-initiated communication"));
+    cuco_tx_notes_free(&notes);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_allreduce_in_block),
+        cmocka_unit_test(test_wraps_program_without_blocks),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_grouped_alltoall_destination),
+        cmocka_unit_test(test_check_rejects_leftover_collective),
+        cmocka_unit_test(test_check_rejects_host_copies),
+        cmocka_unit_test(test_check_needs_device_comm),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
