@@ -53,6 +53,23 @@ typedef struct cuco_bound_kernel {
     int comm;
 } cuco_bound_kernel;
 
+/* The program's own timed intervals (cudaEventElapsedTime calls, recorded
+ * by the timeline library), by what ran inside them. */
+typedef enum cuco_bound_timed_kind {
+    CUCO_TIMED_FULL = 0,     /* computation and communication */
+    CUCO_TIMED_COMPUTE_ONLY, /* computation only */
+    CUCO_TIMED_COMM_ONLY,    /* communication only */
+    CUCO_TIMED_KINDS
+} cuco_bound_timed_kind;
+
+typedef struct cuco_bound_timed {
+    int n;             /* intervals of this kind */
+    double compute_ms; /* medians over them: union of computation kernels */
+    double comm_ms;    /* union of communication kernels and peer copies */
+    double span_ms;    /* first start to last end of the GPU work inside */
+    double event_ms;   /* what the program's cudaEventElapsedTime gave */
+} cuco_bound_timed;
+
 typedef struct cuco_bound_rank {
     int rank;          /* MPI rank of the process, or -1 */
     long pid;
@@ -70,6 +87,8 @@ typedef struct cuco_bound_rank {
     double wait_ms;    /* comm time spent waiting for slower peers (see docs) */
     cuco_bound_kernel *top; /* by total time, largest first (owned) */
     size_t n_top;
+    int n_timed;       /* the program's timed intervals seen on this device */
+    cuco_bound_timed timed[CUCO_TIMED_KINDS]; /* per step, by kind (see docs/bound.md) */
 } cuco_bound_rank;
 
 typedef struct cuco_bound_timeline {
@@ -130,15 +149,31 @@ typedef struct cuco_audit_site {
     char *why;   /* explanation: the chain of conditions followed (owned) */
 } cuco_audit_site;
 
+/* A host NCCL call that receives data, and whether anything reads it. */
+typedef struct cuco_audit_comm {
+    char *file;    /* owned */
+    int line;
+    char *call;    /* e.g. "ncclAllReduce" (owned) */
+    char *buffer;  /* the receive argument as written (owned) */
+    int read;      /* 0: the received data is never read, so no check can see it */
+    char *read_at; /* "file:line" of the first read found, or NULL (owned) */
+} cuco_audit_comm;
+
 typedef struct cuco_audit {
     cuco_audit_site *sites; /* owned */
     size_t n_sites;
+    cuco_audit_comm *comm;  /* owned: every receiving NCCL call */
+    size_t n_comm;
+    int comm_finding; /* 1: some received data is never read */
     int finding;  /* 1: a success line is not decided by a comparison of results,
-                     or no success line was found */
+                     no success line was found, or comm_finding */
     char *summary; /* one line (owned) */
 } cuco_audit;
 
-/* Static audit of a program: path is the main file; local #include "..."
+/* Static audit of a program: the success lines' verdicts, and whether the
+ * data each receiving NCCL call writes is read anywhere (a collective whose
+ * output nothing reads cannot be checked by any verification).
+ * path is the main file; local #include "..."
  * files are followed in its folder and in include_dirs (NULL-terminated,
  * may be NULL). Free with cuco_audit_free(). */
 int cuco_bound_audit_static(const char *path, const char *const *include_dirs, cuco_audit *a,
@@ -153,6 +188,12 @@ typedef struct cuco_bound_opts {
                                    or through CUCO_TIMELINE_LIB */
     int skip_variants;          /* 1: no communication/computation-removed runs */
     int static_only;            /* 1: audit only, run nothing */
+    int single_run;             /* 1: run the program once, with the timeline library
+                                   (its own figures then come from that run) */
+    int build_only;             /* 1: build (parts of) the program and its variants into
+                                   the workspace and stop; a later run reuses them */
+    unsigned build_parts;       /* with build_only: bit 0 program, 1 comm_removed,
+                                   2 compute_removed; 0 means all */
     void (*progress)(void *ctx, const char *line);
     void *progress_ctx;
 } cuco_bound_opts;
@@ -163,6 +204,15 @@ typedef struct cuco_bound_opts {
  * report was written, even if runs failed (their failure is in the report). */
 int cuco_bound_run(const cuco_workload *w, const cuco_bound_opts *o, char **json_out,
                    char **text_out, cuco_err *e);
+
+/* With o->build_only: builds the selected parts into workspace/bound/<part>/
+ * (recorded in prebuilt.json there, keyed by the program text, the build
+ * command and NCCL_HOME/PATH) so that separate processes can build in
+ * parallel before the measurement runs them. *text_out: one line per part
+ * (caller frees). Returns 0 when every selected part built, 1 when one
+ * failed to build, negative on an error of cuco itself. */
+int cuco_bound_build(const cuco_workload *w, const cuco_bound_opts *o, char **text_out,
+                     cuco_err *e);
 
 /* For commands that show speedups (transform, run, report): reads
  * workspace/bound.json when there is one. Returns 1 and sets *message (one

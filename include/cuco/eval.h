@@ -46,6 +46,8 @@ typedef struct cuco_eval_opts {
                                              no slots. Not owned. */
     const char *frozen_ref;      /* text whose frozen part the candidate must keep; NULL: the
                                     seed (a search rooted at a transformed program passes it) */
+    const char *build_cache;     /* folder of built binaries keyed by program and build
+                                  * command; NULL: $CUCO_BUILD_CACHE, unset: none */
 } cuco_eval_opts;
 
 typedef struct cuco_eval_result {

@@ -65,6 +65,11 @@ typedef struct cuco_local_opts {
     int shared_bench;    /* 0 (default, exclusive_bench: true): a job marked exclusive
                             has the host to itself; 1: it takes one slot like any run */
     const char *tmp_root;/* parent of the per-slot TMPDIRs; NULL: $TMPDIR or /tmp */
+    const char *visible_gpus; /* the GPUs runs may use, as a CUDA_VISIBLE_DEVICES list
+                            ("2,3", or UUIDs); NULL: $CUDA_VISIBLE_DEVICES when it is
+                            set (a Slurm allocation, a user's choice), else GPUs
+                            0..gpus-1. Slots hand out disjoint parts of it; `gpus`
+                            >= 0 takes only its first `gpus` entries. */
 } cuco_local_opts;
 
 typedef struct cuco_slurm_opts {
@@ -77,6 +82,9 @@ typedef struct cuco_slurm_opts {
                                        plugin to match the MPI); 0: mpirun inside
                                        the allocation */
     double grace_s;                 /* extra --time beyond the run's timeout; <= 0: 60 s */
+    const char *gres;               /* GPU jobs ask for --gres=GRES:R; NULL: "gpu" (a
+                                       typed one such as "gpu:h100" where the site
+                                       wants it) */
 } cuco_slurm_opts;
 
 /* Local launcher. Returns 0 and *out (free with cuco_launcher_free), or
@@ -125,8 +133,11 @@ int cuco_launch_auto_slots(int gpu, int ranks, int gpus, int cores);
 /* Builds a launcher from CLI-style settings: kind "local" (or NULL) or
  * "slurm"; slots 0 = auto; gpus < 0 = detect; shared_bench as in
  * cuco_local_opts. Slurm site settings come from the environment:
- * CUCO_SLURM_RETRIES, CUCO_SLURM_POLL_MAX_S, CUCO_SLURM_PARTITION. For `cuco
- * evolve` and `cuco eval`. Fails with CUCO_EINVAL naming an unknown kind. */
+ * CUCO_SLURM_PARTITION, CUCO_SLURM_GRES, CUCO_SLURM_TIME_GRACE_S,
+ * CUCO_SLURM_SBATCH_ARGS (extra sbatch flags, split at blanks),
+ * CUCO_SLURM_RETRIES, CUCO_SLURM_POLL_MAX_S (docs/launch.md). For `cuco
+ * evolve` and `cuco eval`. Fails with CUCO_EINVAL naming an unknown kind or
+ * a malformed setting. */
 int cuco_launcher_from_kind(const char *kind, int gpu, int ranks, int slots, int gpus,
                             int shared_bench, cuco_launcher **out, cuco_err *e);
 

@@ -182,6 +182,11 @@ void cuco_llm_client_free(cuco_llm_client *c);
 /* The base URL requests of api go to (owned by the client). */
 const char *cuco_llm_client_base_url(const cuco_llm_client *c, cuco_llm_api api);
 
+/* 0 when a request to api could be sent: its key variable is set, or the
+ * API is an OpenAI-compatible server other than api.openai.com (local
+ * servers need no key). CUCO_EINVAL naming the variable otherwise. */
+int cuco_llm_client_check_key(const cuco_llm_client *c, cuco_llm_api api, cuco_err *e);
+
 /* Sends n requests at once (up to max_parallel in flight), retrying 429, 5xx
  * and connection errors with exponential backoff and jitter (at least the
  * server's retry-after), and returns when all have finished. Each resps[i]
@@ -359,6 +364,15 @@ int cuco_llm_session_ask(cuco_llm_session *s, const char *purpose, const char *c
 /* Reports an evaluated child of a call answered by arm. */
 void cuco_llm_session_reward(cuco_llm_session *s, size_t arm, double improvement, double cost_usd);
 const cuco_llm_budget *cuco_llm_session_budget(const cuco_llm_session *s);
+/* Why no further call can work, once a call has shown it: the key variable
+ * is not set, the server refused the key or the model (HTTP 401, 403, 404),
+ * or it could not be reached after the retries. NULL while calls may still
+ * work (timeouts, rate limits and server errors may pass). Owned by the
+ * session. */
+const char *cuco_llm_session_fatal(const cuco_llm_session *s);
+/* Checks every model's key before the first call (cuco_llm_client_check_key),
+ * so that a missing key is a usage error rather than a run of failures. */
+int cuco_llm_session_check_keys(const cuco_llm_session *s, cuco_err *e);
 const cuco_llm_bandit *cuco_llm_session_bandit(const cuco_llm_session *s);
 /* Spend per model and in total, one line each. Appends to out. */
 void cuco_llm_session_summary(const cuco_llm_session *s, cuco_buf *out);

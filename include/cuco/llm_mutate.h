@@ -84,4 +84,46 @@ typedef struct cuco_llm_mutator_opts {
 int cuco_llm_mutator_create(const char *kind, const cuco_llm_mutator_opts *o, cuco_mutator **out,
                             cuco_err *e);
 
+/* ---- a run's LLM setup -------------------------------------------------- */
+
+/* What `cuco evolve` needs to run LLM mutators (all borrowed). */
+typedef struct cuco_llm_run_opts {
+    const char *const *mutators; /* the run's mutator names, n_mutators of them */
+    size_t n_mutators;
+    const char *const *models; /* model specs, n_models of them (>= 1 when any
+                                  mutator is an LLM mutator) */
+    size_t n_models;
+    const char *prices;   /* "model=in,out[,cached];..." or NULL; added after
+                             $CUCO_LLM_PRICES, which it overrides */
+    double budget_usd;    /* <= 0: no limit */
+    double spent_usd;     /* already spent by the run being resumed */
+    const char *base_url; /* overrides the base URL of every model's API, or NULL */
+    int max_tokens;       /* per call; 0: 8192 */
+    const char *hardware; /* cuco_llm_format_hardware() text, or NULL */
+    cuco_db *db;          /* where calls are recorded */
+    const char *workload; /* name, for the meta summary prompt */
+} cuco_llm_run_opts;
+
+/* The session, the mutators and the database glue of one run. The engine
+ * takes mutators (same order as the names; the non-LLM ones are the
+ * built-ins), sets *run_id_out (point it at &sink.run_id), calls meta_fn
+ * with meta_ctx and keeps its latest text in meta_summary (which the LLM
+ * mutators read). */
+typedef struct cuco_llm_run {
+    cuco_llm_session *session; /* NULL when no mutator is an LLM mutator */
+    cuco_mutator **mutators;   /* n_mutators, owned */
+    size_t n_mutators;
+    cuco_llm_db_sink sink;
+    cuco_llm_db_meta_ctx meta_ctx;
+    char *meta_summary; /* owned; replaced by the engine */
+} cuco_llm_run;
+
+/* 1 when one of names is an LLM mutator. */
+int cuco_llm_run_needed(const char *const *names, size_t n);
+/* Builds the session (prices, budget, recorder, keys checked before any
+ * call: a missing key is CUCO_EINVAL here) and the mutators. r is filled
+ * even on failure; free with cuco_llm_run_free(). */
+int cuco_llm_run_init(cuco_llm_run *r, const cuco_llm_run_opts *o, cuco_err *e);
+void cuco_llm_run_free(cuco_llm_run *r);
+
 #endif

@@ -847,6 +847,26 @@ int cuco_bound_audit_static(const char *path, const char *const *include_dirs, c
         }
     }
     if (!rc) {
+        bl_comm_use *uses = NULL;
+        size_t n_uses = 0;
+        bl_audit_comm(c.src, c.n_src, &uses, &n_uses);
+        a->comm = n_uses ? calloc(n_uses, sizeof *a->comm) : NULL;
+        for (size_t k = 0; a->comm && k < n_uses; k++) {
+            cuco_audit_comm *u = &a->comm[a->n_comm++];
+            u->file = cuco_strdup(c.src[uses[k].src].path);
+            u->line = uses[k].line;
+            u->call = cuco_strdup(uses[k].call);
+            u->buffer = cuco_strdup(uses[k].buffer);
+            u->read = uses[k].read;
+            u->read_at = uses[k].read_src >= 0 ? cuco_sprintf("%s:%d", c.src[uses[k].read_src].path,
+                                                              uses[k].read_line)
+                                               : NULL;
+            if (!u->read)
+                a->comm_finding = 1;
+        }
+        bl_comm_uses_free(uses, n_uses);
+    }
+    if (!rc) {
         size_t bad = 0;
         for (size_t k = 0; k < a->n_sites; k++)
             bad += a->sites[k].verdict != CUCO_AUDIT_CHECKED;
@@ -873,6 +893,23 @@ int cuco_bound_audit_static(const char *path, const char *const *include_dirs, c
                         cuco_audit_verdict_name(a->sites[k].verdict));
                     break;
                 }
+        if (a->comm_finding) {
+            size_t unread = 0;
+            const cuco_audit_comm *first = NULL;
+            for (size_t k = 0; k < a->n_comm; k++)
+                if (!a->comm[k].read) {
+                    unread++;
+                    first = first ? first : &a->comm[k];
+                }
+            char *more = cuco_sprintf(
+                "%s%s%zu of %zu receiving NCCL calls write data that nothing reads, so no "
+                "verification can check it (first: %s:%d %s into %s)",
+                a->summary ? a->summary : "", a->summary ? "; " : "", unread, a->n_comm,
+                first->file, first->line, first->call, first->buffer);
+            free(a->summary);
+            a->summary = more;
+        }
+        a->finding = a->finding || a->comm_finding;
     }
     for (size_t k = 0; k < c.n_memos; k++)
         free(c.memos[k].name);
@@ -895,6 +932,13 @@ void cuco_audit_free(cuco_audit *a)
         free(a->sites[k].why);
     }
     free(a->sites);
+    for (size_t k = 0; k < a->n_comm; k++) {
+        free(a->comm[k].file);
+        free(a->comm[k].call);
+        free(a->comm[k].buffer);
+        free(a->comm[k].read_at);
+    }
+    free(a->comm);
     free(a->summary);
     memset(a, 0, sizeof *a);
 }

@@ -50,4 +50,21 @@ char *bl_text(const bl_source *s, int i); /* caller frees */
 /* The function whose body holds token i, or NULL. */
 const bl_func *bl_func_at(const bl_source *s, int i);
 
+/* A host NCCL call that receives data, and whether the data it receives is
+ * read anywhere (audit_comm.c). */
+typedef struct bl_comm_use {
+    int src;       /* index of the source holding the call */
+    int line;
+    char *call;    /* "ncclAllReduce" (owned) */
+    char *buffer;  /* the receive argument's text (owned) */
+    int read;      /* 1: a read of the buffer was found (or it cannot be followed) */
+    int read_src;  /* where the first read is (source index, -1 when none) */
+    int read_line;
+} bl_comm_use;
+
+/* Every receiving NCCL call in src[0..n_src) with its verdict. *out: free
+ * with bl_comm_uses_free(). Never fails: out of memory gives a shorter list. */
+int bl_audit_comm(const bl_source *src, int n_src, bl_comm_use **out, size_t *n_out);
+void bl_comm_uses_free(bl_comm_use *u, size_t n);
+
 #endif

@@ -16,6 +16,7 @@
 #include "cuco/buf.h"
 #include "cuco/eval.h"
 #include "cuco/fs.h"
+#include "cuco/hash.h"
 #include "cuco/proc.h"
 #include "cuco/toolchain.h"
 
@@ -116,36 +117,105 @@ static double metric(const char *json, const char *key)
     return d;
 }
 
-/* Builds text through the cascade's compile step and runs it at bench size. */
+/* The key of a build: the program text, the build command, the output name
+ * and the environment the toolchain reads. Caller frees. */
+static char *build_key(const cuco_workload *w, const char *text)
+{
+    cuco_buf b = CUCO_BUF_INIT;
+    cuco_buf_printf(&b, "%s\n--build--\n", text);
+    for (size_t i = 0; i < w->build_command.n; i++)
+        cuco_buf_printf(&b, "%s\x1f", w->build_command.items[i]);
+    const char *nccl = getenv("NCCL_HOME"), *path = getenv("PATH");
+    cuco_buf_printf(&b, "\n%s\n%s\n%s\n", w->build_output, nccl ? nccl : "", path ? path : "");
+    char hex[17];
+    cuco_hash_hex(b.data ? b.data : "", b.len, hex);
+    cuco_buf_free(&b);
+    return cuco_strdup(hex);
+}
+
+/* A build left by an earlier 'cuco bound --build-only' in work/<what>/ for
+ * this very text, or NULL. Caller frees. */
+static char *prebuilt_dir(const cuco_workload *w, const char *dir, const char *key)
+{
+    char *path = cuco_path_join(dir, "prebuilt.json");
+    json_t *j = cuco_fs_exists(path) ? json_load_file(path, 0, NULL) : NULL;
+    free(path);
+    const char *k = json_string_value(json_object_get(j, "key"));
+    const char *bd = json_string_value(json_object_get(j, "build_dir"));
+    char *out = NULL;
+    if (k && bd && !strcmp(k, key)) {
+        char *bin = cuco_path_join(bd, w->build_output);
+        if (cuco_fs_exists(bin))
+            out = cuco_strdup(bd);
+        free(bin);
+    }
+    json_decref(j);
+    return out;
+}
+
+/* Builds text through the cascade's compile step into work/<what>/ (or
+ * reuses the build --build-only left there). *build_dir: the folder holding
+ * the binary (caller frees), NULL with m->error set when the build failed. */
+static int build_one(const cuco_workload *w, const char *text, const cuco_bound_opts *o,
+                     const char *work, measured *m, char **build_dir, cuco_err *e)
+{
+    *build_dir = NULL;
+    char *dir = cuco_path_join(work, m->what);
+    char *key = build_key(w, text);
+    char *reuse = prebuilt_dir(w, dir, key);
+    if (reuse) {
+        say(o, "%s: reusing the build in %s", m->what, reuse);
+        m->built = 1;
+        *build_dir = reuse;
+        free(key);
+        free(dir);
+        return 0;
+    }
+    cuco_fs_remove_tree(dir, NULL);
+    int rc = cuco_fs_mkdirs(dir, e);
+    if (rc)
+        goto out;
+    /* The variants are cuco's own edits, made outside EVOLVE-BLOCKs too when
+     * a program has none: the frozen-text guard (for mutators) does not
+     * apply, so the text is its own reference. */
+    cuco_eval_opts eo = {.work_dir = dir, .max_level = 1, .keep_build = 1, .frozen_ref = text};
+    cuco_eval_result r;
+    say(o, "%s: building", m->what);
+    if ((rc = cuco_eval_program(w, text, &eo, &r, e)))
+        goto out;
+    if (r.level < 1 || !r.build_dir) {
+        m->error = cuco_sprintf("build failed (%s): %s", cuco_eval_status_name(r.status),
+                                r.excerpt ? r.excerpt : "");
+    } else {
+        m->built = 1;
+        *build_dir = cuco_path_abs(r.build_dir);
+        json_t *j = json_pack("{s:s, s:s}", "key", key, "build_dir", *build_dir);
+        char *path = cuco_path_join(dir, "prebuilt.json");
+        if (!j || json_dump_file(j, path, JSON_INDENT(2)) != 0)
+            say(o, "%s: could not record the build in %s", m->what, path);
+        free(path);
+        json_decref(j);
+    }
+    cuco_eval_result_free(&r);
+out:
+    free(key);
+    free(dir);
+    return rc;
+}
+
+/* Builds text (or reuses its build) and runs it at bench size: as it is,
+ * then with the timeline library loaded (or only the latter with
+ * o->single_run). */
 static int measure(const cuco_workload *w, const char *text, const cuco_bound_opts *o,
                    cuco_toolchain *tc, const char *work, const char *timeline_dir,
                    const char *inject, measured *m, cuco_err *e)
 {
     m->time_ms = m->compute_ms = m->comm_ms = m->timeline_time_ms = -1;
-    char *dir = cuco_path_join(work, m->what);
-    cuco_fs_remove_tree(dir, NULL);
-    int rc = cuco_fs_mkdirs(dir, e);
-    if (rc) {
-        free(dir);
+    char *build_dir = NULL;
+    int rc = build_one(w, text, o, work, m, &build_dir, e);
+    if (rc || !build_dir)
         return rc;
-    }
-    cuco_eval_opts eo = {.work_dir = dir, .max_level = 1, .keep_build = 1};
-    cuco_eval_result r;
-    say(o, "%s: building", m->what);
-    rc = cuco_eval_program(w, text, &eo, &r, e);
-    if (rc) {
-        free(dir);
-        return rc;
-    }
-    if (r.level < 1 || !r.build_dir) {
-        m->error = cuco_sprintf("build failed (%s): %s", cuco_eval_status_name(r.status),
-                                r.excerpt ? r.excerpt : "");
-        cuco_eval_result_free(&r);
-        free(dir);
-        return 0;
-    }
-    m->built = 1;
-    char *bin = cuco_path_join(r.build_dir, w->build_output);
+    char *bin = cuco_path_join(build_dir, w->build_output);
     cuco_strlist argv = {0}, env = {0};
     if (!strcmp(w->launcher, "mpirun")) {
         char np[32];
@@ -181,7 +251,9 @@ static int measure(const cuco_workload *w, const char *text, const cuco_bound_op
      * runs it again with the CUPTI library loaded, whose tracing adds a
      * little to every launch. */
     cuco_err run_err = CUCO_ERR_INIT;
-    for (int pass = 0; pass < (timeline_dir && inject ? 2 : 1); pass++) {
+    int with_timeline = timeline_dir && inject;
+    int first = with_timeline && o->single_run ? 1 : 0;
+    for (int pass = first; pass < (with_timeline ? 2 : 1); pass++) {
         if (pass == 1) {
             char *kv = cuco_sprintf("CUDA_INJECTION64_PATH=%s", inject);
             cuco_strlist_push(&env, kv);
@@ -198,7 +270,7 @@ static int measure(const cuco_workload *w, const char *text, const cuco_bound_op
         char *shown = av ? cuco_proc_argv_string(av) : NULL;
         say(o, "%s%s: %s", m->what, pass ? " (timeline)" : "", shown ? shown : "");
         free(shown);
-        cuco_proc_opts po = {.argv = av, .cwd = r.build_dir, .env_set = ev,
+        cuco_proc_opts po = {.argv = av, .cwd = build_dir, .env_set = ev,
                              .timeout_s = w->bench.timeout_s > 0 ? w->bench.timeout_s : 300};
         cuco_proc_result pr;
         if (!av || !ev) {
@@ -209,23 +281,23 @@ static int measure(const cuco_workload *w, const char *text, const cuco_bound_op
         } else {
             cuco_run_output out;
             cuco_run_output_parse(pr.out, &out);
-            if (pass == 0) {
+            if (pass == first) {
                 m->has_verification = out.has_verification;
                 m->verified = out.verified;
                 m->time_ms = out.time_ms;
                 m->compute_ms = metric(out.result_json, "compute_ms");
                 m->comm_ms = metric(out.result_json, "comm_ms");
                 m->ran = 1;
-            } else {
-                m->timeline_time_ms = out.time_ms;
             }
+            if (pass == 1)
+                m->timeline_time_ms = out.time_ms;
             if ((!pr.exited || pr.exit_code != 0) && !m->error) {
                 char *how = cuco_proc_describe(&pr);
                 const char *tail = pr.err && pr.err_len > 600 ? pr.err + pr.err_len - 600 : pr.err;
                 m->error = cuco_sprintf("%s%s%s%s", pass ? "with the timeline library: " : "", how,
                                         tail && *tail ? ": " : "", tail ? tail : "");
                 free(how);
-                if (pass == 0)
+                if (pass == first)
                     m->ran = pr.exited; /* a crash or timeout is not a measurement */
             }
             cuco_run_output_free(&out);
@@ -238,8 +310,7 @@ static int measure(const cuco_workload *w, const char *text, const cuco_bound_op
     free(bin);
     cuco_strlist_free(&argv);
     cuco_strlist_free(&env);
-    cuco_eval_result_free(&r);
-    free(dir);
+    free(build_dir);
     return 0;
 }
 
@@ -277,6 +348,21 @@ static json_t *rank_json(const cuco_bound_rank *r)
         json_array_append_new(top, t);
     }
     json_object_set_new(o, "top_kernels", top);
+    /* One step as the program timed it (cudaEventElapsedTime intervals). */
+    static const char *const kinds[] = {"full", "compute_only", "comm_only"};
+    json_t *timed = json_object();
+    json_object_set_new(timed, "intervals", json_integer(r->n_timed));
+    for (int k = 0; k < CUCO_TIMED_KINDS; k++) {
+        const cuco_bound_timed *t = &r->timed[k];
+        json_t *g = json_object();
+        json_object_set_new(g, "n", json_integer(t->n));
+        json_object_set_new(g, "compute_ms", t->n ? json_real(t->compute_ms) : json_null());
+        json_object_set_new(g, "comm_ms", t->n ? json_real(t->comm_ms) : json_null());
+        json_object_set_new(g, "span_ms", t->n ? json_real(t->span_ms) : json_null());
+        json_object_set_new(g, "event_ms", t->n ? json_real(t->event_ms) : json_null());
+        json_object_set_new(timed, kinds[k], g);
+    }
+    json_object_set_new(o, "timed", timed);
     return o;
 }
 
@@ -317,6 +403,20 @@ static json_t *audit_json(const cuco_audit *a)
         json_array_append_new(sites, s);
     }
     json_object_set_new(o, "sites", sites);
+    json_object_set_new(o, "comm_finding", json_boolean(a->comm_finding));
+    json_t *comm = json_array();
+    for (size_t k = 0; k < a->n_comm; k++) {
+        const cuco_audit_comm *u = &a->comm[k];
+        json_t *c = json_object();
+        json_object_set_new(c, "file", json_string(u->file));
+        json_object_set_new(c, "line", json_integer(u->line));
+        json_object_set_new(c, "call", json_string(u->call));
+        json_object_set_new(c, "buffer", json_string(u->buffer));
+        json_object_set_new(c, "read", json_boolean(u->read));
+        json_object_set_new(c, "read_at", u->read_at ? json_string(u->read_at) : json_null());
+        json_array_append_new(comm, c);
+    }
+    json_object_set_new(o, "communication", comm);
     return o;
 }
 
@@ -331,6 +431,80 @@ static void include_dirs(const cuco_workload *w, cuco_toolchain *tc, cuco_strlis
         cuco_strlist_push(dirs, x);
         free(x);
     }
+}
+
+/* The analysis of the evolve file, for the variant builder; NULL (and
+ * *error set, caller frees) when it fails. */
+static json_t *analyze_evolve(const cuco_workload *w, char **error)
+{
+    char *evolve_path = cuco_path_join(w->dir, w->evolve_file);
+    const char *paths[] = {evolve_path};
+    json_t *analysis = NULL;
+    cuco_err ae = CUCO_ERR_INIT;
+    if (cuco_analyze_paths(paths, 1, &analysis, &ae)) {
+        *error = cuco_strdup(cuco_err_msg(&ae));
+        analysis = NULL;
+    }
+    cuco_err_clear(&ae);
+    free(evolve_path);
+    return analysis;
+}
+
+int cuco_bound_build(const cuco_workload *w, const cuco_bound_opts *o, char **text_out,
+                     cuco_err *e)
+{
+    *text_out = NULL;
+    unsigned parts = o->build_parts ? o->build_parts : 7u;
+    char *seed = NULL, *analysis_error = NULL;
+    char *work = cuco_path_join(o->workspace, "bound");
+    json_t *analysis = NULL;
+    cuco_buf text = CUCO_BUF_INIT;
+    int failed = 0;
+    int rc = cuco_fs_mkdirs(work, e);
+    if (!rc)
+        rc = cuco_workload_read_seed(w, &seed, e);
+    if (!rc && (parts & 6u))
+        analysis = analyze_evolve(w, &analysis_error);
+    static const char *const names[] = {"program", "comm_removed", "compute_removed"};
+    for (int v = 0; !rc && v < 3; v++) {
+        if (!(parts & (1u << v)))
+            continue;
+        measured m = {.what = names[v]};
+        char *vt = NULL;
+        if (v > 0) {
+            rc = cuco_bound_variant_from(seed, w->evolve_file, analysis,
+                                         v == 1 ? CUCO_VARIANT_NO_COMM : CUCO_VARIANT_NO_COMPUTE,
+                                         &vt, &m.n_removed, e);
+            if (rc)
+                break;
+            if (m.n_removed == 0) {
+                /* cuco_bound_run() does not run it either */
+                cuco_buf_printf(&text, "%s: no call to remove, nothing to build\n", names[v]);
+                free(vt);
+                continue;
+            }
+        }
+        char *build_dir = NULL;
+        rc = build_one(w, v ? vt : seed, o, work, &m, &build_dir, e);
+        if (!rc) {
+            if (build_dir)
+                cuco_buf_printf(&text, "%s: built in %s\n", names[v], build_dir);
+            else
+                cuco_buf_printf(&text, "%s: %.400s\n", names[v], m.error ? m.error : "not built");
+            failed |= !build_dir;
+        }
+        free(build_dir);
+        free(m.error);
+        free(vt);
+    }
+    if (!rc)
+        *text_out = cuco_buf_detach(&text);
+    cuco_buf_free(&text);
+    json_decref(analysis);
+    free(analysis_error);
+    free(seed);
+    free(work);
+    return rc ? rc : failed;
 }
 
 int cuco_bound_run(const cuco_workload *w, const cuco_bound_opts *o, char **json_out,
@@ -398,15 +572,8 @@ int cuco_bound_run(const cuco_workload *w, const cuco_bound_opts *o, char **json
             cuco_err_clear(&te);
         }
         /* The analysis's call spans join the variant builder's own. */
-        char *evolve_path = cuco_path_join(w->dir, w->evolve_file);
-        const char *paths[] = {evolve_path};
-        cuco_err ae = CUCO_ERR_INIT;
-        if (!o->skip_variants && cuco_analyze_paths(paths, 1, &analysis, &ae)) {
-            analysis_error = cuco_strdup(cuco_err_msg(&ae));
-            analysis = NULL;
-        }
-        cuco_err_clear(&ae);
-        free(evolve_path);
+        if (!o->skip_variants)
+            analysis = analyze_evolve(w, &analysis_error);
         for (int v = 1; v <= 2 && !o->skip_variants; v++) {
             char *vt = NULL;
             rc = cuco_bound_variant_from(seed, w->evolve_file, analysis,
@@ -463,6 +630,7 @@ int cuco_bound_run(const cuco_workload *w, const cuco_bound_opts *o, char **json
                         json_integer((json_int_t)json_array_size(json_object_get(analysis, "launches"))));
     json_object_set_new(an, "error", analysis_error ? json_string(analysis_error) : json_null());
     json_object_set_new(root, "analysis", an);
+    json_object_set_new(root, "single_run", json_boolean(o->single_run));
     json_object_set_new(root, "program", measured_json(&m[0]));
     json_object_set_new(root, "comm_removed", measured_json(&m[1]));
     json_object_set_new(root, "compute_removed", measured_json(&m[2]));
@@ -482,10 +650,27 @@ int cuco_bound_run(const cuco_workload *w, const cuco_bound_opts *o, char **json
     double share = -1, ceiling = -1, top_share = 0;
     const char *top_name = NULL;
     int top_comm = 0;
+    double comp_ms = -1, comm_ms = -1;
+    const char *source = "none";
+    int per_step = 0;
     if (tl.critical >= 0) {
+        /* One step as the program timed it when the timeline has its timed
+         * intervals (set-up and verification left out), else the whole run. */
         const cuco_bound_rank *c = &tl.ranks[tl.critical];
-        share = c->serial_ms > 0 ? c->comm_ms / c->serial_ms : 0;
-        ceiling = c->ceiling;
+        const cuco_bound_timed *full = &c->timed[CUCO_TIMED_FULL];
+        if (full->n > 0 && full->compute_ms + full->comm_ms > 0) {
+            comp_ms = full->compute_ms;
+            comm_ms = full->comm_ms;
+            source = "timeline_steps";
+            per_step = 1;
+        } else {
+            comp_ms = c->compute_ms;
+            comm_ms = c->comm_ms;
+            source = "timeline";
+        }
+        double big = comp_ms > comm_ms ? comp_ms : comm_ms;
+        share = comp_ms + comm_ms > 0 ? comm_ms / (comp_ms + comm_ms) : 0;
+        ceiling = big > 0 ? (comp_ms + comm_ms) / big : 1.0;
         if (c->n_top) {
             top_name = c->top[0].name;
             top_share = c->top[0].share;
@@ -495,11 +680,16 @@ int cuco_bound_run(const cuco_workload *w, const cuco_bound_opts *o, char **json
         double big = m[0].compute_ms > m[0].comm_ms ? m[0].compute_ms : m[0].comm_ms;
         share = m[0].comm_ms / (m[0].compute_ms + m[0].comm_ms);
         ceiling = (m[0].compute_ms + m[0].comm_ms) / big;
+        comp_ms = m[0].compute_ms;
+        comm_ms = m[0].comm_ms;
+        source = "program_breakdown";
+        per_step = 1;
     }
     json_t *b = json_object();
-    json_object_set_new(b, "source", json_string(tl.critical >= 0       ? "timeline"
-                                                 : share >= 0 ? "program_breakdown"
-                                                              : "none"));
+    json_object_set_new(b, "source", json_string(source));
+    json_object_set_new(b, "per_step", json_boolean(per_step));
+    json_object_set_new(b, "compute_ms", num_or_null(comp_ms));
+    json_object_set_new(b, "comm_ms", num_or_null(comm_ms));
     json_object_set_new(b, "comm_share", num_or_null(share));
     json_object_set_new(b, "ceiling", num_or_null(ceiling));
     if (m[0].time_ms > 0 && ceiling > 0)
@@ -527,13 +717,22 @@ int cuco_bound_run(const cuco_workload *w, const cuco_bound_opts *o, char **json
         cuco_buf_printf(&text, "  %s:%d %s: %s: %s\n", audit.sites[k].file, audit.sites[k].line,
                         audit.sites[k].text, cuco_audit_verdict_name(audit.sites[k].verdict),
                         audit.sites[k].why);
+    for (size_t k = 0; k < audit.n_comm; k++)
+        cuco_buf_printf(&text, "  %s:%d %s into %s: %s%s\n", audit.comm[k].file, audit.comm[k].line,
+                        audit.comm[k].call, audit.comm[k].buffer,
+                        audit.comm[k].read ? "received data read at " : "received data never read",
+                        audit.comm[k].read && audit.comm[k].read_at ? audit.comm[k].read_at : "");
     if (!o->static_only) {
         cuco_buf_printf(&text, "verification (dynamic): %s\n", dynamic);
         for (int v = 0; v < 3; v++) {
             cuco_buf_printf(&text, "%-16s ", m[v].what);
+            if (m[v].ran && m[v].time_ms >= 0)
+                cuco_buf_printf(&text, "time %.3f ms", m[v].time_ms);
+            if (m[v].ran && m[v].compute_ms >= 0 && m[v].comm_ms >= 0)
+                cuco_buf_printf(&text, "  (its own compute %.3f, comm %.3f)", m[v].compute_ms,
+                                m[v].comm_ms);
             if (m[v].ran)
-                cuco_buf_printf(&text, "time %.3f ms  (compute %.3f, comm %.3f)  verification %s",
-                                m[v].time_ms, m[v].compute_ms, m[v].comm_ms,
+                cuco_buf_printf(&text, "  verification %s",
                                 !m[v].has_verification ? "none" : m[v].verified ? "PASS" : "FAIL");
             if (v)
                 cuco_buf_printf(&text, "  [%d calls removed]", m[v].n_removed);
@@ -551,6 +750,16 @@ int cuco_bound_run(const cuco_workload *w, const cuco_bound_opts *o, char **json
                             c->rank, c->device, (int)r == tl.critical ? " (critical)" : "",
                             c->span_ms, c->compute_ms, c->comm_ms, c->overlap_ms, c->bound_ms,
                             c->ceiling, c->wait_ms);
+            static const char *const kind_names[] = {"full step", "computation only",
+                                                     "communication only"};
+            for (int k = 0; k < CUCO_TIMED_KINDS; k++)
+                if (c->timed[k].n)
+                    cuco_buf_printf(&text,
+                                    "    per step (%s, median of %d timed by the program): "
+                                    "compute %.3f ms, comm %.3f ms, span %.3f ms, program's "
+                                    "own %.3f ms\n",
+                                    kind_names[k], c->timed[k].n, c->timed[k].compute_ms,
+                                    c->timed[k].comm_ms, c->timed[k].span_ms, c->timed[k].event_ms);
             if ((int)r == tl.critical)
                 for (size_t k = 0; k < c->n_top; k++)
                     cuco_buf_printf(&text, "    %5.1f%%  %8.3f ms  x%-5d %s%.100s\n",

@@ -8,7 +8,16 @@
  * taken to be the same collective. A collective ends on all ranks at about
  * the same time, so a rank that entered it early spends the difference
  * waiting; its wait is its duration minus the shortest duration among the
- * ranks for that collective. */
+ * ranks for that collective.
+ *
+ * Per step: each "timed" record is one cudaEventElapsedTime call of the
+ * program, with the correlation ids of the two cudaEventRecord calls. The
+ * GPU work launched between them (correlation ids in between, on the same
+ * device) is what the program timed; its computation and communication
+ * unions and its span are taken per interval, the intervals are grouped by
+ * what ran (both, computation only, communication only) and the medians of
+ * each group reported, so that one step of the program can be compared with
+ * the figures the program prints itself. */
 #include "cuco/bound.h"
 
 #include <dirent.h>
@@ -106,7 +115,15 @@ typedef struct event {
     char *name; /* kernels only (owned) */
     int cls;    /* 0 compute, 1 comm, 2 copy */
     uint64_t start, end;
+    uint64_t corr; /* correlation id of the launching API call */
 } event;
+
+typedef struct timed_rec {
+    long pid;
+    int device; /* -1: unknown */
+    uint64_t lo, hi;
+    double ms;
+} timed_rec;
 
 typedef struct rank_events {
     int rank, device;
@@ -118,7 +135,23 @@ typedef struct rank_events {
 typedef struct loader {
     rank_events *r;
     size_t n, cap;
+    timed_rec *timed;
+    size_t n_timed, cap_timed;
 } loader;
+
+static int push_timed(loader *L, timed_rec t)
+{
+    if (L->n_timed == L->cap_timed) {
+        size_t cap = L->cap_timed ? L->cap_timed * 2 : 64;
+        timed_rec *g = realloc(L->timed, cap * sizeof *g);
+        if (!g)
+            return CUCO_ENOMEM;
+        L->timed = g;
+        L->cap_timed = cap;
+    }
+    L->timed[L->n_timed++] = t;
+    return 0;
+}
 
 static rank_events *rank_of(loader *L, long pid, int rank, int device)
 {
@@ -178,6 +211,25 @@ static int load_file(loader *L, const char *path, const char *const *comm, long 
         if (!strcmp(type, "process")) {
             pid = (long)json_integer_value(json_object_get(o, "pid"));
             rank = (int)json_integer_value(json_object_get(o, "rank"));
+        } else if (!strcmp(type, "timed")) {
+            json_t *ja = json_object_get(o, "start_correlation"),
+                   *jb = json_object_get(o, "end_correlation");
+            if (!json_is_integer(ja) || !json_is_integer(jb) ||
+                json_integer_value(jb) <= json_integer_value(ja)) {
+                rc = cuco_err_set_at(e, CUCO_EINVAL, path, line_no,
+                                     "timed record without valid start/end correlations");
+                json_decref(o);
+                break;
+            }
+            json_t *jd = json_object_get(o, "device");
+            timed_rec t = {pid, json_is_integer(jd) ? (int)json_integer_value(jd) : -1,
+                           (uint64_t)json_integer_value(ja), (uint64_t)json_integer_value(jb),
+                           json_number_value(json_object_get(o, "ms"))};
+            if (push_timed(L, t)) {
+                json_decref(o);
+                rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+                break;
+            }
         } else if (!strcmp(type, "summary")) {
             *dropped += (long)json_integer_value(json_object_get(o, "dropped"));
         } else if (!strcmp(type, "kernel") || !strcmp(type, "memcpy") ||
@@ -190,7 +242,9 @@ static int load_file(loader *L, const char *path, const char *const *comm, long 
                 json_decref(o);
                 break;
             }
-            event ev = {NULL, 2, (uint64_t)json_integer_value(js), (uint64_t)json_integer_value(je)};
+            json_t *jc = json_object_get(o, "correlation");
+            event ev = {NULL, 2, (uint64_t)json_integer_value(js), (uint64_t)json_integer_value(je),
+                        json_is_integer(jc) ? (uint64_t)json_integer_value(jc) : 0};
             if (!strcmp(type, "kernel")) {
                 const char *name = json_string_value(json_object_get(o, "name"));
                 ev.name = cuco_strdup(name ? name : "?");
@@ -297,6 +351,92 @@ out:
     return rc;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, size_t n)
+{
+    if (n == 0)
+        return 0;
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The program's timed intervals on this rank's device: per kind, medians of
+ * the computation and communication unions, the span and the event time. */
+static int timed_figures(const loader *L, const rank_events *re, cuco_bound_rank *out)
+{
+    size_t n = 0;
+    for (size_t t = 0; t < L->n_timed; t++)
+        n += L->timed[t].pid == re->pid &&
+             (L->timed[t].device < 0 || L->timed[t].device == re->device);
+    if (n == 0)
+        return 0;
+    int rc = 0;
+    double *v[CUCO_TIMED_KINDS][4];
+    size_t nv[CUCO_TIMED_KINDS] = {0};
+    cuco_interval *iv[2];
+    iv[0] = calloc(re->n + 1, sizeof **iv);
+    iv[1] = calloc(re->n + 1, sizeof **iv);
+    for (int k = 0; k < CUCO_TIMED_KINDS; k++)
+        for (int f = 0; f < 4; f++)
+            v[k][f] = calloc(n, sizeof(double));
+    for (int k = 0; k < CUCO_TIMED_KINDS; k++)
+        for (int f = 0; f < 4; f++)
+            if (!v[k][f])
+                rc = CUCO_ENOMEM;
+    if (!iv[0] || !iv[1] || rc) {
+        rc = CUCO_ENOMEM;
+        goto out;
+    }
+    for (size_t t = 0; t < L->n_timed; t++) {
+        const timed_rec *tr = &L->timed[t];
+        if (tr->pid != re->pid || (tr->device >= 0 && tr->device != re->device))
+            continue;
+        size_t n0 = 0, n1 = 0;
+        uint64_t first = UINT64_MAX, last = 0;
+        for (size_t i = 0; i < re->n; i++) {
+            const event *ev = &re->ev[i];
+            if (ev->corr <= tr->lo || ev->corr >= tr->hi)
+                continue;
+            if (ev->cls == 0)
+                iv[0][n0++] = (cuco_interval){ev->start, ev->end};
+            else if (ev->cls == 1)
+                iv[1][n1++] = (cuco_interval){ev->start, ev->end};
+            if (ev->start < first)
+                first = ev->start;
+            if (ev->end > last)
+                last = ev->end;
+        }
+        if (n0 == 0 && n1 == 0)
+            continue;
+        out->n_timed++;
+        int kind = n0 && n1 ? CUCO_TIMED_FULL : n0 ? CUCO_TIMED_COMPUTE_ONLY : CUCO_TIMED_COMM_ONLY;
+        size_t j = nv[kind]++;
+        v[kind][0][j] = (double)cuco_interval_union(iv[0], n0) / 1e6;
+        v[kind][1][j] = (double)cuco_interval_union(iv[1], n1) / 1e6;
+        v[kind][2][j] = last > first ? (double)(last - first) / 1e6 : 0;
+        v[kind][3][j] = tr->ms;
+    }
+    for (int k = 0; k < CUCO_TIMED_KINDS; k++) {
+        out->timed[k].n = (int)nv[k];
+        out->timed[k].compute_ms = median(v[k][0], nv[k]);
+        out->timed[k].comm_ms = median(v[k][1], nv[k]);
+        out->timed[k].span_ms = median(v[k][2], nv[k]);
+        out->timed[k].event_ms = median(v[k][3], nv[k]);
+    }
+out:
+    free(iv[0]);
+    free(iv[1]);
+    for (int k = 0; k < CUCO_TIMED_KINDS; k++)
+        for (int f = 0; f < 4; f++)
+            free(v[k][f]);
+    return rc;
+}
+
 /* wait per rank: for each comm kernel name, the k-th occurrence on each rank
  * is one collective; wait += duration - min duration over ranks. */
 static void waits(loader *L, cuco_bound_timeline *tl)
@@ -376,7 +516,8 @@ int cuco_bound_timeline_load(const char *dir, const char *const *comm_kernels, s
         if (!tl->ranks)
             rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
         for (size_t r = 0; !rc && r < L.n; r++) {
-            if (figures(&L.r[r], top_n, &tl->ranks[r]))
+            if (figures(&L.r[r], top_n, &tl->ranks[r]) ||
+                timed_figures(&L, &L.r[r], &tl->ranks[r]))
                 rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
             tl->n_ranks = r + 1;
         }
@@ -398,6 +539,7 @@ int cuco_bound_timeline_load(const char *dir, const char *const *comm_kernels, s
         free(L.r[r].ev);
     }
     free(L.r);
+    free(L.timed);
     if (rc)
         cuco_bound_timeline_free(tl);
     return rc;

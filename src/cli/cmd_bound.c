@@ -30,21 +30,43 @@ static void usage(FILE *out)
             "depend on a comparison of results) and dynamically (the variant without\n"
             "communication must fail verification). Results go to WORKSPACE/bound.json.\n"
             "\n"
-            "WORKLOAD is a folder holding workload.yaml (or the manifest). A bare\n"
-            "PROGRAM.cu is built with nvcc + MPI + NCCL + cuBLAS and run with --ranks N\n"
-            "ranks and the arguments after '--'.\n"
+            "WORKLOAD is a folder holding workload.yaml (or the manifest): built and run\n"
+            "as the manifest says, at its bench size. Any other PROGRAM.cu (one CUDA\n"
+            "source of a host-driven MPI + NCCL program, unchanged) is built with\n"
+            "  nvcc -std=c++17 -arch=sm_90 -O3 -I<its folder> -I<NCCL include> <mpicc\n"
+            "  --showme:compile> [--nvcc-flags] PROGRAM.cu -L<NCCL lib> -l:libnccl.so.2\n"
+            "  -lcublas -lcublasLt <mpicc --showme:link>\n"
+            "(NCCL from $NCCL_HOME, else the CUDA toolkit or the system, as 'cuco doctor'\n"
+            "shows) and run as 'mpirun -np N PROGRAM ARGS' with the NCCL library on\n"
+            "LD_LIBRARY_PATH. Its success line must say PASS (or OK/success) and it may\n"
+            "print 'CUCO_RESULT {\"time_ms\":...}' for its own timing; without that line\n"
+            "the kernel timeline still gives the bound.\n"
             "\n"
             "Options:\n"
             "  --json            print the report as one JSON object (bound.json)\n"
             "  --workspace DIR   where bound.json and run folders go\n"
             "                    (default ./cuco-out/<workload name>)\n"
-            "  --ranks N         ranks for a bare PROGRAM.cu (default 2)\n"
+            "  --ranks N         ranks for a bare PROGRAM.cu (mpirun -np N; default 2)\n"
+            "  --args \"A B ...\"  arguments of a bare PROGRAM.cu's run, split at spaces\n"
+            "                    (or give them after '--')\n"
+            "  --nvcc-flags \"F ...\"  extra compile/link flags for a bare PROGRAM.cu\n"
+            "                    (e.g. \"-I../include -lcurand\"), split at spaces\n"
             "  --static-only     only the static verification audit; run nothing\n"
             "  --no-variants     skip the communication-/computation-removed variants\n"
             "                    (and so the dynamic audit)\n"
             "  --emit-variants DIR  write the communication-removed and computation-removed\n"
             "                    programs to DIR (NAME.comm_removed.EXT, NAME.compute_removed.EXT)\n"
             "                    and stop\n"
+            "  --timeout S       limit of each run of the program or a variant, seconds\n"
+            "                    (default: the manifest's bench timeout; 300 for a bare\n"
+            "                    program); a run past it is killed and reported\n"
+            "  --single-run      run the program once, with the timeline library loaded\n"
+            "                    (default: once without it for its own timing, once with)\n"
+            "  --build-only      build the program and its two variants into WORKSPACE and\n"
+            "                    stop; a later 'cuco bound' with the same WORKSPACE reuses\n"
+            "                    builds of the same text (so builds can run in parallel)\n"
+            "  --part P          with --build-only: only program, comm_removed or\n"
+            "                    compute_removed (repeatable)\n"
             "  --injection LIB   the timeline library (default: beside the cuco binary,\n"
             "                    or $CUCO_TIMELINE_LIB)\n"
             "  --quiet           no progress lines on stderr\n"
@@ -61,8 +83,24 @@ static void print_progress(void *ctx, const char *line)
 }
 
 /* A workload for a bare program: one source, the default CUDA+MPI+NCCL build. */
-static int bare_workload(const char *path, int ranks, int argc, char **argv, cuco_workload **out,
-                         cuco_err *e)
+/* Splits s at spaces and tabs into l. */
+static void push_words(cuco_strlist *l, const char *s)
+{
+    while (s && *s) {
+        while (*s == ' ' || *s == '\t')
+            s++;
+        size_t n = strcspn(s, " \t");
+        if (n) {
+            char *w = cuco_strndup(s, n);
+            cuco_strlist_push(l, w);
+            free(w);
+        }
+        s += n;
+    }
+}
+
+static int bare_workload(const char *path, int ranks, int argc, char **argv, const char *args,
+                         const char *flags, cuco_workload **out, cuco_err *e)
 {
     char *abs = cuco_path_abs(path);
     if (!abs)
@@ -81,12 +119,17 @@ static int bare_workload(const char *path, int ranks, int argc, char **argv, cuc
     w->gpu = 1;
     cuco_strlist_push(&w->sources, base);
     w->evolve_file = cuco_strdup(base);
-    static const char *const build[] = {
-        "nvcc", "-std=c++17", "-arch=sm_90", "-O3", "-I{workload_dir}", "-I{nccl_include}",
-        "{mpi_compile_flags}", "-o", "{out}", "{evolve_file}", "-L{nccl_lib}", "-l:libnccl.so.2",
-        "-lcublas", "-lcublasLt", "{mpi_link_flags}", NULL};
+    static const char *const build[] = {"nvcc", "-std=c++17", "-arch=sm_90", "-O3",
+                                        "-I{workload_dir}", "-I{nccl_include}",
+                                        "{mpi_compile_flags}", NULL};
+    static const char *const link[] = {"-o", "{out}", "{evolve_file}", "-L{nccl_lib}",
+                                       "-l:libnccl.so.2", "-lcublas", "-lcublasLt",
+                                       "{mpi_link_flags}", NULL};
     for (size_t i = 0; build[i]; i++)
         cuco_strlist_push(&w->build_command, build[i]);
+    push_words(&w->build_command, flags);
+    for (size_t i = 0; link[i]; i++)
+        cuco_strlist_push(&w->build_command, link[i]);
     w->build_output = cuco_strdup(w->name);
     w->build_timeout_s = 300;
     w->launcher = cuco_strdup("mpirun");
@@ -96,6 +139,8 @@ static int bare_workload(const char *path, int ranks, int argc, char **argv, cuc
         w->env[0].value = cuco_strdup("{nccl_lib}");
         w->n_env = 1;
     }
+    push_words(&w->verify.args, args);
+    push_words(&w->bench.args, args);
     for (int i = 0; i < argc; i++) {
         cuco_strlist_push(&w->verify.args, argv[i]);
         cuco_strlist_push(&w->bench.args, argv[i]);
@@ -164,7 +209,8 @@ int cmd_bound(int argc, char **argv)
         return 0;
     }
     const char *target = NULL, *workspace = NULL, *injection = NULL, *emit = NULL;
-    int json = 0, quiet = 0, ranks = 2, prog_argc = 0;
+    const char *prog_args = NULL, *nvcc_flags = NULL;
+    int json = 0, quiet = 0, ranks = 2, prog_argc = 0, timeout_s = 0;
     char **prog_argv = NULL;
     cuco_bound_opts o = {0};
     for (int i = 1; i < argc; i++) {
@@ -181,10 +227,41 @@ int cmd_bound(int argc, char **argv)
             o.static_only = 1;
         } else if (!strcmp(a, "--no-variants")) {
             o.skip_variants = 1;
-        } else if ((!strcmp(a, "--workspace") || !strcmp(a, "--ranks") ||
-                    !strcmp(a, "--injection") || !strcmp(a, "--emit-variants")) && i + 1 < argc) {
+        } else if (!strcmp(a, "--single-run")) {
+            o.single_run = 1;
+        } else if (!strcmp(a, "--build-only")) {
+            o.build_only = 1;
+        } else if (!strcmp(a, "--timeout") && i + 1 < argc) {
+            char *end = NULL;
+            long t = strtol(argv[++i], &end, 10);
+            if (!*argv[i] || *end || t < 1 || t > 86400) {
+                fprintf(stderr, "cuco bound: --timeout needs seconds >= 1, not '%s'\n", argv[i]);
+                return 2;
+            }
+            timeout_s = (int)t;
+        } else if (!strcmp(a, "--part") && i + 1 < argc) {
             const char *v = argv[++i];
-            if (!strcmp(a, "--emit-variants"))
+            if (!strcmp(v, "program"))
+                o.build_parts |= 1u;
+            else if (!strcmp(v, "comm_removed"))
+                o.build_parts |= 2u;
+            else if (!strcmp(v, "compute_removed"))
+                o.build_parts |= 4u;
+            else {
+                fprintf(stderr, "cuco bound: --part is program, comm_removed or compute_removed, "
+                                "not '%s'\n", v);
+                return 2;
+            }
+        } else if ((!strcmp(a, "--workspace") || !strcmp(a, "--ranks") ||
+                    !strcmp(a, "--injection") || !strcmp(a, "--emit-variants") ||
+                    !strcmp(a, "--args") || !strcmp(a, "--nvcc-flags")) &&
+                   i + 1 < argc) {
+            const char *v = argv[++i];
+            if (!strcmp(a, "--args"))
+                prog_args = v;
+            else if (!strcmp(a, "--nvcc-flags"))
+                nvcc_flags = v;
+            else if (!strcmp(a, "--emit-variants"))
                 emit = v;
             else if (!strcmp(a, "--workspace"))
                 workspace = v;
@@ -219,15 +296,22 @@ int cmd_bound(int argc, char **argv)
     int rc;
     int is_manifest = cuco_fs_is_dir(target) || cuco_str_ends_with(target, ".yaml") ||
                       cuco_str_ends_with(target, ".yml");
+    if (is_manifest && (prog_args || nvcc_flags || prog_argc)) {
+        fprintf(stderr, "cuco bound: --args, --nvcc-flags and '-- ARGS' are for a bare PROGRAM.cu; "
+                        "a workload is built and run as its manifest says\n");
+        return 2;
+    }
     if (is_manifest)
         rc = cuco_workload_load(target, &w, &e);
     else
-        rc = bare_workload(target, ranks, prog_argc, prog_argv, &w, &e);
+        rc = bare_workload(target, ranks, prog_argc, prog_argv, prog_args, nvcc_flags, &w, &e);
     if (rc) {
         cuco_err_print(&e, "cuco bound", stderr);
         cuco_err_clear(&e);
         return 2;
     }
+    if (timeout_s > 0)
+        w->bench.timeout_s = timeout_s;
     if (emit) {
         int status = emit_variants(w, emit, &e) ? 2 : 0;
         if (status)
@@ -243,6 +327,18 @@ int cmd_bound(int argc, char **argv)
         o.progress = print_progress;
     }
     char *report = NULL, *text = NULL;
+    if (o.build_only) {
+        rc = cuco_bound_build(w, &o, &text, &e);
+        if (rc < 0)
+            cuco_err_print(&e, "cuco bound", stderr);
+        else
+            fputs(text, stdout);
+        free(text);
+        free(ws);
+        cuco_err_clear(&e);
+        cuco_workload_free(w);
+        return rc < 0 ? 2 : rc;
+    }
     rc = cuco_bound_run(w, &o, &report, &text, &e);
     int status = 0;
     if (rc) {

@@ -15,6 +15,9 @@
 #include "cuco/evolve.h"
 #include "cuco/fs.h"
 #include "cuco/launch.h"
+#include "cuco/llm.h"
+#include "cuco/llm_mutate.h"
+#include "cuco/toolchain.h"
 #include "cuco/workload.h"
 
 static void usage(FILE *out)
@@ -36,23 +39,44 @@ static void usage(FILE *out)
             "  --time S          budget: wall seconds (config budget.wall_s)\n"
             "  --budget-usd X    budget: money for LLM mutators (config budget.usd)\n"
             "  --islands N       number of islands (config islands)\n"
-            "  --slots N|auto    concurrent evaluations (config slots); with --slots or\n"
-            "                    --launcher, runs go through a launcher: local runs take\n"
-            "                    N slots (auto: GPUs / ranks, or cores / ranks for CPU\n"
+            "  --slots N|auto    concurrent evaluations (config slots); with --slots,\n"
+            "                    --launcher, --gpus or --shared-bench, runs go through a\n"
+            "                    launcher: local runs take N slots, each on its own GPUs\n"
+            "                    (auto: GPUs / ranks, or cores / ranks for CPU\n"
             "                    workloads) while compiling uses max(N, cores) threads\n"
             "  --launcher KIND   local (mpirun here, GPU slots) or slurm (sbatch; the\n"
-            "                    workspace must be on a file system the nodes share);\n"
+            "                    workspace must be on a file system the nodes share;\n"
+            "                    partition, gres, account: CUCO_SLURM_* variables);\n"
             "                    see docs/launch.md\n"
-            "  --gpus N          GPUs on this host for local slots (default: nvidia-smi)\n"
+            "  --gpus N          GPUs on this host for local slots (default: the\n"
+            "                    entries of CUDA_VISIBLE_DEVICES when set, else\n"
+            "                    nvidia-smi -L)\n"
             "  --shared-bench    benchmarks share the host with other runs (default:\n"
             "                    a benchmark waits for, and holds off, all other runs)\n"
             "  --seed N          PRNG seed (config seed)\n"
             "  --repeats N       bench repeats per evaluation (config repeats;\n"
             "                    default the manifest's)\n"
             "  --mutator NAME    use only this mutator: knob (default, the offline\n"
-            "                    design-space mutator); test_garbage and test_outside\n"
-            "                    exist for tests only (a garbage answer, an edit outside\n"
-            "                    the EVOLVE-BLOCKs)\n"
+            "                    design-space mutator), or an LLM mutator (needs --model):\n"
+            "                    llm_diff (SEARCH/REPLACE edits), llm_full (rewrites the\n"
+            "                    EVOLVE-BLOCKs), llm_cross (combines two parents), llm\n"
+            "                    (cross with two parents, else full or diff); test_garbage\n"
+            "                    and test_outside exist for tests only (a garbage answer,\n"
+            "                    an edit outside the EVOLVE-BLOCKs)\n"
+            "  --model SPEC      LLM model for the LLM mutators, \"anthropic:NAME\" or\n"
+            "                    \"openai:NAME\" (any OpenAI-compatible server: vLLM,\n"
+            "                    Ollama...), or a bare name (claude* goes to Anthropic);\n"
+            "                    repeat or separate with commas for several (a bandit\n"
+            "                    picks among them by improvement per dollar)\n"
+            "  --price SPEC      \"model=IN,OUT[,CACHED]\" in $ per million tokens, ';'-\n"
+            "                    separated (also $CUCO_LLM_PRICES); a --budget-usd needs a\n"
+            "                    price for every model (current Claude and GPT models are\n"
+            "                    built in)\n"
+            "  --base-url URL    where the models' API is (default https://api.anthropic.com\n"
+            "                    and https://api.openai.com, or $CUCO_ANTHROPIC_BASE_URL and\n"
+            "                    $CUCO_OPENAI_BASE_URL)\n"
+            "  --max-tokens N    answer limit per LLM call (default 8192); each call is\n"
+            "                    admitted against the budget with this many output tokens\n"
             "  --init FILE       generation-0 program instead of the workload's seed\n"
             "                    (e.g. the output of cuco transform)\n"
             "  --fresh           start a new run even if an unfinished one exists\n"
@@ -74,10 +98,29 @@ static void usage(FILE *out)
             "  repeats: 0              bench repeats (0: the manifest's)\n"
             "  budget: {evaluations: 30, generations: 20, wall_s: 0, usd: 0}\n"
             "                          0 means unlimited\n"
-            "  mutators: {knob: 1.0}   mutator name -> weight\n"
+            "  mutators: {knob: 1.0}   mutator name -> weight (knob, llm, llm_diff,\n"
+            "                          llm_full, llm_cross)\n"
+            "  models: [NAME, ...]     LLM models (as --model)\n"
+            "  prices: \"m=in,out;...\" prices (as --price)\n"
+            "  meta_interval: 5        summary of the run for the prompts every N\n"
+            "                          generations (by the model with LLM mutators); 0 never\n"
+            "\n"
+            "LLM keys come from the environment only and are never stored or printed:\n"
+            "ANTHROPIC_API_KEY for Anthropic, OPENAI_API_KEY for api.openai.com (local\n"
+            "OpenAI-compatible servers need none). Every call is stored with its tokens\n"
+            "and cost in WORKSPACE/runs.db (table llm_calls); a call is sent only if it\n"
+            "cannot take the spend past --budget-usd, and the run ends at the first\n"
+            "refusal. Timeouts and retries: $CUCO_LLM_TIMEOUT_S (300), $CUCO_LLM_RETRIES\n"
+            "(4), $CUCO_LLM_BACKOFF_S (1), $CUCO_LLM_PARALLEL (8). A missing key is a\n"
+            "usage error (exit status 2, before the run). A key or model the server\n"
+            "refuses, or a server that cannot be reached, stops the LLM mutators after\n"
+            "that call with an error (exit status 1); its candidate is stored as failed.\n"
+            "Calls that time out or fail otherwise only fail their candidate. See\n"
+            "docs/llm.md.\n"
             "\n"
             "Exit status: 0 done, 1 the run failed (e.g. the initial program does not\n"
-            "pass its evaluation), 2 bad usage or config, 3 the workspace is in use.\n");
+            "pass its evaluation, or the LLM calls cannot work), 2 bad usage or config,\n"
+            "3 the workspace is in use.\n");
 }
 
 typedef struct eval_ctx {
@@ -150,6 +193,26 @@ static void on_progress(void *ctx, const cuco_evolve_progress *p)
     fflush(stdout);
 }
 
+/* What the LLM calls cost: one line per model and the total (stderr), or one
+ * JSON line with --json. */
+static void print_llm_summary(const cuco_llm_session *s, int json, int quiet)
+{
+    const cuco_llm_budget *b = cuco_llm_session_budget(s);
+    if (json) {
+        printf("{\"event\":\"llm\",\"calls\":%ld,\"usd\":%.6f,\"budget_usd\":%.6f,"
+               "\"refused\":%ld}\n",
+               b->calls, b->spent_usd, b->limit_usd > 0 ? b->limit_usd : 0, b->refused);
+        fflush(stdout);
+        return;
+    }
+    if (quiet)
+        return;
+    cuco_buf text = CUCO_BUF_INIT;
+    cuco_llm_session_summary(s, &text);
+    fputs(cuco_buf_str(&text), stderr);
+    cuco_buf_free(&text);
+}
+
 static int parse_long(const char *opt, const char *v, long lo, long hi, long *out)
 {
     char *end;
@@ -182,11 +245,21 @@ int cmd_evolve(int argc, char **argv)
         return 0;
     }
     const char *wl_arg = NULL, *config = NULL, *workspace = NULL, *mutator = NULL, *init = NULL;
-    const char *opt_val[16] = {0};
+    const char *opt_val[20] = {0};
     static const char *const opts_with_value[] = {
         "--config", "--workspace", "--generations", "--evaluations", "--time", "--budget-usd",
         "--islands", "--slots", "--seed", "--mutator", "--init", "--repeats", "--launcher",
-        "--gpus", NULL};
+        "--gpus", "--base-url", "--max-tokens", NULL};
+    /* --model and --price may be repeated: kept in order */
+    const char **model_args = calloc((size_t)argc + 1, sizeof *model_args);
+    const char **price_args = calloc((size_t)argc + 1, sizeof *price_args);
+    size_t n_model_args = 0, n_price_args = 0;
+    if (!model_args || !price_args) {
+        free(model_args);
+        free(price_args);
+        fprintf(stderr, "cuco evolve: out of memory\n");
+        return 1;
+    }
     int json = 0, quiet = 0, fresh = 0, shared_bench = 0, run_slots = 0, gpus = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -194,12 +267,20 @@ int cmd_evolve(int argc, char **argv)
         for (int j = 0; opts_with_value[j]; j++)
             if (!strcmp(a, opts_with_value[j]))
                 k = j;
-        if (k >= 0) {
+        int repeated = !strcmp(a, "--model") || !strcmp(a, "--price");
+        if (k >= 0 || repeated) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "cuco evolve: %s needs a value\n", a);
+                free(model_args);
+                free(price_args);
                 return 2;
             }
-            opt_val[k] = argv[++i];
+            if (!strcmp(a, "--model"))
+                model_args[n_model_args++] = argv[++i];
+            else if (!strcmp(a, "--price"))
+                price_args[n_price_args++] = argv[++i];
+            else
+                opt_val[k] = argv[++i];
         } else if (!strcmp(a, "--json")) {
             json = 1;
         } else if (!strcmp(a, "--quiet")) {
@@ -210,16 +291,22 @@ int cmd_evolve(int argc, char **argv)
             shared_bench = 1;
         } else if (a[0] == '-') {
             fprintf(stderr, "cuco evolve: unknown option %s (see cuco evolve --help)\n", a);
+            free(model_args);
+            free(price_args);
             return 2;
         } else if (!wl_arg) {
             wl_arg = a;
         } else {
             fprintf(stderr, "cuco evolve: unexpected argument %s\n", a);
+            free(model_args);
+            free(price_args);
             return 2;
         }
     }
     if (!wl_arg) {
         usage(stderr);
+        free(model_args);
+        free(price_args);
         return 2;
     }
     config = opt_val[0];
@@ -234,6 +321,9 @@ int cmd_evolve(int argc, char **argv)
     cuco_launcher *launcher = NULL;
     char *seed = NULL, *init_text = NULL, *ws = NULL, *dbpath = NULL, *lockpath = NULL;
     char *evaldir = NULL;
+    cuco_llm_run llm;
+    memset(&llm, 0, sizeof llm);
+    int max_tokens = 0;
     int lockfd = -1, code = 2;
     if (cuco_config_defaults(&cfg, &e) < 0)
         goto fail;
@@ -278,6 +368,16 @@ int cmd_evolve(int argc, char **argv)
         if (parse_long("--repeats", opt_val[11], 1, 1000, &lv)) goto out;
         cfg.repeats = (int)lv;
     }
+    if (opt_val[15]) {
+        if (parse_long("--max-tokens", opt_val[15], 1, 1000000, &lv)) goto out;
+        max_tokens = (int)lv;
+    }
+    for (size_t i = 0; i < n_model_args; i++)
+        if (cuco_config_add_models(&cfg, model_args[i], &e) < 0)
+            goto fail;
+    for (size_t i = 0; i < n_price_args; i++)
+        if (cuco_config_add_prices(&cfg, price_args[i], &e) < 0)
+            goto fail;
     if (mutator && cuco_config_set_mutator(&cfg, mutator, &e) < 0)
         goto fail;
     if (cuco_config_validate(&cfg, &e) < 0)
@@ -296,7 +396,7 @@ int cmd_evolve(int argc, char **argv)
     }
     if (cuco_workload_read_seed(w, &seed, &e) < 0)
         goto fail;
-    if (opt_val[12] || opt_val[7]) {
+    if (opt_val[12] || opt_val[7] || opt_val[13] || shared_bench) {
         if (cuco_launcher_from_kind(opt_val[12], w->gpu, w->ranks, run_slots, gpus, shared_bench,
                                     &launcher, &e) < 0)
             goto fail;
@@ -323,6 +423,18 @@ int cmd_evolve(int argc, char **argv)
     }
     if (cuco_fs_mkdirs(ws, &e) < 0 || cuco_fs_mkdirs(evaldir, &e) < 0)
         goto fail;
+    /* builds are cached in the workspace unless CUCO_BUILD_CACHE says otherwise */
+    if (!getenv("CUCO_BUILD_CACHE")) {
+        char *bc = cuco_path_join(ws, "build-cache");
+        cuco_err be = CUCO_ERR_INIT;
+        char *abs = bc && cuco_fs_mkdirs(bc, &be) == 0 ? cuco_path_abs(bc) : NULL;
+        cuco_err_clear(&be);
+        if (abs)
+            setenv("CUCO_BUILD_CACHE", abs, 0);
+        free(abs);
+        free(bc);
+    }
+
     if (db_lock_acquire(lockpath, &lockfd, &e) < 0) {
         cuco_err_print(&e, "cuco evolve", stderr);
         code = 3;
@@ -330,6 +442,43 @@ int cmd_evolve(int argc, char **argv)
     }
     if (db_open(dbpath, 0, &db, &e) < 0)
         goto fail;
+
+    if (cuco_llm_run_needed((const char *const *)cfg.mutators, cfg.n_mutators)) {
+        double spent = 0;
+        cuco_db_run prev;
+        /* a resumed run keeps what it already spent under its budget */
+        if (!fresh && db_run_find(db, w->name, &prev, &e) == 0) {
+            if (!strcmp(prev.status, "running") && db_run_cost(db, prev.id, &spent, &e) < 0)
+                spent = 0;
+            db_run_free(&prev);
+        }
+        cuco_err_clear(&e);
+        cuco_toolchain tc;
+        cuco_buf hw = CUCO_BUF_INIT;
+        if (cuco_toolchain_detect(&tc, &e) == 0) {
+            cuco_llm_format_hardware(&tc, NULL, &hw);
+            cuco_toolchain_free(&tc);
+        }
+        cuco_err_clear(&e);
+        cuco_llm_run_opts lo;
+        memset(&lo, 0, sizeof lo);
+        lo.mutators = (const char *const *)cfg.mutators;
+        lo.n_mutators = cfg.n_mutators;
+        lo.models = (const char *const *)cfg.models;
+        lo.n_models = cfg.n_models;
+        lo.prices = cfg.prices;
+        lo.budget_usd = cfg.budget_usd;
+        lo.spent_usd = spent;
+        lo.base_url = opt_val[14];
+        lo.max_tokens = max_tokens;
+        lo.hardware = hw.len ? cuco_buf_str(&hw) : NULL;
+        lo.db = db;
+        lo.workload = w->name;
+        int lrc = cuco_llm_run_init(&llm, &lo, &e);
+        cuco_buf_free(&hw);
+        if (lrc < 0)
+            goto fail;
+    }
 
     eval_ctx ec = {w, evaldir, cfg.repeats, launcher, init_text};
     progress_ctx pc = {json, quiet};
@@ -348,8 +497,21 @@ int cmd_evolve(int argc, char **argv)
     o.fresh = fresh;
     o.progress = on_progress;
     o.progress_ctx = &pc;
+    if (llm.session) {
+        o.mutators = llm.mutators;
+        o.run_id_out = &llm.sink.run_id;
+        o.meta_fn = cuco_llm_db_meta_llm;
+        o.meta_ctx = &llm.meta_ctx;
+        o.meta_summary = &llm.meta_summary;
+    }
     cuco_evolve_result r;
-    if (cuco_evolve_run(&o, &r, &e) < 0) {
+    int run_rc = cuco_evolve_run(&o, &r, &e);
+    if (llm.session)
+        print_llm_summary(llm.session, json, quiet);
+    /* the engine saw the LLM mutators run dry; say why instead */
+    if (run_rc == 0 && llm.session && cuco_llm_session_fatal(llm.session))
+        snprintf(r.stop_reason, sizeof r.stop_reason, "stopped: the LLM calls cannot work");
+    if (run_rc < 0) {
         cuco_err_print(&e, "cuco evolve", stderr);
         code = 1;
         goto out;
@@ -388,10 +550,18 @@ int cmd_evolve(int argc, char **argv)
     free(bestname);
     free(bestpath);
     db_program_free(&best);
+    if (llm.session && cuco_llm_session_fatal(llm.session)) {
+        fprintf(stderr, "cuco evolve: the LLM calls cannot work: %s\n",
+                cuco_llm_session_fatal(llm.session));
+        code = 1;
+    }
     goto out;
 fail:
     cuco_err_print(&e, "cuco evolve", stderr);
 out:
+    cuco_llm_run_free(&llm);
+    free(model_args);
+    free(price_args);
     db_close(db);
     db_lock_release(lockfd);
     cuco_launcher_free(launcher);

@@ -9,7 +9,9 @@
  */
 #include "commands.h"
 
+#include "cuco/bound.h"
 #include "cuco/buf.h"
+#include "cuco/config.h"
 #include "cuco/err.h"
 #include "cuco/fs.h"
 #include "cuco/proc.h"
@@ -52,10 +54,18 @@ static void run_usage(FILE *out)
             "  5. report     WORKSPACE/report.html, report.md and the best program\n"
             "Run the same command again to resume an interrupted run.\n"
             "\n"
+            "After step 1 (or from a bound.json an earlier 'cuco bound' left in the\n"
+            "workspace) the advice paragraph and any verification warning are printed\n"
+            "before anything else runs. When the ceiling is under %.2fx and the search\n"
+            "would use an LLM mutator (llm, llm_diff, llm_full, llm_cross), the run stops\n"
+            "there, spending nothing, unless --force is given; the offline knob mutator\n"
+            "always runs.\n"
+            "\n"
             "Options:\n"
             "  --workspace DIR     where everything goes (default ./cuco-out/<workload name>)\n"
             "  --mutator NAME      knob (default, offline) or llm\n"
-            "  --model NAME        LLM model (with --mutator llm); repeatable\n"
+            "  --model NAME        LLM model (with --mutator llm; also the transform's LLM\n"
+            "                      route for what the rules refuse); repeatable\n"
             "  --budget-usd X      stop the search before LLM spend would exceed X\n"
             "  --generations N     search budget in generations\n"
             "  --evaluations N     search budget in evaluations\n"
@@ -66,8 +76,11 @@ static void run_usage(FILE *out)
             "  --force             spend an LLM budget even when the ceiling is under %.2fx\n"
             "  --quiet             only the final summary\n"
             "  -h, --help          this text\n"
-            "Anything after '--' goes to 'cuco evolve' unchanged (see 'cuco evolve --help').\n",
-            RUN_MIN_CEILING);
+            "Anything after '--' goes to 'cuco evolve' unchanged (see 'cuco evolve --help').\n"
+            "\n"
+            "Exit status: 0 done; 1 a step failed, or stopped before an LLM search for a\n"
+            "ceiling under %.2fx (see --force); 2 bad usage.\n",
+            RUN_MIN_CEILING, RUN_MIN_CEILING, RUN_MIN_CEILING);
 }
 
 static char *self_exe(void)
@@ -148,18 +161,76 @@ static int analysis_collectives(const char *path)
     return n;
 }
 
-/* The ceiling recorded by 'cuco bound' in WORKSPACE/bound.json, or 0. */
-static double bound_ceiling(const char *workspace)
+/* What 'cuco bound' left in WORKSPACE/bound.json (docs/bound.md): the
+ * ceiling (0 when unknown) and the advice paragraph (NULL when none; caller
+ * frees). Returns 0 when there is no readable file. */
+static int bound_read(const char *workspace, double *ceiling, char **advice)
 {
+    *ceiling = 0;
+    *advice = NULL;
     char *path = cuco_path_join(workspace, "bound.json");
     json_error_t jerr;
-    json_t *root = json_load_file(path, 0, &jerr);
+    json_t *root = cuco_fs_exists(path) ? json_load_file(path, 0, &jerr) : NULL;
     free(path);
     if (!root)
         return 0;
-    double ceiling = json_number_value(json_object_get(root, "ceiling"));
+    json_t *c = json_object_get(json_object_get(root, "bound"), "ceiling");
+    if (json_is_number(c))
+        *ceiling = json_number_value(c);
+    const char *a = json_string_value(json_object_get(root, "advice"));
+    if (a && *a)
+        *advice = cuco_strdup(a);
     json_decref(root);
-    return ceiling;
+    return 1;
+}
+
+/* The mutator 'cuco evolve' will use: the last --mutator passed through
+ * after '--', else --mutator of cuco run. */
+static const char *effective_mutator(const struct run_opts *o)
+{
+    const char *m = o->mutator;
+    for (size_t i = 0; i + 1 < o->evolve_args.n; i++)
+        if (!strcmp(o->evolve_args.items[i], "--mutator"))
+            m = o->evolve_args.items[i + 1];
+    return m;
+}
+
+/* Prints the advice and any verification warning from bound.json before
+ * anything else is spent. Returns 1 when the run must stop: the ceiling is
+ * under RUN_MIN_CEILING, an LLM mutator would spend money, and --force was
+ * not given (the offline knob mutator costs nothing and always runs). */
+static int bound_gate(const struct run_opts *o, const char *workspace)
+{
+    double ceiling = 0;
+    char *advice = NULL;
+    if (!bound_read(workspace, &ceiling, &advice))
+        return 0;
+    printf("\n== cuco run: advice (from %s/bound.json)\n%s\n", workspace,
+           advice ? advice : "(no advice: the bound was not measured)");
+    free(advice);
+    char *warning = NULL;
+    cuco_err e = CUCO_ERR_INIT;
+    int w = cuco_bound_read_warning(workspace, &warning, &e);
+    if (w > 0)
+        printf("WARNING: %s Speedups below are not proven correct.\n", warning);
+    else if (w < 0)
+        cuco_err_print(&e, "cuco run", stderr);
+    free(warning);
+    cuco_err_clear(&e);
+    const char *mutator = effective_mutator(o);
+    if (ceiling > 0 && ceiling < RUN_MIN_CEILING && cuco_config_is_llm_mutator(mutator)) {
+        if (!o->force) {
+            fprintf(stderr,
+                    "cuco run: the most any overlap can gain here is %.3fx (< %.2fx): the LLM "
+                    "mutator %s would spend its budget for at most that. Nothing was spent; "
+                    "re-run with --force to search anyway.\n",
+                    ceiling, RUN_MIN_CEILING, mutator);
+            return 1;
+        }
+        printf("cuco run: ceiling %.3fx < %.2fx, searching anyway (--force)\n", ceiling,
+               RUN_MIN_CEILING);
+    }
+    return 0;
 }
 
 static int gpu_visible(void)
@@ -258,6 +329,18 @@ int cmd_run(int argc, char **argv)
         rc = 1;
         goto out;
     }
+    /* builds are cached in the workspace unless CUCO_BUILD_CACHE says otherwise */
+    if (!getenv("CUCO_BUILD_CACHE")) {
+        char *bc = cuco_path_join(workspace, "build-cache");
+        cuco_err be = CUCO_ERR_INIT;
+        char *abs = bc && cuco_fs_mkdirs(bc, &be) == 0 ? cuco_path_abs(bc) : NULL;
+        cuco_err_clear(&be);
+        if (abs)
+            setenv("CUCO_BUILD_CACHE", abs, 0);
+        free(abs);
+        free(bc);
+    }
+
     if (!o.quiet)
         printf("cuco run: workload %s (%d ranks%s), workspace %s\n", w->name, w->ranks,
                w->gpu ? ", GPU" : ", CPU", workspace);
@@ -272,17 +355,16 @@ int cmd_run(int argc, char **argv)
             int brc = run_step("bound", exe, &args, o.quiet);
             cuco_strlist_free(&args);
             if (brc != 0)
-                printf("cuco run: bound failed (exit %d); continuing without a ceiling\n", brc);
-            double ceiling = bound_ceiling(workspace);
-            if (ceiling > 0 && ceiling < RUN_MIN_CEILING && !strcmp(o.mutator, "llm") && !o.force) {
-                fprintf(stderr,
-                        "cuco run: the ceiling of any overlap here is %.3fx (< %.2fx): an LLM search "
-                        "cannot gain more than that. Re-run with --force to spend the budget anyway.\n",
-                        ceiling, RUN_MIN_CEILING);
-                rc = 1;
-                goto out;
-            }
+                printf("cuco run: bound exited %d (a verification warning or a failed run; see "
+                       "above); continuing\n",
+                       brc);
         }
+    }
+    /* The advice comes first; a bound.json left by an earlier 'cuco bound'
+     * counts too (e.g. measured on another machine). */
+    if (bound_gate(&o, workspace)) {
+        rc = 1;
+        goto out;
     }
 
     /* 2. analyze the evolve file. */
@@ -312,6 +394,12 @@ int cmd_run(int argc, char **argv)
     } else {
         const char *t[] = {"transform", o.workload, "--workspace", workspace, NULL};
         args_push_all(&args, t);
+        /* with a model, what the rules refuse goes to the LLM route */
+        for (size_t k = 0; k + 1 < o.evolve_args.n; k++)
+            if (!strcmp(o.evolve_args.items[k], "--model")) {
+                cuco_strlist_push(&args, "--model");
+                cuco_strlist_push(&args, o.evolve_args.items[k + 1]);
+            }
         int trc = run_step("transform", exe, &args, o.quiet);
         cuco_strlist_free(&args);
         if (trc != 0 || !cuco_fs_exists(gen0_program)) {
@@ -354,6 +442,15 @@ int cmd_run(int argc, char **argv)
         rc = 1;
     else
         printf("cuco run: report in %s/report.html and %s/report.md\n", workspace, workspace);
+    {
+        /* The speedups above were measured under the program's own verification. */
+        char *warning = NULL;
+        cuco_err we = CUCO_ERR_INIT;
+        if (cuco_bound_read_warning(workspace, &warning, &we) > 0)
+            printf("WARNING: %s Speedups above are not proven correct.\n", warning);
+        free(warning);
+        cuco_err_clear(&we);
+    }
 
 out:
     cuco_strlist_free(&args);

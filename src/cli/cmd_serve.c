@@ -26,13 +26,18 @@ static void usage(FILE *out)
                  "or the database file itself; default: ./runs.db or the only\n"
                  "./cuco-out/NAME/): live score plots, the lineage tree, each program's\n"
                  "code and diff, failures and spend. Read-only; works while 'cuco evolve'\n"
-                 "writes. Stop with Ctrl-C.\n"
+                 "writes, and the open page updates itself every 3 s. Stop with Ctrl-C.\n"
                  "\n"
                  "Options:\n"
                  "  --port N     port to listen on (default 8765; 0: any free port)\n"
                  "  --host ADDR  address to bind (default 127.0.0.1; use 0.0.0.0 to expose\n"
                  "               it to the network, at your own risk: there is no login)\n"
-                 "  -h, --help   this help\n");
+                 "  -h, --help   this help\n"
+                 "\n"
+                 "Watching a run on a remote machine: keep the default host and forward the\n"
+                 "port, e.g. 'ssh -L 8765:127.0.0.1:8765 gpu-box', then open\n"
+                 "http://127.0.0.1:8765/ here. The URL #program=ID opens one program.\n"
+                 "The API (JSON, GET only) is described in docs/web.md.\n");
 }
 
 int cmd_serve(int argc, char **argv)

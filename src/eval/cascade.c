@@ -401,8 +401,80 @@ static void infra_failure(cascade *c, const char *step, const cuco_err *e)
     free(msg);
 }
 
+/* The build cache: binaries of programs already built, keyed by the xxh3 of
+ * the program text, the other sources, the build command template, the
+ * output name and the toolchain-facing environment (NCCL_HOME, PATH). A hit
+ * skips L1; a binary is only cached after a successful build. */
+static char *cache_path(cascade *c)
+{
+    const char *dir = c->o && c->o->build_cache ? c->o->build_cache : getenv("CUCO_BUILD_CACHE");
+    if (!dir || !*dir)
+        return NULL;
+    cuco_buf key = CUCO_BUF_INIT;
+    char *text = NULL;
+    if (cuco_fs_read(c->evolve_path, &text, NULL, NULL) != 0)
+        return NULL;
+    cuco_buf_printf(&key, "%s\n--build--\n", text);
+    free(text);
+    for (size_t i = 0; i < c->w->sources.n; i++) {
+        char *src = cuco_path_join(c->build_dir, c->w->sources.items[i]);
+        char *body = NULL;
+        if (src && cuco_fs_read(src, &body, NULL, NULL) == 0)
+            cuco_buf_printf(&key, "%s\n%s\n", c->w->sources.items[i], body);
+        free(body);
+        free(src);
+    }
+    for (size_t i = 0; i < c->w->build_command.n; i++)
+        cuco_buf_printf(&key, "%s\x1f", c->w->build_command.items[i]);
+    const char *nccl = getenv("NCCL_HOME"), *path = getenv("PATH");
+    cuco_buf_printf(&key, "\n%s\n%s\n%s\n", c->w->build_output, nccl ? nccl : "", path ? path : "");
+    char hex[17];
+    cuco_hash_hex(key.data ? key.data : "", key.len, hex);
+    cuco_buf_free(&key);
+    char *name = cuco_sprintf("%s-%s", hex, c->w->build_output);
+    char *out = name ? cuco_path_join(dir, name) : NULL;
+    free(name);
+    return out;
+}
+
+static int level_compile_cached(cascade *c, const char *cached)
+{
+    cuco_err ce = CUCO_ERR_INIT;
+    if (!cuco_fs_exists(cached) || cuco_fs_copy(cached, c->bin, &ce) != 0) {
+        cuco_err_clear(&ce);
+        return 0;
+    }
+    c->r->level = 1;
+    c->r->compile_s = 0;
+    progress(c, "L1 ok (cached build %s)", cached);
+    return 1;
+}
+
+static void cache_store(cascade *c, const char *cached)
+{
+    cuco_err ce = CUCO_ERR_INIT;
+    char *dir = cuco_path_dirname(cached);
+    char *tmp = cuco_sprintf("%s.tmp%ld", cached, (long)getpid());
+    if (dir && tmp && cuco_fs_mkdirs(dir, &ce) == 0 && cuco_fs_copy(c->bin, tmp, &ce) == 0 &&
+        rename(tmp, cached) == 0) {
+        progress(c, "build cached as %s", cached);
+    } else {
+        if (tmp)
+            unlink(tmp);
+        progress(c, "could not cache the build: %s", ce.code ? cuco_err_msg(&ce) : "rename failed");
+    }
+    cuco_err_clear(&ce);
+    free(dir);
+    free(tmp);
+}
+
 static int level_compile(cascade *c, cuco_err *e)
 {
+    char *cached = cache_path(c);
+    if (cached && level_compile_cached(c, cached)) {
+        free(cached);
+        return 0;
+    }
     cuco_strlist argv = {0};
     cuco_err step_err = CUCO_ERR_INIT;
     int rc = expand_list(c, &c->w->build_command, &argv, &step_err);
@@ -453,10 +525,13 @@ static int level_compile(cascade *c, cuco_err *e)
     } else {
         c->r->level = 1;
         progress(c, "L1 ok (%.1f s)", pr.wall_s);
+        if (cached)
+            cache_store(c, cached);
     }
     cuco_proc_result_free(&pr);
     rc = 0;
 out:
+    free(cached);
     cuco_strlist_free(&argv);
     cuco_err_clear(&step_err);
     (void)e;

@@ -149,6 +149,61 @@ void cuco_launcher_free(cuco_launcher *l)
     free(l);
 }
 
+/* A list of words (GPU names, sbatch flags); owned strings. */
+typedef struct gpu_names {
+    char **v;
+    size_t n;
+} gpu_names;
+
+static void gpu_names_free(gpu_names *g)
+{
+    for (size_t i = 0; i < g->n; i++)
+        free(g->v[i]);
+    free(g->v);
+    g->v = NULL;
+    g->n = 0;
+}
+
+static int words_push(gpu_names *out, const char *p, size_t n)
+{
+    char *item = cuco_strndup(p, n);
+    char **grown = item ? realloc(out->v, (out->n + 1) * sizeof *grown) : NULL;
+    if (!grown) {
+        free(item);
+        return CUCO_ENOMEM;
+    }
+    out->v = grown;
+    out->v[out->n++] = item;
+    return 0;
+}
+
+/* Blank-separated words (no quoting: sbatch flags such as --account=x). */
+static int split_words(const char *text, gpu_names *out)
+{
+    const char *p = text;
+    for (;;) {
+        while (*p == ' ' || *p == '\t' || *p == '\n')
+            p++;
+        if (!*p)
+            return 0;
+        size_t n = strcspn(p, " \t\n");
+        if (words_push(out, p, n) < 0)
+            return CUCO_ENOMEM;
+        p += n;
+    }
+}
+
+/* A number from an environment variable; CUCO_EINVAL naming it otherwise. */
+static int env_number(const char *name, const char *text, double *out, cuco_err *e)
+{
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || *end || v < 0)
+        return cuco_err_set(e, CUCO_EINVAL, "%s=%s: expected a number >= 0", name, text);
+    *out = v;
+    return 0;
+}
+
 int cuco_launcher_from_kind(const char *kind, int gpu, int ranks, int slots, int gpus,
                             int shared_bench, cuco_launcher **out, cuco_err *e)
 {
@@ -163,12 +218,40 @@ int cuco_launcher_from_kind(const char *kind, int gpu, int ranks, int slots, int
         const char *retries = getenv("CUCO_SLURM_RETRIES");
         const char *poll_max = getenv("CUCO_SLURM_POLL_MAX_S");
         const char *partition = getenv("CUCO_SLURM_PARTITION");
+        const char *gres = getenv("CUCO_SLURM_GRES");
+        const char *grace = getenv("CUCO_SLURM_TIME_GRACE_S");
+        const char *extra = getenv("CUCO_SLURM_SBATCH_ARGS");
+        double retries_v = -1, poll_max_v = 0, grace_v = 0;
+        if ((retries && *retries && env_number("CUCO_SLURM_RETRIES", retries, &retries_v, e)) ||
+            (poll_max && *poll_max &&
+             env_number("CUCO_SLURM_POLL_MAX_S", poll_max, &poll_max_v, e)) ||
+            (grace && *grace && env_number("CUCO_SLURM_TIME_GRACE_S", grace, &grace_v, e)))
+            return CUCO_EINVAL;
+        gpu_names words = {0}; /* the extra flags, split at blanks */
+        const char **argv = NULL;
+        if (extra && split_words(extra, &words) < 0) {
+            gpu_names_free(&words);
+            return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+        }
+        argv = calloc(words.n + 1, sizeof *argv);
+        if (!argv) {
+            gpu_names_free(&words);
+            return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+        }
+        for (size_t i = 0; i < words.n; i++)
+            argv[i] = words.v[i];
         cuco_slurm_opts o = {
-            .retries = retries && *retries ? atoi(retries) : -1,
-            .poll_max_s = poll_max && *poll_max ? atof(poll_max) : 0,
+            .retries = (int)retries_v,
+            .poll_max_s = poll_max_v,
+            .grace_s = grace_v,
             .partition = partition && *partition ? partition : NULL,
+            .gres = gres && *gres ? gres : NULL,
+            .sbatch_args = argv,
         };
-        return cuco_launcher_slurm_new(&o, out, e);
+        int rc = cuco_launcher_slurm_new(&o, out, e);
+        free(argv);
+        gpu_names_free(&words);
+        return rc;
     }
     return cuco_err_set(e, CUCO_EINVAL, "unknown launcher '%s' (local or slurm)", kind);
 }
@@ -222,6 +305,32 @@ int cuco_launch_local_once(const cuco_launch_job *job, const char *const *slot_e
 }
 
 /* ---- the local launcher with slots ---- */
+
+/* The entries of a CUDA_VISIBLE_DEVICES value ("0,2", "GPU-uuid,..."),
+ * blanks trimmed, empty entries skipped, appended to out. */
+static int split_gpu_list(const char *list, gpu_names *out)
+{
+    const char *p = list;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        const char *q = p;
+        while (n > 0 && (*q == ' ' || *q == '\t')) {
+            q++;
+            n--;
+        }
+        while (n > 0 && (q[n - 1] == ' ' || q[n - 1] == '\t'))
+            n--;
+        if (n > 0) {
+            if (words_push(out, q, n) < 0)
+                return CUCO_ENOMEM;
+        }
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    return 0;
+}
 
 static int take_slot(local_state *s, int exclusive)
 {
@@ -313,7 +422,19 @@ int cuco_launcher_local_new(const cuco_local_opts *o, cuco_launcher **out, cuco_
     if (o->slots < 0 || o->ranks < 0)
         return cuco_err_set(e, CUCO_EINVAL, "launcher: slots and ranks must be >= 0");
     int ranks = o->ranks > 0 ? o->ranks : 1;
-    int gpus = o->gpu ? (o->gpus < 0 ? cuco_launch_detect_gpus() : o->gpus) : 0;
+    /* The GPUs this process may use: when CUDA_VISIBLE_DEVICES already
+     * restricts them, slots share out that list, never GPUs outside it. */
+    const char *visible = o->visible_gpus ? o->visible_gpus : getenv("CUDA_VISIBLE_DEVICES");
+    gpu_names names = {0};
+    if (o->gpu && visible && split_gpu_list(visible, &names) < 0) {
+        gpu_names_free(&names);
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    }
+    int gpus = 0;
+    if (o->gpu && visible)
+        gpus = o->gpus >= 0 && (size_t)o->gpus < names.n ? o->gpus : (int)names.n;
+    else if (o->gpu)
+        gpus = o->gpus < 0 ? cuco_launch_detect_gpus() : o->gpus;
     int cores = o->cores > 0 ? o->cores : cuco_launch_detect_cores();
     int slots = o->slots > 0 ? o->slots : cuco_launch_auto_slots(o->gpu, ranks, gpus, cores);
     /* GPU runs cannot share GPUs: no more slots than disjoint GPU sets. */
@@ -330,6 +451,7 @@ int cuco_launcher_local_new(const cuco_local_opts *o, cuco_launcher **out, cuco_
         if (s)
             free(s->slots);
         free(s);
+        gpu_names_free(&names);
         return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
     }
     pthread_mutex_init(&s->mu, NULL);
@@ -351,6 +473,7 @@ int cuco_launcher_local_new(const cuco_local_opts *o, cuco_launcher **out, cuco_
         int rc = cuco_err_errno(e, "launcher: cannot create %s", tmpl);
         free(tmpl);
         cuco_launcher_free(l);
+        gpu_names_free(&names);
         return rc;
     }
     s->tmp_parent = tmpl;
@@ -360,17 +483,24 @@ int cuco_launcher_local_new(const cuco_local_opts *o, cuco_launcher **out, cuco_
         int rc = cuco_fs_mkdirs(ls->tmp_dir, e);
         if (rc) {
             cuco_launcher_free(l);
+            gpu_names_free(&names);
             return rc;
         }
         if (o->gpu && gpus > 0) {
-            /* Slot i gets GPUs i*R .. i*R+R-1; with fewer GPUs than ranks, all of them. */
+            /* Slot i gets GPUs i*R .. i*R+R-1 (of the visible list when there
+             * is one); with fewer GPUs than ranks, all of them. */
             cuco_buf b = CUCO_BUF_INIT;
             int first = gpus >= ranks ? i * ranks : 0, count = gpus >= ranks ? ranks : gpus;
-            for (int g = 0; g < count; g++)
-                cuco_buf_printf(&b, "%s%d", g ? "," : "", first + g);
+            for (int g = 0; g < count; g++) {
+                if (visible)
+                    cuco_buf_printf(&b, "%s%s", g ? "," : "", names.v[first + g]);
+                else
+                    cuco_buf_printf(&b, "%s%d", g ? "," : "", first + g);
+            }
             ls->gpus = cuco_buf_detach(&b);
         }
     }
+    gpu_names_free(&names);
     *out = l;
     return 0;
 }

@@ -32,6 +32,7 @@
 
 typedef struct slurm_state {
     char *partition;
+    char *gres; /* "gpu", or a typed "gpu:h100" */
     cuco_strlist sbatch_args;
     int retries;
     double poll_s, poll_max_s, grace_s;
@@ -169,7 +170,8 @@ static int submit(const slurm_state *s, const cuco_launch_job *job, const char *
     char *ntasks = cuco_sprintf("--ntasks=%d", job->ranks > 0 ? job->ranks : 1);
     char *chdir = cuco_sprintf("--chdir=%s", job->cwd ? job->cwd : ".");
     char *tl = time_limit(job->timeout_s, s->grace_s);
-    char *gres = job->gpu ? cuco_sprintf("--gres=gpu:%d", job->ranks > 0 ? job->ranks : 1) : NULL;
+    char *gres = job->gpu ? cuco_sprintf("--gres=%s:%d", s->gres, job->ranks > 0 ? job->ranks : 1)
+                          : NULL;
     char *part = s->partition ? cuco_sprintf("--partition=%s", s->partition) : NULL;
     const char *fixed[] = {"sbatch", "--parsable", name, out, err, ntasks, chdir, tl,
                            "--no-requeue"};
@@ -524,6 +526,7 @@ static void slurm_destroy(cuco_launcher *l)
     if (!s)
         return;
     free(s->partition);
+    free(s->gres);
     cuco_strlist_free(&s->sbatch_args);
     pthread_mutex_destroy(&s->mu);
     free(s);
@@ -553,6 +556,7 @@ int cuco_launcher_slurm_new(const cuco_slurm_opts *o, cuco_launcher **out, cuco_
     }
     pthread_mutex_init(&s->mu, NULL);
     s->partition = cuco_strdup(o->partition);
+    s->gres = cuco_strdup(o->gres && *o->gres ? o->gres : "gpu");
     for (int i = 0; o->sbatch_args && o->sbatch_args[i]; i++)
         cuco_strlist_push(&s->sbatch_args, o->sbatch_args[i]);
     s->retries = o->retries < 0 ? 2 : o->retries;

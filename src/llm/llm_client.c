@@ -154,6 +154,17 @@ static int is_official(const char *url)
     return strstr(url, "api.anthropic.com") || strstr(url, "api.openai.com");
 }
 
+int cuco_llm_client_check_key(const cuco_llm_client *c, cuco_llm_api api, cuco_err *e)
+{
+    int i = api == CUCO_LLM_ANTHROPIC ? CUCO_LLM_ANTHROPIC : CUCO_LLM_OPENAI;
+    const char *key = getenv(c->key_env[i]);
+    if ((!key || !*key) && (i == CUCO_LLM_ANTHROPIC || is_official(c->base_url[i])))
+        return cuco_err_set(e, CUCO_EINVAL,
+                            "%s is not set: the %s API at %s needs a key (export %s=...)",
+                            c->key_env[i], cuco_llm_api_name(api), c->base_url[i], c->key_env[i]);
+    return 0;
+}
+
 /* Builds url, body and headers of a call; CUCO_LLM_NO_KEY when needed. */
 static int call_prepare(cuco_llm_client *c, struct call *k)
 {
@@ -304,8 +315,11 @@ static void call_finish_attempt(cuco_llm_client *c, struct call *k, CURLcode res
     if (http != 200) {
         char *msg = cuco_llm_error_message(k->rx.data, k->rx.len);
         k->resp->status = CUCO_LLM_HTTP_ERROR;
-        k->resp->error = cuco_sprintf("HTTP %ld from %s: %s%s", http, k->url, msg ? msg : "",
-                                      http == 401 ? " (check the API key variable)" : "");
+        int api = k->req->api == CUCO_LLM_ANTHROPIC ? CUCO_LLM_ANTHROPIC : CUCO_LLM_OPENAI;
+        k->resp->error = cuco_sprintf("HTTP %ld from %s: %s%s%s%s", http, k->url, msg ? msg : "",
+                                      http == 401 || http == 403 ? " (check " : "",
+                                      http == 401 || http == 403 ? c->key_env[api] : "",
+                                      http == 401 || http == 403 ? ")" : "");
         free(msg);
         return;
     }
@@ -370,6 +384,10 @@ int cuco_llm_batch_run(cuco_llm_client *c, const cuco_llm_request *reqs, cuco_ll
                 cuco_err_clear(&be);
                 continue;
             }
+            k->admitted = 1;
+        } else if (budget) {
+            /* no limit: nothing to reserve, but the spend is still counted */
+            k->estimate_usd = 0;
             k->admitted = 1;
         }
         if (call_prepare(c, k)) {

@@ -24,6 +24,7 @@ struct cuco_llm_session {
     double temperature;
     cuco_llm_record_fn record;
     void *record_ctx;
+    char *fatal; /* why no call can work, once a call has shown it */
 };
 
 void cuco_llm_config_from_env(cuco_llm_config *cfg)
@@ -54,7 +55,58 @@ void cuco_llm_session_free(cuco_llm_session *s)
     cuco_llm_bandit_free(&s->bandit);
     cuco_llm_prices_free(&s->prices);
     cuco_llm_client_free(s->client);
+    free(s->fatal);
     free(s);
+}
+
+/* A failure that the next call would repeat: no key, a key or model the
+ * server refuses, or a server that cannot be reached at all (after the
+ * retries). Timeouts, rate limits and server errors may pass. */
+static int failure_is_fatal(const cuco_llm_response *r)
+{
+    switch (r->status) {
+    case CUCO_LLM_NO_KEY:
+        return 1;
+    case CUCO_LLM_HTTP_ERROR:
+        return r->http_status == 401 || r->http_status == 403 || r->http_status == 404;
+    case CUCO_LLM_RETRIES_EXHAUSTED:
+        return r->http_status == 0;
+    default:
+        return 0;
+    }
+}
+
+static void note_fatal(cuco_llm_session *s, const char *model, cuco_llm_api api,
+                       const cuco_llm_response *r)
+{
+    if (s->fatal || !failure_is_fatal(r))
+        return;
+    const char *hint = "";
+    if (r->error && strstr(r->error, "(check "))
+        hint = ""; /* the client already says what to check */
+    else if (r->status == CUCO_LLM_NO_KEY || r->http_status == 401 || r->http_status == 403)
+        hint = api == CUCO_LLM_ANTHROPIC ? " (check ANTHROPIC_API_KEY)" : " (check OPENAI_API_KEY)";
+    else if (r->http_status == 404)
+        hint = " (check the model name and the base URL)";
+    else
+        hint = api == CUCO_LLM_ANTHROPIC ? " (check the server, or CUCO_ANTHROPIC_BASE_URL)"
+                                         : " (check the server, or CUCO_OPENAI_BASE_URL)";
+    s->fatal = cuco_sprintf("%s: %s%s", model,
+                            r->error ? r->error : cuco_llm_status_name(r->status), hint);
+}
+
+int cuco_llm_session_check_keys(const cuco_llm_session *s, cuco_err *e)
+{
+    for (size_t i = 0; i < s->bandit.n; i++) {
+        if (cuco_llm_client_check_key(s->client, s->apis[i], e))
+            return cuco_err_prefix(e, "model %s", s->bandit.arms[i].model);
+    }
+    return 0;
+}
+
+const char *cuco_llm_session_fatal(const cuco_llm_session *s)
+{
+    return s ? s->fatal : NULL;
 }
 
 int cuco_llm_session_new(const cuco_llm_session_opts *o, cuco_llm_session **out, cuco_err *e)
@@ -147,6 +199,7 @@ int cuco_llm_session_ask(cuco_llm_session *s, const char *purpose, const char *c
         else if (r->status != CUCO_LLM_OK)
             cuco_warn("llm: %s call to %s failed: %s", purpose, replies[i].model,
                       r->error ? r->error : cuco_llm_status_name(r->status));
+        note_fatal(s, replies[i].model, reqs[i].api, r);
         if (s->record) {
             cuco_buf prompt = CUCO_BUF_INIT;
             cuco_buf_puts(&prompt, reqs[i].system ? reqs[i].system : "");

@@ -10,6 +10,10 @@
 
 #include "cuco/hash.h"
 #include "cuco/patch.h"
+#include "cuco/program.h"
+
+/* Marks the error of a child whose LLM call failed (no fault of the code). */
+#define LLM_CALL_FAILED "LLM call failed"
 
 struct pending_reward {
     char hash[17];
@@ -36,8 +40,13 @@ static int apply_answer(void *ctx, cuco_llm_prompt_kind kind, const char *parent
 {
     const struct apply_ctx *a = ctx;
     cuco_err e = CUCO_ERR_INIT;
-    int rc = kind == CUCO_LLM_PROMPT_DIFF ? cuco_patch_apply_diff(parent, answer, child, &e)
-                                          : cuco_patch_apply_rewrite(parent, answer, child, &e);
+    /* Models do not always answer in the form asked for: SEARCH/REPLACE
+     * blocks are applied as a diff whatever the prompt, and whole blocks
+     * answered to a diff prompt as a rewrite. */
+    int as_diff = strstr(answer, "<<<<<<< SEARCH") != NULL ||
+                  (kind == CUCO_LLM_PROMPT_DIFF && !strstr(answer, "EVOLVE-BLOCK-START"));
+    int rc = as_diff ? cuco_patch_apply_diff(parent, answer, child, &e)
+                     : cuco_patch_apply_rewrite(parent, answer, child, &e);
     if (!rc && (rc = cuco_patch_guard(a->seed ? a->seed : parent, *child, &e))) {
         free(*child);
         *child = NULL;
@@ -94,6 +103,51 @@ static void remember(struct llm_mutator *lm, const char *text, size_t arm, doubl
     pr->parent_score = parent_score;
 }
 
+/* The knob declared on 1-based line, or NULL. */
+static const cuco_knob *knob_at(const cuco_knob *k, size_t n, int line)
+{
+    for (size_t i = 0; i < n; i++)
+        if (k[i].line == line)
+            return &k[i];
+    return NULL;
+}
+
+/* 1 when child differs from parent only in the values of knobs (every
+ * changed line is the same knob's declaration in both). Such a child is a
+ * design-space move like the knob mutator's, and the engine treats it as one
+ * (patch type "knob:...": exact duplicates are refused, near-duplicate code
+ * is not a reason). */
+static int knob_only_edit(const char *parent, const char *child)
+{
+    cuco_err e = CUCO_ERR_INIT;
+    cuco_knob *kp = NULL, *kc = NULL;
+    size_t np = 0, nc = 0;
+    int only = 0;
+    if (cuco_program_knobs(parent, &kp, &np, &e) || cuco_program_knobs(child, &kc, &nc, &e))
+        goto out;
+    const char *a = parent, *b = child;
+    int line = 1, changed = 0;
+    only = 1;
+    while (only && (*a || *b)) {
+        size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
+        if (la != lb || memcmp(a, b, la)) {
+            const cuco_knob *x = knob_at(kp, np, line), *y = knob_at(kc, nc, line);
+            if (!x || !y || strcmp(x->name, y->name) || !*a || !*b)
+                only = 0;
+            changed = 1;
+        }
+        a += la + (a[la] == '\n');
+        b += lb + (b[lb] == '\n');
+        line++;
+    }
+    only = only && changed;
+out:
+    cuco_knobs_free(kp, np);
+    cuco_knobs_free(kc, nc);
+    cuco_err_clear(&e);
+    return only;
+}
+
 static cuco_llm_prompt_kind pick_kind(const struct llm_mutator *lm, const cuco_mutate_ctx *c)
 {
     if (!strcmp(lm->kind, "llm_diff"))
@@ -115,6 +169,13 @@ static int llm_propose(cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation 
     memset(out, 0, sizeof *out);
     if (!c->parent || !c->parent->code)
         return cuco_err_set(e, CUCO_EINVAL, "%s: no parent program", lm->kind);
+    const char *fatal = cuco_llm_session_fatal(lm->session);
+    if (fatal) {
+        /* the calls cannot work: say so once (the first failure was
+         * recorded) and let the engine stop proposing */
+        out->exhausted = 1;
+        return cuco_err_set(e, CUCO_ENOTFOUND, "%s: LLM calls cannot work: %s", lm->kind, fatal);
+    }
     collect_rewards(lm, c->db, c->run_id);
 
     cuco_buf space = CUCO_BUF_INIT;
@@ -132,12 +193,17 @@ static int llm_propose(cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation 
         top[i].mutator = c->top[i].mutator;
         top[i].description = c->top[i].description;
     }
+    size_t n_fails = 0;
     for (size_t i = 0; i < c->n_failures; i++) {
-        fails[i].score = -1;
-        fails[i].status = c->failures[i].status;
-        fails[i].mutator = c->failures[i].mutator;
-        fails[i].description = c->failures[i].description;
-        fails[i].error = c->failures[i].error;
+        /* a call that failed says nothing about the code: not shown */
+        if (c->failures[i].error && strstr(c->failures[i].error, LLM_CALL_FAILED))
+            continue;
+        cuco_llm_example *f = &fails[n_fails++];
+        f->score = -1;
+        f->status = c->failures[i].status;
+        f->mutator = c->failures[i].mutator;
+        f->description = c->failures[i].description;
+        f->error = c->failures[i].error;
     }
     cuco_llm_prompt_ctx pc;
     memset(&pc, 0, sizeof pc);
@@ -157,8 +223,8 @@ static int llm_propose(cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation 
     }
     pc.top = c->n_top ? top : NULL;
     pc.n_top = c->n_top;
-    pc.failures = c->n_failures ? fails : NULL;
-    pc.n_failures = c->n_failures;
+    pc.failures = n_fails ? fails : NULL;
+    pc.n_failures = n_fails;
     pc.meta_summary = lm->meta_summary ? *lm->meta_summary : NULL;
 
     cuco_llm_prompt_kind kind = pick_kind(lm, c);
@@ -169,7 +235,9 @@ static int llm_propose(cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation 
         if (cand.code && rc == 0) {
             out->text = cand.code;
             cand.code = NULL;
-            out->patch_type = cuco_strdup(cuco_llm_prompt_kind_name(kind));
+            out->patch_type = knob_only_edit(c->parent->code, out->text)
+                                  ? cuco_sprintf("knob:%s", cuco_llm_prompt_kind_name(kind))
+                                  : cuco_strdup(cuco_llm_prompt_kind_name(kind));
             out->description = cand.description && *cand.description
                                    ? cuco_sprintf("%s: %s", cand.model, cand.description)
                                    : cuco_strdup(cand.model);
@@ -177,9 +245,10 @@ static int llm_propose(cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation 
         } else if (rc == 0) {
             if (cand.status == CUCO_LLM_OK)
                 cuco_llm_session_reward(lm->session, cand.arm, 0, cand.cost_usd);
-            rc =
-                cuco_err_set(e, CUCO_EINVAL, "%s (%s): %s", lm->kind, cand.model ? cand.model : "?",
-                             cand.failure ? cand.failure : "unusable answer");
+            rc = cuco_err_set(e, CUCO_EINVAL, "%s (%s): %s%s", lm->kind,
+                              cand.model ? cand.model : "?",
+                              cand.status == CUCO_LLM_OK ? "" : LLM_CALL_FAILED ": ",
+                              cand.failure ? cand.failure : "unusable answer");
         }
         cuco_llm_candidate_free(&cand);
     }

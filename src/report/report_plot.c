@@ -97,6 +97,25 @@ static int layout_lineage(plot_program *ps, size_t n)
     return row;
 }
 
+/* The first row of island isl's band, or -1 when it has no program. */
+static double island_first_row(const plot_program *ps, size_t n, int isl)
+{
+    double first = -1;
+    for (size_t i = 0; i < n; i++)
+        if (ps[i].island == isl && (first < 0 || ps[i].y < first))
+            first = ps[i].y;
+    return first;
+}
+
+static int max_island_of(const plot_program *ps, size_t n)
+{
+    int m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ps[i].island > m)
+            m = ps[i].island;
+    return m;
+}
+
 static const plot_program *find_program(const plot_program *ps, size_t n, int64_t id)
 {
     for (size_t i = 0; i < n; i++)
@@ -266,9 +285,17 @@ int report_plot_lineage(sqlite3 *h, int64_t run_id, int gnuplot, cuco_buf *out, 
         cuco_buf s = CUCO_BUF_INIT;
         cuco_buf_printf(&s,
                         "set terminal svg size %d,%d dynamic font 'sans,9' background '#ffffff'\n"
-                        "unset key\nset xlabel 'generation'\nunset ytics\nset yrange [%d:-1] \n"
-                        "set xrange [-0.5:%g]\nset xtics 1\n$edges << EOD\n",
+                        "unset key\nset xlabel 'generation'\nset yrange [%d:-1] \n"
+                        "set xrange [-0.5:%g]\nset xtics 1\nset ytics scale 0 (",
                         160 + 130 * max_gen, 80 + 26 * (rows + 1), rows, max_gen + 0.8);
+        /* the islands' names at the first row of their bands */
+        int labels = 0;
+        for (int isl = 0; isl <= max_island_of(ps, n); isl++) {
+            double y = island_first_row(ps, n, isl);
+            if (y >= 0)
+                cuco_buf_printf(&s, "%s\"island %d\" %g", labels++ ? ", " : "", isl, y);
+        }
+        cuco_buf_puts(&s, ")\n$edges << EOD\n");
         for (size_t i = 0; i < n; i++) {
             const plot_program *par[2] = {find_program(ps, n, ps[i].parent),
                                           find_program(ps, n, ps[i].parent2)};
@@ -308,6 +335,13 @@ int report_plot_lineage(sqlite3 *h, int64_t run_id, int gnuplot, cuco_buf *out, 
         cuco_buf_printf(
             out, "<text x=\"%d\" y=\"14\" text-anchor=\"middle\" fill=\"#666\">gen %d</text>\n",
             X0 + DX * g, g);
+    for (int isl = 0; isl <= max_island_of(ps, n); isl++) {
+        double y = island_first_row(ps, n, isl);
+        if (y >= 0)
+            cuco_buf_printf(out,
+                            "<text class=\"island\" x=\"4\" y=\"%.0f\" fill=\"%s\">island %d</text>\n",
+                            Y0 + DY * y + 4, island_colors[(unsigned)isl % N_COLORS], isl);
+    }
     for (size_t i = 0; i < n; i++) {
         const plot_program *par[2] = {find_program(ps, n, ps[i].parent),
                                       find_program(ps, n, ps[i].parent2)};

@@ -224,7 +224,6 @@ int report_summary(sqlite3 *h, int64_t run_id, const char *workspace, json_t **o
                                   config ? config : json_null()));
     if (sqlite3_column_type(st, 7) != SQLITE_NULL)
         baseline = sqlite3_column_double(st, 7);
-    json_object_set_new(s, "baseline_ms", baseline > 0 ? json_real(baseline) : json_null());
     sqlite3_finalize(st);
 
     /* programs by status */
@@ -250,18 +249,7 @@ int report_summary(sqlite3 *h, int64_t run_id, const char *workspace, json_t **o
                         json_pack("{s:I, s:o}", "total", total, "by_status", by_status));
 
     const char *brief_cols = "SELECT id, time_ms, score, island, generation, mutator FROM programs";
-    char *sql = cuco_sprintf("%s WHERE run_id=? AND generation=0 AND status='ok'"
-                             " ORDER BY id LIMIT 1",
-                             brief_cols);
-    if (!sql || (rc = query_one(h, sql, run_id, &st, &found, e)) < 0) {
-        free(sql);
-        rc = sql ? rc : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-        goto fail;
-    }
-    free(sql);
-    json_object_set_new(s, "fast_path", found ? program_brief(st) : json_null());
-    sqlite3_finalize(st);
-
+    char *sql;
     sql = cuco_sprintf("%s WHERE run_id=? AND status='ok' AND score IS NOT NULL"
                        " ORDER BY score DESC, id LIMIT 1",
                        brief_cols);
@@ -276,20 +264,34 @@ int report_summary(sqlite3 *h, int64_t run_id, const char *workspace, json_t **o
     json_object_set_new(s, "best", found ? program_brief(st) : json_null());
     sqlite3_finalize(st);
 
-    /* the root: the program the search started from, whose metrics carry
-     * the compute-only and communication-only times when the workload
-     * reports them */
-    json_t *root_metrics = NULL;
+    /* the root: the program the search started from. Its metrics carry the
+     * compute-only and communication-only times when the workload reports
+     * them. When it is the workload's own program ('seed') it is the
+     * host-driven baseline; any other (given with --init, as 'cuco run' gives
+     * the fast path's gen_0) is the fast-path result. */
+    json_t *root_metrics = NULL, *fast = NULL, *start = NULL;
+    int root_is_seed = 0;
+    int64_t root_id = 0;
     if ((rc = query_one(h,
-                        "SELECT id, metrics FROM programs WHERE run_id=? AND parent_id IS NULL"
-                        " ORDER BY id LIMIT 1",
+                        "SELECT id, time_ms, score, island, generation, mutator, metrics, status"
+                        " FROM programs WHERE run_id=? AND parent_id IS NULL ORDER BY id LIMIT 1",
                         run_id, &st, &found, e)) < 0)
         goto fail;
-    json_object_set_new(s, "root_id",
-                        found ? json_integer(sqlite3_column_int64(st, 0)) : json_null());
-    if (found && sqlite3_column_text(st, 1))
-        root_metrics = json_loads((const char *)sqlite3_column_text(st, 1), 0, NULL);
+    if (found) {
+        root_id = sqlite3_column_int64(st, 0);
+        const char *mut = (const char *)sqlite3_column_text(st, 5);
+        const char *status = (const char *)sqlite3_column_text(st, 7);
+        root_is_seed = mut && !strcmp(mut, "seed");
+        start = program_brief(st);
+        if (!root_is_seed && status && !strcmp(status, "ok"))
+            fast = program_brief(st);
+        if (sqlite3_column_text(st, 6))
+            root_metrics = json_loads((const char *)sqlite3_column_text(st, 6), 0, NULL);
+    }
     sqlite3_finalize(st);
+    json_object_set_new(s, "root_id", found ? json_integer(root_id) : json_null());
+    json_object_set_new(s, "start", start ? start : json_null());
+    json_object_set_new(s, "fast_path", fast ? fast : json_null());
 
     double compute = -1, comm = -1;
     const char *bound_source = NULL;
@@ -327,6 +329,41 @@ int report_summary(sqlite3 *h, int64_t run_id, const char *workspace, json_t **o
         if (json_is_array(ws))
             json_array_foreach(ws, i, w) if (json_is_string(w)) json_array_append(warnings, w);
     }
+    /* the host-driven baseline: the run's own measure of the workload's
+     * program when the search started from it, else what 'cuco bound'
+     * measured of that program, else (not measured) the search's start */
+    double host_ms = -1;
+    if (bound_file) {
+        json_t *prog = json_object_get(bound_file, "program");
+        if (json_is_true(json_object_get(prog, "ran")))
+            host_ms = metric(prog, "time_ms");
+    }
+    char *baseline_source = NULL;
+    if (!root_is_seed && root_id && host_ms > 0) {
+        baseline = host_ms;
+        baseline_source = cuco_strdup("host-driven program, measured by cuco bound (bound.json)");
+    } else if (baseline > 0 && root_is_seed)
+        baseline_source = cuco_sprintf("host-driven program #%lld, measured by the search",
+                                       (long long)root_id);
+    else if (baseline > 0)
+        baseline_source =
+            cuco_sprintf("program #%lld, the search's start: the host-driven program was not"
+                         " measured (cuco bound writes it to bound.json)",
+                         (long long)root_id);
+    json_object_set_new(s, "baseline_ms", baseline > 0 ? json_real(baseline) : json_null());
+    json_object_set_new(s, "baseline_source",
+                        baseline_source ? json_string(baseline_source) : json_null());
+    free(baseline_source);
+    /* speedups over that baseline ('score' stays the search's own: over the
+     * run's baseline, the time of its first program) */
+    json_t *ranked[] = {json_object_get(s, "fast_path"), json_object_get(s, "best"),
+                        json_object_get(s, "start")};
+    for (size_t k = 0; k < sizeof ranked / sizeof ranked[0]; k++) {
+        double t = metric(ranked[k], "time_ms");
+        if (json_is_object(ranked[k]))
+            json_object_set_new(ranked[k], "speedup",
+                                baseline > 0 && t > 0 ? json_real(baseline / t) : json_null());
+    }
     if (!bound_source && root_metrics) {
         compute = metric(root_metrics, "compute_ms");
         comm = metric(root_metrics, "comm_ms");
@@ -345,6 +382,17 @@ int report_summary(sqlite3 *h, int64_t run_id, const char *workspace, json_t **o
                                 ? json_real((baseline - best_ms) / (baseline - bound))
                                 : json_null());
         json_object_set_new(s, "bound", b);
+        if (best_ms > 0 && best_ms < bound) {
+            char *w = cuco_sprintf(
+                "the best program (%.3f ms) is faster than the overlap bound (%.3f ms): the bound"
+                " takes the baseline's computation and communication times as fixed, and the"
+                " search made them faster, so a gap closed above 100%% only says that this bound"
+                " no longer applies",
+                best_ms, bound);
+            if (w)
+                json_array_append_new(warnings, json_string(w));
+            free(w);
+        }
     } else
         json_object_set_new(s, "bound", json_null());
 

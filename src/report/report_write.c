@@ -67,6 +67,23 @@ static double jnum(json_t *o, const char *k, double dflt)
     return json_is_number(v) ? json_number_value(v) : dflt;
 }
 
+/* A program's speedup over the baseline as text ("1.250x", or "-" when the
+ * baseline was not measured); returned by value, so two fit in one printf. */
+typedef struct speedup_str {
+    char s[48];
+} speedup_str;
+static speedup_str speedup_text_of(json_t *program, const char *times)
+{
+    speedup_str t;
+    double x = jnum(program, "speedup", -1);
+    if (x > 0)
+        snprintf(t.s, sizeof t.s, "%.3f%s", x, times);
+    else
+        snprintf(t.s, sizeof t.s, "-");
+    return t;
+}
+#define speedup_text(p, times) (speedup_text_of((p), (times)).s)
+
 /* One program's code and mutator; strings malloc'd (caller frees). */
 static int program_code(sqlite3 *h, int64_t id, char **code, cuco_err *e)
 {
@@ -189,8 +206,15 @@ int report_write(const cuco_report_opts *opts, cuco_report_result *res, cuco_err
         goto out;
     res->used_gnuplot = gp_curve && gp_lineage;
 
+    /* absent parts are JSON null in the summary: NULL here */
     json_t *run = json_object_get(s, "run"), *best = json_object_get(s, "best");
     json_t *fast = json_object_get(s, "fast_path"), *bound = json_object_get(s, "bound");
+    if (!json_is_object(best))
+        best = NULL;
+    if (!json_is_object(fast))
+        fast = NULL;
+    if (!json_is_object(bound))
+        bound = NULL;
     json_t *warnings = json_object_get(s, "warnings");
     const char *workload = json_string_value(json_object_get(run, "workload"));
     double baseline = jnum(s, "baseline_ms", -1);
@@ -229,23 +253,27 @@ int report_write(const cuco_report_opts *opts, cuco_report_result *res, cuco_err
         cuco_buf_puts(&md, "\n");
     cuco_buf_puts(&md, "| program | time (ms) | speedup |\n|---|---:|---:|\n");
     if (baseline > 0)
-        cuco_buf_printf(&md, "| baseline (host-driven) | %.3f | 1.000x |\n", baseline);
+        cuco_buf_printf(&md, "| baseline | %.3f | 1.000x |\n", baseline);
     else
-        cuco_buf_puts(&md, "| baseline (host-driven) | not measured | - |\n");
+        cuco_buf_puts(&md, "| baseline | not measured | - |\n");
     if (fast)
-        cuco_buf_printf(&md, "| fast path (#%lld, generation 0) | %.3f | %.3fx |\n",
+        cuco_buf_printf(&md, "| fast path (#%lld, generation 0) | %.3f | %s |\n",
                         (long long)json_integer_value(json_object_get(fast, "id")),
-                        jnum(fast, "time_ms", 0), jnum(fast, "score", 0));
+                        jnum(fast, "time_ms", 0), speedup_text(fast, "x"));
     else
-        cuco_buf_puts(&md, "| fast path | none in this run | - |\n");
+        cuco_buf_puts(&md, "| fast path | none: the search started from the workload's own"
+                           " program | - |\n");
     if (best)
         cuco_buf_printf(
-            &md, "| best (#%lld, generation %lld, island %lld, %s) | %.3f | %.3fx |\n",
+            &md, "| **best** (#%lld, generation %lld, island %lld, %s) | %.3f | **%s** |\n",
             (long long)best_id, (long long)json_integer_value(json_object_get(best, "generation")),
             (long long)json_integer_value(json_object_get(best, "island")),
-            jstr(best, "mutator", "?"), jnum(best, "time_ms", 0), jnum(best, "score", 0));
+            jstr(best, "mutator", "?"), jnum(best, "time_ms", 0), speedup_text(best, "x"));
     else
         cuco_buf_puts(&md, "| best | no correct program yet | - |\n");
+    if (baseline > 0)
+        cuco_buf_printf(&md, "\nBaseline: %s. Speedup = baseline time / program time.\n",
+                        jstr(s, "baseline_source", "?"));
     cuco_buf_puts(&md, "\n## Overlap bound\n\n");
     if (bound) {
         cuco_buf_printf(&md,
@@ -318,15 +346,20 @@ int report_write(const cuco_report_opts *opts, cuco_report_result *res, cuco_err
         "<table id=\"result\"><tr><th>program</th><th>time (ms)</th><th>speedup</th></tr>\n");
     if (baseline > 0)
         cuco_buf_printf(&html,
-                        "<tr><td>baseline (host-driven)</td><td class=\"num\">%.3f</td><td "
+                        "<tr><td>baseline</td><td class=\"num\">%.3f</td><td "
                         "class=\"num\">1.000&times;</td></tr>\n",
                         baseline);
+    else
+        cuco_buf_puts(&html, "<tr><td>baseline</td><td>not measured</td><td>-</td></tr>\n");
     if (fast)
         cuco_buf_printf(&html,
-                        "<tr><td>fast path (#%lld)</td><td class=\"num\">%.3f</td><td "
-                        "class=\"num\">%.3f&times;</td></tr>\n",
+                        "<tr><td>fast path (#%lld, generation 0)</td><td class=\"num\">%.3f</td><td "
+                        "class=\"num\">%s</td></tr>\n",
                         (long long)json_integer_value(json_object_get(fast, "id")),
-                        jnum(fast, "time_ms", 0), jnum(fast, "score", 0));
+                        jnum(fast, "time_ms", 0), speedup_text(fast, "&times;"));
+    else
+        cuco_buf_puts(&html, "<tr><td>fast path</td><td colspan=\"2\">none: the search started"
+                             " from the workload's own program</td></tr>\n");
     if (best) {
         cuco_buf_printf(&html, "<tr><td><b>best</b> (#%lld, generation %lld, island %lld, ",
                         (long long)best_id,
@@ -335,10 +368,17 @@ int report_write(const cuco_report_opts *opts, cuco_report_result *res, cuco_err
         html_escape(&html, json_string_value(json_object_get(best, "mutator")));
         cuco_buf_printf(
             &html,
-            ")</td><td class=\"num\">%.3f</td><td class=\"num\"><b>%.3f&times;</b></td></tr>\n",
-            jnum(best, "time_ms", 0), jnum(best, "score", 0));
+            ")</td><td class=\"num\">%.3f</td><td class=\"num\"><b>%s</b></td></tr>\n",
+            jnum(best, "time_ms", 0), speedup_text(best, "&times;"));
+    } else
+        cuco_buf_puts(&html, "<tr><td>best</td><td colspan=\"2\">no correct program yet</td></tr>\n");
+    cuco_buf_puts(&html, "</table>\n");
+    if (baseline > 0) {
+        cuco_buf_puts(&html, "<p class=\"muted\">Baseline: ");
+        html_escape(&html, jstr(s, "baseline_source", "?"));
+        cuco_buf_puts(&html, ". Speedup = baseline time / program time.</p>\n");
     }
-    cuco_buf_puts(&html, "</table>\n<h2>Overlap bound</h2>\n");
+    cuco_buf_puts(&html, "<h2>Overlap bound</h2>\n");
     if (bound) {
         cuco_buf_puts(&html, "<p>From ");
         html_escape(&html, json_string_value(json_object_get(bound, "source")));

@@ -17,9 +17,12 @@ static const char *const host_calls[] = {
     "ncclAllToAllv", "ncclGather", "ncclScatter", NULL};
 /* device-side communication entry points (cuco_tx glue and device/ launchers) */
 static const char *const device_calls[] = {"all_gather", "reduce_scatter", "all_reduce", "all_to_all",
-                                           "put_signal", "send", "recv", NULL};
+                                           "broadcast",  "bcast",          "gather",     "scatter",
+                                           "put_signal", "send",           "recv",       NULL};
 /* glue calls whose arguments are the communicated buffers */
-static const char *const glue_calls[] = {"all_gather", "reduce_scatter", "all_reduce", "send", "recv", NULL};
+static const char *const glue_calls[] = {"all_gather", "reduce_scatter", "all_reduce", "all_to_all", "broadcast",
+                                         "bcast",      "gather",         "scatter",    "send",       "recv",
+                                         NULL};
 
 typedef struct code {
     const cuco_lex *lx;
@@ -126,7 +129,24 @@ int cuco_transform_check(const char *file_name, const char *text, int *passed, c
     int devcomm = 0, device_comm_calls = 0;
     for (size_t i = 0; i + 1 < c.n && rc == 0; i++) {
         const cuco_tok *t = tk(&c, i);
-        if (t->kind != CUCO_TOK_IDENT || !is(&c, i + 1, "("))
+        if (t->kind != CUCO_TOK_IDENT)
+            continue;
+        size_t open = i + 1;
+        if (is(&c, open, "<") && in(&c, i, device_calls)) { /* cuco::all_gather<P>(...) */
+            int d = 0;
+            for (; open < c.n; open++) {
+                if (is(&c, open, "<"))
+                    d++;
+                else if (is(&c, open, ">") && --d == 0)
+                    break;
+                else if (is(&c, open, ">>") && (d -= 2) <= 0)
+                    break;
+                else if (is(&c, open, ";") || is(&c, open, "{"))
+                    break;
+            }
+            open++;
+        }
+        if (!is(&c, open, "("))
             continue;
         if (in(&c, i, host_calls) && !member(&c, i)) {
             rc = cuco_tx_notes_add(notes, t->line, "error", "host collective %.*s is still called",
@@ -137,7 +157,7 @@ int cuco_transform_check(const char *file_name, const char *text, int *passed, c
                    (is(&c, i - 2, "cuco_tx") || is(&c, i - 2, "cuco"))) {
             device_comm_calls++;
             if (is(&c, i - 2, "cuco_tx") && in(&c, i, glue_calls))
-                rc = arg_bases(&c, i + 1, (is(&c, i, "send") || is(&c, i, "recv")) ? 1 : 2, &buffers);
+                rc = arg_bases(&c, open, (is(&c, i, "send") || is(&c, i, "recv") || is(&c, i, "bcast")) ? 1 : 2, &buffers);
         }
     }
     /* host copies of communicated buffers standing in for communication */

@@ -11,14 +11,18 @@
 // cudaFree); comm_teardown releases everything of a communicator before
 // ncclCommDestroy.
 //
-// Point-to-point: a receive first signals "ready" to its source, a send waits
-// for that signal before it puts into the peer's copy of the receive buffer
-// and signals "data"; the receive then waits for the data. Grouped calls run
-// in that order at group_end (ready signals, then sends, then data waits), so
-// no pair of ranks can wait on each other.
+// Point-to-point: a receive posts {window, offset, size} of its buffer into
+// its source's control window; the matching send (NCCL order: k-th send from
+// A to B <-> k-th receive on B from A) waits for that post, stores its data
+// there over NVLink and signals; the receive waits for the signal. The sender
+// needs nothing but the peer's rank, so receive offsets computed from the
+// receiver's own data work. Grouped calls run at group_end in the order
+// posts, sends, waits, so no pair of ranks can wait on each other.
+// All-to-all, broadcast, gather and scatter are groups of these.
 #include "cuco_device.cuh"
 
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #define CUCO_COMM_CTAS 0          // cuco:knob 0 8 16 32 64 128
@@ -30,8 +34,16 @@
 namespace cuco_tx {
 
 constexpr int kBarriers = 132;          // LSA barriers of the device communicator (>= any CTA count)
-constexpr int kReadySlot = 0;           // slot 0: "receive posted"; 1..: data, one per put CTA
-constexpr int kSlots = 1 + 64;          // CUCO_P2P_CTAS is clamped to 64
+constexpr int kSlots = 1 + 64;          // signal slots of each buffer's window
+constexpr int kMaxRanks = 64;           // the control window is sized for this many ranks
+constexpr int kMaxWins = 64;            // symmetric buffers per communicator
+constexpr int kRing = 64;               // receives from one peer in flight (one group)
+constexpr int kMaxP2pCtas = 64;         // CUCO_P2P_CTAS is clamped to this
+// Control window of a communicator, in uint64_t words (see point-to-point below).
+constexpr size_t kCtrlReady = 0;
+constexpr size_t kCtrlPost = kMaxRanks;
+constexpr size_t kCtrlData = kCtrlPost + (size_t)kMaxRanks * kRing * 4;
+constexpr size_t kCtrlWords = kCtrlData + (size_t)kMaxRanks * kMaxP2pCtas;
 
 struct Buf {
   void* base = nullptr;
@@ -39,7 +51,11 @@ struct Buf {
   size_t dataBytes = 0;  // rounded to 4 KiB
   bool registered = false;
   cuco::Symm symm;       // valid once registered
-  std::vector<uint64_t> sendEpoch, recvEpoch, readyOut, readyIn;  // per peer
+  int winIdx = -1;       // registration order within its communicator (same on every rank)
+};
+
+struct SymmDevLite {
+  int rank, nranks;
 };
 
 struct Comm {
@@ -47,12 +63,16 @@ struct Comm {
   ncclDevComm dc;
   bool live = false;
   int rank = 0, nranks = 0;
+  void* ctrl = nullptr;          // control window memory (ncclMemAlloc)
+  ncclWindow_t ctrlWin = nullptr;
+  int nwins = 0;                 // data windows registered so far
+  int* error = nullptr;          // device flag: a send found no fitting receive
+  std::vector<uint64_t> postSeq, sendSeq, recvSeq;  // per peer
 };
 
 struct P2pOp {
   bool isSend;
   const void* buf;
-  void* peerBuf;  // send: our copy of the peer's receive buffer
   size_t bytes;
   int peer;
   ncclComm_t comm;
@@ -90,7 +110,7 @@ inline cuco::Launch comm_launch() {
   return l;
 }
 
-inline int p2p_ctas() { return CUCO_P2P_CTAS < 1 ? 1 : (CUCO_P2P_CTAS > kSlots - 1 ? kSlots - 1 : CUCO_P2P_CTAS); }
+inline int p2p_ctas() { return CUCO_P2P_CTAS < 1 ? 1 : (CUCO_P2P_CTAS > kMaxP2pCtas ? kMaxP2pCtas : CUCO_P2P_CTAS); }
 
 // Symmetric allocation: replaces cudaMalloc for buffers a collective needs in
 // a window. Returns a cudaError_t so the program's own checks still apply.
@@ -134,12 +154,23 @@ inline ncclResult_t comm_setup(ncclComm_t c) {
   x.comm = c;
   if (ncclCommUserRank(c, &x.rank) != ncclSuccess || ncclCommCount(c, &x.nranks) != ncclSuccess)
     return CUCO_TX_FAIL("cannot query the communicator");
-  if (x.nranks > 64) return CUCO_TX_FAIL("more than 64 ranks: the signal area is sized for 64");
+  if (x.nranks > kMaxRanks) return CUCO_TX_FAIL("more than 64 ranks: the control window is sized for 64");
   ncclDevCommRequirements req;
   memset(&req, 0, sizeof(req));  // LSA only: any GIN field would switch GIN on
   req.lsaBarrierCount = kBarriers;
   if (ncclDevCommCreate(c, &req, &x.dc) != ncclSuccess) return CUCO_TX_FAIL("ncclDevCommCreate failed");
   if (x.dc.lsaSize != x.nranks) return CUCO_TX_FAIL("the LSA backend needs every rank in one LSA domain");
+  size_t ctrlBytes = cuco::round_up(kCtrlWords * sizeof(uint64_t), NCCL_WIN_REQUIRED_ALIGNMENT);
+  if (ncclMemAlloc(&x.ctrl, ctrlBytes) != ncclSuccess) return CUCO_TX_FAIL("ncclMemAlloc of the control window failed");
+  if (cudaMemset(x.ctrl, 0, ctrlBytes) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
+    return CUCO_TX_FAIL("clearing the control window failed");
+  if (ncclCommWindowRegister(c, x.ctrl, ctrlBytes, &x.ctrlWin, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess || !x.ctrlWin)
+    return CUCO_TX_FAIL("ncclCommWindowRegister of the control window failed");
+  if (cudaMalloc(&x.error, sizeof(int)) != cudaSuccess || cudaMemset(x.error, 0, sizeof(int)) != cudaSuccess)
+    return CUCO_TX_FAIL("cudaMalloc of the error flag failed");
+  x.postSeq.assign(x.nranks, 0);
+  x.sendSeq.assign(x.nranks, 0);
+  x.recvSeq.assign(x.nranks, 0);
   x.live = true;
   comms().push_back(x);
   CUCO_TX_TRY(cuco::load_kernels<float>());
@@ -167,10 +198,8 @@ inline ncclResult_t windows_register(ncclComm_t c) {
     s.barriers = kBarriers;
     s.rank = x->rank;
     s.nranks = x->nranks;
-    b->sendEpoch.assign(x->nranks, 0);
-    b->recvEpoch.assign(x->nranks, 0);
-    b->readyOut.assign(x->nranks, 0);
-    b->readyIn.assign(x->nranks, 0);
+    if (x->nwins >= kMaxWins) return CUCO_TX_FAIL("more than 64 symmetric buffers on one communicator");
+    b->winIdx = x->nwins++;
     b->registered = true;
   }
   return ncclSuccess;
@@ -272,87 +301,265 @@ inline ncclResult_t all_reduce(const void* sendbuff, void* recvbuff, size_t coun
   }
 }
 
-inline ncclResult_t p2p_ready(const P2pOp& op) {  // receiver -> source: "posted"
+// ---- point-to-point over the control window -------------------------------
+// Layout of a communicator's control window (uint64_t words; S = source rank):
+//   ready[S]            count of receives S has posted for this rank
+//   post[S][k % kRing]  {window index, offset, bytes} of S's k-th receive
+//   data[S][cta]        count of sends from S that CTA cta has completed
+// The k-th send from A to B matches the k-th receive on B from A (NCCL's
+// order). The receiver publishes where its buffer is, so the sender needs no
+// knowledge of the receiver's addressing: any receive buffer in a symmetric
+// window works, offsets computed from the receiver's own data included.
+
+struct WinTable {
+  ncclWindow_t w[kMaxWins];
+};
+
+__device__ __forceinline__ uint64_t* ctrl_word(ncclWindow_t ctrl, size_t word, int owner) {
+  return static_cast<uint64_t*>(ncclGetLsaPointer(ctrl, word * sizeof(uint64_t), owner));
+}
+
+// Receiver `me` tells source `src` where its seq-th receive lands.
+static __global__ void post_recv_kernel(ncclWindow_t ctrl, int me, int src, uint64_t seq, uint64_t win,
+                                 uint64_t off, uint64_t bytes) {
+  if (threadIdx.x != 0) return;
+  volatile uint64_t* post = ctrl_word(ctrl, kCtrlPost + ((size_t)me * kRing + seq % kRing) * 4, src);
+  post[0] = win;
+  post[1] = off;
+  post[2] = bytes;
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> f(*ctrl_word(ctrl, kCtrlReady + me, src));
+  f.store(seq, cuda::memory_order_release);
+}
+
+// Sender `me`: waits for peer's seq-th posted receive, copies `bytes` into it
+// (every CTA a share), then each CTA signals its share done.
+template <int U>
+__global__ void send_kernel(WinTable wins, ncclWindow_t ctrl, SymmDevLite s, int peer, uint64_t seq,
+                            const void* src, uint64_t bytes, int* error) {
+  __shared__ uint64_t post[3];
+  if (threadIdx.x == 0) {
+    cuda::atomic_ref<uint64_t, cuda::thread_scope_system> f(*ctrl_word(ctrl, kCtrlReady + peer, s.rank));
+    while (f.load(cuda::memory_order_acquire) < seq) {
+    }
+    volatile uint64_t* p = ctrl_word(ctrl, kCtrlPost + ((size_t)peer * kRing + seq % kRing) * 4, s.rank);
+    post[0] = p[0];
+    post[1] = p[1];
+    post[2] = p[2];
+  }
+  __syncthreads();
+  uint64_t n = bytes;
+  if (post[0] >= (uint64_t)kMaxWins || post[2] < bytes) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) atomicExch(error, 1);
+    n = 0;  // still signal, so the receiver does not hang
+  }
+  if (n) {
+    cuco::SymmDev d;
+    d.win = wins.w[post[0]];
+    d.rank = s.rank;
+    d.nranks = s.nranks;
+    d.dataBytes = 0;
+    d.slotOff = 0;
+    d.nslots = 0;
+    cuco::detail::push_bytes<U>(ncclCoopCta(), cuco::Issuers{(int)blockIdx.x, (int)gridDim.x}, d, src,
+                                post[1], n, peer, 1, 0);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    cuda::atomic_ref<uint64_t, cuda::thread_scope_system> f(
+        *ctrl_word(ctrl, kCtrlData + (size_t)s.rank * kMaxP2pCtas + blockIdx.x, peer));
+    f.store(seq, cuda::memory_order_release);
+  }
+}
+
+// Receiver: CTA b waits until share b of the seq-th send from src is in.
+static __global__ void recv_wait_kernel(ncclWindow_t ctrl, int me, int src, uint64_t seq) {
+  if (threadIdx.x != 0) return;
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> f(
+      *ctrl_word(ctrl, kCtrlData + (size_t)src * kMaxP2pCtas + blockIdx.x, me));
+  while (f.load(cuda::memory_order_acquire) < seq) {
+  }
+}
+
+inline ncclResult_t p2p_post(const P2pOp& op) {  // receiver -> source: "posted here"
   Buf* b = nullptr;
   if (window_of(op.buf, op.bytes, op.comm, &b) != ncclSuccess) return ncclInvalidUsage;
-  cuco::Launch one;
-  one.ctas = 1;
-  one.threads = 32;
-  one.unroll = 1;
-  uint64_t ep = ++b->readyOut[op.peer];
-  CUCO_TX_TRY(cuco::put_signal(b->symm, op.peer, op.buf, 0, 0, kReadySlot, ep, op.stream, one));
-  return ncclSuccess;
+  Comm* x = comm_find(op.comm);
+  uint64_t seq = ++x->postSeq[op.peer];
+  size_t off = (size_t)(static_cast<const char*>(op.buf) - static_cast<char*>(b->base));
+  post_recv_kernel<<<1, 32, 0, op.stream>>>(x->ctrlWin, x->rank, op.peer, seq, (uint64_t)b->winIdx,
+                                            (uint64_t)off, (uint64_t)op.bytes);
+  return cudaGetLastError() == cudaSuccess ? ncclSuccess : CUCO_TX_FAIL("post_recv launch failed");
 }
 
 inline ncclResult_t p2p_send(const P2pOp& op) {
-  Buf* b = nullptr;
-  if (window_of(op.peerBuf, op.bytes, op.comm, &b) != ncclSuccess) return ncclInvalidUsage;
-  size_t dstOff = (size_t)(static_cast<char*>(op.peerBuf) - static_cast<char*>(b->base));
-  CUCO_TX_TRY(cuco::wait_signal(b->symm, op.peer, kReadySlot, 1, ++b->readyIn[op.peer], op.stream));
-  cuco::Launch l;
-  l.ctas = p2p_ctas();
-  l.threads = CUCO_COMM_THREADS;
-  l.unroll = CUCO_COMM_UNROLL;
-  CUCO_TX_TRY(cuco::put_signal(b->symm, op.peer, op.buf, dstOff, op.bytes, 1, ++b->sendEpoch[op.peer],
-                               op.stream, l));
-  return ncclSuccess;
+  if (windows_register(op.comm) != ncclSuccess) return ncclInvalidUsage;
+  Comm* x = comm_find(op.comm);
+  uint64_t seq = ++x->sendSeq[op.peer];
+  WinTable t;
+  memset(&t, 0, sizeof t);
+  for (Buf* b : bufs())
+    if (b->registered && b->symm.comm == op.comm) t.w[b->winIdx] = b->symm.win;
+  SymmDevLite s{x->rank, x->nranks};
+  int ctas = p2p_ctas(), threads = CUCO_COMM_THREADS;
+  switch (CUCO_COMM_UNROLL) {
+    case 1: send_kernel<1><<<ctas, threads, 0, op.stream>>>(t, x->ctrlWin, s, op.peer, seq, op.buf, op.bytes, x->error); break;
+    case 2: send_kernel<2><<<ctas, threads, 0, op.stream>>>(t, x->ctrlWin, s, op.peer, seq, op.buf, op.bytes, x->error); break;
+    case 8: send_kernel<8><<<ctas, threads, 0, op.stream>>>(t, x->ctrlWin, s, op.peer, seq, op.buf, op.bytes, x->error); break;
+    default: send_kernel<4><<<ctas, threads, 0, op.stream>>>(t, x->ctrlWin, s, op.peer, seq, op.buf, op.bytes, x->error); break;
+  }
+  return cudaGetLastError() == cudaSuccess ? ncclSuccess : CUCO_TX_FAIL("send kernel launch failed");
 }
 
 inline ncclResult_t p2p_wait(const P2pOp& op) {
-  Buf* b = nullptr;
-  if (window_of(op.buf, op.bytes, op.comm, &b) != ncclSuccess) return ncclInvalidUsage;
-  CUCO_TX_TRY(cuco::wait_signal(b->symm, op.peer, 1, p2p_ctas(), ++b->recvEpoch[op.peer], op.stream));
+  Comm* x = comm_find(op.comm);
+  if (!x) return CUCO_TX_FAIL("receive on a communicator without device setup");
+  uint64_t seq = ++x->recvSeq[op.peer];
+  recv_wait_kernel<<<p2p_ctas(), 32, 0, op.stream>>>(x->ctrlWin, x->rank, op.peer, seq);
+  return cudaGetLastError() == cudaSuccess ? ncclSuccess : CUCO_TX_FAIL("receive wait launch failed");
+}
+
+// Sends to self become local copies into the matching receive to self (the
+// k-th send to self of a group feeds its k-th receive from self).
+inline ncclResult_t p2p_self(const std::vector<P2pOp>& ops) {
+  std::vector<const P2pOp*> sends, recvs;
+  for (const P2pOp& op : ops) {
+    if (op.peer != comm_rank(op.comm)) continue;
+    (op.isSend ? sends : recvs).push_back(&op);
+  }
+  if (sends.size() != recvs.size()) return CUCO_TX_FAIL("a send to self without its receive in the same group");
+  for (size_t i = 0; i < sends.size(); i++) {
+    const P2pOp& s = *sends[i];
+    const P2pOp& r = *recvs[i];
+    if (s.bytes > r.bytes) return CUCO_TX_FAIL("send to self larger than its receive");
+    void* self_dst = const_cast<void*>(r.buf);
+    const void* self_src = s.buf;
+    if (self_dst != self_src &&
+        cudaMemcpyAsync(self_dst, self_src, s.bytes, cudaMemcpyDeviceToDevice, s.stream) != cudaSuccess)
+      return CUCO_TX_FAIL("local copy of a send to self failed");
+    if (s.stream != r.stream) {
+      cudaEvent_t ev;
+      if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess ||
+          cudaEventRecord(ev, s.stream) != cudaSuccess || cudaStreamWaitEvent(r.stream, ev, 0) != cudaSuccess)
+        return CUCO_TX_FAIL("ordering a receive from self failed");
+      cudaEventDestroy(ev);
+    }
+  }
   return ncclSuccess;
 }
 
-// A rank sending to itself copies locally; its receive waits for that copy.
-inline ncclResult_t p2p_self_send(const P2pOp& op, cudaEvent_t* done) {
-  void* self_dst = op.peerBuf;
-  const void* self_src = op.buf;
-  if (self_dst != self_src &&
-      cudaMemcpyAsync(self_dst, self_src, op.bytes, cudaMemcpyDeviceToDevice, op.stream) != cudaSuccess)
-    return CUCO_TX_FAIL("local copy of a send to self failed");
-  if (!*done && cudaEventCreateWithFlags(done, cudaEventDisableTiming) != cudaSuccess)
-    return CUCO_TX_FAIL("cudaEventCreate failed");
-  if (cudaEventRecord(*done, op.stream) != cudaSuccess) return CUCO_TX_FAIL("cudaEventRecord failed");
-  return ncclSuccess;
-}
-
+// Posts every receive, then issues every send, then waits for every receive,
+// so no two ranks can wait on each other.
 inline ncclResult_t p2p_flush() {
   std::vector<P2pOp> ops;
   ops.swap(pending());
-  cudaEvent_t selfDone = nullptr;
   ncclResult_t r = ncclSuccess;
-  for (const P2pOp& op : ops)
-    if (r == ncclSuccess && !op.isSend && op.peer != comm_rank(op.comm)) r = p2p_ready(op);
-  for (const P2pOp& op : ops)
-    if (r == ncclSuccess && op.isSend)
-      r = op.peer == comm_rank(op.comm) ? p2p_self_send(op, &selfDone) : p2p_send(op);
+  std::vector<int> posted(kMaxRanks, 0);
   for (const P2pOp& op : ops) {
-    if (r != ncclSuccess || op.isSend) continue;
-    if (op.peer != comm_rank(op.comm)) r = p2p_wait(op);
-    else if (selfDone && cudaStreamWaitEvent(op.stream, selfDone, 0) != cudaSuccess) r = ncclInvalidUsage;
+    if (r != ncclSuccess) break;
+    if (comm_setup(op.comm) != ncclSuccess) return ncclInvalidUsage;
+    if (op.isSend || op.peer == comm_rank(op.comm)) continue;
+    if (++posted[op.peer] > kRing) return CUCO_TX_FAIL("more receives from one peer in a group than the ring holds");
+    r = p2p_post(op);
   }
-  if (selfDone) cudaEventDestroy(selfDone);
+  for (const P2pOp& op : ops)
+    if (r == ncclSuccess && op.isSend && op.peer != comm_rank(op.comm)) r = p2p_send(op);
+  if (r == ncclSuccess) r = p2p_self(ops);
+  for (const P2pOp& op : ops)
+    if (r == ncclSuccess && !op.isSend && op.peer != comm_rank(op.comm)) r = p2p_wait(op);
   return r;
 }
 
-// peerBuf: this rank's pointer to the buffer the peer receives into (the same
-// symmetric allocation and offset in the peer's window).
-inline ncclResult_t send(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
-                         ncclComm_t comm, cudaStream_t stream, const void* peerBuf) {
+inline ncclResult_t p2p_enqueue(bool isSend, const void* buf, size_t count, ncclDataType_t datatype, int peer,
+                                ncclComm_t comm, cudaStream_t stream) {
   size_t es = dtype_size(datatype);
-  if (!es) return CUCO_TX_FAIL("send: unsupported data type");
-  pending().push_back(P2pOp{true, sendbuff, const_cast<void*>(peerBuf), count * es, peer, comm, stream});
+  if (!es) return CUCO_TX_FAIL(isSend ? "send: unsupported data type" : "recv: unsupported data type");
+  int n = 0;
+  if (ncclCommCount(comm, &n) != ncclSuccess || peer < 0 || peer >= n) return CUCO_TX_FAIL("peer out of range");
+  if (count == 0) return ncclSuccess;
+  pending().push_back(P2pOp{isSend, buf, count * es, peer, comm, stream});
   return group_depth() > 0 ? ncclSuccess : p2p_flush();
+}
+
+inline ncclResult_t send(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                         ncclComm_t comm, cudaStream_t stream) {
+  return p2p_enqueue(true, sendbuff, count, datatype, peer, comm, stream);
 }
 
 inline ncclResult_t recv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
                          ncclComm_t comm, cudaStream_t stream) {
+  return p2p_enqueue(false, recvbuff, count, datatype, peer, comm, stream);
+}
+
+inline ncclResult_t group_start();
+inline ncclResult_t group_end();
+
+// Collectives built from point-to-point: every rank's receive buffer must be
+// symmetric memory; send buffers may be any device memory.
+inline ncclResult_t all_to_all(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                               ncclComm_t comm, cudaStream_t stream) {
+  int n = 0;
   size_t es = dtype_size(datatype);
-  if (!es) return CUCO_TX_FAIL("recv: unsupported data type");
-  pending().push_back(P2pOp{false, recvbuff, nullptr, count * es, peer, comm, stream});
-  return group_depth() > 0 ? ncclSuccess : p2p_flush();
+  if (!es || ncclCommCount(comm, &n) != ncclSuccess) return CUCO_TX_FAIL("all_to_all: bad arguments");
+  group_start();
+  ncclResult_t r = ncclSuccess;
+  for (int p = 0; p < n && r == ncclSuccess; p++) {
+    r = send(static_cast<const char*>(sendbuff) + (size_t)p * count * es, count, datatype, p, comm, stream);
+    if (r == ncclSuccess) r = recv(static_cast<char*>(recvbuff) + (size_t)p * count * es, count, datatype, p, comm, stream);
+  }
+  ncclResult_t g = group_end();
+  return r != ncclSuccess ? r : g;
+}
+
+inline ncclResult_t broadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                              int root, ncclComm_t comm, cudaStream_t stream) {
+  int n = 0, me = comm_rank(comm);
+  if (ncclCommCount(comm, &n) != ncclSuccess) return CUCO_TX_FAIL("broadcast: bad communicator");
+  group_start();
+  ncclResult_t r = ncclSuccess;
+  if (me == root) {
+    for (int p = 0; p < n && r == ncclSuccess; p++)
+      if (p != root) r = send(sendbuff, count, datatype, p, comm, stream);
+    if (r == ncclSuccess && sendbuff != recvbuff) r = send(sendbuff, count, datatype, root, comm, stream);
+    if (r == ncclSuccess && sendbuff != recvbuff) r = recv(recvbuff, count, datatype, root, comm, stream);
+  } else {
+    r = recv(recvbuff, count, datatype, root, comm, stream);
+  }
+  ncclResult_t g = group_end();
+  return r != ncclSuccess ? r : g;
+}
+
+inline ncclResult_t bcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                          cudaStream_t stream) {
+  return broadcast(buff, buff, count, datatype, root, comm, stream);
+}
+
+inline ncclResult_t gather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                           ncclComm_t comm, cudaStream_t stream) {
+  int n = 0, me = comm_rank(comm);
+  size_t es = dtype_size(datatype);
+  if (!es || ncclCommCount(comm, &n) != ncclSuccess) return CUCO_TX_FAIL("gather: bad arguments");
+  group_start();
+  ncclResult_t r = send(sendbuff, count, datatype, root, comm, stream);
+  if (me == root)
+    for (int p = 0; p < n && r == ncclSuccess; p++)
+      r = recv(static_cast<char*>(recvbuff) + (size_t)p * count * es, count, datatype, p, comm, stream);
+  ncclResult_t g = group_end();
+  return r != ncclSuccess ? r : g;
+}
+
+inline ncclResult_t scatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                            ncclComm_t comm, cudaStream_t stream) {
+  int n = 0, me = comm_rank(comm);
+  size_t es = dtype_size(datatype);
+  if (!es || ncclCommCount(comm, &n) != ncclSuccess) return CUCO_TX_FAIL("scatter: bad arguments");
+  group_start();
+  ncclResult_t r = ncclSuccess;
+  if (me == root)
+    for (int p = 0; p < n && r == ncclSuccess; p++)
+      r = send(static_cast<const char*>(sendbuff) + (size_t)p * count * es, count, datatype, p, comm, stream);
+  if (r == ncclSuccess) r = recv(recvbuff, count, datatype, root, comm, stream);
+  ncclResult_t g = group_end();
+  return r != ncclSuccess ? r : g;
 }
 
 // Every NCCL call of a group was rewritten, so no ncclGroupStart is needed
@@ -365,6 +572,24 @@ inline ncclResult_t group_start() {
 inline ncclResult_t group_end() {
   if (group_depth() > 0 && --group_depth() == 0) return p2p_flush();
   return ncclSuccess;
+}
+
+// Releases a communicator's device state: reports a send that found no
+// fitting receive, frees the control window, destroys the device communicator.
+inline ncclResult_t comm_release(Comm& x) {
+  ncclResult_t r = ncclSuccess;
+  int err = 0;
+  if (x.error && cudaMemcpy(&err, x.error, sizeof err, cudaMemcpyDeviceToHost) == cudaSuccess && err)
+    r = CUCO_TX_FAIL("a send found its receive smaller than the data (counts differ between ncclSend and ncclRecv)");
+  if (x.ctrlWin && ncclCommWindowDeregister(x.comm, x.ctrlWin) != ncclSuccess) r = CUCO_TX_FAIL("control window deregister failed");
+  if (x.ctrl && ncclMemFree(x.ctrl) != ncclSuccess) r = CUCO_TX_FAIL("control window free failed");
+  if (x.error) cudaFree(x.error);
+  x.ctrlWin = nullptr;
+  x.ctrl = nullptr;
+  x.error = nullptr;
+  if (ncclDevCommDestroy(x.comm, &x.dc) != ncclSuccess) r = CUCO_TX_FAIL("ncclDevCommDestroy failed");
+  x.live = false;
+  return r;
 }
 
 // Frees a symmetric buffer (collective when registered: every rank frees the
@@ -387,10 +612,7 @@ inline cudaError_t symm_free(void* p) {
     for (Buf* o : v) used = used || (o->registered && o->symm.comm == c);
     if (c && !used) {
       for (Comm& x : comms())
-        if (x.comm == c && x.live) {
-          if (ncclDevCommDestroy(c, &x.dc) != ncclSuccess) return cudaErrorUnknown;
-          x.live = false;
-        }
+        if (x.comm == c && x.live && comm_release(x) != ncclSuccess) return cudaErrorUnknown;
     }
     return cudaSuccess;
   }
@@ -406,11 +628,8 @@ inline ncclResult_t comm_teardown(ncclComm_t c) {
     if (ncclCommWindowDeregister(c, b->symm.win) != ncclSuccess) return CUCO_TX_FAIL("window deregister failed");
     b->registered = false;
   }
-  for (Comm& x : comms()) {
-    if (x.comm != c || !x.live) continue;
-    if (ncclDevCommDestroy(c, &x.dc) != ncclSuccess) return CUCO_TX_FAIL("ncclDevCommDestroy failed");
-    x.live = false;
-  }
+  for (Comm& x : comms())
+    if (x.comm == c && x.live && comm_release(x) != ncclSuccess) return ncclInvalidUsage;
   return ncclSuccess;
 }
 

@@ -181,6 +181,17 @@ int cuco_transform_workload(const cuco_workload *w, const cuco_transform_opts *o
     if ((rc = cuco_workload_read_seed(w, &seed, e)) != 0)
         goto out;
     ws = o->workspace ? cuco_strdup(o->workspace) : cuco_sprintf("cuco-out/%s", w->name);
+    /* builds are cached in the workspace unless CUCO_BUILD_CACHE says otherwise */
+    if (!getenv("CUCO_BUILD_CACHE")) {
+        char *bc = cuco_path_join(ws, "build-cache");
+        cuco_err be = CUCO_ERR_INIT;
+        char *abs = bc && cuco_fs_mkdirs(bc, &be) == 0 ? cuco_path_abs(bc) : NULL;
+        cuco_err_clear(&be);
+        if (abs)
+            setenv("CUCO_BUILD_CACHE", abs, 0);
+        free(abs);
+        free(bc);
+    }
     gen0 = ws ? cuco_path_join(ws, "gen_0") : NULL;
     prog_path = gen0 ? cuco_path_join(gen0, w->evolve_file) : NULL;
     seed_copy = gen0 ? cuco_path_join(gen0, "seed.orig") : NULL;

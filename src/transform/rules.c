@@ -459,15 +459,33 @@ static int need_symmetric(ctx *c, const args *a, int k, size_t call_tok, const c
 
 /* ---- calls ---------------------------------------------------------------- */
 
-static const char *const unsupported_calls[] = {
-    "ncclBroadcast", "ncclBcast", "ncclReduce", "ncclAllToAll", "ncclAlltoAll", "ncclAllToAllv",
-    "ncclGather", "ncclScatter", NULL};
+static const char *const unsupported_calls[] = {"ncclReduce", "ncclAllToAllv", "ncclAlltoAllv", NULL};
+
+/* Collectives the runtime builds from point-to-point: name, replacement,
+ * argument count, index of the receive buffer (symmetric). */
+typedef struct p2p_collective {
+    const char *name, *to;
+    int nargs, recv_arg;
+} p2p_collective;
+static const p2p_collective p2p_collectives[] = {
+    {"ncclAlltoAll", "cuco_tx::all_to_all", 6, 1}, {"ncclAllToAll", "cuco_tx::all_to_all", 6, 1},
+    {"ncclBroadcast", "cuco_tx::broadcast", 7, 1}, {"ncclBcast", "cuco_tx::bcast", 6, 0},
+    {"ncclGather", "cuco_tx::gather", 7, 1},       {"ncclScatter", "cuco_tx::scatter", 7, 1},
+    {NULL, NULL, 0, 0}};
 static const char *const host_collectives[] = {
     "ncclAllGather", "ncclReduceScatter", "ncclAllReduce", "ncclSend", "ncclRecv", "ncclBroadcast",
-    "ncclBcast", "ncclReduce", "ncclAllToAll", "ncclAlltoAll", "ncclAllToAllv", "ncclGather",
-    "ncclScatter", NULL};
+    "ncclBcast", "ncclReduce", "ncclAllToAll", "ncclAlltoAll", "ncclAllToAllv", "ncclAlltoAllv",
+    "ncclGather", "ncclScatter", NULL};
 static const char *const device_dtypes[] = {"ncclFloat32", "ncclFloat", "ncclFloat16", "ncclHalf",
                                             "ncclBfloat16", "ncclInt32", "ncclInt", NULL};
+
+static const p2p_collective *p2p_collective_of(const char *name)
+{
+    for (const p2p_collective *p = p2p_collectives; p->name; p++)
+        if (!strcmp(p->name, name))
+            return p;
+    return NULL;
+}
 
 static int in_list(const char *const *l, const view *v, size_t i)
 {
@@ -510,171 +528,27 @@ static size_t top_start(const view *v, size_t i)
     return i;
 }
 
-/* An identifier of the receive buffer expression (other than skip) that is
- * assigned inside a loop enclosing the receive: an offset computed per peer
- * from this rank's own data, which the sender cannot evaluate for the peer.
- * Returns its token index or n. */
-static size_t loop_assigned_ident(const view *v, const p2p_call *recv, size_t skip)
-{
-    size_t i = recv->tok;
-    int d = 0;
-    while (i-- > 0) {
-        if (is(v, i, "}")) {
-            d++;
-            continue;
-        }
-        if (!is(v, i, "{"))
-            continue;
-        if (d > 0) {
-            d--;
-            continue;
-        }
-        size_t body_end = match_close(v, i);
-        /* a loop body: "for (...) {" or "while (...) {" */
-        int loop = 0;
-        if (i > 0 && is(v, i - 1, ")")) {
-            size_t j = i - 1;
-            int pd = 0;
-            while (j > 0) {
-                if (is(v, j, ")"))
-                    pd++;
-                else if (is(v, j, "(") && --pd == 0)
-                    break;
-                j--;
-            }
-            loop = j > 0 && (is(v, j - 1, "for") || is(v, j - 1, "while"));
-        }
-        if (loop) {
-            for (size_t a = recv->a.first[0]; a <= recv->a.last[0]; a++) {
-                if (!is_ident(v, a) || a == skip || (a > 0 && (is(v, a - 1, ".") || is(v, a - 1, "->"))))
-                    continue;
-                for (size_t k = i + 1; k + 1 < body_end; k++)
-                    if (T(v, k)->len == T(v, a)->len &&
-                        memcmp(v->src + T(v, k)->off, v->src + T(v, a)->off, T(v, a)->len) == 0 &&
-                        (is(v, k + 1, "=") || is(v, k + 1, "+=") || is(v, k + 1, "-=")))
-                        return a;
-            }
-        }
-        if (v->depth[i] == 0)
-            break;
-    }
-    return v->n;
-}
-
-/* The expression, valid at the send, that points to this rank's copy of the
- * buffer the peer receives into. */
-static char *peer_buffer_expr(ctx *c, const p2p_call *send, const p2p_call *recv)
-{
-    const view *v = &c->v;
-    char *rbuf = arg_text(v, &recv->a, 0);
-    char *rpeer = arg_text(v, &recv->a, 3);
-    char *comm = arg_text(v, &send->a, 4);
-    char *out = NULL;
-    if (!rbuf || !rpeer || !comm)
-        goto out;
-    int single = recv->a.first[3] == recv->a.last[3] && is_ident(v, recv->a.first[3]);
-    int mentions = 0;
-    size_t plen = recv->a.last[3] - recv->a.first[3] + 1;
-    for (size_t j = recv->a.first[0]; j + plen <= recv->a.last[0] + 1 && !mentions; j++) {
-        size_t k = 0;
-        while (k < plen && T(v, j + k)->len == T(v, recv->a.first[3] + k)->len &&
-               memcmp(v->src + T(v, j + k)->off, v->src + T(v, recv->a.first[3] + k)->off,
-                      T(v, j + k)->len) == 0)
-            k++;
-        mentions = k == plen;
-    }
-    size_t peer_tok = single ? recv->a.first[3] : v->n;
-    size_t assigned = v->n;
-    for (size_t a = recv->a.first[0]; a <= recv->a.last[0]; a++) /* the peer variable itself */
-        if (single && T(v, a)->len == T(v, peer_tok)->len &&
-            memcmp(v->src + T(v, a)->off, v->src + T(v, peer_tok)->off, T(v, a)->len) == 0)
-            peer_tok = a;
-    assigned = loop_assigned_ident(v, recv, single && mentions ? peer_tok : v->n);
-    if (assigned < v->n) {
-        char *id = cuco_strndup(v->src + T(v, assigned)->off, T(v, assigned)->len);
-        refuse(c, line_of(c, recv->tok),
-               "ncclRecv: the receive buffer '%s' uses '%s', computed per peer inside the loop from "
-               "this rank's data: the sender cannot tell where its data lands on the peer",
-               rbuf, id ? id : "?");
-        free(id);
-    } else if (!mentions)
-        out = cuco_strdup(rbuf);
-    else if (single) /* the peer receives for us what we receive for it, with its own rank */
-        out = cuco_sprintf("[&]() { const int %s = cuco_tx::comm_rank(%s); return (%s); }()", rpeer,
-                           comm, rbuf);
-    else
-        refuse(c, line_of(c, recv->tok),
-               "ncclRecv: the receive buffer '%s' depends on the peer expression '%s'; the sender "
-               "cannot compute where its data lands",
-               rbuf, rpeer);
-out:
-    free(rbuf);
-    free(rpeer);
-    free(comm);
-    return out;
-}
-
+/* Receives need their buffer in a symmetric window (the sender stores into
+ * it); sends need nothing: the receiver posts where its data goes. */
 static int rewrite_p2p(ctx *c, p2p_call *calls, size_t n)
 {
     const view *v = &c->v;
     for (size_t i = 0; i < n; i++) {
         p2p_call *s = &calls[i];
-        if (!s->is_send) {
-            if (need_symmetric(c, &s->a, 0, s->tok, "ncclRecv") < 0)
-                return CUCO_ENOMEM;
-            if (add_edit(c, s->tok, T(v, s->tok)->off, T(v, s->tok)->len, "cuco_tx::recv") != 0)
-                return CUCO_ENOMEM;
-            cuco_tx_notes_add(&c->r->notes, line_of(c, s->tok), "rewrite",
-                              "ncclRecv -> cuco_tx::recv (ready signal, then wait for the peer's put)");
-            continue;
-        }
-        /* the matching receive: k-th send of a group <-> k-th receive of the
-         * group; outside groups the nearest receive of the same function */
-        const p2p_call *m = NULL;
-        if (s->group) {
-            size_t ks = 0, kr = 0;
-            for (size_t j = 0; j < i; j++)
-                ks += calls[j].group == s->group && calls[j].is_send;
-            for (size_t j = 0; j < n && !m; j++)
-                if (calls[j].group == s->group && !calls[j].is_send && kr++ == ks)
-                    m = &calls[j];
-        }
-        if (!m) {
-            size_t best = (size_t)-1;
-            for (size_t j = 0; j < n; j++) {
-                if (calls[j].is_send || calls[j].top != s->top)
-                    continue;
-                size_t dist = calls[j].tok > s->tok ? calls[j].tok - s->tok : s->tok - calls[j].tok;
-                if (dist < best) {
-                    best = dist;
-                    m = &calls[j];
-                }
-            }
-        }
-        if (!m) {
-            refuse(c, line_of(c, s->tok),
-                   "ncclSend: no matching ncclRecv in the same group or function: the destination "
-                   "buffer on the peer is unknown%s%s",
-                   NULL, NULL);
-            continue;
-        }
-        char *dst = peer_buffer_expr(c, s, m);
-        if (!dst)
-            continue;
-        char *tail = cuco_sprintf(", %s)", dst);
-        int rc = !tail ? CUCO_ENOMEM
-                       : add_edit(c, s->tok, T(v, s->tok)->off, T(v, s->tok)->len, "cuco_tx::send");
+        int rc = 0;
+        if (!s->is_send)
+            rc = need_symmetric(c, &s->a, 0, s->tok, "ncclRecv");
         if (rc == 0)
-            rc = add_edit(c, s->tok, T(v, s->a.close)->off, 1, tail);
+            rc = add_edit(c, s->tok, T(v, s->tok)->off, T(v, s->tok)->len,
+                          s->is_send ? "cuco_tx::send" : "cuco_tx::recv");
         if (rc == 0)
-            rc = cuco_tx_notes_add(&c->r->notes, line_of(c, s->tok), "rewrite",
-                                   "ncclSend -> cuco_tx::send (put with signal into the peer's "
-                                   "'%s', matched with the ncclRecv at line %d)",
-                                   dst, line_of(c, m->tok));
-        free(dst);
-        free(tail);
+            rc = cuco_tx_notes_add(&c->r->notes, line_of(c, s->tok), "rewrite", "%s",
+                                   s->is_send ? "ncclSend -> cuco_tx::send (waits for the receiver to "
+                                                "post its buffer, stores into it over NVLink, signals)"
+                                              : "ncclRecv -> cuco_tx::recv (posts its buffer to the "
+                                                "source, then waits for the source's signal)");
         if (rc != 0)
-            return rc;
+            return rc < 0 ? rc : CUCO_ENOMEM;
     }
     return 0;
 }
@@ -731,6 +605,24 @@ static int scan_calls(ctx *c)
                 if (rc == 0)
                     rc = cuco_tx_notes_add(&c->r->notes, t->line, "rewrite",
                                            "%s -> %s (device/ LSA kernel on the same stream)", name, to);
+            }
+        } else if (p2p_collective_of(name)) {
+            const p2p_collective *pc = p2p_collective_of(name);
+            args a;
+            call_args(v, i + 1, &a);
+            if (a.n != pc->nargs) {
+                char nbuf[16];
+                snprintf(nbuf, sizeof nbuf, "%d", pc->nargs);
+                refuse(c, t->line, "%s: expected its %s arguments", name, nbuf);
+            } else if (editable(c, i, name)) {
+                rc = need_symmetric(c, &a, pc->recv_arg, i, name);
+                if (rc == 0)
+                    rc = add_edit(c, i, t->off, t->len, pc->to);
+                if (rc == 0)
+                    rc = cuco_tx_notes_add(&c->r->notes, t->line, "rewrite",
+                                           "%s -> %s (device point-to-point puts into the receivers' "
+                                           "symmetric buffers)",
+                                           name, pc->to);
             }
         } else if (strcmp(name, "ncclSend") == 0 || strcmp(name, "ncclRecv") == 0) {
             p2p_call pc;
@@ -948,15 +840,21 @@ static int assemble(ctx *c, const char *text)
         ranges[nr][1] = line_after(text, c->edits[i].stmt_hi > 0 ? c->edits[i].stmt_hi - 1 : 0);
         nr++;
     }
-    for (size_t i = 0; i < nr; i++) /* merge (small n: quadratic is fine) */
-        for (size_t j = 0; j < nr; j++)
-            if (i != j && ranges[j][1] > ranges[j][0] && ranges[i][0] <= ranges[j][1] && ranges[j][0] <= ranges[i][1]) {
-                if (ranges[j][0] < ranges[i][0])
-                    ranges[i][0] = ranges[j][0];
-                if (ranges[j][1] > ranges[i][1])
-                    ranges[i][1] = ranges[j][1];
-                ranges[j][0] = ranges[j][1] = 0;
-            }
+    /* merge overlapping or touching ranges until none is left (small n) */
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (size_t i = 0; i < nr; i++)
+            for (size_t j = 0; j < nr; j++)
+                if (i != j && ranges[i][1] > ranges[i][0] && ranges[j][1] > ranges[j][0] &&
+                    ranges[i][0] <= ranges[j][1] && ranges[j][0] <= ranges[i][1]) {
+                    if (ranges[j][0] < ranges[i][0])
+                        ranges[i][0] = ranges[j][0];
+                    if (ranges[j][1] > ranges[i][1])
+                        ranges[i][1] = ranges[j][1];
+                    ranges[j][0] = ranges[j][1] = 0;
+                    changed = 1;
+                }
+    }
     int rc = 0;
     for (size_t i = 0; i < nr && rc == 0; i++) {
         if (ranges[i][1] <= ranges[i][0])

@@ -23,7 +23,8 @@ json_get() { # json_get FILE EXPR (python3 expression over the object j)
 
 "$CUCO_BIN" bound --help >"$TMP/help" 2>&1
 check "--help exits 0" test $? -eq 0
-for opt in --json --workspace --ranks --static-only --no-variants --emit-variants --injection --quiet; do
+for opt in --json --workspace --ranks --args --nvcc-flags --timeout --single-run --build-only --part --static-only \
+    --no-variants --emit-variants --injection --quiet; do
     check "--help mentions $opt" grep -q -- "$opt" "$TMP/help"
 done
 "$CUCO_BIN" bound >/dev/null 2>&1
@@ -50,6 +51,23 @@ check "checked PASS: exit 0" test $? -eq 0
 check "--json prints the report" test "$(json_get "$TMP/out2" "j['verification_audit']['static']['sites'][0]['verdict']")" = checked
 check "--json: no warning" test "$(json_get "$TMP/out2" "j['verification_audit']['warning']")" = False
 
+# The hollow all-reduce: its PASS compares data the collective never wrote,
+# and nothing reads what the all-reduce received: a static finding in CI.
+"$CUCO_BIN" bound "$D/hollow_allreduce.cu" --static-only --quiet --workspace "$TMP/ws5" >"$TMP/out5"
+check "hollow program: exit 1" test $? -eq 1
+check "hollow program: WARNING printed" grep -q "^WARNING: verification audit (static):.*nothing reads" "$TMP/out5"
+check "hollow program: the all-reduce named" grep -q "hollow_allreduce.cu:62 ncclAllReduce into y: received data never read" "$TMP/out5"
+check "hollow program: comm_finding in bound.json" test \
+    "$(json_get "$TMP/ws5/bound.json" "j['verification_audit']['static']['comm_finding']")" = True
+check "hollow program: warning in bound.json" test \
+    "$(json_get "$TMP/ws5/bound.json" "j['verification_audit']['warning']")" = True
+"$CUCO_BIN" bound "$CUCO_SRC/workloads/gemm_allgather" --static-only --quiet --json --workspace "$TMP/ws6" >"$TMP/out6"
+check "gemm_allgather: no static finding" test $? -eq 0
+check "gemm_allgather: its all-gather output is read" test \
+    "$(json_get "$TMP/out6" "all(c['read'] for c in j['verification_audit']['static']['communication'])")" = True
+"$CUCO_BIN" bound "$CUCO_SRC/workloads/gemm_allgather" --static-only --args "--m 8" >/dev/null 2>"$TMP/err6"
+check "--args with a workload: exit 2" test $? -eq 2
+
 # Variants written for inspection.
 "$CUCO_BIN" bound "$D/hollow_allreduce.cu" --emit-variants "$TMP/var" >"$TMP/out3" 2>&1
 check "--emit-variants: exit 0" test $? -eq 0
@@ -75,6 +93,23 @@ if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
         "$(json_get "$TMP/ws4/bound.json" "j['verification_audit']['dynamic']['result']")" = no_collective
 else
     echo "skip cpu_demo run: mpicc/mpirun not found"
+fi
+
+# A bare program: built with nvcc + MPI + NCCL in one command, unchanged
+# (it cannot run here without a GPU; the build is what is checked).
+if command -v mpicc >/dev/null && { command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; } &&
+    [ -f /usr/local/cuda/include/nccl.h -o -n "${NCCL_HOME:-}" ]; then
+    PATH="$PATH:/usr/local/cuda/bin" "$CUCO_BIN" bound "$D/hollow_allreduce.cu" --no-variants --quiet \
+        --ranks 2 --args "--n 1024" --workspace "$TMP/ws7" -- --iters 2 >"$TMP/out7" 2>&1
+    check "bare program: report written" test -f "$TMP/ws7/bound.json"
+    check "bare program: built" test "$(json_get "$TMP/ws7/bound.json" "j['program']['built']")" = True
+    check "bare program: 2 ranks" test "$(json_get "$TMP/ws7/bound.json" "j['ranks']")" = 2
+    if nvidia-smi -L >/dev/null 2>&1; then
+        check "bare program: ran and passed" test \
+            "$(json_get "$TMP/ws7/bound.json" "j['program']['verification']")" = pass
+    fi
+else
+    echo "skip bare program build: nvcc, mpicc or NCCL headers not found"
 fi
 
 # The injection library, where this build has CUPTI.

@@ -47,9 +47,10 @@ export CUCO_LLM_PARALLEL=1
 # second good diff), so $0.06 is spent before the last good diff and $0.08
 # after it: with a $0.161 limit that diff is admitted (prompts stay under
 # 19,000 estimated tokens) and the next call is refused (0.08 + 0.08192 > 0.161).
+# One bench repeat per evaluation keeps the test fast; timings do not matter.
 "$CUCO_BIN" evolve "$CUCO_SRC/workloads/cpu_demo" --mutator llm \
     --model anthropic:replay-model --budget-usd 0.161 --slots 1 --generations 50 \
-    --seed 1 --workspace "$T/ws" >"$T/out.txt" 2>"$T/err.txt"
+    --seed 1 --repeats 1 --workspace "$T/ws" >"$T/out.txt" 2>"$T/err.txt"
 rc=$?
 [ "$rc" -eq 0 ] || { cat "$T/err.txt" >&2; fail "cuco evolve exited $rc"; }
 

@@ -62,14 +62,16 @@ for name in gemm_allgather kv_transfer; do
 done
 
 D="$CUCO_TEST_DATA/transform"
-for name in allgather allreduce_loop sendrecv_pair alltoall_group; do
+for name in allgather allreduce_loop sendrecv_pair alltoall_group broadcast; do
     transformed_ok "$D/$name" "$name" "$name.cu"
 done
 # a program without blocks gets them; one with blocks keeps its frozen text
 check "allgather: blocks added" test "$(grep -c 'EVOLVE-BLOCK-START' "$TMP/allgather/gen_0/allgather.cu")" -ge 2
 check "allreduce_loop: one block kept" test "$(grep -c 'EVOLVE-BLOCK-START' "$TMP/allreduce_loop/gen_0/allreduce_loop.cu")" -eq 1
 check "allreduce_loop: only the block changed" bash -c "diff <(sed '/EVOLVE-BLOCK-START/,/EVOLVE-BLOCK-END/d' '$D/allreduce_loop/allreduce_loop.cu') <(sed '/EVOLVE-BLOCK-START/,/EVOLVE-BLOCK-END/d' '$TMP/allreduce_loop/gen_0/allreduce_loop.cu')"
-check "alltoall_group: the peer's receive offset uses its rank" grep -q 'const int peer = cuco_tx::comm_rank(comm); return (recvbuf + peer \* n);' "$TMP/alltoall_group/gen_0/alltoall_group.cu"
+check "alltoall_group: sends keep their arguments" grep -q 'cuco_tx::send(sendbuf + peer \* n, n, ncclFloat32, peer, comm, st)' "$TMP/alltoall_group/gen_0/alltoall_group.cu"
+check "alltoall_group: the receive buffer is symmetric" grep -q 'cuco_tx::symm_malloc(&recvbuf' "$TMP/alltoall_group/gen_0/alltoall_group.cu"
+check "broadcast: rewritten onto point-to-point" grep -q 'cuco_tx::broadcast(buf, buf, n, ncclFloat32, root, comm, 0)' "$TMP/broadcast/gen_0/broadcast.cu"
 check "sendrecv_pair: device communicator set up after ncclCommInitRank" grep -q 'cuco_tx::comm_setup(\*(&comm));' "$TMP/sendrecv_pair/gen_0/sendrecv_pair.cu"
 check "sendrecv_pair: teardown before ncclCommDestroy" grep -q 'cuco_tx::comm_teardown(comm); NK(ncclCommDestroy(comm));' "$TMP/sendrecv_pair/gen_0/sendrecv_pair.cu"
 
@@ -83,7 +85,7 @@ refused() { # refused NAME LINE NEEDLE
     check "$name: report written" grep -q "Not transformed" "$ws/gen_0/transform_report.md"
     check "$name: not registered" test ! -e "$ws/runs.db"
 }
-refused broadcast 54 "ncclBroadcast"
+refused reduce_root 54 "ncclReduce"
 refused frozen_collective 58 "outside the EVOLVE-BLOCKs"
 
 "$CUCO_BIN" transform >/dev/null 2>&1

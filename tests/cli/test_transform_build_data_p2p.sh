@@ -37,4 +37,5 @@ built() { # built WORKLOAD_DIR
 }
 built "$CUCO_TEST_DATA/transform/sendrecv_pair"
 built "$CUCO_TEST_DATA/transform/alltoall_group"
+built "$CUCO_TEST_DATA/transform/broadcast"
 exit $fail

@@ -96,6 +96,50 @@ static void test_timeline_two_ranks(void **state)
     free(dir);
 }
 
+/* The program's own timed intervals: grouped by what ran, medians per step. */
+static void test_timeline_timed(void **state)
+{
+    (void)state;
+    char *dir = data_path("timeline_timed");
+    cuco_bound_timeline tl;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_bound_timeline_load(dir, NULL, 4, &tl, &e), 0);
+    assert_int_equal(tl.n_ranks, 2); /* one process, two devices */
+    const cuco_bound_rank *r = &tl.ranks[0], *d1 = &tl.ranks[1];
+    assert_int_equal(r->device, 0);
+    assert_int_equal(r->n_timed, 9); /* the empty interval and device 1's are not here */
+    const cuco_bound_timed *full = &r->timed[CUCO_TIMED_FULL],
+                           *comp = &r->timed[CUCO_TIMED_COMPUTE_ONLY],
+                           *comm = &r->timed[CUCO_TIMED_COMM_ONLY];
+    assert_int_equal(full->n, 3);
+    assert_true(fabs(full->compute_ms - 10) < 1e-9);
+    assert_true(fabs(full->comm_ms - 2) < 1e-9);
+    assert_true(fabs(full->span_ms - 13) < 1e-9); /* 10 + 1 ms gap + 2 */
+    assert_true(fabs(full->event_ms - 13.1) < 1e-9);
+    assert_int_equal(comp->n, 3);
+    assert_true(fabs(comp->compute_ms - 10) < 1e-9);
+    assert_true(fabs(comp->comm_ms) < 1e-9);
+    assert_true(fabs(comp->event_ms - 10.05) < 1e-9);
+    assert_int_equal(comm->n, 3);
+    assert_true(fabs(comm->comm_ms - 2) < 1e-9);
+    assert_true(fabs(comm->compute_ms) < 1e-9);
+    /* The untimed verification step counts in the whole-run figures only. */
+    assert_true(fabs(r->compute_ms - (50 + 30 + 32)) < 1e-9);
+    assert_int_equal(d1->device, 1);
+    assert_int_equal(d1->n_timed, 1);
+    assert_int_equal(d1->timed[CUCO_TIMED_COMPUTE_ONLY].n, 1);
+    assert_true(fabs(d1->timed[CUCO_TIMED_COMPUTE_ONLY].compute_ms - 30) < 1e-9);
+    cuco_bound_timeline_free(&tl);
+    /* Files without timed records (older library) give no per-step figures. */
+    char *two = data_path("timeline_two_ranks");
+    assert_int_equal(cuco_bound_timeline_load(two, NULL, 4, &tl, &e), 0);
+    assert_int_equal(tl.ranks[0].n_timed, 0);
+    assert_int_equal(tl.ranks[0].timed[CUCO_TIMED_FULL].n, 0);
+    cuco_bound_timeline_free(&tl);
+    free(two);
+    free(dir);
+}
+
 static void test_timeline_errors(void **state)
 {
     (void)state;
@@ -245,8 +289,80 @@ static void test_audit_small_programs(void **state)
     audit_one("audit_helper.cu", CUCO_AUDIT_CHECKED, 0);
     audit_one("audit_print_helper.cu", CUCO_AUDIT_CHECKED, 0);
     audit_one("audit_early_return.cu", CUCO_AUDIT_CHECKED, 0);
-    /* The hollow GPU program fools the static audit on purpose (the dynamic one catches it). */
-    audit_one("hollow_allreduce.cu", CUCO_AUDIT_CHECKED, 0);
+    /* The hollow GPU program's PASS is decided by a real comparison, but of
+     * data the all-reduce never touched: the communication check finds it. */
+    audit_one("hollow_allreduce.cu", CUCO_AUDIT_CHECKED, 1);
+    /* This one reads the all-reduced data but never compares it: only the
+     * dynamic audit (on a GPU) can see that. */
+    audit_one("hollow_readback.cu", CUCO_AUDIT_CHECKED, 0);
+}
+
+/* The communication check: name the receiving calls and whether their
+ * output is read. want_read[k] for the k-th receiving call. */
+static void comm_one(const char *name, size_t n_calls, const int *want_read, int finding)
+{
+    char *p = data_path(name);
+    cuco_audit a;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_bound_audit_static(p, NULL, &a, &e), 0);
+    if (a.n_comm != n_calls)
+        fprintf(stderr, "%s: %zu receiving calls\n", name, a.n_comm);
+    assert_int_equal(a.n_comm, n_calls);
+    for (size_t k = 0; k < n_calls; k++) {
+        if (a.comm[k].read != want_read[k])
+            fprintf(stderr, "%s: %s into %s: read=%d at %s\n", name, a.comm[k].call,
+                    a.comm[k].buffer, a.comm[k].read, a.comm[k].read_at ? a.comm[k].read_at : "-");
+        assert_int_equal(a.comm[k].read, want_read[k]);
+        assert_true(a.comm[k].line > 0);
+        assert_int_equal(a.comm[k].read_at != NULL, want_read[k]);
+    }
+    assert_int_equal(a.comm_finding, finding);
+    assert_int_equal(a.finding, finding);
+    if (finding)
+        assert_non_null(strstr(a.summary, "nothing reads"));
+    cuco_audit_free(&a);
+    free(p);
+}
+
+static void test_audit_comm(void **state)
+{
+    (void)state;
+    const int unread[] = {0}, read[] = {1};
+    comm_one("hollow_allreduce.cu", 1, unread, 1);
+    comm_one("audit_comm_read.cu", 1, read, 0);
+    comm_one("hollow_readback.cu", 1, read, 0);
+    comm_one("audit_comm_inplace.cu", 1, unread, 1);
+    comm_one("audit_compare.cu", 0, NULL, 0);
+
+    /* The hollow program with its result copied back and compared is fine. */
+    char *p = data_path("hollow_allreduce.cu");
+    char *text = NULL;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_fs_read(p, &text, NULL, &e), 0);
+    const char *from = "got.data(), x, n";
+    char *at = strstr(text, from);
+    assert_non_null(at);
+    cuco_buf b = CUCO_BUF_INIT;
+    cuco_buf_append(&b, text, (size_t)(at - text));
+    cuco_buf_puts(&b, "got.data(), y, n");
+    cuco_buf_puts(&b, at + strlen(from));
+    char *tmp = cuco_sprintf("%s/bound-comm-%d",
+                             getenv("CUCO_TEST_TMP") ? getenv("CUCO_TEST_TMP") : "/tmp", (int)getpid());
+    assert_int_equal(cuco_fs_mkdirs(tmp, &e), 0);
+    char *fixed = cuco_path_join(tmp, "fixed_allreduce.cu");
+    assert_int_equal(cuco_fs_write(fixed, b.data, b.len, &e), 0);
+    cuco_audit a;
+    assert_int_equal(cuco_bound_audit_static(fixed, NULL, &a, &e), 0);
+    assert_int_equal(a.n_comm, 1);
+    assert_true(a.comm[0].read);
+    assert_false(a.comm_finding);
+    cuco_audit_free(&a);
+    cuco_fs_remove_tree(tmp, NULL);
+    free(fixed);
+    free(tmp);
+    cuco_buf_free(&b);
+    free(text);
+    free(p);
 }
 
 /* Every shipped workload's own verification must pass the audit; and the same
@@ -358,11 +474,22 @@ static void test_advice(void **state)
     assert_non_null(strstr(low, "1.007x"));
     assert_non_null(strstr(low, "optimize computation first"));
     assert_non_null(strstr(low, "sm90_gemm"));
+    assert_non_null(strstr(low, "98% of the time is kernel sm90_gemm: optimize computation first"));
     char *high = cuco_bound_advice(0.38, 1.6, NULL, 0, 0);
-    assert_non_null(strstr(high, "38.0%"));
-    assert_non_null(strstr(high, "Worth searching"));
+    assert_non_null(strstr(high, "Communication is 38.0%"));
+    assert_non_null(strstr(high, "ceiling 1.600x: worth searching"));
+    assert_null(strstr(high, "optimize computation first"));
+    char *mid = cuco_bound_advice(0.12, 1.13, "ncclDevKernel_AllGather", 0.4, 1);
+    assert_non_null(strstr(mid, "gain a little"));
+    assert_non_null(strstr(mid, "communication kernel ncclDevKernel_AllGather"));
+    /* the top kernel is not named as computation to optimize when it is communication */
+    char *low_comm = cuco_bound_advice(0.01, 1.01, "ncclDevKernel_AllGather", 0.9, 1);
+    assert_null(strstr(low_comm, "ncclDevKernel"));
+    assert_non_null(strstr(low_comm, "optimize computation first"));
     free(low);
     free(high);
+    free(mid);
+    free(low_comm);
 }
 
 int main(void)
@@ -370,8 +497,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_interval_union),   cmocka_unit_test(test_comm_kernel_names),
         cmocka_unit_test(test_timeline_two_ranks), cmocka_unit_test(test_timeline_errors),
+        cmocka_unit_test(test_timeline_timed),
         cmocka_unit_test(test_variant_no_comm),  cmocka_unit_test(test_variant_no_compute),
         cmocka_unit_test(test_audit_small_programs), cmocka_unit_test(test_audit_workloads),
+        cmocka_unit_test(test_audit_comm),
         cmocka_unit_test(test_variant_from_analysis),
         cmocka_unit_test(test_advice),         cmocka_unit_test(test_read_warning),
     };

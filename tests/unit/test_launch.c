@@ -85,6 +85,48 @@ static void test_local_gpu_sets(void **state)
     assert_string_equal(cuco_launcher_name(NULL), "local");
 }
 
+/* An existing CUDA_VISIBLE_DEVICES (a Slurm allocation, a user's choice) is
+ * shared out among the slots: no slot gets a GPU outside it. */
+static void test_local_visible_gpus(void **state)
+{
+    (void)state;
+    cuco_err e = CUCO_ERR_INIT;
+    cuco_launcher *l = NULL;
+    cuco_local_opts o = {.gpu = 1, .ranks = 1, .gpus = -1, .visible_gpus = "4, 6,GPU-abc",
+                         .tmp_root = tmp_dir};
+    assert_int_equal(cuco_launcher_local_new(&o, &l, &e), 0);
+    assert_int_equal(cuco_launcher_slots(l), 3);
+    assert_string_equal(cuco_launcher_slot_gpus(l, 0), "4");
+    assert_string_equal(cuco_launcher_slot_gpus(l, 1), "6");
+    assert_string_equal(cuco_launcher_slot_gpus(l, 2), "GPU-abc");
+    cuco_launcher_free(l);
+
+    /* 2 ranks a run: one slot holding both listed GPUs */
+    cuco_local_opts o2 = {.gpu = 1, .ranks = 2, .gpus = -1, .visible_gpus = "2,3",
+                          .tmp_root = tmp_dir};
+    assert_int_equal(cuco_launcher_local_new(&o2, &l, &e), 0);
+    assert_int_equal(cuco_launcher_slots(l), 1);
+    assert_string_equal(cuco_launcher_slot_gpus(l, 0), "2,3");
+    cuco_launcher_free(l);
+
+    /* --gpus N takes the first N of the list */
+    cuco_local_opts o3 = {.gpu = 1, .ranks = 1, .gpus = 1, .slots = 2, .visible_gpus = "5,7",
+                          .tmp_root = tmp_dir};
+    assert_int_equal(cuco_launcher_local_new(&o3, &l, &e), 0);
+    assert_int_equal(cuco_launcher_slots(l), 1);
+    assert_string_equal(cuco_launcher_slot_gpus(l, 0), "5");
+    cuco_launcher_free(l);
+
+    /* from the environment when not given */
+    setenv("CUDA_VISIBLE_DEVICES", "1,3", 1);
+    cuco_local_opts o4 = {.gpu = 1, .ranks = 1, .gpus = -1, .tmp_root = tmp_dir};
+    assert_int_equal(cuco_launcher_local_new(&o4, &l, &e), 0);
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    assert_int_equal(cuco_launcher_slots(l), 2);
+    assert_string_equal(cuco_launcher_slot_gpus(l, 1), "3");
+    cuco_launcher_free(l);
+}
+
 static void test_local_slot_env(void **state)
 {
     (void)state;
@@ -317,6 +359,53 @@ static void test_slurm_nodefail_retried(void **state)
     free(cwd);
 }
 
+/* Site settings from the environment reach sbatch: a typed GPU gres, the
+ * time grace, a partition and extra flags after cuco's own; a malformed
+ * number is refused before anything is submitted. */
+static void test_slurm_site_settings(void **state)
+{
+    (void)state;
+    cuco_launcher *fake = fake_slurm("nodefail-once", 2, "story5", 0.2);
+    cuco_launcher_free(fake); /* only its PATH and FAKE_* settings are kept */
+    setenv("CUCO_SLURM_GRES", "gpu:h100", 1);
+    setenv("CUCO_SLURM_TIME_GRACE_S", "90", 1);
+    setenv("CUCO_SLURM_PARTITION", "debug", 1);
+    setenv("CUCO_SLURM_SBATCH_ARGS", " --account=proj  --qos=short ", 1);
+    setenv("CUCO_SLURM_POLL_MAX_S", "0.2", 1);
+    cuco_launcher *l = NULL;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_launcher_from_kind("slurm", 1, 2, 0, -1, 0, &l, &e), 0);
+    char *cwd = cuco_path_join(tmp_dir, "story5");
+    const char *argv[] = {"true", NULL};
+    cuco_launch_job job;
+    job_for(&job, argv, cwd);
+    cuco_launch_result r;
+    assert_int_equal(cuco_launcher_run(l, &job, &r, &e), 0);
+    assert_int_equal(r.attempts, 2); /* the retry keeps the settings too */
+    char *log = read_tmp("story5/sbatch.log");
+    char *second = strchr(log, '\n');
+    assert_non_null(second);
+    assert_non_null(strstr(second, "--gres=gpu:h100:2"));
+    assert_non_null(strstr(second, "--time=2:01")); /* 30 s + 90 s, rounded up */
+    assert_non_null(strstr(second, "--partition=debug"));
+    assert_non_null(strstr(second, "--no-requeue --gres=gpu:h100:2 --partition=debug"
+                                   " --account=proj --qos=short "));
+    free(log);
+    cuco_launch_result_free(&r);
+    cuco_launcher_free(l);
+
+    setenv("CUCO_SLURM_TIME_GRACE_S", "1m", 1);
+    assert_int_equal(cuco_launcher_from_kind("slurm", 1, 2, 0, -1, 0, &l, &e), CUCO_EINVAL);
+    assert_non_null(strstr(cuco_err_msg(&e), "CUCO_SLURM_TIME_GRACE_S=1m"));
+    cuco_err_clear(&e);
+    unsetenv("CUCO_SLURM_GRES");
+    unsetenv("CUCO_SLURM_TIME_GRACE_S");
+    unsetenv("CUCO_SLURM_PARTITION");
+    unsetenv("CUCO_SLURM_SBATCH_ARGS");
+    unsetenv("CUCO_SLURM_POLL_MAX_S");
+    free(cwd);
+}
+
 static void test_slurm_retries_run_out(void **state)
 {
     (void)state;
@@ -396,6 +485,8 @@ static void test_from_kind(void **state)
 static int setup(void **state)
 {
     (void)state;
+    /* the GPU-set tests count GPUs themselves: none may come from the caller */
+    unsetenv("CUDA_VISIBLE_DEVICES");
     const char *base = getenv("CUCO_TEST_TMP");
     char *root = cuco_strdup(base && *base ? base : "/tmp");
     cuco_fs_mkdirs(root, NULL);
@@ -417,6 +508,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_auto_slots),
         cmocka_unit_test(test_local_gpu_sets),
+        cmocka_unit_test(test_local_visible_gpus),
         cmocka_unit_test(test_local_slot_env),
         cmocka_unit_test(test_local_slots_concurrency),
         cmocka_unit_test(test_shell_quote),
@@ -424,6 +516,7 @@ int main(void)
         cmocka_unit_test(test_slurm_nodefail_retried),
         cmocka_unit_test(test_slurm_retries_run_out),
         cmocka_unit_test(test_slurm_timeout_cancels),
+        cmocka_unit_test(test_slurm_site_settings),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -98,7 +98,7 @@ static void test_llm_mutator(void **state)
     assert_int_equal(m->propose(m, &ctx, &out, &e), 0);
     assert_non_null(strstr(out.text, "#define CHUNK 8"));
     assert_non_null(strstr(out.text, "int frozen;"));
-    assert_string_equal(out.patch_type, "diff");
+    assert_string_equal(out.patch_type, "knob:diff"); /* only a knob value changed */
     assert_string_equal(out.description, "openai:local-coder: Double it.");
     cuco_mutation_free(&out);
 

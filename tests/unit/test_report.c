@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <sqlite3.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -149,7 +150,8 @@ static void test_summary_and_report_files(void **state)
     char *md = NULL;
     assert_int_equal(cuco_fs_read(r.md_path, &md, &len, &e), 0);
     assert_non_null(
-        strstr(md, "| best (#7, generation 3, island 1, llm_cross) | 5.000 | 2.000x |"));
+        strstr(md, "| **best** (#7, generation 3, island 1, llm_cross) | 5.000 | **2.000x** |"));
+    assert_non_null(strstr(md, "| fast path (#1, generation 0) | 8.000 | 1.250x |"));
     assert_non_null(strstr(md, "90.9%"));
     free(md);
     report_result_free(&r);
@@ -163,6 +165,104 @@ static void test_summary_and_report_files(void **state)
     cuco_err_clear(&e);
 }
 
+static json_t *summary_of(const char *dir, const char *db)
+{
+    sqlite3 *h;
+    cuco_err e = CUCO_ERR_INIT;
+    json_t *s = NULL;
+    assert_int_equal(report_db_open(db, &h, &e), 0);
+    assert_int_equal(report_summary(h, 1, dir, &s, &e), 0);
+    report_db_close(h);
+    return s;
+}
+
+static void exec_sql(const char *db, const char *sql)
+{
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+}
+
+static double num_at(json_t *s, const char *obj, const char *key)
+{
+    json_t *o = obj ? json_object_get(s, obj) : s;
+    assert_true(json_is_number(json_object_get(o, key)));
+    return json_number_value(json_object_get(o, key));
+}
+
+/* Which baseline the speedups are over: the workload's own program when the
+ * search started from it (no fast path then); the host-driven time in
+ * bound.json when it started from a given program (the fast path); else that
+ * program, named as such. And a best faster than the bound is flagged. */
+static void test_summary_baseline_and_fast_path(void **state)
+{
+    (void)state;
+    char dir[512], db[600], bound[600];
+    const char *tmp = getenv("CUCO_TEST_TMP");
+    snprintf(dir, sizeof dir, "%s/test_report_base_%ld", tmp ? tmp : "/tmp", (long)getpid());
+    cuco_err e = CUCO_ERR_INIT;
+    cuco_fs_remove_tree(dir, &e);
+    assert_int_equal(cuco_fs_mkdirs(dir, &e), 0);
+    snprintf(db, sizeof db, "%s/runs.db", dir);
+    snprintf(bound, sizeof bound, "%s/bound.json", dir);
+    assert_int_equal(fixture_write_db(db), 0);
+
+    /* 1. started from a given program, no bound.json: the start is the
+     * reference and the report says so */
+    json_t *s = summary_of(dir, db);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(s, "fast_path"), "id")), 1);
+    assert_true(fabs(num_at(s, NULL, "baseline_ms") - 10.0) < 1e-9);
+    assert_non_null(strstr(json_string_value(json_object_get(s, "baseline_source")),
+                           "not measured"));
+    assert_true(fabs(num_at(s, "best", "speedup") - 2.0) < 1e-9);
+    json_decref(s);
+
+    /* 2. with the host-driven time from 'cuco bound': speedups over it, and
+     * the bound's ceiling and gap closed too */
+    const char *bj = "{\"program\": {\"ran\": true, \"time_ms\": 20.0, \"compute_ms\": 12.0,"
+                     " \"comm_ms\": 9.0}}";
+    assert_int_equal(cuco_fs_write(bound, bj, strlen(bj), &e), 0);
+    s = summary_of(dir, db);
+    assert_true(fabs(num_at(s, NULL, "baseline_ms") - 20.0) < 1e-9);
+    assert_non_null(strstr(json_string_value(json_object_get(s, "baseline_source")),
+                           "bound.json"));
+    assert_true(fabs(num_at(s, "fast_path", "speedup") - 2.5) < 1e-9);
+    assert_true(fabs(num_at(s, "best", "speedup") - 4.0) < 1e-9);
+    assert_true(fabs(num_at(s, "best", "score") - 2.0) < 1e-9); /* the search's own */
+    assert_true(fabs(num_at(s, "bound", "ceiling") - 20.0 / 12.0) < 1e-9);
+    assert_true(fabs(num_at(s, "bound", "gap_closed") - 15.0 / 8.0) < 1e-9);
+    /* best 5 ms < bound 12 ms: flagged */
+    assert_int_equal(json_array_size(json_object_get(s, "warnings")), 1);
+    assert_non_null(strstr(json_string_value(json_array_get(json_object_get(s, "warnings"), 0)),
+                           "faster than the overlap bound"));
+    json_decref(s);
+    assert_int_equal(remove(bound), 0);
+
+    /* 3. started from the workload's own program: it is the baseline, and
+     * there is no fast path */
+    exec_sql(db, "UPDATE programs SET mutator='seed' WHERE id=1");
+    s = summary_of(dir, db);
+    assert_true(json_is_null(json_object_get(s, "fast_path")));
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(s, "start"), "id")), 1);
+    assert_non_null(strstr(json_string_value(json_object_get(s, "baseline_source")),
+                           "host-driven program #1, measured by the search"));
+    json_decref(s);
+    cuco_report_opts o = {dir, NULL, NULL, 1, 1};
+    cuco_report_result r;
+    assert_int_equal(report_write(&o, &r, &e), 0);
+    char *md = NULL;
+    size_t len;
+    assert_int_equal(cuco_fs_read(r.md_path, &md, &len, &e), 0);
+    assert_non_null(strstr(md, "| fast path | none: the search started from the workload's own"
+                               " program | - |"));
+    assert_non_null(strstr(md, "Baseline: host-driven program #1, measured by the search."));
+    free(md);
+    report_result_free(&r);
+    cuco_fs_remove_tree(dir, &e);
+    cuco_err_clear(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -172,6 +272,7 @@ int main(void)
         cmocka_unit_test(test_diff_lcs_keeps_common_lines),
         cmocka_unit_test(test_diff_large_inputs),
         cmocka_unit_test(test_summary_and_report_files),
+        cmocka_unit_test(test_summary_baseline_and_fast_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -108,8 +108,8 @@ static void test_refusals(void **state)
         const char *src, *needle;
         int line;
     } cases[] = {
-        {"#include <nccl.h>\nvoid f(float *x, ncclComm_t c) {\n  ncclBroadcast(x, x, 4, ncclFloat32, 0, c, 0);\n}\n",
-         "ncclBroadcast", 3},
+        {"#include <nccl.h>\nvoid f(float *x, ncclComm_t c) {\n  ncclReduce(x, x, 4, ncclFloat32, ncclSum, 0, c, 0);\n}\n",
+         "ncclReduce", 3},
         {"#define AR(b) ncclAllReduce(b, b, 4, ncclFloat32, ncclSum, comm, 0)\nvoid f(float *x) { AR(x); }\n",
          "preprocessor", 1},
         {"void f(float *x, ncclComm_t c) {\n  ncclAllReduce(x, x, 4, ncclFloat32, ncclMax, c, 0);\n}\n",
@@ -119,14 +119,8 @@ static void test_refusals(void **state)
         {"// EVOLVE-BLOCK-START\n#define K 1\n// EVOLVE-BLOCK-END\nvoid f(ncclComm_t c) {\n  float *x; cudaMalloc(&x, 4);\n"
          "  ncclAllReduce(x, x, 1, ncclFloat32, ncclSum, c, 0);\n}\n",
          "outside the EVOLVE-BLOCKs", 6},
-        {"void f(float *x, ncclComm_t c) {\n  ncclSend(x, 4, ncclFloat32, 1, c, 0);\n}\n", "no matching ncclRecv", 2},
+        {"void f(float *x, ncclComm_t c) {\n  ncclBcast(x, 4, ncclFloat32, 0, c);\n}\n", "expected its 6 arguments", 2},
         {"int main() { return 0; }\n", "nothing to transform", 0},
-        /* per-peer offsets computed from this rank's own layout (MoE style) */
-        {"void f(float *s, float *r, size_t *off, int np, ncclComm_t c) {\n"
-         "  ncclGroupStart();\n  for (int q = 0; q < np; q++) {\n    size_t ro = off[q];\n"
-         "    ncclSend(s, 4, ncclFloat32, q, c, 0);\n    ncclRecv(r + ro, 4, ncclFloat32, q, c, 0);\n  }\n"
-         "  ncclGroupEnd();\n}\nint main() { float *r; cudaMalloc(&r, 64); }\n",
-         "computed per peer", 6},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         cuco_tx_result r;
@@ -156,11 +150,38 @@ static void test_grouped_alltoall_destination(void **state)
     cuco_err e = CUCO_ERR_INIT;
     assert_int_equal(cuco_transform_rules("a2a.cu", src, &r, &e), 0);
     assert_int_equal(r.refused, 0);
-    /* the peer receives our block at its offset for our rank */
-    assert_non_null(strstr(r.program, "const int q = cuco_tx::comm_rank(comm); return (r + q * n);"));
+    /* sends keep their arguments: the receiver posts where the data goes */
+    assert_non_null(strstr(r.program, "cuco_tx::send(s + q * n, n, ncclFloat32, q, comm, st)"));
+    assert_non_null(strstr(r.program, "cuco_tx::recv(r + q * n, n, ncclFloat32, q, comm, st)"));
     assert_non_null(strstr(r.program, "cuco_tx::group_start()"));
     assert_non_null(strstr(r.program, "cuco_tx::symm_malloc(&r"));
     assert_non_null(strstr(r.program, "cudaMalloc(&s"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
+/* Receive offsets computed per peer from this rank's own data (MoE style)
+ * and sends with no receive in sight are transformed: receivers post their
+ * buffers at run time. Rooted collectives and the all-to-all too. */
+static void test_data_dependent_offsets(void **state)
+{
+    (void)state;
+    const char *src = "void f(float *s, float *r, size_t *off, int np, ncclComm_t c, cudaStream_t st) {\n"
+                      "  ncclGroupStart();\n  for (int q = 0; q < np; q++) {\n    size_t ro = off[q];\n"
+                      "    ncclSend(s, 4, ncclFloat32, q, c, st);\n    ncclRecv(r + ro, 4, ncclFloat32, q, c, st);\n"
+                      "  }\n  ncclGroupEnd();\n  ncclAlltoAll(s, r, 4, ncclFloat32, c, st);\n"
+                      "  ncclGather(s, r, 4, ncclFloat32, 0, c, st);\n}\n"
+                      "int main() { float *r, *s; cudaMalloc(&r, 64); cudaMalloc(&s, 64); }\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("moe.cu", src, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    assert_non_null(strstr(r.program, "cuco_tx::recv(r + ro, 4, ncclFloat32, q, c, st)"));
+    assert_non_null(strstr(r.program, "cuco_tx::all_to_all(s, r, 4, ncclFloat32, c, st)"));
+    assert_non_null(strstr(r.program, "cuco_tx::gather(s, r, 4, ncclFloat32, 0, c, st)"));
+    assert_non_null(strstr(r.program, "cuco_tx::symm_malloc(&r"));
+    assert_non_null(strstr(r.program, "cudaMalloc(&s"));
+    assert_true(has_note(&r.notes, "rewrite", 9, "cuco_tx::all_to_all"));
     cuco_tx_result_free(&r);
     cuco_err_clear(&e);
 }
@@ -221,6 +242,14 @@ static void test_check_needs_device_comm(void **state)
     assert_int_equal(passed, 0);
     assert_true(has_note(&notes, "error", 0, "no device-initiated communication"));
     cuco_tx_notes_free(&notes);
+    /* a device function called with template arguments inside a kernel counts */
+    passed = 0;
+    const char *fused = "__global__ void k(cuco::SymmDev s, const float *x) {\n"
+                        "  cuco::all_gather<cuco::Policy<ncclCoopCta, cuco::Sync::Lsa, 4>>(ncclCoopCta(), {0, 1}, s, x, 0, 64);\n}\n"
+                        "int main() { ncclDevCommCreate(0, 0, 0); }\n";
+    assert_int_equal(cuco_transform_check("f.cu", fused, &passed, &notes, &e), 0);
+    assert_int_equal(passed, 1);
+    cuco_tx_notes_free(&notes);
 }
 
 int main(void)
@@ -230,6 +259,7 @@ int main(void)
         cmocka_unit_test(test_wraps_program_without_blocks),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_grouped_alltoall_destination),
+        cmocka_unit_test(test_data_dependent_offsets),
         cmocka_unit_test(test_check_rejects_leftover_collective),
         cmocka_unit_test(test_check_rejects_host_copies),
         cmocka_unit_test(test_check_needs_device_comm),

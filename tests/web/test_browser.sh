@@ -4,8 +4,12 @@
 # DOM must hold both score plots with their points, the lineage tree with a
 # node per program and its edges, the sortable table, the failures and the
 # spend; the fragment #program=7 must open the side panel exactly as a click
-# on node 7 does (diff against its parent, code, metrics). A screenshot is
-# saved under $CUCO_TEST_ARTIFACTS (the build folder).
+# on node 7 does (diff against its parent, code, metrics). Then, driven over
+# the DevTools protocol (cdp_live_click.py), a real click on node 7 must open
+# that panel, and a program written to the database after the page loaded
+# must appear on it without a reload. Screenshots web_ui.png (#program=7)
+# and web_ui_click.png (after the click) are saved under
+# $CUCO_TEST_ARTIFACTS (the build folder's test-artifacts/).
 set -u
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
@@ -95,7 +99,17 @@ chrome --hide-scrollbars --window-size=1400,1600 --screenshot="$art/web_ui.png" 
 head -c 8 "$art/web_ui.png" | od -An -c | grep -q 'P   N   G' || fail "screenshot is not a PNG"
 echo "screenshot: $art/web_ui.png"
 
-# 4. Ctrl-C stops the server cleanly
+# 4. over the DevTools protocol: a real mouse click on node 7 opens its panel
+# with the diff, and the open page shows a program written after it loaded
+# (live, no reload); its screenshot (panel open after the click) is saved too
+CDP_LOG="$work/cdp-chrome.log" timeout 120 python3 "$CUCO_SRC/tests/web/cdp_live_click.py" \
+  "$CHROMIUM" "$url" "$work/ws/runs.db" 7 "$art/web_ui_click.png" > "$work/cdp.out" 2>&1
+rc=$?
+cat "$work/cdp.out"
+[ "$rc" = 0 ] || fail "click/live check failed (exit $rc): $(tail -3 "$work/cdp-chrome.log" 2>/dev/null)"
+head -c 8 "$art/web_ui_click.png" | od -An -c | grep -q 'P   N   G' || fail "click screenshot is not a PNG"
+
+# 5. Ctrl-C stops the server cleanly
 kill -INT "$server"
 for _ in $(seq 1 50); do kill -0 "$server" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$server" 2>/dev/null && fail "cuco serve did not stop on SIGINT"

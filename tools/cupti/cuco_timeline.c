@@ -15,7 +15,16 @@
  *    "src_device":..,"dst_device":..}
  *   {"type":"memset","bytes":..,"start":..,"end":..,"device":..,"stream":..,
  *    "correlation":..}
- *   {"type":"summary","records":..,"dropped":..}
+ *   {"type":"timed","start_correlation":..,"end_correlation":..,"ms":..,
+ *    "device":..}
+ *   {"type":"summary","records":..,"dropped":..,"timed":..}
+ *
+ * A "timed" record is one cudaEventElapsedTime(&ms, start, end) call of the
+ * program: the correlation ids of the cudaEventRecord calls that last
+ * recorded start and end, so that the kernels the program itself timed are
+ * those launched between them (correlation ids grow with every API call of
+ * the process), and the ms the program got. Runtime API callbacks on
+ * cudaEventRecord* and cudaEventElapsedTime only; nothing else is hooked.
  *
  * Timestamps are CUPTI's (ns, one clock per host). One process may drive
  * several GPUs: every record carries its device. The rank comes from the MPI
@@ -23,8 +32,10 @@
  * is -1. Records are kept in memory (a growable array of lines) and written
  * once, so that the profiled program's timing is disturbed as little as
  * possible. */
+#include <cuda_runtime_api.h>
 #include <cupti.h>
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,6 +50,30 @@ static char *tl_text;       /* accumulated JSON lines (owned) */
 static size_t tl_len, tl_cap;
 static unsigned long long tl_records, tl_dropped;
 static int tl_started;
+static unsigned long long tl_timed;
+/* Callbacks come from the program's threads, buffers from CUPTI's: one lock
+ * for the text and the event table. */
+static pthread_mutex_t tl_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The correlation id of the last cudaEventRecord of each event. */
+typedef struct tl_event {
+    uintptr_t event;
+    uint32_t correlation;
+} tl_event;
+static tl_event *tl_events;
+static size_t tl_n_events, tl_cap_events;
+
+/* Parameters of cudaEventRecord* and cudaEventElapsedTime (every version has
+ * these first fields in this order). */
+typedef struct tl_record_params {
+    cudaEvent_t event;
+    cudaStream_t stream;
+} tl_record_params;
+typedef struct tl_elapsed_params {
+    float *ms;
+    cudaEvent_t start;
+    cudaEvent_t end;
+} tl_elapsed_params;
 
 static void tl_append(const char *s, size_t n)
 {
@@ -176,6 +211,82 @@ static void CUPTIAPI tl_buffer_requested(uint8_t **buffer, size_t *size, size_t 
     *max_records = 0;
 }
 
+static void tl_event_recorded(uintptr_t event, uint32_t correlation)
+{
+    for (size_t i = 0; i < tl_n_events; i++)
+        if (tl_events[i].event == event) {
+            tl_events[i].correlation = correlation;
+            return;
+        }
+    if (tl_n_events == tl_cap_events) {
+        size_t cap = tl_cap_events ? tl_cap_events * 2 : 64;
+        tl_event *grown = realloc(tl_events, cap * sizeof *grown);
+        if (!grown)
+            return;
+        tl_events = grown;
+        tl_cap_events = cap;
+    }
+    tl_events[tl_n_events++] = (tl_event){event, correlation};
+}
+
+static int tl_event_correlation(uintptr_t event, uint32_t *correlation)
+{
+    for (size_t i = 0; i < tl_n_events; i++)
+        if (tl_events[i].event == event) {
+            *correlation = tl_events[i].correlation;
+            return 1;
+        }
+    return 0;
+}
+
+static void CUPTIAPI tl_callback(void *userdata, CUpti_CallbackDomain domain,
+                                 CUpti_CallbackId cbid, const void *data)
+{
+    (void)userdata;
+    const CUpti_CallbackData *cb = data;
+    if (domain != CUPTI_CB_DOMAIN_RUNTIME_API || !cb)
+        return;
+    switch (cbid) {
+    case CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_ptsz_v7000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaEventRecordWithFlags_v11010:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaEventRecordWithFlags_ptsz_v11010: {
+        const tl_record_params *p = cb->functionParams;
+        if (cb->callbackSite == CUPTI_API_ENTER && p) {
+            pthread_mutex_lock(&tl_lock);
+            tl_event_recorded((uintptr_t)p->event, cb->correlationId);
+            pthread_mutex_unlock(&tl_lock);
+        }
+        break;
+    }
+    case CUPTI_RUNTIME_TRACE_CBID_cudaEventElapsedTime_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaEventElapsedTime_v12080: {
+        const tl_elapsed_params *p = cb->functionParams;
+        if (cb->callbackSite != CUPTI_API_EXIT || !p || !p->ms)
+            break;
+        const cudaError_t *ret = cb->functionReturnValue;
+        if (ret && *ret != cudaSuccess)
+            break;
+        uint32_t device = 0;
+        if (!cb->context || cuptiGetDeviceId(cb->context, &device) != CUPTI_SUCCESS)
+            device = UINT32_MAX;
+        pthread_mutex_lock(&tl_lock);
+        uint32_t a = 0, b = 0;
+        if (tl_event_correlation((uintptr_t)p->start, &a) &&
+            tl_event_correlation((uintptr_t)p->end, &b) && a < b) {
+            tl_appendf("{\"type\":\"timed\",\"start_correlation\":%u,\"end_correlation\":%u,"
+                       "\"ms\":%.6f,\"device\":%d}\n",
+                       a, b, (double)*p->ms, device == UINT32_MAX ? -1 : (int)device);
+            tl_timed++;
+        }
+        pthread_mutex_unlock(&tl_lock);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
 static void CUPTIAPI tl_buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
                                          size_t size, size_t valid)
 {
@@ -183,11 +294,13 @@ static void CUPTIAPI tl_buffer_completed(CUcontext ctx, uint32_t stream_id, uint
     (void)stream_id;
     (void)size;
     CUpti_Activity *rec = NULL;
+    pthread_mutex_lock(&tl_lock);
     while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS)
         tl_record(rec);
     size_t dropped = 0;
     if (cuptiActivityGetNumDroppedRecords(ctx, stream_id, &dropped) == CUPTI_SUCCESS)
         tl_dropped += dropped;
+    pthread_mutex_unlock(&tl_lock);
     free(buffer);
 }
 
@@ -204,6 +317,7 @@ static const char *tl_env_rank(const char *const *names)
 static void tl_write(void)
 {
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    pthread_mutex_lock(&tl_lock);
     const char *dir = getenv("CUCO_TIMELINE_DIR");
     if (!dir || !*dir)
         dir = ".";
@@ -212,6 +326,7 @@ static void tl_write(void)
     if (!path || !tmp) {
         free(path);
         free(tmp);
+        pthread_mutex_unlock(&tl_lock);
         return;
     }
     snprintf(path, need, "%s/timeline.%ld.jsonl", dir, (long)getpid());
@@ -221,6 +336,7 @@ static void tl_write(void)
         fprintf(stderr, "cuco_timeline: cannot write %s\n", tmp);
         free(path);
         free(tmp);
+        pthread_mutex_unlock(&tl_lock);
         return;
     }
     static const char *const ranks[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
@@ -238,7 +354,8 @@ static void tl_write(void)
     fputs("}\n", f);
     if (tl_text)
         fwrite(tl_text, 1, tl_len, f);
-    fprintf(f, "{\"type\":\"summary\",\"records\":%llu,\"dropped\":%llu}\n", tl_records, tl_dropped);
+    fprintf(f, "{\"type\":\"summary\",\"records\":%llu,\"dropped\":%llu,\"timed\":%llu}\n",
+            tl_records, tl_dropped, tl_timed);
     if (fclose(f) != 0 || rename(tmp, path) != 0)
         fprintf(stderr, "cuco_timeline: cannot write %s\n", path);
     free(path);
@@ -246,6 +363,7 @@ static void tl_write(void)
     free(tl_text);
     tl_text = NULL;
     tl_len = tl_cap = 0;
+    pthread_mutex_unlock(&tl_lock);
 }
 
 static int tl_enable(CUpti_ActivityKind kind)
@@ -276,6 +394,22 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
     tl_enable(CUPTI_ACTIVITY_KIND_MEMCPY);
     tl_enable(CUPTI_ACTIVITY_KIND_MEMCPY2);
     tl_enable(CUPTI_ACTIVITY_KIND_MEMSET);
+    /* The program's own timed intervals; the kernel timeline works without them. */
+    CUpti_SubscriberHandle sub;
+    if (cuptiSubscribe(&sub, tl_callback, NULL) == CUPTI_SUCCESS) {
+        static const CUpti_CallbackId ids[] = {
+            CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020,
+            CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_ptsz_v7000,
+            CUPTI_RUNTIME_TRACE_CBID_cudaEventRecordWithFlags_v11010,
+            CUPTI_RUNTIME_TRACE_CBID_cudaEventRecordWithFlags_ptsz_v11010,
+            CUPTI_RUNTIME_TRACE_CBID_cudaEventElapsedTime_v3020,
+            CUPTI_RUNTIME_TRACE_CBID_cudaEventElapsedTime_v12080};
+        for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+            if (cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, ids[i]) != CUPTI_SUCCESS)
+                fprintf(stderr, "cuco_timeline: cannot enable callback %u\n", (unsigned)ids[i]);
+    } else {
+        fprintf(stderr, "cuco_timeline: cuptiSubscribe failed: no timed intervals\n");
+    }
     atexit(tl_write);
     return 1;
 }

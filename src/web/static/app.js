@@ -229,8 +229,9 @@ function drawTable() {
 
 // ---- summary, failures, spend ----
 
-function card(label, value, id) {
+function card(label, value, id, title) {
   const d = el("div", { class: "card", id: id || "" });
+  if (title) d.setAttribute("title", title);
   d.appendChild(el("div", { class: "v" }, value));
   d.appendChild(el("div", { class: "k" }, label));
   return d;
@@ -238,13 +239,17 @@ function card(label, value, id) {
 
 function drawSummary(s) {
   $("run-title").textContent = `${s.run.workload} (run ${s.run.id}, ${s.run.status})`;
-  const cards = [card("baseline (ms)", fmt(s.baseline_ms), "card-baseline")];
-  if (s.fast_path) cards.push(card(`fast path #${s.fast_path.id}`, fmt(s.fast_path.score) + "×", "card-fast"));
-  if (s.best) cards.push(card(`best #${s.best.id} (${fmt(s.best.time_ms)} ms)`, fmt(s.best.score) + "×", "card-best"));
+  const cards = [card("baseline (ms)", fmt(s.baseline_ms), "card-baseline", s.baseline_source)];
+  const x = v => (v === null || v === undefined) ? "–" : fmt(v) + "×";
+  if (s.fast_path) cards.push(card(`fast path #${s.fast_path.id} (${fmt(s.fast_path.time_ms)} ms)`, x(s.fast_path.speedup), "card-fast"));
+  else cards.push(card("fast path: none (started from the workload's program)", "–", "card-fast"));
+  if (s.best) cards.push(card(`best #${s.best.id} (${fmt(s.best.time_ms)} ms)`, x(s.best.speedup), "card-best"));
   if (s.bound) {
-    cards.push(card(`overlap bound (ms, ${s.bound.source})`, fmt(s.bound.bound_ms), "card-bound"));
-    cards.push(card("ceiling", fmt(s.bound.ceiling) + "×", "card-ceiling"));
-    if (s.bound.gap_closed !== null) cards.push(card("gap closed", (100 * s.bound.gap_closed).toFixed(1) + "%", "card-gap"));
+    cards.push(card(`overlap bound (ms, ${s.bound.source})`, fmt(s.bound.bound_ms), "card-bound",
+      `max(compute ${fmt(s.bound.compute_ms)} ms, communication ${fmt(s.bound.comm_ms)} ms)`));
+    cards.push(card("ceiling (baseline / bound)", fmt(s.bound.ceiling) + "×", "card-ceiling"));
+    if (s.bound.gap_closed !== null) cards.push(card("gap closed by the best", (100 * s.bound.gap_closed).toFixed(1) + "%", "card-gap",
+      "(baseline - best) / (baseline - bound)"));
   }
   cards.push(card("programs", s.programs.total, "card-programs"));
   cards.push(card(`spend (${s.llm_calls} LLM calls)`, "$" + fmt(s.spend_usd, 4), "card-spend"));
@@ -252,6 +257,12 @@ function drawSummary(s) {
   const w = $("warnings");
   w.hidden = s.warnings.length === 0;
   w.replaceChildren(...s.warnings.map(t => el("div", { class: "warning" }, "⚠ " + t)));
+  if (s.failures.length === 0) {
+    const tr = el("tr");
+    tr.appendChild(el("td", { colspan: 4, class: "muted" }, "no failed program"));
+    $("failures").querySelector("tbody").replaceChildren(tr);
+    return;
+  }
   $("failures").querySelector("tbody").replaceChildren(...s.failures.map(f => {
     const tr = el("tr", { class: "clickable" });
     tr.appendChild(el("td", { class: "status-bad" }, f.status));
@@ -264,6 +275,12 @@ function drawSummary(s) {
 }
 
 function drawSpend(llm) {
+  if (llm.models.length === 0) {
+    const tr = el("tr");
+    tr.appendChild(el("td", { colspan: 6, class: "muted" }, "no LLM call (offline mutators only)"));
+    $("spend").querySelector("tbody").replaceChildren(tr);
+    return;
+  }
   $("spend").querySelector("tbody").replaceChildren(...llm.models.map(m => {
     const tr = el("tr");
     for (const v of [m.model, m.calls, m.failed, m.input_tokens, m.output_tokens, fmt(m.cost_usd, 4)]) tr.appendChild(el("td", {}, v));
@@ -272,6 +289,7 @@ function drawSpend(llm) {
 }
 
 function drawMeta(meta) {
+  if (meta.summaries.length === 0) { $("meta").replaceChildren(el("p", { class: "muted" }, "none yet")); return; }
   $("meta").replaceChildren(...meta.summaries.map(m => {
     const d = el("div", { class: "meta" });
     d.appendChild(el("h3", {}, "generation " + m.generation));
@@ -356,7 +374,9 @@ async function refresh() {
     drawTable();
     drawSpend(llm);
     drawMeta(meta);
-    $("status-line").textContent = `${programs.count} programs, ${evals.count} evaluated — updated ${new Date().toLocaleTimeString()}`;
+    const plural = (n, w) => `${n} ${w}${n === 1 ? "" : "s"}`;
+    const live = summary.run.status === "running" ? `live, every ${POLL_MS / 1000} s; ` : "";
+    $("status-line").textContent = `${plural(programs.count, "program")}, ${evals.count} evaluated — ${live}updated ${new Date().toLocaleTimeString()}`;
   } catch (err) {
     $("status-line").textContent = "cannot reach the API: " + err.message;
   }

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# scripts/device.d/80-e2e.sh: the fast path and the search on the GPU
+# workloads, measured side by side.
+#   prep  (parallel) 'cuco transform' on the workloads and on the point-to-
+#         point test programs of tests/data/transform: build, run, verify.
+#         Builds land in a shared build cache, so later steps do not rebuild.
+#   time  (one at a time) 'cuco eval --repeats R' of each seed and of its
+#         transformed gen_0: the figures to compare.
+#   run   (one at a time) 'cuco run' on the workloads in E2E_RUN with the
+#         offline mutator and E2E_EVALS evaluations, then the best program
+#         timed again beside its seed.
+# Environment: E2E_PHASES (default "prep time run"), E2E_WORKLOADS (default
+# the four), E2E_RUN (default the four), E2E_EVALS (default 12),
+# E2E_REPEATS (default 3), E2E_WS (workspaces; default $OUT/e2e/ws, so the
+# databases come back with the results). Writes $OUT/e2e/summary.json.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+: "${OUT:=/tmp/cuco-gpu-out}"
+DEST=$OUT/e2e
+mkdir -p "$DEST"
+PHASES=${E2E_PHASES:-prep time run}
+WORKLOADS=${E2E_WORKLOADS:-kv_transfer gemm_allgather moe_dispatch_combine flash_attn_cp}
+RUN=${E2E_RUN:-kv_transfer gemm_allgather moe_dispatch_combine flash_attn_cp}
+EVALS=${E2E_EVALS:-12}
+REPEATS=${E2E_REPEATS:-3}
+WS=${E2E_WS:-$DEST/ws}
+export CUCO_BUILD_CACHE=${CUCO_BUILD_CACHE:-/tmp/cuco-build-cache}
+mkdir -p "$WS" "$CUCO_BUILD_CACHE"
+LOG=$DEST/steps.txt
+note() { echo "$(date -u +%T) $*" | tee -a "$LOG"; }
+has() { case " $PHASES " in *" $1 "*) return 0 ;; esac; return 1; }
+
+if ! command -v cuco >/dev/null; then
+  note "cuco not on PATH: nothing run"
+  exit 1
+fi
+
+program_of() { # program_of WORKSPACE -> gen_0 program path when it verified
+  python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j.get("program") or "" if str(j.get("verification","")).startswith("built, ran and verified") else "")' \
+    "$1/gen_0/transform_report.json" 2>/dev/null
+}
+
+if has prep; then
+  note "prep: transforms in parallel"
+  pids=()
+  for w in $WORKLOADS; do
+    timeout 300 cuco transform "workloads/$w" --workspace "$WS/$w" --quiet > "$DEST/transform-$w.txt" 2>&1 &
+    pids+=($!)
+  done
+  for t in sendrecv_pair alltoall_group broadcast allgather allreduce_loop; do
+    timeout 300 cuco transform "tests/data/transform/$t" --workspace "$WS/data-$t" --quiet \
+      > "$DEST/transform-data-$t.txt" 2>&1 &
+    pids+=($!)
+  done
+  if [ -f .devcarry/flash_attn_cp.orig.cu ]; then
+    timeout 300 cuco eval workloads/flash_attn_cp .devcarry/flash_attn_cp.orig.cu --level 2 --json \
+      > "$DEST/eval-flash_attn_cp-orig-l2.json" 2> "$DEST/eval-flash_attn_cp-orig-l2.err" &
+    pids+=($!)
+  fi
+  for p in "${pids[@]}"; do wait "$p"; done
+  for f in "$DEST"/transform-*.txt; do note "$(basename "$f" .txt): $(grep -m1 -E ': (transformed|NOT transformed)' "$f")"; done
+fi
+
+if has time; then
+  for w in $WORKLOADS; do
+    note "time: $w seed"
+    timeout 240 cuco eval "workloads/$w" --json --repeats "$REPEATS" > "$DEST/eval-$w-seed.json" 2> "$DEST/eval-$w-seed.err"
+    prog=$(program_of "$WS/$w")
+    if [ -n "$prog" ] && [ -f "$prog" ]; then
+      note "time: $w gen_0"
+      timeout 240 cuco eval "workloads/$w" "$prog" --json --repeats "$REPEATS" > "$DEST/eval-$w-gen0.json" 2> "$DEST/eval-$w-gen0.err"
+    fi
+  done
+  if [ -f .devcarry/flash_attn_cp.orig.cu ]; then
+    note "time: flash_attn_cp previous kernel"
+    timeout 240 cuco eval workloads/flash_attn_cp .devcarry/flash_attn_cp.orig.cu --json --repeats "$REPEATS" \
+      > "$DEST/eval-flash_attn_cp-orig.json" 2> "$DEST/eval-flash_attn_cp-orig.err"
+  fi
+fi
+
+if has run; then
+  for w in $RUN; do
+    note "run: $w ($EVALS evaluations)"
+    start=$(date +%s)
+    from=()
+    [ -n "$(program_of "$WS/$w")" ] || { from=(--from-seed); note "run: $w: gen_0 did not verify: searching from the seed"; }
+    timeout "${E2E_RUN_TIMEOUT:-200}" cuco run "workloads/$w" --workspace "$WS/$w" --skip-bound "${from[@]}" -- --slots auto \
+      --evaluations "$EVALS" --repeats "$REPEATS" > "$DEST/run-$w.txt" 2>&1
+    note "run: $w exit $? in $(( $(date +%s) - start )) s"
+    if [ -f "$WS/$w/best.cu" ]; then
+      timeout 240 cuco eval "workloads/$w" "$WS/$w/best.cu" --json --repeats "$REPEATS" \
+        > "$DEST/eval-$w-best.json" 2> "$DEST/eval-$w-best.err"
+      timeout 240 cuco eval "workloads/$w" --json --repeats "$REPEATS" > "$DEST/eval-$w-seed-final.json" \
+        2> "$DEST/eval-$w-seed-final.err"
+    fi
+  done
+fi
+
+# one summary: every eval JSON's status, median time and metrics
+python3 - "$DEST" > "$DEST/summary.json" <<'EOF'
+import glob, json, os, sys
+d = sys.argv[1]
+out = {}
+for f in sorted(glob.glob(os.path.join(d, "eval-*.json"))):
+    try:
+        j = json.load(open(f))
+    except Exception as e:
+        out[os.path.basename(f)] = {"error": str(e)}
+        continue
+    out[os.path.basename(f)] = {k: j.get(k) for k in ("status", "level", "time_ms", "time_ms_min", "spread", "times_ms", "metrics", "excerpt", "compile_s")}
+json.dump(out, sys.stdout, indent=1)
+EOF
+note "summary written"
+exit 0

@@ -1,0 +1,870 @@
+/* llm_route.c: the LLM route of the fast path (see transform_llm.h). A
+ * staged loop of model edits, each applied, checked, built (and verified
+ * when a GPU is here) with the errors fed back, then a judge and the static
+ * check, then gen_0/ written like the rule route writes it. */
+#include "cuco/transform_llm.h"
+
+#include <ctype.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cuco/analyze.h"
+#include "cuco/buf.h"
+#include "cuco/db.h"
+#include "cuco/eval.h"
+#include "cuco/fs.h"
+#include "cuco/hash.h"
+#include "cuco/llm.h"
+#include "cuco/patch.h"
+#include "cuco/proc.h"
+#include "cuco/program.h"
+#include "cuco/toolchain.h"
+
+/* Bytes of an error excerpt fed back to the model. */
+#define FEEDBACK_MAX 6000
+
+static const char *const stage_goal[2] = {
+    "Add the infrastructure for device-initiated communication and nothing "
+    "else: allocate the buffers that the collectives use as symmetric memory "
+    "(ncclMemAlloc, or cuco::symm_create of the device library, which also "
+    "registers the window and creates the device communicator), register the "
+    "window (NCCL_WIN_COLL_SYMMETRIC), create the device communicator "
+    "(ncclDevCommCreate) after the communicator is initialized, and release "
+    "them in the right order before it is destroyed. Keep the existing host "
+    "collectives for now: after this step the program must still build and "
+    "produce the same results.",
+    "Replace every host-driven NCCL collective or point-to-point call on the "
+    "communication path by device-initiated communication: kernels that move "
+    "the data themselves through the window (LSA pointers over NVLink, LSA "
+    "barriers or signals for synchronization), using the device library's "
+    "functions where they fit. Keep the results exactly as before. After this "
+    "step no host collective may remain on the communication path.",
+};
+
+struct route {
+    const cuco_workload *w;
+    const cuco_transform_llm_opts *o;
+    char *seed;
+    char *system;
+    char *llm_dir; /* gen_0/llm: prompts and answers */
+    char *work;
+    int gpu;
+    int has_blocks;
+    int n_calls;
+    cuco_llm_session *session;
+    json_t *calls; /* every call as recorded */
+    json_t *steps; /* every attempt and what became of it */
+    char *stop;    /* why the route stopped early (budget, calls failing), or NULL */
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void say(const struct route *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const struct route *r, const char *fmt, ...)
+{
+    if (!r->o->progress)
+        return;
+    cuco_buf line = CUCO_BUF_INIT;
+    va_list ap;
+    va_start(ap, fmt);
+    cuco_buf_vprintf(&line, fmt, ap);
+    va_end(ap);
+    if (line.len)
+        r->o->progress(r->o->progress_ctx, cuco_buf_str(&line));
+    cuco_buf_free(&line);
+}
+
+/* A GPU this process could use: a /dev/nvidia0 node or nvidia-smi on PATH. */
+static int have_gpu(void)
+{
+    if (access("/dev/nvidia0", F_OK) == 0)
+        return 1;
+    char *smi = cuco_which("nvidia-smi");
+    int yes = smi != NULL;
+    free(smi);
+    return yes;
+}
+
+static int record_call(void *ctx, const cuco_llm_call_record *rec, cuco_err *e)
+{
+    struct route *r = ctx;
+    json_t *c =
+        json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:i, s:s}", "model", rec->model,
+                  "purpose", rec->purpose, "status", rec->status, "input_tokens",
+                  (json_int_t)rec->input_tokens, "cached_tokens", (json_int_t)rec->cached_tokens,
+                  "cache_write_tokens", (json_int_t)rec->cache_write_tokens, "output_tokens",
+                  (json_int_t)rec->output_tokens, "cost_usd", rec->cost_usd, "latency_s",
+                  rec->latency_s, "attempts", rec->attempts, "prompt_hash", rec->prompt_hash);
+    if (!c)
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    if (rec->error)
+        json_object_set_new(c, "error", json_string(rec->error));
+    json_array_append_new(r->calls, c);
+    return 0;
+}
+
+static int write_transcript(struct route *r, const char *purpose, const char *kind,
+                            const char *text, cuco_err *e)
+{
+    char *name = cuco_sprintf("%02d-%s.%s.md", r->n_calls, purpose, kind);
+    char *path = name ? cuco_path_join(r->llm_dir, name) : NULL;
+    int rc = path ? cuco_fs_write(path, text, strlen(text), e)
+                  : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    free(name);
+    free(path);
+    return rc;
+}
+
+/* One call. 0 with *answer (caller frees), or 0 with *answer NULL and
+ * *failure (caller frees) when the call failed in a way the next one may not;
+ * r->stop is set (and 0 returned) when no further call should be made. */
+static int ask(struct route *r, const char *purpose, const char *user, char **answer,
+               char **failure, cuco_err *e)
+{
+    *answer = *failure = NULL;
+    r->n_calls++;
+    int rc = write_transcript(r, purpose, "prompt", user, e);
+    if (rc)
+        return rc;
+    const char *systems[1] = {r->system}, *users[1] = {user};
+    cuco_llm_reply reply;
+    memset(&reply, 0, sizeof reply);
+    cuco_err ce = CUCO_ERR_INIT;
+    rc = cuco_llm_session_ask(r->session, purpose, systems, users, 1, &reply, &ce);
+    if (rc == CUCO_EBUDGET) {
+        r->stop = cuco_strdup(cuco_err_msg(&ce));
+        rc = 0;
+    } else if (rc) {
+        cuco_err_set(e, rc, "%s", cuco_err_msg(&ce));
+    } else if (reply.resp.status == CUCO_LLM_OK) {
+        *answer = cuco_strdup(reply.resp.text ? reply.resp.text : "");
+        rc = *answer ? write_transcript(r, purpose, "answer", *answer, e)
+                     : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    } else if (cuco_llm_session_fatal(r->session)) {
+        r->stop = cuco_sprintf("the LLM calls cannot work: %s", cuco_llm_session_fatal(r->session));
+    } else {
+        *failure =
+            cuco_sprintf("the LLM call failed (%s): %s", cuco_llm_status_name(reply.resp.status),
+                         reply.resp.error ? reply.resp.error : "no answer");
+    }
+    cuco_llm_response_free(&reply.resp);
+    cuco_err_clear(&ce);
+    return rc;
+}
+
+static char *cut(const char *text, size_t max)
+{
+    size_t n = strlen(text);
+    if (n <= max)
+        return cuco_strdup(text);
+    /* the end of a log usually holds the error that stopped it */
+    return cuco_sprintf("[... %zu bytes cut ...]\n%s", n - max, text + n - max);
+}
+
+static void step(struct route *r, char stage, int attempt, const char *result, const char *detail)
+{
+    char st[2] = {stage, 0};
+    json_t *s = json_pack("{s:s, s:i, s:s}", "stage", st, "attempt", attempt, "result", result);
+    if (s && detail)
+        json_object_set_new(s, "detail", json_string(detail));
+    if (s)
+        json_array_append_new(r->steps, s);
+}
+
+/* The static check's errors as lines ("line N: text"); caller frees. */
+static char *check_errors(const cuco_tx_notes *notes)
+{
+    cuco_buf b = CUCO_BUF_INIT;
+    for (size_t i = 0; i < notes->n; i++)
+        if (!strcmp(notes->items[i].kind, "error"))
+            cuco_buf_printf(&b, "line %d: %s\n", notes->items[i].line, notes->items[i].text);
+    return cuco_buf_detach(&b);
+}
+
+/* Checks and evaluates one candidate of stage (0: A, 1: B). 0 with *feedback
+ * NULL when it passed, or 0 with *feedback (caller frees) saying why not. */
+static int try_candidate(struct route *r, int stage, const char *cand, char **feedback,
+                         const char **result, cuco_err *e)
+{
+    *feedback = NULL;
+    cuco_err ce = CUCO_ERR_INIT;
+    int rc = 0;
+    if (r->has_blocks && cuco_program_check_frozen(r->seed, cand, &ce)) {
+        *result = "frozen text changed";
+        *feedback = cuco_sprintf("Your edit changed text outside the EVOLVE-BLOCKs, which is "
+                                 "frozen: %s. Make the change inside the blocks.",
+                                 cuco_err_msg(&ce));
+        goto out;
+    }
+    if (stage == 1) {
+        cuco_tx_notes notes;
+        memset(&notes, 0, sizeof notes);
+        int passed = 0;
+        if ((rc = cuco_transform_check(r->w->evolve_file, cand, &passed, &notes, e))) {
+            cuco_tx_notes_free(&notes);
+            goto out;
+        }
+        if (!passed) {
+            char *errs = check_errors(&notes);
+            *result = "static check failed";
+            *feedback =
+                cuco_sprintf("The static device-initiated check failed:\n%s", errs ? errs : "");
+            free(errs);
+        } else if (!r->has_blocks && cuco_llm_block_count(cand) == 0) {
+            *result = "no EVOLVE-BLOCK";
+            *feedback = cuco_strdup("The program has no EVOLVE-BLOCK: put // EVOLVE-BLOCK-START "
+                                    "and // EVOLVE-BLOCK-END lines around the communication "
+                                    "code you wrote.");
+        }
+        cuco_tx_notes_free(&notes);
+        if (*feedback)
+            goto out;
+    }
+    cuco_eval_opts eo;
+    memset(&eo, 0, sizeof eo);
+    eo.work_dir = r->work;
+    eo.max_level = r->gpu ? 2 : 1;
+    eo.frozen_ref = cand; /* checked above against the seed where it has blocks */
+    cuco_eval_result er;
+    if ((rc = cuco_eval_program(r->w, cand, &eo, &er, e)))
+        goto out;
+    if (er.status != CUCO_EVAL_OK) {
+        char *log = cut(er.excerpt ? er.excerpt : "", FEEDBACK_MAX);
+        *result = cuco_eval_status_name(er.status);
+        *feedback = cuco_sprintf("%s (%s):\n```\n%s\n```",
+                                 er.level == 0 ? "The program did not build"
+                                               : "The program built but failed when run",
+                                 cuco_eval_status_name(er.status), log ? log : "");
+        free(log);
+    } else {
+        *result = r->gpu ? "built and verified" : "built";
+    }
+    cuco_eval_result_free(&er);
+out:
+    cuco_err_clear(&ce);
+    return rc;
+}
+
+/* Runs one stage on *program (replaced by the accepted edit). *done is 1 when
+ * an edit passed; *attempts counts the edits asked for. */
+static int run_stage(struct route *r, int stage, char **program, int *attempts, int *done,
+                     char **last_feedback, cuco_err *e)
+{
+    char name = stage ? 'B' : 'A';
+    const char *purpose = stage ? "transform_b" : "transform_a";
+    int max = r->o->max_attempts > 0 ? r->o->max_attempts : 4;
+    char *tmpl = NULL, *feedback = NULL;
+    int rc = cuco_llm_template_load("transform_stage.md", &tmpl, e);
+    *done = 0;
+    *attempts = 0;
+    for (int a = 1; rc == 0 && a <= max && !*done && !r->stop; a++) {
+        char st[2] = {name, 0}, at[16], mx[16];
+        snprintf(at, sizeof at, "%d", a);
+        snprintf(mx, sizeof mx, "%d", max);
+        cuco_llm_var vars[] = {{"program", *program},
+                               {"stage", st},
+                               {"attempt", at},
+                               {"max_attempts", mx},
+                               {"goal", stage_goal[stage]},
+                               {"feedback", feedback}};
+        cuco_buf user = CUCO_BUF_INIT;
+        if ((rc = cuco_llm_template_fill(tmpl, "transform_stage.md", vars,
+                                         sizeof vars / sizeof vars[0], &user, e))) {
+            cuco_buf_free(&user);
+            break;
+        }
+        say(r, "stage %c: asking for edit %d of %d", name, a, max);
+        char *answer = NULL, *failure = NULL;
+        rc = ask(r, purpose, cuco_buf_str(&user), &answer, &failure, e);
+        cuco_buf_free(&user);
+        if (rc || r->stop) {
+            free(answer);
+            free(failure);
+            break;
+        }
+        (*attempts)++;
+        free(feedback);
+        feedback = NULL;
+        if (!answer) {
+            step(r, name, a, "llm call failed", failure);
+            feedback = failure;
+            continue;
+        }
+        char *cand = NULL;
+        cuco_err pe = CUCO_ERR_INIT;
+        if (cuco_patch_apply_diff(*program, answer, &cand, &pe)) {
+            feedback = cuco_sprintf("Your edit did not apply: %s. Copy the SEARCH lines exactly "
+                                    "from the current program.",
+                                    cuco_err_msg(&pe));
+            step(r, name, a, "edit did not apply", cuco_err_msg(&pe));
+        } else {
+            const char *result = NULL;
+            say(r, "stage %c: checking and building edit %d", name, a);
+            rc = try_candidate(r, stage, cand, &feedback, &result, e);
+            if (!rc) {
+                step(r, name, a, result, feedback);
+                /* the next edit repairs this one (shown with its errors),
+                 * unless it broke the frozen text, which no edit may keep */
+                if (!feedback || strcmp(result, "frozen text changed")) {
+                    free(*program);
+                    *program = cand;
+                    cand = NULL;
+                }
+                *done = !feedback;
+            }
+        }
+        cuco_err_clear(&pe);
+        free(cand);
+        free(answer);
+    }
+    *last_feedback = feedback;
+    free(tmpl);
+    return rc;
+}
+
+/* The system prompt: workload, analysis, refusals, notes, device library.
+ * The rules' refusals are also added to notes (kind "note"). */
+static int build_system(struct route *r, cuco_tx_notes *notes, cuco_err *e)
+{
+    const cuco_workload *w = r->w;
+    char *tmpl = NULL, *api = NULL, *strategies = NULL, *devdoc = NULL, *path = NULL;
+    cuco_buf analysis = CUCO_BUF_INIT, refusals = CUCO_BUF_INIT, hw = CUCO_BUF_INIT;
+    cuco_buf out = CUCO_BUF_INIT;
+    json_t *aj = NULL;
+    cuco_tx_result tr;
+    memset(&tr, 0, sizeof tr);
+    int rc;
+    if ((rc = cuco_llm_template_load("transform_system.md", &tmpl, e)) ||
+        (rc = cuco_llm_context_load("nccl_device_api.md", &api, e)) ||
+        (rc = cuco_llm_context_load("strategies.md", &strategies, e)))
+        goto out;
+    /* what cuco analyze sees in the evolve file */
+    path = cuco_path_join(w->dir, w->evolve_file);
+    const char *paths[1] = {path};
+    cuco_err ae = CUCO_ERR_INIT;
+    if (path && cuco_analyze_paths(paths, 1, &aj, &ae) == 0)
+        cuco_analyze_summary(aj, &analysis);
+    else
+        cuco_buf_printf(&analysis, "(the analysis failed: %s)\n", cuco_err_msg(&ae));
+    cuco_err_clear(&ae);
+    /* what the rules refused and why */
+    if ((rc = cuco_transform_rules(w->evolve_file, r->seed, &tr, e)))
+        goto out;
+    for (size_t i = 0; i < tr.notes.n; i++)
+        if (!strcmp(tr.notes.items[i].kind, "refused")) {
+            cuco_buf_printf(&refusals, "- %s:%d: %s\n", w->evolve_file, tr.notes.items[i].line,
+                            tr.notes.items[i].text);
+            if ((rc = cuco_tx_notes_add(notes, tr.notes.items[i].line, "note",
+                                        "the rules refused: %s", tr.notes.items[i].text))) {
+                rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+                goto out;
+            }
+        }
+    /* the device library's notes, from the source tree the build uses */
+    const char *repo = getenv("CUCO_REPO");
+    char *docpath = cuco_path_join(repo && *repo ? repo : CUCO_SOURCE_DIR, "docs/device.md");
+    cuco_err de = CUCO_ERR_INIT;
+    if (docpath && cuco_fs_exists(docpath))
+        cuco_fs_read(docpath, &devdoc, NULL, &de);
+    cuco_err_clear(&de);
+    free(docpath);
+    cuco_toolchain tc;
+    cuco_err te = CUCO_ERR_INIT;
+    if (cuco_toolchain_detect(&tc, &te) == 0) {
+        cuco_llm_format_hardware(&tc, NULL, &hw);
+        cuco_toolchain_free(&tc);
+    }
+    cuco_err_clear(&te);
+    cuco_llm_var vars[] = {
+        {"workload", w->name},
+        {"file", w->evolve_file},
+        {"description", w->description},
+        {"gpu", r->gpu ? "1" : NULL},
+        {"has_blocks", r->has_blocks ? "1" : NULL},
+        {"analysis", analysis.len ? cuco_buf_str(&analysis) : "(nothing found)"},
+        {"refusals", refusals.len ? cuco_buf_str(&refusals) : NULL},
+        {"hardware", hw.len ? cuco_buf_str(&hw) : NULL},
+        {"api_notes", api},
+        {"strategies", strategies},
+        {"device_lib", devdoc},
+    };
+    if ((rc = cuco_llm_template_fill(tmpl, "transform_system.md", vars,
+                                     sizeof vars / sizeof vars[0], &out, e)))
+        goto out;
+    r->system = cuco_buf_detach(&out);
+    if (!r->system)
+        rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+out:
+    json_decref(aj);
+    cuco_tx_result_free(&tr);
+    cuco_buf_free(&analysis);
+    cuco_buf_free(&refusals);
+    cuco_buf_free(&hw);
+    cuco_buf_free(&out);
+    free(tmpl);
+    free(api);
+    free(strategies);
+    free(devdoc);
+    free(path);
+    return rc;
+}
+
+int cuco_transform_llm_verdict(const char *answer, int *pass, cuco_err *e)
+{
+    const char *p = answer ? answer : "";
+    while (*p && (isspace((unsigned char)*p) || *p == '*' || *p == '#' || *p == '_' || *p == '`'))
+        p++;
+    if (!strncasecmp(p, "PASS", 4) && !isalpha((unsigned char)p[4])) {
+        *pass = 1;
+        return 0;
+    }
+    if (!strncasecmp(p, "FAIL", 4) && !isalpha((unsigned char)p[4])) {
+        *pass = 0;
+        return 0;
+    }
+    return cuco_err_set(e, CUCO_EINVAL, "the judge's answer starts with neither PASS nor FAIL");
+}
+
+/* Unified diff of seed -> program through diff(1); *out caller frees. */
+static int make_diff(const char *seed_path, const char *prog_path, const char *label, char **out,
+                     cuco_err *e)
+{
+    char *la = cuco_sprintf("a/%s", label), *lb = cuco_sprintf("b/%s", label);
+    const char *argv[] = {"diff", "-u", "--label", la, "--label", lb, seed_path, prog_path, NULL};
+    cuco_proc_opts po;
+    memset(&po, 0, sizeof(po));
+    po.argv = argv;
+    po.timeout_s = 30;
+    po.capture_cap = 64u << 20;
+    cuco_proc_result pr;
+    int rc =
+        (la && lb) ? cuco_proc_run(&po, &pr, e) : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    free(la);
+    free(lb);
+    if (rc != 0)
+        return cuco_err_prefix(e, "diff");
+    if (!pr.exited || pr.exit_code > 1) {
+        rc = cuco_err_set(e, CUCO_EIO, "diff failed: %s", pr.err ? pr.err : "");
+        cuco_proc_result_free(&pr);
+        return rc;
+    }
+    *out = cuco_strdup(pr.out ? pr.out : "");
+    cuco_proc_result_free(&pr);
+    return *out ? 0 : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+}
+
+/* The verified program as the root of a new run, with the route's calls. */
+static int register_root(struct route *r, const char *ws, const char *prog_rel, const char *program,
+                         double seed_ms, const cuco_eval_result *pe, int64_t *run_id,
+                         int64_t *prog_id, cuco_err *e)
+{
+    char *dbpath = cuco_path_join(ws, "runs.db");
+    cuco_db *db = NULL;
+    char *knobs = NULL, *cfg_text = NULL;
+    int rc = dbpath ? db_open(dbpath, 0, &db, e) : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    if (rc)
+        goto out;
+    json_t *models = json_array();
+    for (size_t i = 0; r->o->models[i]; i++)
+        json_array_append_new(models, json_string(r->o->models[i]));
+    json_t *cfg = json_pack("{s:s, s:s, s:s, s:o}", "source", "transform", "route", "llm", "init",
+                            prog_rel, "models", models);
+    cfg_text = cfg ? json_dumps(cfg, JSON_COMPACT) : NULL;
+    json_decref(cfg);
+    if ((rc = db_begin(db, e)))
+        goto out;
+    /* one transaction: the root and its calls, or nothing */
+    if ((rc = db_run_create(db, r->w->name, cfg_text ? cfg_text : "{}", 0, run_id, e)) ||
+        (seed_ms > 0 && (rc = db_run_set_baseline(db, *run_id, seed_ms, e))))
+        goto rollback;
+    cuco_knob *kn = NULL;
+    size_t nk = 0;
+    json_t *kj = json_object();
+    cuco_err ke = CUCO_ERR_INIT;
+    if (cuco_program_knobs(program, &kn, &nk, &ke) == 0) {
+        for (size_t i = 0; i < nk; i++)
+            json_object_set_new(kj, kn[i].name, json_string(kn[i].value));
+        cuco_knobs_free(kn, nk);
+    }
+    cuco_err_clear(&ke);
+    knobs = json_dumps(kj, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(kj);
+    char hash[17];
+    cuco_hash_hex(program, strlen(program), hash);
+    cuco_db_program p;
+    memset(&p, 0, sizeof(p));
+    p.run_id = *run_id;
+    p.code = (char *)program;
+    p.code_hash = hash;
+    p.mutator = "transform_llm";
+    p.patch_type = "diff";
+    p.description = "fast path: LLM staged device-initiated rewrite of the seed";
+    p.status = "ok";
+    p.score = seed_ms > 0 && pe->time_ms > 0 ? seed_ms / pe->time_ms : -1;
+    p.time_ms = pe->time_ms > 0 ? pe->time_ms : -1;
+    p.metrics_json = pe->metrics_json;
+    p.knobs_json = knobs;
+    p.created_at = now_s();
+    if ((rc = db_program_insert(db, &p, prog_id, e)))
+        goto rollback;
+    size_t i;
+    json_t *c;
+    json_array_foreach(r->calls, i, c)
+    {
+        cuco_db_llm_call lc;
+        memset(&lc, 0, sizeof lc);
+        lc.run_id = *run_id;
+        lc.program_id = *prog_id;
+        lc.model = json_string_value(json_object_get(c, "model"));
+        lc.input_tokens = json_integer_value(json_object_get(c, "input_tokens")) +
+                          json_integer_value(json_object_get(c, "cache_write_tokens"));
+        lc.output_tokens = json_integer_value(json_object_get(c, "output_tokens"));
+        lc.cached_tokens = json_integer_value(json_object_get(c, "cached_tokens"));
+        lc.cost_usd = json_real_value(json_object_get(c, "cost_usd"));
+        lc.latency_s = json_real_value(json_object_get(c, "latency_s"));
+        lc.prompt_hash = json_string_value(json_object_get(c, "prompt_hash"));
+        lc.status = json_string_value(json_object_get(c, "status"));
+        int64_t id;
+        if ((rc = db_llm_call_insert(db, &lc, &id, e)))
+            goto rollback;
+    }
+    rc = db_commit(db, e);
+    goto out;
+rollback:
+    db_close(db); /* closing inside the transaction rolls it back */
+    db = NULL;
+out:
+    db_close(db);
+    free(dbpath);
+    free(knobs);
+    free(cfg_text);
+    return rc;
+}
+
+static json_t *eval_json(const cuco_eval_result *er)
+{
+    json_t *o = json_pack("{s:s, s:i, s:s}", "status", cuco_eval_status_name(er->status), "level",
+                          er->level, "hash", er->program_hash);
+    if (er->level >= 3)
+        json_object_set_new(o, "time_ms", json_real(er->time_ms));
+    if (er->excerpt)
+        json_object_set_new(o, "excerpt", json_string(er->excerpt));
+    return o;
+}
+
+static double calls_usd(const json_t *calls)
+{
+    double usd = 0;
+    size_t i;
+    json_t *c;
+    json_array_foreach(calls, i, c) usd += json_real_value(json_object_get(c, "cost_usd"));
+    return usd;
+}
+
+int cuco_transform_llm(const cuco_workload *w, const cuco_transform_llm_opts *o,
+                       cuco_transform_outcome *outcome, char **report_json, cuco_err *e)
+{
+    struct route r;
+    memset(&r, 0, sizeof r);
+    r.w = w;
+    r.o = o;
+    r.calls = json_array();
+    r.steps = json_array();
+    char *ws = NULL, *gen0 = NULL, *prog_path = NULL, *seed_copy = NULL, *diff = NULL;
+    char *program = NULL, *fb_a = NULL, *fb_b = NULL, *judge_text = NULL, *judge_fail = NULL;
+    cuco_tx_notes notes;
+    memset(&notes, 0, sizeof notes);
+    cuco_eval_result prog_r, seed_r;
+    int have_prog_r = 0, have_seed_r = 0;
+    int64_t run_id = 0, prog_id = 0;
+    int att_a = 0, att_b = 0, done_a = 0, done_b = 0, judged = 0, judge_pass = 0, passed = 0;
+    const char *verification = "not run";
+    double t0 = now_s();
+    int rc;
+
+    *outcome = CUCO_TX_REFUSED;
+    if (report_json)
+        *report_json = NULL;
+    if (!o->models || !o->models[0]) {
+        rc = cuco_err_set(e, CUCO_EINVAL, "the LLM route needs a model (--model)");
+        goto out;
+    }
+    if ((rc = cuco_workload_read_seed(w, &r.seed, e)))
+        goto out;
+    ws = o->workspace ? cuco_strdup(o->workspace) : cuco_sprintf("cuco-out/%s", w->name);
+    gen0 = ws ? cuco_path_join(ws, "gen_0") : NULL;
+    prog_path = gen0 ? cuco_path_join(gen0, w->evolve_file) : NULL;
+    seed_copy = gen0 ? cuco_path_join(gen0, "seed.orig") : NULL;
+    r.llm_dir = gen0 ? cuco_path_join(gen0, "llm") : NULL;
+    r.work = o->work_dir ? cuco_strdup(o->work_dir) : (ws ? cuco_path_join(ws, "eval") : NULL);
+    program = cuco_strdup(r.seed);
+    if (!prog_path || !seed_copy || !r.llm_dir || !r.work || !program || !r.calls || !r.steps) {
+        rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+        goto out;
+    }
+    cuco_fs_remove_tree(r.llm_dir, e);
+    cuco_err_clear(e);
+    if ((rc = cuco_fs_mkdirs(r.llm_dir, e)) || (rc = cuco_fs_mkdirs(r.work, e)))
+        goto out;
+    remove(prog_path); /* a refused run must not leave an older program claimed */
+    r.gpu = have_gpu() || !w->gpu;
+    r.has_blocks = cuco_llm_block_count(r.seed) > 0;
+
+    cuco_llm_session_opts so;
+    memset(&so, 0, sizeof so);
+    so.models = o->models;
+    so.budget_usd = o->budget_usd;
+    so.max_tokens = o->max_tokens;
+    so.temperature = -1;
+    so.prices = o->prices;
+    so.client.anthropic_base_url = o->base_url;
+    so.client.openai_base_url = o->base_url;
+    so.record = record_call;
+    so.record_ctx = &r;
+    if ((rc = cuco_llm_session_new(&so, &r.session, e)) ||
+        (rc = cuco_llm_session_check_keys(r.session, e)))
+        goto out;
+    if ((rc = build_system(&r, &notes, e)) ||
+        (rc = write_transcript(&r, "system", "prompt", r.system, e)))
+        goto out;
+
+    if ((rc = run_stage(&r, 0, &program, &att_a, &done_a, &fb_a, e)))
+        goto out;
+    if (done_a && (rc = run_stage(&r, 1, &program, &att_b, &done_b, &fb_b, e)))
+        goto out;
+    if (done_b) {
+        if ((rc = cuco_transform_check(w->evolve_file, program, &passed, &notes, e)))
+            goto out;
+        char *tmpl = NULL;
+        cuco_buf user = CUCO_BUF_INIT;
+        const char *build = r.gpu ? "It built, ran on the GPUs and passed its verification."
+                                  : "It built. (No GPU here: it was not run.)";
+        cuco_llm_var vars[] = {{"seed", r.seed}, {"program", program}, {"build", build}};
+        if ((rc = cuco_llm_template_load("transform_judge.md", &tmpl, e)) == 0)
+            rc = cuco_llm_template_fill(tmpl, "transform_judge.md", vars, 3, &user, e);
+        free(tmpl);
+        if (rc == 0) {
+            say(&r, "judge: asking the model to review the result");
+            rc = ask(&r, "transform_judge", cuco_buf_str(&user), &judge_text, &judge_fail, e);
+        }
+        cuco_buf_free(&user);
+        if (rc)
+            goto out;
+        if (judge_text) {
+            cuco_err ve = CUCO_ERR_INIT;
+            judged = cuco_transform_llm_verdict(judge_text, &judge_pass, &ve) == 0;
+            if (!judged)
+                judge_fail = cuco_strdup(cuco_err_msg(&ve));
+            cuco_err_clear(&ve);
+        }
+    }
+    int transformed = done_a && done_b && judge_pass && passed;
+
+    if (transformed) {
+        if ((rc = cuco_fs_write(prog_path, program, strlen(program), e)) ||
+            (rc = cuco_fs_write(seed_copy, r.seed, strlen(r.seed), e)) ||
+            (rc = make_diff(seed_copy, prog_path, w->evolve_file, &diff, e)))
+            goto out;
+        remove(seed_copy);
+        char *dpath = cuco_path_join(gen0, "program.diff");
+        rc = dpath ? cuco_fs_write(dpath, diff, strlen(diff), e)
+                   : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+        free(dpath);
+        if (rc)
+            goto out;
+        if (!r.gpu) {
+            verification = "built, not verified: no GPU";
+            *outcome = CUCO_TX_UNVERIFIED;
+        } else {
+            cuco_eval_opts eo;
+            memset(&eo, 0, sizeof eo);
+            eo.work_dir = r.work;
+            eo.max_level = 3;
+            eo.frozen_ref = program;
+            eo.progress = o->progress;
+            eo.progress_ctx = o->progress_ctx;
+            say(&r, "benchmarking the transformed program and the seed");
+            if ((rc = cuco_eval_program(w, program, &eo, &prog_r, e)))
+                goto out;
+            have_prog_r = 1;
+            if (prog_r.status != CUCO_EVAL_OK) {
+                verification = "built, failed verification or run";
+            } else {
+                eo.frozen_ref = NULL;
+                if ((rc = cuco_eval_program(w, NULL, &eo, &seed_r, e)))
+                    goto out;
+                have_seed_r = 1;
+                verification = "built, ran and verified";
+                *outcome = CUCO_TX_VERIFIED;
+                char *rel = cuco_path_join("gen_0", w->evolve_file);
+                double seed_ms = seed_r.status == CUCO_EVAL_OK ? seed_r.time_ms : -1;
+                rc = rel ? register_root(&r, ws, rel, program, seed_ms, &prog_r, &run_id, &prog_id,
+                                         e)
+                         : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+                free(rel);
+                if (rc)
+                    goto out;
+            }
+        }
+    } else if (done_a && done_b) {
+        verification = r.gpu ? "built and verified, but not accepted" : "built, but not accepted";
+    } else {
+        verification = "did not converge";
+    }
+
+    /* why it was not transformed, as notes like the rule route's */
+    if (r.stop)
+        cuco_tx_notes_add(&notes, 0, "refused", "stopped: %s", r.stop);
+    if (!done_a && !r.stop)
+        cuco_tx_notes_add(&notes, 0, "refused", "stage A did not succeed in %d attempts: %s", att_a,
+                          fb_a ? fb_a : "no usable edit");
+    if (done_a && !done_b && !r.stop)
+        cuco_tx_notes_add(&notes, 0, "refused", "stage B did not succeed in %d attempts: %s", att_b,
+                          fb_b ? fb_b : "no usable edit");
+    if (done_b && !judge_pass)
+        cuco_tx_notes_add(&notes, 0, "refused", "the judge did not pass it: %s",
+                          judge_text   ? judge_text
+                          : judge_fail ? judge_fail
+                                       : "no answer");
+    if (done_b && !passed)
+        cuco_tx_notes_add(&notes, 0, "refused", "the static device-initiated check failed");
+
+    json_t *rep = json_object();
+    json_object_set_new(rep, "workload", json_string(w->name));
+    json_object_set_new(rep, "route", json_string("llm"));
+    json_object_set_new(rep, "iterations", json_integer(att_a + att_b));
+    json_object_set_new(rep, "evolve_file", json_string(w->evolve_file));
+    json_object_set_new(rep, "transformed", json_boolean(transformed));
+    json_object_set_new(rep, "program", transformed ? json_string(prog_path) : json_null());
+    json_object_set_new(rep, "static_check",
+                        json_string(!done_b  ? "not run"
+                                    : passed ? "static check passed"
+                                             : "static check failed"));
+    json_object_set_new(rep, "verification", json_string(verification));
+    json_object_set_new(rep, "outcome", json_integer((int)*outcome));
+    json_t *nj = json_array();
+    for (size_t i = 0; i < notes.n; i++)
+        json_array_append_new(nj, json_pack("{s:s, s:s, s:i, s:s}", "kind", notes.items[i].kind,
+                                            "file", w->evolve_file, "line", notes.items[i].line,
+                                            "text", notes.items[i].text));
+    json_object_set_new(rep, "notes", nj);
+    json_object_set_new(rep, "stages",
+                        json_pack("{s:{s:i, s:b}, s:{s:i, s:b}}", "A", "attempts", att_a, "done",
+                                  done_a, "B", "attempts", att_b, "done", done_b));
+    json_object_set_new(rep, "steps", json_incref(r.steps));
+    json_object_set_new(rep, "judge",
+                        json_pack("{s:s, s:s?}", "verdict",
+                                  !done_b      ? "not asked"
+                                  : !judged    ? "no verdict"
+                                  : judge_pass ? "PASS"
+                                               : "FAIL",
+                                  "text", judge_text ? judge_text : judge_fail));
+    json_t *models = json_array();
+    for (size_t i = 0; o->models[i]; i++)
+        json_array_append_new(models, json_string(o->models[i]));
+    json_object_set_new(rep, "llm",
+                        json_pack("{s:o, s:f, s:i, s:O}", "models", models, "usd",
+                                  calls_usd(r.calls), "calls_made", (int)json_array_size(r.calls),
+                                  "calls", r.calls));
+    if (r.stop)
+        json_object_set_new(rep, "stopped", json_string(r.stop));
+    if (have_prog_r)
+        json_object_set_new(rep, "eval", eval_json(&prog_r));
+    if (have_seed_r)
+        json_object_set_new(rep, "seed_eval", eval_json(&seed_r));
+    if (have_seed_r && have_prog_r && seed_r.status == CUCO_EVAL_OK && prog_r.time_ms > 0)
+        json_object_set_new(rep, "speedup", json_real(seed_r.time_ms / prog_r.time_ms));
+    json_object_set_new(rep, "registered",
+                        prog_id ? json_pack("{s:I, s:I}", "run_id", (json_int_t)run_id,
+                                            "program_id", (json_int_t)prog_id)
+                                : json_null());
+    json_object_set_new(rep, "seconds", json_real(now_s() - t0));
+
+    cuco_buf md = CUCO_BUF_INIT;
+    cuco_buf_printf(&md, "# Transform report: %s\n\n", w->name);
+    cuco_buf_printf(&md,
+                    "- route: llm (stage A: %d attempt%s%s, stage B: %d attempt%s%s)\n"
+                    "- file: `%s`\n- result: %s\n",
+                    att_a, att_a == 1 ? "" : "s", done_a ? ", done" : "", att_b,
+                    att_b == 1 ? "" : "s", done_b ? ", done" : "", w->evolve_file,
+                    transformed ? "transformed" : "not transformed");
+    cuco_buf_printf(&md, "- static check: %s\n- judge: %s\n- verification: %s\n",
+                    json_string_value(json_object_get(rep, "static_check")),
+                    json_string_value(json_object_get(json_object_get(rep, "judge"), "verdict")),
+                    verification);
+    cuco_buf_printf(&md, "- LLM: %zu calls, $%.6f\n", json_array_size(r.calls), calls_usd(r.calls));
+    if (have_seed_r && have_prog_r && seed_r.status == CUCO_EVAL_OK && prog_r.time_ms > 0)
+        cuco_buf_printf(&md, "- time: %.4f ms (seed %.4f ms, speedup %.3fx)\n", prog_r.time_ms,
+                        seed_r.time_ms, seed_r.time_ms / prog_r.time_ms);
+    if (prog_id)
+        cuco_buf_printf(&md, "- registered: run %lld, program %lld (generation 0) in runs.db\n",
+                        (long long)run_id, (long long)prog_id);
+    else
+        cuco_buf_puts(&md, "- registered: no (only a verified program becomes the root)\n");
+    cuco_buf_puts(&md, "\n## Steps\n\n");
+    size_t si;
+    json_t *sv;
+    json_array_foreach(r.steps, si, sv)
+    {
+        cuco_buf_printf(&md, "- stage %s, edit %d: %s\n",
+                        json_string_value(json_object_get(sv, "stage")),
+                        (int)json_integer_value(json_object_get(sv, "attempt")),
+                        json_string_value(json_object_get(sv, "result")));
+    }
+    if (notes.n) {
+        cuco_buf_puts(&md, "\n## Notes\n\n");
+        for (size_t i = 0; i < notes.n; i++)
+            cuco_buf_printf(&md, "- %s: %s\n", notes.items[i].kind, notes.items[i].text);
+    }
+    char *jtext = json_dumps(rep, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(rep);
+    char *jpath = cuco_path_join(gen0, "transform_report.json");
+    char *mpath = cuco_path_join(gen0, "transform_report.md");
+    rc = (jtext && jpath && mpath) ? 0 : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    if (rc == 0)
+        rc = cuco_fs_write(jpath, jtext, strlen(jtext), e);
+    if (rc == 0)
+        rc = cuco_fs_write(mpath, cuco_buf_str(&md), md.len, e);
+    if (rc == 0 && report_json) {
+        *report_json = jtext;
+        jtext = NULL;
+    }
+    cuco_buf_free(&md);
+    free(jtext);
+    free(jpath);
+    free(mpath);
+out:
+    if (have_prog_r)
+        cuco_eval_result_free(&prog_r);
+    if (have_seed_r)
+        cuco_eval_result_free(&seed_r);
+    cuco_tx_notes_free(&notes);
+    cuco_llm_session_free(r.session);
+    json_decref(r.calls);
+    json_decref(r.steps);
+    free(r.seed);
+    free(r.system);
+    free(r.llm_dir);
+    free(r.work);
+    free(r.stop);
+    free(ws);
+    free(gen0);
+    free(prog_path);
+    free(seed_copy);
+    free(diff);
+    free(program);
+    free(fb_a);
+    free(fb_b);
+    free(judge_text);
+    free(judge_fail);
+    return rc;
+}
