@@ -7,13 +7,16 @@
  *    cuco_bound_timeline_load() turns those files into per-rank figures:
  *    busy compute and communication time (unions of intervals), the overlap
  *    bound max(compute, comm), the ceiling (serial busy time / bound), the
- *    time a rank waits for its peers in collectives, and the top kernels.
+ *    time a rank waits for its peers in collectives, and the top kernels;
+ *    and, from the program's own cudaEventElapsedTime intervals (recorded
+ *    by the library), the same figures for one step.
  *  - Variants: the program with its collectives made no-ops (communication
  *    removed) or its kernel launches and cuBLAS compute calls made no-ops
  *    (computation removed), for measuring each part alone.
  *  - Audit: static (the success line must be printed under a condition that
- *    depends on a comparison of results) and dynamic (the communication-
- *    removed variant must fail verification).
+ *    depends on a comparison of results, and what each collective receives
+ *    must be read somewhere) and dynamic (the communication-removed variant
+ *    must fail verification).
  *  - Report: bound.json in the workspace, a text summary and one paragraph
  *    of advice.
  */

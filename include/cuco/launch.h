@@ -28,18 +28,18 @@
 typedef struct cuco_launcher cuco_launcher; /* opaque */
 
 typedef struct cuco_launch_job {
-    const char *const *argv;      /* the program and its arguments, NULL-terminated */
-    int ranks;                    /* processes to start (>= 1) */
-    int mpi;                      /* 1: start through mpirun/srun; 0: run argv once, directly */
-    const char *const *mpi_args;  /* extra mpirun flags (NULL-terminated) or NULL */
-    const char *cwd;              /* folder of the run; slurm: it must be on a file
-                                     system the compute nodes share, the job's
-                                     script and output files go there */
-    const char *const *env_set;   /* extra "NAME=VALUE" (NULL-terminated) or NULL */
-    double timeout_s;             /* of the run itself (queue time not counted); <= 0: none */
-    int gpu;                      /* 1: each rank needs a GPU */
-    int exclusive;                /* 1: wants the host to itself (a benchmark) */
-    const char *name;             /* a short label for job names and messages, or NULL */
+    const char *const *argv;     /* the program and its arguments, NULL-terminated */
+    int ranks;                   /* processes to start (>= 1) */
+    int mpi;                     /* 1: start through mpirun/srun; 0: run argv once, directly */
+    const char *const *mpi_args; /* extra mpirun flags (NULL-terminated) or NULL */
+    const char *cwd;             /* folder of the run; slurm: it must be on a file
+                                    system the compute nodes share, the job's
+                                    script and output files go there */
+    const char *const *env_set;  /* extra "NAME=VALUE" (NULL-terminated) or NULL */
+    double timeout_s;            /* of the run itself (queue time not counted); <= 0: none */
+    int gpu;                     /* 1: each rank needs a GPU */
+    int exclusive;               /* 1: wants the host to itself (a benchmark) */
+    const char *name;            /* a short label for job names and messages, or NULL */
     void (*progress)(void *ctx, const char *line); /* optional: retries, job ids */
     void *progress_ctx;
 } cuco_launch_job;
@@ -57,19 +57,19 @@ typedef struct cuco_launch_result {
 } cuco_launch_result;
 
 typedef struct cuco_local_opts {
-    int gpu;             /* runs need GPUs (the workload's `gpu`) */
-    int ranks;           /* ranks per run, to size the slots; 0: 1 */
-    int gpus;            /* GPUs on this host; < 0: detect with nvidia-smi (0 if none) */
-    int cores;           /* CPU cores; <= 0: detect */
-    int slots;           /* runs at once; 0: auto (gpus / ranks, or cores / ranks) */
-    int shared_bench;    /* 0 (default, exclusive_bench: true): a job marked exclusive
-                            has the host to itself; 1: it takes one slot like any run */
-    const char *tmp_root;/* parent of the per-slot TMPDIRs; NULL: $TMPDIR or /tmp */
+    int gpu;                  /* runs need GPUs (the workload's `gpu`) */
+    int ranks;                /* ranks per run, to size the slots; 0: 1 */
+    int gpus;                 /* GPUs on this host; < 0: detect with nvidia-smi (0 if none) */
+    int cores;                /* CPU cores; <= 0: detect */
+    int slots;                /* runs at once; 0: auto (gpus / ranks, or cores / ranks) */
+    int shared_bench;         /* 0 (default, exclusive_bench: true): a job marked exclusive
+                                 has the host to itself; 1: it takes one slot like any run */
+    const char *tmp_root;     /* parent of the per-slot TMPDIRs; NULL: $TMPDIR or /tmp */
     const char *visible_gpus; /* the GPUs runs may use, as a CUDA_VISIBLE_DEVICES list
-                            ("2,3", or UUIDs); NULL: $CUDA_VISIBLE_DEVICES when it is
-                            set (a Slurm allocation, a user's choice), else GPUs
-                            0..gpus-1. Slots hand out disjoint parts of it; `gpus`
-                            >= 0 takes only its first `gpus` entries. */
+                                 ("2,3", or UUIDs); NULL: $CUDA_VISIBLE_DEVICES when
+                                 it is set (a Slurm allocation, a user's choice), else
+                                 GPUs 0..gpus-1. Slots hand out disjoint parts of it;
+                                 `gpus` >= 0 takes only its first `gpus` entries. */
 } cuco_local_opts;
 
 typedef struct cuco_slurm_opts {

@@ -87,7 +87,8 @@ else
   note "no timeline library: bound figures will come from the programs' own breakdowns"
 fi
 
-# The targets: name, what to give 'cuco bound', extra arguments.
+# The targets, in order of priority (what does not fit the budget is skipped):
+# the first hollow program, the four workloads, the second hollow program.
 ALL="hollow_allreduce kv_transfer gemm_allgather flash_attn_cp moe_dispatch_combine hollow_readback"
 LIST=${BOUND_ONLY:-$ALL}
 run_bound() { # run_bound NAME TIMEOUT OPTIONS... (stdout, stderr go where the caller says)

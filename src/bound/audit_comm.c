@@ -178,7 +178,8 @@ typedef struct comm_ctx {
     int n_src;
     holder *holders;
     size_t n_holders, cap_holders;
-    int read_src, read_line; /* where the first read was found */
+    int read_src, read_line;   /* where the first read was found */
+    int origin_src, origin_lp; /* the collective whose output is followed: its '(' */
 } comm_ctx;
 
 static void holder_add(comm_ctx *c, int src, const bl_func *f, int arg)
@@ -262,8 +263,9 @@ static int occurrence_reads(comm_ctx *c, int si, int j, const char *key)
     if (in_recv_arg(s, lp, argi))
         return 0;
     const recv_call *rc = find_recv_call(s, lp - 1);
-    if (rc && argi == rc->send_arg && same_as_recv(s, lp, rc, key))
-        return 0;
+    if (rc && argi == rc->send_arg && si == c->origin_src && lp == c->origin_lp &&
+        same_as_recv(s, lp, rc, key))
+        return 0; /* the in-place call's own send: the data before it communicates */
     char *callee = bl_text(s, lp - 1);
     int reads = 1;
     if (is_neutral_call(callee)) {
@@ -385,6 +387,8 @@ int bl_audit_comm(const bl_source *src, int n_src, bl_comm_use **out, size_t *n_
                                      s->tok[b - 1].off + s->tok[b - 1].len - s->tok[a].off);
             char *key = buffer_key(s, a, b, &member);
             c.n_holders = 0;
+            c.origin_src = si;
+            c.origin_lp = i + 1;
             c.read_src = -1;
             c.read_line = 0;
             if (!key) {

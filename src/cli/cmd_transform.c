@@ -6,6 +6,8 @@
  * build or verification failed); 2: bad usage or manifest; 3: built, not
  * verified because there is no GPU. */
 #include "commands.h"
+#include "cuco/bound.h"
+#include "cuco/buf.h"
 #include "cuco/err.h"
 #include "cuco/transform.h"
 #include "cuco/transform_llm.h"
@@ -205,6 +207,19 @@ int cmd_transform(int argc, char **argv)
            json_is_true(json_object_get(r, "transformed")) ? "transformed" : "NOT transformed",
            json_string_value(json_object_get(r, "static_check")),
            json_string_value(json_object_get(r, "verification")));
+    {
+        /* A verification audit finding of 'cuco bound' (docs/bound.md). */
+        char *ws = workspace ? cuco_strdup(workspace) : cuco_sprintf("cuco-out/%s", w->name);
+        char *warning = NULL;
+        cuco_err we = CUCO_ERR_INIT;
+        if (ws && cuco_bound_read_warning(ws, &warning, &we) > 0)
+            printf("WARNING: %s Its verification PASS and the speedup below are not proven "
+                   "correct.\n",
+                   warning);
+        free(warning);
+        free(ws);
+        cuco_err_clear(&we);
+    }
     json_t *notes = json_object_get(r, "notes"), *n;
     size_t i;
     json_array_foreach(notes, i, n) {

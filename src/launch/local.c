@@ -36,7 +36,7 @@ typedef struct local_state {
     int exclusive_running; /* 1 while an exclusive run holds every slot */
     int exclusive_waiting; /* exclusive runs waiting for the host */
     int shared_bench;
-    char *tmp_parent;      /* folder holding the slots' TMPDIRs (removed on free) */
+    char *tmp_parent; /* folder holding the slots' TMPDIRs (removed on free) */
 } local_state;
 
 void launch_progress(const cuco_launch_job *job, const char *fmt, ...)
@@ -385,8 +385,8 @@ static int local_run(const cuco_launcher *l, const cuco_launch_job *job, cuco_la
     char *ompi_tmp = cuco_sprintf("OMPI_MCA_orte_tmpdir_base=%s", ls->tmp_dir);
     const char *slot_env[] = {tmp, ompi_tmp, cvd, NULL};
     if (exclusive)
-        launch_progress(job, "%s: exclusive use of the host (slot %d)", job->name ? job->name : "run",
-                        slot);
+        launch_progress(job, "%s: exclusive use of the host (slot %d)",
+                        job->name ? job->name : "run", slot);
     int rc = cuco_launch_local_once(job, slot_env, r, e);
     free(cvd);
     free(tmp);

@@ -49,8 +49,8 @@ typedef struct attempt {
     int timed_out;      /* cuco's timeout fired (or Slurm's time limit) */
     int have_rc;
     int rc;
-    char *state;        /* last Slurm state seen (owned) */
-    double run_s;       /* from RUNNING seen to the end */
+    char *state;  /* last Slurm state seen (owned) */
+    double run_s; /* from RUNNING seen to the end */
 } attempt;
 
 static void attempt_free(attempt *a)
@@ -170,11 +170,11 @@ static int submit(const slurm_state *s, const cuco_launch_job *job, const char *
     char *ntasks = cuco_sprintf("--ntasks=%d", job->ranks > 0 ? job->ranks : 1);
     char *chdir = cuco_sprintf("--chdir=%s", job->cwd ? job->cwd : ".");
     char *tl = time_limit(job->timeout_s, s->grace_s);
-    char *gres = job->gpu ? cuco_sprintf("--gres=%s:%d", s->gres, job->ranks > 0 ? job->ranks : 1)
-                          : NULL;
+    char *gres =
+        job->gpu ? cuco_sprintf("--gres=%s:%d", s->gres, job->ranks > 0 ? job->ranks : 1) : NULL;
     char *part = s->partition ? cuco_sprintf("--partition=%s", s->partition) : NULL;
-    const char *fixed[] = {"sbatch", "--parsable", name, out, err, ntasks, chdir, tl,
-                           "--no-requeue"};
+    const char *fixed[] = {"sbatch", "--parsable", name, out,           err,
+                           ntasks,   chdir,        tl,   "--no-requeue"};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         cuco_strlist_push(&argv, fixed[i]);
     if (gres)
@@ -298,8 +298,8 @@ static void cancel_job(const char *job_id)
 
 static int is_terminal(const char *st)
 {
-    static const char *const done[] = {"COMPLETED", "FAILED",  "CANCELLED", "TIMEOUT",
-                                       "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "OUT_OF_MEMORY",
+    static const char *const done[] = {"COMPLETED", "FAILED",       "CANCELLED", "TIMEOUT",
+                                       "NODE_FAIL", "PREEMPTED",    "BOOT_FAIL", "OUT_OF_MEMORY",
                                        "DEADLINE",  "SPECIAL_EXIT", "REVOKED"};
     for (size_t i = 0; i < sizeof done / sizeof done[0]; i++)
         if (!strcmp(st, done[i]))

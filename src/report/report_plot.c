@@ -338,9 +338,9 @@ int report_plot_lineage(sqlite3 *h, int64_t run_id, int gnuplot, cuco_buf *out, 
     for (int isl = 0; isl <= max_island_of(ps, n); isl++) {
         double y = island_first_row(ps, n, isl);
         if (y >= 0)
-            cuco_buf_printf(out,
-                            "<text class=\"island\" x=\"4\" y=\"%.0f\" fill=\"%s\">island %d</text>\n",
-                            Y0 + DY * y + 4, island_colors[(unsigned)isl % N_COLORS], isl);
+            cuco_buf_printf(
+                out, "<text class=\"island\" x=\"4\" y=\"%.0f\" fill=\"%s\">island %d</text>\n",
+                Y0 + DY * y + 4, island_colors[(unsigned)isl % N_COLORS], isl);
     }
     for (size_t i = 0; i < n; i++) {
         const plot_program *par[2] = {find_program(ps, n, ps[i].parent),

@@ -343,8 +343,8 @@ int report_summary(sqlite3 *h, int64_t run_id, const char *workspace, json_t **o
         baseline = host_ms;
         baseline_source = cuco_strdup("host-driven program, measured by cuco bound (bound.json)");
     } else if (baseline > 0 && root_is_seed)
-        baseline_source = cuco_sprintf("host-driven program #%lld, measured by the search",
-                                       (long long)root_id);
+        baseline_source =
+            cuco_sprintf("host-driven program #%lld, measured by the search", (long long)root_id);
     else if (baseline > 0)
         baseline_source =
             cuco_sprintf("program #%lld, the search's start: the host-driven program was not"

@@ -238,14 +238,21 @@ int report_write(const cuco_report_opts *opts, cuco_report_result *res, cuco_err
     /* ---- report.md ---- */
     cuco_buf_printf(&md, "# cuco report: %s (run %lld)\n\n", workload ? workload : "?",
                     (long long)run_id);
+    /* the run's state, in both files (plain text: no markup in it) */
+    cuco_buf state = CUCO_BUF_INIT;
+    const char *run_status = jstr(run, "status", "?");
     cuco_buf_printf(
-        &md, "Run status: %s. Programs: %lld", jstr(run, "status", "?"),
+        &state, "Run status: %s. Programs: %lld", run_status,
         (long long)json_integer_value(json_object_get(json_object_get(s, "programs"), "total")));
     const char *key;
     json_t *val;
     json_object_foreach(json_object_get(json_object_get(s, "programs"), "by_status"), key, val)
-        cuco_buf_printf(&md, ", %s %lld", key, (long long)json_integer_value(val));
-    cuco_buf_puts(&md, ".\n\n## Result\n\n");
+        cuco_buf_printf(&state, ", %s %lld", key, (long long)json_integer_value(val));
+    cuco_buf_puts(&state, ".");
+    if (!strcmp(run_status, "running"))
+        cuco_buf_puts(&state, " The run is still going: this report is a snapshot; run cuco report"
+                              " again when it has ended.");
+    cuco_buf_printf(&md, "%s\n\n## Result\n\n", cuco_buf_str(&state));
     size_t i;
     json_array_foreach(warnings, i, val)
         cuco_buf_printf(&md, "> **WARNING:** %s\n>\n", json_string_value(val));
@@ -333,8 +340,11 @@ int report_write(const cuco_report_opts *opts, cuco_report_result *res, cuco_err
     cuco_buf_printf(&html,
                     "</title>\n<style>%s</style></head><body>\n<h1>cuco report: ", html_style);
     html_escape(&html, workload);
-    cuco_buf_printf(&html, " <span class=\"muted\">(run %lld)</span></h1>\n<h2>Result</h2>\n",
+    cuco_buf_printf(&html, " <span class=\"muted\">(run %lld)</span></h1>\n<p id=\"run-state\">",
                     (long long)run_id);
+    html_escape(&html, cuco_buf_str(&state));
+    cuco_buf_puts(&html, "</p>\n<h2>Result</h2>\n");
+    cuco_buf_free(&state);
     json_array_foreach(warnings, i, val)
     {
         cuco_buf_puts(&html, "<div class=\"warning\">&#9888; WARNING: ");
@@ -352,11 +362,12 @@ int report_write(const cuco_report_opts *opts, cuco_report_result *res, cuco_err
     else
         cuco_buf_puts(&html, "<tr><td>baseline</td><td>not measured</td><td>-</td></tr>\n");
     if (fast)
-        cuco_buf_printf(&html,
-                        "<tr><td>fast path (#%lld, generation 0)</td><td class=\"num\">%.3f</td><td "
-                        "class=\"num\">%s</td></tr>\n",
-                        (long long)json_integer_value(json_object_get(fast, "id")),
-                        jnum(fast, "time_ms", 0), speedup_text(fast, "&times;"));
+        cuco_buf_printf(
+            &html,
+            "<tr><td>fast path (#%lld, generation 0)</td><td class=\"num\">%.3f</td><td "
+            "class=\"num\">%s</td></tr>\n",
+            (long long)json_integer_value(json_object_get(fast, "id")), jnum(fast, "time_ms", 0),
+            speedup_text(fast, "&times;"));
     else
         cuco_buf_puts(&html, "<tr><td>fast path</td><td colspan=\"2\">none: the search started"
                              " from the workload's own program</td></tr>\n");
@@ -366,12 +377,12 @@ int report_write(const cuco_report_opts *opts, cuco_report_result *res, cuco_err
                         (long long)json_integer_value(json_object_get(best, "generation")),
                         (long long)json_integer_value(json_object_get(best, "island")));
         html_escape(&html, json_string_value(json_object_get(best, "mutator")));
-        cuco_buf_printf(
-            &html,
-            ")</td><td class=\"num\">%.3f</td><td class=\"num\"><b>%s</b></td></tr>\n",
-            jnum(best, "time_ms", 0), speedup_text(best, "&times;"));
+        cuco_buf_printf(&html,
+                        ")</td><td class=\"num\">%.3f</td><td class=\"num\"><b>%s</b></td></tr>\n",
+                        jnum(best, "time_ms", 0), speedup_text(best, "&times;"));
     } else
-        cuco_buf_puts(&html, "<tr><td>best</td><td colspan=\"2\">no correct program yet</td></tr>\n");
+        cuco_buf_puts(&html,
+                      "<tr><td>best</td><td colspan=\"2\">no correct program yet</td></tr>\n");
     cuco_buf_puts(&html, "</table>\n");
     if (baseline > 0) {
         cuco_buf_puts(&html, "<p class=\"muted\">Baseline: ");

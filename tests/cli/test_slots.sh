@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test_slots.sh: cuco evolve with local slots on the CPU demo: --slots 2 and
 # --slots auto (cores / ranks) announce the launcher and its slots and finish
-# with every candidate ok; an unknown --launcher is refused (exit 2); cuco
-# eval --launcher local gives the same status as without a launcher.
+# with every candidate ok; --shared-bench alone uses the launcher too; an
+# unknown --launcher is refused (exit 2); cuco eval --launcher local gives the
+# same status as without a launcher.
 set -u
 : "${CUCO_BIN:?}" "${CUCO_SRC:?}" "${CUCO_TEST_TMP:?}"
 if ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
@@ -39,6 +40,13 @@ want=$((cores / 2))
 check "--slots auto: exit 0" [ $? = 0 ]
 check "--slots auto: cores/ranks = $want slot(s)" grep -Eq "launcher local, $want run slots?," \
     "$TMP/sa.err"
+
+# --shared-bench (or --gpus) alone also puts the runs through the launcher
+"$CUCO_BIN" evolve "$WL" --config "$TMP/evolve.yaml" --workspace "$TMP/wsb" --shared-bench \
+    --evaluations 1 --repeats 1 --json >"$TMP/sb.out" 2>"$TMP/sb.err"
+check "--shared-bench alone: exit 0" [ $? = 0 ]
+check "--shared-bench alone: the local launcher is used" grep -Eq "launcher local, $want run slots?," \
+    "$TMP/sb.err"
 
 "$CUCO_BIN" evolve "$WL" --workspace "$TMP/wsx" --launcher pbs --generations 1 \
     >"$TMP/bad.out" 2>"$TMP/bad.err"

@@ -332,6 +332,8 @@ static void test_audit_comm(void **state)
     comm_one("audit_comm_read.cu", 1, read, 0);
     comm_one("hollow_readback.cu", 1, read, 0);
     comm_one("audit_comm_inplace.cu", 1, unread, 1);
+    const int forwarded[] = {1, 0}; /* all-gather read by the broadcast; broadcast unread */
+    comm_one("audit_comm_forward.cu", 2, forwarded, 1);
     comm_one("audit_compare.cu", 0, NULL, 0);
 
     /* The hollow program with its result copied back and compared is fine. */

@@ -92,8 +92,8 @@ static void test_local_visible_gpus(void **state)
     (void)state;
     cuco_err e = CUCO_ERR_INIT;
     cuco_launcher *l = NULL;
-    cuco_local_opts o = {.gpu = 1, .ranks = 1, .gpus = -1, .visible_gpus = "4, 6,GPU-abc",
-                         .tmp_root = tmp_dir};
+    cuco_local_opts o = {
+        .gpu = 1, .ranks = 1, .gpus = -1, .visible_gpus = "4, 6,GPU-abc", .tmp_root = tmp_dir};
     assert_int_equal(cuco_launcher_local_new(&o, &l, &e), 0);
     assert_int_equal(cuco_launcher_slots(l), 3);
     assert_string_equal(cuco_launcher_slot_gpus(l, 0), "4");
@@ -102,16 +102,16 @@ static void test_local_visible_gpus(void **state)
     cuco_launcher_free(l);
 
     /* 2 ranks a run: one slot holding both listed GPUs */
-    cuco_local_opts o2 = {.gpu = 1, .ranks = 2, .gpus = -1, .visible_gpus = "2,3",
-                          .tmp_root = tmp_dir};
+    cuco_local_opts o2 = {
+        .gpu = 1, .ranks = 2, .gpus = -1, .visible_gpus = "2,3", .tmp_root = tmp_dir};
     assert_int_equal(cuco_launcher_local_new(&o2, &l, &e), 0);
     assert_int_equal(cuco_launcher_slots(l), 1);
     assert_string_equal(cuco_launcher_slot_gpus(l, 0), "2,3");
     cuco_launcher_free(l);
 
     /* --gpus N takes the first N of the list */
-    cuco_local_opts o3 = {.gpu = 1, .ranks = 1, .gpus = 1, .slots = 2, .visible_gpus = "5,7",
-                          .tmp_root = tmp_dir};
+    cuco_local_opts o3 = {
+        .gpu = 1, .ranks = 1, .gpus = 1, .slots = 2, .visible_gpus = "5,7", .tmp_root = tmp_dir};
     assert_int_equal(cuco_launcher_local_new(&o3, &l, &e), 0);
     assert_int_equal(cuco_launcher_slots(l), 1);
     assert_string_equal(cuco_launcher_slot_gpus(l, 0), "5");

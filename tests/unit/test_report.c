@@ -213,8 +213,8 @@ static void test_summary_baseline_and_fast_path(void **state)
     json_t *s = summary_of(dir, db);
     assert_int_equal(json_integer_value(json_object_get(json_object_get(s, "fast_path"), "id")), 1);
     assert_true(fabs(num_at(s, NULL, "baseline_ms") - 10.0) < 1e-9);
-    assert_non_null(strstr(json_string_value(json_object_get(s, "baseline_source")),
-                           "not measured"));
+    assert_non_null(
+        strstr(json_string_value(json_object_get(s, "baseline_source")), "not measured"));
     assert_true(fabs(num_at(s, "best", "speedup") - 2.0) < 1e-9);
     json_decref(s);
 
@@ -225,8 +225,7 @@ static void test_summary_baseline_and_fast_path(void **state)
     assert_int_equal(cuco_fs_write(bound, bj, strlen(bj), &e), 0);
     s = summary_of(dir, db);
     assert_true(fabs(num_at(s, NULL, "baseline_ms") - 20.0) < 1e-9);
-    assert_non_null(strstr(json_string_value(json_object_get(s, "baseline_source")),
-                           "bound.json"));
+    assert_non_null(strstr(json_string_value(json_object_get(s, "baseline_source")), "bound.json"));
     assert_true(fabs(num_at(s, "fast_path", "speedup") - 2.5) < 1e-9);
     assert_true(fabs(num_at(s, "best", "speedup") - 4.0) < 1e-9);
     assert_true(fabs(num_at(s, "best", "score") - 2.0) < 1e-9); /* the search's own */
@@ -241,7 +240,8 @@ static void test_summary_baseline_and_fast_path(void **state)
 
     /* 3. started from the workload's own program: it is the baseline, and
      * there is no fast path */
-    exec_sql(db, "UPDATE programs SET mutator='seed' WHERE id=1");
+    exec_sql(db, "UPDATE programs SET mutator='seed' WHERE id=1;"
+                 " UPDATE runs SET status='running' WHERE id=1");
     s = summary_of(dir, db);
     assert_true(json_is_null(json_object_get(s, "fast_path")));
     assert_int_equal(json_integer_value(json_object_get(json_object_get(s, "start"), "id")), 1);
@@ -257,6 +257,9 @@ static void test_summary_baseline_and_fast_path(void **state)
     assert_non_null(strstr(md, "| fast path | none: the search started from the workload's own"
                                " program | - |"));
     assert_non_null(strstr(md, "Baseline: host-driven program #1, measured by the search."));
+    /* a run still going is reported as a snapshot */
+    assert_non_null(strstr(md, "Run status: running."));
+    assert_non_null(strstr(md, "this report is a snapshot"));
     free(md);
     report_result_free(&r);
     cuco_fs_remove_tree(dir, &e);
