@@ -8,6 +8,9 @@
  *   selection: power_law      # power_law | fitness | hill_climb
  *   explore_fraction: 0.3     # share of the budget spent exploring before exploiting
  *   novelty_threshold: 0.95   # Jaccard (MinHash) above which a code edit is a near-duplicate
+ *   novelty_judge: false      # ask the LLM about code edits just below the threshold
+ *   novelty_judge_band: 0.05  # ... those with similarity in [threshold - band, threshold):
+ *                             # DUPLICATE rejects them like a near-duplicate
  *   archive_size: 8           # elites kept per island for parent selection
  *   slots: 1                  # concurrent evaluations
  *   seed: 1                   # PRNG seed
@@ -43,6 +46,8 @@ typedef struct cuco_evolve_config {
     cuco_selection selection;
     double explore_fraction;
     double novelty_threshold;
+    int novelty_judge;         /* 1: LLM judge for similarities just below the threshold */
+    double novelty_judge_band; /* width of that band below novelty_threshold */
     int archive_size;
     int slots;
     uint64_t seed;

@@ -5,14 +5,15 @@
  * versioned in table schema_version(version) and upgraded by ordered
  * migrations when opened for writing.
  *
- * Schema (version 1):
+ * Schema (version 2):
  *   runs(id INTEGER PK, workload TEXT, config TEXT (JSON), seed INTEGER,
  *        baseline_ms REAL (NULL until the baseline is measured),
  *        started_at REAL, ended_at REAL, status TEXT 'running'|'done'|'failed')
  *   programs(id INTEGER PK, run_id, parent_id, second_parent_id, island,
  *        generation, code TEXT, code_hash TEXT, mutator TEXT, patch_type TEXT,
  *        description TEXT, status TEXT (an eval status name from eval.h, or
- *        'pending', 'rejected_duplicate', 'rejected_novelty', 'patch_failed'),
+ *        'pending', 'rejected_duplicate', 'rejected_novelty', 'patch_failed';
+ *        a child whose LLM call failed is 'infra_error' with code NULL),
  *        score REAL (baseline/time, NULL unless ok), time_ms REAL,
  *        metrics TEXT (JSON), error TEXT (excerpt), novelty REAL,
  *        knobs TEXT (JSON object name -> value), cached INTEGER (1: result taken
@@ -20,7 +21,11 @@
  *   evaluations(workload TEXT, code_hash TEXT, status TEXT, time_ms REAL,
  *        metrics TEXT, error TEXT, created_at REAL, PRIMARY KEY(workload, code_hash))
  *   llm_calls(id, run_id, program_id, model, input_tokens, output_tokens,
- *        cached_tokens, cost_usd, latency_s, prompt_hash, status, created_at)
+ *        cached_tokens, cost_usd, latency_s, prompt_hash, status, created_at,
+ *        purpose TEXT ('diff', 'full', 'cross', 'meta', 'novelty', ...; version 2),
+ *        error TEXT (why the call or its answer failed; version 2))
+ *        program_id: the child a mutation call produced, or the candidate a
+ *        novelty call judged (NULL: none, e.g. meta summaries)
  *   meta_summaries(id, run_id, generation, text, created_at)
  * Times are seconds since the epoch (REAL).
  *
@@ -33,7 +38,7 @@
 #include <stdint.h>
 #include "cuco/err.h"
 
-#define CUCO_DB_SCHEMA_VERSION 1
+#define CUCO_DB_SCHEMA_VERSION 3
 
 typedef struct cuco_db cuco_db; /* opaque */
 
@@ -68,6 +73,8 @@ int db_run_create(cuco_db *db, const char *workload, const char *config_json, ui
 int db_run_find(cuco_db *db, const char *workload, cuco_db_run *r, cuco_err *e);
 int db_run_set_baseline(cuco_db *db, int64_t run_id, double baseline_ms, cuco_err *e);
 int db_run_set_status(cuco_db *db, int64_t run_id, const char *status, cuco_err *e);
+/* The verification audit's warning of the run (NULL clears it). */
+int db_run_set_warning(cuco_db *db, int64_t run_id, const char *warning, cuco_err *e);
 
 typedef struct cuco_db_program {
     int64_t id, run_id, parent_id, second_parent_id; /* parents: 0 when none */
@@ -87,8 +94,8 @@ int db_program_insert(cuco_db *db, const cuco_db_program *p, int64_t *id, cuco_e
 /* Updates status, score, time_ms, metrics, error, cached of program id. */
 int db_program_update(cuco_db *db, int64_t id, const char *status, double score, double time_ms,
                       const char *metrics_json, const char *error, int cached, cuco_err *e);
-/* Counts the run's programs that cost a real evaluation (finished, not
- * cached, mutator not 'copy'/'migration'). */
+/* Counts the run's programs that cost a real evaluation (finished, with
+ * code, not cached, mutator not 'copy'/'migration'). */
 int db_run_evaluations(cuco_db *db, int64_t run_id, long *evaluations, long *cached,
                        cuco_err *e);
 int db_program_get(cuco_db *db, int64_t id, cuco_db_program *p, cuco_err *e);
@@ -130,6 +137,16 @@ typedef struct cuco_db_llm_call {
     const char *prompt_hash, *status;
 } cuco_db_llm_call;
 int db_llm_call_insert(cuco_db *db, const cuco_db_llm_call *c, int64_t *id, cuco_err *e);
+/* Sets the purpose and the error text of call id (NULL: left as is). */
+int db_llm_call_describe(cuco_db *db, int64_t id, const char *purpose, const char *error,
+                         cuco_err *e);
+/* The highest llm_calls id of the run (0: none). */
+int db_llm_call_last_id(cuco_db *db, int64_t run_id, int64_t *id, cuco_err *e);
+/* Links the run's calls with id > after_id and no program yet to program_id:
+ * the engine notes db_llm_call_last_id() before proposing a child and links
+ * the calls made for it (mutation, novelty judge) once the child is stored. */
+int db_llm_calls_link(cuco_db *db, int64_t run_id, int64_t after_id, int64_t program_id,
+                      cuco_err *e);
 /* Sum of cost_usd over the run's llm_calls. */
 int db_run_cost(cuco_db *db, int64_t run_id, double *usd, cuco_err *e);
 

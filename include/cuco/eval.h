@@ -76,6 +76,9 @@ typedef struct cuco_eval_result {
 int cuco_eval_program(const cuco_workload *w, const char *program_text, const cuco_eval_opts *o,
                       cuco_eval_result *r, cuco_err *e);
 void cuco_eval_result_free(cuco_eval_result *r);
+/* Makes WORKSPACE/build-cache the build cache of this process and its
+ * children (sets CUCO_BUILD_CACHE) unless CUCO_BUILD_CACHE is already set. */
+void cuco_eval_default_build_cache(const char *workspace);
 /* The result as one JSON object (caller frees). */
 char *cuco_eval_result_json(const cuco_eval_result *r);
 

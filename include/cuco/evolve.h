@@ -5,8 +5,10 @@
  * later generation proposes children_per_island children per island (parent
  * selection per config, mutator chosen by weight), rejects exact duplicates
  * (code hash already in the run: 'rejected_duplicate') and near-duplicate
- * code edits (MinHash Jaccard >= novelty_threshold: 'rejected_novelty'),
- * refuses edits outside the EVOLVE-BLOCKs ('patch_failed'), inserts the rest
+ * code edits (MinHash Jaccard >= novelty_threshold: 'rejected_novelty'; with
+ * novelty_judge, those just below it are shown to a judge, see judge_fn),
+ * refuses edits outside the EVOLVE-BLOCKs ('patch_failed'; a mutator whose
+ * own service failed, CUCO_ENET, gives 'infra_error'), inserts the rest
  * as 'pending' in one transaction, evaluates them concurrently (slots
  * threads; the evaluation cache is consulted first), then records the results
  * from the main thread. Every migration_interval generations the best of each
@@ -92,6 +94,20 @@ typedef struct cuco_evolve_opts {
                    cuco_buf *out, cuco_err *e);
     void *meta_ctx;
     char **meta_summary;
+    /* Optional novelty judge, used when cfg->novelty_judge is set: a code edit
+     * (not a knob move) whose similarity to its nearest program of the run
+     * lies in [novelty_threshold - novelty_judge_band, novelty_threshold) is
+     * shown to judge_fn with that program (neighbour). *novel = 0: the child
+     * is stored as 'rejected_novelty' with error "judge: " + what judge_fn
+     * appended to reason, and is not evaluated; 1: it is evaluated. What a
+     * failed call or an unusable answer means is judge_fn's choice (the LLM
+     * judge says novel and records why with its call). CUCO_EBUDGET: the
+     * child is evaluated and the run stops as for a refused mutator call;
+     * other negative codes fail the run. LLM calls made by judge_fn are linked
+     * to the child like the mutator's (llm_calls.program_id). */
+    int (*judge_fn)(void *ctx, int64_t run_id, const char *candidate, const char *neighbour,
+                    double similarity, int *novel, cuco_buf *reason, cuco_err *e);
+    void *judge_ctx;
     /* Tests: stop abruptly (as a crash would) after this many candidates
      * were inserted as pending and before their evaluation; 0: never. */
     long crash_after_pending;

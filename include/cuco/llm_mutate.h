@@ -118,6 +118,24 @@ typedef struct cuco_llm_run {
     char *meta_summary; /* owned; replaced by the engine */
 } cuco_llm_run;
 
+/* Reads a novelty judge's answer: the first non-empty line is NOVEL or
+ * DUPLICATE (alone, markdown emphasis allowed), the next non-empty line is
+ * the reason. *novel: 1 or 0; *reason (caller frees): the reason cut to 300
+ * bytes, "" when there is none. CUCO_EINVAL saying what the answer starts
+ * with otherwise. */
+int cuco_llm_judge_parse(const char *answer, int *novel, char **reason, cuco_err *e);
+
+/* The LLM novelty judge, in the shape of cuco_evolve_opts.judge_fn (ctx: the
+ * cuco_llm_run, whose session must exist): asks the session (purpose
+ * "novelty", prompt novelty_judge.md with the similarity, the line diff from
+ * neighbour to candidate and the candidate's EVOLVE-BLOCKs) for a verdict in
+ * the form cuco_llm_judge_parse() reads, and appends its reason to
+ * reason. A failed call or an unusable answer gives *novel = 1 (the child is
+ * evaluated); an unusable answer's reason is stored in that call's
+ * llm_calls.error. CUCO_EBUDGET when the budget refused the call. */
+int cuco_llm_run_judge(void *ctx, int64_t run_id, const char *candidate, const char *neighbour,
+                       double similarity, int *novel, cuco_buf *reason, cuco_err *e);
+
 /* 1 when one of names is an LLM mutator. */
 int cuco_llm_run_needed(const char *const *names, size_t n);
 /* Builds the session (prices, budget, recorder, keys checked before any

@@ -60,8 +60,9 @@ typedef struct cuco_mutator {
     const char *name;
     void *state;
     /* Fills out (0) or fails (negative; e says why; the engine records the
-     * child as patch_failed). CUCO_ENOTFOUND with out->exhausted = 1: the
-     * space is exhausted. */
+     * child as patch_failed, or as infra_error for CUCO_ENET: the mutator's
+     * own service failed, e.g. an LLM call, not the candidate). CUCO_ENOTFOUND
+     * with out->exhausted = 1: the space is exhausted. */
     int (*propose)(struct cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation *out,
                    cuco_err *e);
     void (*destroy)(struct cuco_mutator *m);

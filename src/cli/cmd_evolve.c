@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuco/bound.h"
 #include "cuco/buf.h"
 #include "cuco/config.h"
 #include "cuco/db.h"
@@ -92,6 +93,11 @@ static void usage(FILE *out)
             "  explore_fraction: 0.3   share of the budget explored before exploiting\n"
             "  novelty_threshold: 0.95 MinHash Jaccard at which a code edit is rejected\n"
             "                          as a near-duplicate\n"
+            "  novelty_judge: false    with LLM mutators: a code edit whose similarity is\n"
+            "                          in [threshold - band, threshold) is shown with its\n"
+            "                          nearest program to the model, which answers NOVEL\n"
+            "                          (evaluated) or DUPLICATE (rejected as a near-duplicate)\n"
+            "  novelty_judge_band: 0.05 width of that band\n"
             "  archive_size: 8         elites per island for parent selection\n"
             "  slots: 1                concurrent evaluations\n"
             "  seed: 1                 PRNG seed\n"
@@ -130,6 +136,19 @@ typedef struct eval_ctx {
     const cuco_launcher *launcher; /* NULL: mpirun directly */
     const char *frozen_ref;        /* the --init program; NULL: the seed */
 } eval_ctx;
+
+/* The verification audit's warning of 'cuco bound' (WORKSPACE/bound.json)
+ * goes into the run's record, so the report shows it next to the speedups. */
+static void record_bound_warning(cuco_db *db, int64_t run_id, const char *ws)
+{
+    char *warning = NULL;
+    cuco_err we = CUCO_ERR_INIT;
+    int found = cuco_bound_read_warning(ws, &warning, &we);
+    if (found > 0 && db_run_set_warning(db, run_id, warning, &we) < 0)
+        cuco_err_print(&we, "cuco evolve: recording the bound warning", stderr);
+    free(warning);
+    cuco_err_clear(&we);
+}
 
 static int real_eval(void *ctx, int slot, const char *text, cuco_eval_outcome *out, cuco_err *e)
 {
@@ -423,17 +442,7 @@ int cmd_evolve(int argc, char **argv)
     }
     if (cuco_fs_mkdirs(ws, &e) < 0 || cuco_fs_mkdirs(evaldir, &e) < 0)
         goto fail;
-    /* builds are cached in the workspace unless CUCO_BUILD_CACHE says otherwise */
-    if (!getenv("CUCO_BUILD_CACHE")) {
-        char *bc = cuco_path_join(ws, "build-cache");
-        cuco_err be = CUCO_ERR_INIT;
-        char *abs = bc && cuco_fs_mkdirs(bc, &be) == 0 ? cuco_path_abs(bc) : NULL;
-        cuco_err_clear(&be);
-        if (abs)
-            setenv("CUCO_BUILD_CACHE", abs, 0);
-        free(abs);
-        free(bc);
-    }
+    cuco_eval_default_build_cache(ws);
 
     if (db_lock_acquire(lockpath, &lockfd, &e) < 0) {
         cuco_err_print(&e, "cuco evolve", stderr);
@@ -503,9 +512,15 @@ int cmd_evolve(int argc, char **argv)
         o.meta_fn = cuco_llm_db_meta_llm;
         o.meta_ctx = &llm.meta_ctx;
         o.meta_summary = &llm.meta_summary;
+        if (cfg.novelty_judge) {
+            o.judge_fn = cuco_llm_run_judge;
+            o.judge_ctx = &llm;
+        }
     }
     cuco_evolve_result r;
     int run_rc = cuco_evolve_run(&o, &r, &e);
+    if (run_rc == 0)
+        record_bound_warning(db, r.run_id, ws);
     if (llm.session)
         print_llm_summary(llm.session, json, quiet);
     /* the engine saw the LLM mutators run dry; say why instead */

@@ -13,6 +13,7 @@
 #include "cuco/buf.h"
 #include "cuco/config.h"
 #include "cuco/err.h"
+#include "cuco/eval.h"
 #include "cuco/fs.h"
 #include "cuco/proc.h"
 #include "cuco/workload.h"
@@ -329,17 +330,7 @@ int cmd_run(int argc, char **argv)
         rc = 1;
         goto out;
     }
-    /* builds are cached in the workspace unless CUCO_BUILD_CACHE says otherwise */
-    if (!getenv("CUCO_BUILD_CACHE")) {
-        char *bc = cuco_path_join(workspace, "build-cache");
-        cuco_err be = CUCO_ERR_INIT;
-        char *abs = bc && cuco_fs_mkdirs(bc, &be) == 0 ? cuco_path_abs(bc) : NULL;
-        cuco_err_clear(&be);
-        if (abs)
-            setenv("CUCO_BUILD_CACHE", abs, 0);
-        free(abs);
-        free(bc);
-    }
+    cuco_eval_default_build_cache(workspace);
 
     if (!o.quiet)
         printf("cuco run: workload %s (%d ranks%s), workspace %s\n", w->name, w->ranks,

@@ -50,6 +50,12 @@ static const char *const migrations[] = {
     " cost_usd REAL, latency_s REAL, prompt_hash TEXT, status TEXT, created_at REAL);"
     "CREATE TABLE meta_summaries(id INTEGER PRIMARY KEY, run_id INTEGER, generation INTEGER,"
     " text TEXT, created_at REAL);",
+    /* 2: what each LLM call was for and why it failed; calls found by program */
+    "ALTER TABLE llm_calls ADD COLUMN purpose TEXT;"
+    "ALTER TABLE llm_calls ADD COLUMN error TEXT;"
+    "CREATE INDEX llm_calls_run ON llm_calls(run_id, program_id);",
+    /* 3: the verification audit's warning ('cuco bound'), shown next to speedups */
+    "ALTER TABLE runs ADD COLUMN warning TEXT;",
 };
 #define N_MIGRATIONS (sizeof migrations / sizeof migrations[0])
 
@@ -319,6 +325,20 @@ int db_run_set_status(cuco_db *db, int64_t run_id, const char *status, cuco_err 
         sqlite3_bind_double(st, 2, now_s());
     sqlite3_bind_int64(st, 3, run_id);
     return step_done(db, st, "setting run status", e);
+}
+
+int db_run_set_warning(cuco_db *db, int64_t run_id, const char *warning, cuco_err *e)
+{
+    sqlite3_stmt *st;
+    int rc = prep(db, "UPDATE runs SET warning=? WHERE id=?", &st, e);
+    if (rc < 0)
+        return rc;
+    if (warning)
+        bind_text(st, 1, warning);
+    else
+        sqlite3_bind_null(st, 1);
+    sqlite3_bind_int64(st, 2, run_id);
+    return step_done(db, st, "setting the run's warning", e);
 }
 
 void db_program_free(cuco_db_program *p)
@@ -640,6 +660,55 @@ int db_llm_call_insert(cuco_db *db, const cuco_db_llm_call *c, int64_t *id, cuco
     return 0;
 }
 
+int db_llm_call_describe(cuco_db *db, int64_t id, const char *purpose, const char *error,
+                         cuco_err *e)
+{
+    sqlite3_stmt *st;
+    int rc = prep(db,
+                  "UPDATE llm_calls SET purpose=coalesce(?1, purpose), error=coalesce(?2, error)"
+                  " WHERE id=?3",
+                  &st, e);
+    if (rc < 0)
+        return rc;
+    bind_text(st, 1, purpose);
+    bind_text(st, 2, error);
+    sqlite3_bind_int64(st, 3, id);
+    return step_done(db, st, "describing llm call", e);
+}
+
+int db_llm_call_last_id(cuco_db *db, int64_t run_id, int64_t *id, cuco_err *e)
+{
+    sqlite3_stmt *st;
+    *id = 0;
+    int rc = prep(db, "SELECT coalesce(max(id),0) FROM llm_calls WHERE run_id=?", &st, e);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, run_id);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        *id = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW)
+        return dberr(db, e, "reading llm calls");
+    return 0;
+}
+
+int db_llm_calls_link(cuco_db *db, int64_t run_id, int64_t after_id, int64_t program_id,
+                      cuco_err *e)
+{
+    sqlite3_stmt *st;
+    int rc = prep(db,
+                  "UPDATE llm_calls SET program_id=? WHERE run_id=? AND id>?"
+                  " AND program_id IS NULL",
+                  &st, e);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, program_id);
+    sqlite3_bind_int64(st, 2, run_id);
+    sqlite3_bind_int64(st, 3, after_id);
+    return step_done(db, st, "linking llm calls to their program", e);
+}
+
 int db_run_cost(cuco_db *db, int64_t run_id, double *usd, cuco_err *e)
 {
     sqlite3_stmt *st;
@@ -677,7 +746,8 @@ int db_run_evaluations(cuco_db *db, int64_t run_id, long *evaluations, long *cac
     *evaluations = *cached = 0;
     int rc = prep(db,
                   "SELECT coalesce(sum(cached=0),0), coalesce(sum(cached=1),0) FROM programs"
-                  " WHERE run_id=? AND status NOT IN ('pending','rejected_duplicate',"
+                  " WHERE run_id=? AND code IS NOT NULL"
+                  " AND status NOT IN ('pending','rejected_duplicate',"
                   "'rejected_novelty','patch_failed')"
                   " AND coalesce(mutator,'') NOT IN ('copy','migration')",
                   &st, e);

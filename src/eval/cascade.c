@@ -437,6 +437,20 @@ static char *cache_path(cascade *c)
     return out;
 }
 
+void cuco_eval_default_build_cache(const char *workspace)
+{
+    if (!workspace || getenv("CUCO_BUILD_CACHE"))
+        return;
+    char *bc = cuco_path_join(workspace, "build-cache");
+    cuco_err be = CUCO_ERR_INIT;
+    char *abs = bc && cuco_fs_mkdirs(bc, &be) == 0 ? cuco_path_abs(bc) : NULL;
+    if (abs)
+        setenv("CUCO_BUILD_CACHE", abs, 0);
+    cuco_err_clear(&be);
+    free(abs);
+    free(bc);
+}
+
 static int level_compile_cached(cascade *c, const char *cached)
 {
     cuco_err ce = CUCO_ERR_INIT;

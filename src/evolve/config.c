@@ -35,6 +35,8 @@ int cuco_config_defaults(cuco_evolve_config *c, cuco_err *e)
     c->selection = CUCO_SEL_POWER_LAW;
     c->explore_fraction = 0.3;
     c->novelty_threshold = 0.95;
+    c->novelty_judge = 0;
+    c->novelty_judge_band = 0.05;
     c->archive_size = 8;
     c->slots = 1;
     c->seed = 1;
@@ -148,6 +150,20 @@ static int parse_int(const char *path, const yaml_node_t *v, const char *key, do
     return rc;
 }
 
+static int parse_bool(const char *path, const yaml_node_t *v, const char *key, int *out,
+                      cuco_err *e)
+{
+    int line = (int)v->start_mark.line + 1;
+    const char *s = v->type == YAML_SCALAR_NODE ? (const char *)v->data.scalar.value : "";
+    if (!strcmp(s, "true") || !strcmp(s, "yes") || !strcmp(s, "on") || !strcmp(s, "1"))
+        *out = 1;
+    else if (!strcmp(s, "false") || !strcmp(s, "no") || !strcmp(s, "off") || !strcmp(s, "0"))
+        *out = 0;
+    else
+        return cuco_err_set_at(e, CUCO_EINVAL, path, line, "%s: expected true or false", key);
+    return 0;
+}
+
 static int load_doc(const char *path, yaml_document_t *doc, yaml_document_t *root_holder,
                     cuco_evolve_config *c, cuco_err *e)
 {
@@ -178,6 +194,10 @@ static int load_doc(const char *path, yaml_document_t *doc, yaml_document_t *roo
             if (!(rc = parse_num(path, v, key, 0, 1, &d, e))) c->explore_fraction = d;
         } else if (!strcmp(key, "novelty_threshold")) {
             if (!(rc = parse_num(path, v, key, 0, 1, &d, e))) c->novelty_threshold = d;
+        } else if (!strcmp(key, "novelty_judge")) {
+            rc = parse_bool(path, v, key, &c->novelty_judge, e);
+        } else if (!strcmp(key, "novelty_judge_band")) {
+            if (!(rc = parse_num(path, v, key, 0, 1, &d, e))) c->novelty_judge_band = d;
         } else if (!strcmp(key, "archive_size")) {
             if (!(rc = parse_int(path, v, key, 1, 1e6, &d, e))) c->archive_size = (int)d;
         } else if (!strcmp(key, "slots")) {
@@ -318,6 +338,8 @@ int cuco_config_validate(const cuco_evolve_config *c, cuco_err *e)
                                 c->mutators[i]);
     if (c->meta_interval < 0)
         return cuco_err_set(e, CUCO_EINVAL, "meta_interval must be >= 0");
+    if (c->novelty_judge_band < 0 || c->novelty_judge_band > 1)
+        return cuco_err_set(e, CUCO_EINVAL, "novelty_judge_band must be in [0, 1]");
     return 0;
 }
 
@@ -338,6 +360,8 @@ char *cuco_config_json(const cuco_evolve_config *c)
     json_object_set_new(o, "selection", json_string(cuco_selection_name(c->selection)));
     json_object_set_new(o, "explore_fraction", json_real(c->explore_fraction));
     json_object_set_new(o, "novelty_threshold", json_real(c->novelty_threshold));
+    json_object_set_new(o, "novelty_judge", json_boolean(c->novelty_judge));
+    json_object_set_new(o, "novelty_judge_band", json_real(c->novelty_judge_band));
     json_object_set_new(o, "archive_size", json_integer(c->archive_size));
     json_object_set_new(o, "slots", json_integer(c->slots));
     json_object_set_new(o, "seed", json_integer((json_int_t)c->seed));

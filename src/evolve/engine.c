@@ -365,13 +365,16 @@ static size_t pick_mutator(const cuco_evolve_config *c, cuco_rng *rng)
     return c->n_mutators - 1;
 }
 
-/* Highest MinHash similarity of text to the run's programs. */
+/* Highest MinHash similarity of text to the run's programs; *nearest
+ * (caller frees, NULL when the run has no code yet) is that program's code. */
 static int max_similarity(const cuco_evolve_opts *o, int64_t run_id, const char *text,
-                          double *sim, cuco_err *e)
+                          double *sim, char **nearest, cuco_err *e)
 {
     cuco_db_program *ps;
-    size_t n;
+    size_t n, best = 0;
+    int found = 0;
     *sim = 0;
+    *nearest = NULL;
     int rc = db_programs_list(o->db, run_id, NULL, &ps, &n, e);
     if (rc < 0)
         return rc;
@@ -382,11 +385,46 @@ static int max_similarity(const cuco_evolve_opts *o, int64_t run_id, const char 
             continue;
         cuco_minhash_of(ps[i].code, &b);
         double s = cuco_minhash_similarity(&a, &b);
-        if (s > *sim)
+        if (!found || s > *sim) {
             *sim = s;
+            best = i;
+            found = 1;
+        }
+    }
+    if (found) {
+        *nearest = ps[best].code;
+        ps[best].code = NULL;
     }
     db_programs_free(ps, n);
     return 0;
+}
+
+/* Asks the novelty judge about a child whose similarity sim to its nearest
+ * program lies in the judge's band. Sets c's status (and error, kept in
+ * *why) and *budget_stop when the judge's call was refused by the budget. */
+static int judge_child(const cuco_evolve_opts *o, int64_t run_id, const char *text,
+                       const char *nearest, double sim, cuco_db_program *c, cuco_buf *why,
+                       int *budget_stop, cuco_err *e)
+{
+    int novel = 1;
+    cuco_buf reason = CUCO_BUF_INIT;
+    int rc = o->judge_fn(o->judge_ctx, run_id, text, nearest, sim, &novel, &reason, e);
+    if (rc == CUCO_EBUDGET) {
+        /* the child was paid for: evaluate it, then stop like a refused mutator */
+        cuco_err_clear(e);
+        *budget_stop = 1;
+        novel = 1;
+        rc = 0;
+    }
+    if (rc == 0 && !novel) {
+        c->status = "rejected_novelty";
+        cuco_buf_printf(why, "judge: %s", reason.len ? cuco_buf_str(&reason) : "duplicate");
+        c->error = (char *)cuco_buf_str(why);
+    } else if (rc == 0) {
+        c->status = "pending";
+    }
+    cuco_buf_free(&reason);
+    return rc;
 }
 
 /* How many of the run's recent failed children a mutator is shown. */
@@ -449,7 +487,12 @@ static int propose_child(const cuco_evolve_opts *o, cuco_mutator **muts, int64_t
     cuco_mutator *m = muts[mi];
     cuco_db_program *all = NULL, *fails = NULL;
     size_t n_all = 0, n_fails = 0;
-    int rc = recent_failures(o, run_id, &all, &n_all, &fails, &n_fails, e);
+    /* the LLM calls made from here on are this child's (linked after insertion) */
+    int64_t calls_before = 0;
+    int rc = db_llm_call_last_id(o->db, run_id, &calls_before, e);
+    if (rc < 0)
+        return rc;
+    rc = recent_failures(o, run_id, &all, &n_all, &fails, &n_fails, e);
     if (rc < 0)
         return rc;
     cuco_mutate_ctx ctx = {o->seed_text, o->workload, parent, second, top,    ntop,
@@ -482,9 +525,14 @@ static int propose_child(const cuco_evolve_opts *o, cuco_mutator **muts, int64_t
             cuco_err_clear(&me);
             return 0;
         }
-        c.status = "patch_failed";
+        /* a mutator whose own service failed (an LLM call) produced no
+         * program to blame: infra_error, not patch_failed */
+        c.status = rc == CUCO_ENET ? "infra_error" : "patch_failed";
         c.error = (char *)cuco_err_msg(&me);
-        rc = insert_program(o, &c, NULL, e);
+        int64_t fid;
+        rc = insert_program(o, &c, &fid, e);
+        if (rc == 0)
+            rc = db_llm_calls_link(o->db, run_id, calls_before, fid, e);
         cuco_err_clear(&me);
         return rc;
     }
@@ -495,6 +543,8 @@ static int propose_child(const cuco_evolve_opts *o, cuco_mutator **muts, int64_t
     cuco_hash_hex(mu.text, strlen(mu.text), hash);
     c.code_hash = hash;
     int seen = 0;
+    char *nearest = NULL;
+    cuco_buf why = CUCO_BUF_INIT;
     if (cuco_patch_guard(o->seed_text, mu.text, &me) < 0) {
         c.status = "patch_failed";
         c.error = (char *)cuco_err_msg(&me);
@@ -507,22 +557,32 @@ static int propose_child(const cuco_evolve_opts *o, cuco_mutator **muts, int64_t
         double sim = 0;
         int is_knob = mu.patch_type && !strncmp(mu.patch_type, "knob:", 5);
         if (!is_knob) {
-            if ((rc = max_similarity(o, run_id, mu.text, &sim, e)) < 0)
+            if ((rc = max_similarity(o, run_id, mu.text, &sim, &nearest, e)) < 0)
                 goto out;
             c.novelty = sim;
         }
+        double judge_from = o->cfg->novelty_threshold - o->cfg->novelty_judge_band;
         if (!is_knob && sim >= o->cfg->novelty_threshold) {
             c.status = "rejected_novelty";
             c.error = "near-duplicate of a program already in this run";
+        } else if (!is_knob && o->cfg->novelty_judge && o->judge_fn && nearest &&
+                   sim >= judge_from) {
+            if ((rc = judge_child(o, run_id, mu.text, nearest, sim, &c, &why, budget_stop, e)) <
+                0)
+                goto out;
         } else {
             c.status = "pending";
         }
     }
     int64_t id;
     rc = insert_program(o, &c, &id, e);
+    if (rc == 0)
+        rc = db_llm_calls_link(o->db, run_id, calls_before, id, e);
     if (rc == 0 && !strcmp(c.status, "pending"))
         *pending_id = id;
 out:
+    free(nearest);
+    cuco_buf_free(&why);
     cuco_err_clear(&me);
     cuco_mutation_free(&mu);
     return rc;

@@ -23,6 +23,8 @@ int cuco_llm_db_record(void *ctx, const cuco_llm_call_record *rec, cuco_err *e)
     c.status = rec->status;
     int64_t id = 0;
     int rc = db_llm_call_insert(sink->db, &c, &id, e);
+    if (!rc && (rec->purpose || rec->error))
+        rc = db_llm_call_describe(sink->db, id, rec->purpose, rec->error, e);
     if (rc)
         cuco_err_prefix(e, "recording an LLM call");
     return rc;

@@ -245,7 +245,10 @@ static int llm_propose(cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation 
         } else if (rc == 0) {
             if (cand.status == CUCO_LLM_OK)
                 cuco_llm_session_reward(lm->session, cand.arm, 0, cand.cost_usd);
-            rc = cuco_err_set(e, CUCO_EINVAL, "%s (%s): %s%s", lm->kind,
+            /* a failed call is no fault of the candidate: CUCO_ENET makes
+             * the engine store it as infra_error, not as a bad program */
+            rc = cuco_err_set(e, cand.status == CUCO_LLM_OK ? CUCO_EINVAL : CUCO_ENET,
+                              "%s (%s): %s%s", lm->kind,
                               cand.model ? cand.model : "?",
                               cand.status == CUCO_LLM_OK ? "" : LLM_CALL_FAILED ": ",
                               cand.failure ? cand.failure : "unusable answer");

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuco/db.h"
 #include "cuco/fs.h"
 
 int report_db_open(const char *db_path, sqlite3 **out, cuco_err *e)
@@ -32,7 +33,7 @@ int report_db_open(const char *db_path, sqlite3 **out, cuco_err *e)
         sqlite3_step(st) == SQLITE_ROW)
         version = sqlite3_column_int(st, 0);
     sqlite3_finalize(st);
-    if (version != 1) {
+    if (version < 1 || version > CUCO_DB_SCHEMA_VERSION) {
         cuco_err_set(e, CUCO_EDB, "%s is not a cuco run database this build reads (schema %d)",
                      db_path, version);
         sqlite3_close_v2(h);
@@ -156,16 +157,27 @@ static double metric(json_t *obj, const char *name)
  * one, else the program's own breakdown, else the two variants (collectives
  * removed: compute alone; compute removed: communication alone), else
  * top-level compute_ms/comm_ms. Returns the source's name, NULL if none. */
+/* Per-step computation and communication from a bound.json, on the same
+ * footing as the baseline's time (one step): the timeline's per-step figures,
+ * else the program's own breakdown, else the two variants' times. The
+ * timeline's whole-run totals are not per step and are not used. */
+/* Appends text to the warnings unless the same text is there already. */
+static void add_warning(json_t *warnings, const char *text)
+{
+    size_t i;
+    json_t *w;
+    json_array_foreach(warnings, i, w) if (json_is_string(w) && !strcmp(json_string_value(w), text)) return;
+    json_array_append_new(warnings, json_string(text));
+}
+
 static const char *bound_from_file(json_t *b, double *compute, double *comm)
 {
-    json_t *tl = json_object_get(b, "timeline");
-    json_t *crit = json_object_get(tl, "critical");
-    if (json_is_integer(crit)) {
-        json_t *r = json_array_get(json_object_get(tl, "ranks"), (size_t)json_integer_value(crit));
-        *compute = metric(r, "compute_ms");
-        *comm = metric(r, "comm_ms");
+    json_t *bd = json_object_get(b, "bound");
+    if (json_is_true(json_object_get(bd, "per_step"))) {
+        *compute = metric(bd, "compute_ms");
+        *comm = metric(bd, "comm_ms");
         if (*compute > 0 && *comm > 0)
-            return "bound.json (timeline)";
+            return "bound.json (timeline, per step)";
     }
     json_t *prog = json_object_get(b, "program");
     *compute = metric(prog, "compute_ms");
@@ -225,6 +237,13 @@ int report_summary(sqlite3 *h, int64_t run_id, const char *workspace, json_t **o
     if (sqlite3_column_type(st, 7) != SQLITE_NULL)
         baseline = sqlite3_column_double(st, 7);
     sqlite3_finalize(st);
+    /* the verification audit's warning recorded with the run (schema >= 3) */
+    if (sqlite3_prepare_v2(h, "SELECT warning FROM runs WHERE id=?", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, run_id);
+        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+            add_warning(warnings, (const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+    }
 
     /* programs by status */
     json_t *by_status = json_object();
@@ -317,17 +336,15 @@ int report_summary(sqlite3 *h, int64_t run_id, const char *workspace, json_t **o
         json_t *audit = json_object_get(bound_file, "verification_audit");
         if (json_is_object(audit) && json_is_true(json_object_get(audit, "warning"))) {
             const char *msg = json_string_value(json_object_get(audit, "message"));
-            json_array_append_new(
-                warnings, json_string(msg && *msg ? msg
-                                                  : "the verification audit (bound.json) found"
-                                                    " that verification may not check the"
-                                                    " results"));
+            add_warning(warnings, msg && *msg ? msg
+                                              : "the verification audit (bound.json) found that"
+                                                " verification may not check the results");
         }
         size_t i;
         json_t *w;
         json_t *ws = json_object_get(bound_file, "warnings");
         if (json_is_array(ws))
-            json_array_foreach(ws, i, w) if (json_is_string(w)) json_array_append(warnings, w);
+            json_array_foreach(ws, i, w) if (json_is_string(w)) add_warning(warnings, json_string_value(w));
     }
     /* the host-driven baseline: the run's own measure of the workload's
      * program when the search started from it, else what 'cuco bound'

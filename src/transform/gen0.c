@@ -4,6 +4,7 @@
  * WORKSPACE/gen_0/ (program, program.diff, transform_report.md/.json) and
  * the database root of the search (WORKSPACE/runs.db).
  */
+#include "tx_common.h"
 #include "cuco/transform.h"
 
 #include <jansson.h>
@@ -33,44 +34,6 @@ static void progress(const cuco_transform_opts *o, const char *line)
         o->progress(o->progress_ctx, line);
 }
 
-/* A GPU this process could use: a /dev/nvidia0 node or nvidia-smi on PATH. */
-static int have_gpu(void)
-{
-    if (access("/dev/nvidia0", F_OK) == 0)
-        return 1;
-    char *smi = cuco_which("nvidia-smi");
-    int yes = smi != NULL;
-    free(smi);
-    return yes;
-}
-
-/* Unified diff of seed -> program through diff(1); *out caller frees. */
-static int make_diff(const char *seed_path, const char *prog_path, const char *label, char **out,
-                     cuco_err *e)
-{
-    char *la = cuco_sprintf("a/%s", label), *lb = cuco_sprintf("b/%s", label);
-    const char *argv[] = {"diff", "-u", "--label", la, "--label", lb, seed_path, prog_path, NULL};
-    cuco_proc_opts po;
-    memset(&po, 0, sizeof(po));
-    po.argv = argv;
-    po.timeout_s = 30;
-    po.capture_cap = 64u << 20;
-    cuco_proc_result pr;
-    int rc = (la && lb) ? cuco_proc_run(&po, &pr, e) : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-    free(la);
-    free(lb);
-    if (rc != 0)
-        return cuco_err_prefix(e, "diff");
-    if (!pr.exited || pr.exit_code > 1) {
-        rc = cuco_err_set(e, CUCO_EIO, "diff failed: %s", pr.err ? pr.err : "");
-        cuco_proc_result_free(&pr);
-        return rc;
-    }
-    *out = cuco_strdup(pr.out ? pr.out : "");
-    cuco_proc_result_free(&pr);
-    return *out ? 0 : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-}
-
 static json_t *notes_json(const cuco_tx_notes *l, const char *file)
 {
     json_t *a = json_array();
@@ -78,17 +41,6 @@ static json_t *notes_json(const cuco_tx_notes *l, const char *file)
         json_array_append_new(a, json_pack("{s:s, s:s, s:i, s:s}", "kind", l->items[i].kind, "file",
                                            file, "line", l->items[i].line, "text", l->items[i].text));
     return a;
-}
-
-static json_t *eval_json(const cuco_eval_result *r)
-{
-    json_t *o = json_pack("{s:s, s:i, s:s}", "status", cuco_eval_status_name(r->status), "level",
-                          r->level, "hash", r->program_hash);
-    if (r->level >= 3)
-        json_object_set_new(o, "time_ms", json_real(r->time_ms));
-    if (r->excerpt)
-        json_object_set_new(o, "excerpt", json_string(r->excerpt));
-    return o;
 }
 
 static void md_notes(cuco_buf *md, const cuco_tx_notes *l, const char *file, const char *kind)
@@ -181,17 +133,7 @@ int cuco_transform_workload(const cuco_workload *w, const cuco_transform_opts *o
     if ((rc = cuco_workload_read_seed(w, &seed, e)) != 0)
         goto out;
     ws = o->workspace ? cuco_strdup(o->workspace) : cuco_sprintf("cuco-out/%s", w->name);
-    /* builds are cached in the workspace unless CUCO_BUILD_CACHE says otherwise */
-    if (!getenv("CUCO_BUILD_CACHE")) {
-        char *bc = cuco_path_join(ws, "build-cache");
-        cuco_err be = CUCO_ERR_INIT;
-        char *abs = bc && cuco_fs_mkdirs(bc, &be) == 0 ? cuco_path_abs(bc) : NULL;
-        cuco_err_clear(&be);
-        if (abs)
-            setenv("CUCO_BUILD_CACHE", abs, 0);
-        free(abs);
-        free(bc);
-    }
+    cuco_eval_default_build_cache(ws);
     gen0 = ws ? cuco_path_join(ws, "gen_0") : NULL;
     prog_path = gen0 ? cuco_path_join(gen0, w->evolve_file) : NULL;
     seed_copy = gen0 ? cuco_path_join(gen0, "seed.orig") : NULL;
@@ -231,7 +173,7 @@ int cuco_transform_workload(const cuco_workload *w, const cuco_transform_opts *o
         if ((rc = cuco_fs_write(prog_path, tr.program, strlen(tr.program), e)) != 0 ||
             (rc = cuco_fs_write(seed_copy, seed, strlen(seed), e)) != 0)
             goto out;
-        if ((rc = make_diff(seed_copy, prog_path, w->evolve_file, &diff, e)) != 0)
+        if ((rc = cuco_tx_make_diff(seed_copy, prog_path, w->evolve_file, &diff, e)) != 0)
             goto out;
         remove(seed_copy);
         char *dpath = cuco_path_join(gen0, "program.diff");
@@ -245,7 +187,7 @@ int cuco_transform_workload(const cuco_workload *w, const cuco_transform_opts *o
         verification = "not verified (--no-verify)";
         *outcome = CUCO_TX_NOT_BUILT;
     } else if (transformed) {
-        int gpu = have_gpu() || !w->gpu;
+        int gpu = cuco_tx_have_gpu() || !w->gpu;
         cuco_eval_opts eo;
         memset(&eo, 0, sizeof(eo));
         eo.work_dir = work;
@@ -301,9 +243,9 @@ int cuco_transform_workload(const cuco_workload *w, const cuco_transform_opts *o
     json_object_set_new(rep, "outcome", json_integer((int)*outcome));
     json_object_set_new(rep, "notes", notes_json(&tr.notes, w->evolve_file));
     if (have_prog_r)
-        json_object_set_new(rep, "eval", eval_json(&prog_r));
+        json_object_set_new(rep, "eval", cuco_tx_eval_json(&prog_r));
     if (have_seed_r)
-        json_object_set_new(rep, "seed_eval", eval_json(&seed_r));
+        json_object_set_new(rep, "seed_eval", cuco_tx_eval_json(&seed_r));
     if (have_seed_r && have_prog_r && seed_r.status == CUCO_EVAL_OK && prog_r.time_ms > 0)
         json_object_set_new(rep, "speedup", json_real(seed_r.time_ms / prog_r.time_ms));
     json_object_set_new(rep, "registered", prog_id ? json_pack("{s:I, s:I}", "run_id", (json_int_t)run_id,

@@ -2,6 +2,7 @@
  * staged loop of model edits, each applied, checked, built (and verified
  * when a GPU is here) with the errors fed back, then a judge and the static
  * check, then gen_0/ written like the rule route writes it. */
+#include "tx_common.h"
 #include "cuco/transform_llm.h"
 
 #include <ctype.h>
@@ -81,17 +82,6 @@ static void say(const struct route *r, const char *fmt, ...)
     if (line.len)
         r->o->progress(r->o->progress_ctx, cuco_buf_str(&line));
     cuco_buf_free(&line);
-}
-
-/* A GPU this process could use: a /dev/nvidia0 node or nvidia-smi on PATH. */
-static int have_gpu(void)
-{
-    if (access("/dev/nvidia0", F_OK) == 0)
-        return 1;
-    char *smi = cuco_which("nvidia-smi");
-    int yes = smi != NULL;
-    free(smi);
-    return yes;
 }
 
 static int record_call(void *ctx, const cuco_llm_call_record *rec, cuco_err *e)
@@ -434,34 +424,6 @@ int cuco_transform_llm_verdict(const char *answer, int *pass, cuco_err *e)
     return cuco_err_set(e, CUCO_EINVAL, "the judge's answer starts with neither PASS nor FAIL");
 }
 
-/* Unified diff of seed -> program through diff(1); *out caller frees. */
-static int make_diff(const char *seed_path, const char *prog_path, const char *label, char **out,
-                     cuco_err *e)
-{
-    char *la = cuco_sprintf("a/%s", label), *lb = cuco_sprintf("b/%s", label);
-    const char *argv[] = {"diff", "-u", "--label", la, "--label", lb, seed_path, prog_path, NULL};
-    cuco_proc_opts po;
-    memset(&po, 0, sizeof(po));
-    po.argv = argv;
-    po.timeout_s = 30;
-    po.capture_cap = 64u << 20;
-    cuco_proc_result pr;
-    int rc =
-        (la && lb) ? cuco_proc_run(&po, &pr, e) : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-    free(la);
-    free(lb);
-    if (rc != 0)
-        return cuco_err_prefix(e, "diff");
-    if (!pr.exited || pr.exit_code > 1) {
-        rc = cuco_err_set(e, CUCO_EIO, "diff failed: %s", pr.err ? pr.err : "");
-        cuco_proc_result_free(&pr);
-        return rc;
-    }
-    *out = cuco_strdup(pr.out ? pr.out : "");
-    cuco_proc_result_free(&pr);
-    return *out ? 0 : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-}
-
 /* The verified program as the root of a new run, with the route's calls. */
 static int register_root(struct route *r, const char *ws, const char *prog_rel, const char *program,
                          double seed_ms, const cuco_eval_result *pe, int64_t *run_id,
@@ -550,17 +512,6 @@ out:
     return rc;
 }
 
-static json_t *eval_json(const cuco_eval_result *er)
-{
-    json_t *o = json_pack("{s:s, s:i, s:s}", "status", cuco_eval_status_name(er->status), "level",
-                          er->level, "hash", er->program_hash);
-    if (er->level >= 3)
-        json_object_set_new(o, "time_ms", json_real(er->time_ms));
-    if (er->excerpt)
-        json_object_set_new(o, "excerpt", json_string(er->excerpt));
-    return o;
-}
-
 static double calls_usd(const json_t *calls)
 {
     double usd = 0;
@@ -616,7 +567,7 @@ int cuco_transform_llm(const cuco_workload *w, const cuco_transform_llm_opts *o,
     if ((rc = cuco_fs_mkdirs(r.llm_dir, e)) || (rc = cuco_fs_mkdirs(r.work, e)))
         goto out;
     remove(prog_path); /* a refused run must not leave an older program claimed */
-    r.gpu = have_gpu() || !w->gpu;
+    r.gpu = cuco_tx_have_gpu() || !w->gpu;
     r.has_blocks = cuco_llm_block_count(r.seed) > 0;
 
     cuco_llm_session_opts so;
@@ -672,7 +623,7 @@ int cuco_transform_llm(const cuco_workload *w, const cuco_transform_llm_opts *o,
     if (transformed) {
         if ((rc = cuco_fs_write(prog_path, program, strlen(program), e)) ||
             (rc = cuco_fs_write(seed_copy, r.seed, strlen(r.seed), e)) ||
-            (rc = make_diff(seed_copy, prog_path, w->evolve_file, &diff, e)))
+            (rc = cuco_tx_make_diff(seed_copy, prog_path, w->evolve_file, &diff, e)))
             goto out;
         remove(seed_copy);
         char *dpath = cuco_path_join(gen0, "program.diff");
@@ -778,9 +729,9 @@ int cuco_transform_llm(const cuco_workload *w, const cuco_transform_llm_opts *o,
     if (r.stop)
         json_object_set_new(rep, "stopped", json_string(r.stop));
     if (have_prog_r)
-        json_object_set_new(rep, "eval", eval_json(&prog_r));
+        json_object_set_new(rep, "eval", cuco_tx_eval_json(&prog_r));
     if (have_seed_r)
-        json_object_set_new(rep, "seed_eval", eval_json(&seed_r));
+        json_object_set_new(rep, "seed_eval", cuco_tx_eval_json(&seed_r));
     if (have_seed_r && have_prog_r && seed_r.status == CUCO_EVAL_OK && prog_r.time_ms > 0)
         json_object_set_new(rep, "speedup", json_real(seed_r.time_ms / prog_r.time_ms));
     json_object_set_new(rep, "registered",

@@ -106,4 +106,20 @@ check "failed builds are kept and named" \
     test "$(json_get "$TMP/segfault.json" 'j["build_dir"] is not None and "/work/cand-" in j["build_dir"]')" = True
 check "segfault: kept build folder exists" test -d "$(json_get "$TMP/segfault.json" 'j["build_dir"]')"
 
+# the build cache: a second evaluation of the same program reuses the binary;
+# a different program is built; a failed build is not cached
+BC="$TMP/bc"
+CUCO_BUILD_CACHE="$BC" "$CUCO_BIN" eval "$WL" --level 2 >"$TMP/bc1.out" 2>"$TMP/bc1.err"
+check "build cache: first run builds" grep -q "build cached as $BC/" "$TMP/bc1.err"
+CUCO_BUILD_CACHE="$BC" "$CUCO_BIN" eval "$WL" --level 2 >"$TMP/bc2.out" 2>"$TMP/bc2.err"
+check "build cache: second run reuses the binary" grep -q "L1 ok (cached build $BC/" "$TMP/bc2.err"
+check "build cache: and still verifies" grep -q '^status *ok' "$TMP/bc2.out"
+CUCO_BUILD_CACHE="$BC" "$CUCO_BIN" eval "$WL" "$CUCO_TEST_DATA/cpu_demo_broken/wrong_answer.c" --level 2 \
+    >"$TMP/bc3.out" 2>"$TMP/bc3.err"
+check "build cache: another program is built" bash -c "! grep -q 'cached build' '$TMP/bc3.err'"
+check "build cache: two binaries" test "$(ls "$BC" | wc -l)" -eq 2
+CUCO_BUILD_CACHE="$BC" "$CUCO_BIN" eval "$WL" "$CUCO_TEST_DATA/cpu_demo_broken/compile_error.c" --level 1 \
+    >/dev/null 2>&1
+check "build cache: a failed build is not cached" test "$(ls "$BC" | wc -l)" -eq 2
+
 exit $fail

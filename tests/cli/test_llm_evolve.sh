@@ -106,4 +106,27 @@ sqlite3 "$db" "SELECT code FROM programs WHERE status = 'ok'" | grep -q "CUCO_BL
 sqlite3 "$db" "SELECT status || ' ' || COALESCE(error, '') FROM programs" >"$T/programs.txt"
 grep -qi "frozen\|outside" "$T/programs.txt" || fail "edit outside the block not rejected"
 grep -qi "not found\|does not apply\|no match" "$T/programs.txt" || fail "bad diff not recorded"
+
+# Failed calls (500 then truncated JSON; two timeouts) are infrastructure
+# failures, not bad programs: infra_error with the call's error, no code;
+# the unusable answers (a diff that does not apply, an edit outside the
+# block) stay patch_failed.
+infra=$(sqlite3 "$db" "SELECT COUNT(*) FROM programs WHERE status = 'infra_error'
+    AND error LIKE '%LLM call failed%' AND code IS NULL")
+[ "$infra" -eq 2 ] || fail "expected 2 infra_error children of failed calls, got $infra"
+grep -q "^infra_error .*timeout" "$T/programs.txt" || fail "the timeout is not the stored error"
+grep -q "^patch_failed .*LLM call failed" "$T/programs.txt" && fail "a failed call stored as patch_failed"
+bad=$(sqlite3 "$db" "SELECT COUNT(*) FROM programs WHERE status = 'patch_failed'")
+[ "$bad" -eq 2 ] || fail "expected 2 patch_failed children (bad diff, outside edit), got $bad"
+
+# Every mutation call is linked to the child it produced (failed ones too).
+calls=$(sqlite3 "$db" "SELECT COUNT(*) FROM llm_calls WHERE purpose IN ('diff','full','cross')")
+[ "$calls" -eq 7 ] || fail "expected 7 mutation calls recorded, got $calls"
+unlinked=$(sqlite3 "$db" "SELECT COUNT(*) FROM llm_calls c WHERE c.purpose IN ('diff','full','cross')
+    AND c.status <> 'budget'
+    AND NOT EXISTS (SELECT 1 FROM programs p WHERE p.id = c.program_id AND p.run_id = c.run_id
+                    AND p.mutator LIKE 'llm%')")
+[ "$unlinked" -eq 0 ] || fail "$unlinked mutation calls are not linked to their child"
+linked=$(sqlite3 "$db" "SELECT COUNT(DISTINCT program_id) FROM llm_calls WHERE program_id IS NOT NULL")
+[ "$linked" -eq 6 ] || fail "expected calls linked to 6 distinct children, got $linked"
 echo "ok"

@@ -5,7 +5,7 @@
 # tests/data/llm/evolve_bad_key.json) and a server that cannot be reached
 # each stop the LLM mutators after the first failed call with a clear error
 # (exit 1, no crash), that call recorded in llm_calls and its candidate
-# stored as failed ("LLM call failed"), never as a wrong answer.
+# stored as infra_error ("LLM call failed"), never as a wrong answer.
 set -u
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
@@ -57,7 +57,11 @@ db="$T/badkey/runs.db"
 [ "$(sqlite3 "$db" "SELECT status FROM llm_calls")" = "http_error" ] || fail "bad key: call not recorded"
 sqlite3 "$db" "SELECT status || ' ' || error FROM programs WHERE mutator = 'llm_diff'" >"$T/badkey.programs"
 [ "$(wc -l <"$T/badkey.programs")" -eq 1 ] || fail "bad key: expected one failed candidate"
-grep -q "^patch_failed .*LLM call failed.*401" "$T/badkey.programs" || fail "bad key: candidate not stored as failed"
+# a refused call is not the candidate's fault: infra_error, not patch_failed
+grep -q "^infra_error .*LLM call failed.*401" "$T/badkey.programs" ||
+    fail "bad key: candidate not stored as infra_error"
+[ "$(sqlite3 "$db" "SELECT program_id = (SELECT id FROM programs WHERE mutator = 'llm_diff') FROM llm_calls")" = "1" ] ||
+    fail "bad key: the call is not linked to its candidate"
 [ "$(sqlite3 "$db" "SELECT status FROM programs WHERE generation = 0 AND island = 0")" = "ok" ] ||
     fail "bad key: the baseline was not kept"
 grep -rq "sk-replay-WRONG-7" "$T/badkey" "$T/badkey.out" "$T/badkey.err" && fail "bad key: key leaked"

@@ -94,6 +94,16 @@ mkdir -p "$work/nobound" && cp "$db" "$work/nobound/runs.db"
 grep -qF "From root program metrics" "$work/nobound/report.md" || fail "bound not taken from the root program"
 grep -q "WARNING" "$work/nobound/report.md" && fail "a warning appeared without bound.json"
 
+# a warning recorded with the run (runs.warning, written by cuco evolve from
+# bound.json) is shown even when bound.json is gone
+mkdir -p "$work/recorded" && cp "$db" "$work/recorded/runs.db"
+sqlite3 "$work/recorded/runs.db" "ALTER TABLE runs ADD COLUMN warning TEXT;" 2>/dev/null
+sqlite3 "$work/recorded/runs.db" "UPDATE runs SET warning='the communication-removed program still passes verification' WHERE id=1;" \
+  || fail "recording a warning"
+"$CUCO_BIN" report "$work/recorded" --run 1 > /dev/null || fail "report with a recorded warning failed"
+grep -q "WARNING:.*communication-removed program still passes" "$work/recorded/report.md" \
+  || fail "the run's recorded warning is not shown"
+
 # default run: the latest; errors
 "$CUCO_BIN" report "$work/ws" --out "$work/out3" > /dev/null || fail "default run failed"
 grep -q "^# cuco report: other_demo (run 2)" "$work/out3/report.md" || fail "default run is not the latest"

@@ -383,8 +383,8 @@ static void test_slurm_site_settings(void **state)
     assert_int_equal(cuco_launcher_run(l, &job, &r, &e), 0);
     assert_int_equal(r.attempts, 2); /* the retry keeps the settings too */
     char *log = read_tmp("story5/sbatch.log");
-    char *second = strchr(log, '\n');
-    assert_non_null(second);
+    const char *second = log + strcspn(log, "\n");
+    assert_int_equal(*second, '\n');
     assert_non_null(strstr(second, "--gres=gpu:h100:2"));
     assert_non_null(strstr(second, "--time=2:01")); /* 30 s + 90 s, rounded up */
     assert_non_null(strstr(second, "--partition=debug"));

@@ -1,0 +1,59 @@
+/* tx_common.c: pieces both transform routes (rules, LLM) use to write and
+ * describe gen_0: GPU presence, the seed -> program diff, an eval result as
+ * JSON. */
+#include "tx_common.h"
+
+#include "cuco/buf.h"
+#include "cuco/fs.h"
+#include "cuco/proc.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int cuco_tx_have_gpu(void)
+{
+    if (access("/dev/nvidia0", F_OK) == 0)
+        return 1;
+    char *smi = cuco_which("nvidia-smi");
+    int yes = smi != NULL;
+    free(smi);
+    return yes;
+}
+
+int cuco_tx_make_diff(const char *seed_path, const char *prog_path, const char *label, char **out,
+                      cuco_err *e)
+{
+    char *la = cuco_sprintf("a/%s", label), *lb = cuco_sprintf("b/%s", label);
+    const char *argv[] = {"diff", "-u", "--label", la, "--label", lb, seed_path, prog_path, NULL};
+    cuco_proc_opts po;
+    memset(&po, 0, sizeof(po));
+    po.argv = argv;
+    po.timeout_s = 30;
+    po.capture_cap = 64u << 20;
+    cuco_proc_result pr;
+    int rc = (la && lb) ? cuco_proc_run(&po, &pr, e) : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    free(la);
+    free(lb);
+    if (rc != 0)
+        return cuco_err_prefix(e, "diff");
+    if (!pr.exited || pr.exit_code > 1) {
+        rc = cuco_err_set(e, CUCO_EIO, "diff failed: %s", pr.err ? pr.err : "");
+        cuco_proc_result_free(&pr);
+        return rc;
+    }
+    *out = cuco_strdup(pr.out ? pr.out : "");
+    cuco_proc_result_free(&pr);
+    return *out ? 0 : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+}
+
+json_t *cuco_tx_eval_json(const cuco_eval_result *r)
+{
+    json_t *o = json_pack("{s:s, s:i, s:s}", "status", cuco_eval_status_name(r->status), "level",
+                          r->level, "hash", r->program_hash);
+    if (r->level >= 3)
+        json_object_set_new(o, "time_ms", json_real(r->time_ms));
+    if (r->excerpt)
+        json_object_set_new(o, "excerpt", json_string(r->excerpt));
+    return o;
+}

@@ -1,0 +1,20 @@
+/* tx_common.h: internal helpers shared by the transform routes (gen0.c,
+ * llm_route.c); not part of the public headers. */
+#ifndef CUCO_TX_COMMON_H
+#define CUCO_TX_COMMON_H
+
+#include "cuco/err.h"
+#include "cuco/eval.h"
+
+#include <jansson.h>
+
+/* 1 when a GPU is visible (/dev/nvidia0 or nvidia-smi on PATH). */
+int cuco_tx_have_gpu(void);
+/* Unified diff seed -> program (diff -u, labels a/LABEL b/LABEL); *out
+ * caller frees. */
+int cuco_tx_make_diff(const char *seed_path, const char *prog_path, const char *label, char **out,
+                      cuco_err *e);
+/* {status, level, hash[, time_ms][, excerpt]} of an eval result (new ref). */
+json_t *cuco_tx_eval_json(const cuco_eval_result *r);
+
+#endif
