@@ -226,7 +226,7 @@ int report_write(const cuco_report_opts *opts, cuco_report_result *res, cuco_err
     if (best_id && (rc = program_code(h, best_id, &best_code, e)) < 0)
         goto out;
     if (root_code && best_code && root_id != best_id) {
-        char *an = cuco_sprintf("program %lld (baseline of the search)", (long long)root_id);
+        char *an = cuco_sprintf("program %lld (start of the search)", (long long)root_id);
         char *bn = cuco_sprintf("program %lld (best)", (long long)best_id);
         rc = report_diff_lines(root_code, best_code, an, bn, 3, &diff, NULL, NULL, e);
         free(an);
@@ -447,10 +447,10 @@ int report_write(const cuco_report_opts *opts, cuco_report_result *res, cuco_err
     if (diff.len) {
         cuco_buf_printf(
             &md,
-            "## Diff from the baseline program (#%lld) to the best (#%lld)\n\n```diff\n%s```\n\n",
+            "## Diff from the start of the search (#%lld) to the best (#%lld)\n\n```diff\n%s```\n\n",
             (long long)root_id, (long long)best_id, cuco_buf_str(&diff));
         cuco_buf_printf(&html,
-                        "<h2>Diff from the baseline program (#%lld) to the best (#%lld)</h2>\n<pre "
+                        "<h2>Diff from the start of the search (#%lld) to the best (#%lld)</h2>\n<pre "
                         "id=\"diff\">",
                         (long long)root_id, (long long)best_id);
         html_diff(&html, cuco_buf_str(&diff));

@@ -60,7 +60,7 @@ awk '/^## Result/{r=1} r && /WARNING:.*PASS is printed unconditionally/{w=1} r &
 grep -q 'class="warning">&#9888; WARNING: verification does not depend' "$html" || fail "warning not in report.html"
 
 # the diff from the baseline program to the best, and the export
-grep -qF -- "--- program $fast_id (baseline of the search)" "$md" || fail "diff header missing"
+grep -qF -- "--- program $fast_id (start of the search)" "$md" || fail "diff header missing"
 grep -qF -- "+  x[i] = x[i] * 2.0f; // fused with the put" "$md" || fail "diff line missing"
 q "SELECT code FROM programs WHERE id=$best_id" > "$work/best.expected"
 # sqlite3 prints the text plus a newline; the code itself ends with one already
