@@ -90,6 +90,26 @@ typedef struct cuco_workload {
 int cuco_workload_load(const char *dir_or_manifest, cuco_workload **out, cuco_err *e);
 void cuco_workload_free(cuco_workload *w);
 
+/* 1 when path names a source file (.cu .cc .cpp .cxx .c), not a manifest. */
+int cuco_workload_is_program_path(const char *path);
+
+/* A workload for a bare host-driven program (one source file, no manifest):
+ * built as 'nvcc -std=c++17 -arch=sm_90 -O3 -I<its folder> -I<cuco>/device -I<NCCL include>
+ * <mpi compile flags> FLAGS -o NAME PROGRAM -L<NCCL lib> -l:libnccl.so.2
+ * -lcublas -lcublasLt <mpi link flags>' and run as 'mpirun -np RANKS NAME
+ * ARGS' (verify and bench alike), NCCL's library on LD_LIBRARY_PATH. args
+ * and flags are split at spaces; argv[0..argc) are appended to the args.
+ * Free with cuco_workload_free(). */
+typedef struct cuco_bare_program {
+    int ranks;           /* default 2 when <= 0 */
+    const char *args;    /* or NULL */
+    const char *flags;   /* extra nvcc flags, or NULL */
+    int argc;
+    char **argv;
+} cuco_bare_program;
+int cuco_workload_from_program(const char *path, const cuco_bare_program *bp, cuco_workload **out,
+                               cuco_err *e);
+
 /* Reads the seed program (the evolve file as shipped). Caller frees. */
 int cuco_workload_read_seed(const cuco_workload *w, char **text, cuco_err *e);
 

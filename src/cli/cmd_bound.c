@@ -82,79 +82,6 @@ static void print_progress(void *ctx, const char *line)
     fprintf(stderr, "cuco bound: %s\n", line);
 }
 
-/* A workload for a bare program: one source, the default CUDA+MPI+NCCL build. */
-/* Splits s at spaces and tabs into l. */
-static void push_words(cuco_strlist *l, const char *s)
-{
-    while (s && *s) {
-        while (*s == ' ' || *s == '\t')
-            s++;
-        size_t n = strcspn(s, " \t");
-        if (n) {
-            char *w = cuco_strndup(s, n);
-            cuco_strlist_push(l, w);
-            free(w);
-        }
-        s += n;
-    }
-}
-
-static int bare_workload(const char *path, int ranks, int argc, char **argv, const char *args,
-                         const char *flags, cuco_workload **out, cuco_err *e)
-{
-    char *abs = cuco_path_abs(path);
-    if (!abs)
-        return cuco_err_set(e, CUCO_ENOTFOUND, "%s: no such file", path);
-    cuco_workload *w = calloc(1, sizeof *w);
-    if (!w) {
-        free(abs);
-        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-    }
-    w->dir = cuco_path_dirname(abs);
-    w->manifest_path = cuco_strdup(abs);
-    char *base = cuco_path_basename(abs);
-    char *dot = strrchr(base, '.');
-    w->name = dot ? cuco_strndup(base, (size_t)(dot - base)) : cuco_strdup(base);
-    w->ranks = ranks;
-    w->gpu = 1;
-    cuco_strlist_push(&w->sources, base);
-    w->evolve_file = cuco_strdup(base);
-    static const char *const build[] = {"nvcc", "-std=c++17", "-arch=sm_90", "-O3",
-                                        "-I{workload_dir}", "-I{nccl_include}",
-                                        "{mpi_compile_flags}", NULL};
-    static const char *const link[] = {"-o", "{out}", "{evolve_file}", "-L{nccl_lib}",
-                                       "-l:libnccl.so.2", "-lcublas", "-lcublasLt",
-                                       "{mpi_link_flags}", NULL};
-    for (size_t i = 0; build[i]; i++)
-        cuco_strlist_push(&w->build_command, build[i]);
-    push_words(&w->build_command, flags);
-    for (size_t i = 0; link[i]; i++)
-        cuco_strlist_push(&w->build_command, link[i]);
-    w->build_output = cuco_strdup(w->name);
-    w->build_timeout_s = 300;
-    w->launcher = cuco_strdup("mpirun");
-    w->env = calloc(1, sizeof *w->env);
-    if (w->env) {
-        w->env[0].key = cuco_strdup("LD_LIBRARY_PATH");
-        w->env[0].value = cuco_strdup("{nccl_lib}");
-        w->n_env = 1;
-    }
-    push_words(&w->verify.args, args);
-    push_words(&w->bench.args, args);
-    for (int i = 0; i < argc; i++) {
-        cuco_strlist_push(&w->verify.args, argv[i]);
-        cuco_strlist_push(&w->bench.args, argv[i]);
-    }
-    w->verify.timeout_s = 120;
-    w->verify.repeats = 1;
-    w->bench.timeout_s = 300;
-    w->bench.repeats = 1;
-    free(base);
-    free(abs);
-    *out = w;
-    return 0;
-}
-
 /* Writes both variants of the workload's program into dir; prints what changed. */
 static int emit_variants(const cuco_workload *w, const char *dir, cuco_err *e)
 {
@@ -304,7 +231,10 @@ int cmd_bound(int argc, char **argv)
     if (is_manifest)
         rc = cuco_workload_load(target, &w, &e);
     else
-        rc = bare_workload(target, ranks, prog_argc, prog_argv, prog_args, nvcc_flags, &w, &e);
+    {
+        cuco_bare_program bp = {ranks, prog_args, nvcc_flags, prog_argc, prog_argv};
+        rc = cuco_workload_from_program(target, &bp, &w, &e);
+    }
     if (rc) {
         cuco_err_print(&e, "cuco bound", stderr);
         cuco_err_clear(&e);

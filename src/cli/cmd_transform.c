@@ -9,6 +9,7 @@
 #include "cuco/bound.h"
 #include "cuco/buf.h"
 #include "cuco/err.h"
+#include "cuco/fs.h"
 #include "cuco/transform.h"
 #include "cuco/transform_llm.h"
 #include "cuco/workload.h"
@@ -21,7 +22,7 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: cuco transform WORKLOAD [OPTIONS]\n"
+            "usage: cuco transform WORKLOAD|PROGRAM.cu [OPTIONS]\n"
             "\n"
             "Rewrites the workload's host-driven NCCL calls into device-initiated\n"
             "communication on device/ (symmetric windows, a device communicator, LSA\n"
@@ -29,10 +30,17 @@ static void usage(FILE *out)
             "against the seed, and writes WORKSPACE/gen_0/: the program (the evolve\n"
             "file's name), program.diff, transform_report.md and transform_report.json.\n"
             "A verified program becomes the root of a new run in WORKSPACE/runs.db.\n"
-            "WORKLOAD is a folder holding workload.yaml, or the manifest itself.\n"
+            "WORKLOAD is a folder holding workload.yaml, or the manifest itself. A bare\n"
+            "PROGRAM.cu is built with nvcc + MPI + NCCL + cuBLAS (as 'cuco bound' does)\n"
+            "and run as 'mpirun -np N PROGRAM ARGS' for verification and timing; it must\n"
+            "print 'Verification: PASS|FAIL' and 'CUCO_RESULT {\"time_ms\": ...}'\n"
+            "(docs/workload.md) to be verified and timed.\n"
             "\n"
             "Options:\n"
             "  --workspace D   workspace folder (default: ./cuco-out/<workload>)\n"
+            "  --ranks N       ranks of a bare PROGRAM.cu (default 2)\n"
+            "  --args \"A ...\"  its arguments (split at spaces)\n"
+            "  --nvcc-flags \"F ...\"  extra nvcc flags for a bare PROGRAM.cu\n"
             "  --no-verify     do not build or run anything: rules and static check only;\n"
             "                  the program is registered as 'pending'\n"
             "  --model SPEC    an LLM for the LLM route (\"anthropic:NAME\", \"openai:NAME\"\n"
@@ -71,6 +79,7 @@ int cmd_transform(int argc, char **argv)
 {
     const char *workload_arg = NULL, *workspace = NULL;
     int no_verify = 0, json = 0, quiet = 0;
+    cuco_bare_program bare = {2, NULL, NULL, 0, NULL};
     /* the LLM route (src/transform/llm_route.c) */
     const char **models = calloc((size_t)argc + 1, sizeof *models);
     const char *route = "auto", *prices = NULL, *base_url = NULL;
@@ -121,6 +130,26 @@ int cmd_transform(int argc, char **argv)
                 free(models);
                 return 2;
             }
+        } else if (!strcmp(a, "--ranks") || !strcmp(a, "--args") || !strcmp(a, "--nvcc-flags")) {
+            if (++i >= argc) {
+                fprintf(stderr, "cuco transform: %s needs a value\n", a);
+                free(models);
+                return 2;
+            }
+            if (!strcmp(a, "--ranks")) {
+                char *end = NULL;
+                long r = strtol(argv[i], &end, 10);
+                if (!end || *end || r < 1 || r > 64) {
+                    fprintf(stderr, "cuco transform: --ranks takes 1..64, not '%s'\n", argv[i]);
+                    free(models);
+                    return 2;
+                }
+                bare.ranks = (int)r;
+            } else if (!strcmp(a, "--args")) {
+                bare.args = argv[i];
+            } else {
+                bare.flags = argv[i];
+            }
         } else if (strcmp(a, "--no-verify") == 0) {
             no_verify = 1;
         } else if (strcmp(a, "--json") == 0) {
@@ -160,7 +189,10 @@ int cmd_transform(int argc, char **argv)
     cuco_workload *w = NULL;
     char *report = NULL;
     int code = 2;
-    if (cuco_workload_load(workload_arg, &w, &e) != 0) {
+    /* a workload folder or manifest, or a bare PROGRAM.cu */
+    if (cuco_workload_is_program_path(workload_arg) && !cuco_fs_is_dir(workload_arg)
+            ? cuco_workload_from_program(workload_arg, &bare, &w, &e) != 0
+            : cuco_workload_load(workload_arg, &w, &e) != 0) {
         cuco_err_print(&e, "cuco transform", stderr);
         goto out;
     }

@@ -433,6 +433,30 @@ static int resolve_buffer(ctx *c, const char *name, const char *why, int depth)
     return found;
 }
 
+static int in_list(const char *const *l, const view *v, size_t i);
+
+/* The first call of another allocator (managed, pooled, host memory...)
+ * whose first argument names `name`; its token index, or n. */
+static size_t other_allocation(const ctx *c, const char *name)
+{
+    static const char *const others[] = {"cudaMallocManaged", "cudaMallocAsync", "cudaMallocFromPoolAsync",
+                                         "cudaMallocHost",    "cudaHostAlloc",   "cudaMallocPitch",
+                                         "ncclMemAlloc",      "cuMemAlloc",      NULL};
+    const view *v = &c->v;
+    for (size_t i = 0; i + 1 < v->n; i++) {
+        if (!is(v, i + 1, "(") || !in_list(others, v, i))
+            continue;
+        args a;
+        call_args(v, i + 1, &a);
+        if (a.n < 1)
+            continue;
+        size_t last = chain_last(v, a.first[0], a.last[0]);
+        if (last < v->n && cuco_tok_is(&v->lx, T(v, last), name))
+            return i;
+    }
+    return v->n;
+}
+
 /* Makes the buffer of argument k of the call symmetric, or refuses. */
 static int need_symmetric(ctx *c, const args *a, int k, size_t call_tok, const char *call)
 {
@@ -449,8 +473,19 @@ static int need_symmetric(ctx *c, const args *a, int k, size_t call_tok, const c
     char *name = cuco_strndup(v->src + T(v, last)->off, T(v, last)->len);
     char *why = cuco_sprintf("'%s' of %s at line %d", text, call, line_of(c, call_tok));
     int rc = (!name || !why) ? CUCO_ENOMEM : resolve_buffer(c, name, why, 0);
-    if (rc == 0)
-        refuse(c, line_of(c, call_tok), "%s: cannot find the cudaMalloc of buffer '%s'", call, text);
+    if (rc == 0) {
+        size_t at = name ? other_allocation(c, name) : v->n;
+        if (at < v->n) {
+            char *detail = cuco_sprintf("'%s' comes from %.*s at line %d, which cannot back a symmetric "
+                                        "window (only cudaMalloc allocations are rewritten to "
+                                        "ncclMemAlloc)",
+                                        text, (int)T(v, at)->len, v->src + T(v, at)->off, line_of(c, at));
+            refuse(c, line_of(c, call_tok), "%s: buffer %s", call, detail ? detail : "?");
+            free(detail);
+        } else {
+            refuse(c, line_of(c, call_tok), "%s: cannot find the cudaMalloc of buffer '%s'", call, text);
+        }
+    }
     free(name);
     free(why);
     free(text);

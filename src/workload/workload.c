@@ -508,6 +508,12 @@ static int parse_document(manifest *m, const char *text, size_t len, cuco_worklo
 int cuco_workload_load(const char *dir_or_manifest, cuco_workload **out, cuco_err *e)
 {
     *out = NULL;
+    if (!cuco_fs_is_dir(dir_or_manifest) && cuco_workload_is_program_path(dir_or_manifest))
+        return cuco_err_set(e, CUCO_EINVAL,
+                            "%s is a program, not a workload: give a folder holding workload.yaml "
+                            "(docs/workload.md), or use 'cuco bound' / 'cuco transform', which "
+                            "also take a bare PROGRAM.cu",
+                            dir_or_manifest);
     char *manifest_path = cuco_fs_is_dir(dir_or_manifest)
                               ? cuco_path_join(dir_or_manifest, "workload.yaml")
                               : cuco_strdup(dir_or_manifest);

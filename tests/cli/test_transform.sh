@@ -88,6 +88,15 @@ refused() { # refused NAME LINE NEEDLE
 refused reduce_root 54 "ncclReduce"
 refused frozen_collective 58 "outside the EVOLVE-BLOCKs"
 
+# a bare program (no manifest) is a workload of its own
+"$CUCO_BIN" transform "$D/allgather/allgather.cu" --workspace "$TMP/bare" --no-verify --quiet \
+    >"$TMP/bare.out" 2>&1
+check "bare program: exit 0" test $? -eq 0
+check "bare program: gen_0 written" test -s "$TMP/bare/gen_0/allgather.cu"
+"$CUCO_BIN" eval "$D/allgather/allgather.cu" >"$TMP/bare-eval.out" 2>&1
+check "a program where a workload is expected: exit 2" test $? -eq 2
+check "a program where a workload is expected: says so" grep -q "is a program, not a workload" "$TMP/bare-eval.out"
+
 "$CUCO_BIN" transform >/dev/null 2>&1
 check "no workload: exit 2" test $? -eq 2
 "$CUCO_BIN" transform "$D/allgather" --bogus >/dev/null 2>&1
