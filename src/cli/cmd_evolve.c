@@ -415,7 +415,11 @@ int cmd_evolve(int argc, char **argv)
     }
     if (cuco_workload_read_seed(w, &seed, &e) < 0)
         goto fail;
-    if (opt_val[12] || opt_val[7] || opt_val[13] || shared_bench) {
+    /* 'slots: N' of the config file means the same as --slots N: runs go
+     * through the local launcher, so concurrent GPU runs get disjoint GPUs */
+    if (!opt_val[7] && !opt_val[12] && cfg.slots > 1)
+        run_slots = cfg.slots;
+    if (opt_val[12] || opt_val[7] || opt_val[13] || shared_bench || run_slots > 1) {
         if (cuco_launcher_from_kind(opt_val[12], w->gpu, w->ranks, run_slots, gpus, shared_bench,
                                     &launcher, &e) < 0)
             goto fail;

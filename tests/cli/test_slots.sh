@@ -48,6 +48,13 @@ check "--shared-bench alone: exit 0" [ $? = 0 ]
 check "--shared-bench alone: the local launcher is used" grep -Eq "launcher local, $want run slots?," \
     "$TMP/sb.err"
 
+# 'slots: 2' in the config file goes through the launcher like --slots 2
+printf 'islands: 1\nchildren_per_island: 2\nslots: 2\n' >"$TMP/evolve-slots.yaml"
+"$CUCO_BIN" evolve "$WL" --config "$TMP/evolve-slots.yaml" --workspace "$TMP/wsc" \
+    --generations 1 --repeats 1 >"$TMP/sc.out" 2>"$TMP/sc.err"
+check "config slots: 2: exit 0" [ $? = 0 ]
+check "config slots: 2: two run slots announced" grep -q 'launcher local, 2 run slots' "$TMP/sc.err"
+
 "$CUCO_BIN" evolve "$WL" --workspace "$TMP/wsx" --launcher pbs --generations 1 \
     >"$TMP/bad.out" 2>"$TMP/bad.err"
 rc=$?
