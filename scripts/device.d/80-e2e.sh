@@ -47,7 +47,7 @@ if has prep; then
     timeout 300 cuco transform "workloads/$w" --workspace "$WS/$w" --quiet > "$DEST/transform-$w.txt" 2>&1 &
     pids+=($!)
   done
-  for t in sendrecv_pair alltoall_group broadcast allgather allreduce_loop; do
+  for t in sendrecv_pair alltoall_group broadcast allgather allreduce_loop async_alloc; do
     timeout 300 cuco transform "tests/data/transform/$t" --workspace "$WS/data-$t" --quiet \
       > "$DEST/transform-data-$t.txt" 2>&1 &
     pids+=($!)

@@ -134,6 +134,12 @@ inline cudaError_t symm_malloc(void** p, size_t bytes) {
 template <typename T> inline cudaError_t symm_malloc(T** p, size_t bytes) {
   return symm_malloc(reinterpret_cast<void**>(p), bytes);
 }
+// cudaMallocAsync's form: symmetric memory is allocated at once (every rank
+// in the same order), so the stream only orders nothing and is ignored.
+inline cudaError_t symm_malloc(void** p, size_t bytes, cudaStream_t) { return symm_malloc(p, bytes); }
+template <typename T> inline cudaError_t symm_malloc(T** p, size_t bytes, cudaStream_t s) {
+  return symm_malloc(reinterpret_cast<void**>(p), bytes, s);
+}
 
 inline int comm_rank(ncclComm_t c) {
   int r = -1;
@@ -617,6 +623,17 @@ inline cudaError_t symm_free(void* p) {
     return cudaSuccess;
   }
   return cudaFree(p);
+}
+
+// cudaFreeAsync's form: a symmetric buffer is freed once the stream's work is
+// done; other pointers go to cudaFreeAsync.
+inline cudaError_t symm_free_async(void* p, cudaStream_t s) {
+  for (Buf* b : bufs())
+    if (b->base == p) {
+      cudaError_t r = cudaStreamSynchronize(s);
+      return r != cudaSuccess ? r : symm_free(p);
+    }
+  return cudaFreeAsync(p, s);
 }
 
 // Releases the device communicator and the windows of c (the memory stays

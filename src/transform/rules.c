@@ -342,7 +342,8 @@ static int add_alloc(ctx *c, size_t tok, const char *why)
     if (add_edit(c, tok, t->off, t->len, "cuco_tx::symm_malloc") != 0)
         return -1;
     cuco_tx_notes_add(&c->r->notes, t->line, "symmetric",
-                      "cudaMalloc -> cuco_tx::symm_malloc (symmetric window) for %s", why);
+                      "%.*s -> cuco_tx::symm_malloc (symmetric window) for %s", (int)t->len,
+                      c->v.src + t->off, why);
     return 1;
 }
 
@@ -381,7 +382,7 @@ static int resolve_buffer(ctx *c, const char *name, const char *why, int depth)
         return CUCO_ENOMEM;
     int found = 0;
     for (size_t i = 0; i + 1 < v->n; i++) {
-        if (is(v, i, "cudaMalloc") && is(v, i + 1, "(")) {
+        if ((is(v, i, "cudaMalloc") || is(v, i, "cudaMallocAsync")) && is(v, i + 1, "(")) {
             args a;
             call_args(v, i + 1, &a);
             if (a.n < 1)
@@ -439,7 +440,7 @@ static int in_list(const char *const *l, const view *v, size_t i);
  * whose first argument names `name`; its token index, or n. */
 static size_t other_allocation(const ctx *c, const char *name)
 {
-    static const char *const others[] = {"cudaMallocManaged", "cudaMallocAsync", "cudaMallocFromPoolAsync",
+    static const char *const others[] = {"cudaMallocManaged", "cudaMallocFromPoolAsync",
                                          "cudaMallocHost",    "cudaHostAlloc",   "cudaMallocPitch",
                                          "ncclMemAlloc",      "cuMemAlloc",      NULL};
     const view *v = &c->v;
@@ -739,17 +740,19 @@ static int rewrite_frees(ctx *c)
     if (c->nalloc == 0)
         return 0;
     for (size_t i = 0; i + 1 < v->n; i++) {
-        if (!is(v, i, "cudaFree") || !is(v, i + 1, "(") || (i > 0 && is(v, i - 1, "::")))
+        int async = is(v, i, "cudaFreeAsync");
+        if (!(async || is(v, i, "cudaFree")) || !is(v, i + 1, "(") || (i > 0 && is(v, i - 1, "::")))
             continue;
         if (c->nblocks == 0 || in_block(c, T(v, i)->off)) {
-            int rc = add_edit(c, i, T(v, i)->off, T(v, i)->len, "cuco_tx::symm_free");
+            int rc = add_edit(c, i, T(v, i)->off, T(v, i)->len,
+                              async ? "cuco_tx::symm_free_async" : "cuco_tx::symm_free");
             if (rc != 0)
                 return rc;
             continue;
         }
         args a;
         call_args(v, i + 1, &a);
-        size_t last = a.n == 1 ? chain_last(v, a.first[0], a.last[0]) : v->n;
+        size_t last = a.n >= 1 ? chain_last(v, a.first[0], a.last[0]) : v->n;
         if (last < v->n) {
             char *nm = cuco_strndup(v->src + T(v, last)->off, T(v, last)->len);
             if (nm && name_seen(&c->symm_names, nm))

@@ -62,7 +62,7 @@ for name in gemm_allgather kv_transfer; do
 done
 
 D="$CUCO_TEST_DATA/transform"
-for name in allgather allreduce_loop sendrecv_pair alltoall_group broadcast; do
+for name in allgather allreduce_loop sendrecv_pair alltoall_group broadcast async_alloc; do
     transformed_ok "$D/$name" "$name" "$name.cu"
 done
 # a program without blocks gets them; one with blocks keeps its frozen text
@@ -71,6 +71,8 @@ check "allreduce_loop: one block kept" test "$(grep -c 'EVOLVE-BLOCK-START' "$TM
 check "allreduce_loop: only the block changed" bash -c "diff <(sed '/EVOLVE-BLOCK-START/,/EVOLVE-BLOCK-END/d' '$D/allreduce_loop/allreduce_loop.cu') <(sed '/EVOLVE-BLOCK-START/,/EVOLVE-BLOCK-END/d' '$TMP/allreduce_loop/gen_0/allreduce_loop.cu')"
 check "alltoall_group: sends keep their arguments" grep -q 'cuco_tx::send(sendbuf + peer \* n, n, ncclFloat32, peer, comm, st)' "$TMP/alltoall_group/gen_0/alltoall_group.cu"
 check "alltoall_group: the receive buffer is symmetric" grep -q 'cuco_tx::symm_malloc(&recvbuf' "$TMP/alltoall_group/gen_0/alltoall_group.cu"
+check "async_alloc: cudaMallocAsync of the gathered buffer made symmetric" grep -q 'cuco_tx::symm_malloc(&gathered, n \* nranks \* sizeof(float), as)' "$TMP/async_alloc/gen_0/async_alloc.cu"
+check "async_alloc: cudaFreeAsync goes through the runtime" grep -q 'cuco_tx::symm_free_async(gathered, as)' "$TMP/async_alloc/gen_0/async_alloc.cu"
 check "broadcast: rewritten onto point-to-point" grep -q 'cuco_tx::broadcast(buf, buf, n, ncclFloat32, root, comm, 0)' "$TMP/broadcast/gen_0/broadcast.cu"
 check "sendrecv_pair: device communicator set up after ncclCommInitRank" grep -q 'cuco_tx::comm_setup(\*(&comm));' "$TMP/sendrecv_pair/gen_0/sendrecv_pair.cu"
 check "sendrecv_pair: teardown before ncclCommDestroy" grep -q 'cuco_tx::comm_teardown(comm); NK(ncclCommDestroy(comm));' "$TMP/sendrecv_pair/gen_0/sendrecv_pair.cu"

@@ -37,4 +37,5 @@ built() { # built WORKLOAD_DIR
 }
 built "$CUCO_TEST_DATA/transform/allgather"
 built "$CUCO_TEST_DATA/transform/allreduce_loop"
+built "$CUCO_TEST_DATA/transform/async_alloc"
 exit $fail
