@@ -162,6 +162,19 @@ static int analysis_collectives(const char *path)
     return n;
 }
 
+/* 1 when gen_0's transform report says the program built, ran and verified
+ * (only such a program may start the search). */
+static int gen0_verified(const char *gen0)
+{
+    char *path = cuco_path_join(gen0, "transform_report.json");
+    json_t *r = path ? json_load_file(path, 0, NULL) : NULL;
+    free(path);
+    json_t *outcome = json_object_get(r, "outcome");
+    int ok = json_is_integer(outcome) && json_integer_value(outcome) == 0;
+    json_decref(r);
+    return ok;
+}
+
 /* What 'cuco bound' left in WORKSPACE/bound.json (docs/bound.md): the
  * ceiling (0 when unknown) and the advice paragraph (NULL when none; caller
  * frees). Returns 0 when there is no readable file. */
@@ -377,7 +390,7 @@ int cmd_run(int argc, char **argv)
     gen0_program = cuco_path_join(gen0, w->evolve_file);
     if (o.from_seed) {
         printf("cuco run: --from-seed: the search starts from the host-driven seed\n");
-    } else if (cuco_fs_exists(gen0_program)) {
+    } else if (cuco_fs_exists(gen0_program) && gen0_verified(gen0)) {
         printf("cuco run: keeping the transformed program in %s\n", gen0_program);
     } else if (n_coll <= 0) {
         printf("cuco run: no NCCL collectives found: nothing to transform; the search starts "
@@ -393,11 +406,19 @@ int cmd_run(int argc, char **argv)
             }
         int trc = run_step("transform", exe, &args, o.quiet);
         cuco_strlist_free(&args);
-        if (trc != 0 || !cuco_fs_exists(gen0_program)) {
+        if (trc != 0 || !cuco_fs_exists(gen0_program) || !gen0_verified(gen0)) {
             printf("cuco run: transform did not produce a verified program (exit %d): the "
                    "search starts from the seed\n",
                    trc);
         }
+    }
+    if (w->gpu && !gpu_visible()) {
+        printf("cuco run: %s needs a GPU and none is visible here (see 'cuco doctor'): "
+               "nothing can be verified or searched. Run the same command on a GPU machine; "
+               "it resumes from this workspace.\n",
+               w->name);
+        rc = 1;
+        goto out;
     }
 
     /* 4. evolve (resumes a run already in the workspace). */
@@ -405,7 +426,7 @@ int cmd_run(int argc, char **argv)
         const char *v[] = {"evolve", o.workload, "--workspace", workspace, "--mutator", o.mutator,
                            NULL};
         args_push_all(&args, v);
-        if (!o.from_seed && cuco_fs_exists(gen0_program)) {
+        if (!o.from_seed && cuco_fs_exists(gen0_program) && gen0_verified(gen0)) {
             cuco_strlist_push(&args, "--init");
             cuco_strlist_push(&args, gen0_program);
         }
