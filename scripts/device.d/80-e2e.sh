@@ -87,8 +87,9 @@ if has run; then
     timeout "${E2E_RUN_TIMEOUT:-200}" cuco run "workloads/$w" --workspace "$WS/$w" --skip-bound "${from[@]}" -- --slots auto \
       --evaluations "$EVALS" --repeats "$REPEATS" > "$DEST/run-$w.txt" 2>&1
     note "run: $w exit $? in $(( $(date +%s) - start )) s"
-    if [ -f "$WS/$w/best.cu" ]; then
-      timeout 240 cuco eval "workloads/$w" "$WS/$w/best.cu" --json --repeats "$REPEATS" \
+    best=$(ls "$WS/$w"/best.* 2>/dev/null | head -1)
+    if [ -n "$best" ]; then
+      timeout 240 cuco eval "workloads/$w" "$best" --json --repeats "$REPEATS" \
         > "$DEST/eval-$w-best.json" 2> "$DEST/eval-$w-best.err"
       timeout 240 cuco eval "workloads/$w" --json --repeats "$REPEATS" > "$DEST/eval-$w-seed-final.json" \
         2> "$DEST/eval-$w-seed-final.err"
