@@ -11,7 +11,7 @@
 #         timed again beside its seed.
 # Environment: E2E_PHASES (default "prep time run"), E2E_WORKLOADS (default
 # the four), E2E_RUN (default the four), E2E_EVALS (default 12),
-# E2E_REPEATS (default 3), E2E_WS (workspaces; default $OUT/e2e/ws, so the
+# E2E_REPEATS (default 3; E2E_SEARCH_REPEATS, default 1, inside the search), E2E_WS (workspaces; default $OUT/e2e/ws, so the
 # databases come back with the results). Writes $OUT/e2e/summary.json.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,6 +23,7 @@ WORKLOADS=${E2E_WORKLOADS:-kv_transfer gemm_allgather moe_dispatch_combine flash
 RUN=${E2E_RUN:-kv_transfer gemm_allgather moe_dispatch_combine flash_attn_cp}
 EVALS=${E2E_EVALS:-12}
 REPEATS=${E2E_REPEATS:-3}
+SEARCH_REPEATS=${E2E_SEARCH_REPEATS:-1}  # per candidate in the search; the final timings use REPEATS
 WS=${E2E_WS:-$DEST/ws}
 export CUCO_BUILD_CACHE=${CUCO_BUILD_CACHE:-/tmp/cuco-build-cache}
 mkdir -p "$WS" "$CUCO_BUILD_CACHE"
@@ -85,7 +86,7 @@ if has run; then
     from=()
     [ -n "$(program_of "$WS/$w")" ] || { from=(--from-seed); note "run: $w: gen_0 did not verify: searching from the seed"; }
     timeout "${E2E_RUN_TIMEOUT:-200}" cuco run "workloads/$w" --workspace "$WS/$w" --skip-bound "${from[@]}" -- --slots auto \
-      --evaluations "$EVALS" --repeats "$REPEATS" > "$DEST/run-$w.txt" 2>&1
+      --evaluations "$EVALS" --repeats "$SEARCH_REPEATS" > "$DEST/run-$w.txt" 2>&1
     note "run: $w exit $? in $(( $(date +%s) - start )) s"
     best=$(ls "$WS/$w"/best.* 2>/dev/null | head -1)
     if [ -n "$best" ]; then
