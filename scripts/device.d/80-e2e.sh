@@ -11,7 +11,8 @@
 #         timed again beside its seed.
 # Environment: E2E_PHASES (default "prep time run"), E2E_WORKLOADS (default
 # the four), E2E_RUN (default the four), E2E_EVALS (default 12),
-# E2E_REPEATS (default 3; E2E_SEARCH_REPEATS, default 1, inside the search), E2E_WS (workspaces; default $OUT/e2e/ws, so the
+# E2E_REPEATS (default 3; E2E_SEARCH_REPEATS, default 1, inside the search),
+# E2E_WS (workspaces; default $OUT/e2e/ws, so the
 # databases come back with the results). Writes $OUT/e2e/summary.json.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
