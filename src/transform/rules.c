@@ -678,6 +678,11 @@ static int scan_calls(ctx *c)
                     p2p[np2p++] = pc;
                 }
             }
+        } else if (strcmp(name, "ncclCommInitAll") == 0) {
+            refuse(c, t->line,
+                   "%s: one process drives several GPUs; the device runtime keeps one device "
+                   "communicator per process (one rank per process, e.g. under mpirun)%s",
+                   name, NULL);
         } else if (strcmp(name, "ncclCommInitRank") == 0 || strcmp(name, "ncclCommInitRankConfig") == 0 ||
                    strcmp(name, "ncclCommSplit") == 0) {
             args a;

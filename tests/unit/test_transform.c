@@ -121,6 +121,9 @@ static void test_refusals(void **state)
          "outside the EVOLVE-BLOCKs", 6},
         {"void f(float *x, ncclComm_t c) {\n  ncclBcast(x, 4, ncclFloat32, 0, c);\n}\n", "expected its 6 arguments", 2},
         {"int main() { return 0; }\n", "nothing to transform", 0},
+        {"int main() {\n  ncclComm_t cs[2]; float *x; cudaMalloc(&x, 64);\n  ncclCommInitAll(cs, 2, 0);\n"
+         "  ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, cs[0], 0);\n}\n",
+         "one process drives several GPUs", 3},
         {"void f(ncclComm_t c) {\n  float *x;\n  cudaMallocManaged(&x, 64);\n"
          "  ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, c, 0);\n}\n",
          "comes from cudaMallocManaged at line 3", 4},
