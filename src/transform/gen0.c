@@ -277,21 +277,7 @@ int cuco_transform_workload(const cuco_workload *w, const cuco_transform_opts *o
         cuco_buf_printf(&md, "\n## %s\n\n", kinds[k][1]);
         md_notes(&md, &tr.notes, w->evolve_file, kinds[k][0]);
     }
-    char *jtext = json_dumps(rep, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    char *jpath = cuco_path_join(gen0, "transform_report.json");
-    char *mpath = cuco_path_join(gen0, "transform_report.md");
-    rc = (jtext && jpath && mpath) ? 0 : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-    if (rc == 0)
-        rc = cuco_fs_write(jpath, jtext, strlen(jtext), e);
-    if (rc == 0)
-        rc = cuco_fs_write(mpath, cuco_buf_str(&md), md.len, e);
-    if (rc == 0 && report_json) {
-        *report_json = jtext;
-        jtext = NULL;
-    }
-    free(jtext);
-    free(jpath);
-    free(mpath);
+    rc = cuco_tx_write_report(gen0, rep, cuco_buf_str(&md), report_json, e);
 out:
     if (have_prog_r)
         cuco_eval_result_free(&prog_r);

@@ -776,23 +776,9 @@ int cuco_transform_llm(const cuco_workload *w, const cuco_transform_llm_opts *o,
         for (size_t i = 0; i < notes.n; i++)
             cuco_buf_printf(&md, "- %s: %s\n", notes.items[i].kind, notes.items[i].text);
     }
-    char *jtext = json_dumps(rep, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    rc = cuco_tx_write_report(gen0, rep, cuco_buf_str(&md), report_json, e);
     json_decref(rep);
-    char *jpath = cuco_path_join(gen0, "transform_report.json");
-    char *mpath = cuco_path_join(gen0, "transform_report.md");
-    rc = (jtext && jpath && mpath) ? 0 : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-    if (rc == 0)
-        rc = cuco_fs_write(jpath, jtext, strlen(jtext), e);
-    if (rc == 0)
-        rc = cuco_fs_write(mpath, cuco_buf_str(&md), md.len, e);
-    if (rc == 0 && report_json) {
-        *report_json = jtext;
-        jtext = NULL;
-    }
     cuco_buf_free(&md);
-    free(jtext);
-    free(jpath);
-    free(mpath);
 out:
     if (have_prog_r)
         cuco_eval_result_free(&prog_r);

@@ -47,6 +47,27 @@ int cuco_tx_make_diff(const char *seed_path, const char *prog_path, const char *
     return *out ? 0 : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
 }
 
+int cuco_tx_write_report(const char *gen0, const json_t *rep, const char *md, char **report_json,
+                         cuco_err *e)
+{
+    char *jtext = json_dumps(rep, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    char *jpath = cuco_path_join(gen0, "transform_report.json");
+    char *mpath = cuco_path_join(gen0, "transform_report.md");
+    int rc = (jtext && jpath && mpath) ? 0 : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    if (rc == 0)
+        rc = cuco_fs_write(jpath, jtext, strlen(jtext), e);
+    if (rc == 0)
+        rc = cuco_fs_write(mpath, md, strlen(md), e);
+    if (rc == 0 && report_json) {
+        *report_json = jtext;
+        jtext = NULL;
+    }
+    free(jtext);
+    free(jpath);
+    free(mpath);
+    return rc;
+}
+
 json_t *cuco_tx_eval_json(const cuco_eval_result *r)
 {
     json_t *o = json_pack("{s:s, s:i, s:s}", "status", cuco_eval_status_name(r->status), "level",

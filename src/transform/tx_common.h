@@ -14,6 +14,11 @@ int cuco_tx_have_gpu(void);
  * caller frees. */
 int cuco_tx_make_diff(const char *seed_path, const char *prog_path, const char *label, char **out,
                       cuco_err *e);
+/* Writes GEN0/transform_report.json (rep, indented) and
+ * GEN0/transform_report.md (md); with report_json, *report_json gets the
+ * JSON text (caller frees). */
+int cuco_tx_write_report(const char *gen0, const json_t *rep, const char *md, char **report_json,
+                         cuco_err *e);
 /* {status, level, hash[, time_ms][, excerpt]} of an eval result (new ref). */
 json_t *cuco_tx_eval_json(const cuco_eval_result *r);
 
