@@ -90,6 +90,17 @@ typedef struct cuco_workload {
 int cuco_workload_load(const char *dir_or_manifest, cuco_workload **out, cuco_err *e);
 void cuco_workload_free(cuco_workload *w);
 
+struct cuco_toolchain;
+/* The value of a placeholder that depends only on the workload and the
+ * machine: workload_dir, ranks, repo ($CUCO_REPO, else the source tree),
+ * nccl_include, nccl_lib, cuda_home (from tc). *known is 0 for other names
+ * (NULL returned); a known name whose value the toolchain lacks gives NULL
+ * with *known 1. Caller frees. */
+char *cuco_workload_placeholder(const cuco_workload *w, const struct cuco_toolchain *tc,
+                                const char *name, int *known);
+/* 1 for the placeholders whose value comes from the toolchain. */
+int cuco_workload_placeholder_needs_toolchain(const char *name);
+
 /* 1 when path names a source file (.cu .cc .cpp .cxx .c), not a manifest. */
 int cuco_workload_is_program_path(const char *path);
 

@@ -36,13 +36,8 @@ static void say(const cuco_bound_opts *o, const char *fmt, ...)
     cuco_buf_free(&b);
 }
 
-static const char *repo_dir(void)
-{
-    const char *r = getenv("CUCO_REPO");
-    return r && *r ? r : CUCO_SOURCE_DIR;
-}
-
-/* Expands the placeholders a run needs ({nccl_lib}, {ranks}, ...). Caller frees. */
+/* Expands the placeholders a run needs ({nccl_lib}, {ranks}, ...); an unknown
+ * one, or one the machine lacks, stays as written. Caller frees. */
 static char *expand(const cuco_workload *w, cuco_toolchain *tc, const char *arg)
 {
     cuco_buf b = CUCO_BUF_INIT;
@@ -53,22 +48,8 @@ static char *expand(const cuco_workload *w, cuco_toolchain *tc, const char *arg)
             continue;
         }
         char *name = cuco_strndup(p + 1, (size_t)(close - p - 1));
-        const char *v = NULL;
-        char ranks[32];
-        if (!strcmp(name, "nccl_lib"))
-            v = tc->nccl_lib;
-        else if (!strcmp(name, "nccl_include"))
-            v = tc->nccl_include;
-        else if (!strcmp(name, "cuda_home"))
-            v = tc->cuda_home;
-        else if (!strcmp(name, "workload_dir"))
-            v = w->dir;
-        else if (!strcmp(name, "repo"))
-            v = repo_dir();
-        else if (!strcmp(name, "ranks")) {
-            snprintf(ranks, sizeof ranks, "%d", w->ranks);
-            v = ranks;
-        }
+        int known = 0;
+        char *v = name ? cuco_workload_placeholder(w, tc, name, &known) : NULL;
         free(name);
         if (v) {
             cuco_buf_puts(&b, v);
@@ -76,6 +57,7 @@ static char *expand(const cuco_workload *w, cuco_toolchain *tc, const char *arg)
         } else {
             cuco_buf_putc(&b, *p++);
         }
+        free(v);
     }
     return cuco_buf_detach(&b);
 }

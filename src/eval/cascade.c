@@ -24,10 +24,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifndef CUCO_SOURCE_DIR
-#define CUCO_SOURCE_DIR "."
-#endif
-
 enum { EXCERPT_CAP = 4096, COMPILE_EXCERPT_LINES = 40 };
 
 /* State of one evaluation. Everything here is owned and freed by
@@ -233,29 +229,14 @@ static char *placeholder(cascade *c, const char *name, int *known, cuco_err *e)
         return cuco_strdup(c->evolve_path);
     if (!strcmp(name, "src_dir"))
         return cuco_strdup(c->build_dir);
-    if (!strcmp(name, "workload_dir"))
-        return cuco_strdup(c->w->dir);
-    if (!strcmp(name, "ranks"))
-        return cuco_sprintf("%d", c->w->ranks);
-    if (!strcmp(name, "repo")) {
-        const char *repo = getenv("CUCO_REPO");
-        return cuco_strdup(repo && *repo ? repo : CUCO_SOURCE_DIR);
-    }
-    if (!strcmp(name, "nccl_include") || !strcmp(name, "nccl_lib") || !strcmp(name, "cuda_home")) {
-        if (need_toolchain(c, e))
-            return NULL;
-        const char *v = !strcmp(name, "nccl_include") ? c->tc.nccl_include
-                        : !strcmp(name, "nccl_lib")   ? c->tc.nccl_lib
-                                                      : c->tc.cuda_home;
-        if (!v) {
-            cuco_err_set(e, CUCO_EUNSUPPORTED, "{%s} is used but was not found on this machine%s",
-                         name, strcmp(name, "cuda_home") ? " (set NCCL_HOME)" : " (set CUDA_HOME)");
-            return NULL;
-        }
-        return cuco_strdup(v);
-    }
-    *known = 0;
-    return NULL;
+    int from_tc = cuco_workload_placeholder_needs_toolchain(name);
+    if (from_tc && need_toolchain(c, e))
+        return NULL;
+    char *v = cuco_workload_placeholder(c->w, from_tc ? &c->tc : NULL, name, known);
+    if (!v && *known && from_tc)
+        cuco_err_set(e, CUCO_EUNSUPPORTED, "{%s} is used but was not found on this machine%s", name,
+                     strcmp(name, "cuda_home") ? " (set NCCL_HOME)" : " (set CUDA_HOME)");
+    return v;
 }
 
 /* Expands the placeholders of one argument into out (one or several args). */

@@ -360,8 +360,10 @@ static int build_system(struct route *r, cuco_tx_notes *notes, cuco_err *e)
             }
         }
     /* the device library's notes, from the source tree the build uses */
-    const char *repo = getenv("CUCO_REPO");
-    char *docpath = cuco_path_join(repo && *repo ? repo : CUCO_SOURCE_DIR, "docs/device.md");
+    int known = 0;
+    char *repo = cuco_workload_placeholder(w, NULL, "repo", &known);
+    char *docpath = repo ? cuco_path_join(repo, "docs/device.md") : NULL;
+    free(repo);
     cuco_err de = CUCO_ERR_INIT;
     if (docpath && cuco_fs_exists(docpath))
         cuco_fs_read(docpath, &devdoc, NULL, &de);
