@@ -388,9 +388,11 @@ int cmd_run(int argc, char **argv)
     /* 3. transform, unless there is nothing to transform or it was done. */
     gen0 = cuco_path_join(workspace, "gen_0");
     gen0_program = cuco_path_join(gen0, w->evolve_file);
+    /* the search starts from gen_0 only when it built, ran and verified */
+    int start_from_gen0 = !o.from_seed && cuco_fs_exists(gen0_program) && gen0_verified(gen0);
     if (o.from_seed) {
         printf("cuco run: --from-seed: the search starts from the host-driven seed\n");
-    } else if (cuco_fs_exists(gen0_program) && gen0_verified(gen0)) {
+    } else if (start_from_gen0) {
         printf("cuco run: keeping the transformed program in %s\n", gen0_program);
     } else if (n_coll <= 0) {
         printf("cuco run: no NCCL collectives found: nothing to transform; the search starts "
@@ -406,7 +408,8 @@ int cmd_run(int argc, char **argv)
             }
         int trc = run_step("transform", exe, &args, o.quiet);
         cuco_strlist_free(&args);
-        if (trc != 0 || !cuco_fs_exists(gen0_program) || !gen0_verified(gen0)) {
+        start_from_gen0 = trc == 0 && cuco_fs_exists(gen0_program) && gen0_verified(gen0);
+        if (!start_from_gen0) {
             printf("cuco run: transform did not produce a verified program (exit %d): the "
                    "search starts from the seed\n",
                    trc);
@@ -426,7 +429,7 @@ int cmd_run(int argc, char **argv)
         const char *v[] = {"evolve", o.workload, "--workspace", workspace, "--mutator", o.mutator,
                            NULL};
         args_push_all(&args, v);
-        if (!o.from_seed && cuco_fs_exists(gen0_program) && gen0_verified(gen0)) {
+        if (start_from_gen0) {
             cuco_strlist_push(&args, "--init");
             cuco_strlist_push(&args, gen0_program);
         }
