@@ -381,23 +381,41 @@ static int api_program(request *rq, const char *id_text)
     return respond_json(rq, 200, p);
 }
 
-static int api_evaluations(request *rq)
+/* The prologue of the endpoints that list one run's rows (?run= only):
+ * checks the parameters, opens the database, resolves the run and prepares
+ * sql with the run id bound to its one parameter. Returns 1 with *st ready;
+ * 0 when the response is already decided, *ret being the handler's result. */
+static int run_statement(request *rq, const char *sql, const char *what, int64_t *run_id,
+                         sqlite3_stmt **st, int *ret)
 {
     static const char *const allowed[] = {"run", NULL};
+    *ret = 0;
     if (reject_unknown_params(rq, allowed))
         return 0;
-    int64_t run_id;
     int rc;
-    if ((rc = open_db(rq)) != 0 || resolve_run(rq, &run_id))
-        return rc < 0 ? rc : 0;
+    if ((rc = open_db(rq)) != 0 || resolve_run(rq, run_id)) {
+        *ret = rc < 0 ? rc : 0;
+        return 0;
+    }
+    if (sqlite3_prepare_v2(rq->db, sql, -1, st, NULL) != SQLITE_OK) {
+        *ret = db_fail(rq, what);
+        return 0;
+    }
+    sqlite3_bind_int64(*st, 1, *run_id);
+    return 1;
+}
+
+static int api_evaluations(request *rq)
+{
+    int64_t run_id;
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(rq->db,
-                           "SELECT id, island, generation, status, score, time_ms, mutator,"
-                           " created_at FROM programs WHERE run_id=? AND status<>'pending'"
-                           " ORDER BY id",
-                           -1, &st, NULL) != SQLITE_OK)
-        return db_fail(rq, "listing evaluations");
-    sqlite3_bind_int64(st, 1, run_id);
+    int rc;
+    if (!run_statement(rq,
+                       "SELECT id, island, generation, status, score, time_ms, mutator,"
+                       " created_at FROM programs WHERE run_id=? AND status<>'pending'"
+                       " ORDER BY id",
+                       "listing evaluations", &run_id, &st, &rc))
+        return rc;
     json_t *list = json_array();
     double best = -1;
     json_int_t n = 0;
@@ -439,24 +457,18 @@ static int api_evaluations(request *rq)
 
 static int api_llm(request *rq)
 {
-    static const char *const allowed[] = {"run", NULL};
-    if (reject_unknown_params(rq, allowed))
-        return 0;
     int64_t run_id;
-    int rc;
-    if ((rc = open_db(rq)) != 0 || resolve_run(rq, &run_id))
-        return rc < 0 ? rc : 0;
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(rq->db,
-                           "SELECT model, count(*), coalesce(sum(input_tokens),0),"
-                           " coalesce(sum(output_tokens),0), coalesce(sum(cached_tokens),0),"
-                           " coalesce(sum(cost_usd),0), avg(latency_s),"
-                           " sum(coalesce(status,'')<>'ok')"
-                           " FROM llm_calls WHERE run_id=? GROUP BY model"
-                           " ORDER BY sum(cost_usd) DESC, model",
-                           -1, &st, NULL) != SQLITE_OK)
-        return db_fail(rq, "reading LLM calls");
-    sqlite3_bind_int64(st, 1, run_id);
+    int rc;
+    if (!run_statement(rq,
+                       "SELECT model, count(*), coalesce(sum(input_tokens),0),"
+                       " coalesce(sum(output_tokens),0), coalesce(sum(cached_tokens),0),"
+                       " coalesce(sum(cost_usd),0), avg(latency_s),"
+                       " sum(coalesce(status,'')<>'ok')"
+                       " FROM llm_calls WHERE run_id=? GROUP BY model"
+                       " ORDER BY sum(cost_usd) DESC, model",
+                       "reading LLM calls", &run_id, &st, &rc))
+        return rc;
     json_t *models = json_array();
     double total = 0;
     json_int_t calls = 0;
@@ -484,20 +496,14 @@ static int api_llm(request *rq)
 
 static int api_meta(request *rq)
 {
-    static const char *const allowed[] = {"run", NULL};
-    if (reject_unknown_params(rq, allowed))
-        return 0;
     int64_t run_id;
-    int rc;
-    if ((rc = open_db(rq)) != 0 || resolve_run(rq, &run_id))
-        return rc < 0 ? rc : 0;
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(rq->db,
-                           "SELECT id, generation, text, created_at FROM meta_summaries"
-                           " WHERE run_id=? ORDER BY id",
-                           -1, &st, NULL) != SQLITE_OK)
-        return db_fail(rq, "reading meta summaries");
-    sqlite3_bind_int64(st, 1, run_id);
+    int rc;
+    if (!run_statement(rq,
+                       "SELECT id, generation, text, created_at FROM meta_summaries"
+                       " WHERE run_id=? ORDER BY id",
+                       "reading meta summaries", &run_id, &st, &rc))
+        return rc;
     json_t *list = json_array();
     while ((rc = sqlite3_step(st)) == SQLITE_ROW)
         json_array_append_new(list, json_pack("{s:I, s:i, s:o, s:o}", "id",
