@@ -383,27 +383,30 @@ static void infra_failure(cascade *c, const char *step, const cuco_err *e)
 }
 
 /* The build cache: binaries of programs already built, keyed by the xxh3 of
- * the program text, the other sources, the build command template, the
- * output name and the toolchain-facing environment (NCCL_HOME, PATH). A hit
- * skips L1; a binary is only cached after a successful build. */
+ * the staged sources (the program text among them), the build command
+ * template, the output name and the toolchain-facing environment
+ * (NCCL_HOME, PATH). A hit skips L1; a binary is only cached after a
+ * successful build. */
 static char *cache_path(cascade *c)
 {
     const char *dir = c->o && c->o->build_cache ? c->o->build_cache : getenv("CUCO_BUILD_CACHE");
     if (!dir || !*dir)
         return NULL;
+    /* the staged sources: the candidate's text (the evolve file is one of
+     * them, as the manifest requires) and the others */
     cuco_buf key = CUCO_BUF_INIT;
-    char *text = NULL;
-    if (cuco_fs_read(c->evolve_path, &text, NULL, NULL) != 0)
-        return NULL;
-    cuco_buf_printf(&key, "%s\n--build--\n", text);
-    free(text);
     for (size_t i = 0; i < c->w->sources.n; i++) {
         char *src = cuco_path_join(c->build_dir, c->w->sources.items[i]);
         char *body = NULL;
-        if (src && cuco_fs_read(src, &body, NULL, NULL) == 0)
+        int ok = src && cuco_fs_read(src, &body, NULL, NULL) == 0;
+        if (ok)
             cuco_buf_printf(&key, "%s\n%s\n", c->w->sources.items[i], body);
         free(body);
         free(src);
+        if (!ok) { /* a source that cannot be read: no key, no caching */
+            cuco_buf_free(&key);
+            return NULL;
+        }
     }
     for (size_t i = 0; i < c->w->build_command.n; i++)
         cuco_buf_printf(&key, "%s\x1f", c->w->build_command.items[i]);
