@@ -3,11 +3,13 @@
 # workload source or a sed-edited variant of it, and a timed 2-rank run with
 # the Verification and CUCO_RESULT lines collected in $SUMMARY.
 # The caller sets WL_TAG (names the build folder and the summary file),
-# BUDGET_S (no run starts after it) and RUN_TIMEOUT_S (cap of each run).
+# BUDGET_S (no run starts after it) and RUN_TIMEOUT_S (cap of each run);
+# WL_RANKS (default 2) is the rank count of every run.
 set -uo pipefail
 : "${OUT:=/tmp/cuco-gpu-out}"
 : "${NCCL_HOME:=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl}"
 mkdir -p "$OUT"
+WL_RANKS=${WL_RANKS:-2}
 export PATH=/usr/local/cuda/bin:$PATH
 export NCCL_NVLS_ENABLE=0
 BUILD=$(mktemp -d "/tmp/cuco-$WL_TAG.XXXXXX")
@@ -44,7 +46,7 @@ variant() {
   build "$name" "$BUILD/$name.cu"
 }
 
-# run NAME LEVEL ARGS...: mpirun on 2 ranks, full output in $OUT/NAME-LEVEL.log
+# run NAME LEVEL ARGS...: mpirun on WL_RANKS ranks, full output in $OUT/NAME-LEVEL.log
 run() {
   local name=$1 level=$2
   shift 2
@@ -57,7 +59,7 @@ run() {
     return 0
   fi
   local t0=$(date +%s)
-  timeout -k 5 "$RUN_TIMEOUT_S" mpirun -np 2 --allow-run-as-root --bind-to none \
+  timeout -k 5 "$RUN_TIMEOUT_S" mpirun -np "${WL_RANKS:-2}" --allow-run-as-root --bind-to none \
     -x LD_LIBRARY_PATH="$NCCL_HOME/lib:${LD_LIBRARY_PATH:-}" -x NCCL_NVLS_ENABLE=0 \
     "$BUILD/$name" "$@" > "$OUT/$name-$level.log" 2>&1
   local rc=$?

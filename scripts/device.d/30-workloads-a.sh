@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # scripts/device.d/30-workloads-a.sh: on the 2-GPU machine, build and run the
 # gemm_allgather and kv_transfer workloads: the seed at verify and bench size,
-# one pipelined knob setting of each at verify and bench size, and a negative
+# one pipelined knob setting of each (and gemm_allgather's own rows first)
+# at verify and bench size, and a negative
 # control of each (communication removed) that must fail verification.
 # Needs only nvcc, MPI and NCCL 2.28.9 (NCCL_HOME); logs go to $OUT/, with a
 # summary of the Verification and CUCO_RESULT lines in
 # $OUT/workloads-a-summary.txt. Runs from the repository root.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-WL_TAG=workloads-a BUDGET_S=130 RUN_TIMEOUT_S=45
+WL_TAG=workloads-a BUDGET_S=160 RUN_TIMEOUT_S=45
 source scripts/device-workloads.sh
 
 GA=workloads/gemm_allgather/gemm_allgather.cu
@@ -25,6 +26,7 @@ nvidia-smi --query-gpu=index,name --format=csv,noheader 2>&1 | tee -a "$SUMMARY"
 build gemm_allgather "$GA" &
 build kv_transfer "$KV" &
 variant gemm_allgather_chunks4 "$GA" 's/^#define CUCO_AG_CHUNKS 1 /#define CUCO_AG_CHUNKS 4 /' &
+variant gemm_allgather_local_first "$GA" 's/^#define CUCO_AG_LOCAL_FIRST 0 /#define CUCO_AG_LOCAL_FIRST 1 /' &
 variant kv_transfer_every4 "$KV" 's/^#define CUCO_SEND_EVERY_LAYERS 0 /#define CUCO_SEND_EVERY_LAYERS 4 /' &
 # negative controls: the collectives never run, so verification must fail
 variant gemm_allgather_nocomm "$GA" 's/if (parts & PART_COMM)$/if (false)/' &
@@ -39,6 +41,8 @@ run kv_transfer bench "${KV_BENCH[@]}"
 run gemm_allgather_chunks4 verify "${GA_VERIFY[@]}"
 run kv_transfer_every4 verify "${KV_VERIFY[@]}"
 run gemm_allgather_chunks4 bench "${GA_BENCH[@]}"
+run gemm_allgather_local_first verify "${GA_VERIFY[@]}"
+run gemm_allgather_local_first bench "${GA_BENCH[@]}"
 run kv_transfer_every4 bench "${KV_BENCH[@]}"
 run gemm_allgather_nocomm verify "${GA_VERIFY[@]}"
 run kv_transfer_nocomm verify "${KV_VERIFY[@]}"
@@ -48,7 +52,8 @@ rm -rf "$BUILD"
 # success means: the seeds and knob variants verified, the controls did not
 status=0
 for n in gemm_allgather-verify kv_transfer-verify gemm_allgather-bench kv_transfer-bench \
-         gemm_allgather_chunks4-verify kv_transfer_every4-verify; do
+         gemm_allgather_chunks4-verify kv_transfer_every4-verify \
+         gemm_allgather_local_first-verify; do
   grep -q '^Verification: PASS' "$OUT/$n.log" 2>/dev/null || { note "expected PASS: $n"; status=1; }
 done
 for n in gemm_allgather_nocomm-verify kv_transfer_nocomm-verify; do

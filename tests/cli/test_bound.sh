@@ -82,7 +82,8 @@ if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
     "$CUCO_BIN" bound "$CUCO_SRC/workloads/cpu_demo" --quiet --workspace "$TMP/ws4" >"$TMP/out4" 2>&1
     rc=$?
     check "cpu_demo: report written" test -f "$TMP/ws4/bound.json"
-    check "cpu_demo: exit 0 or 1 (not a usage error)" test $rc -le 1
+    check "cpu_demo: exit 0 (no warning, the program passed)" test $rc -eq 0
+    check "cpu_demo: program_ok" test "$(json_get "$TMP/ws4/bound.json" "j['program_ok']")" = True
     check "cpu_demo: program ran and passed" test \
         "$(json_get "$TMP/ws4/bound.json" "j['program']['verification']")" = pass
     check "cpu_demo: program time measured" python3 -c \
@@ -91,6 +92,16 @@ if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
         "$(json_get "$TMP/ws4/bound.json" "j['timeline']['available']")" = False
     check "cpu_demo: no collective to remove" test \
         "$(json_get "$TMP/ws4/bound.json" "j['verification_audit']['dynamic']['result']")" = no_collective
+    # The same workload with a wrong answer: the run failed, so exit 1.
+    mkdir -p "$TMP/wrong"
+    cp "$CUCO_SRC/workloads/cpu_demo/workload.yaml" "$TMP/wrong/"
+    cp "$CUCO_SRC/tests/data/cpu_demo_broken/wrong_answer.c" "$TMP/wrong/main.c"
+    "$CUCO_BIN" bound "$TMP/wrong" --quiet --no-variants --workspace "$TMP/ws8" >"$TMP/out8" 2>&1
+    check "wrong answer: exit 1" test $? -eq 1
+    check "wrong answer: program_ok false" test \
+        "$(json_get "$TMP/ws8/bound.json" "j['program_ok']")" = False
+    check "wrong answer: verification fail" test \
+        "$(json_get "$TMP/ws8/bound.json" "j['program']['verification']")" = fail
 else
     echo "skip cpu_demo run: mpicc/mpirun not found"
 fi

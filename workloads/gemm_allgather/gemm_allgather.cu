@@ -102,7 +102,11 @@ __global__ void fill_w_cols(bf16 *w, long k, long n_local, long n, long col0, ui
 // (the classic host pipeline). The gathered buffer is chunk-major: chunk c
 // holds its rows of rank 0, then of rank 1, ..., so one strided-batched GEMM
 // (batch = ranks) writes them to their global rows of y.
+// With CUCO_AG_LOCAL_FIRST 1 the GEMM of the rank's own rows reads x_shard
+// and starts at once, while comm_stream gathers; the other ranks' rows follow
+// chunk by chunk as they land (own rows need no communication).
 #define CUCO_AG_CHUNKS 1 // cuco:knob 1 2 4 8
+#define CUCO_AG_LOCAL_FIRST 0 // cuco:knob 0 1
 
 struct StepState {
     cublasHandle_t blas = nullptr;
@@ -154,27 +158,61 @@ static void step_teardown(hx_ctx &, StepState &s)
     HX_CUBLAS(cublasDestroy(s.blas));
 }
 
-// y rows [row0 + r*m_local, + rows) for every rank r from the chunk's slice
-// of the gathered buffer. Row-major Y = X W is column-major Y^T = W^T X^T.
-static void step_gemm_chunk(hx_ctx &c, const Problem &p, StepState &s, int ch, cudaStream_t st)
+// Row-major Y = X W is column-major Y^T = W^T X^T: one GEMM of `rows` rows of
+// X (leading dimension k) into `rows` rows of y, repeated `batch` times with
+// the given strides (a plain GEMM for batch 1).
+static void step_gemm_rows(const Problem &p, StepState &s, const bf16 *xs, bf16 *ys, long rows,
+                           int batch, long long x_stride, long long y_stride, cudaStream_t st)
 {
     const float one = 1.0f, zero = 0.0f;
-    long row0 = s.chunk_row0[ch], rows = s.chunk_rows[ch];
-    const bf16 *xs = s.gathered + (size_t)c.nranks * row0 * p.k;
-    bf16 *ys = p.y + (size_t)row0 * p.n_local;
+    if (rows == 0 || batch == 0)
+        return;
     HX_CUBLAS(cublasSetStream(s.blas, st));
-    if (s.chunks == 1) {
-        HX_CUBLAS(cublasGemmEx(s.blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)p.n_local, (int)p.m, (int)p.k,
-                               &one, p.w_shard, CUDA_R_16BF, (int)p.n_local, xs, CUDA_R_16BF,
-                               (int)p.k, &zero, ys, CUDA_R_16BF, (int)p.n_local, CUBLAS_COMPUTE_32F,
-                               CUBLAS_GEMM_DEFAULT));
+    if (batch == 1) {
+        HX_CUBLAS(cublasGemmEx(s.blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)p.n_local, (int)rows,
+                               (int)p.k, &one, p.w_shard, CUDA_R_16BF, (int)p.n_local, xs,
+                               CUDA_R_16BF, (int)p.k, &zero, ys, CUDA_R_16BF, (int)p.n_local,
+                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         return;
     }
     HX_CUBLAS(cublasGemmStridedBatchedEx(
         s.blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)p.n_local, (int)rows, (int)p.k, &one, p.w_shard,
-        CUDA_R_16BF, (int)p.n_local, 0, xs, CUDA_R_16BF, (int)p.k, (long long)rows * p.k, &zero, ys,
-        CUDA_R_16BF, (int)p.n_local, (long long)p.m_local * p.n_local, c.nranks, CUBLAS_COMPUTE_32F,
-        CUBLAS_GEMM_DEFAULT));
+        CUDA_R_16BF, (int)p.n_local, 0, xs, CUDA_R_16BF, (int)p.k, x_stride, &zero, ys,
+        CUDA_R_16BF, (int)p.n_local, y_stride, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+// y rows [row0 + r*m_local, + rows) for the ranks r in [r0, r1) from the
+// chunk's slice of the gathered buffer.
+static void step_gemm_chunk(hx_ctx &c, const Problem &p, StepState &s, int ch, int r0, int r1,
+                            cudaStream_t st)
+{
+    long row0 = s.chunk_row0[ch], rows = s.chunk_rows[ch];
+    const bf16 *xs = s.gathered + (size_t)c.nranks * row0 * p.k + (size_t)r0 * rows * p.k;
+    bf16 *ys = p.y + ((size_t)row0 + (size_t)r0 * p.m_local) * p.n_local;
+    if (s.chunks == 1 && r0 == 0 && r1 == c.nranks) { // the gathered rows are y's rows
+        step_gemm_rows(p, s, xs, ys, p.m, 1, 0, 0, st);
+        return;
+    }
+    step_gemm_rows(p, s, xs, ys, rows, r1 - r0, (long long)rows * p.k,
+                   (long long)p.m_local * p.n_local, st);
+}
+
+// The rank's own rows straight from x_shard (nothing to wait for).
+static void step_gemm_own(hx_ctx &c, const Problem &p, StepState &s, cudaStream_t st)
+{
+    step_gemm_rows(p, s, p.x_shard, p.y + (size_t)c.rank * p.m_local * p.n_local, p.m_local, 1,
+                   0, 0, st);
+}
+
+// The chunk's GEMMs: every rank, or every rank but this one (local first).
+static void step_gemm_gathered(hx_ctx &c, const Problem &p, StepState &s, int ch, cudaStream_t st)
+{
+    if (!CUCO_AG_LOCAL_FIRST) {
+        step_gemm_chunk(c, p, s, ch, 0, c.nranks, st);
+        return;
+    }
+    step_gemm_chunk(c, p, s, ch, 0, c.rank, st);
+    step_gemm_chunk(c, p, s, ch, c.rank + 1, c.nranks, st);
 }
 
 static void step_gather_chunk(hx_ctx &c, const Problem &p, StepState &s, int ch, cudaStream_t st)
@@ -187,25 +225,29 @@ static void step_gather_chunk(hx_ctx &c, const Problem &p, StepState &s, int ch,
 
 static void step_run(hx_ctx &c, const Problem &p, StepState &s, unsigned parts)
 {
-    if (s.chunks == 1) {
+    if (s.chunks == 1 && !CUCO_AG_LOCAL_FIRST) {
         if (parts & PART_COMM)
             step_gather_chunk(c, p, s, 0, c.stream);
         if (parts & PART_COMPUTE)
-            step_gemm_chunk(c, p, s, 0, c.stream);
+            step_gemm_gathered(c, p, s, 0, c.stream);
         return;
     }
     // comm_stream starts after the previous step's GEMMs have read the buffer
     HX_CUDA(cudaEventRecord(s.step_start, c.stream));
     HX_CUDA(cudaStreamWaitEvent(c.comm_stream, s.step_start, 0));
-    for (int ch = 0; ch < s.chunks; ch++) {
-        if (parts & PART_COMM) {
+    if (parts & PART_COMM) {
+        for (int ch = 0; ch < s.chunks; ch++) {
             step_gather_chunk(c, p, s, ch, c.comm_stream);
             HX_CUDA(cudaEventRecord(s.chunk_landed[ch], c.comm_stream));
         }
-        if (parts & PART_COMPUTE) {
+    }
+    if (parts & PART_COMPUTE) {
+        if (CUCO_AG_LOCAL_FIRST)
+            step_gemm_own(c, p, s, c.stream);
+        for (int ch = 0; ch < s.chunks; ch++) {
             if (parts & PART_COMM)
                 HX_CUDA(cudaStreamWaitEvent(c.stream, s.chunk_landed[ch], 0));
-            step_gemm_chunk(c, p, s, ch, c.stream);
+            step_gemm_gathered(c, p, s, ch, c.stream);
         }
     }
     HX_CUDA(cudaEventRecord(s.comm_done, c.comm_stream));
