@@ -12,8 +12,12 @@
 # Environment: E2E_PHASES (default "prep time run"), E2E_WORKLOADS (default
 # the four), E2E_RUN (default the four), E2E_EVALS (default 12),
 # E2E_REPEATS (default 3; E2E_SEARCH_REPEATS, default 1, inside the search),
-# E2E_WS (workspaces; default $OUT/e2e/ws, so the
-# databases come back with the results). Writes $OUT/e2e/summary.json.
+# E2E_DATA (the test programs to transform; default six of
+# tests/data/transform), E2E_WS (workspaces; default $OUT/e2e/ws, so the
+# databases come back with the results), E2E_RANKS (default: the manifests';
+# with N, every workload and test program runs from a copy whose manifest says
+# N ranks: E2E_RANKS=1 checks the whole pipeline on a 1-GPU machine).
+# Writes $OUT/e2e/summary.json.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:=/tmp/cuco-gpu-out}"
@@ -28,6 +32,8 @@ SEARCH_REPEATS=${E2E_SEARCH_REPEATS:-1}  # per candidate in the search; the fina
 WS=${E2E_WS:-$DEST/ws}
 export CUCO_BUILD_CACHE=${CUCO_BUILD_CACHE:-/tmp/cuco-build-cache}
 mkdir -p "$WS" "$CUCO_BUILD_CACHE"
+RANKS=${E2E_RANKS:-}
+DATA=${E2E_DATA-sendrecv_pair alltoall_group broadcast allgather allreduce_loop async_alloc}
 LOG=$DEST/steps.txt
 note() { echo "$(date -u +%T) $*" | tee -a "$LOG"; }
 has() { case " $PHASES " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -35,6 +41,23 @@ has() { case " $PHASES " in *" $1 "*) return 0 ;; esac; return 1; }
 if ! command -v cuco >/dev/null; then
   note "cuco not on PATH: nothing run"
   exit 1
+fi
+
+# wl PATH: the workload folder PATH, or its copy at E2E_RANKS ranks (made
+# fresh below, at a fixed place so that a later invocation, e.g. the run phase
+# of 90-final.sh, finds the workspaces' workloads where they were)
+SRC=/tmp/cuco-e2e-src-${RANKS:-0}
+wl() {
+  if [ -z "$RANKS" ]; then echo "$1"; else echo "$SRC/$(echo "$1" | tr / _)"; fi
+}
+if [ -n "$RANKS" ]; then
+  mkdir -p "$SRC"
+  for p in $(for w in $WORKLOADS $RUN; do echo "workloads/$w"; done) \
+           $(for t in $DATA; do echo "tests/data/transform/$t"; done); do
+    dst=$(wl "$p")
+    rm -rf "$dst" && cp -r "$p" "$dst" && sed -i "s/^ranks: .*/ranks: $RANKS/" "$dst/workload.yaml"
+  done
+  note "every program at $RANKS rank(s), from copies in $SRC"
 fi
 
 program_of() { # program_of WORKSPACE -> gen_0 program path when it verified
@@ -46,16 +69,16 @@ if has prep; then
   note "prep: transforms in parallel"
   pids=()
   for w in $WORKLOADS; do
-    timeout 300 cuco transform "workloads/$w" --workspace "$WS/$w" --quiet > "$DEST/transform-$w.txt" 2>&1 &
+    timeout 300 cuco transform "$(wl "workloads/$w")" --workspace "$WS/$w" --quiet > "$DEST/transform-$w.txt" 2>&1 &
     pids+=($!)
   done
-  for t in sendrecv_pair alltoall_group broadcast allgather allreduce_loop async_alloc; do
-    timeout 300 cuco transform "tests/data/transform/$t" --workspace "$WS/data-$t" --quiet \
+  for t in $DATA; do
+    timeout 300 cuco transform "$(wl "tests/data/transform/$t")" --workspace "$WS/data-$t" --quiet \
       > "$DEST/transform-data-$t.txt" 2>&1 &
     pids+=($!)
   done
   if [ -f .devcarry/flash_attn_cp.orig.cu ]; then
-    timeout 300 cuco eval workloads/flash_attn_cp .devcarry/flash_attn_cp.orig.cu --level 2 --json \
+    timeout 300 cuco eval "$(wl workloads/flash_attn_cp)" .devcarry/flash_attn_cp.orig.cu --level 2 --json \
       > "$DEST/eval-flash_attn_cp-orig-l2.json" 2> "$DEST/eval-flash_attn_cp-orig-l2.err" &
     pids+=($!)
   fi
@@ -66,16 +89,16 @@ fi
 if has time; then
   for w in $WORKLOADS; do
     note "time: $w seed"
-    timeout 240 cuco eval "workloads/$w" --json --repeats "$REPEATS" > "$DEST/eval-$w-seed.json" 2> "$DEST/eval-$w-seed.err"
+    timeout 240 cuco eval "$(wl "workloads/$w")" --json --repeats "$REPEATS" > "$DEST/eval-$w-seed.json" 2> "$DEST/eval-$w-seed.err"
     prog=$(program_of "$WS/$w")
     if [ -n "$prog" ] && [ -f "$prog" ]; then
       note "time: $w gen_0"
-      timeout 240 cuco eval "workloads/$w" "$prog" --json --repeats "$REPEATS" > "$DEST/eval-$w-gen0.json" 2> "$DEST/eval-$w-gen0.err"
+      timeout 240 cuco eval "$(wl "workloads/$w")" "$prog" --json --repeats "$REPEATS" > "$DEST/eval-$w-gen0.json" 2> "$DEST/eval-$w-gen0.err"
     fi
   done
   if [ -f .devcarry/flash_attn_cp.orig.cu ]; then
     note "time: flash_attn_cp previous kernel"
-    timeout 240 cuco eval workloads/flash_attn_cp .devcarry/flash_attn_cp.orig.cu --json --repeats "$REPEATS" \
+    timeout 240 cuco eval "$(wl workloads/flash_attn_cp)" .devcarry/flash_attn_cp.orig.cu --json --repeats "$REPEATS" \
       > "$DEST/eval-flash_attn_cp-orig.json" 2> "$DEST/eval-flash_attn_cp-orig.err"
   fi
 fi
@@ -86,14 +109,14 @@ if has run; then
     start=$(date +%s)
     from=()
     [ -n "$(program_of "$WS/$w")" ] || { from=(--from-seed); note "run: $w: gen_0 did not verify: searching from the seed"; }
-    timeout "${E2E_RUN_TIMEOUT:-200}" cuco run "workloads/$w" --workspace "$WS/$w" --skip-bound "${from[@]}" -- --slots auto \
+    timeout "${E2E_RUN_TIMEOUT:-200}" cuco run "$(wl "workloads/$w")" --workspace "$WS/$w" --skip-bound "${from[@]}" -- --slots auto \
       --evaluations "$EVALS" --repeats "$SEARCH_REPEATS" > "$DEST/run-$w.txt" 2>&1
     note "run: $w exit $? in $(( $(date +%s) - start )) s"
     best=$(ls "$WS/$w"/best.* 2>/dev/null | head -1)
     if [ -n "$best" ]; then
-      timeout 240 cuco eval "workloads/$w" "$best" --json --repeats "$REPEATS" \
+      timeout 240 cuco eval "$(wl "workloads/$w")" "$best" --json --repeats "$REPEATS" \
         > "$DEST/eval-$w-best.json" 2> "$DEST/eval-$w-best.err"
-      timeout 240 cuco eval "workloads/$w" --json --repeats "$REPEATS" > "$DEST/eval-$w-seed-final.json" \
+      timeout 240 cuco eval "$(wl "workloads/$w")" --json --repeats "$REPEATS" > "$DEST/eval-$w-seed-final.json" \
         2> "$DEST/eval-$w-seed-final.err"
     fi
   done
