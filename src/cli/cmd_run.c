@@ -11,6 +11,7 @@
 
 #include "cuco/bound.h"
 #include "cuco/buf.h"
+#include "cuco/compare.h"
 #include "cuco/config.h"
 #include "cuco/err.h"
 #include "cuco/eval.h"
@@ -36,6 +37,7 @@ struct run_opts {
     int from_seed;
     int skip_bound;
     int quiet;
+    int confirm_rounds; /* side-by-side rounds after the search; 0: none */
     cuco_strlist evolve_args; /* passed through to 'cuco evolve' */
 };
 
@@ -52,7 +54,10 @@ static void run_usage(FILE *out)
             "                WORKSPACE/gen_0/ (only when the program has NCCL collectives;\n"
             "                kept when it already exists)\n"
             "  4. evolve     the search, starting from gen_0 (or the seed)\n"
-            "  5. report     WORKSPACE/report.html, report.md and the best program\n"
+            "  5. confirm    the host-driven seed, gen_0 and the best program timed side by\n"
+            "                side in interleaved rounds (each verified and benchmarked every\n"
+            "                round) -> WORKSPACE/confirm.json: the speedups to quote\n"
+            "  6. report     WORKSPACE/report.html, report.md and the best program\n"
             "Run the same command again to resume an interrupted run.\n"
             "\n"
             "After step 1 (or from a bound.json an earlier 'cuco bound' left in the\n"
@@ -74,6 +79,7 @@ static void run_usage(FILE *out)
             "  --slots N           candidates evaluated at once\n"
             "  --from-seed         skip the transform: search from the host-driven seed\n"
             "  --skip-bound        skip the bound step\n"
+            "  --confirm-rounds N  rounds of the confirm step (default 3; 0 skips it)\n"
             "  --force             spend an LLM budget even when the ceiling is under %.2fx\n"
             "  --quiet             only the final summary\n"
             "  -h, --help          this text\n"
@@ -247,6 +253,133 @@ static int bound_gate(const struct run_opts *o, const char *workspace)
     return 0;
 }
 
+static void confirm_progress(void *ctx, const char *line)
+{
+    (void)ctx;
+    printf("  %s\n", line);
+    fflush(stdout);
+}
+
+/* Reads PATH when it exists; NULL when it does not or cannot be read (the
+ * reason printed). */
+static char *read_if_exists(const char *path)
+{
+    char *text = NULL;
+    size_t len = 0;
+    cuco_err e = CUCO_ERR_INIT;
+    if (cuco_fs_exists(path) && cuco_fs_read(path, &text, &len, &e) != 0) {
+        cuco_err_print(&e, "cuco run", stderr);
+        text = NULL;
+    }
+    cuco_err_clear(&e);
+    return text;
+}
+
+/* Step 5: the host-driven seed, gen_0 (when the search started from it) and
+ * the best program (WORKSPACE/best.EXT, when it is neither of them) in
+ * interleaved rounds; WORKSPACE/confirm.json and a table. Returns 0 when the
+ * comparison ran (whatever the programs' statuses), 1 when it could not. */
+static int confirm_step(const struct run_opts *o, const cuco_workload *w, const char *workspace,
+                        const char *gen0_program)
+{
+    const char *dot = strrchr(w->evolve_file, '.');
+    char *best_name = cuco_sprintf("best%s", dot ? dot : "");
+    char *best_path = best_name ? cuco_path_join(workspace, best_name) : NULL;
+    char *seed_path = cuco_path_join(w->dir, w->evolve_file);
+    char *seed_text = seed_path ? read_if_exists(seed_path) : NULL;
+    char *gen0_text = gen0_program ? read_if_exists(gen0_program) : NULL;
+    char *best_text = best_path ? read_if_exists(best_path) : NULL;
+    free(best_name);
+    free(seed_path);
+    cuco_compare_entry entries[3];
+    memset(entries, 0, sizeof entries);
+    size_t n = 0;
+    entries[n++] = (cuco_compare_entry){.label = "seed"};
+    if (gen0_text)
+        entries[n++] = (cuco_compare_entry){.label = "gen_0", .program_text = gen0_text,
+                                            .frozen_ref = gen0_text};
+    int best_is = 0; /* 1: the seed, 2: gen_0 */
+    if (best_text && seed_text && !strcmp(best_text, seed_text))
+        best_is = 1;
+    else if (best_text && gen0_text && !strcmp(best_text, gen0_text))
+        best_is = 2;
+    else if (best_text)
+        entries[n++] = (cuco_compare_entry){.label = "best", .program_text = best_text,
+                                            .frozen_ref = gen0_text};
+    int rc = 0;
+    if (n < 2) {
+        printf("\n== cuco run: confirm: nothing to compare with the seed%s\n",
+               best_is == 1 ? " (the best program is the seed itself)" : "");
+        goto out;
+    }
+    printf("\n== cuco run: confirm: %zu programs, %d interleaved rounds (each built once, "
+           "verified and benchmarked every round)\n",
+           n, o->confirm_rounds);
+    if (best_is == 2)
+        printf("  (the best program is gen_0 itself)\n");
+    fflush(stdout);
+    cuco_eval_opts eo = {0};
+    cuco_err e = CUCO_ERR_INIT;
+    if (cuco_compare_programs(w, entries, n, o->confirm_rounds, &eo,
+                              o->quiet ? NULL : confirm_progress, NULL, &e) < 0) {
+        cuco_err_print(&e, "cuco run: confirm", stderr);
+        cuco_err_clear(&e);
+        rc = 1;
+        goto out;
+    }
+    char *json = cuco_compare_json(w, entries, n, o->confirm_rounds);
+    char *path = cuco_path_join(workspace, "confirm.json");
+    if (!json || !path || cuco_fs_write(path, json, strlen(json), &e) != 0) {
+        cuco_err_print(&e, "cuco run: confirm", stderr);
+        rc = 1;
+    }
+    cuco_err_clear(&e);
+    double ref = entries[0].median_ms;
+    for (size_t i = 0; i < n; i++) {
+        const cuco_compare_entry *c = &entries[i];
+        if (c->status != CUCO_EVAL_OK || c->median_ms <= 0) {
+            printf("  %-6s %s%s%.200s\n", c->label, cuco_eval_status_name(c->status),
+                   c->excerpt ? ": " : "", c->excerpt ? c->excerpt : "");
+            continue;
+        }
+        printf("  %-6s %9.4f ms  (%.4f .. %.4f over %d rounds)", c->label, c->median_ms,
+               c->min_ms, c->max_ms, c->n_times);
+        if (i > 0 && ref > 0)
+            printf("  %.3fx over the seed", ref / c->median_ms);
+        if (i == 2 && entries[1].median_ms > 0)
+            printf(", %.3fx over gen_0", entries[1].median_ms / c->median_ms);
+        printf("\n");
+    }
+    if (json) {
+        json_t *root = json_loads(json, 0, NULL);
+        json_t *b = json_object_get(root, "bound");
+        if (json_is_object(b)) {
+            printf("  bound  %9.4f ms  (the seed's own compute %.4f, comm %.4f): ceiling %.3fx",
+                   json_number_value(json_object_get(b, "bound_ms")),
+                   json_number_value(json_object_get(b, "compute_ms")),
+                   json_number_value(json_object_get(b, "comm_ms")),
+                   json_number_value(json_object_get(b, "ceiling")));
+            const char *label;
+            json_t *g;
+            json_object_foreach(json_object_get(b, "gap_closed"), label, g)
+                printf("; %s closes %.1f%% of the gap", label, 100 * json_number_value(g));
+            printf("\n");
+        }
+        json_decref(root);
+    }
+    if (path && rc == 0)
+        printf("cuco run: side-by-side times in %s\n", path);
+    free(json);
+    free(path);
+out:
+    cuco_compare_entries_clear(entries, n);
+    free(seed_text);
+    free(gen0_text);
+    free(best_text);
+    free(best_path);
+    return rc;
+}
+
 static int gpu_visible(void)
 {
     char *smi = cuco_which("nvidia-smi");
@@ -286,6 +419,16 @@ static int parse_run_args(int argc, char **argv, struct run_opts *o)
                    has_value) {
             cuco_strlist_push(&o->evolve_args, a);
             cuco_strlist_push(&o->evolve_args, argv[++i]);
+        } else if (!strcmp(a, "--confirm-rounds") && has_value) {
+            char *end = NULL;
+            long v = strtol(argv[++i], &end, 10);
+            if (!end || *end || v < 0 || v > 100) {
+                fprintf(stderr, "cuco run: --confirm-rounds wants a number from 0 to 100, not "
+                                "'%s'\n",
+                        argv[i]);
+                return -1;
+            }
+            o->confirm_rounds = (int)v;
         } else if (!strcmp(a, "--force")) {
             o->force = 1;
         } else if (!strcmp(a, "--from-seed")) {
@@ -319,6 +462,7 @@ int cmd_run(int argc, char **argv)
     }
     struct run_opts o = {0};
     o.mutator = "knob";
+    o.confirm_rounds = 3;
     if (parse_run_args(argc, argv, &o) != 0) {
         fprintf(stderr, "Try 'cuco run --help'.\n");
         cuco_strlist_free(&o.evolve_args);
@@ -446,7 +590,12 @@ int cmd_run(int argc, char **argv)
         rc = 1;
     }
 
-    /* 5. report. */
+    /* 5. confirm: the speedups to quote, measured side by side. */
+    if (o.confirm_rounds > 0 &&
+        confirm_step(&o, w, workspace, start_from_gen0 ? gen0_program : NULL) != 0)
+        rc = 1;
+
+    /* 6. report. */
     {
         const char *r[] = {"report", workspace, NULL};
         args_push_all(&args, r);

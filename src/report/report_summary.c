@@ -200,6 +200,54 @@ static const char *bound_from_file(json_t *b, double *compute, double *comm)
     return NULL;
 }
 
+/* WORKSPACE/confirm.json ('cuco run' step 5: seed, gen_0 and best timed side
+ * by side), with "stale": true when the run's best program is none of the
+ * programs it timed (the search went on after it). NULL when there is none;
+ * an unreadable file becomes a warning. */
+static json_t *side_by_side(sqlite3 *h, int64_t best_id, const char *workspace, json_t *warnings)
+{
+    char *path = workspace ? cuco_path_join(workspace, "confirm.json") : NULL;
+    if (!path || !cuco_fs_exists(path)) {
+        free(path);
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *c = json_load_file(path, 0, &jerr);
+    if (!c || !json_is_array(json_object_get(c, "programs"))) {
+        char *w = cuco_sprintf("%s:%d: cannot read confirm.json: %s", path, jerr.line,
+                               c ? "no programs" : jerr.text);
+        if (w)
+            json_array_append_new(warnings, json_string(w));
+        free(w);
+        json_decref(c);
+        free(path);
+        return NULL;
+    }
+    free(path);
+    char *best_hash = NULL;
+    sqlite3_stmt *st = NULL;
+    if (best_id > 0 &&
+        sqlite3_prepare_v2(h, "SELECT code_hash FROM programs WHERE id=?", -1, &st, NULL) ==
+            SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, best_id);
+        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+            best_hash = cuco_strdup((const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+    }
+    int timed = 0;
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(c, "programs"), i, p)
+    {
+        const char *h2 = json_string_value(json_object_get(p, "program_hash"));
+        if (best_hash && h2 && !strcmp(best_hash, h2))
+            timed = 1;
+    }
+    json_object_set_new(c, "stale", json_boolean(best_hash && !timed));
+    free(best_hash);
+    return c;
+}
+
 int report_summary(sqlite3 *h, int64_t run_id, const char *workspace, json_t **out, cuco_err *e)
 {
     sqlite3_stmt *st = NULL;
@@ -462,6 +510,11 @@ int report_summary(sqlite3 *h, int64_t run_id, const char *workspace, json_t **o
             json_array_set(failures, j - 1, y);
             json_array_set_new(failures, j, x);
         }
+
+    json_t *best_obj = json_object_get(s, "best");
+    json_t *sbs = side_by_side(h, (int64_t)json_integer_value(json_object_get(best_obj, "id")),
+                               workspace, warnings);
+    json_object_set_new(s, "side_by_side", sbs ? sbs : json_null());
 
     if ((rc = query_one(h,
                         "SELECT count(*), coalesce(sum(cost_usd),0) FROM llm_calls WHERE run_id=?",

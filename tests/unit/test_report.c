@@ -266,6 +266,88 @@ static void test_summary_baseline_and_fast_path(void **state)
     cuco_err_clear(&e);
 }
 
+/* The side-by-side times 'cuco run' leaves in confirm.json: in the summary
+ * and in the report, marked stale once the run's best is none of the
+ * programs they timed. */
+static void test_summary_side_by_side(void **state)
+{
+    (void)state;
+    char dir[512], db[600], confirm[600];
+    const char *tmp = getenv("CUCO_TEST_TMP");
+    snprintf(dir, sizeof dir, "%s/test_report_sbs_%ld", tmp ? tmp : "/tmp", (long)getpid());
+    cuco_err e = CUCO_ERR_INIT;
+    cuco_fs_remove_tree(dir, &e);
+    assert_int_equal(cuco_fs_mkdirs(dir, &e), 0);
+    snprintf(db, sizeof db, "%s/runs.db", dir);
+    snprintf(confirm, sizeof confirm, "%s/confirm.json", dir);
+    assert_int_equal(fixture_write_db(db), 0);
+    exec_sql(db, "UPDATE programs SET code_hash='00000000000000b7' WHERE id=7");
+
+    /* no confirm.json: null */
+    json_t *s = summary_of(dir, db);
+    assert_true(json_is_null(json_object_get(s, "side_by_side")));
+    json_decref(s);
+
+    const char *cj =
+        "{\"version\": 1, \"rounds\": 3, \"programs\": ["
+        "{\"label\": \"seed\", \"status\": \"ok\", \"program_hash\": \"00000000000000a1\","
+        " \"median_ms\": 12.0, \"min_ms\": 11.5, \"max_ms\": 12.5},"
+        "{\"label\": \"gen_0\", \"status\": \"wrong_answer\", \"program_hash\": \"1\"},"
+        "{\"label\": \"best\", \"status\": \"ok\", \"program_hash\": \"00000000000000b7\","
+        " \"median_ms\": 8.0, \"min_ms\": 7.9, \"max_ms\": 8.2}],"
+        " \"bound\": {\"compute_ms\": 7.0, \"comm_ms\": 5.0, \"bound_ms\": 7.0,"
+        " \"ceiling\": 1.7142857, \"gap_closed\": {\"best\": 0.8}}}";
+    assert_int_equal(cuco_fs_write(confirm, cj, strlen(cj), &e), 0);
+    s = summary_of(dir, db);
+    json_t *sbs = json_object_get(s, "side_by_side");
+    assert_true(json_is_object(sbs));
+    assert_true(json_is_false(json_object_get(sbs, "stale")));
+    json_decref(s);
+    cuco_report_opts o = {dir, NULL, NULL, 1, 1};
+    cuco_report_result r;
+    assert_int_equal(report_write(&o, &r, &e), 0);
+    char *md = NULL;
+    size_t len;
+    assert_int_equal(cuco_fs_read(r.md_path, &md, &len, &e), 0);
+    assert_non_null(strstr(md, "## Side by side"));
+    assert_non_null(strstr(md, "| seed | 12.0000 | 11.5000 .. 12.5000 | 1.000x |"));
+    assert_non_null(strstr(md, "| gen_0 | wrong_answer | - | - |"));
+    assert_non_null(strstr(md, "| best | 8.0000 | 7.9000 .. 8.2000 | 1.500x |"));
+    assert_non_null(strstr(md, "Gap closed by best: 80.0%."));
+    assert_null(strstr(md, "the search went on"));
+    free(md);
+    char *html = NULL;
+    assert_int_equal(cuco_fs_read(r.html_path, &html, &len, &e), 0);
+    assert_non_null(strstr(html, "<table id=\"side-by-side\">"));
+    free(html);
+    report_result_free(&r);
+
+    /* the search found another best since: stale */
+    exec_sql(db, "UPDATE programs SET code_hash='00000000000000c7' WHERE id=7");
+    s = summary_of(dir, db);
+    assert_true(json_is_true(json_object_get(json_object_get(s, "side_by_side"), "stale")));
+    json_decref(s);
+    assert_int_equal(report_write(&o, &r, &e), 0);
+    assert_int_equal(cuco_fs_read(r.md_path, &md, &len, &e), 0);
+    assert_non_null(strstr(md, "the search went on after they were timed"));
+    free(md);
+    report_result_free(&r);
+
+    /* an unreadable file is a warning, not a failure */
+    assert_int_equal(cuco_fs_write(confirm, "{", 1, &e), 0);
+    s = summary_of(dir, db);
+    assert_true(json_is_null(json_object_get(s, "side_by_side")));
+    int warned = 0;
+    size_t i;
+    json_t *w;
+    json_array_foreach(json_object_get(s, "warnings"), i, w)
+        warned |= strstr(json_string_value(w), "cannot read confirm.json") != NULL;
+    assert_true(warned);
+    json_decref(s);
+    cuco_fs_remove_tree(dir, &e);
+    cuco_err_clear(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -276,6 +358,7 @@ int main(void)
         cmocka_unit_test(test_diff_large_inputs),
         cmocka_unit_test(test_summary_and_report_files),
         cmocka_unit_test(test_summary_baseline_and_fast_path),
+        cmocka_unit_test(test_summary_side_by_side),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
