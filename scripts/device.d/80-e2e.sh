@@ -7,8 +7,9 @@
 #   time  (one at a time) 'cuco eval --repeats R' of each seed and of its
 #         transformed gen_0: the figures to compare.
 #   run   (one at a time) 'cuco run' on the workloads in E2E_RUN with the
-#         offline mutator and E2E_EVALS evaluations, then the best program
-#         timed again beside its seed.
+#         offline mutator and E2E_EVALS evaluations; its confirm step times
+#         the seed, gen_0 and the best side by side in E2E_REPEATS rounds
+#         ($OUT/e2e/confirm-NAME.json).
 # Environment: E2E_PHASES (default "prep time run"), E2E_WORKLOADS (default
 # the four), E2E_RUN (default the four), E2E_EVALS (default 12),
 # E2E_REPEATS (default 3; E2E_SEARCH_REPEATS, default 1, inside the search),
@@ -105,19 +106,19 @@ fi
 
 if has run; then
   for w in $RUN; do
-    note "run: $w ($EVALS evaluations)"
+    note "run: $w ($EVALS evaluations, then $REPEATS side-by-side rounds)"
     start=$(date +%s)
     from=()
     [ -n "$(program_of "$WS/$w")" ] || { from=(--from-seed); note "run: $w: gen_0 did not verify: searching from the seed"; }
-    timeout "${E2E_RUN_TIMEOUT:-200}" cuco run "$(wl "workloads/$w")" --workspace "$WS/$w" --skip-bound "${from[@]}" -- --slots auto \
+    # cuco run ends with its confirm step: seed, gen_0 and best timed side by
+    # side in REPEATS interleaved rounds (WORKSPACE/confirm.json)
+    timeout "${E2E_RUN_TIMEOUT:-200}" cuco run "$(wl "workloads/$w")" --workspace "$WS/$w" --skip-bound \
+      --confirm-rounds "$REPEATS" "${from[@]}" -- --slots auto \
       --evaluations "$EVALS" --repeats "$SEARCH_REPEATS" > "$DEST/run-$w.txt" 2>&1
     note "run: $w exit $? in $(( $(date +%s) - start )) s"
-    best=$(ls "$WS/$w"/best.* 2>/dev/null | head -1)
-    if [ -n "$best" ]; then
-      timeout 240 cuco eval "$(wl "workloads/$w")" "$best" --json --repeats "$REPEATS" \
-        > "$DEST/eval-$w-best.json" 2> "$DEST/eval-$w-best.err"
-      timeout 240 cuco eval "$(wl "workloads/$w")" --json --repeats "$REPEATS" > "$DEST/eval-$w-seed-final.json" \
-        2> "$DEST/eval-$w-seed-final.err"
+    if [ -f "$WS/$w/confirm.json" ]; then
+      cp "$WS/$w/confirm.json" "$DEST/confirm-$w.json"
+      note "run: $w: $(grep -E '^  (seed|gen_0|best|bound) ' "$DEST/run-$w.txt" | tr -s ' ' | paste -sd ';' -)"
     fi
   done
 fi
@@ -127,6 +128,16 @@ python3 - "$DEST" > "$DEST/summary.json" <<'EOF'
 import glob, json, os, sys
 d = sys.argv[1]
 out = {}
+for f in sorted(glob.glob(os.path.join(d, "confirm-*.json"))):
+    try:
+        j = json.load(open(f))
+    except Exception as e:
+        out[os.path.basename(f)] = {"error": str(e)}
+        continue
+    out[os.path.basename(f)] = {"rounds": j.get("rounds"), "speedups": j.get("speedups"),
+                                "bound": j.get("bound"),
+                                "programs": [{k: p.get(k) for k in ("label", "status", "median_ms", "min_ms", "max_ms", "times_ms")}
+                                             for p in j.get("programs", [])]}
 for f in sorted(glob.glob(os.path.join(d, "eval-*.json"))):
     try:
         j = json.load(open(f))
