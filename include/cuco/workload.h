@@ -89,6 +89,14 @@ typedef struct cuco_workload {
  * cuco_workload_free(). */
 int cuco_workload_load(const char *dir_or_manifest, cuco_workload **out, cuco_err *e);
 void cuco_workload_free(cuco_workload *w);
+/* Runs the workload at `ranks` ranks instead of its manifest's (the --ranks
+ * option): a different rank count is a different workload for the database
+ * and the evaluation cache, so its name becomes "NAME@RANKS" (e.g.
+ * "gemm_allgather@1"). Nothing changes when ranks equals the manifest's.
+ * CUCO_EINVAL when ranks is outside 1..65536. */
+int cuco_workload_override_ranks(cuco_workload *w, int ranks, cuco_err *e);
+/* Parses a --ranks value: 1..65536; -1 when it is not such a number. */
+int cuco_workload_parse_ranks(const char *text);
 
 struct cuco_toolchain;
 /* The value of a placeholder that depends only on the workload and the

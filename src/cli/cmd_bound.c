@@ -46,7 +46,8 @@ static void usage(FILE *out)
             "  --json            print the report as one JSON object (bound.json)\n"
             "  --workspace DIR   where bound.json and run folders go\n"
             "                    (default ./cuco-out/<workload name>)\n"
-            "  --ranks N         ranks for a bare PROGRAM.cu (mpirun -np N; default 2)\n"
+            "  --ranks N         ranks for a bare PROGRAM.cu (mpirun -np N; default 2), or\n"
+            "                    a workload's instead of its manifest's\n"
             "  --args \"A B ...\"  arguments of a bare PROGRAM.cu's run, split at spaces\n"
             "                    (or give them after '--')\n"
             "  --nvcc-flags \"F ...\"  extra compile/link flags for a bare PROGRAM.cu\n"
@@ -138,6 +139,7 @@ int cmd_bound(int argc, char **argv)
     const char *target = NULL, *workspace = NULL, *injection = NULL, *emit = NULL;
     const char *prog_args = NULL, *nvcc_flags = NULL;
     int json = 0, quiet = 0, ranks = 2, prog_argc = 0, timeout_s = 0;
+    int ranks_given = 0; /* --ranks: also overrides a workload's manifest */
     char **prog_argv = NULL;
     cuco_bound_opts o = {0};
     for (int i = 1; i < argc; i++) {
@@ -202,6 +204,7 @@ int cmd_bound(int argc, char **argv)
                     return 2;
                 }
                 ranks = (int)n;
+                ranks_given = 1;
             }
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "cuco bound: unknown or incomplete option '%s'\n\n", a);
@@ -228,9 +231,11 @@ int cmd_bound(int argc, char **argv)
                         "a workload is built and run as its manifest says\n");
         return 2;
     }
-    if (is_manifest)
+    if (is_manifest) {
         rc = cuco_workload_load(target, &w, &e);
-    else
+        if (!rc && ranks_given)
+            rc = cuco_workload_override_ranks(w, ranks, &e);
+    } else
     {
         cuco_bare_program bp = {ranks, prog_args, nvcc_flags, prog_argc, prog_argv};
         rc = cuco_workload_from_program(target, &bp, &w, &e);
@@ -238,6 +243,7 @@ int cmd_bound(int argc, char **argv)
     if (rc) {
         cuco_err_print(&e, "cuco bound", stderr);
         cuco_err_clear(&e);
+        cuco_workload_free(w);
         return 2;
     }
     if (timeout_s > 0)

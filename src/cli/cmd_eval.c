@@ -31,6 +31,7 @@ static void usage(FILE *out)
             "  --level N           stop after level N (1 compile, 2 verify, 3 bench; default 3)\n"
             "  --repeats N         benchmark repeats (default: the manifest's bench.repeats)\n"
             "  --verify-timeout S  override the manifest's verify.timeout_s (seconds)\n"
+            "  --ranks N           run at N ranks instead of the manifest's\n"
             "  --work-dir D        make the build folder under D (default: $TMPDIR or /tmp)\n"
             "  --keep-build        keep the build folder even when the program passes\n"
             "  --launcher KIND     local (default: mpirun here) or slurm (sbatch; --work-dir\n"
@@ -112,7 +113,7 @@ int cmd_eval(int argc, char **argv)
         return 0;
     }
     const char *workload_arg = NULL, *program_arg = NULL, *work_dir = NULL, *launcher_kind = NULL;
-    int json = 0, quiet = 0, keep_build = 0, level = 3, repeats = 0;
+    int json = 0, quiet = 0, keep_build = 0, level = 3, repeats = 0, ranks = 0;
     double verify_timeout = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -124,7 +125,7 @@ int cmd_eval(int argc, char **argv)
             keep_build = 1;
         } else if (!strcmp(a, "--level") || !strcmp(a, "--repeats") ||
                    !strcmp(a, "--verify-timeout") || !strcmp(a, "--work-dir") ||
-                   !strcmp(a, "--launcher")) {
+                   !strcmp(a, "--launcher") || !strcmp(a, "--ranks")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "cuco eval: %s needs a value\n", a);
                 return 2;
@@ -132,6 +133,12 @@ int cmd_eval(int argc, char **argv)
             const char *val = argv[++i];
             if (!strcmp(a, "--work-dir")) {
                 work_dir = val;
+            } else if (!strcmp(a, "--ranks")) {
+                if ((ranks = cuco_workload_parse_ranks(val)) < 0) {
+                    fprintf(stderr, "cuco eval: --ranks needs a number from 1 to 65536, not '%s'\n",
+                            val);
+                    return 2;
+                }
             } else if (!strcmp(a, "--launcher")) {
                 launcher_kind = val;
             } else if (!strcmp(a, "--verify-timeout")) {
@@ -166,6 +173,10 @@ int cmd_eval(int argc, char **argv)
     char *program = NULL;
     int code = 2;
     if (cuco_workload_load(workload_arg, &w, &e) != 0) {
+        cuco_err_print(&e, "cuco eval", stderr);
+        goto out;
+    }
+    if (ranks && cuco_workload_override_ranks(w, ranks, &e) != 0) {
         cuco_err_print(&e, "cuco eval", stderr);
         goto out;
     }

@@ -55,6 +55,8 @@ static void usage(FILE *out)
             "  --shared-bench    benchmarks share the host with other runs (default:\n"
             "                    a benchmark waits for, and holds off, all other runs)\n"
             "  --seed N          PRNG seed (config seed)\n"
+            "  --ranks N         run the workload at N ranks instead of the manifest's\n"
+            "                    (a separate workload NAME@N in the database)\n"
             "  --repeats N       bench repeats per evaluation (config repeats;\n"
             "                    default the manifest's)\n"
             "  --mutator NAME    use only this mutator: knob (default, the offline\n"
@@ -268,7 +270,7 @@ int cmd_evolve(int argc, char **argv)
     static const char *const opts_with_value[] = {
         "--config", "--workspace", "--generations", "--evaluations", "--time", "--budget-usd",
         "--islands", "--slots", "--seed", "--mutator", "--init", "--repeats", "--launcher",
-        "--gpus", "--base-url", "--max-tokens", NULL};
+        "--gpus", "--base-url", "--max-tokens", "--ranks", NULL};
     /* --model and --price may be repeated: kept in order */
     const char **model_args = calloc((size_t)argc + 1, sizeof *model_args);
     const char **price_args = calloc((size_t)argc + 1, sizeof *price_args);
@@ -411,6 +413,16 @@ int cmd_evolve(int argc, char **argv)
         }
         free(alt);
         if (!ok)
+            goto fail;
+    }
+    if (opt_val[16]) {
+        int r = cuco_workload_parse_ranks(opt_val[16]);
+        if (r < 0) {
+            fprintf(stderr, "cuco evolve: --ranks needs a number from 1 to 65536, not '%s'\n",
+                    opt_val[16]);
+            goto out;
+        }
+        if (cuco_workload_override_ranks(w, r, &e) < 0)
             goto fail;
     }
     if (cuco_workload_read_seed(w, &seed, &e) < 0)

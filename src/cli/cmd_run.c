@@ -38,6 +38,7 @@ struct run_opts {
     int skip_bound;
     int quiet;
     int confirm_rounds; /* side-by-side rounds after the search; 0: none */
+    const char *ranks;  /* --ranks: the workload at that many ranks; NULL: the manifest's */
     cuco_strlist evolve_args; /* passed through to 'cuco evolve' */
 };
 
@@ -79,6 +80,8 @@ static void run_usage(FILE *out)
             "  --slots N           candidates evaluated at once\n"
             "  --from-seed         skip the transform: search from the host-driven seed\n"
             "  --skip-bound        skip the bound step\n"
+            "  --ranks N           run the workload at N ranks instead of the manifest's (a\n"
+            "                      separate workload NAME@N: its own workspace and database)\n"
             "  --confirm-rounds N  rounds of the confirm step (default 3; 0 skips it)\n"
             "  --force             spend an LLM budget even when the ceiling is under %.2fx\n"
             "  --quiet             only the final summary\n"
@@ -152,6 +155,15 @@ static int args_push_all(cuco_strlist *l, const char *const *items)
         if (cuco_strlist_push(l, *items) != 0)
             return -1;
     return 0;
+}
+
+/* --ranks N for a step, when cuco run was given it. */
+static void push_ranks(cuco_strlist *args, const struct run_opts *o)
+{
+    if (o->ranks) {
+        cuco_strlist_push(args, "--ranks");
+        cuco_strlist_push(args, o->ranks);
+    }
 }
 
 /* Number of NCCL collective / point-to-point calls in analysis.json; -1 if
@@ -380,7 +392,9 @@ out:
     return rc;
 }
 
-static int gpu_visible(void)
+/* GPUs this process may use: the lines of 'nvidia-smi -L', or fewer when
+ * CUDA_VISIBLE_DEVICES names fewer. 0 without nvidia-smi. */
+static int gpus_visible(void)
 {
     char *smi = cuco_which("nvidia-smi");
     if (!smi)
@@ -391,14 +405,26 @@ static int gpu_visible(void)
     po.timeout_s = 20;
     cuco_proc_result res = {0};
     cuco_err e = CUCO_ERR_INIT;
-    int ok = cuco_proc_run(&po, &res, &e) == 0 && res.exited && res.exit_code == 0 && res.out &&
-             strstr(res.out, "GPU ") != NULL;
+    int n = 0;
+    if (cuco_proc_run(&po, &res, &e) == 0 && res.exited && res.exit_code == 0 && res.out)
+        for (const char *p = res.out; (p = strstr(p, "GPU ")) != NULL; p += 4)
+            n += p == res.out || p[-1] == '\n';
     if (res.out || res.err)
         cuco_proc_result_free(&res);
     cuco_err_clear(&e);
     free(smi);
-    return ok;
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    if (cvd && n > 0) {
+        int listed = 0;
+        for (const char *p = cvd; *p; p++)
+            if (*p != ',' && *p != ' ' && (p == cvd || p[-1] == ','))
+                listed++;
+        if (listed < n)
+            n = listed;
+    }
+    return n;
 }
+
 
 static int parse_run_args(int argc, char **argv, struct run_opts *o)
 {
@@ -419,6 +445,13 @@ static int parse_run_args(int argc, char **argv, struct run_opts *o)
                    has_value) {
             cuco_strlist_push(&o->evolve_args, a);
             cuco_strlist_push(&o->evolve_args, argv[++i]);
+        } else if (!strcmp(a, "--ranks") && has_value) {
+            o->ranks = argv[++i];
+            if (cuco_workload_parse_ranks(o->ranks) < 0) {
+                fprintf(stderr, "cuco run: --ranks wants a number from 1 to 65536, not '%s'\n",
+                        o->ranks);
+                return -1;
+            }
         } else if (!strcmp(a, "--confirm-rounds") && has_value) {
             char *end = NULL;
             long v = strtol(argv[++i], &end, 10);
@@ -481,6 +514,11 @@ int cmd_run(int argc, char **argv)
         rc = 2;
         goto out;
     }
+    if (o.ranks && cuco_workload_override_ranks(w, cuco_workload_parse_ranks(o.ranks), &e) != 0) {
+        cuco_err_print(&e, "cuco run", stderr);
+        rc = 2;
+        goto out;
+    }
     workspace = o.workspace ? cuco_strdup(o.workspace) : cuco_sprintf("cuco-out/%s", w->name);
     if (cuco_fs_mkdirs(workspace, &e) != 0) {
         cuco_err_print(&e, "cuco run", stderr);
@@ -493,13 +531,28 @@ int cmd_run(int argc, char **argv)
         printf("cuco run: workload %s (%d ranks%s), workspace %s\n", w->name, w->ranks,
                w->gpu ? ", GPU" : ", CPU", workspace);
 
+    /* Fewer GPUs than ranks: NCCL refuses two ranks on one GPU, so every
+     * run would fail; say so before anything runs. (No GPU at all is
+     * handled after the transform, which can still build.) */
+    int gpus = w->gpu ? gpus_visible() : 0;
+    if (w->gpu && gpus > 0 && gpus < w->ranks) {
+        printf("cuco run: %s runs %d ranks, one GPU each, and %d GPU%s visible here: NCCL "
+               "cannot put two ranks on one GPU, so every run would fail. Run on a machine "
+               "with %d GPUs (the same command resumes from this workspace), or at fewer "
+               "ranks with --ranks %d (a separate workload for the database).\n",
+               w->name, w->ranks, gpus, gpus == 1 ? " is" : "s are", w->ranks, gpus);
+        rc = 1;
+        goto out;
+    }
+
     /* 1. bound: what any overlap could gain, before anything is spent. */
     if (w->gpu && !o.skip_bound) {
-        if (!gpu_visible()) {
+        if (gpus == 0) {
             printf("cuco run: bound skipped: no GPU visible (nvidia-smi -L found none)\n");
         } else {
             const char *b[] = {"bound", o.workload, "--workspace", workspace, NULL};
             args_push_all(&args, b);
+            push_ranks(&args, &o);
             int brc = run_step("bound", exe, &args, o.quiet);
             cuco_strlist_free(&args);
             if (brc != 0)
@@ -544,6 +597,7 @@ int cmd_run(int argc, char **argv)
     } else {
         const char *t[] = {"transform", o.workload, "--workspace", workspace, NULL};
         args_push_all(&args, t);
+        push_ranks(&args, &o);
         /* with a model, what the rules refuse goes to the LLM route */
         for (size_t k = 0; k + 1 < o.evolve_args.n; k++)
             if (!strcmp(o.evolve_args.items[k], "--model")) {
@@ -559,7 +613,7 @@ int cmd_run(int argc, char **argv)
                    trc);
         }
     }
-    if (w->gpu && !gpu_visible()) {
+    if (w->gpu && gpus == 0) {
         printf("cuco run: %s needs a GPU and none is visible here (see 'cuco doctor'): "
                "nothing can be verified or searched. Run the same command on a GPU machine; "
                "it resumes from this workspace.\n",
@@ -568,11 +622,13 @@ int cmd_run(int argc, char **argv)
         goto out;
     }
 
+
     /* 4. evolve (resumes a run already in the workspace). */
     {
         const char *v[] = {"evolve", o.workload, "--workspace", workspace, "--mutator", o.mutator,
                            NULL};
         args_push_all(&args, v);
+        push_ranks(&args, &o);
         if (start_from_gen0) {
             cuco_strlist_push(&args, "--init");
             cuco_strlist_push(&args, gen0_program);

@@ -38,7 +38,8 @@ static void usage(FILE *out)
             "\n"
             "Options:\n"
             "  --workspace D   workspace folder (default: ./cuco-out/<workload>)\n"
-            "  --ranks N       ranks of a bare PROGRAM.cu (default 2)\n"
+            "  --ranks N       ranks of a bare PROGRAM.cu (default 2), or a workload's\n"
+            "                  instead of its manifest's (a separate workload NAME@N)\n"
             "  --args \"A ...\"  its arguments (split at spaces)\n"
             "  --nvcc-flags \"F ...\"  extra nvcc flags for a bare PROGRAM.cu\n"
             "  --no-verify     do not build or run anything: rules and static check only;\n"
@@ -80,6 +81,7 @@ int cmd_transform(int argc, char **argv)
     const char *workload_arg = NULL, *workspace = NULL;
     int no_verify = 0, json = 0, quiet = 0;
     cuco_bare_program bare = {2, NULL, NULL, 0, NULL};
+    int ranks_given = 0; /* --ranks: also overrides a workload's manifest */
     /* the LLM route (src/transform/llm_route.c) */
     const char **models = calloc((size_t)argc + 1, sizeof *models);
     const char *route = "auto", *prices = NULL, *base_url = NULL;
@@ -145,6 +147,7 @@ int cmd_transform(int argc, char **argv)
                     return 2;
                 }
                 bare.ranks = (int)r;
+                ranks_given = 1;
             } else if (!strcmp(a, "--args")) {
                 bare.args = argv[i];
             } else {
@@ -193,6 +196,10 @@ int cmd_transform(int argc, char **argv)
     if (cuco_workload_is_program_path(workload_arg) && !cuco_fs_is_dir(workload_arg)
             ? cuco_workload_from_program(workload_arg, &bare, &w, &e) != 0
             : cuco_workload_load(workload_arg, &w, &e) != 0) {
+        cuco_err_print(&e, "cuco transform", stderr);
+        goto out;
+    }
+    if (ranks_given && cuco_workload_override_ranks(w, bare.ranks, &e) != 0) {
         cuco_err_print(&e, "cuco transform", stderr);
         goto out;
     }

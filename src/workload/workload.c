@@ -39,6 +39,30 @@ int cuco_strlist_push(cuco_strlist *l, const char *s)
     return 0;
 }
 
+int cuco_workload_parse_ranks(const char *text)
+{
+    char *end = NULL;
+    long v = text ? strtol(text, &end, 10) : 0;
+    if (!text || !*text || !end || *end || v < 1 || v > 65536)
+        return -1;
+    return (int)v;
+}
+
+int cuco_workload_override_ranks(cuco_workload *w, int ranks, cuco_err *e)
+{
+    if (ranks < 1 || ranks > 65536)
+        return cuco_err_set(e, CUCO_EINVAL, "ranks must be 1..65536, not %d", ranks);
+    if (ranks == w->ranks)
+        return 0;
+    char *name = cuco_sprintf("%s@%d", w->name, ranks);
+    if (!name)
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    free(w->name);
+    w->name = name;
+    w->ranks = ranks;
+    return 0;
+}
+
 void cuco_workload_free(cuco_workload *w)
 {
     if (!w)
