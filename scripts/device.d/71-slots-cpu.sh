@@ -43,32 +43,45 @@ for round in $(seq 1 "$ROUNDS"); do
       --evaluations "$EVALS" --fresh --json > "$OUT/slots-cpu-$mode-$round.jsonl" 2>&1
     rc=$?
     t1=$(date +%s.%N)
-    done_evals=$(python3 -c '
+    # evaluations and seconds: at the end, or (a run cut by the time limit) at
+    # its last finished generation
+    read -r done_evals done_s < <(python3 -c '
 import json, sys
-n = None
+n, s = None, None
 for line in open(sys.argv[1]):
     try:
         j = json.loads(line)
     except Exception:
         continue
+    if j.get("event") == "generation":
+        n, s = j.get("evaluations"), j.get("elapsed_s")
     if j.get("event") == "done":
         n = j.get("evaluations")
-print(n if n is not None else "null")' "$OUT/slots-cpu-$mode-$round.jsonl")
-    echo "$mode $round $rc $t0 $t1 $done_evals ${entry#*:}" >> "$RESULTS"
-    note "$mode round $round: rc=$rc, $(python3 -c "print(round($t1 - $t0, 1))") s, $done_evals evaluations"
+print(n if n is not None else "null", s if s is not None else "null")' "$OUT/slots-cpu-$mode-$round.jsonl")
+    echo "$mode $round $rc $t0 $t1 $done_evals $done_s ${entry#*:}" >> "$RESULTS"
+    note "$mode round $round: rc=$rc, $(python3 -c "print(round($t1 - $t0, 1))") s, $done_evals evaluations ($done_s s at the last generation)"
   done
 done
 python3 - "$RESULTS" "$OUT/slots-cpu.json" "$EVALS" <<'PY'
 import json, statistics, sys, os
-rows = [l.split(None, 6) for l in open(sys.argv[1]) if l.strip()]
+rows = [l.split(None, 7) for l in open(sys.argv[1]) if l.strip()]
 runs = []
-for mode, rnd, rc, t0, t1, n, flags in rows:
+for mode, rnd, rc, t0, t1, n, gen_s, flags in rows:
     wall = float(t1) - float(t0)
     n = None if n == "null" else int(n)
+    gen_s = None if gen_s == "null" else float(gen_s)
     rc = int(rc)
+    # a finished run: its evaluations over its wall time; a run cut by the
+    # limit: the evaluations of its finished generations over their time
+    if rc == 0 and n:
+        rate, basis = 60.0 * n / wall, "whole run"
+    elif n and gen_s:
+        rate, basis = 60.0 * n / gen_s, "finished generations of a run cut by the time limit"
+    else:
+        rate, basis = None, "no generation finished"
     runs.append({"mode": mode, "round": int(rnd), "rc": rc, "wall_s": round(wall, 2),
-                 "evaluations": n, "flags": flags.strip(),
-                 "evaluations_per_min": round(60.0 * n / wall, 2) if n and rc == 0 else None})
+                 "evaluations": n, "generations_s": gen_s, "flags": flags.strip(),
+                 "evaluations_per_min": round(rate, 2) if rate else None, "basis": basis})
 modes = {}
 for r in runs:
     if r["evaluations_per_min"] is not None:
