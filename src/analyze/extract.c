@@ -245,15 +245,36 @@ static char *resolve_base(const struct src_file *F, size_t a, size_t b)
         return NULL;
     }
     free(first);
-    /* ident ((. | -> | ::) ident)* ; a trailing method call is dropped. */
+    /* ident ((. | -> | ::) ident)* ; a trailing method call is dropped; a
+     * member of an array element keeps the member: "ls[i].out" -> "ls[].out". */
     size_t end = i;
-    while (end + 2 <= b && (tis(F, end + 1, ".") || tis(F, end + 1, "->") || tis(F, end + 1, "::")) &&
-           tident(F, end + 2)) {
-        if (end + 3 <= b && tis(F, end + 3, "(") && !tis(F, end + 1, "::"))
+    cuco_buf name = CUCO_BUF_INIT;
+    char *head = ttext(F, i);
+    cuco_buf_puts(&name, head ? head : "");
+    free(head);
+    for (;;) {
+        size_t k = end + 1, subscripts = 0;
+        while (k <= b && tis(F, k, "[")) {
+            size_t c = match_close(F, k);
+            if (c > b)
+                break;
+            k = c + 1;
+            subscripts++;
+        }
+        if (!(k + 1 <= b && (tis(F, k, ".") || tis(F, k, "->") || tis(F, k, "::")) && tident(F, k + 1)))
             break;
-        end += 2;
+        if (k + 2 <= b && tis(F, k + 2, "(") && !tis(F, k, "::"))
+            break;
+        for (size_t n = 0; n < subscripts; n++)
+            cuco_buf_puts(&name, "[]");
+        char *sep = ttext(F, k), *member = ttext(F, k + 1);
+        cuco_buf_puts(&name, sep ? sep : "");
+        cuco_buf_puts(&name, member ? member : "");
+        free(sep);
+        free(member);
+        end = k + 1;
     }
-    return range_text(F, i, end);
+    return cuco_buf_detach(&name);
 }
 
 /* ---- API tables ------------------------------------------------------ */
@@ -377,6 +398,7 @@ struct node {
     char **reads, **writes;
     size_t nreads, nwrites;
     int file_idx;
+    double pos; /* program order: a node's id, a call node sits between two of them */
 };
 
 struct event_mark {
@@ -404,6 +426,9 @@ struct analysis {
     size_t nwaits;
     json_t *cublas_streams; /* handle -> stream text */
     json_t *call_sites;     /* callee -> [{file, line, function, loop}] for calls of non-API functions */
+    json_t *aliases;        /* function -> [[name, name]]: pointer assignments and swaps in it */
+    json_t *params;         /* function -> [parameter names], from its definition */
+    json_t *calls;          /* [{callee, function, file, line, before, args: [base|null], texts}] */
     long group_id;
 };
 
@@ -654,6 +679,7 @@ static long add_node(struct scan *S, json_t *rec, const char *kind, const char *
     n->function = cuco_strdup(fn ? fn : "");
     n->stream = norm_stream(stream);
     n->file_idx = S->file_idx;
+    n->pos = (double)A->ngraph;
     long id = (long)A->ngraph++;
     json_t *jr = json_array(), *jw = json_array();
     for (size_t i = 0; i < n->nreads; i++)
@@ -1139,6 +1165,181 @@ static char *function_at(const struct src_file *F, size_t k)
     return name;
 }
 
+/* ---- pointer aliases ------------------------------------------------- */
+
+static void alias_add(struct scan *S, const char *x, const char *y)
+{
+    const char *fn = cur_function(S);
+    if (!fn || !x || !y || !strcmp(x, y))
+        return;
+    json_t *pairs = json_object_get(S->A->aliases, fn);
+    if (!pairs) {
+        pairs = json_array();
+        json_object_set_new(S->A->aliases, fn, pairs);
+    }
+    json_array_append_new(pairs, json_pack("[s,s]", x, y));
+}
+
+/* lhs takes the value of the expression in tokens a..b; each branch of a
+ * conditional expression counts ("c ? p.tx : p.results + off"). */
+static void alias_rhs(struct scan *S, const char *lhs, size_t a, size_t b, int depth)
+{
+    const struct src_file *F = S->F;
+    if (a > b || depth > 8)
+        return;
+    size_t q = b + 1, colon = b + 1;
+    int d = 0, nested = 0;
+    for (size_t k = a; k <= b; k++) {
+        if (tis(F, k, "(") || tis(F, k, "[") || tis(F, k, "{"))
+            d++;
+        else if (tis(F, k, ")") || tis(F, k, "]") || tis(F, k, "}"))
+            d--;
+        else if (d == 0 && tis(F, k, "?")) {
+            if (q > b)
+                q = k;
+            else
+                nested++;
+        } else if (d == 0 && tis(F, k, ":") && q <= b) {
+            if (nested == 0) {
+                colon = k;
+                break;
+            }
+            nested--;
+        }
+    }
+    if (q <= b && colon <= b) {
+        alias_rhs(S, lhs, q + 1, colon - 1, depth + 1);
+        alias_rhs(S, lhs, colon + 1, b, depth + 1);
+        return;
+    }
+    char *base = resolve_base(F, a, b);
+    alias_add(S, lhs, base);
+    free(base);
+}
+
+/* At an '=' inside a function: "T *p = q + off;", "p = q;", "s.buf = x;"
+ * make the two names one buffer for the dependency graph. Stores through a
+ * pointer ("*p = v", "a[i] = v") are not aliases. */
+static void alias_assignment(struct scan *S, size_t k)
+{
+    const struct src_file *F = S->F;
+    if (!cur_function(S) || k == 0 || !tident(F, k - 1))
+        return;
+    size_t s = k - 1;
+    while (s >= 2 && (tis(F, s - 1, ".") || tis(F, s - 1, "->")) && tident(F, s - 2))
+        s -= 2;
+    if (s > 0) {
+        if (tis(F, s - 1, ".") || tis(F, s - 1, "->") || tis(F, s - 1, "::") || tis(F, s - 1, "]"))
+            return;
+        /* "*p = v" stores through p; "T *p = v" declares p */
+        if (tis(F, s - 1, "*") && !(s >= 2 && (tident(F, s - 2) || tis(F, s - 2, ">") || tis(F, s - 2, "*"))))
+            return;
+    }
+    size_t e = k + 1;
+    int d = 0;
+    for (; e < F->nsig; e++) {
+        if (tis(F, e, "(") || tis(F, e, "[") || tis(F, e, "{"))
+            d++;
+        else if (tis(F, e, ")") || tis(F, e, "]") || tis(F, e, "}")) {
+            if (--d < 0)
+                break;
+        } else if (d == 0 && (tis(F, e, ";") || tis(F, e, ",")))
+            break;
+    }
+    if (e == k + 1)
+        return;
+    char *lhs = range_text(F, s, k - 1);
+    alias_rhs(S, lhs, k + 1, e - 1, 0);
+    free(lhs);
+}
+
+/* swap(a, b) of two pointers (std::swap of a double buffer). */
+static void alias_swap(struct scan *S, size_t k)
+{
+    const struct src_file *F = S->F;
+    struct arg_range *args = NULL;
+    size_t close = match_close(F, k + 1);
+    if (close >= F->nsig)
+        return;
+    size_t n = split_args(F, k + 1, close, &args);
+    if (n == 2) {
+        char *x = resolve_base(F, args[0].a, args[0].b), *y = resolve_base(F, args[1].a, args[1].b);
+        alias_add(S, x, y);
+        free(x);
+        free(y);
+    }
+    free(args);
+}
+
+/* ---- calls of the program's own functions ----------------------------- */
+
+/* Parameter names of the function whose body opens at token k. */
+static json_t *function_params(const struct src_file *F, size_t k)
+{
+    json_t *names = json_array();
+    size_t j = k;
+    while (j > 0 && (tis(F, j - 1, "const") || tis(F, j - 1, "noexcept") || tis(F, j - 1, "override") ||
+                     tis(F, j - 1, "final") || tis(F, j - 1, "mutable")))
+        j--;
+    if (j == 0 || !tis(F, j - 1, ")"))
+        return names;
+    size_t close = j - 1, open = close;
+    int depth = 0;
+    for (;; open--) {
+        if (tis(F, open, ")"))
+            depth++;
+        else if (tis(F, open, "(") && --depth == 0)
+            break;
+        if (open == 0)
+            return names;
+    }
+    struct arg_range *args = NULL;
+    size_t n = split_args(F, open, close, &args);
+    for (size_t i = 0; i < n; i++) {
+        size_t last = args[i].b;
+        for (size_t q = args[i].a; q <= args[i].b && q < F->nsig; q++)
+            if (tis(F, q, "=")) {
+                last = q - 1;
+                break;
+            }
+        while (last > args[i].a && tis(F, last, "]")) {
+            while (last > args[i].a && !tis(F, last, "["))
+                last--;
+            last--;
+        }
+        char *w = (last >= args[i].a && last > args[i].a && tident(F, last)) ? ttext(F, last) : NULL;
+        json_array_append_new(names, w ? json_string(w) : json_null());
+        free(w);
+    }
+    free(args);
+    return names;
+}
+
+/* A call of a non-API function inside a function: where it is in program
+ * order, and the buffers and texts of its arguments. */
+static void record_call(struct scan *S, const char *callee, size_t k)
+{
+    const struct src_file *F = S->F;
+    size_t close = match_close(F, k + 1);
+    if (close >= F->nsig)
+        return;
+    struct arg_range *args = NULL;
+    size_t n = split_args(F, k + 1, close, &args);
+    json_t *bases = json_array(), *texts = json_array();
+    for (size_t i = 0; i < n; i++) {
+        char *b = resolve_base(F, args[i].a, args[i].b), *t = range_text(F, args[i].a, args[i].b);
+        json_array_append_new(bases, b ? json_string(b) : json_null());
+        json_array_append_new(texts, json_string(t ? t : ""));
+        free(b);
+        free(t);
+    }
+    free(args);
+    json_array_append_new(S->A->calls,
+                          json_pack("{s:s,s:s,s:s,s:i,s:i,s:I,s:o,s:o}", "callee", callee, "function",
+                                    cur_function(S), "file", F->path, "file_idx", S->file_idx, "line", T(F, k)->line,
+                                    "before", (json_int_t)S->A->ngraph, "args", bases, "texts", texts));
+}
+
 static void scan_file(struct analysis *A, struct src_file *F, int file_idx)
 {
     struct scan S;
@@ -1193,6 +1394,8 @@ static void scan_file(struct analysis *A, struct src_file *F, int file_idx)
                 }
                 continue;
             }
+            if (tis(F, k, "swap") && tis(F, k + 1, "("))
+                alias_swap(&S, k);
             if (tis(F, k + 1, "(")) {
                 char *name = ttext(F, k);
                 const struct api *a = name ? find_api(name) : NULL;
@@ -1211,6 +1414,8 @@ static void scan_file(struct analysis *A, struct src_file *F, int file_idx)
                     json_array_append_new(sites, json_pack("{s:s,s:i,s:o,s:o}", "file", F->path, "line", t->line,
                                                            "function", fn ? json_string(fn) : json_null(), "loop",
                                                            loop_json(cur_loop(&S))));
+                    if (fn)
+                        record_call(&S, name, k);
                 }
                 if (a && !member && !decl) {
                     size_t close = match_close(F, k + 1);
@@ -1233,6 +1438,8 @@ static void scan_file(struct analysis *A, struct src_file *F, int file_idx)
                 pending_loop = NULL;
             } else if (!cur_function(&S)) {
                 char *fn = function_at(F, k);
+                if (fn && !json_object_get(A->params, fn))
+                    json_object_set_new(A->params, fn, function_params(F, k));
                 push_brace(&S, fn ? BR_FUNCTION : BR_OTHER, fn ? fn : "", t->line, k);
                 free(fn);
             } else {
@@ -1250,6 +1457,10 @@ static void scan_file(struct analysis *A, struct src_file *F, int file_idx)
             while (S.nsingle_loops && S.single_depth[S.nsingle_loops - 1] >= S.nbr &&
                    !tis(F, k + 1, "else"))
                 S.nsingle_loops--;
+            continue;
+        }
+        if (tis(F, k, "=")) {
+            alias_assignment(&S, k);
             continue;
         }
         if (tis(F, k, ";")) {
@@ -1372,31 +1583,328 @@ static void add_edge(struct analysis *A, size_t from, size_t to, const char *kin
                                               "via", via));
 }
 
+/* The alias class of buffer `name` in function fn: the smallest name that
+ * the function's pointer assignments and swaps connect to it (flow-
+ * insensitive: after "p = a; ... p = b;" p, a and b are one class). Caller
+ * frees. */
+static json_t *alias_members(const struct analysis *A, const char *fn, const char *name);
+
+static char *alias_class(const struct analysis *A, const char *fn, const char *name)
+{
+    json_t *seen = alias_members(A, fn, name);
+    char *best = NULL;
+    const char *k;
+    json_t *v;
+    json_object_foreach(seen, k, v)
+    {
+        if (!best || strcmp(k, best) < 0) {
+            free(best);
+            best = cuco_strdup(k);
+        }
+    }
+    json_decref(seen);
+    return best ? best : cuco_strdup(name);
+}
+
+/* The names connected to `name` in fn (name included), as a set. */
+static json_t *alias_members(const struct analysis *A, const char *fn, const char *name)
+{
+    json_t *pairs = json_object_get(A->aliases, fn);
+    json_t *seen = json_object();
+    json_object_set_new(seen, name, json_true());
+    if (!pairs)
+        return seen;
+    for (int changed = 1; changed;) {
+        changed = 0;
+        size_t i;
+        json_t *pair;
+        json_array_foreach(pairs, i, pair)
+        {
+            const char *x = json_string_value(json_array_get(pair, 0));
+            const char *y = json_string_value(json_array_get(pair, 1));
+            int hx = json_object_get(seen, x) != NULL, hy = json_object_get(seen, y) != NULL;
+            if (hx == hy)
+                continue;
+            json_object_set_new(seen, hx ? y : x, json_true());
+            changed = 1;
+        }
+    }
+    return seen;
+}
+
+/* Length of the head of a buffer name: "L->out" -> "L", "ls[].x" -> "ls". */
+static size_t name_head(const char *name)
+{
+    size_t n = 0;
+    while (name[n] && name[n] != '.' && name[n] != '[' && !(name[n] == '-' && name[n + 1] == '>'))
+        n++;
+    return n;
+}
+
+/* The canonical buffer name: the alias class of its head, then its members
+ * with "->", "." and "[]" alike ("L->out" with L = &layers[i] and
+ * "layers[].out" are one buffer). Caller frees. */
+static char *buffer_key(const struct analysis *A, const char *fn, const char *name)
+{
+    size_t h = name_head(name);
+    if (!name[h])
+        return alias_class(A, fn, name);
+    char *head = cuco_strndup(name, h);
+    char *cls = head ? alias_class(A, fn, head) : NULL;
+    free(head);
+    if (!cls)
+        return NULL;
+    cuco_buf b = CUCO_BUF_INIT;
+    cuco_buf_puts(&b, cls);
+    free(cls);
+    for (const char *p = name + h; *p;) {
+        if (p[0] == '[' && p[1] == ']')
+            p += 2;
+        else if (p[0] == '-' && p[1] == '>') {
+            cuco_buf_putc(&b, '.');
+            p += 2;
+        } else
+            cuco_buf_putc(&b, *p++);
+    }
+    return cuco_buf_detach(&b);
+}
+
+/* Canonical names of a node's reads (pass 0) or writes (pass 1). */
+static char **node_classes(const struct analysis *A, const struct node *n, int pass)
+{
+    char **bufs = pass ? n->writes : n->reads;
+    size_t nb = pass ? n->nwrites : n->nreads;
+    char **cls = calloc(nb + 1, sizeof *cls);
+    for (size_t b = 0; cls && b < nb; b++)
+        cls[b] = buffer_key(A, n->function, bufs[b]);
+    return cls;
+}
+
+/* What a call passes for callee buffer `name`: the argument's buffer when
+ * name is (a member of) a parameter, with the member kept ("p->rx" called
+ * with &pipe -> "pipe.rx"); NULL when name is not a parameter's. Caller frees. */
+static char *call_buffer(const struct analysis *A, json_t *call, const char *callee, const char *name)
+{
+    json_t *params = json_object_get(A->params, callee);
+    json_t *args = json_object_get(call, "args"), *texts = json_object_get(call, "texts");
+    size_t h = name_head(name);
+    char *head = cuco_strndup(name, h);
+    /* the head, or any name it aliases ("in" = p.rx[mb & 1] with p a parameter) */
+    json_t *members = head ? alias_members(A, callee, head) : json_object();
+    char *out = NULL;
+    const char *m;
+    json_t *unused;
+    json_object_foreach(members, m, unused)
+    {
+        size_t mh = name_head(m);
+        size_t k;
+        json_t *pn;
+        json_array_foreach(params, k, pn)
+        {
+            const char *param = json_string_value(pn);
+            const char *arg = json_string_value(json_array_get(args, k));
+            if (!param || !arg || strlen(param) != mh || strncmp(param, m, mh) != 0)
+                continue;
+            const char *text = json_string_value(json_array_get(texts, k));
+            /* the member path: the alias's own, then the name's */
+            char *rest = cuco_sprintf("%s%s", m + mh, name + h);
+            if (!rest)
+                break;
+            if (text && text[0] == '&' && rest[0] == '-' && rest[1] == '>') /* &x passed, p->f used: x.f */
+                out = cuco_sprintf("%s.%s", arg, rest + 2);
+            else
+                out = cuco_sprintf("%s%s", arg, rest);
+            free(rest);
+            break;
+        }
+        if (out)
+            break;
+    }
+    json_decref(members);
+    free(head);
+    return out;
+}
+
+/* A node for each call of a function of the program that has nodes of its
+ * own (a helper that launches kernels or issues collectives), in the
+ * caller, between the caller's nodes around the call: it reads and writes
+ * what the helper's nodes read and write through its parameters, on the
+ * stream passed for the helper's stream. Appended after the other nodes;
+ * their `pos` keeps program order. A helper's own helper calls are done
+ * before the calls of that helper (four rounds: helpers four deep). */
+static void build_call_nodes(struct analysis *A)
+{
+    size_t ncalls = json_array_size(A->calls);
+    char *done = calloc(ncalls + 1, 1);
+    if (!done)
+        return;
+    for (int round = 0; round < 4; round++) {
+        size_t first_new = A->ngraph;
+        for (size_t c = 0; c < ncalls; c++) {
+            if (done[c])
+                continue;
+            json_t *call = json_array_get(A->calls, c);
+            const char *callee = json_string_value(json_object_get(call, "callee"));
+            const char *caller = json_string_value(json_object_get(call, "function"));
+            if (!json_object_get(A->params, callee) || !strcmp(callee, caller))
+                continue;
+            /* the helper's own calls of helpers first (the last round takes what is left) */
+            int pending = 0;
+            for (size_t d = 0; round < 3 && d < ncalls && !pending; d++) {
+                json_t *inner = json_array_get(A->calls, d);
+                const char *in_callee = json_string_value(json_object_get(inner, "callee"));
+                pending = !done[d] && d != c && !strcmp(json_string_value(json_object_get(inner, "function")), callee) &&
+                          strcmp(in_callee, callee) && json_object_get(A->params, in_callee);
+            }
+            if (pending)
+                continue;
+            struct node proto;
+            memset(&proto, 0, sizeof proto);
+            const char *stream = NULL;
+            int mixed = 0, any = 0;
+            for (size_t i = 0; i < first_new; i++) {
+                struct node *cn = &A->graph[i];
+                if (strcmp(cn->function, callee))
+                    continue;
+                any = 1;
+                for (int pass = 0; pass < 2; pass++) {
+                    char **bufs = pass ? cn->writes : cn->reads;
+                    size_t nb = pass ? cn->nwrites : cn->nreads;
+                    for (size_t b = 0; b < nb; b++) {
+                        char *mine = call_buffer(A, call, callee, bufs[b]);
+                        char ***list = pass ? &proto.writes : &proto.reads;
+                        size_t *nlist = pass ? &proto.nwrites : &proto.nreads;
+                        /* one name per buffer ("layers->x" and "layers[].x" are one) */
+                        char *key = mine ? buffer_key(A, caller, mine) : NULL;
+                        int seen = 0;
+                        for (size_t q = 0; key && q < *nlist && !seen; q++) {
+                            char *other = buffer_key(A, caller, (*list)[q]);
+                            seen = other && !strcmp(other, key);
+                            free(other);
+                        }
+                        if (mine && !seen)
+                            str_list_add(list, nlist, mine);
+                        free(key);
+                        free(mine);
+                    }
+                }
+                if (!stream)
+                    stream = cn->stream;
+                else if (strcmp(stream, cn->stream))
+                    mixed = 1;
+            }
+            if (!any)
+                continue;
+            done[c] = 1;
+            /* the helper's stream: the argument passed for it, when it is a parameter */
+            char *st = NULL;
+            json_t *params = json_object_get(A->params, callee);
+            size_t k;
+            json_t *pn;
+            json_array_foreach(params, k, pn)
+            {
+                if (!mixed && stream && json_string_value(pn) && !strcmp(json_string_value(pn), stream))
+                    st = norm_stream(json_string_value(json_array_get(json_object_get(call, "texts"), k)));
+            }
+            if (!st)
+                st = cuco_strdup(mixed ? "mixed" : stream ? stream : "default");
+            struct node *g = realloc(A->graph, (A->ngraph + 1) * sizeof *g);
+            if (!g) {
+                free(st);
+                break;
+            }
+            A->graph = g;
+            struct node *n = &g[A->ngraph];
+            *n = proto;
+            n->function = cuco_strdup(caller);
+            n->stream = st;
+            n->file_idx = (int)json_integer_value(json_object_get(call, "file_idx"));
+            n->pos = (double)json_integer_value(json_object_get(call, "before")) - 0.5 + (double)c / (2.0 * (double)(ncalls + 1));
+            long id = (long)A->ngraph++;
+            json_t *jr = json_array(), *jw = json_array();
+            for (size_t i = 0; i < n->nreads; i++)
+                json_array_append_new(jr, json_string(n->reads[i]));
+            for (size_t i = 0; i < n->nwrites; i++)
+                json_array_append_new(jw, json_string(n->writes[i]));
+            json_array_append_new(A->nodes, json_pack("{s:i,s:s,s:s,s:s,s:i,s:s,s:s,s:o,s:o}", "id", (int)id, "kind",
+                                                      "call", "label", callee, "file",
+                                                      json_string_value(json_object_get(call, "file")), "line",
+                                                      (int)json_integer_value(json_object_get(call, "line")),
+                                                      "function", n->function, "stream", n->stream, "reads", jr,
+                                                      "writes", jw));
+        }
+    }
+    free(done);
+}
+
+static void free_classes(char **cls, size_t n)
+{
+    if (!cls)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(cls[i]);
+    free(cls);
+}
+
+static const struct analysis *order_of; /* for cmp_pos (qsort has no context argument) */
+
+static int cmp_pos(const void *a, const void *b)
+{
+    double x = order_of->graph[*(const size_t *)a].pos, y = order_of->graph[*(const size_t *)b].pos;
+    return x < y ? -1 : x > y;
+}
+
 static void build_edges(struct analysis *A)
 {
-    for (size_t j = 0; j < A->ngraph; j++) {
+    /* per node: canonical names of what it writes */
+    char ***wcls = calloc(A->ngraph + 1, sizeof *wcls);
+    for (size_t j = 0; wcls && j < A->ngraph; j++)
+        wcls[j] = node_classes(A, &A->graph[j], 1);
+    /* nodes in program order (call nodes sit between the others) */
+    size_t *ord = malloc((A->ngraph + 1) * sizeof *ord);
+    if (!ord) {
+        for (size_t j = 0; wcls && j < A->ngraph; j++)
+            free_classes(wcls[j], A->graph[j].nwrites);
+        free(wcls);
+        return;
+    }
+    for (size_t j = 0; j < A->ngraph; j++)
+        ord[j] = j;
+    order_of = A;
+    qsort(ord, A->ngraph, sizeof *ord, cmp_pos);
+    for (size_t oj = 0; oj < A->ngraph; oj++) {
+        size_t j = ord[oj];
         struct node *n = &A->graph[j];
-        /* data: the latest earlier writer of each buffer this node touches */
+        /* data: the latest earlier writer of each buffer this node touches,
+         * under any name that aliases it in this function */
         for (int pass = 0; pass < 2; pass++) {
             char **bufs = pass ? n->writes : n->reads;
             size_t nb = pass ? n->nwrites : n->nreads;
+            char **cls = pass ? (wcls ? wcls[j] : NULL) : node_classes(A, n, 0);
             for (size_t b = 0; b < nb; b++) {
-                for (size_t i = j; i-- > 0;) {
+                const char *want = cls && cls[b] ? cls[b] : bufs[b];
+                for (size_t oi = oj; oi-- > 0;) {
+                    size_t i = ord[oi];
                     struct node *p = &A->graph[i];
                     if (strcmp(p->function, n->function))
                         continue;
                     int writes = 0;
-                    for (size_t w = 0; w < p->nwrites; w++)
-                        if (!strcmp(p->writes[w], bufs[b]))
+                    for (size_t w = 0; w < p->nwrites; w++) {
+                        const char *have = wcls && wcls[i] && wcls[i][w] ? wcls[i][w] : p->writes[w];
+                        if (!strcmp(have, want))
                             writes = 1;
+                    }
                     if (!writes)
                         continue;
                     add_edge(A, i, j, "data", bufs[b]);
                     break;
                 }
             }
+            if (!pass)
+                free_classes(cls, nb);
         }
-        for (size_t i = j; i-- > 0;) {
+        for (size_t oi = oj; oi-- > 0;) {
+            size_t i = ord[oi];
             struct node *p = &A->graph[i];
             if (!strcmp(p->function, n->function) && !strcmp(p->stream, n->stream)) {
                 add_edge(A, i, j, "order", n->stream);
@@ -1404,6 +1912,10 @@ static void build_edges(struct analysis *A)
             }
         }
     }
+    free(ord);
+    for (size_t j = 0; wcls && j < A->ngraph; j++)
+        free_classes(wcls[j], A->graph[j].nwrites);
+    free(wcls);
 }
 
 /* Communicators: one entry per base name, with setup calls and users. */
@@ -1633,6 +2145,9 @@ static void analysis_free(struct analysis *A)
     free(A->waits);
     json_decref(A->cublas_streams);
     json_decref(A->call_sites);
+    json_decref(A->aliases);
+    json_decref(A->params);
+    json_decref(A->calls);
     json_decref(A->comm_calls);
 }
 
@@ -1664,6 +2179,9 @@ int cuco_analyze_paths(const char *const *paths, size_t npaths, json_t **out, cu
         A.notes = json_array();
         A.cublas_streams = json_object();
         A.call_sites = json_object();
+        A.aliases = json_object();
+        A.params = json_object();
+        A.calls = json_array();
         for (size_t i = 0; i < L.n; i++) {
             json_array_append_new(A.files, json_pack("{s:s,s:I,s:I}", "path", L.v[i].path, "bytes",
                                                      (json_int_t)L.v[i].len, "tokens", (json_int_t)L.v[i].lx.ntoks));
@@ -1674,6 +2192,7 @@ int cuco_analyze_paths(const char *const *paths, size_t npaths, json_t **out, cu
         }
         for (size_t i = 0; i < L.n; i++)
             scan_file(&A, &L.v[i], (int)i);
+        build_call_nodes(&A);
         build_edges(&A);
         build_communicators(&A);
         json_t *comm_setup = A.comm_calls;

@@ -112,6 +112,17 @@ inline cuco::Launch comm_launch() {
 
 inline int p2p_ctas() { return CUCO_P2P_CTAS < 1 ? 1 : (CUCO_P2P_CTAS > kMaxP2pCtas ? kMaxP2pCtas : CUCO_P2P_CTAS); }
 
+// Clears device memory before returning, on a private non-blocking stream:
+// a memset on the legacy stream would not be ordered before the program's
+// work on its own non-blocking streams (cudaStreamNonBlocking), and a device
+// synchronisation could wait on a kernel that waits for another rank.
+inline cudaError_t clear_now(void* p, size_t bytes) {
+  static cudaStream_t st = nullptr;
+  cudaError_t r = st ? cudaSuccess : cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+  if (r == cudaSuccess) r = cudaMemsetAsync(p, 0, bytes, st);
+  return r == cudaSuccess ? cudaStreamSynchronize(st) : r;
+}
+
 // Symmetric allocation: replaces cudaMalloc for buffers a collective needs in
 // a window. Returns a cudaError_t so the program's own checks still apply.
 inline cudaError_t symm_malloc(void** p, size_t bytes) {
@@ -124,7 +135,7 @@ inline cudaError_t symm_malloc(void** p, size_t bytes) {
     delete b;
     return cudaErrorMemoryAllocation;
   }
-  cudaError_t r = cudaMemset(static_cast<char*>(b->base) + b->dataBytes, 0, slotBytes);
+  cudaError_t r = clear_now(static_cast<char*>(b->base) + b->dataBytes, slotBytes);
   if (r != cudaSuccess) return r;
   b->symm.bytes = b->dataBytes + slotBytes;
   bufs().push_back(b);
@@ -168,11 +179,10 @@ inline ncclResult_t comm_setup(ncclComm_t c) {
   if (x.dc.lsaSize != x.nranks) return CUCO_TX_FAIL("the LSA backend needs every rank in one LSA domain");
   size_t ctrlBytes = cuco::round_up(kCtrlWords * sizeof(uint64_t), NCCL_WIN_REQUIRED_ALIGNMENT);
   if (ncclMemAlloc(&x.ctrl, ctrlBytes) != ncclSuccess) return CUCO_TX_FAIL("ncclMemAlloc of the control window failed");
-  if (cudaMemset(x.ctrl, 0, ctrlBytes) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
-    return CUCO_TX_FAIL("clearing the control window failed");
+  if (clear_now(x.ctrl, ctrlBytes) != cudaSuccess) return CUCO_TX_FAIL("clearing the control window failed");
   if (ncclCommWindowRegister(c, x.ctrl, ctrlBytes, &x.ctrlWin, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess || !x.ctrlWin)
     return CUCO_TX_FAIL("ncclCommWindowRegister of the control window failed");
-  if (cudaMalloc(&x.error, sizeof(int)) != cudaSuccess || cudaMemset(x.error, 0, sizeof(int)) != cudaSuccess)
+  if (cudaMalloc(&x.error, sizeof(int)) != cudaSuccess || clear_now(x.error, sizeof(int)) != cudaSuccess)
     return CUCO_TX_FAIL("cudaMalloc of the error flag failed");
   x.postSeq.assign(x.nranks, 0);
   x.sendSeq.assign(x.nranks, 0);
@@ -246,6 +256,31 @@ inline ncclResult_t all_gather(const void* sendbuff, void* recvbuff, size_t send
   return ncclSuccess;
 }
 
+// ncclAvg on floating types: the device sum, then a local scale by 1/nranks
+// of this rank's output (NCCL itself divides floating-point averages too).
+template <typename T>
+__global__ void scale_kernel(T* p, size_t n, float f) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    p[i] = static_cast<T>(static_cast<float>(p[i]) * f);
+}
+
+inline bool avg_type(ncclDataType_t t) { return t == ncclFloat32 || t == ncclFloat16 || t == ncclBfloat16; }
+
+inline ncclResult_t scale_by_ranks(void* out, size_t n, ncclDataType_t t, ncclComm_t comm, cudaStream_t st) {
+  int nranks = 0;
+  if (ncclCommCount(comm, &nranks) != ncclSuccess || nranks < 1) return CUCO_TX_FAIL("avg: bad communicator");
+  if (nranks == 1 || n == 0) return ncclSuccess;
+  float f = 1.0f / (float)nranks;
+  unsigned blocks = (unsigned)((n + 255) / 256 < 1024 ? (n + 255) / 256 : 1024);
+  switch (t) {
+    case ncclFloat32: scale_kernel<float><<<blocks, 256, 0, st>>>(static_cast<float*>(out), n, f); break;
+    case ncclFloat16: scale_kernel<__half><<<blocks, 256, 0, st>>>(static_cast<__half*>(out), n, f); break;
+    case ncclBfloat16: scale_kernel<__nv_bfloat16><<<blocks, 256, 0, st>>>(static_cast<__nv_bfloat16*>(out), n, f); break;
+    default: return CUCO_TX_FAIL("avg: only floating-point averages are implemented on the device");
+  }
+  return cudaGetLastError() == cudaSuccess ? ncclSuccess : CUCO_TX_FAIL("avg: scale launch failed");
+}
+
 template <typename T>
 inline ncclResult_t reduce_scatter_t(Buf* b, size_t inOff, void* out, size_t n, cudaStream_t st) {
   CUCO_TX_TRY(cuco::reduce_scatter<T>(b->symm, inOff, static_cast<T*>(out), n, st, comm_launch()));
@@ -255,20 +290,23 @@ inline ncclResult_t reduce_scatter_t(Buf* b, size_t inOff, void* out, size_t n, 
 inline ncclResult_t reduce_scatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                    ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                    cudaStream_t stream) {
-  if (op != ncclSum) return CUCO_TX_FAIL("reduce_scatter: only ncclSum is implemented on the device");
+  if (op != ncclSum && !(op == ncclAvg && avg_type(datatype)))
+    return CUCO_TX_FAIL("reduce_scatter: only ncclSum (and ncclAvg of floating types) is implemented on the device");
   size_t es = dtype_size(datatype);
   Comm* x = nullptr;
   if (!es || comm_setup(comm) != ncclSuccess || !(x = comm_find(comm))) return ncclInvalidUsage;
   Buf* b = nullptr;
   if (window_of(sendbuff, recvcount * es * x->nranks, comm, &b) != ncclSuccess) return ncclInvalidUsage;
   size_t inOff = (size_t)(static_cast<const char*>(sendbuff) - static_cast<char*>(b->base));
+  ncclResult_t r;
   switch (datatype) {
-    case ncclFloat32: return reduce_scatter_t<float>(b, inOff, recvbuff, recvcount, stream);
-    case ncclFloat16: return reduce_scatter_t<__half>(b, inOff, recvbuff, recvcount, stream);
-    case ncclBfloat16: return reduce_scatter_t<__nv_bfloat16>(b, inOff, recvbuff, recvcount, stream);
-    case ncclInt32: return reduce_scatter_t<int32_t>(b, inOff, recvbuff, recvcount, stream);
+    case ncclFloat32: r = reduce_scatter_t<float>(b, inOff, recvbuff, recvcount, stream); break;
+    case ncclFloat16: r = reduce_scatter_t<__half>(b, inOff, recvbuff, recvcount, stream); break;
+    case ncclBfloat16: r = reduce_scatter_t<__nv_bfloat16>(b, inOff, recvbuff, recvcount, stream); break;
+    case ncclInt32: r = reduce_scatter_t<int32_t>(b, inOff, recvbuff, recvcount, stream); break;
     default: return CUCO_TX_FAIL("reduce_scatter: data type not implemented on the device");
   }
+  return r == ncclSuccess && op == ncclAvg ? scale_by_ranks(recvbuff, recvcount, datatype, comm, stream) : r;
 }
 
 template <typename T>
@@ -280,7 +318,8 @@ inline ncclResult_t all_reduce_t(Buf* b, size_t inOff, size_t outOff, size_t n, 
 inline ncclResult_t all_reduce(const void* sendbuff, void* recvbuff, size_t count,
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream) {
-  if (op != ncclSum) return CUCO_TX_FAIL("all_reduce: only ncclSum is implemented on the device");
+  if (op != ncclSum && !(op == ncclAvg && avg_type(datatype)))
+    return CUCO_TX_FAIL("all_reduce: only ncclSum (and ncclAvg of floating types) is implemented on the device");
   size_t es = dtype_size(datatype);
   if (!es) return CUCO_TX_FAIL("all_reduce: unsupported data type");
   size_t bytes = count * es;
@@ -298,13 +337,15 @@ inline ncclResult_t all_reduce(const void* sendbuff, void* recvbuff, size_t coun
     if (cudaMemcpyAsync(stage_dst, stage_src, bytes, cudaMemcpyDeviceToDevice, stream) != cudaSuccess)
       return CUCO_TX_FAIL("all_reduce: staging copy failed");
   }
+  ncclResult_t r;
   switch (datatype) {
-    case ncclFloat32: return all_reduce_t<float>(b, inOff, outOff, count, stream);
-    case ncclFloat16: return all_reduce_t<__half>(b, inOff, outOff, count, stream);
-    case ncclBfloat16: return all_reduce_t<__nv_bfloat16>(b, inOff, outOff, count, stream);
-    case ncclInt32: return all_reduce_t<int32_t>(b, inOff, outOff, count, stream);
+    case ncclFloat32: r = all_reduce_t<float>(b, inOff, outOff, count, stream); break;
+    case ncclFloat16: r = all_reduce_t<__half>(b, inOff, outOff, count, stream); break;
+    case ncclBfloat16: r = all_reduce_t<__nv_bfloat16>(b, inOff, outOff, count, stream); break;
+    case ncclInt32: r = all_reduce_t<int32_t>(b, inOff, outOff, count, stream); break;
     default: return CUCO_TX_FAIL("all_reduce: data type not implemented on the device");
   }
+  return r == ncclSuccess && op == ncclAvg ? scale_by_ranks(recvbuff, count, datatype, comm, stream) : r;
 }
 
 // ---- point-to-point over the control window -------------------------------

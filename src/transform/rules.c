@@ -85,8 +85,11 @@ typedef struct view {
     cuco_lex lx;
     size_t *ix;  /* code token -> lexer token */
     int *depth;  /* brace depth before the token */
+    int *scope;  /* the same, namespace and extern "C" braces left out (0: file scope) */
     size_t n;
 } view;
+
+static const cuco_tok *T(const view *v, size_t i);
 
 static int view_open(view *v, const char *src, cuco_err *e)
 {
@@ -97,21 +100,40 @@ static int view_open(view *v, const char *src, cuco_err *e)
         return rc;
     v->ix = malloc((v->lx.ntoks + 1) * sizeof(size_t));
     v->depth = malloc((v->lx.ntoks + 1) * sizeof(int));
-    if (!v->ix || !v->depth)
+    v->scope = malloc((v->lx.ntoks + 1) * sizeof(int));
+    /* per open brace: 1 when it opens a namespace or an extern "C" block */
+    char *ns = malloc(v->lx.ntoks + 1);
+    if (!v->ix || !v->depth || !v->scope || !ns) {
+        free(ns);
         return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-    int d = 0;
+    }
+    int d = 0, sc = 0;
     for (size_t i = 0; i < v->lx.ntoks; i++) {
         const cuco_tok *t = &v->lx.toks[i];
         if (t->kind == CUCO_TOK_COMMENT || t->kind == CUCO_TOK_PREPROC)
             continue;
         v->ix[v->n] = i;
         v->depth[v->n] = d;
+        v->scope[v->n] = sc;
         v->n++;
-        if (t->kind == CUCO_TOK_PUNCT && t->len == 1 && src[t->off] == '{')
+        if (t->kind == CUCO_TOK_PUNCT && t->len == 1 && src[t->off] == '{') {
+            /* "namespace {", "namespace a::b {", "extern "C" {" */
+            size_t k = v->n - 1;
+            while (k > 0 && (T(v, k - 1)->kind == CUCO_TOK_IDENT || cuco_tok_is(&v->lx, T(v, k - 1), "::")) &&
+                   !cuco_tok_is(&v->lx, T(v, k - 1), "namespace"))
+                k--;
+            int is_ns = (k > 0 && cuco_tok_is(&v->lx, T(v, k - 1), "namespace")) ||
+                        (v->n >= 3 && T(v, v->n - 2)->kind == CUCO_TOK_STRING &&
+                         cuco_tok_is(&v->lx, T(v, v->n - 3), "extern"));
+            ns[d] = (char)is_ns;
             d++;
-        else if (t->kind == CUCO_TOK_PUNCT && t->len == 1 && src[t->off] == '}' && d > 0)
+            sc += !is_ns;
+        } else if (t->kind == CUCO_TOK_PUNCT && t->len == 1 && src[t->off] == '}' && d > 0) {
             d--;
+            sc -= !ns[d];
+        }
     }
+    free(ns);
     return 0;
 }
 
@@ -120,6 +142,7 @@ static void view_close(view *v)
     cuco_lex_free(&v->lx);
     free(v->ix);
     free(v->depth);
+    free(v->scope);
 }
 
 static const cuco_tok *T(const view *v, size_t i) { return &v->lx.toks[v->ix[i]]; }
@@ -184,7 +207,8 @@ static char *arg_text(const view *v, const args *a, int k)
 
 /* The last identifier of the lvalue chain an argument starts with, after
  * casts and '&': "(void **)&s.gathered" -> gathered, "p.cache + off" -> cache,
- * "&buf[i]" -> buf. Returns the token index or n. */
+ * "&buf[i]" -> buf, "ls[i].out" -> out, "ns::alloc" -> alloc. Returns the
+ * token index or n. */
 static size_t chain_last(const view *v, size_t first, size_t last)
 {
     size_t j = first;
@@ -210,9 +234,23 @@ static size_t chain_last(const view *v, size_t first, size_t last)
     }
     if (j > last || !is_ident(v, j))
         return v->n;
+    /* a member of an array element is that member: "layers[i].out" -> out */
     size_t end = j;
-    while (end + 2 <= last && (is(v, end + 1, ".") || is(v, end + 1, "->")) && is_ident(v, end + 2))
-        end += 2;
+    for (;;) {
+        size_t k = end + 1;
+        while (k <= last && is(v, k, "[")) {
+            size_t c = match_close(v, k);
+            if (c > last)
+                break;
+            k = c + 1;
+        }
+        if (k + 1 <= last && (is(v, k, ".") || is(v, k, "->") || (k == end + 1 && is(v, k, "::"))) &&
+            is_ident(v, k + 1)) {
+            end = k + 1;
+            continue;
+        }
+        break;
+    }
     return end;
 }
 
@@ -353,7 +391,7 @@ static int resolve_function(ctx *c, const char *fname, const char *why)
     const view *v = &c->v;
     int found = 0;
     for (size_t i = 0; i + 1 < v->n; i++) {
-        if (v->depth[i] != 0 || !cuco_tok_is(&v->lx, T(v, i), fname) || !is(v, i + 1, "("))
+        if (v->scope[i] != 0 || !cuco_tok_is(&v->lx, T(v, i), fname) || !is(v, i + 1, "("))
             continue;
         size_t close = match_close(v, i + 1);
         if (close + 1 >= v->n || !is(v, close + 1, "{"))
@@ -371,12 +409,83 @@ static int resolve_function(ctx *c, const char *fname, const char *why)
     return found;
 }
 
+static int resolve_buffer(ctx *c, const char *name, const char *why, int depth);
+
+/* Index of the parameter called `name` in the parameter list opened at
+ * token open, or -1 ("float *dst", "const T *x = nullptr", "float v[]"). */
+static int param_index(const view *v, size_t open, const char *name)
+{
+    args p;
+    call_args(v, open, &p);
+    for (int k = 0; k < p.n; k++) {
+        size_t last = p.last[k];
+        for (size_t j = p.first[k]; j <= p.last[k]; j++)
+            if (is(v, j, "=")) {
+                last = j - 1;
+                break;
+            }
+        while (last > p.first[k] && is(v, last, "]")) {
+            size_t j = last;
+            while (j > p.first[k] && !is(v, j, "["))
+                j--;
+            last = j - 1;
+        }
+        if (last > p.first[k] && is_ident(v, last) && cuco_tok_is(&v->lx, T(v, last), name))
+            return k;
+    }
+    return -1;
+}
+
+/* A buffer that is a parameter of a function (at file or namespace scope) is
+ * the argument its callers pass: "static void exchange(float *dst, ...)"
+ * called as "exchange(nxt, ...)" resolves dst through nxt. */
+static int resolve_params(ctx *c, const char *name, const char *why, int depth)
+{
+    const view *v = &c->v;
+    int found = 0;
+    for (size_t i = 0; i + 1 < v->n; i++) {
+        if (v->scope[i] != 0 || !is_ident(v, i) || !is(v, i + 1, "("))
+            continue;
+        size_t close = match_close(v, i + 1);
+        if (close + 1 >= v->n || !is(v, close + 1, "{"))
+            continue; /* not a definition */
+        int k = param_index(v, i + 1, name);
+        if (k < 0)
+            continue;
+        for (size_t j = 0; j + 1 < v->n; j++) {
+            if (j == i || T(v, j)->kind != CUCO_TOK_IDENT || T(v, j)->len != T(v, i)->len ||
+                memcmp(v->src + T(v, j)->off, v->src + T(v, i)->off, T(v, i)->len) != 0 || !is(v, j + 1, "("))
+                continue;
+            /* member calls, and other declarations ("void exchange(") are not calls */
+            if (j > 0 && (is(v, j - 1, ".") || is(v, j - 1, "->") ||
+                          (is_ident(v, j - 1) && !is(v, j - 1, "return"))))
+                continue;
+            args a;
+            call_args(v, j + 1, &a);
+            if (a.n <= k)
+                continue;
+            size_t last = chain_last(v, a.first[k], a.last[k]);
+            if (last >= v->n || cuco_tok_is(&v->lx, T(v, last), name))
+                continue;
+            char *arg = cuco_strndup(v->src + T(v, last)->off, T(v, last)->len);
+            if (!arg)
+                return CUCO_ENOMEM;
+            int rc = resolve_buffer(c, arg, why, depth + 1);
+            free(arg);
+            if (rc < 0)
+                return rc;
+            found += rc;
+        }
+    }
+    return found;
+}
+
 /* Finds the allocation(s) behind buffer name; returns how many were made
  * symmetric (0: none found), negative on memory failure. */
 static int resolve_buffer(ctx *c, const char *name, const char *why, int depth)
 {
     const view *v = &c->v;
-    if (depth > 4 || name_seen(&c->symm_names, name))
+    if (depth > 8 || name_seen(&c->symm_names, name))
         return name_seen(&c->symm_names, name) ? 1 : 0;
     if (cuco_strlist_push(&c->symm_names, name) != 0)
         return CUCO_ENOMEM;
@@ -394,6 +503,31 @@ static int resolve_buffer(ctx *c, const char *name, const char *why, int depth)
                     return rc;
                 found += rc > 0;
             }
+            continue;
+        }
+        /* swap(a, b) (std::swap, thrust::swap ...): a double buffer whose halves
+         * trade places; each half may end up in the other's role */
+        if (is(v, i, "swap") && is(v, i + 1, "(")) {
+            args a;
+            call_args(v, i + 1, &a);
+            if (a.n != 2)
+                continue;
+            size_t x = chain_last(v, a.first[0], a.last[0]), y = chain_last(v, a.first[1], a.last[1]);
+            size_t other = v->n;
+            if (x < v->n && cuco_tok_is(&v->lx, T(v, x), name))
+                other = y;
+            else if (y < v->n && cuco_tok_is(&v->lx, T(v, y), name))
+                other = x;
+            if (other >= v->n)
+                continue;
+            char *oname = cuco_strndup(v->src + T(v, other)->off, T(v, other)->len);
+            if (!oname)
+                return CUCO_ENOMEM;
+            int rc = resolve_buffer(c, oname, why, depth + 1);
+            free(oname);
+            if (rc < 0)
+                return rc;
+            found += rc;
             continue;
         }
         /* name = RHS;  (not ==, not a declaration of a function parameter) */
@@ -422,7 +556,20 @@ static int resolve_buffer(ctx *c, const char *name, const char *why, int depth)
         if (!bname)
             return CUCO_ENOMEM;
         int rc;
-        if (base + 1 < re && is(v, base + 1, "(") && base == chain_last(v, base, base))
+        size_t after = base + 1;
+        if (after < re && is(v, after, "<")) { /* alloc_fn<T>(...) */
+            int d2 = 0;
+            for (; after < re; after++) {
+                if (is(v, after, "<"))
+                    d2++;
+                else if (is(v, after, ">") && --d2 == 0)
+                    break;
+                else if (is(v, after, ">>") && (d2 -= 2) <= 0)
+                    break;
+            }
+            after++;
+        }
+        if (after < re && is(v, after, "(") && base == chain_last(v, base, base))
             rc = resolve_function(c, bname, why); /* name = (T *)alloc_fn(...) */
         else
             rc = resolve_buffer(c, bname, why, depth + 1);
@@ -431,7 +578,8 @@ static int resolve_buffer(ctx *c, const char *name, const char *why, int depth)
             return rc;
         found += rc;
     }
-    return found;
+    int rc = resolve_params(c, name, why, depth);
+    return rc < 0 ? rc : found + rc;
 }
 
 static int in_list(const char *const *l, const view *v, size_t i);
@@ -514,6 +662,7 @@ static const char *const host_collectives[] = {
     "ncclGather", "ncclScatter", NULL};
 static const char *const device_dtypes[] = {"ncclFloat32", "ncclFloat", "ncclFloat16", "ncclHalf",
                                             "ncclBfloat16", "ncclInt32", "ncclInt", NULL};
+static const char *const float_dtypes[] = {"ncclFloat32", "ncclFloat", "ncclFloat16", "ncclHalf", "ncclBfloat16", NULL};
 
 static const p2p_collective *p2p_collective_of(const char *name)
 {
@@ -542,9 +691,19 @@ static void check_reduce_args(ctx *c, const args *a, size_t i, const char *call)
         refuse(c, line_of(c, i), "%s: data type %s has no device reduction in device/", call, t);
         free(t);
     }
-    if (!(a->first[4] == a->last[4] && is(v, op, "ncclSum"))) {
+    int literal_op = a->first[4] == a->last[4];
+    if (literal_op && is(v, op, "ncclAvg")) {
+        /* a sum, then a scale by 1/nranks: floating types only */
+        if (!(a->first[3] == a->last[3] && in_list(float_dtypes, v, dt))) {
+            char *t = arg_text(v, a, 3);
+            refuse(c, line_of(c, i), "%s: ncclAvg of data type '%s': the device average is implemented for "
+                                     "literal floating types only (float, half, bf16)", call, t);
+            free(t);
+        }
+    } else if (!(literal_op && is(v, op, "ncclSum"))) {
         char *t = arg_text(v, a, 4);
-        refuse(c, line_of(c, i), "%s: reduction '%s' is not the literal ncclSum (device/ only sums)", call, t);
+        refuse(c, line_of(c, i), "%s: reduction '%s' is not the literal ncclSum or ncclAvg (device/ only sums)",
+               call, t);
         free(t);
     }
 }
@@ -559,7 +718,7 @@ typedef struct p2p_call {
 
 static size_t top_start(const view *v, size_t i)
 {
-    while (i > 0 && v->depth[i] > 0)
+    while (i > 0 && v->scope[i] > 0)
         i--;
     return i;
 }

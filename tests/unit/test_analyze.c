@@ -100,9 +100,11 @@ static void compare_section(const char *name, json_t *an, const json_t *gold, co
     }
 }
 
-static void check_golden(const char *name)
+/* Compares the analysis of source cu (relative to tests/data/analyze) with
+ * the golden gold_name there. */
+static void check_golden_of(const char *name, const char *cu_rel, const char *gold_rel)
 {
-    char *cu = cuco_sprintf("%s.cu", name), *gold_name = cuco_sprintf("%s.expect.json", name);
+    char *cu = cuco_strdup(cu_rel), *gold_name = cuco_strdup(gold_rel);
     char *gold_path = data_path(gold_name), *src_path = data_path(cu);
     json_error_t jerr;
     json_t *gold = json_load_file(gold_path, 0, &jerr);
@@ -133,6 +135,51 @@ static void check_golden(const char *name)
     free(gold_name);
     free(gold_path);
     free(src_path);
+}
+
+static void check_golden(const char *name)
+{
+    char *cu = cuco_sprintf("%s.cu", name), *gold = cuco_sprintf("%s.expect.json", name);
+    check_golden_of(name, cu, gold);
+    free(cu);
+    free(gold);
+}
+
+/* The host-driven programs of tests/data/transform written in other styles
+ * (helpers that rename buffers, arrays of layer structs, ternary and swapped
+ * pointers, pointer arithmetic on shards): buffers, counts, dtypes, peers,
+ * streams and the data edges through pointer aliases. */
+static void test_foreign_programs(void **state)
+{
+    (void)state;
+    const char *names[] = {"tp_mlp_allreduce", "pipeline_stages", "ring_pass", "reduce_scatter_grad"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char *cu = cuco_sprintf("../transform/%s/%s.cu", names[i], names[i]);
+        char *gold = cuco_sprintf("foreign_%s.expect.json", names[i]);
+        check_golden_of(names[i], cu, gold);
+        free(cu);
+        free(gold);
+    }
+}
+
+/* A pointer alias ("float *my_params = params + rank * shard") joins the
+ * writer under one name to the reader under the other. */
+static void test_alias_edges(void **state)
+{
+    (void)state;
+    json_t *an = analyze_one("../transform/reduce_scatter_grad/reduce_scatter_grad.cu");
+    /* sgd_update writes my_params = params + rank * shard; the all-gather reads params */
+    int found = 0;
+    size_t i;
+    json_t *edge;
+    json_array_foreach(at(an, "graph.edges"), i, edge)
+    {
+        if (json_integer_value(json_object_get(edge, "from")) == 2 && json_integer_value(json_object_get(edge, "to")) == 3 &&
+            !strcmp(json_string_value(json_object_get(edge, "kind")), "data"))
+            found = 1;
+    }
+    assert_true(found);
+    json_decref(an);
 }
 
 static void test_macros_and_comments(void **state)
@@ -357,6 +404,8 @@ int main(void)
         cmocka_unit_test(test_macros_and_comments),
         cmocka_unit_test(test_multi_comm_loops),
         cmocka_unit_test(test_p2p_groups),
+        cmocka_unit_test(test_foreign_programs),
+        cmocka_unit_test(test_alias_edges),
         cmocka_unit_test(test_launch_graph),
         cmocka_unit_test(test_control_flow),
         cmocka_unit_test(test_no_nccl),

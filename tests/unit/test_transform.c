@@ -124,6 +124,8 @@ static void test_refusals(void **state)
         {"int main() {\n  ncclComm_t cs[2]; float *x; cudaMalloc(&x, 64);\n  ncclCommInitAll(cs, 2, 0);\n"
          "  ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, cs[0], 0);\n}\n",
          "one process drives several GPUs", 3},
+        {"void f(int *x, ncclComm_t c) {\n  ncclReduceScatter(x, x, 4, ncclInt32, ncclAvg, c, 0);\n}\n",
+         "ncclAvg of data type 'ncclInt32'", 2},
         {"void f(ncclComm_t c) {\n  float *x;\n  cudaMallocManaged(&x, 64);\n"
          "  ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, c, 0);\n}\n",
          "comes from cudaMallocManaged at line 3", 4},
@@ -258,6 +260,122 @@ static void test_check_needs_device_comm(void **state)
     cuco_tx_notes_free(&notes);
 }
 
+/* Counts occurrences of needle in hay. */
+static int count_of(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* A double buffer whose halves swap roles (std::swap of the pointers, or a
+ * temporary): the receive lands in either half, so both are symmetric; a
+ * third buffer that only feeds a kernel is not. */
+static void test_swapped_double_buffer(void **state)
+{
+    (void)state;
+    const char *forms[] = {"    std::swap(cur, nxt);\n", "    float *t = cur; cur = nxt; nxt = t;\n"};
+    for (size_t f = 0; f < 2; f++) {
+        char *src = cuco_sprintf("void ring(float *a, float *b, size_t n, int to, int from, ncclComm_t c, cudaStream_t st) {\n"
+                                 "  float *cur = a, *nxt = b;\n"
+                                 "  for (int s = 1; s < 4; s++) {\n"
+                                 "    ncclGroupStart();\n"
+                                 "    ncclSend(cur, n, ncclFloat, to, c, st);\n"
+                                 "    ncclRecv(nxt, n, ncclFloat, from, c, st);\n"
+                                 "    ncclGroupEnd();\n"
+                                 "%s"
+                                 "  }\n"
+                                 "}\n"
+                                 "int main() { float *kv_a, *kv_b, *acc; cudaMalloc(&kv_a, 64); cudaMalloc(&kv_b, 64);\n"
+                                 "  cudaMalloc(&acc, 64); ring(kv_a, kv_b, 16, 1, 1, 0, 0); }\n",
+                                 forms[f]);
+        cuco_tx_result r;
+        cuco_err e = CUCO_ERR_INIT;
+        assert_int_equal(cuco_transform_rules("ring.cu", src, &r, &e), 0);
+        assert_int_equal(r.refused, 0);
+        assert_non_null(strstr(r.program, "cuco_tx::symm_malloc(&kv_a"));
+        assert_non_null(strstr(r.program, "cuco_tx::symm_malloc(&kv_b"));
+        assert_non_null(strstr(r.program, "cudaMalloc(&acc"));
+        cuco_tx_result_free(&r);
+        cuco_err_clear(&e);
+        free(src);
+    }
+}
+
+/* Buffers reached through a helper's parameter under another name, a member
+ * of an array element, an allocator template, and an allocator inside a
+ * namespace. */
+static void test_buffer_paths(void **state)
+{
+    (void)state;
+    const char *src =
+        "namespace mem {\n"
+        "template <typename T> T *dev_alloc(size_t n) { T *p; cudaMalloc(&p, n * sizeof(T)); return p; }\n"
+        "}\n"
+        "struct Layer { float *w, *out; };\n"
+        "static void alloc_layer(Layer *l, size_t n) {\n"
+        "  cudaMalloc(&l->w, n * 4);\n"
+        "  cudaMalloc(&l->out, n * 4);\n"
+        "}\n"
+        "static void reduce_tp(float *partial, size_t n, ncclComm_t c, cudaStream_t s) {\n"
+        "  ncclAllReduce(partial, partial, n, ncclFloat, ncclSum, c, s);\n"
+        "}\n"
+        "static void gather(const float *mine, float *all, size_t n, ncclComm_t c) {\n"
+        "  ncclAllGather(mine, all, n, ncclFloat, c, 0);\n"
+        "}\n"
+        "int main() {\n"
+        "  Layer layers[2]; ncclComm_t comm; size_t n = 64;\n"
+        "  for (int i = 0; i < 2; i++) alloc_layer(&layers[i], n);\n"
+        "  float *table = mem::dev_alloc<float>(n * 2);\n"
+        "  float *own; cudaMalloc(&own, n * 4);\n"
+        "  for (int i = 0; i < 2; i++) reduce_tp(layers[i].out, n, comm, 0);\n"
+        "  gather(own, table, n, comm);\n"
+        "}\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("paths.cu", src, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    assert_non_null(strstr(r.program, "cuco_tx::symm_malloc(&l->out"));
+    assert_non_null(strstr(r.program, "cudaMalloc(&l->w"));
+    assert_non_null(strstr(r.program, "cuco_tx::symm_malloc(&p, n * sizeof(T))"));
+    assert_non_null(strstr(r.program, "cudaMalloc(&own"));
+    assert_int_equal(count_of(r.program, "cuco_tx::symm_malloc("), 2 + count_of(cuco_transform_runtime(), "cuco_tx::symm_malloc("));
+    assert_true(has_note(&r.notes, "symmetric", 7, "'partial' of ncclAllReduce at line 10"));
+    assert_true(has_note(&r.notes, "symmetric", 2, "'all' of ncclAllGather at line 13"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+    /* a parameter nobody passes a traceable buffer to is still refused, with its line */
+    const char *lost = "static void reduce_tp(float *partial, size_t n, ncclComm_t c) {\n"
+                       "  ncclAllReduce(partial, partial, n, ncclFloat, ncclSum, c, 0);\n"
+                       "}\n"
+                       "int main() { float *(*get)(void) = 0; reduce_tp(get(), 4, 0); }\n";
+    assert_int_equal(cuco_transform_rules("lost.cu", lost, &r, &e), 0);
+    assert_int_equal(r.refused, 1);
+    assert_true(has_note(&r.notes, "refused", 2, "cannot find the cudaMalloc of buffer 'partial'"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
+/* ncclAvg of a floating type: rewritten (the glue sums, then scales by 1/nranks). */
+static void test_average(void **state)
+{
+    (void)state;
+    const char *src = "int main() {\n  ncclComm_t c; float *g; __nv_bfloat16 *h;\n"
+                      "  cudaMalloc(&g, 64); cudaMalloc(&h, 64);\n"
+                      "  ncclAllReduce(g, g, 16, ncclFloat, ncclAvg, c, 0);\n"
+                      "  ncclReduceScatter(h, h, 8, ncclBfloat16, ncclAvg, c, 0);\n}\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("avg.cu", src, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    assert_non_null(strstr(r.program, "cuco_tx::all_reduce(g, g, 16, ncclFloat, ncclAvg, c, 0)"));
+    assert_non_null(strstr(r.program, "cuco_tx::reduce_scatter(h, h, 8, ncclBfloat16, ncclAvg, c, 0)"));
+    assert_non_null(strstr(cuco_transform_runtime(), "scale_by_ranks"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -269,6 +387,9 @@ int main(void)
         cmocka_unit_test(test_check_rejects_leftover_collective),
         cmocka_unit_test(test_check_rejects_host_copies),
         cmocka_unit_test(test_check_needs_device_comm),
+        cmocka_unit_test(test_swapped_double_buffer),
+        cmocka_unit_test(test_buffer_paths),
+        cmocka_unit_test(test_average),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -125,6 +125,12 @@ static void free_layer(Layer *l)
     CUDACHECK(cudaFree(l->out));
 }
 
+/* sums the partial products of all ranks in place (Megatron's _reduce) */
+static void reduce_from_tp_region(float *partial, size_t count, ncclComm_t comm, cudaStream_t stream)
+{
+    NCCLCHECK(ncclAllReduce(partial, partial, count, ncclFloat, ncclSum, comm, stream));
+}
+
 static void mlp_forward(Layer *layers, int nlayers, int tokens, int rank, ncclComm_t comm, cudaStream_t s)
 {
     for (int i = 0; i < nlayers; ++i) {
@@ -132,7 +138,7 @@ static void mlp_forward(Layer *layers, int nlayers, int tokens, int rank, ncclCo
         dim3 block(TILE, TILE);
         dim3 grid((L->hidden + TILE - 1) / TILE, (tokens + TILE - 1) / TILE);
         gemm_tiled<<<grid, block, 0, s>>>(L->x, L->w, L->out, tokens, L->hidden, L->k);
-        NCCLCHECK(ncclAllReduce(L->out, L->out, (size_t)tokens * L->hidden, ncclFloat, ncclSum, comm, s));
+        reduce_from_tp_region(layers[i].out, (size_t)tokens * L->hidden, comm, s);
         if (i + 1 < nlayers) {
             int n = tokens * L->k;
             slice_relu<<<(n + 255) / 256, 256, 0, s>>>(L->out, layers[i + 1].x, tokens, L->hidden, rank * L->k, L->k);

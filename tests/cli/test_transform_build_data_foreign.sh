@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# test_transform_build_data_foreign.sh: the programs of tests/data/transform
+# written in other engineers' styles (tp_mlp_allreduce, pipeline_stages,
+# ring_pass, reduce_scatter_grad): 'cuco analyze' finds the calls and buffers
+# that matter, 'cuco transform' makes the right buffers symmetric (both
+# halves of a swapped double buffer, buffers renamed by helpers) and builds
+# the result with the manifest's nvcc command. Without a GPU the outcome is
+# exit 3, "built, not verified: no GPU", nothing registered; with one it must
+# build, run and verify (exit 0, registered).
+set -u
+: "${CUCO_BIN:?}" "${CUCO_SRC:?}" "${CUCO_TEST_DATA:?}" "${CUCO_TEST_TMP:?}"
+mkdir -p "$CUCO_TEST_TMP"
+TMP=$(mktemp -d "$CUCO_TEST_TMP/transform-foreign.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+D=$CUCO_TEST_DATA/transform
+fail=0
+check() { # check DESCRIPTION CONDITION...
+    local what=$1
+    shift
+    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fail=1; fi
+}
+
+# --- analysis: the calls, with their buffers, counts, peers and streams
+analyzed() { # analyzed NAME PYTHON-ASSERTIONS (on j, the analysis)
+    "$CUCO_BIN" analyze "$D/$1/$1.cu" -o "$TMP/$1.analysis.json" >/dev/null
+    python3 - "$TMP/$1.analysis.json" "$2" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+c = j["collectives"]
+f = lambda i, k: c[i]["fields"][k]["text"]
+b = lambda i, k: c[i]["fields"][k]["base"]
+exec(sys.argv[2])
+PY
+}
+check "tp_mlp_allreduce: in-place all-reduce of the helper's buffer, on its stream" analyzed tp_mlp_allreduce '
+assert [x["api"] for x in c] == ["ncclAllReduce"]
+assert b(0, "sendbuff") == b(0, "recvbuff") == "partial" and f(0, "op") == "ncclSum" and f(0, "datatype") == "ncclFloat"
+assert c[0]["stream"] == "stream" and c[0]["function"] == "reduce_from_tp_region"
+assert [s["fields"]["flags"]["text"] for s in j["streams"] if s["kind"] == "stream_create"] == ["cudaStreamNonBlocking"]
+assert [a["var"] for a in j["allocations"]] == ["l->w", "l->x", "l->out"]
+ids = {(x["kind"], x["label"]): x["id"] for x in j["graph"]["nodes"] if x["function"] == "mlp_forward"}
+e = [(x["from"], x["to"], x["kind"]) for x in j["graph"]["edges"]]
+gemm, ar, relu = ids[("kernel", "gemm_tiled")], ids[("call", "reduce_from_tp_region")], ids[("kernel", "slice_relu")]
+assert (gemm, ar, "data") in e and (ar, relu, "data") in e, e'
+check "pipeline_stages: ungrouped recv from r-1 and send to r+1" analyzed pipeline_stages '
+assert [(x["api"], x["group"], x["classification"]) for x in c] == [("ncclRecv", None, "point_to_point"), ("ncclSend", None, "point_to_point")]
+assert f(0, "peer") == "p.stage - 1" and f(1, "peer") == "p.stage + 1" and b(0, "recvbuff") == "in" and b(1, "sendbuff") == "out"
+assert c[0]["loop"]["kind"] == "for" and c[0]["stream"] == c[1]["stream"] == "p.stream"'
+check "ring_pass: one grouped send/recv pair to two neighbours" analyzed ring_pass '
+assert [(x["api"], x["group"]) for x in c] == [("ncclSend", 0), ("ncclRecv", 0)]
+assert j["groups"][0]["classification"] == "point_to_point" and f(0, "peer") == "to" and f(1, "peer") == "from"
+assert [s["line"] for s in j["functions"][0]["called_from"]] == [97]
+# the helper call is a node of ring_pass: it reads cur, writes nxt, on r.stream, and the
+# accumulation of the received block depends on it
+n = [x for x in j["graph"]["nodes"] if x["kind"] == "call" and x["label"] == "exchange"]
+assert len(n) == 1 and n[0]["reads"] == ["cur"] and n[0]["writes"] == ["nxt"] and n[0]["stream"] == "r.stream", n
+acc = [x["id"] for x in j["graph"]["nodes"] if x["label"] == "kv_accumulate" and x["line"] == 98][0]
+assert {"from": n[0]["id"], "to": acc, "kind": "data", "via": "nxt"} in j["graph"]["edges"]'
+check "reduce_scatter_grad: averaging reduce-scatter then in-place all-gather, the SGD kernel between them" analyzed reduce_scatter_grad '
+assert [x["api"] for x in c] == ["ncclReduceScatter", "ncclAllGather"]
+assert b(0, "sendbuff") == "grads" and b(0, "recvbuff") == "grad_shard" and f(0, "count") == "shard" and f(0, "op") == "ncclAvg"
+assert f(1, "sendbuff") == "params + rank * shard" and b(1, "recvbuff") == "params"
+e = [(x["from"], x["to"], x["kind"]) for x in j["graph"]["edges"]]
+assert (1, 2, "data") in e and (2, 3, "data") in e, e'
+
+# --- transform: which allocations become symmetric
+symmetric() { # symmetric NAME LINE... : exactly these cudaMalloc lines become symm_malloc
+    local name=$1 ws="$TMP/$1.nv"
+    shift
+    "$CUCO_BIN" transform "$D/$name" --workspace "$ws" --no-verify --quiet >"$TMP/$name.nv.out" 2>&1 || {
+        cat "$TMP/$name.nv.out"
+        return 1
+    }
+    local want got
+    want=$(printf '%s\n' "$@" | sort -n | tr '\n' ' ')
+    got=$(python3 -c 'import json,sys; print(" ".join(str(n["line"]) for n in sorted(json.load(open(sys.argv[1]))["notes"], key=lambda n: n["line"]) if n["kind"] == "symmetric") + " ")' "$ws/gen_0/transform_report.json")
+    [ "$want" = "$got" ] || { echo "symmetric lines: want '$want' got '$got'"; return 1; }
+}
+check "tp_mlp_allreduce: the layers' outputs are symmetric (through the helper's parameter)" symmetric tp_mlp_allreduce 118
+check "pipeline_stages: both receive buffers, not the send or result buffers" symmetric pipeline_stages 129
+check "ring_pass: both halves of the swapped double buffer" symmetric ring_pass 144 145
+check "reduce_scatter_grad: the parameters and the gradients, not the shard" symmetric reduce_scatter_grad 110 111
+
+# --- transform and build with nvcc
+if ! command -v nvcc >/dev/null || ! command -v mpicxx >/dev/null; then
+    echo "skip: nvcc or mpicxx not found (the transformed program is CUDA C++ with MPI)"
+    [ $fail = 0 ] && exit 77
+    exit $fail
+fi
+transform_bg() { # transform_bg NAME: full transform in the background, exit status in $TMP/NAME.rc
+    "$CUCO_BIN" transform "$D/$1" --workspace "$TMP/$1" --quiet >"$TMP/$1.out" 2>&1
+    echo $? >"$TMP/$1.rc"
+}
+built() { # built NAME (after transform_bg NAME)
+    local name=$1 ws="$TMP/$1" rc
+    rc=$(cat "$TMP/$name.rc")
+    cat "$TMP/$name.out"
+    if [ -e /dev/nvidia0 ] || command -v nvidia-smi >/dev/null; then
+        check "$name: built, ran and verified on this GPU (exit 0)" test "$rc" -eq 0
+        check "$name: registered" test -s "$ws/runs.db"
+    else
+        check "$name: built, not verified: no GPU (exit 3)" test "$rc" -eq 3
+        check "$name: report says so" grep -q "verification: built, not verified: no GPU" "$ws/gen_0/transform_report.md"
+        check "$name: eval level 1 in the json report" python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(not (j["eval"]["level"] == 1 and j["eval"]["status"] == "ok"))' "$ws/gen_0/transform_report.json"
+        check "$name: not registered before verification" test ! -e "$ws/runs.db"
+    fi
+}
+# without a GPU (nothing runs) two nvcc builds at a time; with one, one
+# program at a time so that their runs do not share the GPUs
+gpu=0
+{ [ -e /dev/nvidia0 ] || command -v nvidia-smi >/dev/null; } && gpu=1
+for pair in "tp_mlp_allreduce pipeline_stages" "ring_pass reduce_scatter_grad"; do
+    for name in $pair; do
+        if [ $gpu = 1 ]; then transform_bg "$name"; else transform_bg "$name" & fi
+    done
+    wait
+    for name in $pair; do built "$name"; done
+done
+exit $fail
