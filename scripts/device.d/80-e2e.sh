@@ -13,7 +13,7 @@
 # Environment: E2E_PHASES (default "prep time run"), E2E_WORKLOADS (default
 # the four), E2E_RUN (default the four), E2E_EVALS (default 12),
 # E2E_REPEATS (default 3; E2E_SEARCH_REPEATS, default 1, inside the search),
-# E2E_DATA (the test programs to transform; default six of
+# E2E_DATA (the test programs to transform; default ten of
 # tests/data/transform), E2E_WS (workspaces; default $OUT/e2e/ws, so the
 # databases come back with the results), E2E_RANKS (default: the manifests';
 # with N, every workload and test program runs from a copy whose manifest says
@@ -34,7 +34,7 @@ WS=${E2E_WS:-$DEST/ws}
 export CUCO_BUILD_CACHE=${CUCO_BUILD_CACHE:-/tmp/cuco-build-cache}
 mkdir -p "$WS" "$CUCO_BUILD_CACHE"
 RANKS=${E2E_RANKS:-}
-DATA=${E2E_DATA-sendrecv_pair alltoall_group broadcast allgather allreduce_loop async_alloc}
+DATA=${E2E_DATA-sendrecv_pair alltoall_group broadcast allgather allreduce_loop async_alloc tp_mlp_allreduce pipeline_stages ring_pass reduce_scatter_grad}
 LOG=$DEST/steps.txt
 note() { echo "$(date -u +%T) $*" | tee -a "$LOG"; }
 has() { case " $PHASES " in *" $1 "*) return 0 ;; esac; return 1; }
