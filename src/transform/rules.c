@@ -748,17 +748,29 @@ static int rewrite_p2p(ctx *c, p2p_call *calls, size_t n)
     return 0;
 }
 
+/* Stream capture into a CUDA graph: a graph replays the kernels with the
+ * arguments they had when captured, while the runtime's point-to-point
+ * protocol numbers each call on the host (and sets a communicator up on its
+ * first call), so captured device calls would replay stale sequence numbers. */
+static const char *const capture_calls[] = {"cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph",
+                                            "cudaStreamBeginCapture_v2", NULL};
+
 static int scan_calls(ctx *c)
 {
     const view *v = &c->v;
     p2p_call *p2p = NULL;
     size_t np2p = 0;
     int group = 0, group_depth = 0, next_group = 0, rc = 0;
+    int capture_line = 0, collective_calls = 0;
     for (size_t i = 0; i < v->n; i++) {
         if (!is_ident(v, i) || (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::"))))
             continue;
         int called = is(v, i + 1, "(");
         const cuco_tok *t = T(v, i);
+        if (called && !capture_line && in_list(capture_calls, v, i))
+            capture_line = t->line;
+        if (called && in_list(host_collectives, v, i))
+            collective_calls++;
         char *name = cuco_strndup(v->src + t->off, t->len);
         if (!name)
             return CUCO_ENOMEM;
@@ -890,6 +902,13 @@ static int scan_calls(ctx *c)
         if (rc != 0)
             break;
     }
+    if (rc == 0 && capture_line && collective_calls)
+        refuse(c, capture_line,
+               "stream capture into a CUDA graph: a graph replays its kernels with the arguments "
+               "of the capture, while the device runtime numbers point-to-point calls and sets "
+               "communicators up on the host, so replays would reuse stale state; capture only "
+               "the computation, or run without graphs%s%s",
+               NULL, NULL);
     if (rc == 0)
         rc = rewrite_p2p(c, p2p, np2p);
     free(p2p);

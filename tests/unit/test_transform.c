@@ -129,6 +129,10 @@ static void test_refusals(void **state)
         {"void f(ncclComm_t c) {\n  float *x;\n  cudaMallocManaged(&x, 64);\n"
          "  ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, c, 0);\n}\n",
          "comes from cudaMallocManaged at line 3", 4},
+        {"void f(ncclComm_t c, cudaStream_t s, cudaGraph_t *g) {\n  float *x; cudaMalloc(&x, 64);\n"
+         "  cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);\n"
+         "  ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, c, s);\n  cudaStreamEndCapture(s, g);\n}\n",
+         "stream capture into a CUDA graph", 3},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         cuco_tx_result r;
