@@ -38,7 +38,7 @@
 #include <stdint.h>
 #include "cuco/err.h"
 
-#define CUCO_DB_SCHEMA_VERSION 3
+#define CUCO_DB_SCHEMA_VERSION 4
 
 typedef struct cuco_db cuco_db; /* opaque */
 

@@ -56,6 +56,8 @@ static const char *const migrations[] = {
     "CREATE INDEX llm_calls_run ON llm_calls(run_id, program_id);",
     /* 3: the verification audit's warning ('cuco bound'), shown next to speedups */
     "ALTER TABLE runs ADD COLUMN warning TEXT;",
+    /* 4: when each program's result was written (time to reach a score) */
+    "ALTER TABLE programs ADD COLUMN evaluated_at REAL;",
 };
 #define N_MIGRATIONS (sizeof migrations / sizeof migrations[0])
 
@@ -407,7 +409,7 @@ int db_program_update(cuco_db *db, int64_t id, const char *status, double score,
     sqlite3_stmt *st;
     int rc = prep(db,
                   "UPDATE programs SET status=?, score=?, time_ms=?, metrics=?, error=?,"
-                  " cached=? WHERE id=?",
+                  " cached=?, evaluated_at=? WHERE id=?",
                   &st, e);
     if (rc < 0)
         return rc;
@@ -417,7 +419,8 @@ int db_program_update(cuco_db *db, int64_t id, const char *status, double score,
     bind_text(st, 4, metrics_json);
     bind_text(st, 5, error);
     sqlite3_bind_int(st, 6, cached);
-    sqlite3_bind_int64(st, 7, id);
+    sqlite3_bind_double(st, 7, now_s());
+    sqlite3_bind_int64(st, 8, id);
     return step_done(db, st, "updating program", e);
 }
 

@@ -248,6 +248,56 @@ static json_t *side_by_side(sqlite3 *h, int64_t best_id, const char *workspace, 
     return c;
 }
 
+/* How long the search took to get most of the way: the first program (in
+ * the order results came in) whose gain over the start reached 95% of the
+ * best's, (score - 1) >= 0.95 (best - 1); the real evaluations (not cached,
+ * as the budget counts them) up to and including it, and the seconds from
+ * the run's start to its result (databases before schema 4 have no result
+ * times: null). NULL when the best gained nothing. */
+static json_t *time_to_95(sqlite3 *h, int64_t run_id, double best_score, double started_at)
+{
+    if (!(best_score > 1))
+        return NULL;
+    double threshold = 1 + 0.95 * (best_score - 1);
+    const char *filter = " FROM programs WHERE run_id=? AND code IS NOT NULL"
+                         " AND status NOT IN ('pending','rejected_duplicate','rejected_novelty',"
+                         "'patch_failed') AND coalesce(mutator,'') NOT IN ('copy','migration')";
+    char *with = cuco_sprintf("SELECT id, status, score, cached, evaluated_at%s"
+                              " ORDER BY coalesce(evaluated_at, created_at), id",
+                              filter);
+    char *without = cuco_sprintf("SELECT id, status, score, cached, NULL%s ORDER BY created_at, id",
+                                 filter);
+    sqlite3_stmt *st = NULL;
+    if (!with || !without ||
+        (sqlite3_prepare_v2(h, with, -1, &st, NULL) != SQLITE_OK &&
+         sqlite3_prepare_v2(h, without, -1, &st, NULL) != SQLITE_OK)) {
+        free(with);
+        free(without);
+        return NULL;
+    }
+    free(with);
+    free(without);
+    sqlite3_bind_int64(st, 1, run_id);
+    json_t *r = NULL;
+    long evaluations = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (!sqlite3_column_int(st, 3))
+            evaluations++;
+        const char *status = (const char *)sqlite3_column_text(st, 1);
+        if (!status || strcmp(status, "ok") || sqlite3_column_type(st, 2) == SQLITE_NULL ||
+            sqlite3_column_double(st, 2) < threshold)
+            continue;
+        double at = sqlite3_column_type(st, 4) == SQLITE_NULL ? -1 : sqlite3_column_double(st, 4);
+        r = json_pack("{s:I, s:I, s:f}", "program_id", (json_int_t)sqlite3_column_int64(st, 0),
+                      "evaluations", (json_int_t)evaluations, "threshold_score", threshold);
+        json_object_set_new(r, "seconds",
+                            at > 0 && started_at > 0 ? json_real(at - started_at) : json_null());
+        break;
+    }
+    sqlite3_finalize(st);
+    return r;
+}
+
 int report_summary(sqlite3 *h, int64_t run_id, const char *workspace, json_t **out, cuco_err *e)
 {
     sqlite3_stmt *st = NULL;
@@ -512,6 +562,9 @@ int report_summary(sqlite3 *h, int64_t run_id, const char *workspace, json_t **o
         }
 
     json_t *best_obj = json_object_get(s, "best");
+    json_t *t95 = time_to_95(h, run_id, metric(best_obj, "score"),
+                             metric(json_object_get(s, "run"), "started_at"));
+    json_object_set_new(s, "to_95pct", t95 ? t95 : json_null());
     json_t *sbs = side_by_side(h, (int64_t)json_integer_value(json_object_get(best_obj, "id")),
                                workspace, warnings);
     json_object_set_new(s, "side_by_side", sbs ? sbs : json_null());

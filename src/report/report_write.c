@@ -253,6 +253,25 @@ static void side_by_side_write(json_t *s, cuco_buf *md, cuco_buf *html)
     }
 }
 
+/* "95% of the best's gain ... after N evaluations and S s" (caller frees),
+ * NULL when the summary has no such figure. */
+static char *to_95_text(json_t *s)
+{
+    json_t *t = json_object_get(s, "to_95pct");
+    if (!json_is_object(t))
+        return NULL;
+    double secs = jnum(t, "seconds", -1);
+    char *when = secs >= 0 ? cuco_sprintf(" and %.0f s", secs) : cuco_strdup("");
+    char *text = cuco_sprintf("95%% of the best program's gain over the start (score %.3f) was "
+                              "first reached by program #%lld, after %lld evaluations%s.",
+                              jnum(t, "threshold_score", 0),
+                              (long long)json_integer_value(json_object_get(t, "program_id")),
+                              (long long)json_integer_value(json_object_get(t, "evaluations")),
+                              when ? when : "");
+    free(when);
+    return text;
+}
+
 static void html_diff(cuco_buf *html, const char *diff)
 {
     const char *p = diff;
@@ -403,6 +422,9 @@ int report_write(const cuco_report_opts *opts, cuco_report_result *res, cuco_err
                     "\n## Search\n\nThe search curve and the lineage are SVG plots in report.html"
                     " (made with %s).\n\n",
                     res->used_gnuplot ? "gnuplot" : "the built-in SVG writer");
+    char *t95 = to_95_text(s);
+    if (t95)
+        cuco_buf_printf(&md, "%s\n\n", t95);
     cuco_buf_puts(&md, "## Failures by reason\n\n");
     json_t *failures = json_object_get(s, "failures");
     if (json_array_size(failures)) {
@@ -513,6 +535,12 @@ int report_write(const cuco_report_opts *opts, cuco_report_result *res, cuco_err
         " bands, an edge from each parent</figcaption>\n%s</figure>\n",
         res->used_gnuplot ? "gnuplot" : "the built-in SVG writer", cuco_buf_str(&curve),
         cuco_buf_str(&lineage));
+    if (t95) {
+        cuco_buf_puts(&html, "<p id=\"to-95\">");
+        html_escape(&html, t95);
+        cuco_buf_puts(&html, "</p>\n");
+        free(t95);
+    }
     cuco_buf_puts(&html, "<h2>Failures by reason</h2>\n");
     if (json_array_size(failures)) {
         cuco_buf_puts(

@@ -266,6 +266,57 @@ static void test_summary_baseline_and_fast_path(void **state)
     cuco_err_clear(&e);
 }
 
+/* Evaluations and seconds until 95% of the best's gain: the fixture's best
+ * (#7, score 2.0) is the first at or above 1.95, after 7 real evaluations
+ * (failures count, the pending one does not); the seconds come from the
+ * result times (schema 4). */
+static void test_summary_time_to_95(void **state)
+{
+    (void)state;
+    char dir[512], db[600];
+    const char *tmp = getenv("CUCO_TEST_TMP");
+    snprintf(dir, sizeof dir, "%s/test_report_t95_%ld", tmp ? tmp : "/tmp", (long)getpid());
+    cuco_err e = CUCO_ERR_INIT;
+    cuco_fs_remove_tree(dir, &e);
+    assert_int_equal(cuco_fs_mkdirs(dir, &e), 0);
+    snprintf(db, sizeof db, "%s/runs.db", dir);
+    assert_int_equal(fixture_write_db(db), 0);
+    exec_sql(db, "UPDATE programs SET evaluated_at=NULL");
+    json_t *s = summary_of(dir, db);
+    json_t *t = json_object_get(s, "to_95pct");
+    assert_true(json_is_object(t));
+    assert_int_equal(json_integer_value(json_object_get(t, "program_id")), 7);
+    assert_int_equal(json_integer_value(json_object_get(t, "evaluations")), 7);
+    assert_true(fabs(num_at(t, NULL, "threshold_score") - 1.95) < 1e-9);
+    assert_true(json_is_null(json_object_get(t, "seconds")));
+    json_decref(s);
+    /* result times: seconds from the run's start; a cached result is no
+     * evaluation */
+    exec_sql(db, "UPDATE programs SET evaluated_at=(SELECT started_at FROM runs WHERE id=1) + id"
+                 " WHERE run_id=1; UPDATE programs SET cached=1 WHERE id=2");
+    s = summary_of(dir, db);
+    t = json_object_get(s, "to_95pct");
+    assert_int_equal(json_integer_value(json_object_get(t, "evaluations")), 6);
+    assert_true(fabs(num_at(t, NULL, "seconds") - 7.0) < 1e-6);
+    json_decref(s);
+    cuco_report_opts o = {dir, NULL, NULL, 1, 1};
+    cuco_report_result r;
+    assert_int_equal(report_write(&o, &r, &e), 0);
+    char *md = NULL;
+    size_t len;
+    assert_int_equal(cuco_fs_read(r.md_path, &md, &len, &e), 0);
+    assert_non_null(strstr(md, "was first reached by program #7, after 6 evaluations and 7 s."));
+    free(md);
+    report_result_free(&r);
+    /* no gain: no figure */
+    exec_sql(db, "UPDATE programs SET score=1.0 WHERE run_id=1 AND status='ok'");
+    s = summary_of(dir, db);
+    assert_true(json_is_null(json_object_get(s, "to_95pct")));
+    json_decref(s);
+    cuco_fs_remove_tree(dir, &e);
+    cuco_err_clear(&e);
+}
+
 /* The side-by-side times 'cuco run' leaves in confirm.json: in the summary
  * and in the report, marked stale once the run's best is none of the
  * programs they timed. */
@@ -359,6 +410,7 @@ int main(void)
         cmocka_unit_test(test_summary_and_report_files),
         cmocka_unit_test(test_summary_baseline_and_fast_path),
         cmocka_unit_test(test_summary_side_by_side),
+        cmocka_unit_test(test_summary_time_to_95),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
