@@ -251,6 +251,16 @@ function drawSummary(s) {
     if (s.bound.gap_closed !== null) cards.push(card("gap closed by the best", (100 * s.bound.gap_closed).toFixed(1) + "%", "card-gap",
       "(baseline - best) / (baseline - bound)"));
   }
+  const sbs = s.side_by_side;
+  if (sbs && sbs.speedups) {
+    const best = sbs.speedups.best_vs_seed ?? sbs.speedups.gen_0_vs_seed;
+    if (best !== undefined)
+      cards.push(card(`side by side, ${sbs.rounds} rounds${sbs.stale ? " (stale)" : ""}`, x(best), "card-confirm",
+        "the seed, gen_0 and the best timed again together in interleaved rounds (confirm.json): the speedup to quote"));
+  }
+  if (s.to_95pct) cards.push(card("evaluations to 95% of the best's gain", s.to_95pct.evaluations, "card-t95",
+    s.to_95pct.seconds === null ? `program #${s.to_95pct.program_id}` :
+      `program #${s.to_95pct.program_id}, ${fmt(s.to_95pct.seconds)} s`));
   cards.push(card("programs", s.programs.total, "card-programs"));
   cards.push(card(`spend (${s.llm_calls} LLM calls)`, "$" + fmt(s.spend_usd, 4), "card-spend"));
   $("cards").replaceChildren(...cards);
