@@ -7,7 +7,9 @@
 
 /* Reads a whole file; *out is malloc'd and NUL-terminated (caller frees). */
 int cuco_fs_read(const char *path, char **out, size_t *len, cuco_err *e);
-/* Writes a file atomically (temp file in the same folder, fsync, rename). */
+/* Writes a file atomically (temp file in the same folder, fsync, rename); a
+ * device, FIFO or socket is written in place, and through a symbolic link
+ * the file it points to is replaced. */
 int cuco_fs_write(const char *path, const void *data, size_t len, cuco_err *e);
 /* mkdir -p. */
 int cuco_fs_mkdirs(const char *path, cuco_err *e);

@@ -40,15 +40,9 @@ int cuco_fs_read(const char *path, char **out, size_t *len, cuco_err *e)
     return 0;
 }
 
-int cuco_fs_write(const char *path, const void *data, size_t len, cuco_err *e)
+/* Writes all of data to fd; errno-style error naming `what` on failure. */
+static int write_all(int fd, const void *data, size_t len, const char *what, cuco_err *e)
 {
-    char *tmp = cuco_sprintf("%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        int rc = cuco_err_errno(e, "cannot create %s", tmp);
-        free(tmp);
-        return rc;
-    }
     const char *p = data;
     size_t left = len;
     while (left > 0) {
@@ -56,14 +50,50 @@ int cuco_fs_write(const char *path, const void *data, size_t len, cuco_err *e)
         if (w < 0) {
             if (errno == EINTR)
                 continue;
-            int rc = cuco_err_errno(e, "write to %s", tmp);
-            close(fd);
-            unlink(tmp);
-            free(tmp);
-            return rc;
+            return cuco_err_errno(e, "write to %s", what);
         }
         p += w;
         left -= (size_t)w;
+    }
+    return 0;
+}
+
+int cuco_fs_write(const char *path, const void *data, size_t len, cuco_err *e)
+{
+    struct stat st;
+    /* A device, FIFO or socket (say -o /dev/null) is written in place: the
+     * rename below would replace it with a regular file. */
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+        int fd = open(path, O_WRONLY);
+        if (fd < 0)
+            return cuco_err_errno(e, "cannot open %s", path);
+        int rc = write_all(fd, data, len, path, e);
+        close(fd);
+        return rc;
+    }
+    /* Through a symbolic link, the file it points to is replaced, not the
+     * link. */
+    char *target = NULL;
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+        target = realpath(path, NULL);
+        if (target)
+            path = target;
+    }
+    char *tmp = cuco_sprintf("%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        int rc = cuco_err_errno(e, "cannot create %s", tmp);
+        free(tmp);
+        free(target);
+        return rc;
+    }
+    int wrc = write_all(fd, data, len, tmp, e);
+    if (wrc != 0) {
+        close(fd);
+        unlink(tmp);
+        free(tmp);
+        free(target);
+        return wrc;
     }
     fsync(fd);
     close(fd);
@@ -71,9 +101,11 @@ int cuco_fs_write(const char *path, const void *data, size_t len, cuco_err *e)
         int rc = cuco_err_errno(e, "rename %s to %s", tmp, path);
         unlink(tmp);
         free(tmp);
+        free(target);
         return rc;
     }
     free(tmp);
+    free(target);
     return 0;
 }
 

@@ -4,8 +4,10 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cuco/buf.h"
@@ -83,9 +85,50 @@ static void test_fs_roundtrip(void **state)
     cuco_err_clear(&e);
 }
 
+/* 'cuco analyze -o /dev/null' must not turn /dev/null into a regular file:
+ * a FIFO (standing in for any special file) is written in place, and a
+ * symbolic link stays a link while its target gets the new content. */
+static void test_fs_write_special_and_links(void **state)
+{
+    (void)state;
+    cuco_err e = CUCO_ERR_INIT;
+    char tmpl[] = "/tmp/cuco-test-XXXXXX";
+    assert_non_null(mkdtemp(tmpl));
+    char *fifo = cuco_path_join(tmpl, "fifo");
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    int rd = open(fifo, O_RDONLY | O_NONBLOCK); /* so that the writer's open does not block */
+    assert_true(rd >= 0);
+    assert_int_equal(cuco_fs_write(fifo, "through", 7, &e), 0);
+    char got[16] = {0};
+    assert_int_equal(read(rd, got, sizeof got - 1), 7);
+    assert_string_equal(got, "through");
+    close(rd);
+    struct stat st;
+    assert_int_equal(lstat(fifo, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+
+    char *target = cuco_path_join(tmpl, "target.txt");
+    char *link = cuco_path_join(tmpl, "link.txt");
+    assert_int_equal(cuco_fs_write(target, "old", 3, &e), 0);
+    assert_int_equal(symlink(target, link), 0);
+    assert_int_equal(cuco_fs_write(link, "new", 3, &e), 0);
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    char *text = NULL;
+    assert_int_equal(cuco_fs_read(target, &text, NULL, &e), 0);
+    assert_string_equal(text, "new");
+    free(text);
+    assert_int_equal(cuco_fs_remove_tree(tmpl, &e), 0);
+    free(fifo);
+    free(target);
+    free(link);
+    cuco_err_clear(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fs_write_special_and_links),
         cmocka_unit_test(test_err_prefix_and_location),
         cmocka_unit_test(test_buf_grows),
         cmocka_unit_test(test_hash_stable),
