@@ -343,6 +343,9 @@ static const struct api apis[] = {
     {"cudaStreamSynchronize", API_SYNC, "stream_sync", {"stream"}},
     {"cudaDeviceSynchronize", API_SYNC, "device_sync", {NULL}},
     {"cudaEventSynchronize", API_SYNC, "event_sync", {"event"}},
+    {"cudaStreamBeginCapture", API_SYNC, "capture_begin", {"stream", "mode"}},
+    {"cudaStreamEndCapture", API_SYNC, "capture_end", {"stream", "graph"}},
+    {"cudaGraphLaunch", API_SYNC, "graph_launch", {"graph_exec", "stream"}},
     {"cudaMemcpy", API_MEMCPY, "memcpy", {"dst", "src", "size", "kind"}},
     {"cudaMemcpyAsync", API_MEMCPY, "memcpy", {"dst", "src", "size", "kind", "stream"}},
     {"cudaMemset", API_MEMCPY, "memset", {"dst", "value", "size"}},
@@ -904,6 +907,11 @@ static void handle_call(struct scan *S, const struct api *a, const char *name, s
         break;
     }
     case API_SYNC:
+        if (!strcmp(a->kind, "capture_begin"))
+            note(A, F->path, line,
+                 "%s: the work enqueued on this stream until its cudaStreamEndCapture is recorded "
+                 "into a CUDA graph and runs at each cudaGraphLaunch, not where it stands",
+                 name);
         json_array_append(A->syncs, rec);
         break;
     case API_MEMCPY:

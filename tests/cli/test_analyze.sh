@@ -36,6 +36,29 @@ out=$("$BIN" analyze "$DATA/folder" -o "$T/c.json") || fail "folder exit"
 grep -q "files: 2" <<<"$out" || fail "folder files: $out"
 grep -q "ncclReduceScatter" <<<"$out" || fail "folder collective: $out"
 
+# stream capture into a CUDA graph is noted at its line, with the graph calls
+cat > "$T/graph.cu" <<'CU'
+#include <nccl.h>
+void f(ncclComm_t c, cudaStream_t s, cudaGraph_t *g, cudaGraphExec_t ge) {
+  float *x; cudaMalloc(&x, 64);
+  cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+  ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, c, s);
+  cudaStreamEndCapture(s, g);
+  cudaGraphLaunch(ge, s);
+}
+CU
+"$BIN" analyze "$T/graph.cu" -o "$T/g.json" >/dev/null || fail "graph exit"
+python3 - "$T/g.json" <<'PY' || fail "graph capture not noted"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert any(n["line"] == 4 and "CUDA graph" in n["message"] for n in d["notes"]), d["notes"]
+assert [s["kind"] for s in d["syncs"]] == ["capture_begin", "capture_end", "graph_launch"], d["syncs"]
+PY
+
+# writing to /dev/null leaves it a device
+"$BIN" analyze "$DATA/no_nccl.cu" -o /dev/null >/dev/null || fail "-o /dev/null exit"
+[ -c /dev/null ] || fail "-o /dev/null replaced /dev/null"
+
 # errors
 "$BIN" analyze "$T/missing.cu" -o "$T/d.json" 2> "$T/err"; rc=$?
 [ $rc -eq 2 ] || fail "missing file exit $rc"
