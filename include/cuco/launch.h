@@ -124,6 +124,9 @@ const char *cuco_launcher_slot_gpus(const cuco_launcher *l, int slot);
 
 /* GPUs on this host by `nvidia-smi -L` (0 when there is none or it fails). */
 int cuco_launch_detect_gpus(void);
+/* GPUs this process may use: cuco_launch_detect_gpus(), narrowed to the
+ * entries of CUDA_VISIBLE_DEVICES when it is set (an empty value: none). */
+int cuco_launch_visible_gpus(void);
 /* Online CPU cores (at least 1). */
 int cuco_launch_detect_cores(void);
 /* Slots for runs of `ranks` ranks: gpus / ranks for GPU runs, cores / ranks

@@ -16,6 +16,7 @@
 #include "cuco/err.h"
 #include "cuco/eval.h"
 #include "cuco/fs.h"
+#include "cuco/launch.h"
 #include "cuco/proc.h"
 #include "cuco/workload.h"
 
@@ -392,40 +393,6 @@ out:
     return rc;
 }
 
-/* GPUs this process may use: the lines of 'nvidia-smi -L', or fewer when
- * CUDA_VISIBLE_DEVICES names fewer. 0 without nvidia-smi. */
-static int gpus_visible(void)
-{
-    char *smi = cuco_which("nvidia-smi");
-    if (!smi)
-        return 0;
-    const char *argv[] = {smi, "-L", NULL};
-    cuco_proc_opts po = {0};
-    po.argv = argv;
-    po.timeout_s = 20;
-    cuco_proc_result res = {0};
-    cuco_err e = CUCO_ERR_INIT;
-    int n = 0;
-    if (cuco_proc_run(&po, &res, &e) == 0 && res.exited && res.exit_code == 0 && res.out)
-        for (const char *p = res.out; (p = strstr(p, "GPU ")) != NULL; p += 4)
-            n += p == res.out || p[-1] == '\n';
-    if (res.out || res.err)
-        cuco_proc_result_free(&res);
-    cuco_err_clear(&e);
-    free(smi);
-    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
-    if (cvd && n > 0) {
-        int listed = 0;
-        for (const char *p = cvd; *p; p++)
-            if (*p != ',' && *p != ' ' && (p == cvd || p[-1] == ','))
-                listed++;
-        if (listed < n)
-            n = listed;
-    }
-    return n;
-}
-
-
 static int parse_run_args(int argc, char **argv, struct run_opts *o)
 {
     for (int i = 1; i < argc; i++) {
@@ -534,7 +501,7 @@ int cmd_run(int argc, char **argv)
     /* Fewer GPUs than ranks: NCCL refuses two ranks on one GPU, so every
      * run would fail; say so before anything runs. (No GPU at all is
      * handled after the transform, which can still build.) */
-    int gpus = w->gpu ? gpus_visible() : 0;
+    int gpus = w->gpu ? cuco_launch_visible_gpus() : 0;
     if (w->gpu && gpus > 0 && gpus < w->ranks) {
         printf("cuco run: %s runs %d ranks, one GPU each, and %d GPU%s visible here: NCCL "
                "cannot put two ranks on one GPU, so every run would fail. Run on a machine "

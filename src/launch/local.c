@@ -332,6 +332,19 @@ static int split_gpu_list(const char *list, gpu_names *out)
     return 0;
 }
 
+int cuco_launch_visible_gpus(void)
+{
+    int n = cuco_launch_detect_gpus();
+    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+    if (n > 0 && visible) {
+        gpu_names names = {0};
+        if (split_gpu_list(visible, &names) == 0 && names.n < (size_t)n)
+            n = (int)names.n;
+        gpu_names_free(&names);
+    }
+    return n;
+}
+
 static int take_slot(local_state *s, int exclusive)
 {
     pthread_mutex_lock(&s->mu);

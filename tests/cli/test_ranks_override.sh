@@ -53,5 +53,18 @@ check "2 ranks, 1 GPU: exit 1" test $rc -eq 1
 check "2 ranks, 1 GPU: says why" grep -q "runs 2 ranks, one GPU each, and 1 GPU is visible" "$TMP/run2"
 check "2 ranks, 1 GPU: suggests --ranks 1" grep -q -- "--ranks 1" "$TMP/run2"
 check "2 ranks, 1 GPU: nothing ran" bash -c "! grep -q '== cuco run: \(bound\|transform\|evolve\)' '$TMP/run2'"
-[ $fail = 0 ] || { cat "$TMP/evolve" "$TMP/run2"; }
+# Two GPUs on the host, one of them visible to this process.
+mkdir -p "$TMP/bin2"
+cat >"$TMP/bin2/nvidia-smi" <<'SMI'
+#!/bin/sh
+echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-00000000-0000-0000-0000-000000000000)"
+echo "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-00000000-0000-0000-0000-000000000001)"
+SMI
+chmod +x "$TMP/bin2/nvidia-smi"
+PATH="$TMP/bin2:$PATH" CUDA_VISIBLE_DEVICES=1 "$CUCO_BIN" run "$CUCO_SRC/workloads/kv_transfer" \
+    --workspace "$TMP/ws3" >"$TMP/run3" 2>&1
+check "2 GPUs, CUDA_VISIBLE_DEVICES=1: exit 1" test $? -eq 1
+check "2 GPUs, CUDA_VISIBLE_DEVICES=1: counts the visible one" \
+    grep -q "runs 2 ranks, one GPU each, and 1 GPU is visible" "$TMP/run3"
+[ $fail = 0 ] || { cat "$TMP/evolve" "$TMP/run2" "$TMP/run3"; }
 exit $fail
