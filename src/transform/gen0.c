@@ -10,23 +10,15 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cuco/buf.h"
 #include "cuco/db.h"
 #include "cuco/eval.h"
 #include "cuco/fs.h"
-#include "cuco/hash.h"
 #include "cuco/proc.h"
 #include "cuco/program.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static void progress(const cuco_transform_opts *o, const char *line)
 {
@@ -61,7 +53,6 @@ static int register_root(const char *ws, const cuco_workload *w, const char *pro
 {
     char *dbpath = cuco_path_join(ws, "runs.db");
     cuco_db *db = NULL;
-    char *knobs = NULL;
     int rc = dbpath ? db_open(dbpath, 0, &db, e) : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
     if (rc != 0)
         goto out;
@@ -74,40 +65,15 @@ static int register_root(const char *ws, const cuco_workload *w, const char *pro
         goto out;
     if (seed_ms > 0 && (rc = db_run_set_baseline(db, *run_id, seed_ms, e)) != 0)
         goto out;
-    cuco_knob *kn = NULL;
-    size_t nk = 0;
-    json_t *kj = json_object();
-    if (cuco_program_knobs(program, &kn, &nk, e) == 0) {
-        for (size_t i = 0; i < nk; i++)
-            json_object_set_new(kj, kn[i].name, json_string(kn[i].value));
-        cuco_knobs_free(kn, nk);
-    }
-    knobs = json_dumps(kj, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(kj);
-    char hash[17];
-    cuco_hash_hex(program, strlen(program), hash);
-    cuco_db_program p;
-    memset(&p, 0, sizeof(p));
-    p.run_id = *run_id;
-    p.generation = 0;
-    p.code = (char *)program;
-    p.code_hash = hash;
-    p.mutator = "transform_rules";
-    p.patch_type = "full";
-    p.description = "fast path: rule-based device-initiated rewrite of the seed";
-    p.status = (char *)status;
-    p.score = (seed_ms > 0 && time_ms > 0) ? seed_ms / time_ms : -1;
-    p.time_ms = time_ms > 0 ? time_ms : -1;
-    p.metrics_json = (char *)metrics;
-    p.knobs_json = knobs;
-    p.novelty = 0;
-    p.created_at = now_s();
-    rc = db_program_insert(db, &p, prog_id, e);
+    cuco_tx_root root = {.run_id = *run_id, .program = program, .mutator = "transform_rules",
+                         .patch_type = "full", .status = status, .metrics_json = metrics,
+                         .description = "fast path: rule-based device-initiated rewrite of the seed",
+                         .seed_ms = seed_ms, .time_ms = time_ms};
+    rc = cuco_tx_insert_root(db, &root, prog_id, e);
 out:
     if (db)
         db_close(db);
     free(dbpath);
-    free(knobs);
     return rc;
 }
 
@@ -122,7 +88,7 @@ int cuco_transform_workload(const cuco_workload *w, const cuco_transform_opts *o
     memset(&tr, 0, sizeof(tr));
     json_t *rep = json_object();
     cuco_buf md = CUCO_BUF_INIT;
-    double t0 = now_s();
+    double t0 = cuco_tx_now_s();
     const char *verification = "not run";
     int64_t run_id = 0, prog_id = 0;
     int rc;
@@ -251,7 +217,7 @@ int cuco_transform_workload(const cuco_workload *w, const cuco_transform_opts *o
     json_object_set_new(rep, "registered", prog_id ? json_pack("{s:I, s:I}", "run_id", (json_int_t)run_id,
                                                                "program_id", (json_int_t)prog_id)
                                                    : json_null());
-    json_object_set_new(rep, "seconds", json_real(now_s() - t0));
+    json_object_set_new(rep, "seconds", json_real(cuco_tx_now_s() - t0));
 
     cuco_buf_printf(&md, "# Transform report: %s\n\n", w->name);
     cuco_buf_printf(&md, "- route: rules (1 iteration)\n- file: `%s`\n- result: %s\n", w->evolve_file,

@@ -10,7 +10,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cuco/analyze.h"
@@ -18,7 +17,6 @@
 #include "cuco/db.h"
 #include "cuco/eval.h"
 #include "cuco/fs.h"
-#include "cuco/hash.h"
 #include "cuco/llm.h"
 #include "cuco/patch.h"
 #include "cuco/proc.h"
@@ -61,13 +59,6 @@ struct route {
     json_t *steps; /* every attempt and what became of it */
     char *stop;    /* why the route stopped early (budget, calls failing), or NULL */
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static void say(const struct route *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(const struct route *r, const char *fmt, ...)
@@ -433,7 +424,7 @@ static int register_root(struct route *r, const char *ws, const char *prog_rel, 
 {
     char *dbpath = cuco_path_join(ws, "runs.db");
     cuco_db *db = NULL;
-    char *knobs = NULL, *cfg_text = NULL;
+    char *cfg_text = NULL;
     int rc = dbpath ? db_open(dbpath, 0, &db, e) : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
     if (rc)
         goto out;
@@ -450,35 +441,11 @@ static int register_root(struct route *r, const char *ws, const char *prog_rel, 
     if ((rc = db_run_create(db, r->w->name, cfg_text ? cfg_text : "{}", 0, run_id, e)) ||
         (seed_ms > 0 && (rc = db_run_set_baseline(db, *run_id, seed_ms, e))))
         goto rollback;
-    cuco_knob *kn = NULL;
-    size_t nk = 0;
-    json_t *kj = json_object();
-    cuco_err ke = CUCO_ERR_INIT;
-    if (cuco_program_knobs(program, &kn, &nk, &ke) == 0) {
-        for (size_t i = 0; i < nk; i++)
-            json_object_set_new(kj, kn[i].name, json_string(kn[i].value));
-        cuco_knobs_free(kn, nk);
-    }
-    cuco_err_clear(&ke);
-    knobs = json_dumps(kj, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(kj);
-    char hash[17];
-    cuco_hash_hex(program, strlen(program), hash);
-    cuco_db_program p;
-    memset(&p, 0, sizeof(p));
-    p.run_id = *run_id;
-    p.code = (char *)program;
-    p.code_hash = hash;
-    p.mutator = "transform_llm";
-    p.patch_type = "diff";
-    p.description = "fast path: LLM staged device-initiated rewrite of the seed";
-    p.status = "ok";
-    p.score = seed_ms > 0 && pe->time_ms > 0 ? seed_ms / pe->time_ms : -1;
-    p.time_ms = pe->time_ms > 0 ? pe->time_ms : -1;
-    p.metrics_json = pe->metrics_json;
-    p.knobs_json = knobs;
-    p.created_at = now_s();
-    if ((rc = db_program_insert(db, &p, prog_id, e)))
+    cuco_tx_root root = {.run_id = *run_id, .program = program, .mutator = "transform_llm",
+                         .patch_type = "diff", .status = "ok", .metrics_json = pe->metrics_json,
+                         .description = "fast path: LLM staged device-initiated rewrite of the seed",
+                         .seed_ms = seed_ms, .time_ms = pe->time_ms};
+    if ((rc = cuco_tx_insert_root(db, &root, prog_id, e)))
         goto rollback;
     size_t i;
     json_t *c;
@@ -509,7 +476,6 @@ rollback:
 out:
     db_close(db);
     free(dbpath);
-    free(knobs);
     free(cfg_text);
     return rc;
 }
@@ -541,7 +507,7 @@ int cuco_transform_llm(const cuco_workload *w, const cuco_transform_llm_opts *o,
     int64_t run_id = 0, prog_id = 0;
     int att_a = 0, att_b = 0, done_a = 0, done_b = 0, judged = 0, judge_pass = 0, passed = 0;
     const char *verification = "not run";
-    double t0 = now_s();
+    double t0 = cuco_tx_now_s();
     int rc;
 
     *outcome = CUCO_TX_REFUSED;
@@ -740,7 +706,7 @@ int cuco_transform_llm(const cuco_workload *w, const cuco_transform_llm_opts *o,
                         prog_id ? json_pack("{s:I, s:I}", "run_id", (json_int_t)run_id,
                                             "program_id", (json_int_t)prog_id)
                                 : json_null());
-    json_object_set_new(rep, "seconds", json_real(now_s() - t0));
+    json_object_set_new(rep, "seconds", json_real(cuco_tx_now_s() - t0));
 
     cuco_buf md = CUCO_BUF_INIT;
     cuco_buf_printf(&md, "# Transform report: %s\n\n", w->name);

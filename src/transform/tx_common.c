@@ -4,11 +4,15 @@
 #include "tx_common.h"
 
 #include "cuco/buf.h"
+#include "cuco/db.h"
 #include "cuco/fs.h"
+#include "cuco/hash.h"
+#include "cuco/mutate.h"
 #include "cuco/proc.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 int cuco_tx_have_gpu(void)
@@ -77,4 +81,39 @@ json_t *cuco_tx_eval_json(const cuco_eval_result *r)
     if (r->excerpt)
         json_object_set_new(o, "excerpt", json_string(r->excerpt));
     return o;
+}
+
+double cuco_tx_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int cuco_tx_insert_root(struct cuco_db *db, const cuco_tx_root *root, int64_t *prog_id,
+                        cuco_err *e)
+{
+    char *knobs = NULL;
+    cuco_err ke = CUCO_ERR_INIT; /* a program without knobs is still a root */
+    cuco_knobs_json(root->program, &knobs, &ke);
+    cuco_err_clear(&ke);
+    char hash[17];
+    cuco_hash_hex(root->program, strlen(root->program), hash);
+    cuco_db_program p;
+    memset(&p, 0, sizeof p);
+    p.run_id = root->run_id;
+    p.code = (char *)root->program;
+    p.code_hash = hash;
+    p.mutator = (char *)root->mutator;
+    p.patch_type = (char *)root->patch_type;
+    p.description = (char *)root->description;
+    p.status = (char *)root->status;
+    p.score = root->seed_ms > 0 && root->time_ms > 0 ? root->seed_ms / root->time_ms : -1;
+    p.time_ms = root->time_ms > 0 ? root->time_ms : -1;
+    p.metrics_json = (char *)root->metrics_json;
+    p.knobs_json = knobs;
+    p.created_at = cuco_tx_now_s();
+    int rc = db_program_insert(db, &p, prog_id, e);
+    free(knobs);
+    return rc;
 }

@@ -7,6 +7,7 @@
 #include "cuco/eval.h"
 
 #include <jansson.h>
+#include <stdint.h>
 
 /* 1 when a GPU is visible (/dev/nvidia0 or nvidia-smi on PATH). */
 int cuco_tx_have_gpu(void);
@@ -21,5 +22,20 @@ int cuco_tx_write_report(const char *gen0, const json_t *rep, const char *md, ch
                          cuco_err *e);
 /* {status, level, hash[, time_ms][, excerpt]} of an eval result (new ref). */
 json_t *cuco_tx_eval_json(const cuco_eval_result *r);
+
+/* Wall-clock seconds (the database's timestamps). */
+double cuco_tx_now_s(void);
+
+struct cuco_db;
+/* The fast path's program as the root of a search: generation 0 of run
+ * run_id, its hash and knobs taken from the text, score = seed_ms / time_ms
+ * (-1 when either is unknown, i.e. <= 0). Strings are not kept. */
+typedef struct cuco_tx_root {
+    int64_t run_id;
+    const char *program, *mutator, *patch_type, *description, *status, *metrics_json;
+    double seed_ms, time_ms;
+} cuco_tx_root;
+int cuco_tx_insert_root(struct cuco_db *db, const cuco_tx_root *root, int64_t *prog_id,
+                        cuco_err *e);
 
 #endif
