@@ -28,6 +28,7 @@
 
 #include "cuco/buf.h"
 #include "cuco/fs.h"
+#include "cuco/stats.h"
 
 static int cmp_interval(const void *a, const void *b)
 {
@@ -351,20 +352,6 @@ out:
     return rc;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, size_t n)
-{
-    if (n == 0)
-        return 0;
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* The program's timed intervals on this rank's device: per kind, medians of
  * the computation and communication unions, the span and the event time. */
 static int timed_figures(const loader *L, const rank_events *re, cuco_bound_rank *out)
@@ -423,10 +410,10 @@ static int timed_figures(const loader *L, const rank_events *re, cuco_bound_rank
     }
     for (int k = 0; k < CUCO_TIMED_KINDS; k++) {
         out->timed[k].n = (int)nv[k];
-        out->timed[k].compute_ms = median(v[k][0], nv[k]);
-        out->timed[k].comm_ms = median(v[k][1], nv[k]);
-        out->timed[k].span_ms = median(v[k][2], nv[k]);
-        out->timed[k].event_ms = median(v[k][3], nv[k]);
+        out->timed[k].compute_ms = cuco_median(v[k][0], nv[k]);
+        out->timed[k].comm_ms = cuco_median(v[k][1], nv[k]);
+        out->timed[k].span_ms = cuco_median(v[k][2], nv[k]);
+        out->timed[k].event_ms = cuco_median(v[k][3], nv[k]);
     }
 out:
     free(iv[0]);

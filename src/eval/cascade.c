@@ -14,6 +14,7 @@
 #include "cuco/launch.h"
 #include "cuco/proc.h"
 #include "cuco/program.h"
+#include "cuco/stats.h"
 #include "cuco/toolchain.h"
 
 #include <ctype.h>
@@ -652,12 +653,6 @@ static void level_verify(cascade *c)
     cuco_run_output_free(&parsed);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void level_bench(cascade *c)
 {
     int repeats = c->o && c->o->repeats > 0 ? c->o->repeats : c->w->bench.repeats;
@@ -686,8 +681,7 @@ static void level_bench(cascade *c)
     }
     double *sorted = malloc((size_t)done * sizeof *sorted);
     memcpy(sorted, times, (size_t)done * sizeof *sorted);
-    if ((size_t)done > 1)
-        qsort(sorted, (size_t)done, sizeof *sorted, cmp_double);
+    cuco_sort_doubles(sorted, (size_t)done);
     /* The median is the middle run (the lower one for an even count), so that
      * time_ms and metrics_json come from the same run. */
     double median = sorted[(done - 1) / 2];

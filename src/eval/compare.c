@@ -2,16 +2,11 @@
  * interleaved rounds (see cuco/compare.h). */
 #include "cuco/compare.h"
 #include "cuco/buf.h"
+#include "cuco/stats.h"
 
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static void entry_reset(cuco_compare_entry *c)
 {
@@ -43,9 +38,8 @@ static int entry_stats(cuco_compare_entry *c)
     if (!sorted)
         return CUCO_ENOMEM;
     memcpy(sorted, c->times_ms, (size_t)c->n_times * sizeof *sorted);
-    qsort(sorted, (size_t)c->n_times, sizeof *sorted, cmp_double);
     int n = c->n_times;
-    c->median_ms = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+    c->median_ms = cuco_median(sorted, (size_t)n);
     c->min_ms = sorted[0];
     c->max_ms = sorted[n - 1];
     c->spread = n > 1 && c->median_ms > 0 ? (c->max_ms - c->min_ms) / c->median_ms : 0;

@@ -14,6 +14,7 @@
 #include "cuco/err.h"
 #include "cuco/fs.h"
 #include "cuco/hash.h"
+#include "cuco/stats.h"
 
 static void test_err_prefix_and_location(void **state)
 {
@@ -125,9 +126,20 @@ static void test_fs_write_special_and_links(void **state)
     cuco_err_clear(&e);
 }
 
+static void test_median(void **state)
+{
+    (void)state;
+    double odd[] = {3.0, 1.0, 2.0}, even[] = {4.0, 1.0, 3.0, 2.0};
+    assert_true(cuco_median(odd, 3) == 2.0);
+    assert_true(odd[0] == 1.0 && odd[2] == 3.0); /* sorted in place */
+    assert_true(cuco_median(even, 4) == 2.5);
+    assert_true(cuco_median(NULL, 0) == 0.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_median),
         cmocka_unit_test(test_fs_write_special_and_links),
         cmocka_unit_test(test_err_prefix_and_location),
         cmocka_unit_test(test_buf_grows),
