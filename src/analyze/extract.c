@@ -1142,16 +1142,16 @@ static int is_keyword(const char *s)
     return 0;
 }
 
-/* Name of the function whose body opens at '{' k (at namespace/class level),
- * or NULL. Caller frees. */
-static char *function_at(const struct src_file *F, size_t k)
+/* The parameter list before the body '{' at token k: its '(' and ')' tokens
+ * (past trailing qualifiers such as const or noexcept). 0 when there is none. */
+static int params_before_body(const struct src_file *F, size_t k, size_t *open, size_t *close)
 {
     size_t j = k;
     while (j > 0 && (tis(F, j - 1, "const") || tis(F, j - 1, "noexcept") || tis(F, j - 1, "override") ||
                      tis(F, j - 1, "final") || tis(F, j - 1, "mutable")))
         j--;
     if (j == 0 || !tis(F, j - 1, ")"))
-        return NULL;
+        return 0;
     /* walk back to the matching '(' */
     int depth = 0;
     size_t i = j - 1;
@@ -1161,8 +1161,20 @@ static char *function_at(const struct src_file *F, size_t k)
         else if (tis(F, i, "(") && --depth == 0)
             break;
         if (i == 0)
-            return NULL;
+            return 0;
     }
+    *open = i;
+    *close = j - 1;
+    return 1;
+}
+
+/* Name of the function whose body opens at '{' k (at namespace/class level),
+ * or NULL. Caller frees. */
+static char *function_at(const struct src_file *F, size_t k)
+{
+    size_t i, close;
+    if (!params_before_body(F, k, &i, &close))
+        return NULL;
     if (i == 0 || !tident(F, i - 1))
         return NULL;
     char *name = ttext(F, i - 1);
@@ -1285,22 +1297,9 @@ static void alias_swap(struct scan *S, size_t k)
 static json_t *function_params(const struct src_file *F, size_t k)
 {
     json_t *names = json_array();
-    size_t j = k;
-    while (j > 0 && (tis(F, j - 1, "const") || tis(F, j - 1, "noexcept") || tis(F, j - 1, "override") ||
-                     tis(F, j - 1, "final") || tis(F, j - 1, "mutable")))
-        j--;
-    if (j == 0 || !tis(F, j - 1, ")"))
+    size_t open, close;
+    if (!params_before_body(F, k, &open, &close))
         return names;
-    size_t close = j - 1, open = close;
-    int depth = 0;
-    for (;; open--) {
-        if (tis(F, open, ")"))
-            depth++;
-        else if (tis(F, open, "(") && --depth == 0)
-            break;
-        if (open == 0)
-            return names;
-    }
     struct arg_range *args = NULL;
     size_t n = split_args(F, open, close, &args);
     for (size_t i = 0; i < n; i++) {
