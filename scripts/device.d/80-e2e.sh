@@ -123,28 +123,28 @@ if has run; then
   done
 fi
 
-# one summary: every eval JSON's status, median time and metrics
+# one summary: every side-by-side comparison, and every eval JSON's status,
+# median time and metrics
 python3 - "$DEST" > "$DEST/summary.json" <<'EOF'
 import glob, json, os, sys
 d = sys.argv[1]
+
+def confirm(j):
+    return {"rounds": j.get("rounds"), "speedups": j.get("speedups"), "bound": j.get("bound"),
+            "programs": [{k: p.get(k) for k in ("label", "status", "median_ms", "min_ms", "max_ms", "times_ms")}
+                         for p in j.get("programs", [])]}
+
+def evaluation(j):
+    return {k: j.get(k) for k in ("status", "level", "time_ms", "time_ms_min", "spread", "times_ms", "metrics",
+                                  "excerpt", "compile_s")}
+
 out = {}
-for f in sorted(glob.glob(os.path.join(d, "confirm-*.json"))):
-    try:
-        j = json.load(open(f))
-    except Exception as e:
-        out[os.path.basename(f)] = {"error": str(e)}
-        continue
-    out[os.path.basename(f)] = {"rounds": j.get("rounds"), "speedups": j.get("speedups"),
-                                "bound": j.get("bound"),
-                                "programs": [{k: p.get(k) for k in ("label", "status", "median_ms", "min_ms", "max_ms", "times_ms")}
-                                             for p in j.get("programs", [])]}
-for f in sorted(glob.glob(os.path.join(d, "eval-*.json"))):
-    try:
-        j = json.load(open(f))
-    except Exception as e:
-        out[os.path.basename(f)] = {"error": str(e)}
-        continue
-    out[os.path.basename(f)] = {k: j.get(k) for k in ("status", "level", "time_ms", "time_ms_min", "spread", "times_ms", "metrics", "excerpt", "compile_s")}
+for pattern, pick in (("confirm-*.json", confirm), ("eval-*.json", evaluation)):
+    for f in sorted(glob.glob(os.path.join(d, pattern))):
+        try:
+            out[os.path.basename(f)] = pick(json.load(open(f)))
+        except Exception as e:
+            out[os.path.basename(f)] = {"error": str(e)}
 json.dump(out, sys.stdout, indent=1)
 EOF
 note "summary written"
