@@ -42,11 +42,10 @@ run gemm_allgather_local_first_chunks4 bench "${GA_BENCH[@]}"
 # The rule transform of the pipelined setting, verified at one rank.
 T=$(mktemp -d /tmp/cuco-one-gpu-tx.XXXXXX)
 cp -r workloads/gemm_allgather "$T/gemm_allgather"
-sed -i "s/^ranks: .*/ranks: $WL_RANKS/" "$T/gemm_allgather/workload.yaml"
 sed -i -e "$LF" -e "$C4" "$T/gemm_allgather/gemm_allgather.cu"
 CUCO=$(command -v cuco || echo "$PWD/build-release/cuco")
 t0=$(date +%s)
-timeout -k 5 150 "$CUCO" transform "$T/gemm_allgather" --workspace "$T/ws" \
+timeout -k 5 150 "$CUCO" transform "$T/gemm_allgather" --ranks "$WL_RANKS" --workspace "$T/ws" \
   > "$OUT/one-gpu-transform.log" 2>&1
 rc=$?
 note "transform gemm_allgather (local first, 4 chunks, $WL_RANKS rank): rc=$rc in $(( $(date +%s) - t0 )) s"

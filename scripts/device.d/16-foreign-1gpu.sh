@@ -3,8 +3,8 @@
 # other engineers' styles (tests/data/transform: tp_mlp_allreduce,
 # pipeline_stages, ring_pass, reduce_scatter_grad) on a 1-GPU machine: for
 # each, the seed verified by 'cuco eval --level 2' and 'cuco transform' to a
-# verified device-initiated gen_0, at 1 rank (a copy of the folder with
-# 'ranks: 1'); and again at 2 ranks when the machine has two GPUs or more.
+# verified device-initiated gen_0, at 1 rank (--ranks 1); and again at 2
+# ranks when the machine has two GPUs or more.
 # The programs run side by side (four at one rank, two at two ranks: their
 # builds dominate), so the times in the reports are not benchmark quality;
 # correctness is what this checks.
@@ -35,10 +35,8 @@ RANKS="1"
 
 # one NAME RANKS: seed eval (L2) and the transform, side by side
 one() {
-  local name=$1 ranks=$2 dir="$T/r$2/$1" log="$OUT/foreign-1gpu/$1-r$2"
+  local name=$1 ranks=$2 dir="tests/data/transform/$1" log="$OUT/foreign-1gpu/$1-r$2"
   mkdir -p "$T/r$ranks"
-  cp -r "tests/data/transform/$name" "$dir"
-  sed -i "s/^ranks: .*/ranks: $ranks/" "$dir/workload.yaml"
   local left=$(( BUDGET_S - ($(date +%s) - START) - 5 ))
   [ $left -gt 170 ] && left=170
   if [ $left -lt 30 ]; then
@@ -47,8 +45,8 @@ one() {
     echo 124 > "$log.seed.rc"; echo 124 > "$log.transform.rc"
     return
   fi
-  ( timeout -k 5 "$left" "$CUCO" eval "$dir" --level 2 --quiet > "$log.seed.log" 2>&1; echo $? > "$log.seed.rc" ) &
-  ( timeout -k 5 "$left" "$CUCO" transform "$dir" --workspace "$T/r$ranks/ws-$name" --quiet \
+  ( timeout -k 5 "$left" "$CUCO" eval "$dir" --ranks "$ranks" --level 2 --quiet > "$log.seed.log" 2>&1; echo $? > "$log.seed.rc" ) &
+  ( timeout -k 5 "$left" "$CUCO" transform "$dir" --ranks "$ranks" --workspace "$T/r$ranks/ws-$name" --quiet \
       > "$log.transform.log" 2>&1; echo $? > "$log.transform.rc"
     cp "$T/r$ranks/ws-$name"/gen_0/transform_report.md "$log.transform_report.md" 2>/dev/null ) &
   wait

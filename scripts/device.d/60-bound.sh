@@ -23,9 +23,8 @@
 # BOUND_ONLY="a b" limits the targets (names as above, hollow_allreduce and
 # hollow_readback for the hollow programs); BUILD_JOBS (default: the cores)
 # caps the builds running at once. BOUND_RANKS=N runs every target at N
-# ranks (the workloads from a copy of their folder whose manifest says N;
-# on a 1-GPU machine, BOUND_RANKS=1); default: the manifests' ranks, 2 for
-# the hollow programs.
+# ranks ('cuco bound --ranks N'; on a 1-GPU machine, BOUND_RANKS=1);
+# default: the manifests' ranks, 2 for the hollow programs.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:=/tmp/cuco-gpu-out}"
@@ -95,33 +94,19 @@ fi
 ALL="hollow_allreduce kv_transfer gemm_allgather flash_attn_cp moe_dispatch_combine hollow_readback"
 LIST=${BOUND_ONLY:-$ALL}
 BOUND_RANKS=${BOUND_RANKS:-}
-# workload_dir NAME: the workload's folder, or a copy of it at BOUND_RANKS ranks
-workload_dir() {
-  local name=$1
-  if [ -z "$BOUND_RANKS" ]; then echo "workloads/$name"; return; fi
-  if [ ! -d "$WS/src/$name" ]; then
-    mkdir -p "$WS/src" && cp -r "workloads/$name" "$WS/src/$name" &&
-      sed -i "s/^ranks: .*/ranks: $BOUND_RANKS/" "$WS/src/$name/workload.yaml"
-  fi
-  echo "$WS/src/$name"
-}
 run_bound() { # run_bound NAME TIMEOUT OPTIONS... (stdout, stderr go where the caller says)
-  local name=$1 t=$2 dir
+  local name=$1 t=$2
   shift 2
   if [ "${name#hollow_}" != "$name" ]; then
     timeout -k 10 "$t" "$CUCO" bound "tests/data/bound/$name.cu" --ranks "${BOUND_RANKS:-2}" \
       --workspace "$WS/$name" "$@" -- --n 16777216 --iters 20
   else
     [ -f "workloads/$name/workload.yaml" ] || { echo "no workload $name"; return 2; }
-    dir=$(workload_dir "$name")
-    timeout -k 10 "$t" "$CUCO" bound "$dir" --workspace "$WS/$name" "$@"
+    timeout -k 10 "$t" "$CUCO" bound "workloads/$name" ${BOUND_RANKS:+--ranks "$BOUND_RANKS"} \
+      --workspace "$WS/$name" "$@"
   fi
 }
 
-# the copies first, so that parallel builds do not race to make them
-[ -n "$BOUND_RANKS" ] && for name in $LIST; do
-  [ "${name#hollow_}" = "$name" ] && [ -d "workloads/$name" ] && workload_dir "$name" > /dev/null
-done
 note "ranks: ${BOUND_RANKS:-as the manifests say, 2 for the hollow programs}"
 
 # 2. Every build at once (program and both variants of each target): the

@@ -16,8 +16,8 @@
 # E2E_DATA (the test programs to transform; default ten of
 # tests/data/transform), E2E_WS (workspaces; default $OUT/e2e/ws, so the
 # databases come back with the results), E2E_RANKS (default: the manifests';
-# with N, every workload and test program runs from a copy whose manifest says
-# N ranks: E2E_RANKS=1 checks the whole pipeline on a 1-GPU machine).
+# with N, every cuco command gets --ranks N: E2E_RANKS=1 checks the whole
+# pipeline on a 1-GPU machine).
 # Writes $OUT/e2e/summary.json.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -44,22 +44,9 @@ if ! command -v cuco >/dev/null; then
   exit 1
 fi
 
-# wl PATH: the workload folder PATH, or its copy at E2E_RANKS ranks (made
-# fresh below, at a fixed place so that a later invocation, e.g. the run phase
-# of 90-final.sh, finds the workspaces' workloads where they were)
-SRC=/tmp/cuco-e2e-src-${RANKS:-0}
-wl() {
-  if [ -z "$RANKS" ]; then echo "$1"; else echo "$SRC/$(echo "$1" | tr / _)"; fi
-}
-if [ -n "$RANKS" ]; then
-  mkdir -p "$SRC"
-  for p in $(for w in $WORKLOADS $RUN; do echo "workloads/$w"; done) \
-           $(for t in $DATA; do echo "tests/data/transform/$t"; done); do
-    dst=$(wl "$p")
-    rm -rf "$dst" && cp -r "$p" "$dst" && sed -i "s/^ranks: .*/ranks: $RANKS/" "$dst/workload.yaml"
-  done
-  note "every program at $RANKS rank(s), from copies in $SRC"
-fi
+# --ranks for every cuco command when E2E_RANKS is set
+RANKS_OPT=(${RANKS:+--ranks "$RANKS"})
+[ -n "$RANKS" ] && note "every program at $RANKS rank(s) (cuco --ranks $RANKS)"
 
 program_of() { # program_of WORKSPACE -> gen_0 program path when it verified
   python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j.get("program") or "" if str(j.get("verification","")).startswith("built, ran and verified") else "")' \
@@ -70,16 +57,16 @@ if has prep; then
   note "prep: transforms in parallel"
   pids=()
   for w in $WORKLOADS; do
-    timeout 300 cuco transform "$(wl "workloads/$w")" --workspace "$WS/$w" --quiet > "$DEST/transform-$w.txt" 2>&1 &
+    timeout 300 cuco transform "workloads/$w" "${RANKS_OPT[@]}" --workspace "$WS/$w" --quiet > "$DEST/transform-$w.txt" 2>&1 &
     pids+=($!)
   done
   for t in $DATA; do
-    timeout 300 cuco transform "$(wl "tests/data/transform/$t")" --workspace "$WS/data-$t" --quiet \
+    timeout 300 cuco transform "tests/data/transform/$t" "${RANKS_OPT[@]}" --workspace "$WS/data-$t" --quiet \
       > "$DEST/transform-data-$t.txt" 2>&1 &
     pids+=($!)
   done
   if [ -f .devcarry/flash_attn_cp.orig.cu ]; then
-    timeout 300 cuco eval "$(wl workloads/flash_attn_cp)" .devcarry/flash_attn_cp.orig.cu --level 2 --json \
+    timeout 300 cuco eval workloads/flash_attn_cp "${RANKS_OPT[@]}" .devcarry/flash_attn_cp.orig.cu --level 2 --json \
       > "$DEST/eval-flash_attn_cp-orig-l2.json" 2> "$DEST/eval-flash_attn_cp-orig-l2.err" &
     pids+=($!)
   fi
@@ -90,16 +77,16 @@ fi
 if has time; then
   for w in $WORKLOADS; do
     note "time: $w seed"
-    timeout 240 cuco eval "$(wl "workloads/$w")" --json --repeats "$REPEATS" > "$DEST/eval-$w-seed.json" 2> "$DEST/eval-$w-seed.err"
+    timeout 240 cuco eval "workloads/$w" "${RANKS_OPT[@]}" --json --repeats "$REPEATS" > "$DEST/eval-$w-seed.json" 2> "$DEST/eval-$w-seed.err"
     prog=$(program_of "$WS/$w")
     if [ -n "$prog" ] && [ -f "$prog" ]; then
       note "time: $w gen_0"
-      timeout 240 cuco eval "$(wl "workloads/$w")" "$prog" --json --repeats "$REPEATS" > "$DEST/eval-$w-gen0.json" 2> "$DEST/eval-$w-gen0.err"
+      timeout 240 cuco eval "workloads/$w" "${RANKS_OPT[@]}" "$prog" --json --repeats "$REPEATS" > "$DEST/eval-$w-gen0.json" 2> "$DEST/eval-$w-gen0.err"
     fi
   done
   if [ -f .devcarry/flash_attn_cp.orig.cu ]; then
     note "time: flash_attn_cp previous kernel"
-    timeout 240 cuco eval "$(wl workloads/flash_attn_cp)" .devcarry/flash_attn_cp.orig.cu --json --repeats "$REPEATS" \
+    timeout 240 cuco eval workloads/flash_attn_cp "${RANKS_OPT[@]}" .devcarry/flash_attn_cp.orig.cu --json --repeats "$REPEATS" \
       > "$DEST/eval-flash_attn_cp-orig.json" 2> "$DEST/eval-flash_attn_cp-orig.err"
   fi
 fi
@@ -112,7 +99,7 @@ if has run; then
     [ -n "$(program_of "$WS/$w")" ] || { from=(--from-seed); note "run: $w: gen_0 did not verify: searching from the seed"; }
     # cuco run ends with its confirm step: seed, gen_0 and best timed side by
     # side in REPEATS interleaved rounds (WORKSPACE/confirm.json)
-    timeout "${E2E_RUN_TIMEOUT:-200}" cuco run "$(wl "workloads/$w")" --workspace "$WS/$w" --skip-bound \
+    timeout "${E2E_RUN_TIMEOUT:-200}" cuco run "workloads/$w" "${RANKS_OPT[@]}" --workspace "$WS/$w" --skip-bound \
       --confirm-rounds "$REPEATS" "${from[@]}" -- --slots auto \
       --evaluations "$EVALS" --repeats "$SEARCH_REPEATS" > "$DEST/run-$w.txt" 2>&1
     note "run: $w exit $? in $(( $(date +%s) - start )) s"
