@@ -15,6 +15,11 @@
  *   slots: 1                  # concurrent evaluations
  *   seed: 1                   # PRNG seed
  *   repeats: 0                # bench repeats per evaluation (0: the manifest's)
+ *   retime_rounds: 2          # a candidate that beats the run's best is re-timed
+ *                             # side by side with it in N interleaved rounds before
+ *                             # it counts as the best (0: never)
+ *   retime_per_generation: 2  # at most this many re-timings after each generation
+ *                             # (the rest wait; all are settled when the run ends)
  *   budget:
  *     evaluations: 30         # real evaluations (cache hits do not count)
  *     generations: 20
@@ -63,6 +68,8 @@ typedef struct cuco_evolve_config {
     size_t n_models;
     char *prices;     /* owned price overrides "model=in,out[,cached];...", or NULL */
     int meta_interval;
+    int retime_rounds;
+    int retime_per_generation;
 } cuco_evolve_config;
 
 /* Fills the defaults (mutators: knob 1.0). Free with cuco_config_free(). */

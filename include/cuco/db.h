@@ -27,6 +27,15 @@
  *        program_id: the child a mutation call produced, or the candidate a
  *        novelty call judged (NULL: none, e.g. meta summaries)
  *   meta_summaries(id, run_id, generation, text, created_at)
+ *   timings(id, run_id, code_hash, time_ms, source TEXT ('eval': the
+ *        candidate's own evaluation; 'cache': taken from the evaluation cache;
+ *        'retime': a re-timing round), retiming_id, created_at)  (version 5)
+ *   retimings(id, run_id, generation, challenger_id, champion_id, claimed_ms
+ *        (the challenger's time before), challenger_ms, champion_ms (medians
+ *        of all their timings after), rounds, runs (evaluations it cost,
+ *        failed ones included), held (1: the challenger is the
+ *        run's new best), note TEXT (a failure on re-timing), created_at)
+ *        (version 5)
  * Times are seconds since the epoch (REAL).
  *
  * The run lock is an flock() on a lock file beside the database
@@ -38,7 +47,7 @@
 #include <stdint.h>
 #include "cuco/err.h"
 
-#define CUCO_DB_SCHEMA_VERSION 4
+#define CUCO_DB_SCHEMA_VERSION 5
 
 typedef struct cuco_db cuco_db; /* opaque */
 
@@ -156,6 +165,45 @@ int db_meta_insert(cuco_db *db, int64_t run_id, int generation, const char *text
  * order so the engine can re-queue them (db_programs_free). */
 int db_programs_pending(cuco_db *db, int64_t run_id, cuco_db_program **out, size_t *n,
                         cuco_err *e);
+
+/* ---- timings and re-timings (schema version 5) --------------------------
+ * A program's time_ms is the median of every timing of its code in the run:
+ * its own evaluation, then the rounds in which it was re-timed. */
+int db_timing_add(cuco_db *db, int64_t run_id, const char *code_hash, double time_ms,
+                  const char *source, int64_t retiming_id, cuco_err *e);
+/* Median and count of the run's timings of code_hash (*median -1, *n 0 when
+ * none). */
+int db_timing_median(cuco_db *db, int64_t run_id, const char *code_hash, double *median, int *n,
+                     cuco_err *e);
+/* Sets time_ms (and score = baseline_ms / time_ms when baseline_ms > 0) of
+ * the run's 'ok' programs with code_hash. */
+int db_programs_set_time(cuco_db *db, int64_t run_id, const char *code_hash, double time_ms,
+                         double baseline_ms, cuco_err *e);
+/* Marks the run's programs with code_hash as failed (status, error; no score
+ * or time). */
+int db_programs_set_failed(cuco_db *db, int64_t run_id, const char *code_hash, const char *status,
+                           const char *error, cuco_err *e);
+/* Sets the run's baseline and every 'ok' program's score = baseline / time. */
+int db_run_rescore(cuco_db *db, int64_t run_id, double baseline_ms, cuco_err *e);
+
+typedef struct cuco_db_retiming {
+    int64_t run_id, challenger_id, champion_id;
+    int generation, rounds, runs, held;
+    double claimed_ms, challenger_ms, champion_ms; /* < 0: none */
+    const char *note;                              /* may be NULL */
+} cuco_db_retiming;
+int db_retiming_insert(cuco_db *db, const cuco_db_retiming *r, int64_t *id, cuco_err *e);
+int db_retiming_finish(cuco_db *db, int64_t id, const cuco_db_retiming *r, cuco_err *e);
+/* The run's champion: the challenger of its latest re-timing that held and
+ * is still 'ok' (*program_id and *code_hash, caller frees), or *program_id
+ * 0 and *code_hash NULL when none (the initial program is then the
+ * champion). */
+int db_run_champion(cuco_db *db, int64_t run_id, int64_t *program_id, char **code_hash,
+                    cuco_err *e);
+/* Counts of the run's re-timings: how many, how many held, and how many
+ * evaluations they cost. */
+int db_run_retimings(cuco_db *db, int64_t run_id, long *retimings, long *held, long *runs,
+                     cuco_err *e);
 
 /* Transactions (the engine groups a generation's writes). */
 int db_begin(cuco_db *db, cuco_err *e);

@@ -20,6 +20,13 @@
  * mutators report the space exhausted. Mutators see the island's best
  * programs and the run's most recent failed children.
  *
+ * Re-timing: a candidate whose single measurement beats the run's best is
+ * re-timed side by side with it (config retime_rounds, up to
+ * retime_per_generation after each generation, all remaining ones when the
+ * run ends) before it counts; times are then medians of all timings of a
+ * program in the run, and a program that fails on re-timing is marked
+ * failed. Re-timing runs do not count against budget evaluations.
+ *
  * Resume: the engine finds the workload's latest unfinished run in the
  * database, re-evaluates its 'pending' programs, and goes on from the next
  * generation. Randomness is drawn from a PRNG seeded by (seed, generation)
@@ -63,6 +70,8 @@ typedef struct cuco_evolve_progress {
     double elapsed_s, eta_s; /* eta < 0 when unknown */
     double usd;
     int exploit;
+    long retimings;       /* re-timings of apparent improvements so far */
+    long retiming_runs;   /* evaluations they cost */
 } cuco_evolve_progress;
 
 typedef struct cuco_evolve_opts {
@@ -120,6 +129,7 @@ typedef struct cuco_evolve_result {
     long evaluations, cached;
     int generations;          /* last generation completed */
     int crashed;              /* stopped by crash_after_pending */
+    long retimings, retimings_held, retiming_runs; /* see retime_rounds in config.h */
     char stop_reason[64];
 } cuco_evolve_result;
 

@@ -59,6 +59,12 @@ static void usage(FILE *out)
             "                    (a separate workload NAME@N in the database)\n"
             "  --repeats N       bench repeats per evaluation (config repeats;\n"
             "                    default the manifest's)\n"
+            "  --retime-rounds N a candidate whose time beats the run's best is re-timed\n"
+            "                    side by side with it in N interleaved rounds (each a\n"
+            "                    full evaluation) before it counts as the best; times are\n"
+            "                    then medians of all of a program's timings, and one that\n"
+            "                    fails on re-timing is marked failed (config\n"
+            "                    retime_rounds; default 2; 0: trust single measurements)\n"
             "  --mutator NAME    use only this mutator: knob (default, the offline\n"
             "                    design-space mutator), or an LLM mutator (needs --model):\n"
             "                    llm_diff (SEARCH/REPLACE edits), llm_full (rewrites the\n"
@@ -104,6 +110,11 @@ static void usage(FILE *out)
             "  slots: 1                concurrent evaluations\n"
             "  seed: 1                 PRNG seed\n"
             "  repeats: 0              bench repeats (0: the manifest's)\n"
+            "  retime_rounds: 2        see --retime-rounds\n"
+            "  retime_per_generation: 2 re-timings after each generation at most (the\n"
+            "                          rest wait; all are settled when the run ends, even\n"
+            "                          past a time budget); they do not count against\n"
+            "                          budget evaluations\n"
             "  budget: {evaluations: 30, generations: 20, wall_s: 0, usd: 0}\n"
             "                          0 means unlimited\n"
             "  mutators: {knob: 1.0}   mutator name -> weight (knob, llm, llm_diff,\n"
@@ -197,19 +208,21 @@ static void on_progress(void *ctx, const cuco_evolve_progress *p)
     if (c->json) {
         printf("{\"event\":\"generation\",\"generation\":%d,\"best_speedup\":%.6f,\"ok\":%d,"
                "\"failed\":%d,\"evaluations\":%ld,\"cached\":%ld,\"elapsed_s\":%.3f,"
-               "\"eta_s\":%.3f,\"usd\":%.6f,\"phase\":\"%s\"}\n",
+               "\"eta_s\":%.3f,\"usd\":%.6f,\"phase\":\"%s\",\"retimings\":%ld,"
+               "\"retiming_runs\":%ld}\n",
                p->generation, p->best_speedup, p->ok, p->failed, p->evaluations, p->cached,
-               p->elapsed_s, p->eta_s, p->usd, p->exploit ? "exploit" : "explore");
+               p->elapsed_s, p->eta_s, p->usd, p->exploit ? "exploit" : "explore", p->retimings,
+               p->retiming_runs);
     } else {
         char eta[32];
         if (p->eta_s >= 0)
             snprintf(eta, sizeof eta, "%.0fs", p->eta_s);
         else
             snprintf(eta, sizeof eta, "?");
-        printf("gen %3d  best %.3fx  ok %d failed %d  evals %ld (cached %ld)  %.0fs elapsed, "
-               "eta %s  $%.2f  %s\n",
+        printf("gen %3d  best %.3fx  ok %d failed %d  evals %ld (cached %ld)  retimed %ld  "
+               "%.0fs elapsed, eta %s  $%.2f  %s\n",
                p->generation, p->best_speedup, p->ok, p->failed, p->evaluations, p->cached,
-               p->elapsed_s, eta, p->usd, p->exploit ? "exploit" : "explore");
+               p->retimings, p->elapsed_s, eta, p->usd, p->exploit ? "exploit" : "explore");
     }
     fflush(stdout);
 }
@@ -270,7 +283,7 @@ int cmd_evolve(int argc, char **argv)
     static const char *const opts_with_value[] = {
         "--config", "--workspace", "--generations", "--evaluations", "--time", "--budget-usd",
         "--islands", "--slots", "--seed", "--mutator", "--init", "--repeats", "--launcher",
-        "--gpus", "--base-url", "--max-tokens", "--ranks", NULL};
+        "--gpus", "--base-url", "--max-tokens", "--ranks", "--retime-rounds", NULL};
     /* --model and --price may be repeated: kept in order */
     const char **model_args = calloc((size_t)argc + 1, sizeof *model_args);
     const char **price_args = calloc((size_t)argc + 1, sizeof *price_args);
@@ -392,6 +405,10 @@ int cmd_evolve(int argc, char **argv)
     if (opt_val[15]) {
         if (parse_long("--max-tokens", opt_val[15], 1, 1000000, &lv)) goto out;
         max_tokens = (int)lv;
+    }
+    if (opt_val[17]) {
+        if (parse_long("--retime-rounds", opt_val[17], 0, 100, &lv)) goto out;
+        cfg.retime_rounds = (int)lv;
     }
     for (size_t i = 0; i < n_model_args; i++)
         if (cuco_config_add_models(&cfg, model_args[i], &e) < 0)
@@ -562,16 +579,22 @@ int cmd_evolve(int argc, char **argv)
         if (json)
             printf("{\"event\":\"done\",\"run_id\":%lld,\"best_id\":%lld,\"speedup\":%.6f,"
                    "\"time_ms\":%.6f,\"baseline_ms\":%.6f,\"evaluations\":%ld,\"cached\":%ld,"
-                   "\"generations\":%d,\"stop\":\"%s\",\"knobs\":%s,\"best_file\":\"%s\"}\n",
+                   "\"generations\":%d,\"stop\":\"%s\",\"knobs\":%s,\"best_file\":\"%s\","
+                   "\"retimings\":%ld,\"retimings_held\":%ld,\"retiming_runs\":%ld}\n",
                    (long long)r.run_id, (long long)best.id, r.best_score, r.best_time_ms,
                    r.baseline_ms, r.evaluations, r.cached, r.generations, r.stop_reason,
-                   best.knobs_json ? best.knobs_json : "{}", bestpath);
+                   best.knobs_json ? best.knobs_json : "{}", bestpath, r.retimings,
+                   r.retimings_held, r.retiming_runs);
         else
             printf("run %lld: %s after %d generations, %ld evaluations (%ld cached)\n"
-                   "best program %lld: %.3fx (%.4f ms vs baseline %.4f ms)\n"
+                   "re-timed %ld apparent improvements beside the best (%ld runs): %ld held\n"
+                   "best program %lld: %.3fx (%.4f ms vs baseline %.4f ms; %s)\n"
                    "knobs %s\nwritten to %s\n",
                    (long long)r.run_id, r.stop_reason, r.generations, r.evaluations, r.cached,
-                   (long long)best.id, r.best_score, r.best_time_ms, r.baseline_ms,
+                   r.retimings, r.retiming_runs, r.retimings_held, (long long)best.id,
+                   r.best_score, r.best_time_ms, r.baseline_ms,
+                   cfg.retime_rounds > 0 ? "medians of all their timings"
+                                         : "single measurements: --retime-rounds 0",
                    best.knobs_json ? best.knobs_json : "{}", bestpath);
         code = 0;
     } else {

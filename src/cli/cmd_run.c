@@ -79,6 +79,8 @@ static void run_usage(FILE *out)
             "  --evaluations N     search budget in evaluations\n"
             "  --time S            search budget in wall-clock seconds\n"
             "  --slots N           candidates evaluated at once\n"
+            "  --retime-rounds N   re-time each apparent improvement beside the run's best\n"
+            "                      in N rounds before it counts (default 2; 0: never)\n"
             "  --from-seed         skip the transform: search from the host-driven seed\n"
             "  --skip-bound        skip the bound step\n"
             "  --ranks N           run the workload at N ranks instead of the manifest's (a\n"
@@ -408,7 +410,8 @@ static int parse_run_args(int argc, char **argv, struct run_opts *o)
             o->mutator = argv[++i];
         } else if ((!strcmp(a, "--model") || !strcmp(a, "--budget-usd") ||
                     !strcmp(a, "--generations") || !strcmp(a, "--evaluations") ||
-                    !strcmp(a, "--time") || !strcmp(a, "--slots")) &&
+                    !strcmp(a, "--time") || !strcmp(a, "--slots") ||
+                    !strcmp(a, "--retime-rounds")) &&
                    has_value) {
             cuco_strlist_push(&o->evolve_args, a);
             cuco_strlist_push(&o->evolve_args, argv[++i]);

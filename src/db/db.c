@@ -13,23 +13,23 @@
 #include <unistd.h>
 
 #include "cuco/buf.h"
+#include "cuco/grow.h"
+#include "db_internal.h"
 
-struct cuco_db {
-    sqlite3 *h;
-    int readonly;
-};
-
-static double now_s(void)
+double db_now(void)
 {
     struct timeval tv;
     gettimeofday(&tv, NULL);
     return (double)tv.tv_sec + tv.tv_usec / 1e6;
 }
 
-static int dberr(cuco_db *db, cuco_err *e, const char *what)
+int db_sql_error(cuco_db *db, cuco_err *e, const char *what)
 {
     return cuco_err_set(e, CUCO_EDB, "database: %s: %s", what, sqlite3_errmsg(db->h));
 }
+
+#define now_s db_now
+#define dberr db_sql_error
 
 /* Ordered migrations: migrations[i] brings the schema from version i to i+1. */
 static const char *const migrations[] = {
@@ -58,6 +58,14 @@ static const char *const migrations[] = {
     "ALTER TABLE runs ADD COLUMN warning TEXT;",
     /* 4: when each program's result was written (time to reach a score) */
     "ALTER TABLE programs ADD COLUMN evaluated_at REAL;",
+    /* 5: every benchmark measurement of a run, and the re-timing of apparent
+     * improvements against the run's best (see db_timing_add) */
+    "CREATE TABLE timings(id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL, code_hash TEXT NOT NULL,"
+    " time_ms REAL NOT NULL, source TEXT, retiming_id INTEGER, created_at REAL);"
+    "CREATE INDEX timings_run ON timings(run_id, code_hash);"
+    "CREATE TABLE retimings(id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL, generation INTEGER,"
+    " challenger_id INTEGER, champion_id INTEGER, claimed_ms REAL, challenger_ms REAL,"
+    " champion_ms REAL, rounds INTEGER, runs INTEGER, held INTEGER, note TEXT, created_at REAL);",
 };
 #define N_MIGRATIONS (sizeof migrations / sizeof migrations[0])
 
@@ -480,15 +488,10 @@ static int read_programs(cuco_db *db, sqlite3_stmt *st, cuco_db_program **out, s
     size_t cnt = 0, cap = 0;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (cnt == cap) {
-            cap = cap ? cap * 2 : 16;
-            cuco_db_program *np = realloc(ps, cap * sizeof *ps);
-            if (!np) {
-                sqlite3_finalize(st);
-                db_programs_free(ps, cnt);
-                return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-            }
-            ps = np;
+        if (CUCO_GROW(ps, cap, cnt + 1, 16) < 0) {
+            sqlite3_finalize(st);
+            db_programs_free(ps, cnt);
+            return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
         }
         memset(&ps[cnt], 0, sizeof ps[cnt]);
         read_program(st, &ps[cnt++]);

@@ -44,6 +44,8 @@ int cuco_config_defaults(cuco_evolve_config *c, cuco_err *e)
     c->budget_evaluations = 30;
     c->budget_generations = 20;
     c->meta_interval = 5;
+    c->retime_rounds = 2;
+    c->retime_per_generation = 2;
     return cuco_config_set_mutator(c, "knob", e);
 }
 
@@ -204,6 +206,11 @@ static int load_doc(const char *path, yaml_document_t *doc, yaml_document_t *roo
             if (!(rc = parse_int(path, v, key, 1, 256, &d, e))) c->slots = (int)d;
         } else if (!strcmp(key, "seed")) {
             if (!(rc = parse_int(path, v, key, 0, 9.0e15, &d, e))) c->seed = (uint64_t)d;
+        } else if (!strcmp(key, "retime_rounds")) {
+            if (!(rc = parse_int(path, v, key, 0, 100, &d, e))) c->retime_rounds = (int)d;
+        } else if (!strcmp(key, "retime_per_generation")) {
+            if (!(rc = parse_int(path, v, key, 1, 1000, &d, e)))
+                c->retime_per_generation = (int)d;
         } else if (!strcmp(key, "meta_interval")) {
             if (!(rc = parse_int(path, v, key, 0, 1e6, &d, e))) c->meta_interval = (int)d;
         } else if (!strcmp(key, "models")) {
@@ -338,6 +345,9 @@ int cuco_config_validate(const cuco_evolve_config *c, cuco_err *e)
                                 c->mutators[i]);
     if (c->meta_interval < 0)
         return cuco_err_set(e, CUCO_EINVAL, "meta_interval must be >= 0");
+    if (c->retime_rounds < 0 || c->retime_per_generation < 1)
+        return cuco_err_set(e, CUCO_EINVAL,
+                            "retime_rounds must be >= 0 and retime_per_generation >= 1");
     if (c->novelty_judge_band < 0 || c->novelty_judge_band > 1)
         return cuco_err_set(e, CUCO_EINVAL, "novelty_judge_band must be in [0, 1]");
     return 0;
@@ -381,6 +391,8 @@ char *cuco_config_json(const cuco_evolve_config *c)
         json_object_set_new(o, "models", ms);
     }
     json_object_set_new(o, "meta_interval", json_integer(c->meta_interval));
+    json_object_set_new(o, "retime_rounds", json_integer(c->retime_rounds));
+    json_object_set_new(o, "retime_per_generation", json_integer(c->retime_per_generation));
     char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(o);
     return s;

@@ -2,6 +2,7 @@
  * baseline, proposals, duplicate/novelty/frozen checks, concurrent
  * evaluation with the cache, migration, budgets and resume. */
 #define _GNU_SOURCE
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,10 +11,12 @@
 
 #include "cuco/buf.h"
 #include "cuco/evolve.h"
+#include "cuco/grow.h"
 #include "cuco/hash.h"
 #include "cuco/llm_mutate.h"
 #include "cuco/mutate.h"
 #include "cuco/patch.h"
+#include "retime.h"
 
 void cuco_eval_outcome_free(cuco_eval_outcome *o)
 {
@@ -30,7 +33,7 @@ static double now_s(void)
 }
 
 typedef struct job {
-    int64_t id;
+    int64_t id, run_id;
     const char *text; /* borrowed */
     char hash[17];
     cuco_eval_outcome out;
@@ -142,6 +145,9 @@ static int record_jobs(const cuco_evolve_opts *o, job *jobs, size_t n, double ba
         rc = db_program_update(o->db, j->id, cuco_eval_status_name(j->out.status), score,
                                good ? j->out.time_ms : -1, j->out.metrics_json, err, j->cached,
                                e);
+        if (rc == 0 && good)
+            rc = db_timing_add(o->db, j->run_id, j->hash, j->out.time_ms,
+                               j->cached ? "cache" : "eval", 0, e);
         if (rc == 0 && !j->cached && j->out.status != CUCO_EVAL_INFRA_ERROR) {
             cuco_db_eval v = {(char *)cuco_eval_status_name(j->out.status),
                               good ? j->out.time_ms : -1, j->out.metrics_json, j->out.error};
@@ -177,6 +183,7 @@ static int eval_programs(const cuco_evolve_opts *o, cuco_db_program *ps, size_t 
         return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
         jobs[i].id = ps[i].id;
+        jobs[i].run_id = ps[i].run_id;
         jobs[i].text = ps[i].code ? ps[i].code : "";
         snprintf(jobs[i].hash, sizeof jobs[i].hash, "%s", ps[i].code_hash ? ps[i].code_hash : "");
     }
@@ -611,9 +618,37 @@ static int write_meta_summary(const cuco_evolve_opts *o, int64_t run_id, int gen
     return rc;
 }
 
+/* With re-timing, the best is the champion: the program that last won a
+ * re-timing, else the initial program (see retime.h). */
+static int champion_of_run(const cuco_evolve_opts *o, int64_t run_id, cuco_evolve_result *r,
+                           cuco_err *e)
+{
+    int64_t id = 0;
+    char *hash = NULL;
+    int rc = db_run_champion(o->db, run_id, &id, &hash, e);
+    free(hash);
+    if (rc < 0)
+        return rc;
+    cuco_db_program *ps;
+    size_t n;
+    if ((rc = db_programs_list(o->db, run_id, "ok", &ps, &n, e)) < 0)
+        return rc;
+    for (size_t i = 0; i < n; i++)
+        if (id > 0 ? ps[i].id == id : ps[i].generation == 0) {
+            r->best_id = ps[i].id;
+            r->best_score = ps[i].score;
+            r->best_time_ms = ps[i].time_ms;
+            break;
+        }
+    db_programs_free(ps, n);
+    return 0;
+}
+
 static int best_of_run(const cuco_evolve_opts *o, int64_t run_id, cuco_evolve_result *r,
                        cuco_err *e)
 {
+    if (o->cfg->retime_rounds > 0)
+        return champion_of_run(o, run_id, r, e);
     cuco_db_program *b;
     size_t nb;
     int rc = db_programs_top(o->db, run_id, -1, 1, &b, &nb, e);
@@ -773,14 +808,9 @@ int cuco_evolve_run(const cuco_evolve_opts *o, cuco_evolve_result *r, cuco_err *
                 rc = propose_child(o, use, run_id, gen, isl, exploit, &rng, top, ntop, &id,
                                    &exhausted, &budget_stop, e);
                 if (rc == 0 && id > 0) {
-                    if (nids == cap) {
-                        cap = cap ? cap * 2 : 8;
-                        int64_t *ni = realloc(ids, cap * sizeof *ids);
-                        if (!ni) {
-                            rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-                            break;
-                        }
-                        ids = ni;
+                    if (CUCO_GROW(ids, cap, nids + 1, 8) < 0) {
+                        rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+                        break;
                     }
                     ids[nids++] = id;
                 }
@@ -815,6 +845,8 @@ int cuco_evolve_run(const cuco_evolve_opts *o, cuco_evolve_result *r, cuco_err *
         if (rc == 0)
             rc = eval_programs(o, gp, nids, baseline, &ok, &failed, e);
         db_programs_free(gp, got);
+        if (rc == 0)
+            rc = cuco_evolve_retime(o, run_id, gen, cfg->retime_per_generation, &baseline, e);
         if (rc < 0)
             goto done;
         r->generations = gen;
@@ -832,6 +864,8 @@ int cuco_evolve_run(const cuco_evolve_opts *o, cuco_evolve_result *r, cuco_err *
             double f = budget_fraction(cfg, pr.evaluations, gen, pr.elapsed_s, pr.usd);
             pr.eta_s = f > 0 ? pr.elapsed_s * (1 - f) / f : -1;
             pr.exploit = exploit;
+            long held = 0;
+            db_run_retimings(o->db, run_id, &pr.retimings, &held, &pr.retiming_runs, e);
             o->progress(o->progress_ctx, &pr);
         }
         if (!budget_stop && cfg->meta_interval > 0 && gen % cfg->meta_interval == 0) {
@@ -857,12 +891,17 @@ int cuco_evolve_run(const cuco_evolve_opts *o, cuco_evolve_result *r, cuco_err *
             break;
         }
     }
+    /* no apparent improvement is left unconfirmed when the run ends */
+    if ((rc = cuco_evolve_retime(o, run_id, gen, LONG_MAX, &baseline, e)) < 0)
+        goto done;
+    r->baseline_ms = baseline;
     if ((rc = db_run_set_status(o->db, run_id, "done", e)) < 0)
         goto done;
     snprintf(r->stop_reason, sizeof r->stop_reason, "%s", stop ? stop : "done");
     r->generations = gen;
     rc = best_of_run(o, run_id, r, e);
     db_run_evaluations(o->db, run_id, &r->evaluations, &r->cached, e);
+    db_run_retimings(o->db, run_id, &r->retimings, &r->retimings_held, &r->retiming_runs, e);
 done:
     for (size_t i = 0; i < cfg->n_mutators; i++)
         cuco_mutator_free(muts[i]);

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuco/grow.h"
+
 typedef struct line_ref {
     const char *s;
     size_t n; /* without the newline */
@@ -35,14 +37,9 @@ static int split_lines(const char *s, line_ref **out, size_t *n)
     while (*p) {
         const char *nl = strchr(p, '\n');
         size_t len = nl ? (size_t)(nl - p) : strlen(p);
-        if (cnt == cap) {
-            cap *= 2;
-            line_ref *nv = realloc(v, cap * sizeof *v);
-            if (!nv) {
-                free(v);
-                return CUCO_ENOMEM;
-            }
-            v = nv;
+        if (CUCO_GROW(v, cap, cnt + 1, 16) < 0) {
+            free(v);
+            return CUCO_ENOMEM;
         }
         v[cnt].s = p;
         v[cnt].n = len;
@@ -61,14 +58,8 @@ static int line_eq(const line_ref *x, const line_ref *y)
 
 static int ops_push(edit_op **ops, size_t *n, size_t *cap, int op, size_t ai, size_t bi)
 {
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 64;
-        edit_op *v = realloc(*ops, nc * sizeof *v);
-        if (!v)
-            return CUCO_ENOMEM;
-        *ops = v;
-        *cap = nc;
-    }
+    if (cuco_grow(ops, cap, *n + 1, sizeof **ops, 64) < 0)
+        return CUCO_ENOMEM;
     (*ops)[(*n)++] = (edit_op){op, ai, bi};
     return 0;
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cuco/fs.h"
+#include "cuco/grow.h"
 #include "cuco/log.h"
 #include "cuco/proc.h"
 
@@ -37,16 +38,11 @@ static int load_programs(sqlite3 *h, int64_t run_id, plot_program **out, size_t 
     size_t cap = 0;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 64;
-            plot_program *v = realloc(*out, cap * sizeof *v);
-            if (!v) {
-                sqlite3_finalize(st);
-                free(*out);
-                *out = NULL;
-                return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-            }
-            *out = v;
+        if (cuco_grow(out, &cap, *n + 1, sizeof **out, 64) < 0) {
+            sqlite3_finalize(st);
+            free(*out);
+            *out = NULL;
+            return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
         }
         plot_program *p = &(*out)[(*n)++];
         memset(p, 0, sizeof *p);

@@ -298,6 +298,45 @@ static json_t *time_to_95(sqlite3 *h, int64_t run_id, double best_score, double 
     return r;
 }
 
+/* The re-timings of apparent improvements (schema >= 5): counts, and the
+ * ones that did not hold (at most 10, in order). NULL without the table. */
+static json_t *retiming_summary(sqlite3 *h, int64_t run_id)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(h,
+                           "SELECT count(*), coalesce(sum(held),0), coalesce(sum(runs),0)"
+                           " FROM retimings WHERE run_id=?",
+                           -1, &st, NULL) != SQLITE_OK)
+        return NULL;
+    sqlite3_bind_int64(st, 1, run_id);
+    json_t *r = NULL;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        r = json_pack("{s:I, s:I, s:I}", "retimings", (json_int_t)sqlite3_column_int64(st, 0),
+                      "held", (json_int_t)sqlite3_column_int64(st, 1), "runs",
+                      (json_int_t)sqlite3_column_int64(st, 2));
+    sqlite3_finalize(st);
+    if (!r)
+        return NULL;
+    json_t *not_held = json_array();
+    json_object_set_new(r, "not_held", not_held);
+    if (sqlite3_prepare_v2(h,
+                           "SELECT challenger_id, claimed_ms, challenger_ms, champion_id,"
+                           " champion_ms, note FROM retimings WHERE run_id=? AND held=0"
+                           " ORDER BY id LIMIT 10",
+                           -1, &st, NULL) != SQLITE_OK)
+        return r;
+    sqlite3_bind_int64(st, 1, run_id);
+    while (sqlite3_step(st) == SQLITE_ROW)
+        json_array_append_new(
+            not_held, json_pack("{s:I, s:o, s:o, s:I, s:o, s:o}", "program_id",
+                                (json_int_t)sqlite3_column_int64(st, 0), "claimed_ms",
+                                col_json_real(st, 1), "retimed_ms", col_json_real(st, 2),
+                                "best_id", (json_int_t)sqlite3_column_int64(st, 3), "best_ms",
+                                col_json_real(st, 4), "note", col_json_text(st, 5)));
+    sqlite3_finalize(st);
+    return r;
+}
+
 int report_summary(sqlite3 *h, int64_t run_id, const char *workspace, json_t **out, cuco_err *e)
 {
     sqlite3_stmt *st = NULL;
@@ -367,9 +406,21 @@ int report_summary(sqlite3 *h, int64_t run_id, const char *workspace, json_t **o
 
     const char *brief_cols = "SELECT id, time_ms, score, island, generation, mutator FROM programs";
     char *sql;
-    sql = cuco_sprintf("%s WHERE run_id=? AND status='ok' AND score IS NOT NULL"
-                       " ORDER BY score DESC, id LIMIT 1",
-                       brief_cols);
+    /* With re-timing (schema >= 5, config retime_rounds > 0) the best is the
+     * run's champion: the latest re-timing winner still correct, else the
+     * program the search started from; otherwise the highest score. */
+    json_t *retime_rounds = json_object_get(config, "retime_rounds");
+    if (json_is_integer(retime_rounds) && json_integer_value(retime_rounds) > 0)
+        sql = cuco_sprintf(
+            "%s WHERE run_id=?1 AND status='ok' AND score IS NOT NULL AND id = coalesce("
+            "(SELECT r.challenger_id FROM retimings r JOIN programs p ON p.id = r.challenger_id"
+            " WHERE r.run_id=?1 AND r.held=1 AND p.status='ok' ORDER BY r.id DESC LIMIT 1),"
+            "(SELECT min(id) FROM programs WHERE run_id=?1 AND parent_id IS NULL))",
+            brief_cols);
+    else
+        sql = cuco_sprintf("%s WHERE run_id=? AND status='ok' AND score IS NOT NULL"
+                           " ORDER BY score DESC, id LIMIT 1",
+                           brief_cols);
     if (!sql || (rc = query_one(h, sql, run_id, &st, &found, e)) < 0) {
         free(sql);
         rc = sql ? rc : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
@@ -565,6 +616,8 @@ int report_summary(sqlite3 *h, int64_t run_id, const char *workspace, json_t **o
     json_t *t95 = time_to_95(h, run_id, metric(best_obj, "score"),
                              metric(json_object_get(s, "run"), "started_at"));
     json_object_set_new(s, "to_95pct", t95 ? t95 : json_null());
+    json_t *rt = retiming_summary(h, run_id);
+    json_object_set_new(s, "retiming", rt ? rt : json_null());
     json_t *sbs = side_by_side(h, (int64_t)json_integer_value(json_object_get(best_obj, "id")),
                                workspace, warnings);
     json_object_set_new(s, "side_by_side", sbs ? sbs : json_null());

@@ -174,15 +174,15 @@ static void side_by_side_write(json_t *s, cuco_buf *md, cuco_buf *html)
                     "\n## Side by side\n\nThe programs timed again together (confirm.json):"
                     " %lld interleaved rounds, each program verified and benchmarked every"
                     " round; median (min .. max) of its rounds. These are the speedups to"
-                    " quote: the ones above come from single measurements during the"
-                    " search.\n\n| program | median (ms) | min .. max | vs %s |\n"
+                    " quote: the ones above come from the search's own timings, taken at"
+                    " different moments.\n\n| program | median (ms) | min .. max | vs %s |\n"
                     "|---|---:|---:|---:|\n",
                     rounds, first ? jstr(first, "label", "first") : "first");
     cuco_buf_printf(html,
                     "<h2>Side by side</h2>\n<p>The programs timed again together (confirm.json):"
                     " %lld interleaved rounds, each program verified and benchmarked every round;"
                     " median (min .. max). These are the speedups to quote: the ones above come"
-                    " from single measurements during the search.</p>\n<table id=\"side-by-side\">"
+                    " from the search's own timings, taken at different moments.</p>\n<table id=\"side-by-side\">"
                     "<tr><th>program</th><th>median (ms)</th><th>min .. max</th><th>vs ",
                     rounds);
     html_escape(html, first ? jstr(first, "label", "first") : "first");
@@ -270,6 +270,51 @@ static char *to_95_text(json_t *s)
                               when ? when : "");
     free(when);
     return text;
+}
+
+/* What the re-timing of apparent improvements found (caller frees), NULL
+ * when the summary has none. */
+static char *retiming_text(json_t *s)
+{
+    json_t *r = json_object_get(s, "retiming");
+    if (!json_is_object(r))
+        return NULL;
+    long long n = (long long)json_integer_value(json_object_get(r, "retimings"));
+    json_t *rounds = json_object_get(json_object_get(json_object_get(s, "run"), "config"),
+                                     "retime_rounds");
+    if (n == 0 && !(json_is_integer(rounds) && json_integer_value(rounds) > 0))
+        return cuco_strdup("Re-timing of apparent improvements was off: every time above is a"
+                           " single measurement.");
+    if (n == 0)
+        return cuco_strdup("No candidate's single measurement beat the best's, so nothing was"
+                           " re-timed.");
+    cuco_buf b = CUCO_BUF_INIT;
+    cuco_buf_printf(&b,
+                    "%lld apparent improvement%s re-timed beside the run's best (%lld runs,"
+                    " each verified again): %lld held. Times above are medians of all of a"
+                    " program's timings.",
+                    n, n == 1 ? " was" : "s were",
+                    (long long)json_integer_value(json_object_get(r, "runs")),
+                    (long long)json_integer_value(json_object_get(r, "held")));
+    size_t i;
+    json_t *x;
+    json_array_foreach(json_object_get(r, "not_held"), i, x)
+    {
+        const char *note = jstr(x, "note", NULL);
+        double re = jnum(x, "retimed_ms", -1);
+        cuco_buf_printf(&b, "%s #%lld: measured %.4f ms once, ", i ? ";" : " Did not hold:",
+                        (long long)json_integer_value(json_object_get(x, "program_id")),
+                        jnum(x, "claimed_ms", 0));
+        if (re > 0)
+            cuco_buf_printf(&b, "%.4f ms re-timed (best #%lld: %.4f ms)", re,
+                            (long long)json_integer_value(json_object_get(x, "best_id")),
+                            jnum(x, "best_ms", 0));
+        else
+            cuco_buf_printf(&b, "%s", note ? note : "failed when re-timed");
+    }
+    if (json_array_size(json_object_get(r, "not_held")))
+        cuco_buf_puts(&b, ".");
+    return cuco_buf_detach(&b);
 }
 
 static void html_diff(cuco_buf *html, const char *diff)
@@ -425,6 +470,9 @@ int report_write(const cuco_report_opts *opts, cuco_report_result *res, cuco_err
     char *t95 = to_95_text(s);
     if (t95)
         cuco_buf_printf(&md, "%s\n\n", t95);
+    char *retimed = retiming_text(s);
+    if (retimed)
+        cuco_buf_printf(&md, "%s\n\n", retimed);
     cuco_buf_puts(&md, "## Failures by reason\n\n");
     json_t *failures = json_object_get(s, "failures");
     if (json_array_size(failures)) {
@@ -540,6 +588,12 @@ int report_write(const cuco_report_opts *opts, cuco_report_result *res, cuco_err
         html_escape(&html, t95);
         cuco_buf_puts(&html, "</p>\n");
         free(t95);
+    }
+    if (retimed) {
+        cuco_buf_puts(&html, "<p id=\"retiming\">");
+        html_escape(&html, retimed);
+        cuco_buf_puts(&html, "</p>\n");
+        free(retimed);
     }
     cuco_buf_puts(&html, "<h2>Failures by reason</h2>\n");
     if (json_array_size(failures)) {

@@ -171,14 +171,27 @@ static int api_runs(request *rq)
     if (rc != 0)
         return rc < 0 ? rc : 0;
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(
-            rq->db,
-            "SELECT r.id, r.workload, r.status, r.seed, r.baseline_ms, r.started_at, r.ended_at,"
-            " (SELECT count(*) FROM programs p WHERE p.run_id=r.id),"
-            " (SELECT max(score) FROM programs p WHERE p.run_id=r.id AND p.status='ok'),"
-            " (SELECT coalesce(sum(cost_usd),0) FROM llm_calls c WHERE c.run_id=r.id)"
-            " FROM runs r ORDER BY r.id",
-            -1, &st, NULL) != SQLITE_OK)
+    /* the best as cuco report names it: with re-timing (schema >= 5), the
+     * run's champion; else the highest score */
+    static const char *const with_champion =
+        "SELECT r.id, r.workload, r.status, r.seed, r.baseline_ms, r.started_at, r.ended_at,"
+        " (SELECT count(*) FROM programs p WHERE p.run_id=r.id),"
+        " CASE WHEN coalesce(json_extract(r.config, '$.retime_rounds'), 0) > 0 THEN"
+        "  (SELECT p.score FROM programs p WHERE p.status='ok' AND p.id = coalesce("
+        "   (SELECT t.challenger_id FROM retimings t JOIN programs q ON q.id = t.challenger_id"
+        "    WHERE t.run_id=r.id AND t.held=1 AND q.status='ok' ORDER BY t.id DESC LIMIT 1),"
+        "   (SELECT min(id) FROM programs WHERE run_id=r.id AND parent_id IS NULL)))"
+        " ELSE (SELECT max(score) FROM programs p WHERE p.run_id=r.id AND p.status='ok') END,"
+        " (SELECT coalesce(sum(cost_usd),0) FROM llm_calls c WHERE c.run_id=r.id)"
+        " FROM runs r ORDER BY r.id";
+    static const char *const by_score =
+        "SELECT r.id, r.workload, r.status, r.seed, r.baseline_ms, r.started_at, r.ended_at,"
+        " (SELECT count(*) FROM programs p WHERE p.run_id=r.id),"
+        " (SELECT max(score) FROM programs p WHERE p.run_id=r.id AND p.status='ok'),"
+        " (SELECT coalesce(sum(cost_usd),0) FROM llm_calls c WHERE c.run_id=r.id)"
+        " FROM runs r ORDER BY r.id";
+    if (sqlite3_prepare_v2(rq->db, with_champion, -1, &st, NULL) != SQLITE_OK &&
+        sqlite3_prepare_v2(rq->db, by_score, -1, &st, NULL) != SQLITE_OK)
         return db_fail(rq, "listing runs");
     json_t *runs = json_array();
     while ((rc = sqlite3_step(st)) == SQLITE_ROW)

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 
 #include "cuco/buf.h"
+#include "cuco/grow.h"
 #include "cuco/log.h"
 
 struct cuco_web_server {
@@ -30,15 +31,9 @@ static enum MHD_Result collect_param(void *cls, enum MHD_ValueKind kind, const c
 {
     param_list *l = cls;
     (void)kind;
-    if (l->n == l->cap) {
-        size_t nc = l->cap ? l->cap * 2 : 8;
-        cuco_web_param *nv = realloc(l->v, nc * sizeof *nv);
-        if (!nv) {
-            l->oom = 1;
-            return MHD_NO;
-        }
-        l->v = nv;
-        l->cap = nc;
+    if (CUCO_GROW(l->v, l->cap, l->n + 1, 8) < 0) {
+        l->oom = 1;
+        return MHD_NO;
     }
     l->v[l->n++] = (cuco_web_param){key, value};
     return MHD_YES;

@@ -104,6 +104,20 @@ sqlite3 "$work/recorded/runs.db" "UPDATE runs SET warning='the communication-rem
 grep -q "WARNING:.*communication-removed program still passes" "$work/recorded/report.md" \
   || fail "the run's recorded warning is not shown"
 
+# re-timings recorded with the run (schema 5): the count and the improvement
+# that did not hold, with its single and its re-timed time
+mkdir -p "$work/retimed" && cp "$db" "$work/retimed/runs.db"
+sqlite3 "$work/retimed/runs.db" "CREATE TABLE retimings(id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL, generation INTEGER, challenger_id INTEGER, champion_id INTEGER, claimed_ms REAL, challenger_ms REAL, champion_ms REAL, rounds INTEGER, runs INTEGER, held INTEGER, note TEXT, created_at REAL);
+INSERT INTO retimings VALUES(1,1,1,5,1,3.25,9.5,8.0,2,4,0,NULL,0);
+INSERT INTO retimings VALUES(2,1,2,6,1,7.0,7.5,8.0,2,4,1,NULL,0);" || fail "recording re-timings"
+"$CUCO_BIN" report "$work/retimed" --run 1 > /dev/null || fail "report with re-timings failed"
+grep -qF "2 apparent improvements were re-timed beside the run's best (8 runs, each verified again): 1 held." "$work/retimed/report.md" \
+  || fail "re-timing counts not in report.md"
+grep -qF "Did not hold: #5: measured 3.2500 ms once, 9.5000 ms re-timed (best #1: 8.0000 ms)." "$work/retimed/report.md" \
+  || fail "the improvement that did not hold is not named"
+grep -q 'id="retiming"' "$work/retimed/report.html" || fail "re-timing paragraph not in report.html"
+grep -qi "re-tim" "$work/out/report.md" && fail "a database without re-timings mentions them"
+
 # default run: the latest; errors
 "$CUCO_BIN" report "$work/ws" --out "$work/out3" > /dev/null || fail "default run failed"
 grep -q "^# cuco report: other_demo (run 2)" "$work/out3/report.md" || fail "default run is not the latest"

@@ -37,6 +37,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.n_mutators, 1);
     assert_string_equal(c.mutators[0], "knob");
     assert_int_equal(c.slots, 1);
+    assert_int_equal(c.retime_rounds, 2);
     char *j = cuco_config_json(&c);
     assert_non_null(strstr(j, "\"selection\":\"power_law\""));
     free(j);
@@ -54,6 +55,8 @@ static void test_full_file(void **state)
                                      "novelty_threshold: 0.9\n"
                                      "slots: 2\n"
                                      "seed: 99\n"
+                                     "retime_rounds: 3\n"
+                                     "retime_per_generation: 5\n"
                                      "budget:\n"
                                      "  evaluations: 50\n"
                                      "  generations: 7\n"
@@ -74,6 +77,8 @@ static void test_full_file(void **state)
     assert_true(c.novelty_threshold == 0.9);
     assert_int_equal(c.slots, 2);
     assert_int_equal(c.seed, 99);
+    assert_int_equal(c.retime_rounds, 3);
+    assert_int_equal(c.retime_per_generation, 5);
     assert_int_equal(c.budget_evaluations, 50);
     assert_int_equal(c.budget_generations, 7);
     assert_true(c.budget_wall_s == 60);
@@ -111,6 +116,7 @@ static void test_errors(void **state)
     expect_error("budget:\n  evaluations: 5\n  dollars: 3\n", 3, "unknown key budget.dollars");
     expect_error("islands: [1\n", 2, "YAML");
     expect_error("seed: 1.5\n", 1, "integer");
+    expect_error("seed: 1\nretime_per_generation: 0\n", 2, "out of range");
 }
 
 int main(void)

@@ -261,6 +261,10 @@ function drawSummary(s) {
   if (s.to_95pct) cards.push(card("evaluations to 95% of the best's gain", s.to_95pct.evaluations, "card-t95",
     s.to_95pct.seconds === null ? `program #${s.to_95pct.program_id}` :
       `program #${s.to_95pct.program_id}, ${fmt(s.to_95pct.seconds)} s`));
+  if (s.retiming && s.retiming.retimings > 0)
+    cards.push(card("re-timed improvements (held)", `${s.retiming.retimings} (${s.retiming.held})`, "card-retimed",
+      `each re-timed beside the run's best before it counted (${s.retiming.runs} runs); ` +
+      (s.retiming.not_held.length ? `did not hold: ${s.retiming.not_held.map(r => "#" + r.program_id).join(", ")}` : "all held")));
   cards.push(card("programs", s.programs.total, "card-programs"));
   cards.push(card(`spend (${s.llm_calls} LLM calls)`, "$" + fmt(s.spend_usd, 4), "card-spend"));
   $("cards").replaceChildren(...cards);
