@@ -22,6 +22,7 @@
 #include "bound_int.h"
 #include "cuco/buf.h"
 #include "cuco/fs.h"
+#include "cuco/grow.h"
 #include "cuco/log.h"
 
 #define AUDIT_MAX_DEPTH 8
@@ -54,14 +55,8 @@ static void ranges_push(ranges *g, int a, int b)
 {
     if (a >= b)
         return;
-    if (g->n == g->cap) {
-        size_t cap = g->cap ? g->cap * 2 : 8;
-        range *r = realloc(g->r, cap * sizeof *r);
-        if (!r)
-            return;
-        g->r = r;
-        g->cap = cap;
-    }
+    if (CUCO_GROW(g->r, g->cap, g->n + 1, 8) != 0)
+        return;
     g->r[g->n++] = (range){a, b};
 }
 
@@ -285,14 +280,8 @@ static memo *memo_get(audit_ctx *c, int src, const bl_func *f, const char *name)
             ((!m->name && !name) || (m->name && name && !strcmp(m->name, name))))
             return m;
     }
-    if (c->n_memos == c->cap_memos) {
-        size_t cap = c->cap_memos ? c->cap_memos * 2 : 64;
-        memo *grown = realloc(c->memos, cap * sizeof *grown);
-        if (!grown)
-            return NULL;
-        c->memos = grown;
-        c->cap_memos = cap;
-    }
+    if (CUCO_GROW(c->memos, c->cap_memos, c->n_memos + 1, 64) != 0)
+        return NULL;
     c->memos[c->n_memos] = (memo){src, f, name ? cuco_strdup(name) : NULL, 0};
     return &c->memos[c->n_memos++];
 }
@@ -828,14 +817,9 @@ int cuco_bound_audit_static(const char *path, const char *const *include_dirs, c
                 continue;
             if (!is_success_text(s->text + s->tok[i].off + 1, s->tok[i].len - 2))
                 continue;
-            if (a->n_sites == cap) {
-                cap = cap ? cap * 2 : 4;
-                cuco_audit_site *grown = realloc(a->sites, cap * sizeof *grown);
-                if (!grown) {
-                    rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-                    break;
-                }
-                a->sites = grown;
+            if (CUCO_GROW(a->sites, cap, a->n_sites + 1, 4) != 0) {
+                rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+                break;
             }
             cuco_audit_site *site = &a->sites[a->n_sites++];
             cuco_buf why = CUCO_BUF_INIT;

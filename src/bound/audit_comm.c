@@ -18,6 +18,7 @@
 
 #include "bound_int.h"
 #include "cuco/buf.h"
+#include "cuco/grow.h"
 
 #define COMM_MAX_DEPTH 4
 
@@ -187,14 +188,8 @@ static void holder_add(comm_ctx *c, int src, const bl_func *f, int arg)
     for (size_t k = 0; k < c->n_holders; k++)
         if (c->holders[k].func == f && c->holders[k].arg == arg)
             return;
-    if (c->n_holders == c->cap_holders) {
-        size_t cap = c->cap_holders ? c->cap_holders * 2 : 8;
-        holder *h = realloc(c->holders, cap * sizeof *h);
-        if (!h)
-            return;
-        c->holders = h;
-        c->cap_holders = cap;
-    }
+    if (CUCO_GROW(c->holders, c->cap_holders, c->n_holders + 1, 8) != 0)
+        return;
     c->holders[c->n_holders++] = (holder){src, f, arg};
 }
 
@@ -371,13 +366,8 @@ int bl_audit_comm(const bl_source *src, int n_src, bl_comm_use **out, size_t *n_
             int a, b, member = 0;
             if (!arg_range(s, i + 1, rc->recv_arg, &a, &b))
                 continue;
-            if (*n_out == cap) {
-                cap = cap ? cap * 2 : 4;
-                bl_comm_use *grown = realloc(*out, cap * sizeof *grown);
-                if (!grown)
-                    break;
-                *out = grown;
-            }
+            if (CUCO_GROW(*out, cap, *n_out + 1, 4) != 0)
+                break;
             bl_comm_use *u = &(*out)[(*n_out)++];
             memset(u, 0, sizeof *u);
             u->src = si;

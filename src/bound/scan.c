@@ -11,22 +11,17 @@
 #include <string.h>
 
 #include "cuco/buf.h"
+#include "cuco/grow.h"
 
 static const char *const multi_punct[] = {"<<<", ">>>", "<<=", ">>=", "->*", "...", "::", "->",
                                           "++",  "--",  "<=",  ">=",  "==",  "!=",  "&&", "||",
                                           "+=",  "-=",  "*=",  "/=",  "%=",  "&=",  "|=", "^=",
                                           "<<",  ">>",  NULL};
 
-static int push(bl_source *s, int *cap, enum bl_kind k, size_t off, size_t len, int line)
+static int push(bl_source *s, size_t *cap, enum bl_kind k, size_t off, size_t len, int line)
 {
-    if (s->n == *cap) {
-        int ncap = *cap ? *cap * 2 : 1024;
-        bl_token *t = realloc(s->tok, (size_t)ncap * sizeof *t);
-        if (!t)
-            return CUCO_ENOMEM;
-        s->tok = t;
-        *cap = ncap;
-    }
+    if (CUCO_GROW(s->tok, *cap, (size_t)s->n + 1, 1024) != 0)
+        return CUCO_ENOMEM;
     s->tok[s->n++] = (bl_token){k, off, len, line, -1};
     return 0;
 }
@@ -76,7 +71,7 @@ static void match_brackets(bl_source *s, cuco_err *e)
  * not inside another function. */
 static int find_funcs(bl_source *s)
 {
-    int cap = 0;
+    size_t cap = 0;
     for (int i = 0; i < s->n; i++) {
         if (!bl_is(s, i, "{") || s->tok[i].match < 0)
             continue;
@@ -93,14 +88,8 @@ static int find_funcs(bl_source *s)
             continue;
         if (name > 0 && (bl_is(s, name - 1, "]") || bl_is(s, name - 1, ".")))
             continue;
-        if (s->n_funcs == cap) {
-            int ncap = cap ? cap * 2 : 64;
-            bl_func *f = realloc(s->funcs, (size_t)ncap * sizeof *f);
-            if (!f)
-                return CUCO_ENOMEM;
-            s->funcs = f;
-            cap = ncap;
-        }
+        if (CUCO_GROW(s->funcs, cap, (size_t)s->n_funcs + 1, 64) != 0)
+            return CUCO_ENOMEM;
         s->funcs[s->n_funcs++] = (bl_func){bl_text(s, name), i, s->tok[i].match, lp};
         i = s->tok[i].match; /* nothing inside a body is another function */
     }
@@ -111,7 +100,8 @@ int bl_scan(bl_source *s, cuco_err *e)
 {
     const char *t = s->text;
     size_t n = s->len, p = 0;
-    int line = 1, cap = 0, at_line_start = 1;
+    size_t cap = 0;
+    int line = 1, at_line_start = 1;
     s->n = 0;
     while (p < n) {
         char c = t[p];

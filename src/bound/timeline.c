@@ -28,6 +28,7 @@
 
 #include "cuco/buf.h"
 #include "cuco/fs.h"
+#include "cuco/grow.h"
 #include "cuco/stats.h"
 
 static int cmp_interval(const void *a, const void *b)
@@ -142,14 +143,8 @@ typedef struct loader {
 
 static int push_timed(loader *L, timed_rec t)
 {
-    if (L->n_timed == L->cap_timed) {
-        size_t cap = L->cap_timed ? L->cap_timed * 2 : 64;
-        timed_rec *g = realloc(L->timed, cap * sizeof *g);
-        if (!g)
-            return CUCO_ENOMEM;
-        L->timed = g;
-        L->cap_timed = cap;
-    }
+    if (CUCO_GROW(L->timed, L->cap_timed, L->n_timed + 1, 64) != 0)
+        return CUCO_ENOMEM;
     L->timed[L->n_timed++] = t;
     return 0;
 }
@@ -159,28 +154,16 @@ static rank_events *rank_of(loader *L, long pid, int rank, int device)
     for (size_t i = 0; i < L->n; i++)
         if (L->r[i].pid == pid && L->r[i].device == device)
             return &L->r[i];
-    if (L->n == L->cap) {
-        size_t cap = L->cap ? L->cap * 2 : 8;
-        rank_events *g = realloc(L->r, cap * sizeof *g);
-        if (!g)
-            return NULL;
-        L->r = g;
-        L->cap = cap;
-    }
+    if (CUCO_GROW(L->r, L->cap, L->n + 1, 8) != 0)
+        return NULL;
     L->r[L->n] = (rank_events){rank, device, pid, NULL, 0, 0};
     return &L->r[L->n++];
 }
 
 static int push_event(rank_events *re, event ev)
 {
-    if (re->n == re->cap) {
-        size_t cap = re->cap ? re->cap * 2 : 256;
-        event *g = realloc(re->ev, cap * sizeof *g);
-        if (!g)
-            return CUCO_ENOMEM;
-        re->ev = g;
-        re->cap = cap;
-    }
+    if (CUCO_GROW(re->ev, re->cap, re->n + 1, 256) != 0)
+        return CUCO_ENOMEM;
     re->ev[re->n++] = ev;
     return 0;
 }

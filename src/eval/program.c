@@ -5,6 +5,7 @@
  * the same as LF ones (the frozen check still compares bytes). */
 #include "cuco/program.h"
 #include "cuco/buf.h"
+#include "cuco/grow.h"
 #include "cuco/log.h"
 
 #include <ctype.h>
@@ -84,14 +85,9 @@ int cuco_program_blocks(const char *text, cuco_block **blocks, size_t *n, cuco_e
                                     "line %d: EVOLVE-BLOCK-END without an EVOLVE-BLOCK-START",
                                     lineno);
             }
-            if (count == cap) {
-                cap = cap ? cap * 2 : 4;
-                cuco_block *grown = realloc(list, cap * sizeof *grown);
-                if (!grown) {
-                    free(list);
-                    return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-                }
-                list = grown;
+            if (CUCO_GROW(list, cap, count + 1, 4) != 0) {
+                free(list);
+                return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
             }
             list[count++] = (cuco_block){open_body, l.start, open_line, lineno};
             open = 0;

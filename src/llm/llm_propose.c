@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuco/grow.h"
+
 struct span {
     size_t start, end; /* body: after the START line, up to the END line */
 };
@@ -55,14 +57,9 @@ static long find_spans(const char *text, struct span **spans, char **reason, con
                     cuco_sprintf("%s: EVOLVE-BLOCK-END on line %d without a START", what, line_no);
                 goto bad;
             }
-            if (n == cap) {
-                cap = cap ? cap * 2 : 4;
-                struct span *grown = realloc(*spans, cap * sizeof *grown);
-                if (!grown) {
-                    *reason = cuco_strdup("out of memory");
-                    goto bad;
-                }
-                *spans = grown;
+            if (CUCO_GROW(*spans, cap, n + 1, 4) != 0) {
+                *reason = cuco_strdup("out of memory");
+                goto bad;
             }
             (*spans)[n].start = (size_t)open_at;
             (*spans)[n].end = (size_t)(p - text);

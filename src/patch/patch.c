@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cuco/buf.h"
+#include "cuco/grow.h"
 #include "cuco/program.h"
 
 /* A line view: [s, s+len) without its newline. */
@@ -26,14 +27,9 @@ static int split_lines(const char *text, line **out, size_t *n)
     while (off < tl) {
         const char *nl = memchr(text + off, '\n', tl - off);
         size_t len = nl ? (size_t)(nl - (text + off)) : tl - off;
-        if (cnt == cap) {
-            cap *= 2;
-            line *nls = realloc(ls, cap * sizeof *ls);
-            if (!nls) {
-                free(ls);
-                return CUCO_ENOMEM;
-            }
-            ls = nls;
+        if (CUCO_GROW(ls, cap, cnt + 1, 16) != 0) {
+            free(ls);
+            return CUCO_ENOMEM;
         }
         ls[cnt].s = text + off;
         ls[cnt].len = len;
