@@ -4,7 +4,8 @@
 # pipeline_stages, ring_pass, reduce_scatter_grad) on a 1-GPU machine: for
 # each, the seed verified by 'cuco eval --level 2' and 'cuco transform' to a
 # verified device-initiated gen_0, at 1 rank (--ranks 1); and again at 2
-# ranks when the machine has two GPUs or more.
+# ranks when the machine has two GPUs or more. FOREIGN_PROGRAMS names other
+# programs of tests/data/transform instead.
 # The programs run side by side (four at one rank, two at two ranks: their
 # builds dominate), so the times in the reports are not benchmark quality;
 # correctness is what this checks.
@@ -21,7 +22,7 @@ SUMMARY=$OUT/foreign-1gpu-summary.txt
 START=$(date +%s)
 BUDGET_S=${BUDGET_S:-200}
 CUCO=$(command -v cuco || echo "$PWD/build-release/cuco")
-PROGRAMS="tp_mlp_allreduce pipeline_stages ring_pass reduce_scatter_grad"
+PROGRAMS=${FOREIGN_PROGRAMS:-tp_mlp_allreduce pipeline_stages ring_pass reduce_scatter_grad}
 T=$(mktemp -d /tmp/cuco-foreign.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 note() { echo "$*" | tee -a "$SUMMARY"; }

@@ -185,10 +185,30 @@ static int is_type_word(const char *s)
 }
 
 /* Resolves a buffer expression to its base variable ("&x", "(float*)x + 4",
- * "static_cast<T*>(p)", "bufs[i]", "s.ptr", "v.data()"). Caller frees; NULL
+ * "static_cast<T*>(p)", "bufs[i]", "s.ptr", "v.data()", "thrust::raw_pointer_cast(v.data())").
+ * Caller frees; NULL
  * when there is none (a literal, nullptr, an empty expression). */
 static char *resolve_base(const struct src_file *F, size_t a, size_t b)
 {
+    {
+        /* "c ? p : nullptr": the first branch that names a buffer */
+        int d = 0;
+        size_t q = b + 1, colon = b + 1;
+        for (size_t k = a; k <= b && k < F->nsig && colon > b; k++) {
+            if (tis(F, k, "(") || tis(F, k, "[") || tis(F, k, "{"))
+                d++;
+            else if (tis(F, k, ")") || tis(F, k, "]") || tis(F, k, "}"))
+                d--;
+            else if (d == 0 && tis(F, k, "?") && q > b)
+                q = k;
+            else if (d == 0 && tis(F, k, ":") && q <= b)
+                colon = k;
+        }
+        if (q <= b && colon <= b && q > a) {
+            char *first = q + 1 < colon ? resolve_base(F, q + 1, colon - 1) : NULL;
+            return first ? first : (colon < b ? resolve_base(F, colon + 1, b) : NULL);
+        }
+    }
     size_t i = a;
     while (i <= b && i < F->nsig) {
         if (tis(F, i, "&") || tis(F, i, "*") || tis(F, i, "+") || tis(F, i, "-")) {
@@ -239,6 +259,18 @@ static char *resolve_base(const struct src_file *F, size_t a, size_t b)
     }
     if (i > b || !tident(F, i))
         return NULL;
+    {
+        /* thrust::raw_pointer_cast(v.data()), std::addressof(x): the pointer is the argument's */
+        size_t q = i;
+        while (q + 2 <= b && tis(F, q + 1, "::") && tident(F, q + 2))
+            q += 2;
+        if (q + 1 <= b && tis(F, q + 1, "(") &&
+            (tis(F, q, "raw_pointer_cast") || tis(F, q, "addressof") || tis(F, q, "to_address"))) {
+            size_t c = match_close(F, q + 1);
+            if (c <= b && c > q + 2)
+                return resolve_base(F, q + 2, c - 1);
+        }
+    }
     char *first = ttext(F, i);
     if (!first || !strcmp(first, "nullptr") || !strcmp(first, "NULL") || !strcmp(first, "sizeof")) {
         free(first);
@@ -539,7 +571,7 @@ static size_t stmt_start(const struct src_file *F, size_t k)
                      tis(F, i - 1, "switch"))) {
                     /* we just walked back over a control header: the statement starts after it */
                     size_t close = match_close(F, i);
-                    return close + 1;
+                    return close < k ? close + 1 : k; /* unbalanced input: the call itself */
                 }
                 continue;
             }
@@ -580,7 +612,7 @@ static size_t stmt_end(const struct src_file *F, size_t from)
                 depth++;
             else if (c == ')' || c == ']' || c == '}') {
                 if (depth == 0)
-                    return i - 1;
+                    return i > from ? i - 1 : from; /* "i - 1" of the first token would wrap */
                 depth--;
             } else if (c == ';' && depth == 0)
                 return i;
@@ -808,6 +840,17 @@ static void handle_call(struct scan *S, const struct api *a, const char *name, s
         if ((size_t)nargs != (size_t)(field_index(a, "stream") + 1))
             note(A, F->path, line, "%s has %zu arguments, nccl.h declares %d", name, nargs,
                  field_index(a, "stream") + 1);
+        /* a data type or reduction computed by an expression (a traits member, a
+         * mapping function) is known only at run time */
+        static const char *const consts[] = {"datatype", "op"};
+        for (int q = 0; q < 2; q++) {
+            int fi = field_index(a, consts[q]);
+            if (fi >= 0 && (size_t)fi < nargs && args[fi].a != args[fi].b)
+                note(A, F->path, line,
+                     "%s: %s '%s' is an expression, not an NCCL constant: its value is known "
+                     "only at run time",
+                     name, consts[q], field_text(rec, consts[q]));
+        }
         if (S->group_depth > 0) {
             json_object_set_new(rec, "group", json_integer(S->group_id));
             const struct brace *l = cur_loop(S);
@@ -1089,6 +1132,19 @@ static void note_macro_use(struct scan *S, const char *name, size_t k)
     }
 }
 
+/* "new T[n]" (an array: memory for data), not "new ncclComm_t" or "new
+ * Layer(...)" (one object, a handle or a class instance). */
+static int new_is_array(const struct src_file *F, size_t k)
+{
+    for (size_t j = k + 1; j < F->nsig && j < k + 32; j++) {
+        if (tis(F, j, "["))
+            return 1;
+        if (tis(F, j, ";") || tis(F, j, "(") || tis(F, j, "{") || tis(F, j, ","))
+            return 0;
+    }
+    return 0;
+}
+
 /* p = new T[n]: an allocation of p (kind "new"). */
 static void handle_new(struct scan *S, size_t k)
 {
@@ -1240,9 +1296,15 @@ static void alias_rhs(struct scan *S, const char *lhs, size_t a, size_t b, int d
 /* At an '=' inside a function: "T *p = q + off;", "p = q;", "s.buf = x;"
  * make the two names one buffer for the dependency graph. Stores through a
  * pointer ("*p = v", "a[i] = v") are not aliases. */
+static void alias_array_init(struct scan *S, size_t k);
+
 static void alias_assignment(struct scan *S, size_t k)
 {
     const struct src_file *F = S->F;
+    if (cur_function(S) && k > 0 && tis(F, k - 1, "]") && tis(F, k + 1, "{")) {
+        alias_array_init(S, k);
+        return;
+    }
     if (!cur_function(S) || k == 0 || !tident(F, k - 1))
         return;
     size_t s = k - 1;
@@ -1271,6 +1333,43 @@ static void alias_assignment(struct scan *S, size_t k)
     char *lhs = range_text(F, s, k - 1);
     alias_rhs(S, lhs, k + 1, e - 1, 0);
     free(lhs);
+}
+
+/* "void *outs[] = {out, tmp};" (at its '=' k): a table of pointers passed
+ * on as one argument (plugin enqueue(inputs, outputs), per-tensor pointer
+ * lists) is one buffer with each element it holds. Elements that take an
+ * address ("&t->w") are pointers to pointers, not buffers: left out. */
+static void alias_array_init(struct scan *S, size_t k)
+{
+    const struct src_file *F = S->F;
+    size_t s = k - 1;
+    while (s > 0 && tis(F, s, "]")) {
+        int d = 0;
+        for (; s > 0; s--) {
+            if (tis(F, s, "]"))
+                d++;
+            else if (tis(F, s, "[") && --d == 0)
+                break;
+        }
+        if (s == 0)
+            return;
+        s--;
+    }
+    if (!tident(F, s))
+        return;
+    size_t close = match_close(F, k + 1);
+    if (close >= F->nsig)
+        return;
+    char *table = ttext(F, s);
+    struct arg_range *elems = NULL;
+    size_t n = split_args(F, k + 1, close, &elems);
+    for (size_t i = 0; i < n && table; i++) {
+        if (tis(F, elems[i].a, "&") || elems[i].a > elems[i].b)
+            continue;
+        alias_rhs(S, table, elems[i].a, elems[i].b, 0);
+    }
+    free(elems);
+    free(table);
 }
 
 /* swap(a, b) of two pointers (std::swap of a double buffer). */
@@ -1322,16 +1421,45 @@ static json_t *function_params(const struct src_file *F, size_t k)
     return names;
 }
 
+/* The '(' of a call with explicit template arguments, "f<T, 4>(x)", with the
+ * name at k; nsig when k + 1 does not open template arguments followed by a
+ * call. Casts and kernel launches ("k<T><<<") are not such calls. */
+static size_t template_call_open(const struct src_file *F, size_t k)
+{
+    static const char *const casts[] = {"static_cast",  "reinterpret_cast", "const_cast",
+                                        "dynamic_cast", "template",         NULL};
+    if (!tis(F, k + 1, "<"))
+        return F->nsig;
+    for (int i = 0; casts[i]; i++)
+        if (tis(F, k, casts[i]))
+            return F->nsig;
+    int depth = 0;
+    for (size_t j = k + 1; j < F->nsig && j < k + 64; j++) {
+        if (tis(F, j, "<"))
+            depth++;
+        else if (tis(F, j, ">"))
+            depth--;
+        else if (tis(F, j, ">>"))
+            depth -= 2;
+        else if (tis(F, j, ";") || tis(F, j, "{") || tis(F, j, "}") || tis(F, j, "<<<") ||
+                 tis(F, j, "&&") || tis(F, j, "||"))
+            return F->nsig;
+        if (depth <= 0)
+            return depth == 0 && tis(F, j + 1, "(") ? j + 1 : F->nsig;
+    }
+    return F->nsig;
+}
+
 /* A call of a non-API function inside a function: where it is in program
  * order, and the buffers and texts of its arguments. */
-static void record_call(struct scan *S, const char *callee, size_t k)
+static void record_call(struct scan *S, const char *callee, size_t k, size_t open)
 {
     const struct src_file *F = S->F;
-    size_t close = match_close(F, k + 1);
+    size_t close = match_close(F, open);
     if (close >= F->nsig)
         return;
     struct arg_range *args = NULL;
-    size_t n = split_args(F, k + 1, close, &args);
+    size_t n = split_args(F, open, close, &args);
     json_t *bases = json_array(), *texts = json_array();
     for (size_t i = 0; i < n; i++) {
         char *b = resolve_base(F, args[i].a, args[i].b), *t = range_text(F, args[i].a, args[i].b);
@@ -1376,7 +1504,7 @@ static void scan_file(struct analysis *A, struct src_file *F, int file_idx)
             continue;
         }
         if (t->kind == CUCO_TOK_IDENT) {
-            if (tis(F, k, "new") && k > 0 && tis(F, k - 1, "=")) {
+            if (tis(F, k, "new") && k > 0 && tis(F, k - 1, "=") && new_is_array(F, k)) {
                 handle_new(&S, k);
                 continue;
             }
@@ -1403,14 +1531,18 @@ static void scan_file(struct analysis *A, struct src_file *F, int file_idx)
             }
             if (tis(F, k, "swap") && tis(F, k + 1, "("))
                 alias_swap(&S, k);
-            if (tis(F, k + 1, "(")) {
+            size_t open = tis(F, k + 1, "(") ? k + 1 : template_call_open(F, k);
+            if (open < F->nsig) {
                 char *name = ttext(F, k);
                 const struct api *a = name ? find_api(name) : NULL;
-                /* member calls (x.ncclSend) and declarations (ncclResult_t ncclSend(...)) are not calls */
+                /* member calls of the API (x.ncclSend) and declarations (ncclResult_t
+                 * ncclSend(...)) are not calls; a member call of the program's own method
+                 * (comm.allReduce(buf, n)) is a call of that method, recorded like any other call
+                 */
                 int member = k > 0 && (tis(F, k - 1, ".") || tis(F, k - 1, "->"));
                 int decl = k > 0 && tident(F, k - 1) && !tis(F, k - 1, "return") && !tis(F, k - 1, "else") &&
                            !tis(F, k - 1, "do");
-                if (!a && !member && !decl && name && !is_keyword(name)) {
+                if (!a && !decl && name && !is_keyword(name)) {
                     note_macro_use(&S, name, k);
                     json_t *sites = json_object_get(A->call_sites, name);
                     if (!sites) {
@@ -1422,9 +1554,9 @@ static void scan_file(struct analysis *A, struct src_file *F, int file_idx)
                                                            "function", fn ? json_string(fn) : json_null(), "loop",
                                                            loop_json(cur_loop(&S))));
                     if (fn)
-                        record_call(&S, name, k);
+                        record_call(&S, name, k, open);
                 }
-                if (a && !member && !decl) {
+                if (a && !member && !decl && open == k + 1) {
                     size_t close = match_close(F, k + 1);
                     if (close >= F->nsig)
                         note(A, F->path, t->line, "call to %s is not closed", name);
@@ -1651,11 +1783,36 @@ static size_t name_head(const char *name)
 /* The canonical buffer name: the alias class of its head, then its members
  * with "->", "." and "[]" alike ("L->out" with L = &layers[i] and
  * "layers[].out" are one buffer). Caller frees. */
+static char *member_path(const char *name);
+
 static char *buffer_key(const struct analysis *A, const char *fn, const char *name)
 {
     size_t h = name_head(name);
     if (!name[h])
         return alias_class(A, fn, name);
+    /* a member path assigned as a whole ("float *g = raw(m.grads[l].data())"):
+     * the smallest of its alias set, paths written alike */
+    json_t *set = alias_members(A, fn, name);
+    if (json_object_size(set) > 1) {
+        char *best = NULL;
+        const char *k;
+        json_t *v;
+        json_object_foreach(set, k, v)
+        {
+            char *m = member_path(k);
+            if (m && (!best || strcmp(m, best) < 0)) {
+                free(best);
+                best = m;
+            } else {
+                free(m);
+            }
+        }
+        json_decref(set);
+        if (best)
+            return best;
+    } else {
+        json_decref(set);
+    }
     char *head = cuco_strndup(name, h);
     char *cls = head ? alias_class(A, fn, head) : NULL;
     free(head);
@@ -1665,6 +1822,22 @@ static char *buffer_key(const struct analysis *A, const char *fn, const char *na
     cuco_buf_puts(&b, cls);
     free(cls);
     for (const char *p = name + h; *p;) {
+        if (p[0] == '[' && p[1] == ']')
+            p += 2;
+        else if (p[0] == '-' && p[1] == '>') {
+            cuco_buf_putc(&b, '.');
+            p += 2;
+        } else
+            cuco_buf_putc(&b, *p++);
+    }
+    return cuco_buf_detach(&b);
+}
+
+/* name with "->" as "." and "[]" left out. Caller frees. */
+static char *member_path(const char *name)
+{
+    cuco_buf b = CUCO_BUF_INIT;
+    for (const char *p = name; *p;) {
         if (p[0] == '[' && p[1] == ']')
             p += 2;
         else if (p[0] == '-' && p[1] == '>') {
@@ -1923,6 +2096,64 @@ static void build_edges(struct analysis *A)
     for (size_t j = 0; wcls && j < A->ngraph; j++)
         free_classes(wcls[j], A->graph[j].nwrites);
     free(wcls);
+}
+
+/* A group with no call of its own whose body calls helpers that issue
+ * collectives ("ncclGroupStart(); for (b : buckets) reduce(b); ncclGroupEnd();"):
+ * the group holds what the helpers issue. It gets `helpers` (their names)
+ * and the classification grouped_collectives when they issue collectives
+ * only, grouped when they also send or receive (the peers are unknown). */
+static void classify_helper_groups(struct analysis *A)
+{
+    size_t gi;
+    json_t *g;
+    json_array_foreach(A->groups, gi, g)
+    {
+        if (json_array_size(json_object_get(g, "members")) != 0)
+            continue;
+        const char *file = json_string_value(json_object_get(g, "file"));
+        const char *fn = json_string_value(json_object_get(g, "function"));
+        json_int_t lo = json_integer_value(json_object_get(g, "line"));
+        json_int_t hi = json_integer_value(json_object_get(json_object_get(g, "end"), "line"));
+        json_t *helpers = json_array();
+        int p2p = 0;
+        size_t ci;
+        json_t *call;
+        json_array_foreach(A->calls, ci, call)
+        {
+            const char *callee = json_string_value(json_object_get(call, "callee"));
+            json_int_t line = json_integer_value(json_object_get(call, "line"));
+            if (!fn || !file || strcmp(json_string_value(json_object_get(call, "file")), file) ||
+                strcmp(json_string_value(json_object_get(call, "function")), fn) || line < lo ||
+                line > hi)
+                continue;
+            int issues = 0;
+            size_t k;
+            json_t *c;
+            json_array_foreach(A->collectives, k, c)
+            {
+                if (!json_is_string(json_object_get(c, "function")) ||
+                    strcmp(json_string_value(json_object_get(c, "function")), callee))
+                    continue;
+                issues = 1;
+                const char *kind = json_string_value(json_object_get(c, "kind"));
+                p2p |= !strcmp(kind, "send") || !strcmp(kind, "recv");
+            }
+            int listed = 0;
+            size_t h;
+            json_t *hn;
+            json_array_foreach(helpers, h, hn) listed |= !strcmp(json_string_value(hn), callee);
+            if (issues && !listed)
+                json_array_append_new(helpers, json_string(callee));
+        }
+        if (json_array_size(helpers)) {
+            json_object_set_new(g, "classification",
+                                json_string(p2p ? "grouped" : "grouped_collectives"));
+            json_object_set_new(g, "helpers", helpers);
+        } else {
+            json_decref(helpers);
+        }
+    }
 }
 
 /* Communicators: one entry per base name, with setup calls and users. */
@@ -2199,6 +2430,7 @@ int cuco_analyze_paths(const char *const *paths, size_t npaths, json_t **out, cu
         }
         for (size_t i = 0; i < L.n; i++)
             scan_file(&A, &L.v[i], (int)i);
+        classify_helper_groups(&A);
         build_call_nodes(&A);
         build_edges(&A);
         build_communicators(&A);

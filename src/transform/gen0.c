@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cuco/analyze.h"
 #include "cuco/buf.h"
 #include "cuco/db.h"
 #include "cuco/eval.h"
@@ -45,6 +46,79 @@ static void md_notes(cuco_buf *md, const cuco_tx_notes *l, const char *file, con
         else
             cuco_buf_printf(md, "- %s\n", l->items[i].text);
     }
+}
+
+/* Collectives in a source other than the evolve file, or in a local header
+ * it includes, stay host-driven (the rules edit the evolve file only): each
+ * is refused with its file and line, and the rules' "nothing to transform"
+ * (about the evolve file alone) goes. */
+static int refuse_other_sources(const cuco_workload *w, cuco_tx_result *tr, cuco_err *e)
+{
+    size_t found = 0;
+    cuco_strlist seen = {0};
+    for (size_t i = 0; i < w->sources.n; i++) {
+        /* every source, the evolve file too: the analysis follows its local includes */
+        const char *src = w->sources.items[i];
+        char *path = cuco_path_join(w->dir, src);
+        if (!path)
+            return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+        const char *paths[] = {path};
+        json_t *an = NULL;
+        cuco_err ae = CUCO_ERR_INIT;
+        int rc = cuco_analyze_paths(paths, 1, &an, &ae);
+        cuco_err_clear(&ae);
+        free(path);
+        if (rc == CUCO_ENOMEM)
+            return cuco_err_set(e, rc, "out of memory");
+        size_t k;
+        json_t *c;
+        json_array_foreach(rc == 0 ? json_object_get(an, "collectives") : NULL, k, c)
+        {
+            const char *file = json_string_value(json_object_get(c, "file"));
+            size_t dl = strlen(w->dir), fl = file ? strlen(file) : 0, el = strlen(w->evolve_file);
+            const char *base =
+                file && strncmp(file, w->dir, dl) == 0 && file[dl] == '/' ? file + dl + 1 : file;
+            if (!base || (fl >= el && strcmp(file + fl - el, w->evolve_file) == 0 &&
+                          (fl == el || file[fl - el - 1] == '/')))
+                continue; /* the evolve file, analyzed directly or through an include */
+            int line = (int)json_integer_value(json_object_get(c, "line"));
+            char *where = cuco_sprintf("%s:%d", base, line);
+            int dup = 0;
+            for (size_t q = 0; where && q < seen.n; q++)
+                dup |= strcmp(seen.items[q], where) == 0;
+            int pushed = !where ? CUCO_ENOMEM : !dup ? cuco_strlist_push(&seen, where) : 0;
+            free(where);
+            if (dup)
+                continue;
+            tr->refused = 1;
+            found++;
+            if (pushed != 0 ||
+                cuco_tx_notes_add(&tr->notes, 0, "refused",
+                                  "%s:%d: %s is in %s, which the rules do not edit (they rewrite "
+                                  "the evolve file %s only): make that file the evolve_file, or "
+                                  "move the call into %s",
+                                  base, line, json_string_value(json_object_get(c, "api")), base,
+                                  w->evolve_file, w->evolve_file) != 0) {
+                json_decref(an);
+                cuco_strlist_free(&seen);
+                return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+            }
+        }
+        json_decref(an);
+    }
+    cuco_strlist_free(&seen);
+    for (size_t i = 0; found && i < tr->notes.n; i++) {
+        cuco_tx_note *n = &tr->notes.items[i];
+        if (n->line == 0 && strcmp(n->kind, "refused") == 0 &&
+            strncmp(n->text, "no NCCL", 7) == 0) {
+            free(n->kind);
+            free(n->text);
+            memmove(n, n + 1, (tr->notes.n - i - 1) * sizeof(*n));
+            tr->notes.n--;
+            break;
+        }
+    }
+    return 0;
 }
 
 static int register_root(const char *ws, const cuco_workload *w, const char *prog_rel,
@@ -113,8 +187,13 @@ int cuco_transform_workload(const cuco_workload *w, const cuco_transform_opts *o
     remove(prog_path); /* a refused run must not leave an older program claimed */
 
     progress(o, "applying the transform rules");
-    if ((rc = cuco_transform_rules(w->evolve_file, seed, &tr, e)) != 0)
+    if ((rc = cuco_transform_rules(w->evolve_file, seed, &tr, e)) != 0 ||
+        (rc = refuse_other_sources(w, &tr, e)) != 0)
         goto out;
+    if (tr.refused) {
+        free(tr.program);
+        tr.program = NULL;
+    }
     int passed = 0;
     if (!tr.refused) {
         progress(o, "static device-initiated check");

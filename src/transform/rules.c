@@ -275,6 +275,10 @@ typedef struct ctx {
     cuco_strlist symm_names;  /* buffer names resolved to symmetric allocations */
     size_t *alloc_sites;      /* cudaMalloc tokens made symmetric */
     size_t nalloc;
+    cuco_strlist comm_names;  /* communicators of the rewritten calls (helper params resolved) */
+    cuco_strlist comm_texts;  /* each one as the call writes it ("g.tp"), for messages */
+    int *comm_lines;          /* the line of each one's first rewritten call */
+    size_t call_fn;           /* function (name token) of the call being resolved; n: any */
 } ctx;
 
 static int line_of(const ctx *c, size_t i) { return T(&c->v, i)->line; }
@@ -385,19 +389,96 @@ static int add_alloc(ctx *c, size_t tok, const char *why)
     return 1;
 }
 
+/* Keywords and specifiers that may stand before a call or a '(' without
+ * making it a declaration or a definition. */
+static int is_keyword(const view *v, size_t i)
+{
+    static const char *const kw[] = {
+        "return", "else",     "do",      "case",          "throw",          "co_return",
+        "co_await", "if",     "for",     "while",         "switch",         "catch",
+        "sizeof", "decltype", "alignof", "static_assert", "__launch_bounds__", NULL};
+    for (const char *const *k = kw; *k; k++)
+        if (is(v, i, *k))
+            return 1;
+    return 0;
+}
+
+/* The '{' of a function body when the parameter list opened at open is a
+ * definition's ("f(int a) {", "g() const noexcept {", "h(int a) : a_(a) {"),
+ * else 0. */
+static size_t function_body(const view *v, size_t open)
+{
+    size_t j = match_close(v, open);
+    if (j >= v->n)
+        return 0;
+    j++;
+    while (j < v->n && (is(v, j, "const") || is(v, j, "noexcept") || is(v, j, "override") ||
+                        is(v, j, "final") || is(v, j, "mutable")))
+        j++;
+    if (is(v, j, ":")) { /* constructor initializers: "a_(a), b_{b} {" */
+        for (j++; j < v->n && is_ident(v, j) && (is(v, j + 1, "(") || is(v, j + 1, "{"));) {
+            j = match_close(v, j + 1) + 1;
+            if (is(v, j, ","))
+                j++;
+            else
+                break;
+        }
+    }
+    return j < v->n && is(v, j, "{") ? j : 0;
+}
+
+/* The '(' of a call of the name at i, also with explicit template arguments
+ * ("f<T>(x)", "ns::g<float, 4>(x)"); n when i is not called. */
+static size_t call_open(const view *v, size_t i)
+{
+    if (is(v, i + 1, "("))
+        return i + 1;
+    if (!is(v, i + 1, "<"))
+        return v->n;
+    int d = 0;
+    for (size_t j = i + 1; j < v->n && j < i + 64; j++) {
+        if (is(v, j, "<"))
+            d++;
+        else if (is(v, j, ">"))
+            d--;
+        else if (is(v, j, ">>"))
+            d -= 2;
+        else if (is(v, j, ";") || is(v, j, "{") || is(v, j, "}") || is(v, j, "<<<") ||
+                 is(v, j, "&&") || is(v, j, "||"))
+            return v->n;
+        if (d <= 0)
+            return d == 0 && is(v, j + 1, "(") ? j + 1 : v->n;
+    }
+    return v->n;
+}
+
+/* The '(' of the parameter list of the function or lambda whose name is at
+ * name_tok ("f(int a)", "auto f = [&](float *p)"), or n. */
+static size_t def_params(const view *v, size_t name_tok)
+{
+    if (is(v, name_tok + 1, "("))
+        return name_tok + 1;
+    if (is(v, name_tok + 1, "=") && is(v, name_tok + 2, "[")) {
+        size_t c = match_close(v, name_tok + 2);
+        if (c + 1 < v->n && is(v, c + 1, "("))
+            return c + 1;
+    }
+    return v->n;
+}
+
 /* Allocations in the body of function fname (a pointer-returning allocator). */
 static int resolve_function(ctx *c, const char *fname, const char *why)
 {
     const view *v = &c->v;
     int found = 0;
     for (size_t i = 0; i + 1 < v->n; i++) {
-        if (v->scope[i] != 0 || !cuco_tok_is(&v->lx, T(v, i), fname) || !is(v, i + 1, "("))
+        if (!cuco_tok_is(&v->lx, T(v, i), fname) || !is(v, i + 1, "("))
             continue;
-        size_t close = match_close(v, i + 1);
-        if (close + 1 >= v->n || !is(v, close + 1, "{"))
+        size_t body = function_body(v, i + 1);
+        if (!body)
             continue; /* a call or prototype, not the definition */
-        size_t body_end = match_close(v, close + 1);
-        for (size_t j = close + 2; j < body_end; j++) {
+        size_t body_end = match_close(v, body);
+        for (size_t j = body + 1; j < body_end; j++) {
             if (is(v, j, "cudaMalloc") && is(v, j + 1, "(")) {
                 int rc = add_alloc(c, j, why);
                 if (rc < 0)
@@ -444,24 +525,26 @@ static int resolve_params(ctx *c, const char *name, const char *why, int depth)
     const view *v = &c->v;
     int found = 0;
     for (size_t i = 0; i + 1 < v->n; i++) {
-        if (v->scope[i] != 0 || !is_ident(v, i) || !is(v, i + 1, "("))
-            continue;
-        size_t close = match_close(v, i + 1);
-        if (close + 1 >= v->n || !is(v, close + 1, "{"))
-            continue; /* not a definition */
-        int k = param_index(v, i + 1, name);
+        size_t open = is_ident(v, i) && !is_keyword(v, i) ? def_params(v, i) : v->n;
+        if (open >= v->n || !function_body(v, open))
+            continue; /* not a definition of a function or a named lambda */
+        if (depth == 0 && c->call_fn < v->n && i != c->call_fn)
+            continue; /* the call's own buffer name is a parameter of its own function only */
+        int k = param_index(v, open, name);
         if (k < 0)
             continue;
         for (size_t j = 0; j + 1 < v->n; j++) {
             if (j == i || T(v, j)->kind != CUCO_TOK_IDENT || T(v, j)->len != T(v, i)->len ||
-                memcmp(v->src + T(v, j)->off, v->src + T(v, i)->off, T(v, i)->len) != 0 || !is(v, j + 1, "("))
+                memcmp(v->src + T(v, j)->off, v->src + T(v, i)->off, T(v, i)->len) != 0)
                 continue;
-            /* member calls, and other declarations ("void exchange(") are not calls */
-            if (j > 0 && (is(v, j - 1, ".") || is(v, j - 1, "->") ||
-                          (is_ident(v, j - 1) && !is(v, j - 1, "return"))))
+            size_t call = call_open(v, j);
+            /* other declarations ("void exchange(") are not calls; member calls are
+             * ("comm.all_reduce(buf, n)" of a method defined in a class) */
+            if (call >= v->n || function_body(v, call) ||
+                (j > 0 && is_ident(v, j - 1) && !is_keyword(v, j - 1)))
                 continue;
             args a;
-            call_args(v, j + 1, &a);
+            call_args(v, call, &a);
             if (a.n <= k)
                 continue;
             size_t last = chain_last(v, a.first[k], a.last[k]);
@@ -480,14 +563,154 @@ static int resolve_params(ctx *c, const char *name, const char *why, int depth)
     return found;
 }
 
+/* The allocation(s) behind the value of the expression starting at token
+ * rs (up to ';' or ',' at its level): a buffer name or an allocator call. */
+static int resolve_rhs(ctx *c, size_t rs, const char *why, int depth)
+{
+    const view *v = &c->v;
+    size_t re = rs;
+    int d = 0;
+    while (re < v->n) {
+        if (is(v, re, "(") || is(v, re, "[") || is(v, re, "{"))
+            d++;
+        else if (is(v, re, ")") || is(v, re, "]") || is(v, re, "}")) {
+            if (--d < 0)
+                break;
+        } else if (d == 0 && (is(v, re, ";") || is(v, re, ",")))
+            break;
+        re++;
+    }
+    if (re == rs || is(v, rs, "nullptr") || is(v, rs, "NULL") || T(v, rs)->kind == CUCO_TOK_NUMBER)
+        return 0;
+    size_t base = chain_last(v, rs, re - 1);
+    if (base >= v->n)
+        return 0;
+    char *bname = cuco_strndup(v->src + T(v, base)->off, T(v, base)->len);
+    if (!bname)
+        return CUCO_ENOMEM;
+    int rc;
+    size_t after = base + 1;
+    if (after < re && is(v, after, "<")) { /* alloc_fn<T>(...) */
+        int d2 = 0;
+        for (; after < re; after++) {
+            if (is(v, after, "<"))
+                d2++;
+            else if (is(v, after, ">") && --d2 == 0)
+                break;
+            else if (is(v, after, ">>") && (d2 -= 2) <= 0)
+                break;
+        }
+        after++;
+    }
+    if (after < re && is(v, after, "(") && base == chain_last(v, base, base))
+        rc = resolve_function(c, bname, why); /* name = (T *)alloc_fn(...) */
+    else
+        rc = resolve_buffer(c, bname, why, depth + 1);
+    free(bname);
+    return rc;
+}
+
+/* The token after the brackets starting at i ("[N][M]"), or n. */
+static size_t after_brackets(const view *v, size_t i)
+{
+    while (i < v->n && is(v, i, "["))
+        i = match_close(v, i) + 1;
+    return i < v->n ? i : v->n;
+}
+
+/* The table name before "[...] = {" whose '{' is at brace, or n. */
+static size_t table_name(const view *v, size_t brace)
+{
+    size_t j = brace - 1; /* the '=' */
+    while (j > 0 && is(v, j - 1, "]")) {
+        int d = 0;
+        for (j--; j > 0; j--) {
+            if (is(v, j, "]"))
+                d++;
+            else if (is(v, j, "[") && --d == 0)
+                break;
+        }
+    }
+    return j > 0 && is_ident(v, j - 1) ? j - 1 : v->n;
+}
+
+/* An array initializer "{a, b, ...}" opened at brace. With member NULL:
+ * resolves every element (the table holds those buffers). With a member:
+ * when an element is its address ("&t->member"), the table is one of
+ * pointers to pointers, and each store through it ("*(tab[i]) = p",
+ * "*tab[i] = p") sets the member: resolves what is stored. */
+static int resolve_table(ctx *c, size_t brace, const char *member, const char *why, int depth)
+{
+    const view *v = &c->v;
+    args a;
+    call_args(v, brace, &a);
+    int found = 0;
+    if (!member) {
+        for (int k = 0; k < a.n; k++) {
+            if (is(v, a.first[k], "&"))
+                continue;
+            size_t last = chain_last(v, a.first[k], a.last[k]);
+            if (last >= v->n)
+                continue;
+            char *el = cuco_strndup(v->src + T(v, last)->off, T(v, last)->len);
+            int rc = el ? resolve_buffer(c, el, why, depth + 1) : CUCO_ENOMEM;
+            free(el);
+            if (rc < 0)
+                return rc;
+            found += rc;
+        }
+        return found;
+    }
+    int holds = 0;
+    for (int k = 0; k < a.n && !holds; k++) {
+        size_t last = chain_last(v, a.first[k], a.last[k]);
+        holds = is(v, a.first[k], "&") && last < v->n && cuco_tok_is(&v->lx, T(v, last), member);
+    }
+    size_t tab = table_name(v, brace);
+    if (!holds || tab >= v->n)
+        return 0;
+    for (size_t j = 0; j + 2 < v->n; j++) {
+        if (!is(v, j, "*"))
+            continue;
+        size_t t = j + 1, paren = is(v, t, "(");
+        t += paren;
+        if (!is_ident(v, t) || T(v, t)->len != T(v, tab)->len ||
+            memcmp(v->src + T(v, t)->off, v->src + T(v, tab)->off, T(v, tab)->len) != 0 ||
+            !is(v, t + 1, "["))
+            continue;
+        size_t e = after_brackets(v, t + 1);
+        if (paren && is(v, e, ")"))
+            e++;
+        if (!is(v, e, "="))
+            continue;
+        int rc = resolve_rhs(c, e + 1, why, depth);
+        if (rc < 0)
+            return rc;
+        found += rc;
+    }
+    return found;
+}
+
 /* Finds the allocation(s) behind buffer name; returns how many were made
  * symmetric (0: none found), negative on memory failure. */
 static int resolve_buffer(ctx *c, const char *name, const char *why, int depth)
 {
     const view *v = &c->v;
-    if (depth > 8 || name_seen(&c->symm_names, name))
+    if (depth == 0 && c->call_fn < v->n) {
+        /* a call's own name is resolved once per function: "buf" of two methods
+         * is two parameters, each with its own callers */
+        char *key = cuco_sprintf("%s@%zu", name, c->call_fn);
+        if (!key)
+            return CUCO_ENOMEM;
+        int seen = name_seen(&c->symm_names, key);
+        int rc = seen ? 0 : cuco_strlist_push(&c->symm_names, key);
+        free(key);
+        if (seen || rc != 0)
+            return rc != 0 ? CUCO_ENOMEM : 1;
+    } else if (depth > 8 || name_seen(&c->symm_names, name)) {
         return name_seen(&c->symm_names, name) ? 1 : 0;
-    if (cuco_strlist_push(&c->symm_names, name) != 0)
+    }
+    if (!name_seen(&c->symm_names, name) && cuco_strlist_push(&c->symm_names, name) != 0)
         return CUCO_ENOMEM;
     int found = 0;
     for (size_t i = 0; i + 1 < v->n; i++) {
@@ -530,50 +753,29 @@ static int resolve_buffer(ctx *c, const char *name, const char *why, int depth)
             found += rc;
             continue;
         }
+        /* "T *name[] = {a, b}": a table of pointers is each buffer it holds */
+        if (cuco_tok_is(&v->lx, T(v, i), name) && is(v, i + 1, "[")) {
+            size_t eq = after_brackets(v, i + 1);
+            if (is(v, eq, "=") && is(v, eq + 1, "{")) {
+                int rc = resolve_table(c, eq + 1, NULL, why, depth);
+                if (rc < 0)
+                    return rc;
+                found += rc;
+            }
+            continue;
+        }
+        /* "T **tab[] = {&s->a, &s->b};" then "*(tab[i]) = p;": name is set through the table */
+        if (is(v, i, "=") && is(v, i + 1, "{") && i > 0 && is(v, i - 1, "]")) {
+            int rc = resolve_table(c, i + 1, name, why, depth);
+            if (rc < 0)
+                return rc;
+            found += rc;
+            continue;
+        }
         /* name = RHS;  (not ==, not a declaration of a function parameter) */
         if (!cuco_tok_is(&v->lx, T(v, i), name) || !is(v, i + 1, "="))
             continue;
-        size_t rs = i + 2, re = rs;
-        int d = 0;
-        while (re < v->n) {
-            if (is(v, re, "(") || is(v, re, "[") || is(v, re, "{"))
-                d++;
-            else if (is(v, re, ")") || is(v, re, "]") || is(v, re, "}")) {
-                if (--d < 0)
-                    break;
-            } else if (d == 0 && (is(v, re, ";") || is(v, re, ",")))
-                break;
-            re++;
-        }
-        if (re == rs)
-            continue;
-        if (is(v, rs, "nullptr") || is(v, rs, "NULL") || T(v, rs)->kind == CUCO_TOK_NUMBER)
-            continue;
-        size_t base = chain_last(v, rs, re - 1);
-        if (base >= v->n)
-            continue;
-        char *bname = cuco_strndup(v->src + T(v, base)->off, T(v, base)->len);
-        if (!bname)
-            return CUCO_ENOMEM;
-        int rc;
-        size_t after = base + 1;
-        if (after < re && is(v, after, "<")) { /* alloc_fn<T>(...) */
-            int d2 = 0;
-            for (; after < re; after++) {
-                if (is(v, after, "<"))
-                    d2++;
-                else if (is(v, after, ">") && --d2 == 0)
-                    break;
-                else if (is(v, after, ">>") && (d2 -= 2) <= 0)
-                    break;
-            }
-            after++;
-        }
-        if (after < re && is(v, after, "(") && base == chain_last(v, base, base))
-            rc = resolve_function(c, bname, why); /* name = (T *)alloc_fn(...) */
-        else
-            rc = resolve_buffer(c, bname, why, depth + 1);
-        free(bname);
+        int rc = resolve_rhs(c, i + 2, why, depth);
         if (rc < 0)
             return rc;
         found += rc;
@@ -606,10 +808,246 @@ static size_t other_allocation(const ctx *c, const char *name)
     return v->n;
 }
 
+/* The name token of the innermost function definition (or named lambda)
+ * whose body holds token i, or n (file scope). */
+static size_t enclosing_function(const view *v, size_t i)
+{
+    size_t best = v->n;
+    for (size_t f = 0; f + 1 < i; f++) {
+        size_t open = is_ident(v, f) && !is_keyword(v, f) ? def_params(v, f) : v->n;
+        if (open >= v->n)
+            continue;
+        size_t body = function_body(v, open);
+        if (body && body < i && match_close(v, body) > i)
+            best = f;
+    }
+    return best;
+}
+
+/* Adds the communicator named by tokens first..last of a call inside the
+ * function whose name is at fn: a parameter of a helper stands for what its
+ * callers pass (four levels), so "exchange(comm)" called with world and with
+ * tp names both. */
+static int comm_collect(ctx *c, size_t first, size_t last, size_t fn, int line, int depth)
+{
+    const view *v = &c->v;
+    for (size_t q = first; q <= last; q++)
+        if (is(v, q, "[")) {
+            /* "comms[i]": an element of an array of communicators, one per GPU */
+            size_t s0 = T(v, first)->off;
+            c->r->refused = 1;
+            return cuco_tx_notes_add(&c->r->notes, line, "refused",
+                                     "a collective on '%.*s', an element of an array of "
+                                     "communicators: one process drives several communicators "
+                                     "(one per GPU); the device runtime keeps one device "
+                                     "communicator per process",
+                                     (int)(tok_end(v, last) - s0), v->src + s0);
+        }
+    size_t base = chain_last(v, first, last);
+    if (base >= v->n || (base < last && is(v, base + 1, "(")))
+        return 0; /* not a name (an accessor "ctx.comm()"): unknown, not counted */
+    char *name = cuco_strndup(v->src + T(v, base)->off, T(v, base)->len);
+    if (!name)
+        return CUCO_ENOMEM;
+    /* a copy made once ("ncclComm_t comm = g.world;") is what it copies */
+    size_t copy = v->n;
+    int copies = 0;
+    for (size_t i = 0; depth < 4 && i + 2 < v->n; i++) {
+        if (!cuco_tok_is(&v->lx, T(v, i), name) || !is(v, i + 1, "=") ||
+            (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->"))))
+            continue;
+        size_t e = i + 2;
+        while (e < v->n && (is_ident(v, e) || is(v, e, ".") || is(v, e, "->") || is(v, e, "*")))
+            e++;
+        if (is(v, i + 2, "nullptr") || is(v, i + 2, "NULL"))
+            continue; /* an initial empty value */
+        copies++;
+        if (is(v, e, ";") && e > i + 2)
+            copy = i + 2;
+    }
+    if (copies == 1 && copy < v->n) {
+        size_t e = copy;
+        while (!is(v, e + 1, ";"))
+            e++;
+        free(name);
+        return comm_collect(c, copy, e, fn, line, depth + 1);
+    }
+    int k = fn < v->n && depth < 4 ? param_index(v, def_params(v, fn), name) : -1;
+    int rc = 0, callers = 0;
+    for (size_t j = 0; k >= 0 && j + 1 < v->n && rc == 0; j++) {
+        if (j == fn || T(v, j)->len != T(v, fn)->len ||
+            memcmp(v->src + T(v, j)->off, v->src + T(v, fn)->off, T(v, fn)->len) != 0)
+            continue;
+        size_t open = call_open(v, j);
+        if (open >= v->n || function_body(v, open) ||
+            (j > 0 && is_ident(v, j - 1) && !is_keyword(v, j - 1)))
+            continue;
+        args a;
+        call_args(v, open, &a);
+        if (a.n <= k)
+            continue;
+        callers++;
+        rc = comm_collect(c, a.first[k], a.last[k], enclosing_function(v, j), T(v, j)->line,
+                          depth + 1);
+    }
+    if (rc == 0 && callers == 0 && !name_seen(&c->comm_names, name)) {
+        int *lines = realloc(c->comm_lines, (c->comm_names.n + 1) * sizeof(*lines));
+        size_t s0 = T(v, first)->off;
+        char *text = cuco_strndup(v->src + s0, tok_end(v, last) - s0);
+        if (!lines || !text || cuco_strlist_push(&c->comm_names, name) != 0 ||
+            cuco_strlist_push(&c->comm_texts, text) != 0)
+            rc = CUCO_ENOMEM;
+        free(text);
+        if (lines) {
+            c->comm_lines = lines;
+            c->comm_lines[c->comm_names.n - 1] = line;
+        }
+    }
+    free(name);
+    return rc;
+}
+
+/* The device runtime registers every symmetric buffer with the first
+ * communicator that runs a device call, so the calls of a program must all
+ * use one communicator. */
+static int check_one_comm(ctx *c)
+{
+    if (c->comm_names.n < 2)
+        return 0;
+    cuco_buf b = CUCO_BUF_INIT;
+    for (size_t i = 0; i < c->comm_names.n; i++)
+        cuco_buf_printf(&b, "%s'%s' (line %d)",
+                        i ? (i + 1 == c->comm_names.n ? " and " : ", ") : "",
+                        c->comm_texts.items[i], c->comm_lines[i]);
+    c->r->refused = 1;
+    int rc = cuco_tx_notes_add(
+        &c->r->notes, c->comm_lines[1], "refused",
+        "collectives on %zu communicators, %s: the device runtime registers every "
+        "symmetric buffer with one communicator, so calls on a second one (e.g. one "
+        "made by ncclCommSplit) would fail at run time; only programs whose "
+        "collectives and point-to-point calls use one communicator are transformed",
+        c->comm_names.n, cuco_buf_str(&b));
+    cuco_buf_free(&b);
+    return rc;
+}
+
+/* Records the communicator of a rewritten call (argument k). */
+static int note_comm(ctx *c, const args *a, int k, size_t call_tok)
+{
+    if (k < 0 || k >= a->n)
+        return 0;
+    return comm_collect(c, a->first[k], a->last[k], enclosing_function(&c->v, call_tok),
+                        line_of(c, call_tok), 0);
+}
+
+/* Containers whose memory comes from their own allocator. */
+static const char *const container_words[] = {"device_vector",  "device_ptr", "device_buffer",
+                                              "device_uvector", "Tensor",     "unique_ptr",
+                                              "shared_ptr",     NULL};
+
+/* Whether the name at token i is declared there: "T x;", "T *x = ...",
+ * "std::vector<T> a, x;", "T x(n)", "T x{...}". */
+static int declares(const view *v, size_t i)
+{
+    if (i == 0 || !(is(v, i + 1, ";") || is(v, i + 1, ",") || is(v, i + 1, "=") ||
+                    is(v, i + 1, "(") || is(v, i + 1, "{") || is(v, i + 1, "[")))
+        return 0;
+    size_t p = i - 1;
+    while (p > 0 && (is(v, p, "*") || is(v, p, "&")))
+        p--;
+    return (is_ident(v, p) && !is_keyword(v, p) && !is(v, p, "new") && !is(v, p, "delete") &&
+            !is(v, p, "goto")) ||
+           is(v, p, ">") || is(v, p, ">>") ||
+           (is(v, p, ",") && p > 0 && v->depth[p] == v->depth[i]);
+}
+
+/* The first token declaring the name s[0..len), or n. */
+static size_t declaration_of(const view *v, const char *s, size_t len)
+{
+    for (size_t i = 0; i < v->n; i++)
+        if (T(v, i)->len == len && !memcmp(v->src + T(v, i)->off, s, len) && declares(v, i))
+            return i;
+    return v->n;
+}
+
+/* Appends to b, and returns 1, when the declaration at token t is of a
+ * container (container_words) rather than of a pointer. */
+static int container_note(ctx *c, cuco_buf *b, size_t t)
+{
+    const view *v = &c->v;
+    size_t lo, hi;
+    stmt_span(c, t, &lo, &hi);
+    for (const char *const *w = container_words; *w; w++) {
+        size_t wl = strlen(*w);
+        for (size_t q = lo; q + wl <= hi; q++) {
+            char before = q > lo ? v->src[q - 1] : ' ', after = v->src[q + wl];
+            if (memcmp(v->src + q, *w, wl) != 0 || before == '_' ||
+                ((before | 32) >= 'a' && (before | 32) <= 'z') || after == '_' ||
+                ((after | 32) >= 'a' && (after | 32) <= 'z'))
+                continue;
+            cuco_buf_printf(
+                b,
+                "; '%.*s' is declared at line %d as '%.*s': the memory of a %s comes from its own "
+                "allocator, which cannot back a symmetric window (allocate the buffer with "
+                "cudaMalloc)",
+                (int)T(v, t)->len, v->src + T(v, t)->off, T(v, t)->line, (int)(hi - lo),
+                v->src + lo, *w);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Where the trace of a buffer whose cudaMalloc was not found stops, for
+ * the refusal: the expression it gets its value from, and a container
+ * (thrust::device_vector, a smart pointer ...) that holds it or a name in
+ * that expression. Caller frees; NULL when there is nothing to say. */
+static char *trace_hint(ctx *c, const char *name)
+{
+    const view *v = &c->v;
+    cuco_buf b = CUCO_BUF_INIT;
+    size_t rs = v->n, re = v->n;
+    for (size_t i = 0; i + 2 < v->n && rs >= v->n; i++) {
+        if (!cuco_tok_is(&v->lx, T(v, i), name) || !is(v, i + 1, "=") ||
+            (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->"))))
+            continue;
+        rs = i + 2;
+        int d = 0;
+        for (re = rs; re < v->n; re++) {
+            if (is(v, re, "(") || is(v, re, "[") || is(v, re, "{"))
+                d++;
+            else if ((is(v, re, ")") || is(v, re, "]") || is(v, re, "}")) && --d < 0)
+                break;
+            else if (d == 0 && (is(v, re, ";") || is(v, re, ",")))
+                break;
+        }
+        if (re > rs)
+            cuco_buf_printf(&b, "; '%s' gets its value at line %d from '%.*s'", name,
+                            T(v, rs)->line, (int)(tok_end(v, re - 1) - T(v, rs)->off),
+                            v->src + T(v, rs)->off);
+    }
+    /* the buffer's own declaration, then those of the names its value is made of */
+    size_t own = declaration_of(v, name, strlen(name));
+    if (!(own < v->n && container_note(c, &b, own)))
+        for (size_t j = rs; rs < v->n && j < re; j++) {
+            if (!is_ident(v, j) || is(v, j + 1, "(") || is(v, j + 1, "::"))
+                continue;
+            size_t t = declaration_of(v, v->src + T(v, j)->off, T(v, j)->len);
+            if (t < v->n && container_note(c, &b, t))
+                break;
+        }
+    if (b.len == 0) {
+        cuco_buf_free(&b);
+        return NULL;
+    }
+    return cuco_buf_detach(&b);
+}
+
 /* Makes the buffer of argument k of the call symmetric, or refuses. */
 static int need_symmetric(ctx *c, const args *a, int k, size_t call_tok, const char *call)
 {
     const view *v = &c->v;
+    c->call_fn = enclosing_function(v, call_tok);
     size_t last = chain_last(v, a->first[k], a->last[k]);
     char *text = arg_text(v, a, k);
     if (!text)
@@ -632,7 +1070,12 @@ static int need_symmetric(ctx *c, const args *a, int k, size_t call_tok, const c
             refuse(c, line_of(c, call_tok), "%s: buffer %s", call, detail ? detail : "?");
             free(detail);
         } else {
-            refuse(c, line_of(c, call_tok), "%s: cannot find the cudaMalloc of buffer '%s'", call, text);
+            char *hint = name ? trace_hint(c, name) : NULL;
+            char *what = cuco_sprintf("'%s'%s", text, hint ? hint : "");
+            refuse(c, line_of(c, call_tok), "%s: cannot find the cudaMalloc of buffer %s", call,
+                   what ? what : text);
+            free(what);
+            free(hint);
         }
     }
     free(name);
@@ -680,32 +1123,159 @@ static int in_list(const char *const *l, const view *v, size_t i)
     return 0;
 }
 
-/* A literal NCCL dtype the device reductions do not implement. */
-static void check_reduce_args(ctx *c, const args *a, size_t i, const char *call)
+static int str_in(const char *const *l, const char *s)
+{
+    for (; *l; l++)
+        if (!strcmp(*l, s))
+            return 1;
+    return 0;
+}
+
+/* Appends text[0..len) to vals and line to lines (same index). */
+static int add_value(cuco_strlist *vals, int **lines, const char *text, size_t len, int line)
+{
+    int *grown = realloc(*lines, (vals->n + 1) * sizeof(int));
+    if (!grown)
+        return CUCO_ENOMEM;
+    *lines = grown;
+    char *val = cuco_strndup(text, len);
+    int rc = val ? cuco_strlist_push(vals, val) : CUCO_ENOMEM;
+    free(val);
+    if (rc != 0)
+        return CUCO_ENOMEM;
+    (*lines)[vals->n - 1] = line;
+    return 0;
+}
+
+/* The NCCL names (ncclFloat, ncclSum ...) argument k of a call stands for:
+ * itself when it is one such name; else, for a single identifier, the
+ * values of its object-like macros ("#define NCCL_REAL_TYPE ncclFloat", every
+ * #if branch) and of variables initialised with one ("constexpr
+ * ncclDataType_t kType = ncclHalf;"). Each value goes to vals, its line to
+ * lines (0 for the argument itself). Nothing when the argument is an
+ * expression (a call, a traits member): the runtime checks those. */
+static int arg_values(ctx *c, const args *a, int k, cuco_strlist *vals, int **lines)
 {
     const view *v = &c->v;
-    size_t dt = a->first[3], op = a->first[4];
-    if (a->first[3] == a->last[3] && is_ident(v, dt) && strncmp(v->src + T(v, dt)->off, "nccl", 4) == 0 &&
-        !in_list(device_dtypes, v, dt)) {
-        char *t = arg_text(v, a, 3);
-        refuse(c, line_of(c, i), "%s: data type %s has no device reduction in device/", call, t);
-        free(t);
+    size_t t = a->first[k];
+    if (a->first[k] != a->last[k] || !is_ident(v, t))
+        return 0;
+    char *name = cuco_strndup(v->src + T(v, t)->off, T(v, t)->len);
+    if (!name)
+        return CUCO_ENOMEM;
+    int rc = 0;
+    if (strncmp(name, "nccl", 4) == 0) {
+        rc = add_value(vals, lines, name, strlen(name), 0);
+        free(name);
+        return rc;
     }
-    int literal_op = a->first[4] == a->last[4];
-    if (literal_op && is(v, op, "ncclAvg")) {
-        /* a sum, then a scale by 1/nranks: floating types only */
-        if (!(a->first[3] == a->last[3] && in_list(float_dtypes, v, dt))) {
-            char *t = arg_text(v, a, 3);
-            refuse(c, line_of(c, i), "%s: ncclAvg of data type '%s': the device average is implemented for "
-                                     "literal floating types only (float, half, bf16)", call, t);
+    size_t nl = strlen(name);
+    const cuco_lex *lx = &v->lx;
+    for (size_t i = 0; i < lx->ntoks && rc == 0; i++) {
+        const cuco_tok *p = &lx->toks[i];
+        if (p->kind != CUCO_TOK_PREPROC || p->dir_len != 6 ||
+            memcmp(lx->src + p->dir_off, "define", 6) != 0)
+            continue;
+        const char *q = lx->src + p->dir_off + 6, *end = lx->src + p->off + p->len;
+        while (q < end && (*q == ' ' || *q == '\t'))
+            q++;
+        if ((size_t)(end - q) <= nl || memcmp(q, name, nl) != 0 || !(q[nl] == ' ' || q[nl] == '\t'))
+            continue; /* another macro, or a function-like one */
+        q += nl;
+        while (q < end && (*q == ' ' || *q == '\t'))
+            q++;
+        const char *ve = q;
+        while (ve < end && (*ve == '_' || (*ve >= '0' && *ve <= '9') ||
+                            ((*ve | 32) >= 'a' && (*ve | 32) <= 'z')))
+            ve++;
+        if (ve > q + 4 && strncmp(q, "nccl", 4) == 0)
+            rc = add_value(vals, lines, q, (size_t)(ve - q), p->line);
+    }
+    for (size_t i = 0; i + 3 < v->n && rc == 0; i++) {
+        if (!cuco_tok_is(&v->lx, T(v, i), name) || !is(v, i + 1, "=") || !is_ident(v, i + 2) ||
+            !(is(v, i + 3, ";") || is(v, i + 3, ",")) ||
+            strncmp(v->src + T(v, i + 2)->off, "nccl", 4) != 0)
+            continue;
+        const cuco_tok *val = T(v, i + 2);
+        rc = add_value(vals, lines, v->src + val->off, val->len, val->line);
+    }
+    free(name);
+    return rc;
+}
+
+/* "NAME (ncclDouble at line 31)" for messages; the argument alone when it
+ * is the value. Caller frees. */
+static char *value_text(const char *arg, const char *value, int line)
+{
+    return line ? cuco_sprintf("%s (%s at line %d)", arg, value, line) : cuco_strdup(arg);
+}
+
+/* Reductions the device implements: the dtype (argument 3) must be one the
+ * device reductions have, the operation (argument 4) ncclSum, or ncclAvg of
+ * a floating type; names defined by macros or constants count as their
+ * values (all of them, when #if branches define several). */
+static int check_reduce_args(ctx *c, const args *a, size_t i, const char *call)
+{
+    cuco_strlist dts = {0}, ops = {0};
+    int *dt_lines = NULL, *op_lines = NULL;
+    char *dt_arg = arg_text(&c->v, a, 3), *op_arg = arg_text(&c->v, a, 4);
+    int rc = dt_arg && op_arg ? 0 : CUCO_ENOMEM;
+    if (rc == 0)
+        rc = arg_values(c, a, 3, &dts, &dt_lines);
+    if (rc == 0)
+        rc = arg_values(c, a, 4, &ops, &op_lines);
+    int all_float = dts.n > 0, avg = 0, op_refused = 0;
+    for (size_t k = 0; rc == 0 && k < dts.n; k++) {
+        all_float &= str_in(float_dtypes, dts.items[k]);
+        if (!str_in(device_dtypes, dts.items[k])) {
+            char *t = value_text(dt_arg, dts.items[k], dt_lines[k]);
+            rc = refuse(c, line_of(c, i), "%s: data type %s has no device reduction in device/",
+                        call, t);
             free(t);
+            break;
         }
-    } else if (!(literal_op && is(v, op, "ncclSum"))) {
-        char *t = arg_text(v, a, 4);
-        refuse(c, line_of(c, i), "%s: reduction '%s' is not the literal ncclSum or ncclAvg (device/ only sums)",
-               call, t);
-        free(t);
     }
+    for (size_t k = 0; rc == 0 && k < ops.n; k++) {
+        if (!strcmp(ops.items[k], "ncclAvg")) {
+            avg = 1;
+        } else if (strcmp(ops.items[k], "ncclSum") != 0) {
+            if (op_lines[k] == 0) {
+                rc = refuse(
+                    c, line_of(c, i),
+                    "%s: reduction '%s' is not the literal ncclSum or ncclAvg (device/ only sums)",
+                    call, op_arg);
+            } else {
+                char *t = value_text(op_arg, ops.items[k], op_lines[k]);
+                rc = refuse(c, line_of(c, i),
+                            "%s: reduction %s is not ncclSum or ncclAvg (device/ only sums)", call,
+                            t);
+                free(t);
+            }
+            op_refused = 1;
+            avg = 0;
+            break;
+        }
+    }
+    if (rc == 0 && ops.n == 0 && !op_refused)
+        rc = refuse(
+            c, line_of(c, i),
+            "%s: reduction '%s' is not ncclSum or ncclAvg, nor a macro or constant naming one "
+            "(device/ only sums)",
+            call, op_arg);
+    else if (rc == 0 && avg && !all_float)
+        /* a sum, then a scale by 1/nranks: floating types only */
+        rc = refuse(
+            c, line_of(c, i),
+            "%s: ncclAvg of data type '%s': the device average is implemented for floating types "
+            "named by a literal, macro or constant only (float, half, bf16)",
+            call, dt_arg);
+    free(dt_arg);
+    free(op_arg);
+    cuco_strlist_free(&dts);
+    cuco_strlist_free(&ops);
+    free(dt_lines);
+    free(op_lines);
+    return rc;
 }
 
 typedef struct p2p_call {
@@ -730,8 +1300,8 @@ static int rewrite_p2p(ctx *c, p2p_call *calls, size_t n)
     const view *v = &c->v;
     for (size_t i = 0; i < n; i++) {
         p2p_call *s = &calls[i];
-        int rc = 0;
-        if (!s->is_send)
+        int rc = note_comm(c, &s->a, 4, s->tok);
+        if (rc == 0 && !s->is_send)
             rc = need_symmetric(c, &s->a, 0, s->tok, "ncclRecv");
         if (rc == 0)
             rc = add_edit(c, s->tok, T(v, s->tok)->off, T(v, s->tok)->len,
@@ -745,6 +1315,51 @@ static int rewrite_p2p(ctx *c, p2p_call *calls, size_t n)
         if (rc != 0)
             return rc < 0 ? rc : CUCO_ENOMEM;
     }
+    return 0;
+}
+
+/* Whether token i is in the body (or the single statement) of a for, while
+ * or do loop. */
+static int in_loop(const view *v, size_t i)
+{
+    for (size_t f = 0; f < i; f++) {
+        size_t body;
+        if ((is(v, f, "for") || is(v, f, "while")) && is(v, f + 1, "("))
+            body = match_close(v, f + 1) + 1;
+        else if (is(v, f, "do"))
+            body = f + 1;
+        else
+            continue;
+        if (body >= v->n || body > i)
+            continue;
+        size_t end = body;
+        if (is(v, body, "{")) {
+            end = match_close(v, body);
+        } else {
+            int d = 0;
+            for (; end < v->n; end++) {
+                if (is(v, end, "(") || is(v, end, "[") || is(v, end, "{"))
+                    d++;
+                else if (is(v, end, ")") || is(v, end, "]") || is(v, end, "}"))
+                    d--;
+                else if (d == 0 && is(v, end, ";"))
+                    break;
+            }
+        }
+        if (i < end)
+            return 1;
+    }
+    return 0;
+}
+
+/* The line of a "blocking = 0" (an ncclConfig_t made non-blocking:
+ * "config.blocking = 0;", "cfg->blocking = 0"), or 0. */
+static int nonblocking_line(const ctx *c)
+{
+    const view *v = &c->v;
+    for (size_t i = 0; i + 2 < v->n; i++)
+        if (is(v, i, "blocking") && is(v, i + 1, "=") && is(v, i + 2, "0"))
+            return T(v, i)->line;
     return 0;
 }
 
@@ -804,8 +1419,11 @@ static int scan_calls(ctx *c)
                 refuse(c, t->line, "%s: expected its %s arguments", name, ag ? "6" : "7");
             } else if (editable(c, i, name)) {
                 if (!ag)
-                    check_reduce_args(c, &a, i, name);
-                rc = need_symmetric(c, &a, rs ? 0 : 1, i, name);
+                    rc = check_reduce_args(c, &a, i, name);
+                if (rc == 0)
+                    rc = need_symmetric(c, &a, rs ? 0 : 1, i, name);
+                if (rc == 0)
+                    rc = note_comm(c, &a, want - 2, i);
                 const char *to = ag ? "cuco_tx::all_gather" : rs ? "cuco_tx::reduce_scatter" : "cuco_tx::all_reduce";
                 if (rc == 0)
                     rc = add_edit(c, i, t->off, t->len, to);
@@ -823,6 +1441,8 @@ static int scan_calls(ctx *c)
                 refuse(c, t->line, "%s: expected its %s arguments", name, nbuf);
             } else if (editable(c, i, name)) {
                 rc = need_symmetric(c, &a, pc->recv_arg, i, name);
+                if (rc == 0)
+                    rc = note_comm(c, &a, pc->nargs - 2, i);
                 if (rc == 0)
                     rc = add_edit(c, i, t->off, t->len, pc->to);
                 if (rc == 0)
@@ -859,7 +1479,28 @@ static int scan_calls(ctx *c)
             args a;
             call_args(v, i + 1, &a);
             int k = strcmp(name, "ncclCommSplit") == 0 ? 3 : 0;
-            if (a.n > k && (c->nblocks == 0 || in_block(c, t->off))) {
+            int nonblocking = strcmp(name, "ncclCommInitRank") != 0 ? nonblocking_line(c) : 0;
+            int loop = in_loop(v, i);
+            if (group_depth > 0 || loop) {
+                /* NCCL's own multi-device pattern: a communicator per GPU, made in a
+                 * loop, inside a group so that the inits do not wait on each other */
+                c->r->refused = 1;
+                rc = cuco_tx_notes_add(&c->r->notes, t->line, "refused",
+                                       "%s %s: one process makes several communicators (one per "
+                                       "GPU); the device runtime keeps one device communicator per "
+                                       "process (one rank per process, e.g. under mpirun)",
+                                       name,
+                                       group_depth > 0 ? "inside ncclGroupStart/ncclGroupEnd"
+                                                       : "in a loop");
+            } else if (nonblocking) {
+                c->r->refused = 1;
+                rc = cuco_tx_notes_add(&c->r->notes, t->line, "refused",
+                                       "%s makes a non-blocking communicator (blocking = 0 at line "
+                                       "%d): the device runtime's setup (ncclDevCommCreate, window "
+                                       "registration) expects calls that complete on return, not "
+                                       "ncclInProgress; make the communicator blocking",
+                                       name, nonblocking);
+            } else if (a.n > k && (c->nblocks == 0 || in_block(c, t->off))) {
                 char *comm = arg_text(v, &a, k);
                 size_t lo, hi;
                 stmt_span(c, i, &lo, &hi);
@@ -911,6 +1552,8 @@ static int scan_calls(ctx *c)
                NULL, NULL);
     if (rc == 0)
         rc = rewrite_p2p(c, p2p, np2p);
+    if (rc == 0)
+        rc = check_one_comm(c);
     free(p2p);
     return rc;
 }
@@ -1154,5 +1797,8 @@ int cuco_transform_rules(const char *file_name, const char *text, cuco_tx_result
     free(c.blocks);
     free(c.alloc_sites);
     cuco_strlist_free(&c.symm_names);
+    cuco_strlist_free(&c.comm_names);
+    cuco_strlist_free(&c.comm_texts);
+    free(c.comm_lines);
     return rc;
 }

@@ -55,6 +55,16 @@ assert any(n["line"] == 4 and "CUDA graph" in n["message"] for n in d["notes"]),
 assert [s["kind"] for s in d["syncs"]] == ["capture_begin", "capture_end", "graph_launch"], d["syncs"]
 PY
 
+# a stray closer as the first token before a call (damaged input): the
+# statement still ends after the call, and nothing is read out of bounds
+printf ')ncclAllReduce(a, a, 1, ncclFloat, ncclSum, c, s);\n' > "$T/stray.cu"
+"$BIN" analyze "$T/stray.cu" -o "$T/stray.json" >/dev/null || fail "stray closer exit"
+python3 - "$T/stray.json" <<'PY2' || fail "stray closer: statement span"
+import json, sys
+c = json.load(open(sys.argv[1]))["collectives"][0]
+assert c["statement"]["end"] >= c["span"]["end"] > c["span"]["start"], c
+PY2
+
 # writing to /dev/null leaves it a device
 "$BIN" analyze "$DATA/no_nccl.cu" -o /dev/null >/dev/null || fail "-o /dev/null exit"
 [ -c /dev/null ] || fail "-o /dev/null replaced /dev/null"

@@ -147,12 +147,19 @@ static void check_golden(const char *name)
 
 /* The host-driven programs of tests/data/transform written in other styles
  * (helpers that rename buffers, arrays of layer structs, ternary and swapped
- * pointers, pointer arithmetic on shards): buffers, counts, dtypes, peers,
- * streams and the data edges through pointer aliases. */
+ * pointers, pointer arithmetic on shards, a communicator class with methods,
+ * pointer tables, dtype traits templates and explicit template calls, split
+ * communicators, plugin-style pointer arrays, one process driving several
+ * GPUs, a halo exchange on a second stream, thrust containers): buffers,
+ * counts, dtypes, peers, streams, groups filled by helpers and the data
+ * edges through pointer aliases and method calls. */
 static void test_foreign_programs(void **state)
 {
     (void)state;
-    const char *names[] = {"tp_mlp_allreduce", "pipeline_stages", "ring_pass", "reduce_scatter_grad"};
+    const char *names[] = {"tp_mlp_allreduce",    "pipeline_stages",      "ring_pass",
+                           "reduce_scatter_grad", "class_comm_allreduce", "llmc_grad_avg",
+                           "ddp_buckets",         "split_tp_dp",          "plugin_allgather",
+                           "init_all_single",     "jacobi_halo",          "thrust_overlap"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char *cu = cuco_sprintf("../transform/%s/%s.cu", names[i], names[i]);
         char *gold = cuco_sprintf("foreign_%s.expect.json", names[i]);

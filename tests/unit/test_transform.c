@@ -380,6 +380,262 @@ static void test_average(void **state)
     cuco_err_clear(&e);
 }
 
+/* Buffers reached through the ways user code passes them on: a method of a
+ * class with a const qualifier called on an object, a template helper called
+ * after "else" and with explicit template arguments, a table of pointers
+ * ("void *outs[] = {y}"), and a table of pointer addresses filled by stores
+ * through it ("*(ptrs[i]) = it" with ptrs = {&t->a, &t->b}). */
+static void test_buffers_through_methods_and_tables(void **state)
+{
+    (void)state;
+    const char *src = "struct Comm {\n"                                                     /* 1 */
+                      "  ncclComm_t c; cudaStream_t s;\n"                                   /* 2 */
+                      "  void sum(float *buf, size_t n) const {\n"                          /* 3 */
+                      "    ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, c, s);\n"         /* 4 */
+                      "  }\n"                                                               /* 5 */
+                      "};\n"                                                                /* 6 */
+                      "template <typename T> void red(T *data, size_t n, ncclComm_t c) {\n" /* 7 */
+                      "  ncclAllReduce(data, data, n, ncclFloat, ncclSum, c, 0);\n"         /* 8 */
+                      "}\n"                                                                 /* 9 */
+                      "void gather(void *const *outs, const void *in, ncclComm_t c) {\n"    /* 10 */
+                      "  ncclAllGather(in, outs[0], 4, ncclFloat, c, 0);\n"                 /* 11 */
+                      "}\n"                                                                 /* 12 */
+                      "struct P { float *a, *b; };\n"                                       /* 13 */
+                      "float *point(P *t) {\n"                                              /* 14 */
+                      "  float *mem; cudaMalloc(&mem, 64);\n"                               /* 15 */
+                      "  float **ptrs[] = {&t->a, &t->b};\n"                                /* 16 */
+                      "  float *it = mem;\n"                                                /* 17 */
+                      "  for (int i = 0; i < 2; i++) { *(ptrs[i]) = it; it += 8; }\n"       /* 18 */
+                      "  return mem;\n"                                                     /* 19 */
+                      "}\n"                                                                 /* 20 */
+                      "int main(int argc, char **) {\n"                                     /* 21 */
+                      "  Comm k; float *g, *x, *y, *z, *unused; P p;\n"                     /* 22 */
+                      "  cudaMalloc(&g, 64); cudaMalloc(&x, 64); cudaMalloc(&y, 64);\n"     /* 23 */
+                      "  cudaMalloc(&z, 64); cudaMalloc(&unused, 64); point(&p);\n"         /* 24 */
+                      "  k.sum(g, 16);\n"                                                   /* 25 */
+                      "  if (argc > 1) red<float>(x, 16, k.c); else red(z, 16, k.c);\n"     /* 26 */
+                      "  void *outs[] = {y};\n"                                             /* 27 */
+                      "  gather(outs, x, k.c);\n"                                           /* 28 */
+                      "  float *tab[] = {p.a, p.b};\n"                                      /* 29 */
+                      "  red(tab[1], 8, k.c);\n"                                            /* 30 */
+                      "}\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("t.cu", src, &r, &e), 0);
+    for (size_t i = 0; i < r.notes.n; i++)
+        if (!strcmp(r.notes.items[i].kind, "refused"))
+            fprintf(stderr, "%d: %s\n", r.notes.items[i].line, r.notes.items[i].text);
+    assert_int_equal(r.refused, 0);
+    /* g (method), x and z (template helper), y (table), mem (pointer table) */
+    assert_true(has_note(&r.notes, "symmetric", 23, "'buf' of ncclAllReduce at line 4"));
+    assert_true(has_note(&r.notes, "symmetric", 15, "'data' of ncclAllReduce at line 8"));
+    assert_true(has_note(&r.notes, "symmetric", 23, "'outs[0]' of ncclAllGather at line 11"));
+    assert_true(has_note(&r.notes, "symmetric", 24, "'data' of ncclAllReduce at line 8"));
+    assert_int_equal(count_of(r.program, "cuco_tx::symm_malloc(&"), 5);
+    assert_non_null(strstr(r.program, "cudaMalloc(&unused, 64)"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
+/* Collectives on two communicators are refused (the runtime registers every
+ * buffer with one), also when one helper is called with both; one
+ * communicator known under two paths ("a.comm", "cfg->comm") or through a
+ * copy ("mine = a.comm") is one, and an accessor ("a.get()") is not counted. */
+static void test_one_communicator(void **state)
+{
+    (void)state;
+    const char *two = "static void reduce(float *b, ncclComm_t comm, cudaStream_t s) {\n"
+                      "  ncclAllReduce(b, b, 4, ncclFloat, ncclSum, comm, s);\n"
+                      "}\n"
+                      "int main() {\n"
+                      "  ncclComm_t world = nullptr, tp = NULL; float *x; cudaMalloc(&x, 64);\n"
+                      "  ncclCommSplit(world, 0, 0, &tp, NULL);\n"
+                      "  reduce(x, tp, 0);\n"
+                      "  reduce(x, world, 0);\n"
+                      "}\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("two.cu", two, &r, &e), 0);
+    assert_int_equal(r.refused, 1);
+    assert_null(r.program);
+    assert_true(has_note(&r.notes, "refused", 8,
+                         "collectives on 2 communicators, 'tp' (line 7) and 'world' (line 8)"));
+    cuco_tx_result_free(&r);
+
+    const char *one = "struct Cfg { ncclComm_t comm; };\n"
+                      "static void reduce(float *b, Cfg *cfg) {\n"
+                      "  ncclAllReduce(b, b, 4, ncclFloat, ncclSum, cfg->comm, 0);\n"
+                      "}\n"
+                      "int main() {\n"
+                      "  Cfg a; float *x; cudaMalloc(&x, 64);\n"
+                      "  ncclAllGather(x, x, 1, ncclFloat, a.comm, 0);\n"
+                      "  reduce(x, &a);\n"
+                      "  ncclComm_t mine = a.comm;\n"
+                      "  ncclAllReduce(x, x, 4, ncclFloat, ncclSum, mine, 0);\n"
+                      "  ncclAllReduce(x, x, 4, ncclFloat, ncclSum, a.get(), 0);\n"
+                      "}\n";
+    assert_int_equal(cuco_transform_rules("one.cu", one, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
+/* Data types and reductions named by macros or constants count as their
+ * values: every #if branch of a macro (one branch with ncclDouble refuses,
+ * naming the macro, the value and its line), a constant naming ncclMax
+ * refuses, ncclFloat and ncclSum through names pass. */
+static void test_reduce_names(void **state)
+{
+    (void)state;
+    const char *ok = "#define REAL_T ncclFloat\n"
+                     "static constexpr ncclRedOp_t kOp = ncclSum;\n"
+                     "void f(float *x, ncclComm_t c) {\n  cudaMalloc(&x, 64);\n"
+                     "  ncclAllReduce(x, x, 4, REAL_T, kOp, c, 0);\n}\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("ok.cu", ok, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    cuco_tx_result_free(&r);
+
+    const char *branches =
+        "#ifdef USE_DOUBLE\n#define REAL_T ncclDouble\n#else\n#define REAL_T ncclFloat\n#endif\n"
+        "const ncclRedOp_t op = ncclMax;\n"
+        "void f(float *x, ncclComm_t c) {\n  cudaMalloc(&x, 64);\n"
+        "  ncclAllReduce(x, x, 4, REAL_T, ncclSum, c, 0);\n"
+        "  ncclReduceScatter(x, x, 1, ncclFloat, op, c, 0);\n}\n";
+    assert_int_equal(cuco_transform_rules("br.cu", branches, &r, &e), 0);
+    assert_int_equal(r.refused, 1);
+    assert_true(has_note(&r.notes, "refused", 9,
+                         "data type REAL_T (ncclDouble at line 2) has no device reduction"));
+    assert_true(has_note(&r.notes, "refused", 10,
+                         "reduction op (ncclMax at line 6) is not ncclSum or ncclAvg"));
+    cuco_tx_result_free(&r);
+
+    /* ncclAvg needs a floating type, also through a name */
+    const char *avg =
+        "#define HALF_T ncclHalf\n"
+        "void f(float *x, int *y, ncclComm_t c) {\n  cudaMalloc(&x, 64); cudaMalloc(&y, 64);\n"
+        "  ncclAllReduce(x, x, 4, HALF_T, ncclAvg, c, 0);\n"
+        "  ncclAllReduce(y, y, 4, ncclInt32, ncclAvg, c, 0);\n}\n";
+    assert_int_equal(cuco_transform_rules("avg.cu", avg, &r, &e), 0);
+    assert_int_equal(r.refused, 1);
+    assert_false(has_note(&r.notes, "refused", 4, "ncclAvg"));
+    assert_true(has_note(&r.notes, "refused", 5, "ncclAvg of data type 'ncclInt32'"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
+/* A non-blocking communicator (config.blocking = 0) answers ncclInProgress
+ * where the device runtime expects completed calls: refused at the call that
+ * makes it, naming the line of blocking = 0; a blocking one gets its setup
+ * right after the call. */
+static void test_nonblocking_config(void **state)
+{
+    (void)state;
+    const char *src = "int main() {\n"
+                      "  ncclComm_t comm; ncclUniqueId id; ncclResult_t st;\n"
+                      "  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;\n"
+                      "  config.blocking = 0;\n"
+                      "  ncclCommInitRankConfig(&comm, 2, id, 0, &config);\n"
+                      "  do { ncclCommGetAsyncError(comm, &st); } while (st == ncclInProgress);\n"
+                      "  float *x; cudaMalloc(&x, 64);\n"
+                      "  ncclAllReduce(x, x, 4, ncclFloat, ncclSum, comm, 0);\n"
+                      "}\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("nb.cu", src, &r, &e), 0);
+    assert_int_equal(r.refused, 1);
+    assert_null(r.program);
+    assert_true(
+        has_note(&r.notes, "refused", 5, "non-blocking communicator (blocking = 0 at line 4)"));
+    cuco_tx_result_free(&r);
+
+    char *blocking = cuco_strdup(src);
+    char *zero = strstr(blocking, "blocking = 0");
+    zero[strlen("blocking = ")] = '1';
+    assert_int_equal(cuco_transform_rules("b.cu", blocking, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    assert_non_null(strstr(r.program, "cuco_tx::comm_setup(*(&comm));"));
+    cuco_tx_result_free(&r);
+    free(blocking);
+    cuco_err_clear(&e);
+}
+
+/* A named lambda wrapping a collective is a helper like a function: its
+ * buffer parameter is what its calls pass, and its communicator parameter
+ * too (two communicators through one lambda are refused). */
+static void test_lambda_helper(void **state)
+{
+    (void)state;
+    const char *src = "int main() {\n"
+                      "  ncclComm_t comm; cudaStream_t s; float *g, *h;\n"
+                      "  cudaMalloc(&g, 64); cudaMalloc(&h, 64);\n"
+                      "  auto allreduce = [&](float *buf, size_t n) {\n"
+                      "    ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, comm, s);\n"
+                      "  };\n"
+                      "  allreduce(g, 16);\n"
+                      "}\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("l.cu", src, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    assert_non_null(strstr(r.program, "cuco_tx::symm_malloc(&g, 64); cudaMalloc(&h, 64);"));
+    cuco_tx_result_free(&r);
+
+    const char *two = "int main() {\n"
+                      "  ncclComm_t world, tp; float *g; cudaMalloc(&g, 64);\n"
+                      "  auto sum = [](float *b, ncclComm_t c) {\n"
+                      "    ncclAllReduce(b, b, 4, ncclFloat, ncclSum, c, 0);\n"
+                      "  };\n"
+                      "  sum(g, world);\n"
+                      "  sum(g, tp);\n"
+                      "}\n";
+    assert_int_equal(cuco_transform_rules("l2.cu", two, &r, &e), 0);
+    assert_int_equal(r.refused, 1);
+    assert_true(has_note(&r.notes, "refused", 7, "'world' (line 6) and 'tp' (line 7)"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
+/* Several GPUs per process with one rank each (NCCL's multi-device
+ * example): communicators made in a loop inside a group, collectives on
+ * comms[i]. Refused at both (the group of inits must stay NCCL's, and the
+ * runtime keeps one device communicator per process). */
+static void test_devices_per_process(void **state)
+{
+    (void)state;
+    const char *src = "int main() {\n"
+                      "  ncclComm_t comms[2]; ncclUniqueId id; float *buf[2]; cudaStream_t s[2];\n"
+                      "  for (int i = 0; i < 2; i++) cudaMalloc(buf + i, 64);\n"
+                      "  ncclGroupStart();\n"
+                      "  for (int i = 0; i < 2; i++) ncclCommInitRank(comms + i, 4, id, i);\n"
+                      "  ncclGroupEnd();\n"
+                      "  for (int i = 0; i < 2; i++)\n"
+                      "    ncclAllReduce(buf[i], buf[i], 4, ncclFloat, ncclSum, comms[i], s[i]);\n"
+                      "}\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("md.cu", src, &r, &e), 0);
+    assert_int_equal(r.refused, 1);
+    assert_true(has_note(&r.notes, "refused", 5, "ncclCommInitRank inside ncclGroupStart/ncclGroupEnd"));
+    assert_true(has_note(&r.notes, "refused", 8, "a collective on 'comms[i]', an element of an array"));
+    cuco_tx_result_free(&r);
+
+    const char *loop = "int main() {\n"
+                       "  ncclComm_t c; ncclUniqueId id;\n"
+                       "  for (int d = 0; d < 2; d++) {\n"
+                       "    ncclCommInitRank(&c, 4, id, d);\n"
+                       "  }\n"
+                       "  float *x; cudaMalloc(&x, 64);\n"
+                       "  ncclAllReduce(x, x, 4, ncclFloat, ncclSum, c, 0);\n"
+                       "}\n";
+    assert_int_equal(cuco_transform_rules("loop.cu", loop, &r, &e), 0);
+    assert_int_equal(r.refused, 1);
+    assert_true(has_note(&r.notes, "refused", 4, "ncclCommInitRank in a loop"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -394,6 +650,12 @@ int main(void)
         cmocka_unit_test(test_swapped_double_buffer),
         cmocka_unit_test(test_buffer_paths),
         cmocka_unit_test(test_average),
+        cmocka_unit_test(test_buffers_through_methods_and_tables),
+        cmocka_unit_test(test_one_communicator),
+        cmocka_unit_test(test_reduce_names),
+        cmocka_unit_test(test_nonblocking_config),
+        cmocka_unit_test(test_lambda_helper),
+        cmocka_unit_test(test_devices_per_process),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
