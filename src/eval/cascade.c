@@ -11,6 +11,7 @@
 #include "cuco/eval.h"
 #include "cuco/fs.h"
 #include "cuco/hash.h"
+#include "cuco/include_deps.h"
 #include "cuco/launch.h"
 #include "cuco/proc.h"
 #include "cuco/program.h"
@@ -383,9 +384,45 @@ static void infra_failure(cascade *c, const char *step, const cuco_err *e)
     free(msg);
 }
 
+/* Appends the headers the staged sources include to key (see
+ * cuco/include_deps.h); negative when they cannot be known (no caching). */
+static int include_key(cascade *c, cuco_buf *key)
+{
+    cuco_strlist argv = {0};
+    cuco_err ie = CUCO_ERR_INIT;
+    int rc = expand_list(c, &c->w->build_command, &argv, &ie);
+    char **dirs = NULL;
+    size_t n_dirs = 0;
+    const char **srcs = calloc(c->w->sources.n + 1, sizeof *srcs);
+    if (rc == 0 && !srcs)
+        rc = CUCO_ENOMEM;
+    if (rc == 0)
+        rc = cuco_include_dirs((const char *const *)argv.items, argv.n, c->build_dir, &dirs,
+                               &n_dirs, &ie);
+    for (size_t i = 0; rc == 0 && i < c->w->sources.n; i++)
+        if (!(srcs[i] = cuco_path_join(c->build_dir, c->w->sources.items[i])))
+            rc = CUCO_ENOMEM;
+    if (rc == 0)
+        rc = cuco_include_digest(srcs, c->w->sources.n, (const char *const *)dirs, n_dirs, key,
+                                 &ie);
+    if (rc < 0)
+        progress(c, "build cache not used: the included headers are not known (%s)",
+                 ie.code ? cuco_err_msg(&ie) : "out of memory");
+    for (size_t i = 0; srcs && i < c->w->sources.n; i++)
+        free((char *)srcs[i]);
+    free(srcs);
+    for (size_t i = 0; i < n_dirs; i++)
+        free(dirs[i]);
+    free(dirs);
+    cuco_strlist_free(&argv);
+    cuco_err_clear(&ie);
+    return rc < 0 ? rc : 0;
+}
+
 /* The build cache: binaries of programs already built, keyed by the xxh3 of
- * the staged sources (the program text among them), the build command
- * template, the output name and the toolchain-facing environment
+ * the staged sources (the program text among them), the local headers they
+ * include, the build command template, the output name and the
+ * toolchain-facing environment
  * (NCCL_HOME, PATH). A hit skips L1; a binary is only cached after a
  * successful build. */
 static char *cache_path(cascade *c)
@@ -411,6 +448,12 @@ static char *cache_path(cascade *c)
     }
     for (size_t i = 0; i < c->w->build_command.n; i++)
         cuco_buf_printf(&key, "%s\x1f", c->w->build_command.items[i]);
+    /* the headers the sources include (harness, device/, runtime): a changed
+     * header makes a new key */
+    if (include_key(c, &key) < 0) {
+        cuco_buf_free(&key);
+        return NULL;
+    }
     const char *nccl = getenv("NCCL_HOME"), *path = getenv("PATH");
     cuco_buf_printf(&key, "\n%s\n%s\n%s\n", c->w->build_output, nccl ? nccl : "", path ? path : "");
     char hex[17];

@@ -122,4 +122,21 @@ CUCO_BUILD_CACHE="$BC" "$CUCO_BIN" eval "$WL" "$CUCO_TEST_DATA/cpu_demo_broken/c
     >/dev/null 2>&1
 check "build cache: a failed build is not cached" test "$(ls "$BC" | wc -l)" -eq 2
 
+# a header the program includes (from an -I folder, as the workloads include
+# their harness) is part of the key: changing it makes a new build
+HW="$TMP/hdrwl"
+mkdir -p "$HW/inc"
+cp "$WL/workload.yaml" "$HW/"
+sed -i "s|command: \[mpicc, |command: [mpicc, \"-I$HW/inc\", |" "$HW/workload.yaml"
+{ echo '#include "extra.h"'; cat "$WL/main.c"; } > "$HW/main.c"
+printf '#include "nested.h"\n' > "$HW/inc/extra.h"
+printf '#define CUCO_TEST_EXTRA 1\n' > "$HW/inc/nested.h"
+CUCO_BUILD_CACHE="$BC" "$CUCO_BIN" eval "$HW" --level 1 >/dev/null 2>"$TMP/bh1.err"
+check "build cache with a header: first run builds" grep -q "build cached as $BC/" "$TMP/bh1.err"
+CUCO_BUILD_CACHE="$BC" "$CUCO_BIN" eval "$HW" --level 1 >/dev/null 2>"$TMP/bh2.err"
+check "build cache with a header: unchanged header, cached build" grep -q "L1 ok (cached build" "$TMP/bh2.err"
+printf '#define CUCO_TEST_EXTRA 2\n' > "$HW/inc/nested.h"
+CUCO_BUILD_CACHE="$BC" "$CUCO_BIN" eval "$HW" --level 1 >/dev/null 2>"$TMP/bh3.err"
+check "build cache with a header: a changed nested header rebuilds" grep -q "build cached as $BC/" "$TMP/bh3.err"
+
 exit $fail

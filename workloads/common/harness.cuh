@@ -104,16 +104,59 @@ inline bool hx_arg_flag(int argc, char **argv, const char *name)
     return false;
 }
 
-// Times step() on stream s: warmup runs, then iters runs each bracketed by
-// events. Every rank starts each iteration together (MPI barrier after a
-// device sync) so a rank's time includes waiting for its peers, as in a real
-// step. Returns the median over iterations of the slowest rank's time.
+// Least warm-up time before timing, in ms ($CUCO_MIN_WARMUP_MS overrides;
+// 0: count only). A fixed count of warm-up steps is not enough: on an H100,
+// gemm_allgather's 5.5 ms step after 5 warm-up steps varied by 11% from one
+// process to the next (5.19 to 5.81 ms, six processes), after 50 steps (about
+// 280 ms) by 0.3% (5.476 to 5.490 ms).
+inline double hx_min_warmup_ms()
+{
+    const char *v = getenv("CUCO_MIN_WARMUP_MS");
+    return v && *v ? atof(v) : 300.0;
+}
+
+// Runs step() at least `warmup` times and for at least hx_min_warmup_ms() of
+// wall time on the slowest rank. Ranks agree after each batch (MPI), so all
+// run the same number of steps (steps hold collectives). Capped at 100000
+// steps.
+inline void hx_warm_up(cudaStream_t s, int warmup, const std::function<void()> &step)
+{
+    const double min_ms = hx_min_warmup_ms();
+    if (warmup <= 0 && min_ms <= 0)
+        return;
+    const double t0 = MPI_Wtime();
+    long done = 0;
+    long batch = warmup > 0 ? warmup : 1;
+    for (;;) {
+        for (long i = 0; i < batch; i++, done++)
+            step();
+        HX_CUDA(cudaStreamSynchronize(s));
+        HX_CUDA(cudaDeviceSynchronize());
+        double elapsed = (MPI_Wtime() - t0) * 1e3, slowest = 0;
+        MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if ((done >= warmup && slowest >= min_ms) || done >= 100000)
+            break;
+        // the next batch: about what the time left needs (every rank computes
+        // the same number from the same slowest time), 1 to 10000 steps
+        double per_step = slowest / (double)done;
+        double left = min_ms - slowest;
+        batch = per_step > 0 ? (long)std::min(10000.0, left / per_step) + 1 : 1;
+        if (batch < 1)
+            batch = 1;
+        if (done + batch < warmup)
+            batch = warmup - done;
+    }
+}
+
+// Times step() on stream s: a warm-up (hx_warm_up), then iters runs each
+// bracketed by events. Every rank starts each iteration together (MPI
+// barrier after a device sync) so a rank's time includes waiting for its
+// peers, as in a real step. Returns the median over iterations of the
+// slowest rank's time.
 inline double hx_time_ms(hx_ctx &c, cudaStream_t s, int warmup, int iters,
                          const std::function<void()> &step)
 {
-    for (int i = 0; i < warmup; i++)
-        step();
-    HX_CUDA(cudaDeviceSynchronize());
+    hx_warm_up(s, warmup, step);
     cudaEvent_t e0, e1;
     HX_CUDA(cudaEventCreate(&e0));
     HX_CUDA(cudaEventCreate(&e1));
