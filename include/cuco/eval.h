@@ -81,6 +81,13 @@ void cuco_eval_result_free(cuco_eval_result *r);
 void cuco_eval_default_build_cache(const char *workspace);
 /* The result as one JSON object (caller frees). */
 char *cuco_eval_result_json(const cuco_eval_result *r);
+/* A digest (16 hex digits) of what, besides the program text, decides an
+ * evaluation's result: the manifest file, the workload's other sources, the
+ * local headers its sources include through the build command's -I folders
+ * (the harness, device/), NCCL_HOME and PATH. A result cached under another
+ * digest was measured with other inputs. The headers are left out when the
+ * build command cannot be expanded here (e.g. no NCCL found). */
+int cuco_eval_inputs_digest(const cuco_workload *w, char hex[17], cuco_err *e);
 
 /* Output parsing, exposed for tests and other runners. */
 typedef struct cuco_run_output {

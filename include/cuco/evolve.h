@@ -78,6 +78,11 @@ typedef struct cuco_evolve_opts {
     const cuco_evolve_config *cfg;
     cuco_db *db;
     const char *workload_name;
+    /* Scope of the evaluation cache (table evaluations' workload column):
+     * results are reused only within one scope. NULL: workload_name. cuco
+     * evolve passes "NAME#DIGEST" with cuco_eval_inputs_digest(), so a
+     * changed manifest, harness or header does not reuse old results. */
+    const char *cache_scope;
     const cuco_workload *workload;  /* optional, for the mutators */
     const char *seed_text;          /* the frozen reference (the workload's seed) */
     const char *init_text;          /* generation 0; NULL: seed_text */

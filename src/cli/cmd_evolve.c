@@ -529,6 +529,16 @@ int cmd_evolve(int argc, char **argv)
     o.cfg = &cfg;
     o.db = db;
     o.workload_name = w->name;
+    /* cached results count only for the same manifest, harness and headers */
+    char digest[17], *scope = NULL;
+    cuco_err de = CUCO_ERR_INIT;
+    if (cuco_eval_inputs_digest(w, digest, &de) == 0)
+        scope = cuco_sprintf("%s#%s", w->name, digest);
+    else
+        cuco_err_print(&de, "cuco evolve: the evaluation cache is keyed by the workload name only",
+                       stderr);
+    cuco_err_clear(&de);
+    o.cache_scope = scope;
     o.workload = w;
     /* an --init program (e.g. the transformed gen_0) is the frozen reference
      * of its descendants: its blocks may differ from the seed's */
@@ -552,6 +562,7 @@ int cmd_evolve(int argc, char **argv)
     }
     cuco_evolve_result r;
     int run_rc = cuco_evolve_run(&o, &r, &e);
+    free(scope);
     if (run_rc == 0)
         record_bound_warning(db, r.run_id, ws);
     if (llm.session)

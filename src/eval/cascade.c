@@ -465,6 +465,50 @@ static char *cache_path(cascade *c)
     return out;
 }
 
+int cuco_eval_inputs_digest(const cuco_workload *w, char hex[17], cuco_err *e)
+{
+    cuco_eval_result r;
+    memset(&r, 0, sizeof r);
+    cascade c = {.w = w, .o = NULL, .r = &r};
+    c.build_dir = cuco_strdup(w->dir);
+    c.bin = cuco_path_join(w->dir, w->build_output);
+    c.evolve_path = cuco_path_join(w->dir, w->evolve_file);
+    if (!c.build_dir || !c.bin || !c.evolve_path) {
+        cascade_free(&c);
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    }
+    cuco_buf key = CUCO_BUF_INIT;
+    char *body = NULL;
+    size_t len = 0;
+    cuco_err re = CUCO_ERR_INIT;
+    if (w->manifest_path && cuco_fs_read(w->manifest_path, &body, &len, &re) == 0) {
+        cuco_buf_printf(&key, "manifest\n%zu\n", len);
+        cuco_buf_append(&key, body, len);
+    }
+    free(body);
+    cuco_err_clear(&re);
+    for (size_t i = 0; i < w->sources.n; i++) {
+        if (!strcmp(w->sources.items[i], w->evolve_file))
+            continue; /* the program text is the other half of the key */
+        char *src = cuco_path_join(w->dir, w->sources.items[i]);
+        body = NULL;
+        if (src && cuco_fs_read(src, &body, &len, &re) == 0) {
+            cuco_buf_printf(&key, "\n%s\n%zu\n", w->sources.items[i], len);
+            cuco_buf_append(&key, body, len);
+        }
+        cuco_err_clear(&re);
+        free(body);
+        free(src);
+    }
+    include_key(&c, &key); /* without the headers when they cannot be known */
+    const char *nccl = getenv("NCCL_HOME"), *path = getenv("PATH");
+    cuco_buf_printf(&key, "\n%s\n%s\n", nccl ? nccl : "", path ? path : "");
+    cuco_hash_hex(key.data ? key.data : "", key.len, hex);
+    cuco_buf_free(&key);
+    cascade_free(&c);
+    return 0;
+}
+
 void cuco_eval_default_build_cache(const char *workspace)
 {
     if (!workspace || getenv("CUCO_BUILD_CACHE"))

@@ -90,7 +90,8 @@ static int eval_jobs(const cuco_evolve_opts *o, job *jobs, size_t n, cuco_err *e
     for (size_t i = 0; i < n; i++) {
         int found;
         cuco_db_eval v;
-        int rc = db_eval_lookup(o->db, o->workload_name, jobs[i].hash, &found, &v, e);
+        const char *scope = o->cache_scope ? o->cache_scope : o->workload_name;
+        int rc = db_eval_lookup(o->db, scope, jobs[i].hash, &found, &v, e);
         if (rc < 0)
             return rc;
         if (found) {
@@ -151,7 +152,8 @@ static int record_jobs(const cuco_evolve_opts *o, job *jobs, size_t n, double ba
         if (rc == 0 && !j->cached && j->out.status != CUCO_EVAL_INFRA_ERROR) {
             cuco_db_eval v = {(char *)cuco_eval_status_name(j->out.status),
                               good ? j->out.time_ms : -1, j->out.metrics_json, j->out.error};
-            rc = db_eval_store(o->db, o->workload_name, j->hash, &v, e);
+            rc = db_eval_store(o->db, o->cache_scope ? o->cache_scope : o->workload_name, j->hash,
+                               &v, e);
         }
         if (good)
             (*ok)++;

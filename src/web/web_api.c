@@ -450,11 +450,14 @@ static int api_evaluations(request *rq)
         json_decref(list);
         return db_fail(rq, "listing evaluations");
     }
-    /* the evaluation cache of the run's workload, by status */
+    /* the evaluation cache of the run's workload (under any inputs digest:
+     * scopes are "NAME#DIGEST"), by status */
     json_t *cache = json_object();
     if (sqlite3_prepare_v2(rq->db,
-                           "SELECT status, count(*) FROM evaluations WHERE workload="
-                           "(SELECT workload FROM runs WHERE id=?) GROUP BY status ORDER BY status",
+                           "WITH w(name) AS (SELECT workload FROM runs WHERE id=?)"
+                           " SELECT status, count(*) FROM evaluations, w WHERE workload=w.name"
+                           " OR substr(workload, 1, length(w.name) + 1) = w.name || '#'"
+                           " GROUP BY status ORDER BY status",
                            -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, run_id);
         while (sqlite3_step(st) == SQLITE_ROW)

@@ -110,15 +110,24 @@ check "search finds the sweep's best setting (or one within 3%)" \
 check "search used fewer programs than the sweep" [ "$n_search" -lt 8 ]
 check "search ran nothing again (cache)" [ "$(jfield "$T/search.json" evaluations)" = 0 ]
 
+# the cache holds for the same manifest and headers only: with another bench
+# timeout in the manifest, nothing is taken from it
+sed -i 's/^  timeout_s: \([0-9]*\)$/  timeout_s: 1\1/' "$WL/workload.yaml"
+"$CUCO_BIN" evolve "$WL" --workspace "$WS" --fresh --islands 1 --evaluations 2 --seed 3 \
+    --json >"$T/changed.json" 2>"$T/changed.err"
+check "changed manifest: run exits 0" [ $? -eq 0 ]
+check "changed manifest: nothing from the cache" [ "$(jfield "$T/changed.json" cached)" = 0 ]
+check "changed manifest: evaluated anew" [ "$(jfield "$T/changed.json" evaluations)" -ge 2 ]
+
 # test-only mutators: recorded as patch_failed, the run goes on
 "$CUCO_BIN" evolve "$WL" --workspace "$WS" --fresh --mutator test_garbage --generations 2 \
     --quiet >/dev/null 2>"$T/garbage.err"
 check "garbage mutator run exits 0" [ $? -eq 0 ]
-check "garbage children recorded as patch_failed" [ "$(sql "$WS/runs.db" "select count(*) from programs where run_id=3 and mutator='test_garbage' and status='patch_failed' and error like '%SEARCH/REPLACE%'")" -ge 2 ]
+check "garbage children recorded as patch_failed" [ "$(sql "$WS/runs.db" "select count(*) from programs where run_id=4 and mutator='test_garbage' and status='patch_failed' and error like '%SEARCH/REPLACE%'")" -ge 2 ]
 "$CUCO_BIN" evolve "$WL" --workspace "$WS" --fresh --mutator test_outside --generations 2 \
     --quiet >/dev/null 2>"$T/outside.err"
 check "outside-edit mutator run exits 0" [ $? -eq 0 ]
-check "outside edits recorded as patch_failed" [ "$(sql "$WS/runs.db" "select count(*) from programs where run_id=4 and status='patch_failed' and error like '%outside the EVOLVE-BLOCKs%'")" -ge 2 ]
+check "outside edits recorded as patch_failed" [ "$(sql "$WS/runs.db" "select count(*) from programs where run_id=5 and status='patch_failed' and error like '%outside the EVOLVE-BLOCKs%'")" -ge 2 ]
 
 # concurrency refusal and kill -9 then resume, on a workspace without cache
 WS2="$T/ws2"
