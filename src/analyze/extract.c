@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cuco/fs.h"
+#include "cuco/grow.h"
 
 struct src_file {
     char *path;
@@ -155,13 +156,8 @@ static size_t split_args(const struct src_file *F, size_t open, size_t close, st
         if (at_end || (depth == 0 && tis(F, i, ","))) {
             if (at_end && start == close && n == 0)
                 break; /* no arguments */
-            if (n == cap) {
-                cap *= 2;
-                struct arg_range *nv = realloc(v, cap * sizeof *v);
-                if (!nv)
-                    break;
-                v = nv;
-            }
+            if (CUCO_GROW(v, cap, n + 1, 4) < 0)
+                break;
             v[n].a = start;
             v[n].b = i - 1;
             n++;

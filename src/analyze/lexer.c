@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuco/grow.h"
+
 struct lexer {
     cuco_lex *lx;
     size_t pos, cap, dcap;
@@ -36,14 +38,8 @@ static void advance(struct lexer *L, size_t n)
 static int push(struct lexer *L, enum cuco_tok_kind k, size_t off, int line, int col)
 {
     cuco_lex *lx = L->lx;
-    if (lx->ntoks == L->cap) {
-        size_t nc = L->cap ? L->cap * 2 : 256;
-        cuco_tok *t = realloc(lx->toks, nc * sizeof *t);
-        if (!t)
-            return CUCO_ENOMEM;
-        lx->toks = t;
-        L->cap = nc;
-    }
+    if (CUCO_GROW(lx->toks, L->cap, lx->ntoks + 1, 256) < 0)
+        return CUCO_ENOMEM;
     cuco_tok *t = &lx->toks[lx->ntoks++];
     memset(t, 0, sizeof *t);
     t->kind = k;
@@ -57,14 +53,8 @@ static int push(struct lexer *L, enum cuco_tok_kind k, size_t off, int line, int
 static int diag(struct lexer *L, int line, int col, const char *msg)
 {
     cuco_lex *lx = L->lx;
-    if (lx->ndiags == L->dcap) {
-        size_t nc = L->dcap ? L->dcap * 2 : 8;
-        cuco_lex_diag *d = realloc(lx->diags, nc * sizeof *d);
-        if (!d)
-            return CUCO_ENOMEM;
-        lx->diags = d;
-        L->dcap = nc;
-    }
+    if (CUCO_GROW(lx->diags, L->dcap, lx->ndiags + 1, 8) < 0)
+        return CUCO_ENOMEM;
     char *m = cuco_strdup(msg);
     if (!m)
         return CUCO_ENOMEM;
