@@ -28,9 +28,6 @@ int db_sql_error(cuco_db *db, cuco_err *e, const char *what)
     return cuco_err_set(e, CUCO_EDB, "database: %s: %s", what, sqlite3_errmsg(db->h));
 }
 
-#define now_s db_now
-#define dberr db_sql_error
-
 /* Ordered migrations: migrations[i] brings the schema from version i to i+1. */
 static const char *const migrations[] = {
     "CREATE TABLE runs(id INTEGER PRIMARY KEY, workload TEXT NOT NULL, config TEXT,"
@@ -77,14 +74,14 @@ int db_schema_version(cuco_db *db, int *version, cuco_err *e)
                            "SELECT name FROM sqlite_master WHERE type='table' AND "
                            "name='schema_version'",
                            -1, &st, NULL) != SQLITE_OK)
-        return dberr(db, e, "reading schema");
+        return db_sql_error(db, e, "reading schema");
     int has = sqlite3_step(st) == SQLITE_ROW;
     sqlite3_finalize(st);
     if (!has)
         return 0;
     if (sqlite3_prepare_v2(db->h, "SELECT max(version) FROM schema_version", -1, &st, NULL) !=
         SQLITE_OK)
-        return dberr(db, e, "reading schema version");
+        return db_sql_error(db, e, "reading schema version");
     if (sqlite3_step(st) == SQLITE_ROW)
         *version = sqlite3_column_int(st, 0);
     sqlite3_finalize(st);
@@ -110,8 +107,8 @@ static int migrate(cuco_db *db, cuco_err *e)
     if ((rc = db_schema_version(db, &v, e)) < 0)
         goto fail;
     if (v > (int)N_MIGRATIONS) {
-        rc = cuco_err_set(e, CUCO_EDB, "database schema version %d is newer than this cuco (%d)",
-                          v, (int)N_MIGRATIONS);
+        rc = cuco_err_set(e, CUCO_EDB, "database schema version %d is newer than this cuco (%d)", v,
+                          (int)N_MIGRATIONS);
         goto fail;
     }
     if (v == 0 && (rc = exec(db, "CREATE TABLE schema_version(version INTEGER NOT NULL)", e)) < 0)
@@ -148,8 +145,10 @@ int db_open(const char *path, int readonly, cuco_db **out, cuco_err *e)
     sqlite3_busy_timeout(db->h, 10000);
     int rc = 0, v = 0;
     if (!readonly) {
-        if ((rc = exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-                           "PRAGMA foreign_keys=ON", e)) < 0 ||
+        if ((rc = exec(db,
+                       "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                       "PRAGMA foreign_keys=ON",
+                       e)) < 0 ||
             (rc = migrate(db, e)) < 0)
             goto fail;
     } else {
@@ -207,17 +206,23 @@ void db_lock_release(int fd)
         close(fd);
 }
 
-int db_begin(cuco_db *db, cuco_err *e) { return exec(db, "BEGIN IMMEDIATE", e); }
-int db_commit(cuco_db *db, cuco_err *e) { return exec(db, "COMMIT", e); }
+int db_begin(cuco_db *db, cuco_err *e)
+{
+    return exec(db, "BEGIN IMMEDIATE", e);
+}
+int db_commit(cuco_db *db, cuco_err *e)
+{
+    return exec(db, "COMMIT", e);
+}
 
-static int prep(cuco_db *db, const char *sql, sqlite3_stmt **st, cuco_err *e)
+int db_prepare(cuco_db *db, const char *sql, sqlite3_stmt **st, cuco_err *e)
 {
     if (sqlite3_prepare_v2(db->h, sql, -1, st, NULL) != SQLITE_OK)
-        return dberr(db, e, "prepare");
+        return db_sql_error(db, e, "prepare");
     return 0;
 }
 
-static void bind_text(sqlite3_stmt *st, int i, const char *s)
+void db_bind_text(sqlite3_stmt *st, int i, const char *s)
 {
     if (s)
         sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
@@ -225,7 +230,7 @@ static void bind_text(sqlite3_stmt *st, int i, const char *s)
         sqlite3_bind_null(st, i);
 }
 
-static void bind_real_opt(sqlite3_stmt *st, int i, double v)
+void db_bind_real_opt(sqlite3_stmt *st, int i, double v)
 {
     if (v < 0)
         sqlite3_bind_null(st, i);
@@ -233,23 +238,23 @@ static void bind_real_opt(sqlite3_stmt *st, int i, double v)
         sqlite3_bind_double(st, i, v);
 }
 
-static char *col_text(sqlite3_stmt *st, int i)
+char *db_col_text(sqlite3_stmt *st, int i)
 {
     const unsigned char *t = sqlite3_column_text(st, i);
     return t ? cuco_strdup((const char *)t) : NULL;
 }
 
-static double col_real_opt(sqlite3_stmt *st, int i)
+double db_col_real_opt(sqlite3_stmt *st, int i)
 {
     return sqlite3_column_type(st, i) == SQLITE_NULL ? -1.0 : sqlite3_column_double(st, i);
 }
 
-static int step_done(cuco_db *db, sqlite3_stmt *st, const char *what, cuco_err *e)
+int db_step_done(cuco_db *db, sqlite3_stmt *st, const char *what, cuco_err *e)
 {
     int rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
-        return dberr(db, e, what);
+        return db_sql_error(db, e, what);
     return 0;
 }
 
@@ -257,17 +262,17 @@ int db_run_create(cuco_db *db, const char *workload, const char *config_json, ui
                   int64_t *id, cuco_err *e)
 {
     sqlite3_stmt *st;
-    int rc = prep(db,
-                  "INSERT INTO runs(workload, config, seed, started_at, status)"
-                  " VALUES(?,?,?,?, 'running')",
-                  &st, e);
+    int rc = db_prepare(db,
+                        "INSERT INTO runs(workload, config, seed, started_at, status)"
+                        " VALUES(?,?,?,?, 'running')",
+                        &st, e);
     if (rc < 0)
         return rc;
-    bind_text(st, 1, workload);
-    bind_text(st, 2, config_json);
+    db_bind_text(st, 1, workload);
+    db_bind_text(st, 2, config_json);
     sqlite3_bind_int64(st, 3, (sqlite3_int64)seed);
-    sqlite3_bind_double(st, 4, now_s());
-    if ((rc = step_done(db, st, "creating run", e)) < 0)
+    sqlite3_bind_double(st, 4, db_now());
+    if ((rc = db_step_done(db, st, "creating run", e)) < 0)
         return rc;
     *id = sqlite3_last_insert_rowid(db->h);
     return 0;
@@ -285,70 +290,71 @@ int db_run_find(cuco_db *db, const char *workload, cuco_db_run *r, cuco_err *e)
 {
     sqlite3_stmt *st;
     memset(r, 0, sizeof *r);
-    int rc = prep(db,
-                  "SELECT id, workload, config, seed, baseline_ms, started_at, ended_at, status"
-                  " FROM runs WHERE workload=? ORDER BY id DESC LIMIT 1",
-                  &st, e);
+    int rc =
+        db_prepare(db,
+                   "SELECT id, workload, config, seed, baseline_ms, started_at, ended_at, status"
+                   " FROM runs WHERE workload=? ORDER BY id DESC LIMIT 1",
+                   &st, e);
     if (rc < 0)
         return rc;
-    bind_text(st, 1, workload);
+    db_bind_text(st, 1, workload);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         r->id = sqlite3_column_int64(st, 0);
-        r->workload = col_text(st, 1);
-        r->config_json = col_text(st, 2);
+        r->workload = db_col_text(st, 1);
+        r->config_json = db_col_text(st, 2);
         r->seed = (uint64_t)sqlite3_column_int64(st, 3);
-        r->baseline_ms = col_real_opt(st, 4);
+        r->baseline_ms = db_col_real_opt(st, 4);
         r->started_at = sqlite3_column_double(st, 5);
         r->ended_at = sqlite3_column_double(st, 6);
-        r->status = col_text(st, 7);
+        r->status = db_col_text(st, 7);
         sqlite3_finalize(st);
         return 0;
     }
     sqlite3_finalize(st);
     if (rc == SQLITE_DONE)
         return cuco_err_set(e, CUCO_ENOTFOUND, "no run of workload %s", workload);
-    return dberr(db, e, "finding run");
+    return db_sql_error(db, e, "finding run");
 }
 
 int db_run_set_baseline(cuco_db *db, int64_t run_id, double baseline_ms, cuco_err *e)
 {
     sqlite3_stmt *st;
-    int rc = prep(db, "UPDATE runs SET baseline_ms=? WHERE id=?", &st, e);
+    int rc = db_prepare(db, "UPDATE runs SET baseline_ms=? WHERE id=?", &st, e);
     if (rc < 0)
         return rc;
     sqlite3_bind_double(st, 1, baseline_ms);
     sqlite3_bind_int64(st, 2, run_id);
-    return step_done(db, st, "setting baseline", e);
+    return db_step_done(db, st, "setting baseline", e);
 }
 
 int db_run_set_status(cuco_db *db, int64_t run_id, const char *status, cuco_err *e)
 {
     sqlite3_stmt *st;
-    int rc = prep(db, "UPDATE runs SET status=?, ended_at=? WHERE id=?", &st, e);
+    int rc = db_prepare(db, "UPDATE runs SET status=?, ended_at=? WHERE id=?", &st, e);
     if (rc < 0)
         return rc;
-    bind_text(st, 1, status);
+    db_bind_text(st, 1, status);
     if (strcmp(status, "running") == 0)
         sqlite3_bind_null(st, 2);
     else
-        sqlite3_bind_double(st, 2, now_s());
+        sqlite3_bind_double(st, 2, db_now());
     sqlite3_bind_int64(st, 3, run_id);
-    return step_done(db, st, "setting run status", e);
+    return db_step_done(db, st, "setting run status", e);
 }
 
 int db_run_set_warning(cuco_db *db, int64_t run_id, const char *warning, cuco_err *e)
 {
     sqlite3_stmt *st;
-    int rc = prep(db, "UPDATE runs SET warning=? WHERE id=?", &st, e);
+    int rc = db_prepare(db, "UPDATE runs SET warning=? WHERE id=?", &st, e);
     if (rc < 0)
         return rc;
     if (warning)
-        bind_text(st, 1, warning);
+        db_bind_text(st, 1, warning);
     else
         sqlite3_bind_null(st, 1);
     sqlite3_bind_int64(st, 2, run_id);
-    return step_done(db, st, "setting the run's warning", e);
+    return db_step_done(db, st, "setting the run's warning", e);
 }
 
 void db_program_free(cuco_db_program *p)
@@ -375,12 +381,13 @@ void db_programs_free(cuco_db_program *ps, size_t n)
 int db_program_insert(cuco_db *db, const cuco_db_program *p, int64_t *id, cuco_err *e)
 {
     sqlite3_stmt *st;
-    int rc = prep(db,
-                  "INSERT INTO programs(run_id, parent_id, second_parent_id, island, generation,"
-                  " code, code_hash, mutator, patch_type, description, status, score, time_ms,"
-                  " metrics, error, novelty, knobs, cached, created_at)"
-                  " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                  &st, e);
+    int rc =
+        db_prepare(db,
+                   "INSERT INTO programs(run_id, parent_id, second_parent_id, island, generation,"
+                   " code, code_hash, mutator, patch_type, description, status, score, time_ms,"
+                   " metrics, error, novelty, knobs, cached, created_at)"
+                   " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                   &st, e);
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, p->run_id);
@@ -390,21 +397,21 @@ int db_program_insert(cuco_db *db, const cuco_db_program *p, int64_t *id, cuco_e
         sqlite3_bind_int64(st, 3, p->second_parent_id);
     sqlite3_bind_int(st, 4, p->island);
     sqlite3_bind_int(st, 5, p->generation);
-    bind_text(st, 6, p->code);
-    bind_text(st, 7, p->code_hash);
-    bind_text(st, 8, p->mutator);
-    bind_text(st, 9, p->patch_type);
-    bind_text(st, 10, p->description);
-    bind_text(st, 11, p->status ? p->status : "pending");
-    bind_real_opt(st, 12, p->score);
-    bind_real_opt(st, 13, p->time_ms);
-    bind_text(st, 14, p->metrics_json);
-    bind_text(st, 15, p->error);
+    db_bind_text(st, 6, p->code);
+    db_bind_text(st, 7, p->code_hash);
+    db_bind_text(st, 8, p->mutator);
+    db_bind_text(st, 9, p->patch_type);
+    db_bind_text(st, 10, p->description);
+    db_bind_text(st, 11, p->status ? p->status : "pending");
+    db_bind_real_opt(st, 12, p->score);
+    db_bind_real_opt(st, 13, p->time_ms);
+    db_bind_text(st, 14, p->metrics_json);
+    db_bind_text(st, 15, p->error);
     sqlite3_bind_double(st, 16, p->novelty);
-    bind_text(st, 17, p->knobs_json);
+    db_bind_text(st, 17, p->knobs_json);
     sqlite3_bind_int(st, 18, p->cached);
-    sqlite3_bind_double(st, 19, now_s());
-    if ((rc = step_done(db, st, "inserting program", e)) < 0)
+    sqlite3_bind_double(st, 19, db_now());
+    if ((rc = db_step_done(db, st, "inserting program", e)) < 0)
         return rc;
     if (id)
         *id = sqlite3_last_insert_rowid(db->h);
@@ -415,26 +422,26 @@ int db_program_update(cuco_db *db, int64_t id, const char *status, double score,
                       const char *metrics_json, const char *error, int cached, cuco_err *e)
 {
     sqlite3_stmt *st;
-    int rc = prep(db,
-                  "UPDATE programs SET status=?, score=?, time_ms=?, metrics=?, error=?,"
-                  " cached=?, evaluated_at=? WHERE id=?",
-                  &st, e);
+    int rc = db_prepare(db,
+                        "UPDATE programs SET status=?, score=?, time_ms=?, metrics=?, error=?,"
+                        " cached=?, evaluated_at=? WHERE id=?",
+                        &st, e);
     if (rc < 0)
         return rc;
-    bind_text(st, 1, status);
-    bind_real_opt(st, 2, score);
-    bind_real_opt(st, 3, time_ms);
-    bind_text(st, 4, metrics_json);
-    bind_text(st, 5, error);
+    db_bind_text(st, 1, status);
+    db_bind_real_opt(st, 2, score);
+    db_bind_real_opt(st, 3, time_ms);
+    db_bind_text(st, 4, metrics_json);
+    db_bind_text(st, 5, error);
     sqlite3_bind_int(st, 6, cached);
-    sqlite3_bind_double(st, 7, now_s());
+    sqlite3_bind_double(st, 7, db_now());
     sqlite3_bind_int64(st, 8, id);
-    return step_done(db, st, "updating program", e);
+    return db_step_done(db, st, "updating program", e);
 }
 
-#define PROGRAM_COLS                                                                        \
-    "id, run_id, parent_id, second_parent_id, island, generation, code, code_hash, mutator," \
-    " patch_type, description, status, score, time_ms, metrics, error, novelty, knobs,"      \
+#define PROGRAM_COLS                                                                               \
+    "id, run_id, parent_id, second_parent_id, island, generation, code, code_hash, mutator,"       \
+    " patch_type, description, status, score, time_ms, metrics, error, novelty, knobs,"            \
     " cached, created_at"
 
 static void read_program(sqlite3_stmt *st, cuco_db_program *p)
@@ -445,18 +452,18 @@ static void read_program(sqlite3_stmt *st, cuco_db_program *p)
     p->second_parent_id = sqlite3_column_int64(st, 3);
     p->island = sqlite3_column_int(st, 4);
     p->generation = sqlite3_column_int(st, 5);
-    p->code = col_text(st, 6);
-    p->code_hash = col_text(st, 7);
-    p->mutator = col_text(st, 8);
-    p->patch_type = col_text(st, 9);
-    p->description = col_text(st, 10);
-    p->status = col_text(st, 11);
-    p->score = col_real_opt(st, 12);
-    p->time_ms = col_real_opt(st, 13);
-    p->metrics_json = col_text(st, 14);
-    p->error = col_text(st, 15);
+    p->code = db_col_text(st, 6);
+    p->code_hash = db_col_text(st, 7);
+    p->mutator = db_col_text(st, 8);
+    p->patch_type = db_col_text(st, 9);
+    p->description = db_col_text(st, 10);
+    p->status = db_col_text(st, 11);
+    p->score = db_col_real_opt(st, 12);
+    p->time_ms = db_col_real_opt(st, 13);
+    p->metrics_json = db_col_text(st, 14);
+    p->error = db_col_text(st, 15);
     p->novelty = sqlite3_column_double(st, 16);
-    p->knobs_json = col_text(st, 17);
+    p->knobs_json = db_col_text(st, 17);
     p->cached = sqlite3_column_int(st, 18);
     p->created_at = sqlite3_column_double(st, 19);
 }
@@ -465,7 +472,7 @@ int db_program_get(cuco_db *db, int64_t id, cuco_db_program *p, cuco_err *e)
 {
     sqlite3_stmt *st;
     memset(p, 0, sizeof *p);
-    int rc = prep(db, "SELECT " PROGRAM_COLS " FROM programs WHERE id=?", &st, e);
+    int rc = db_prepare(db, "SELECT " PROGRAM_COLS " FROM programs WHERE id=?", &st, e);
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, id);
@@ -478,7 +485,7 @@ int db_program_get(cuco_db *db, int64_t id, cuco_db_program *p, cuco_err *e)
     sqlite3_finalize(st);
     if (rc == SQLITE_DONE)
         return cuco_err_set(e, CUCO_ENOTFOUND, "no program %lld", (long long)id);
-    return dberr(db, e, "reading program");
+    return db_sql_error(db, e, "reading program");
 }
 
 static int read_programs(cuco_db *db, sqlite3_stmt *st, cuco_db_program **out, size_t *n,
@@ -499,7 +506,7 @@ static int read_programs(cuco_db *db, sqlite3_stmt *st, cuco_db_program **out, s
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {
         db_programs_free(ps, cnt);
-        return dberr(db, e, "listing programs");
+        return db_sql_error(db, e, "listing programs");
     }
     *out = ps;
     *n = cnt;
@@ -512,19 +519,18 @@ int db_programs_list(cuco_db *db, int64_t run_id, const char *status, cuco_db_pr
     sqlite3_stmt *st;
     *out = NULL;
     *n = 0;
-    int rc = prep(db,
-                  "SELECT " PROGRAM_COLS " FROM programs WHERE run_id=?"
-                  " AND (?2 IS NULL OR status=?2) ORDER BY id",
-                  &st, e);
+    int rc = db_prepare(db,
+                        "SELECT " PROGRAM_COLS " FROM programs WHERE run_id=?"
+                        " AND (?2 IS NULL OR status=?2) ORDER BY id",
+                        &st, e);
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, run_id);
-    bind_text(st, 2, status);
+    db_bind_text(st, 2, status);
     return read_programs(db, st, out, n, e);
 }
 
-int db_programs_pending(cuco_db *db, int64_t run_id, cuco_db_program **out, size_t *n,
-                        cuco_err *e)
+int db_programs_pending(cuco_db *db, int64_t run_id, cuco_db_program **out, size_t *n, cuco_err *e)
 {
     return db_programs_list(db, run_id, "pending", out, n, e);
 }
@@ -535,11 +541,11 @@ int db_programs_top(cuco_db *db, int64_t run_id, int island, size_t n, cuco_db_p
     sqlite3_stmt *st;
     *out = NULL;
     *nout = 0;
-    int rc = prep(db,
-                  "SELECT " PROGRAM_COLS " FROM programs WHERE run_id=? AND status='ok'"
-                  " AND score IS NOT NULL AND (?2 < 0 OR island=?2)"
-                  " ORDER BY score DESC, id LIMIT ?3",
-                  &st, e);
+    int rc = db_prepare(db,
+                        "SELECT " PROGRAM_COLS " FROM programs WHERE run_id=? AND status='ok'"
+                        " AND score IS NOT NULL AND (?2 < 0 OR island=?2)"
+                        " ORDER BY score DESC, id LIMIT ?3",
+                        &st, e);
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, run_id);
@@ -552,24 +558,23 @@ static int exists_query(cuco_db *db, const char *sql, int64_t run_id, const char
                         cuco_err *e)
 {
     sqlite3_stmt *st;
-    int rc = prep(db, sql, &st, e);
+    int rc = db_prepare(db, sql, &st, e);
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, run_id);
-    bind_text(st, 2, s);
+    db_bind_text(st, 2, s);
     rc = sqlite3_step(st);
     *seen = rc == SQLITE_ROW;
     sqlite3_finalize(st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return dberr(db, e, "query");
+        return db_sql_error(db, e, "query");
     return 0;
 }
 
-int db_program_hash_seen(cuco_db *db, int64_t run_id, const char *code_hash, int *seen,
-                         cuco_err *e)
+int db_program_hash_seen(cuco_db *db, int64_t run_id, const char *code_hash, int *seen, cuco_err *e)
 {
-    return exists_query(db, "SELECT 1 FROM programs WHERE run_id=? AND code_hash=? LIMIT 1",
-                        run_id, code_hash, seen, e);
+    return exists_query(db, "SELECT 1 FROM programs WHERE run_id=? AND code_hash=? LIMIT 1", run_id,
+                        code_hash, seen, e);
 }
 
 int db_program_knobs_seen(cuco_db *db, int64_t run_id, const char *knobs_json, int *seen,
@@ -595,71 +600,72 @@ int db_eval_lookup(cuco_db *db, const char *workload, const char *code_hash, int
     sqlite3_stmt *st;
     memset(v, 0, sizeof *v);
     *found = 0;
-    int rc = prep(db,
-                  "SELECT status, time_ms, metrics, error FROM evaluations"
-                  " WHERE workload=? AND code_hash=?",
-                  &st, e);
+    int rc = db_prepare(db,
+                        "SELECT status, time_ms, metrics, error FROM evaluations"
+                        " WHERE workload=? AND code_hash=?",
+                        &st, e);
     if (rc < 0)
         return rc;
-    bind_text(st, 1, workload);
-    bind_text(st, 2, code_hash);
+    db_bind_text(st, 1, workload);
+    db_bind_text(st, 2, code_hash);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         *found = 1;
-        v->status = col_text(st, 0);
-        v->time_ms = col_real_opt(st, 1);
-        v->metrics_json = col_text(st, 2);
-        v->error = col_text(st, 3);
+        v->status = db_col_text(st, 0);
+        v->time_ms = db_col_real_opt(st, 1);
+        v->metrics_json = db_col_text(st, 2);
+        v->error = db_col_text(st, 3);
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return dberr(db, e, "evaluation lookup");
+        return db_sql_error(db, e, "evaluation lookup");
     return 0;
 }
 
-int db_eval_store(cuco_db *db, const char *workload, const char *code_hash,
-                  const cuco_db_eval *v, cuco_err *e)
+int db_eval_store(cuco_db *db, const char *workload, const char *code_hash, const cuco_db_eval *v,
+                  cuco_err *e)
 {
     sqlite3_stmt *st;
-    int rc = prep(db,
-                  "INSERT OR REPLACE INTO evaluations(workload, code_hash, status, time_ms,"
-                  " metrics, error, created_at) VALUES(?,?,?,?,?,?,?)",
-                  &st, e);
+    int rc = db_prepare(db,
+                        "INSERT OR REPLACE INTO evaluations(workload, code_hash, status, time_ms,"
+                        " metrics, error, created_at) VALUES(?,?,?,?,?,?,?)",
+                        &st, e);
     if (rc < 0)
         return rc;
-    bind_text(st, 1, workload);
-    bind_text(st, 2, code_hash);
-    bind_text(st, 3, v->status);
-    bind_real_opt(st, 4, v->time_ms);
-    bind_text(st, 5, v->metrics_json);
-    bind_text(st, 6, v->error);
-    sqlite3_bind_double(st, 7, now_s());
-    return step_done(db, st, "storing evaluation", e);
+    db_bind_text(st, 1, workload);
+    db_bind_text(st, 2, code_hash);
+    db_bind_text(st, 3, v->status);
+    db_bind_real_opt(st, 4, v->time_ms);
+    db_bind_text(st, 5, v->metrics_json);
+    db_bind_text(st, 6, v->error);
+    sqlite3_bind_double(st, 7, db_now());
+    return db_step_done(db, st, "storing evaluation", e);
 }
 
 int db_llm_call_insert(cuco_db *db, const cuco_db_llm_call *c, int64_t *id, cuco_err *e)
 {
     sqlite3_stmt *st;
-    int rc = prep(db,
-                  "INSERT INTO llm_calls(run_id, program_id, model, input_tokens, output_tokens,"
-                  " cached_tokens, cost_usd, latency_s, prompt_hash, status, created_at)"
-                  " VALUES(?,?,?,?,?,?,?,?,?,?,?)",
-                  &st, e);
+    int rc =
+        db_prepare(db,
+                   "INSERT INTO llm_calls(run_id, program_id, model, input_tokens, output_tokens,"
+                   " cached_tokens, cost_usd, latency_s, prompt_hash, status, created_at)"
+                   " VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+                   &st, e);
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, c->run_id);
     if (c->program_id > 0)
         sqlite3_bind_int64(st, 2, c->program_id);
-    bind_text(st, 3, c->model);
+    db_bind_text(st, 3, c->model);
     sqlite3_bind_int64(st, 4, c->input_tokens);
     sqlite3_bind_int64(st, 5, c->output_tokens);
     sqlite3_bind_int64(st, 6, c->cached_tokens);
     sqlite3_bind_double(st, 7, c->cost_usd);
     sqlite3_bind_double(st, 8, c->latency_s);
-    bind_text(st, 9, c->prompt_hash);
-    bind_text(st, 10, c->status);
-    sqlite3_bind_double(st, 11, now_s());
-    if ((rc = step_done(db, st, "inserting llm call", e)) < 0)
+    db_bind_text(st, 9, c->prompt_hash);
+    db_bind_text(st, 10, c->status);
+    sqlite3_bind_double(st, 11, db_now());
+    if ((rc = db_step_done(db, st, "inserting llm call", e)) < 0)
         return rc;
     if (id)
         *id = sqlite3_last_insert_rowid(db->h);
@@ -670,23 +676,24 @@ int db_llm_call_describe(cuco_db *db, int64_t id, const char *purpose, const cha
                          cuco_err *e)
 {
     sqlite3_stmt *st;
-    int rc = prep(db,
-                  "UPDATE llm_calls SET purpose=coalesce(?1, purpose), error=coalesce(?2, error)"
-                  " WHERE id=?3",
-                  &st, e);
+    int rc =
+        db_prepare(db,
+                   "UPDATE llm_calls SET purpose=coalesce(?1, purpose), error=coalesce(?2, error)"
+                   " WHERE id=?3",
+                   &st, e);
     if (rc < 0)
         return rc;
-    bind_text(st, 1, purpose);
-    bind_text(st, 2, error);
+    db_bind_text(st, 1, purpose);
+    db_bind_text(st, 2, error);
     sqlite3_bind_int64(st, 3, id);
-    return step_done(db, st, "describing llm call", e);
+    return db_step_done(db, st, "describing llm call", e);
 }
 
 int db_llm_call_last_id(cuco_db *db, int64_t run_id, int64_t *id, cuco_err *e)
 {
     sqlite3_stmt *st;
     *id = 0;
-    int rc = prep(db, "SELECT coalesce(max(id),0) FROM llm_calls WHERE run_id=?", &st, e);
+    int rc = db_prepare(db, "SELECT coalesce(max(id),0) FROM llm_calls WHERE run_id=?", &st, e);
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, run_id);
@@ -695,7 +702,7 @@ int db_llm_call_last_id(cuco_db *db, int64_t run_id, int64_t *id, cuco_err *e)
         *id = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     if (rc != SQLITE_ROW)
-        return dberr(db, e, "reading llm calls");
+        return db_sql_error(db, e, "reading llm calls");
     return 0;
 }
 
@@ -703,23 +710,24 @@ int db_llm_calls_link(cuco_db *db, int64_t run_id, int64_t after_id, int64_t pro
                       cuco_err *e)
 {
     sqlite3_stmt *st;
-    int rc = prep(db,
-                  "UPDATE llm_calls SET program_id=? WHERE run_id=? AND id>?"
-                  " AND program_id IS NULL",
-                  &st, e);
+    int rc = db_prepare(db,
+                        "UPDATE llm_calls SET program_id=? WHERE run_id=? AND id>?"
+                        " AND program_id IS NULL",
+                        &st, e);
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, program_id);
     sqlite3_bind_int64(st, 2, run_id);
     sqlite3_bind_int64(st, 3, after_id);
-    return step_done(db, st, "linking llm calls to their program", e);
+    return db_step_done(db, st, "linking llm calls to their program", e);
 }
 
 int db_run_cost(cuco_db *db, int64_t run_id, double *usd, cuco_err *e)
 {
     sqlite3_stmt *st;
     *usd = 0;
-    int rc = prep(db, "SELECT coalesce(sum(cost_usd),0) FROM llm_calls WHERE run_id=?", &st, e);
+    int rc =
+        db_prepare(db, "SELECT coalesce(sum(cost_usd),0) FROM llm_calls WHERE run_id=?", &st, e);
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, run_id);
@@ -732,31 +740,30 @@ int db_run_cost(cuco_db *db, int64_t run_id, double *usd, cuco_err *e)
 int db_meta_insert(cuco_db *db, int64_t run_id, int generation, const char *text, cuco_err *e)
 {
     sqlite3_stmt *st;
-    int rc = prep(db,
-                  "INSERT INTO meta_summaries(run_id, generation, text, created_at)"
-                  " VALUES(?,?,?,?)",
-                  &st, e);
+    int rc = db_prepare(db,
+                        "INSERT INTO meta_summaries(run_id, generation, text, created_at)"
+                        " VALUES(?,?,?,?)",
+                        &st, e);
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, run_id);
     sqlite3_bind_int(st, 2, generation);
-    bind_text(st, 3, text);
-    sqlite3_bind_double(st, 4, now_s());
-    return step_done(db, st, "inserting meta summary", e);
+    db_bind_text(st, 3, text);
+    sqlite3_bind_double(st, 4, db_now());
+    return db_step_done(db, st, "inserting meta summary", e);
 }
 
-int db_run_evaluations(cuco_db *db, int64_t run_id, long *evaluations, long *cached,
-                       cuco_err *e)
+int db_run_evaluations(cuco_db *db, int64_t run_id, long *evaluations, long *cached, cuco_err *e)
 {
     sqlite3_stmt *st;
     *evaluations = *cached = 0;
-    int rc = prep(db,
-                  "SELECT coalesce(sum(cached=0),0), coalesce(sum(cached=1),0) FROM programs"
-                  " WHERE run_id=? AND code IS NOT NULL"
-                  " AND status NOT IN ('pending','rejected_duplicate',"
-                  "'rejected_novelty','patch_failed')"
-                  " AND coalesce(mutator,'') NOT IN ('copy','migration')",
-                  &st, e);
+    int rc = db_prepare(db,
+                        "SELECT coalesce(sum(cached=0),0), coalesce(sum(cached=1),0) FROM programs"
+                        " WHERE run_id=? AND code IS NOT NULL"
+                        " AND status NOT IN ('pending','rejected_duplicate',"
+                        "'rejected_novelty','patch_failed')"
+                        " AND coalesce(mutator,'') NOT IN ('copy','migration')",
+                        &st, e);
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, run_id);

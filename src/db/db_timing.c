@@ -3,40 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuco/stats.h"
 #include "cuco/buf.h"
 #include "cuco/grow.h"
+#include "cuco/stats.h"
 #include "db_internal.h"
-
-static int prepare(cuco_db *db, const char *sql, sqlite3_stmt **st, cuco_err *e)
-{
-    if (sqlite3_prepare_v2(db->h, sql, -1, st, NULL) != SQLITE_OK)
-        return db_sql_error(db, e, "prepare");
-    return 0;
-}
-
-static int step_finish(cuco_db *db, sqlite3_stmt *st, const char *what, cuco_err *e)
-{
-    int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : db_sql_error(db, e, what);
-}
-
-static void bind_opt_text(sqlite3_stmt *st, int i, const char *s)
-{
-    if (s)
-        sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
-    else
-        sqlite3_bind_null(st, i);
-}
-
-static void bind_opt_real(sqlite3_stmt *st, int i, double v)
-{
-    if (v < 0)
-        sqlite3_bind_null(st, i);
-    else
-        sqlite3_bind_double(st, i, v);
-}
 
 static void bind_opt_id(sqlite3_stmt *st, int i, int64_t id)
 {
@@ -50,19 +20,19 @@ int db_timing_add(cuco_db *db, int64_t run_id, const char *code_hash, double tim
                   const char *source, int64_t retiming_id, cuco_err *e)
 {
     sqlite3_stmt *st;
-    int rc = prepare(db,
-                     "INSERT INTO timings(run_id, code_hash, time_ms, source, retiming_id,"
-                     " created_at) VALUES(?,?,?,?,?,?)",
-                     &st, e);
+    int rc = db_prepare(db,
+                        "INSERT INTO timings(run_id, code_hash, time_ms, source, retiming_id,"
+                        " created_at) VALUES(?,?,?,?,?,?)",
+                        &st, e);
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, run_id);
-    bind_opt_text(st, 2, code_hash ? code_hash : "");
+    db_bind_text(st, 2, code_hash ? code_hash : "");
     sqlite3_bind_double(st, 3, time_ms);
-    bind_opt_text(st, 4, source);
+    db_bind_text(st, 4, source);
     bind_opt_id(st, 5, retiming_id);
     sqlite3_bind_double(st, 6, db_now());
-    return step_finish(db, st, "storing a timing", e);
+    return db_step_done(db, st, "storing a timing", e);
 }
 
 int db_timing_median(cuco_db *db, int64_t run_id, const char *code_hash, double *median, int *n,
@@ -71,11 +41,11 @@ int db_timing_median(cuco_db *db, int64_t run_id, const char *code_hash, double 
     *median = -1;
     *n = 0;
     sqlite3_stmt *st;
-    int rc = prepare(db, "SELECT time_ms FROM timings WHERE run_id=? AND code_hash=?", &st, e);
+    int rc = db_prepare(db, "SELECT time_ms FROM timings WHERE run_id=? AND code_hash=?", &st, e);
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, run_id);
-    bind_opt_text(st, 2, code_hash ? code_hash : "");
+    db_bind_text(st, 2, code_hash ? code_hash : "");
     double *v = NULL;
     size_t cnt = 0, cap = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -103,35 +73,35 @@ int db_programs_set_time(cuco_db *db, int64_t run_id, const char *code_hash, dou
                          double baseline_ms, cuco_err *e)
 {
     sqlite3_stmt *st;
-    int rc = prepare(db,
-                     "UPDATE programs SET time_ms=?1,"
-                     " score=CASE WHEN ?2 > 0 THEN ?2 / ?1 ELSE score END"
-                     " WHERE run_id=?3 AND code_hash=?4 AND status='ok'",
-                     &st, e);
+    int rc = db_prepare(db,
+                        "UPDATE programs SET time_ms=?1,"
+                        " score=CASE WHEN ?2 > 0 THEN ?2 / ?1 ELSE score END"
+                        " WHERE run_id=?3 AND code_hash=?4 AND status='ok'",
+                        &st, e);
     if (rc < 0)
         return rc;
     sqlite3_bind_double(st, 1, time_ms);
     sqlite3_bind_double(st, 2, baseline_ms);
     sqlite3_bind_int64(st, 3, run_id);
-    bind_opt_text(st, 4, code_hash ? code_hash : "");
-    return step_finish(db, st, "updating program times", e);
+    db_bind_text(st, 4, code_hash ? code_hash : "");
+    return db_step_done(db, st, "updating program times", e);
 }
 
 int db_programs_set_failed(cuco_db *db, int64_t run_id, const char *code_hash, const char *status,
                            const char *error, cuco_err *e)
 {
     sqlite3_stmt *st;
-    int rc = prepare(db,
-                     "UPDATE programs SET status=?, error=?, score=NULL, time_ms=NULL"
-                     " WHERE run_id=? AND code_hash=? AND status='ok'",
-                     &st, e);
+    int rc = db_prepare(db,
+                        "UPDATE programs SET status=?, error=?, score=NULL, time_ms=NULL"
+                        " WHERE run_id=? AND code_hash=? AND status='ok'",
+                        &st, e);
     if (rc < 0)
         return rc;
-    bind_opt_text(st, 1, status);
-    bind_opt_text(st, 2, error);
+    db_bind_text(st, 1, status);
+    db_bind_text(st, 2, error);
     sqlite3_bind_int64(st, 3, run_id);
-    bind_opt_text(st, 4, code_hash ? code_hash : "");
-    return step_finish(db, st, "marking programs failed", e);
+    db_bind_text(st, 4, code_hash ? code_hash : "");
+    return db_step_done(db, st, "marking programs failed", e);
 }
 
 int db_run_rescore(cuco_db *db, int64_t run_id, double baseline_ms, cuco_err *e)
@@ -140,14 +110,14 @@ int db_run_rescore(cuco_db *db, int64_t run_id, double baseline_ms, cuco_err *e)
     if (rc < 0)
         return rc;
     sqlite3_stmt *st;
-    if ((rc = prepare(db,
-                      "UPDATE programs SET score=?1 / time_ms"
-                      " WHERE run_id=?2 AND status='ok' AND time_ms > 0",
-                      &st, e)) < 0)
+    if ((rc = db_prepare(db,
+                         "UPDATE programs SET score=?1 / time_ms"
+                         " WHERE run_id=?2 AND status='ok' AND time_ms > 0",
+                         &st, e)) < 0)
         return rc;
     sqlite3_bind_double(st, 1, baseline_ms);
     sqlite3_bind_int64(st, 2, run_id);
-    return step_finish(db, st, "rescoring programs", e);
+    return db_step_done(db, st, "rescoring programs", e);
 }
 
 static void bind_retiming(sqlite3_stmt *st, const cuco_db_retiming *r)
@@ -156,28 +126,28 @@ static void bind_retiming(sqlite3_stmt *st, const cuco_db_retiming *r)
     sqlite3_bind_int(st, 2, r->generation);
     bind_opt_id(st, 3, r->challenger_id);
     bind_opt_id(st, 4, r->champion_id);
-    bind_opt_real(st, 5, r->claimed_ms);
-    bind_opt_real(st, 6, r->challenger_ms);
-    bind_opt_real(st, 7, r->champion_ms);
+    db_bind_real_opt(st, 5, r->claimed_ms);
+    db_bind_real_opt(st, 6, r->challenger_ms);
+    db_bind_real_opt(st, 7, r->champion_ms);
     sqlite3_bind_int(st, 8, r->rounds);
     sqlite3_bind_int(st, 9, r->runs);
     sqlite3_bind_int(st, 10, r->held);
-    bind_opt_text(st, 11, r->note);
+    db_bind_text(st, 11, r->note);
 }
 
 int db_retiming_insert(cuco_db *db, const cuco_db_retiming *r, int64_t *id, cuco_err *e)
 {
     sqlite3_stmt *st;
-    int rc = prepare(db,
-                     "INSERT INTO retimings(run_id, generation, challenger_id, champion_id,"
-                     " claimed_ms, challenger_ms, champion_ms, rounds, runs, held, note,"
-                     " created_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
-                     &st, e);
+    int rc = db_prepare(db,
+                        "INSERT INTO retimings(run_id, generation, challenger_id, champion_id,"
+                        " claimed_ms, challenger_ms, champion_ms, rounds, runs, held, note,"
+                        " created_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+                        &st, e);
     if (rc < 0)
         return rc;
     bind_retiming(st, r);
     sqlite3_bind_double(st, 12, db_now());
-    if ((rc = step_finish(db, st, "storing a re-timing", e)) < 0)
+    if ((rc = db_step_done(db, st, "storing a re-timing", e)) < 0)
         return rc;
     if (id)
         *id = sqlite3_last_insert_rowid(db->h);
@@ -187,16 +157,16 @@ int db_retiming_insert(cuco_db *db, const cuco_db_retiming *r, int64_t *id, cuco
 int db_retiming_finish(cuco_db *db, int64_t id, const cuco_db_retiming *r, cuco_err *e)
 {
     sqlite3_stmt *st;
-    int rc = prepare(db,
-                     "UPDATE retimings SET run_id=?1, generation=?2, challenger_id=?3,"
-                     " champion_id=?4, claimed_ms=?5, challenger_ms=?6, champion_ms=?7,"
-                     " rounds=?8, runs=?9, held=?10, note=?11 WHERE id=?12",
-                     &st, e);
+    int rc = db_prepare(db,
+                        "UPDATE retimings SET run_id=?1, generation=?2, challenger_id=?3,"
+                        " champion_id=?4, claimed_ms=?5, challenger_ms=?6, champion_ms=?7,"
+                        " rounds=?8, runs=?9, held=?10, note=?11 WHERE id=?12",
+                        &st, e);
     if (rc < 0)
         return rc;
     bind_retiming(st, r);
     sqlite3_bind_int64(st, 12, id);
-    return step_finish(db, st, "updating a re-timing", e);
+    return db_step_done(db, st, "updating a re-timing", e);
 }
 
 int db_run_retimings(cuco_db *db, int64_t run_id, long *retimings, long *held, long *runs,
@@ -204,11 +174,11 @@ int db_run_retimings(cuco_db *db, int64_t run_id, long *retimings, long *held, l
 {
     *retimings = *held = *runs = 0;
     sqlite3_stmt *st;
-    int rc = prepare(db,
-                     "SELECT (SELECT count(*) FROM retimings WHERE run_id=?1),"
-                     " (SELECT coalesce(sum(held),0) FROM retimings WHERE run_id=?1),"
-                     " (SELECT coalesce(sum(runs),0) FROM retimings WHERE run_id=?1)",
-                     &st, e);
+    int rc = db_prepare(db,
+                        "SELECT (SELECT count(*) FROM retimings WHERE run_id=?1),"
+                        " (SELECT coalesce(sum(held),0) FROM retimings WHERE run_id=?1),"
+                        " (SELECT coalesce(sum(runs),0) FROM retimings WHERE run_id=?1)",
+                        &st, e);
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, run_id);
@@ -222,17 +192,16 @@ int db_run_retimings(cuco_db *db, int64_t run_id, long *retimings, long *held, l
     return rc == SQLITE_ROW ? 0 : db_sql_error(db, e, "counting re-timings");
 }
 
-int db_run_champion(cuco_db *db, int64_t run_id, int64_t *program_id, char **code_hash,
-                    cuco_err *e)
+int db_run_champion(cuco_db *db, int64_t run_id, int64_t *program_id, char **code_hash, cuco_err *e)
 {
     *program_id = 0;
     *code_hash = NULL;
     sqlite3_stmt *st;
-    int rc = prepare(db,
-                     "SELECT p.id, p.code_hash FROM retimings r JOIN programs p"
-                     " ON p.id = r.challenger_id WHERE r.run_id=? AND r.held=1"
-                     " AND p.status='ok' ORDER BY r.id DESC LIMIT 1",
-                     &st, e);
+    int rc = db_prepare(db,
+                        "SELECT p.id, p.code_hash FROM retimings r JOIN programs p"
+                        " ON p.id = r.challenger_id WHERE r.run_id=? AND r.held=1"
+                        " AND p.status='ok' ORDER BY r.id DESC LIMIT 1",
+                        &st, e);
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, run_id);

@@ -161,8 +161,7 @@ static int visit(walk *w, const char *path, int is_source, cuco_err *e)
             if (found && !seen(w, found)) {
                 if (w->n_seen >= MAX_HEADERS) {
                     free(found);
-                } else if ((rc = push_string(&w->seen, &w->n_seen, &w->cap_seen, found, e)) ==
-                           0) {
+                } else if ((rc = push_string(&w->seen, &w->n_seen, &w->cap_seen, found, e)) == 0) {
                     rc = visit(w, w->seen[w->n_seen - 1], 0, e);
                 }
             } else {

@@ -167,8 +167,8 @@ static int time_once(pass *ps, entry *x, int64_t retiming_id, int round, double 
 static int challenge(pass *ps, entry *c, entry *x, entry **winner, cuco_err *e)
 {
     const cuco_evolve_config *cfg = ps->o->cfg;
-    cuco_db_retiming r = {ps->run_id, x->p->id, c->p->id, ps->generation, 0, 0, 0,
-                          x->median, -1, -1, NULL};
+    cuco_db_retiming r = {ps->run_id, x->p->id, c->p->id, ps->generation, 0, 0, 0, x->median,
+                          -1,         -1,       NULL};
     int64_t id = 0;
     int rc = db_retiming_insert(ps->o->db, &r, &id, e);
     if (rc < 0)
@@ -212,8 +212,8 @@ static int challenge(pass *ps, entry *c, entry *x, entry **winner, cuco_err *e)
     if (c->n_timings < 0)
         r.held = x->n_timings > 0;
     else
-        r.held = x->n_timings > 0 && !failed && r.rounds == cfg->retime_rounds &&
-                 won_every_round && x->median < c->median;
+        r.held = x->n_timings > 0 && !failed && r.rounds == cfg->retime_rounds && won_every_round &&
+                 x->median < c->median;
     r.note = note.len ? cuco_buf_str(&note) : NULL;
     if (rc == 0)
         rc = db_retiming_finish(ps->o->db, id, &r, e);
