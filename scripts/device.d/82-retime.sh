@@ -9,7 +9,8 @@
 # gemm_allgather), RETIME_RANKS (default the manifest's), RETIME_EVALS (10),
 # RETIME_CONFIRM (3), RETIME_VARIANTS (default "on off"), RETIME_TIMEOUT_ON
 # (300 s) and RETIME_TIMEOUT_OFF (200 s; the off run reuses the on run's
-# builds from the build cache, so it compiles little).
+# builds from the build cache, so it compiles little), RETIME_SEARCH_ARGS
+# (more 'cuco evolve' options, e.g. "--slots auto" to compile in parallel).
 # Writes $OUT/retime/summary.json.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -38,7 +39,7 @@ for v in $VARIANTS; do
   [ "$v" = off ] && { rounds=0; limit=${RETIME_TIMEOUT_OFF:-200}; }
   start=$(date +%s)
   timeout "$limit" cuco run "workloads/$W" "${RANKS_OPT[@]}" --workspace "$ws" --skip-bound \
-    --confirm-rounds "$CONFIRM" --retime-rounds "$rounds" -- --evaluations "$EVALS" --repeats 1 \
+    --confirm-rounds "$CONFIRM" --retime-rounds "$rounds" -- --evaluations "$EVALS" --repeats 1 ${RETIME_SEARCH_ARGS:-} \
     > "$DEST/run-$v.txt" 2>&1
   note "run $v (--retime-rounds $rounds): exit $? in $(( $(date +%s) - start )) s"
 done
