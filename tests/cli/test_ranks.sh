@@ -29,7 +29,7 @@ for r in 4 8; do
     check "$r ranks: cuco eval verifies" grep -q '^status *ok' "$TMP/eval$r.out"
     "$CUCO_BIN" eval "$wl" --level 2 --launcher local >"$TMP/evall$r.out" 2>"$TMP/evall$r.err"
     check "$r ranks: cuco eval --launcher local verifies" grep -q '^status *ok' "$TMP/evall$r.out"
-    printf 'islands: 1\nchildren_per_island: 1\n' >"$TMP/evolve.yaml"
+    printf 'islands: 1\nchildren_per_island: 1\nretime_rounds: 0\n' >"$TMP/evolve.yaml"
     "$CUCO_BIN" evolve "$wl" --config "$TMP/evolve.yaml" --workspace "$TMP/ws$r" --slots auto \
         --generations 1 --repeats 1 >"$TMP/evolve$r.out" 2>"$TMP/evolve$r.err"
     check "$r ranks: cuco evolve exits 0" [ $? = 0 ]

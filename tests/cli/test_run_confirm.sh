@@ -27,7 +27,7 @@ check "--confirm-rounds x: says why" grep -q "confirm-rounds wants a number" "$T
 check "--help documents the confirm step" grep -q "confirm-rounds" "$TMP/help"
 
 "$CUCO_BIN" run "$CUCO_SRC/workloads/cpu_demo" --workspace "$TMP/ws" --evaluations 3 \
-    --confirm-rounds 2 >"$TMP/out" 2>&1
+    --confirm-rounds 2 --retime-rounds 0 >"$TMP/out" 2>&1
 rc=$?
 check "run: exit 0" test $rc -eq 0
 check "confirm step ran" grep -q "== cuco run: confirm" "$TMP/out"
@@ -64,7 +64,7 @@ assert b["bound_ms"] == max(b["compute_ms"], b["comm_ms"]), b
 fi
 
 "$CUCO_BIN" run "$CUCO_SRC/workloads/cpu_demo" --workspace "$TMP/ws0" --evaluations 1 \
-    --confirm-rounds 0 >"$TMP/out0" 2>&1
+    --confirm-rounds 0 --retime-rounds 0 >"$TMP/out0" 2>&1
 check "--confirm-rounds 0: exit 0" test $? -eq 0
 check "--confirm-rounds 0: no confirm step" bash -c "! grep -q '== cuco run: confirm' '$TMP/out0'"
 check "--confirm-rounds 0: no confirm.json" test ! -e "$TMP/ws0/confirm.json"

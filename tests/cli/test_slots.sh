@@ -19,9 +19,11 @@ check() {
     shift
     if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fail=1; fi
 }
+# re-timing (tested in test_evolve) would add serial runs to the throughput
 cat >"$TMP/evolve.yaml" <<'EOF'
 islands: 1
 children_per_island: 2
+retime_rounds: 0
 EOF
 WL="$CUCO_SRC/workloads/cpu_demo"
 
@@ -49,7 +51,7 @@ check "--shared-bench alone: the local launcher is used" grep -Eq "launcher loca
     "$TMP/sb.err"
 
 # 'slots: 2' in the config file goes through the launcher like --slots 2
-printf 'islands: 1\nchildren_per_island: 2\nslots: 2\n' >"$TMP/evolve-slots.yaml"
+printf 'islands: 1\nchildren_per_island: 2\nslots: 2\nretime_rounds: 0\n' >"$TMP/evolve-slots.yaml"
 "$CUCO_BIN" evolve "$WL" --config "$TMP/evolve-slots.yaml" --workspace "$TMP/wsc" \
     --generations 1 --repeats 1 >"$TMP/sc.out" 2>"$TMP/sc.err"
 check "config slots: 2: exit 0" [ $? = 0 ]

@@ -82,6 +82,7 @@ chmod +x "$TMP/bin/mpirun"
 cat >"$TMP/evolve.yaml" <<'EOF'
 islands: 1
 children_per_island: 2
+retime_rounds: 0
 EOF
 touch "$TMP/slow"
 PATH="$TMP/bin:$PATH" "$CUCO_BIN" evolve "$CUCO_SRC/workloads/cpu_demo" --launcher slurm \
