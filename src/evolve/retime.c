@@ -12,6 +12,7 @@ typedef struct entry {
     const cuco_db_program *p; /* borrowed from the pass's list */
     double median;            /* of its timings; its time_ms when it has none */
     int n_timings;
+    int tried; /* challenged in this pass already */
 } entry;
 
 typedef struct pass {
@@ -112,7 +113,7 @@ static entry *next_challenger(pass *ps, const entry *champ)
     entry *best = NULL;
     for (size_t i = 0; i < ps->n; i++) {
         entry *x = &ps->entries[i];
-        if (x->n_timings == 1 && !is_initial(ps, x) && x->median < champ->median &&
+        if (x->n_timings == 1 && !x->tried && !is_initial(ps, x) && x->median < champ->median &&
             (!best || x->median < best->median))
             best = x;
     }
@@ -260,6 +261,7 @@ int cuco_evolve_retime(const cuco_evolve_opts *o, int64_t run_id, int generation
         if (!x)
             break;
         entry *winner = NULL;
+        x->tried = 1; /* never twice in one pass, whatever happened */
         rc = challenge(&ps, champ, x, &winner, e);
         if (rc == 0 && !winner)
             break;
