@@ -1779,6 +1779,20 @@ static size_t name_head(const char *name)
 /* The canonical buffer name: the alias class of its head, then its members
  * with "->", "." and "[]" alike ("L->out" with L = &layers[i] and
  * "layers[].out" are one buffer). Caller frees. */
+/* Appends the member path p with "->" as "." and "[]" left out. */
+static void append_member_path(cuco_buf *b, const char *p)
+{
+    while (*p) {
+        if (p[0] == '[' && p[1] == ']')
+            p += 2;
+        else if (p[0] == '-' && p[1] == '>') {
+            cuco_buf_putc(b, '.');
+            p += 2;
+        } else
+            cuco_buf_putc(b, *p++);
+    }
+}
+
 static char *member_path(const char *name);
 
 static char *buffer_key(const struct analysis *A, const char *fn, const char *name)
@@ -1817,15 +1831,7 @@ static char *buffer_key(const struct analysis *A, const char *fn, const char *na
     cuco_buf b = CUCO_BUF_INIT;
     cuco_buf_puts(&b, cls);
     free(cls);
-    for (const char *p = name + h; *p;) {
-        if (p[0] == '[' && p[1] == ']')
-            p += 2;
-        else if (p[0] == '-' && p[1] == '>') {
-            cuco_buf_putc(&b, '.');
-            p += 2;
-        } else
-            cuco_buf_putc(&b, *p++);
-    }
+    append_member_path(&b, name + h);
     return cuco_buf_detach(&b);
 }
 
@@ -1833,15 +1839,7 @@ static char *buffer_key(const struct analysis *A, const char *fn, const char *na
 static char *member_path(const char *name)
 {
     cuco_buf b = CUCO_BUF_INIT;
-    for (const char *p = name; *p;) {
-        if (p[0] == '[' && p[1] == ']')
-            p += 2;
-        else if (p[0] == '-' && p[1] == '>') {
-            cuco_buf_putc(&b, '.');
-            p += 2;
-        } else
-            cuco_buf_putc(&b, *p++);
-    }
+    append_member_path(&b, name);
     return cuco_buf_detach(&b);
 }
 
