@@ -12,22 +12,21 @@
 #ifndef CUCO_INCLUDE_DEPS_H
 #define CUCO_INCLUDE_DEPS_H
 
-#include <stddef.h>
-
 #include "cuco/buf.h"
 #include "cuco/err.h"
+#include "cuco/workload.h"
 
-/* The include folders of a compiler command: "-IDIR", "-I DIR",
- * "--include-path DIR", "--include-path=DIR", "-isystem DIR" (relative
- * ones against cwd). Fills *dirs (malloc'd array of malloc'd strings, caller
- * frees each and the array) and *n. */
-int cuco_include_dirs(const char *const *argv, size_t argc, const char *cwd, char ***dirs,
-                      size_t *n, cuco_err *e);
+/* Appends to dirs the include folders of a compiler command: "-IDIR",
+ * "-I DIR", "--include-path DIR", "--include-path=DIR", "-isystem DIR"
+ * (relative ones against cwd). */
+int cuco_include_dirs(const char *const *argv, size_t argc, const char *cwd, cuco_strlist *dirs,
+                      cuco_err *e);
 
-/* Appends to key "path\ncontent\n" for every header reached from the given
- * source files (not the sources themselves), in a stable order (the order
- * they are first reached). At most 4096 headers. */
-int cuco_include_digest(const char *const *sources, size_t n_sources, const char *const *dirs,
-                        size_t n_dirs, cuco_buf *key, cuco_err *e);
+/* Appends to key "path\nsize\ncontent\n" for every header reached from the
+ * sources (names relative to src_dir; the sources themselves are not
+ * appended), in a stable order (the order they are first reached). At most
+ * 4096 headers. */
+int cuco_include_digest(const char *src_dir, const cuco_strlist *sources, const cuco_strlist *dirs,
+                        cuco_buf *key, cuco_err *e);
 
 #endif

@@ -388,35 +388,45 @@ static void infra_failure(cascade *c, const char *step, const cuco_err *e)
  * cuco/include_deps.h); negative when they cannot be known (no caching). */
 static int include_key(cascade *c, cuco_buf *key)
 {
-    cuco_strlist argv = {0};
+    cuco_strlist argv = {0}, dirs = {0};
     cuco_err ie = CUCO_ERR_INIT;
     int rc = expand_list(c, &c->w->build_command, &argv, &ie);
-    char **dirs = NULL;
-    size_t n_dirs = 0;
-    const char **srcs = calloc(c->w->sources.n + 1, sizeof *srcs);
-    if (rc == 0 && !srcs)
-        rc = CUCO_ENOMEM;
     if (rc == 0)
-        rc = cuco_include_dirs((const char *const *)argv.items, argv.n, c->build_dir, &dirs,
-                               &n_dirs, &ie);
-    for (size_t i = 0; rc == 0 && i < c->w->sources.n; i++)
-        if (!(srcs[i] = cuco_path_join(c->build_dir, c->w->sources.items[i])))
-            rc = CUCO_ENOMEM;
+        rc = cuco_include_dirs((const char *const *)argv.items, argv.n, c->build_dir, &dirs, &ie);
     if (rc == 0)
-        rc = cuco_include_digest(srcs, c->w->sources.n, (const char *const *)dirs, n_dirs, key,
-                                 &ie);
+        rc = cuco_include_digest(c->build_dir, &c->w->sources, &dirs, key, &ie);
     if (rc < 0)
         progress(c, "build cache not used: the included headers are not known (%s)",
-                 ie.code ? cuco_err_msg(&ie) : "out of memory");
-    for (size_t i = 0; srcs && i < c->w->sources.n; i++)
-        free((char *)srcs[i]);
-    free(srcs);
-    for (size_t i = 0; i < n_dirs; i++)
-        free(dirs[i]);
-    free(dirs);
+                 cuco_err_msg(&ie));
     cuco_strlist_free(&argv);
+    cuco_strlist_free(&dirs);
     cuco_err_clear(&ie);
     return rc < 0 ? rc : 0;
+}
+
+/* Appends "label\nsize\ncontent\n" of the file at path dir/name to key.
+ * Negative when it cannot be read (key unchanged). */
+static int key_file(cuco_buf *key, const char *dir, const char *name)
+{
+    char *path = cuco_path_join(dir, name);
+    char *body = NULL;
+    size_t len = 0;
+    int rc = path ? cuco_fs_read(path, &body, &len, NULL) : CUCO_ENOMEM;
+    if (rc == 0) {
+        cuco_buf_printf(key, "%s\n%zu\n", name, len);
+        cuco_buf_append(key, body, len);
+        cuco_buf_putc(key, '\n');
+    }
+    free(body);
+    free(path);
+    return rc < 0 ? rc : 0;
+}
+
+/* Appends the toolchain-facing environment (NCCL_HOME, PATH) to key. */
+static void key_toolchain_env(cuco_buf *key)
+{
+    const char *nccl = getenv("NCCL_HOME"), *path = getenv("PATH");
+    cuco_buf_printf(key, "\n%s\n%s\n", nccl ? nccl : "", path ? path : "");
 }
 
 /* The build cache: binaries of programs already built, keyed by the xxh3 of
@@ -433,19 +443,12 @@ static char *cache_path(cascade *c)
     /* the staged sources: the candidate's text (the evolve file is one of
      * them, as the manifest requires) and the others */
     cuco_buf key = CUCO_BUF_INIT;
-    for (size_t i = 0; i < c->w->sources.n; i++) {
-        char *src = cuco_path_join(c->build_dir, c->w->sources.items[i]);
-        char *body = NULL;
-        int ok = src && cuco_fs_read(src, &body, NULL, NULL) == 0;
-        if (ok)
-            cuco_buf_printf(&key, "%s\n%s\n", c->w->sources.items[i], body);
-        free(body);
-        free(src);
-        if (!ok) { /* a source that cannot be read: no key, no caching */
+    for (size_t i = 0; i < c->w->sources.n; i++)
+        if (key_file(&key, c->build_dir, c->w->sources.items[i]) < 0) {
+            /* a source that cannot be read: no key, no caching */
             cuco_buf_free(&key);
             return NULL;
         }
-    }
     for (size_t i = 0; i < c->w->build_command.n; i++)
         cuco_buf_printf(&key, "%s\x1f", c->w->build_command.items[i]);
     /* the headers the sources include (harness, device/, runtime): a changed
@@ -454,8 +457,8 @@ static char *cache_path(cascade *c)
         cuco_buf_free(&key);
         return NULL;
     }
-    const char *nccl = getenv("NCCL_HOME"), *path = getenv("PATH");
-    cuco_buf_printf(&key, "\n%s\n%s\n%s\n", c->w->build_output, nccl ? nccl : "", path ? path : "");
+    cuco_buf_printf(&key, "\n%s", c->w->build_output);
+    key_toolchain_env(&key);
     char hex[17];
     cuco_hash_hex(key.data ? key.data : "", key.len, hex);
     cuco_buf_free(&key);
@@ -477,32 +480,16 @@ int cuco_eval_inputs_digest(const cuco_workload *w, char hex[17], cuco_err *e)
         cascade_free(&c);
         return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
     }
+    /* files that cannot be read are left out of the key */
     cuco_buf key = CUCO_BUF_INIT;
-    char *body = NULL;
-    size_t len = 0;
-    cuco_err re = CUCO_ERR_INIT;
-    if (w->manifest_path && cuco_fs_read(w->manifest_path, &body, &len, &re) == 0) {
-        cuco_buf_printf(&key, "manifest\n%zu\n", len);
-        cuco_buf_append(&key, body, len);
-    }
-    free(body);
-    cuco_err_clear(&re);
-    for (size_t i = 0; i < w->sources.n; i++) {
-        if (!strcmp(w->sources.items[i], w->evolve_file))
-            continue; /* the program text is the other half of the key */
-        char *src = cuco_path_join(w->dir, w->sources.items[i]);
-        body = NULL;
-        if (src && cuco_fs_read(src, &body, &len, &re) == 0) {
-            cuco_buf_printf(&key, "\n%s\n%zu\n", w->sources.items[i], len);
-            cuco_buf_append(&key, body, len);
-        }
-        cuco_err_clear(&re);
-        free(body);
-        free(src);
-    }
+    if (w->manifest_path)
+        key_file(&key, "/", w->manifest_path);
+    for (size_t i = 0; i < w->sources.n; i++)
+        if (strcmp(w->sources.items[i], w->evolve_file)) /* the program text is the
+                                                            other half of the key */
+            key_file(&key, w->dir, w->sources.items[i]);
     include_key(&c, &key); /* without the headers when they cannot be known */
-    const char *nccl = getenv("NCCL_HOME"), *path = getenv("PATH");
-    cuco_buf_printf(&key, "\n%s\n%s\n", nccl ? nccl : "", path ? path : "");
+    key_toolchain_env(&key);
     cuco_hash_hex(key.data ? key.data : "", key.len, hex);
     cuco_buf_free(&key);
     cascade_free(&c);

@@ -6,26 +6,8 @@
 #include <string.h>
 
 #include "cuco/fs.h"
-#include "cuco/grow.h"
 
 #define MAX_HEADERS 4096
-
-static void strings_free(char **v, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        free(v[i]);
-    free(v);
-}
-
-static int push_string(char ***v, size_t *n, size_t *cap, char *s, cuco_err *e)
-{
-    if (!s || CUCO_GROW(*v, *cap, *n + 1, 8) < 0) {
-        free(s);
-        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-    }
-    (*v)[(*n)++] = s;
-    return 0;
-}
 
 static char *absolute_in(const char *dir, const char *cwd)
 {
@@ -34,12 +16,9 @@ static char *absolute_in(const char *dir, const char *cwd)
     return cuco_path_join(cwd, dir);
 }
 
-int cuco_include_dirs(const char *const *argv, size_t argc, const char *cwd, char ***dirs,
-                      size_t *n, cuco_err *e)
+int cuco_include_dirs(const char *const *argv, size_t argc, const char *cwd, cuco_strlist *dirs,
+                      cuco_err *e)
 {
-    *dirs = NULL;
-    *n = 0;
-    size_t cap = 0;
     static const char *const with_value[] = {"-I", "--include-path", "-isystem", NULL};
     for (size_t i = 0; i < argc; i++) {
         const char *a = argv[i], *dir = NULL;
@@ -54,12 +33,13 @@ int cuco_include_dirs(const char *const *argv, size_t argc, const char *cwd, cha
             else if (k == 0 && a[len] != '\0')
                 dir = a + len;
         }
-        if (dir && *dir && push_string(dirs, n, &cap, absolute_in(dir, cwd), e) < 0) {
-            strings_free(*dirs, *n);
-            *dirs = NULL;
-            *n = 0;
-            return CUCO_ENOMEM;
-        }
+        if (!dir || !*dir)
+            continue;
+        char *abs = absolute_in(dir, cwd);
+        int rc = abs ? cuco_strlist_push(dirs, abs) : CUCO_ENOMEM;
+        free(abs);
+        if (rc < 0)
+            return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
     }
     return 0;
 }
@@ -92,17 +72,15 @@ static char *include_name(const char *line, const char *end, int *quoted)
 }
 
 typedef struct walk {
-    const char *const *dirs;
-    size_t n_dirs;
-    char **seen; /* absolute paths, in the order reached */
-    size_t n_seen, cap_seen;
+    const cuco_strlist *dirs;
+    cuco_strlist seen; /* headers' paths, in the order reached */
     cuco_buf *key;
 } walk;
 
 static int seen(const walk *w, const char *path)
 {
-    for (size_t i = 0; i < w->n_seen; i++)
-        if (!strcmp(w->seen[i], path))
+    for (size_t i = 0; i < w->seen.n; i++)
+        if (!strcmp(w->seen.items[i], path))
             return 1;
     return 0;
 }
@@ -121,8 +99,8 @@ static char *resolve(const walk *w, const char *from, const char *name, int quot
             return p;
         free(p);
     }
-    for (size_t i = 0; i < w->n_dirs; i++) {
-        char *p = cuco_path_join(w->dirs[i], name);
+    for (size_t i = 0; i < w->dirs->n; i++) {
+        char *p = cuco_path_join(w->dirs->items[i], name);
         if (p && cuco_fs_exists(p))
             return p;
         free(p);
@@ -158,15 +136,13 @@ static int visit(walk *w, const char *path, int is_source, cuco_err *e)
         char *name = include_name(line, end, &quoted);
         if (name) {
             char *found = resolve(w, path, name, quoted);
-            if (found && !seen(w, found)) {
-                if (w->n_seen >= MAX_HEADERS) {
-                    free(found);
-                } else if ((rc = push_string(&w->seen, &w->n_seen, &w->cap_seen, found, e)) == 0) {
-                    rc = visit(w, w->seen[w->n_seen - 1], 0, e);
-                }
-            } else {
-                free(found);
+            if (found && !seen(w, found) && w->seen.n < MAX_HEADERS) {
+                if (cuco_strlist_push(&w->seen, found) < 0)
+                    rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+                else
+                    rc = visit(w, w->seen.items[w->seen.n - 1], 0, e);
             }
+            free(found);
             free(name);
         }
         line = nl ? nl + 1 : NULL;
@@ -175,13 +151,16 @@ static int visit(walk *w, const char *path, int is_source, cuco_err *e)
     return rc;
 }
 
-int cuco_include_digest(const char *const *sources, size_t n_sources, const char *const *dirs,
-                        size_t n_dirs, cuco_buf *key, cuco_err *e)
+int cuco_include_digest(const char *src_dir, const cuco_strlist *sources, const cuco_strlist *dirs,
+                        cuco_buf *key, cuco_err *e)
 {
-    walk w = {dirs, n_dirs, NULL, 0, 0, key};
+    walk w = {dirs, {0}, key};
     int rc = 0;
-    for (size_t i = 0; i < n_sources && rc == 0; i++)
-        rc = visit(&w, sources[i], 1, e);
-    strings_free(w.seen, w.n_seen);
+    for (size_t i = 0; i < sources->n && rc == 0; i++) {
+        char *src = cuco_path_join(src_dir, sources->items[i]);
+        rc = src ? visit(&w, src, 1, e) : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+        free(src);
+    }
+    cuco_strlist_free(&w.seen);
     return rc;
 }

@@ -34,30 +34,30 @@ static void test_dirs(void **state)
     (void)state;
     const char *argv[] = {"nvcc", "-Ia", "-I", "/abs/b", "--include-path=c", "-isystem", "d",
                           "-o", "x", "-Werror"};
-    char **dirs;
-    size_t n;
+    cuco_strlist dirs = {0};
     cuco_err e = CUCO_ERR_INIT;
-    assert_int_equal(cuco_include_dirs(argv, sizeof argv / sizeof argv[0], "/w", &dirs, &n, &e), 0);
-    assert_int_equal(n, 4);
-    assert_string_equal(dirs[0], "/w/a");
-    assert_string_equal(dirs[1], "/abs/b");
-    assert_string_equal(dirs[2], "/w/c");
-    assert_string_equal(dirs[3], "/w/d");
-    for (size_t i = 0; i < n; i++)
-        free(dirs[i]);
-    free(dirs);
+    assert_int_equal(cuco_include_dirs(argv, sizeof argv / sizeof argv[0], "/w", &dirs, &e), 0);
+    assert_int_equal(dirs.n, 4);
+    assert_string_equal(dirs.items[0], "/w/a");
+    assert_string_equal(dirs.items[1], "/abs/b");
+    assert_string_equal(dirs.items[2], "/w/c");
+    assert_string_equal(dirs.items[3], "/w/d");
+    cuco_strlist_free(&dirs);
 }
 
 static char *digest(void)
 {
-    char *src = cuco_path_join(root, "src/main.cu");
+    char *src_dir = cuco_path_join(root, "src");
     char *inc = cuco_path_join(root, "inc");
-    const char *srcs[] = {src};
-    const char *dirs[] = {inc};
+    cuco_strlist srcs = {0}, dirs = {0};
+    assert_int_equal(cuco_strlist_push(&srcs, "main.cu"), 0);
+    assert_int_equal(cuco_strlist_push(&dirs, inc), 0);
     cuco_buf key = CUCO_BUF_INIT;
     cuco_err e = CUCO_ERR_INIT;
-    assert_int_equal(cuco_include_digest(srcs, 1, dirs, 1, &key, &e), 0);
-    free(src);
+    assert_int_equal(cuco_include_digest(src_dir, &srcs, &dirs, &key, &e), 0);
+    cuco_strlist_free(&srcs);
+    cuco_strlist_free(&dirs);
+    free(src_dir);
     free(inc);
     return cuco_buf_detach(&key);
 }
