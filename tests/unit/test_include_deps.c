@@ -32,8 +32,8 @@ static void put(const char *rel, const char *text)
 static void test_dirs(void **state)
 {
     (void)state;
-    const char *argv[] = {"nvcc", "-Ia", "-I", "/abs/b", "--include-path=c", "-isystem", "d",
-                          "-o", "x", "-Werror"};
+    const char *argv[] = {"nvcc",     "-Ia", "-I", "/abs/b", "--include-path=c",
+                          "-isystem", "d",   "-o", "x",      "-Werror"};
     cuco_strlist dirs = {0};
     cuco_err e = CUCO_ERR_INIT;
     assert_int_equal(cuco_include_dirs(argv, sizeof argv / sizeof argv[0], "/w", &dirs, &e), 0);
