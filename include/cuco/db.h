@@ -36,6 +36,10 @@
  *        failed ones included), held (1: the challenger is the
  *        run's new best), note TEXT (a failure on re-timing), created_at)
  *        (version 5)
+ *   view run_champions(run_id, challenger_id (the challenger of the run's
+ *        latest re-timing that held and is still 'ok', NULL when none),
+ *        root_id (the run's first program)): with re-timing the run's best
+ *        is coalesce(challenger_id, root_id)  (version 6)
  * Times are seconds since the epoch (REAL).
  *
  * The run lock is an flock() on a lock file beside the database
@@ -47,7 +51,7 @@
 #include <stdint.h>
 #include "cuco/err.h"
 
-#define CUCO_DB_SCHEMA_VERSION 5
+#define CUCO_DB_SCHEMA_VERSION 6
 
 typedef struct cuco_db cuco_db; /* opaque */
 
@@ -194,10 +198,9 @@ typedef struct cuco_db_retiming {
 } cuco_db_retiming;
 int db_retiming_insert(cuco_db *db, const cuco_db_retiming *r, int64_t *id, cuco_err *e);
 int db_retiming_finish(cuco_db *db, int64_t id, const cuco_db_retiming *r, cuco_err *e);
-/* The run's champion: the challenger of its latest re-timing that held and
- * is still 'ok' (*program_id and *code_hash, caller frees), or *program_id
- * 0 and *code_hash NULL when none (the initial program is then the
- * champion). */
+/* The run's champion (view run_champions): the challenger of its latest
+ * re-timing that held and is still 'ok', else its first program when 'ok'.
+ * *program_id and *code_hash (caller frees); 0 and NULL when there is none. */
 int db_run_champion(cuco_db *db, int64_t run_id, int64_t *program_id, char **code_hash,
                     cuco_err *e);
 /* Counts of the run's re-timings: how many, how many held, and how many

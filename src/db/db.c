@@ -63,6 +63,14 @@ static const char *const migrations[] = {
     "CREATE TABLE retimings(id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL, generation INTEGER,"
     " challenger_id INTEGER, champion_id INTEGER, claimed_ms REAL, challenger_ms REAL,"
     " champion_ms REAL, rounds INTEGER, runs INTEGER, held INTEGER, note TEXT, created_at REAL);",
+    /* 6: the run's best under re-timing, one definition for every reader */
+    "CREATE VIEW run_champions AS SELECT r.id AS run_id,"
+    " (SELECT t.challenger_id FROM retimings t JOIN programs q ON q.id = t.challenger_id"
+    "  WHERE t.run_id = r.id AND t.held = 1 AND q.status = 'ok' ORDER BY t.id DESC LIMIT 1)"
+    "  AS challenger_id,"
+    " (SELECT min(p.id) FROM programs p WHERE p.run_id = r.id AND p.parent_id IS NULL)"
+    "  AS root_id"
+    " FROM runs r;",
 };
 #define N_MIGRATIONS (sizeof migrations / sizeof migrations[0])
 

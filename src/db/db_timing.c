@@ -198,9 +198,9 @@ int db_run_champion(cuco_db *db, int64_t run_id, int64_t *program_id, char **cod
     *code_hash = NULL;
     sqlite3_stmt *st;
     int rc = db_prepare(db,
-                        "SELECT p.id, p.code_hash FROM retimings r JOIN programs p"
-                        " ON p.id = r.challenger_id WHERE r.run_id=? AND r.held=1"
-                        " AND p.status='ok' ORDER BY r.id DESC LIMIT 1",
+                        "SELECT p.id, p.code_hash FROM run_champions c JOIN programs p"
+                        " ON p.id = coalesce(c.challenger_id, c.root_id) WHERE c.run_id=?"
+                        " AND p.status='ok'",
                         &st, e);
     if (rc < 0)
         return rc;

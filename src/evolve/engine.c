@@ -621,7 +621,7 @@ static int write_meta_summary(const cuco_evolve_opts *o, int64_t run_id, int gen
 }
 
 /* With re-timing, the best is the champion: the program that last won a
- * re-timing, else the initial program (see retime.h). */
+ * re-timing, else the initial program (db_run_champion). */
 static int champion_of_run(const cuco_evolve_opts *o, int64_t run_id, cuco_evolve_result *r,
                            cuco_err *e)
 {
@@ -629,20 +629,13 @@ static int champion_of_run(const cuco_evolve_opts *o, int64_t run_id, cuco_evolv
     char *hash = NULL;
     int rc = db_run_champion(o->db, run_id, &id, &hash, e);
     free(hash);
-    if (rc < 0)
+    cuco_db_program p;
+    if (rc < 0 || id <= 0 || (rc = db_program_get(o->db, id, &p, e)) < 0)
         return rc;
-    cuco_db_program *ps;
-    size_t n;
-    if ((rc = db_programs_list(o->db, run_id, "ok", &ps, &n, e)) < 0)
-        return rc;
-    for (size_t i = 0; i < n; i++)
-        if (id > 0 ? ps[i].id == id : ps[i].generation == 0) {
-            r->best_id = ps[i].id;
-            r->best_score = ps[i].score;
-            r->best_time_ms = ps[i].time_ms;
-            break;
-        }
-    db_programs_free(ps, n);
+    r->best_id = p.id;
+    r->best_score = p.score;
+    r->best_time_ms = p.time_ms;
+    db_program_free(&p);
     return 0;
 }
 

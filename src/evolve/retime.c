@@ -85,26 +85,22 @@ static int load(pass *ps, cuco_db_program *list, size_t n, cuco_err *e)
     return rc;
 }
 
-/* The champion: the program that last won a re-timing and is still correct,
- * else the initial program. (A program that lost one keeps its median, which
- * may be lower than the champion's: it did not beat the champion in every
- * round, so it does not count as faster.) */
+/* The champion (db_run_champion): the program that last won a re-timing
+ * and is still correct, else the initial program. (A program that lost one
+ * keeps its median, which may be lower than the champion's: it did not beat
+ * the champion in every round, so it does not count as faster.) NULL when
+ * it is not among the correct programs. */
 static int champion(pass *ps, entry **out, cuco_err *e)
 {
     *out = NULL;
     int64_t id = 0;
     char *hash = NULL;
     int rc = db_run_champion(ps->o->db, ps->run_id, &id, &hash, e);
-    if (rc < 0)
-        return rc;
     for (size_t i = 0; i < ps->n && hash && !*out; i++)
         if (!strcmp(ps->entries[i].p->code_hash, hash))
             *out = &ps->entries[i];
     free(hash);
-    for (size_t i = 0; i < ps->n && !*out; i++)
-        if (is_initial(ps, &ps->entries[i]))
-            *out = &ps->entries[i];
-    return 0;
+    return rc;
 }
 
 /* The fastest program with a single timing that beats the champion. */

@@ -406,16 +406,19 @@ int report_summary(sqlite3 *h, int64_t run_id, const char *workspace, json_t **o
 
     const char *brief_cols = "SELECT id, time_ms, score, island, generation, mutator FROM programs";
     char *sql;
-    /* With re-timing (schema >= 5, config retime_rounds > 0) the best is the
-     * run's champion: the latest re-timing winner still correct, else the
-     * program the search started from; otherwise the highest score. */
+    /* With re-timing (config retime_rounds > 0, view run_champions of schema
+     * 6) the best is the run's champion: the latest re-timing winner still
+     * correct, else the program the search started from; otherwise the
+     * highest score. */
     json_t *retime_rounds = json_object_get(config, "retime_rounds");
-    if (json_is_integer(retime_rounds) && json_integer_value(retime_rounds) > 0)
+    sqlite3_stmt *probe = NULL;
+    int has_view = sqlite3_prepare_v2(h, "SELECT 1 FROM run_champions", -1, &probe, NULL) ==
+                   SQLITE_OK;
+    sqlite3_finalize(probe);
+    if (has_view && json_is_integer(retime_rounds) && json_integer_value(retime_rounds) > 0)
         sql = cuco_sprintf(
-            "%s WHERE run_id=?1 AND status='ok' AND score IS NOT NULL AND id = coalesce("
-            "(SELECT r.challenger_id FROM retimings r JOIN programs p ON p.id = r.challenger_id"
-            " WHERE r.run_id=?1 AND r.held=1 AND p.status='ok' ORDER BY r.id DESC LIMIT 1),"
-            "(SELECT min(id) FROM programs WHERE run_id=?1 AND parent_id IS NULL))",
+            "%s WHERE run_id=?1 AND status='ok' AND score IS NOT NULL AND id = (SELECT"
+            " coalesce(challenger_id, root_id) FROM run_champions WHERE run_id=?1)",
             brief_cols);
     else
         sql = cuco_sprintf("%s WHERE run_id=? AND status='ok' AND score IS NOT NULL"

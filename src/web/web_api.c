@@ -177,10 +177,8 @@ static int api_runs(request *rq)
         "SELECT r.id, r.workload, r.status, r.seed, r.baseline_ms, r.started_at, r.ended_at,"
         " (SELECT count(*) FROM programs p WHERE p.run_id=r.id),"
         " CASE WHEN coalesce(json_extract(r.config, '$.retime_rounds'), 0) > 0 THEN"
-        "  (SELECT p.score FROM programs p WHERE p.status='ok' AND p.id = coalesce("
-        "   (SELECT t.challenger_id FROM retimings t JOIN programs q ON q.id = t.challenger_id"
-        "    WHERE t.run_id=r.id AND t.held=1 AND q.status='ok' ORDER BY t.id DESC LIMIT 1),"
-        "   (SELECT min(id) FROM programs WHERE run_id=r.id AND parent_id IS NULL)))"
+        "  (SELECT p.score FROM programs p JOIN run_champions c"
+        "   ON p.id = coalesce(c.challenger_id, c.root_id) WHERE c.run_id=r.id AND p.status='ok')"
         " ELSE (SELECT max(score) FROM programs p WHERE p.run_id=r.id AND p.status='ok') END,"
         " (SELECT coalesce(sum(cost_usd),0) FROM llm_calls c WHERE c.run_id=r.id)"
         " FROM runs r ORDER BY r.id";

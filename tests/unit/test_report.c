@@ -317,6 +317,38 @@ static void test_summary_time_to_95(void **state)
     cuco_err_clear(&e);
 }
 
+/* With re-timing on (config retime_rounds > 0) the best is the run's
+ * champion (view run_champions): the start while no re-timing held, then the
+ * latest challenger that held and is still correct, not the highest score
+ * (the fixture's #7). */
+static void test_summary_champion(void **state)
+{
+    (void)state;
+    char dir[512], db[600];
+    const char *tmp = getenv("CUCO_TEST_TMP");
+    snprintf(dir, sizeof dir, "%s/test_report_champ_%ld", tmp ? tmp : "/tmp", (long)getpid());
+    cuco_err e = CUCO_ERR_INIT;
+    cuco_fs_remove_tree(dir, &e);
+    assert_int_equal(cuco_fs_mkdirs(dir, &e), 0);
+    snprintf(db, sizeof db, "%s/runs.db", dir);
+    assert_int_equal(fixture_write_db(db), 0);
+    json_t *s = summary_of(dir, db);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(s, "best"), "id")), 7);
+    json_decref(s);
+    exec_sql(db, "UPDATE runs SET config='{\"retime_rounds\":2}' WHERE id=1");
+    s = summary_of(dir, db);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(s, "best"), "id")), 1);
+    json_decref(s);
+    exec_sql(db, "INSERT INTO retimings(run_id, challenger_id, champion_id, held)"
+                 " VALUES(1, 4, 1, 1), (1, 7, 4, 0), (1, 2, 4, 1);"
+                 " UPDATE programs SET status='wrong_answer' WHERE id=2");
+    s = summary_of(dir, db);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(s, "best"), "id")), 4);
+    json_decref(s);
+    cuco_fs_remove_tree(dir, &e);
+    cuco_err_clear(&e);
+}
+
 /* The side-by-side times 'cuco run' leaves in confirm.json: in the summary
  * and in the report, marked stale once the run's best is none of the
  * programs they timed. */
@@ -410,6 +442,7 @@ int main(void)
         cmocka_unit_test(test_summary_and_report_files),
         cmocka_unit_test(test_summary_baseline_and_fast_path),
         cmocka_unit_test(test_summary_side_by_side),
+        cmocka_unit_test(test_summary_champion),
         cmocka_unit_test(test_summary_time_to_95),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
