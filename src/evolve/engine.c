@@ -33,7 +33,7 @@ static double now_s(void)
 }
 
 typedef struct job {
-    int64_t id, run_id;
+    int64_t id;
     const char *text; /* borrowed */
     char hash[17];
     cuco_eval_outcome out;
@@ -84,14 +84,19 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* The evaluation cache's scope (see cuco_evolve_opts). */
+static const char *cache_scope(const cuco_evolve_opts *o)
+{
+    return o->cache_scope ? o->cache_scope : o->workload_name;
+}
+
 /* Evaluates jobs: cache first (main thread), then up to slots threads. */
 static int eval_jobs(const cuco_evolve_opts *o, job *jobs, size_t n, cuco_err *e)
 {
     for (size_t i = 0; i < n; i++) {
         int found;
         cuco_db_eval v;
-        const char *scope = o->cache_scope ? o->cache_scope : o->workload_name;
-        int rc = db_eval_lookup(o->db, scope, jobs[i].hash, &found, &v, e);
+        int rc = db_eval_lookup(o->db, cache_scope(o), jobs[i].hash, &found, &v, e);
         if (rc < 0)
             return rc;
         if (found) {
@@ -132,8 +137,8 @@ static int eval_jobs(const cuco_evolve_opts *o, job *jobs, size_t n, cuco_err *e
 }
 
 /* Records job results (main thread, one transaction). */
-static int record_jobs(const cuco_evolve_opts *o, job *jobs, size_t n, double baseline,
-                       int *ok, int *failed, cuco_err *e)
+static int record_jobs(const cuco_evolve_opts *o, int64_t run_id, job *jobs, size_t n,
+                       double baseline, int *ok, int *failed, cuco_err *e)
 {
     int rc = db_begin(o->db, e);
     if (rc < 0)
@@ -147,13 +152,12 @@ static int record_jobs(const cuco_evolve_opts *o, job *jobs, size_t n, double ba
                                good ? j->out.time_ms : -1, j->out.metrics_json, err, j->cached,
                                e);
         if (rc == 0 && good)
-            rc = db_timing_add(o->db, j->run_id, j->hash, j->out.time_ms,
+            rc = db_timing_add(o->db, run_id, j->hash, j->out.time_ms,
                                j->cached ? "cache" : "eval", 0, e);
         if (rc == 0 && !j->cached && j->out.status != CUCO_EVAL_INFRA_ERROR) {
             cuco_db_eval v = {(char *)cuco_eval_status_name(j->out.status),
                               good ? j->out.time_ms : -1, j->out.metrics_json, j->out.error};
-            rc = db_eval_store(o->db, o->cache_scope ? o->cache_scope : o->workload_name, j->hash,
-                               &v, e);
+            rc = db_eval_store(o->db, cache_scope(o), j->hash, &v, e);
         }
         if (good)
             (*ok)++;
@@ -185,13 +189,12 @@ static int eval_programs(const cuco_evolve_opts *o, cuco_db_program *ps, size_t 
         return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
         jobs[i].id = ps[i].id;
-        jobs[i].run_id = ps[i].run_id;
         jobs[i].text = ps[i].code ? ps[i].code : "";
         snprintf(jobs[i].hash, sizeof jobs[i].hash, "%s", ps[i].code_hash ? ps[i].code_hash : "");
     }
     int rc = eval_jobs(o, jobs, n, e);
     if (rc == 0)
-        rc = record_jobs(o, jobs, n, baseline, ok, failed, e);
+        rc = record_jobs(o, ps[0].run_id, jobs, n, baseline, ok, failed, e);
     jobs_free(jobs, n);
     return rc;
 }

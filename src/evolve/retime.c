@@ -238,16 +238,8 @@ int cuco_evolve_retime(const cuco_evolve_opts *o, int64_t run_id, int generation
     for (size_t i = 0; i < n && !ps.initial_hash; i++)
         if (all[i].generation == 0 && all[i].code_hash)
             ps.initial_hash = all[i].code_hash;
-    if ((rc = db_begin(o->db, e)) < 0)
-        goto out;
-    rc = load(&ps, all, n, e);
-    if (rc < 0) {
-        cuco_err se = CUCO_ERR_INIT;
-        db_commit(o->db, &se);
-        cuco_err_clear(&se);
-        goto out;
-    }
-    if ((rc = db_commit(o->db, e)) < 0)
+    if ((rc = db_begin(o->db, e)) < 0 || (rc = load(&ps, all, n, e)) < 0 ||
+        (rc = db_commit(o->db, e)) < 0)
         goto out;
     entry *champ = NULL;
     if ((rc = champion(&ps, &champ, e)) < 0)
