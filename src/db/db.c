@@ -238,6 +238,14 @@ void db_bind_text(sqlite3_stmt *st, int i, const char *s)
         sqlite3_bind_null(st, i);
 }
 
+void db_bind_id_opt(sqlite3_stmt *st, int i, int64_t id)
+{
+    if (id > 0)
+        sqlite3_bind_int64(st, i, id);
+    else
+        sqlite3_bind_null(st, i);
+}
+
 void db_bind_real_opt(sqlite3_stmt *st, int i, double v)
 {
     if (v < 0)
@@ -357,10 +365,7 @@ int db_run_set_warning(cuco_db *db, int64_t run_id, const char *warning, cuco_er
     int rc = db_prepare(db, "UPDATE runs SET warning=? WHERE id=?", &st, e);
     if (rc < 0)
         return rc;
-    if (warning)
-        db_bind_text(st, 1, warning);
-    else
-        sqlite3_bind_null(st, 1);
+    db_bind_text(st, 1, warning);
     sqlite3_bind_int64(st, 2, run_id);
     return db_step_done(db, st, "setting the run's warning", e);
 }
@@ -399,10 +404,8 @@ int db_program_insert(cuco_db *db, const cuco_db_program *p, int64_t *id, cuco_e
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, p->run_id);
-    if (p->parent_id > 0)
-        sqlite3_bind_int64(st, 2, p->parent_id);
-    if (p->second_parent_id > 0)
-        sqlite3_bind_int64(st, 3, p->second_parent_id);
+    db_bind_id_opt(st, 2, p->parent_id);
+    db_bind_id_opt(st, 3, p->second_parent_id);
     sqlite3_bind_int(st, 4, p->island);
     sqlite3_bind_int(st, 5, p->generation);
     db_bind_text(st, 6, p->code);
@@ -662,8 +665,7 @@ int db_llm_call_insert(cuco_db *db, const cuco_db_llm_call *c, int64_t *id, cuco
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, c->run_id);
-    if (c->program_id > 0)
-        sqlite3_bind_int64(st, 2, c->program_id);
+    db_bind_id_opt(st, 2, c->program_id);
     db_bind_text(st, 3, c->model);
     sqlite3_bind_int64(st, 4, c->input_tokens);
     sqlite3_bind_int64(st, 5, c->output_tokens);

@@ -20,6 +20,8 @@ int db_sql_error(cuco_db *db, cuco_err *e, const char *what);
 int db_prepare(cuco_db *db, const char *sql, sqlite3_stmt **st, cuco_err *e);
 /* Binds s, or NULL when s is NULL. */
 void db_bind_text(sqlite3_stmt *st, int i, const char *s);
+/* Binds id, or NULL when id <= 0 (no such row). */
+void db_bind_id_opt(sqlite3_stmt *st, int i, int64_t id);
 /* Binds v, or NULL when v < 0. */
 void db_bind_real_opt(sqlite3_stmt *st, int i, double v);
 /* A copy of column i's text (caller frees), NULL for NULL. */

@@ -8,14 +8,6 @@
 #include "cuco/stats.h"
 #include "db_internal.h"
 
-static void bind_opt_id(sqlite3_stmt *st, int i, int64_t id)
-{
-    if (id > 0)
-        sqlite3_bind_int64(st, i, id);
-    else
-        sqlite3_bind_null(st, i);
-}
-
 int db_timing_add(cuco_db *db, int64_t run_id, const char *code_hash, double time_ms,
                   const char *source, int64_t retiming_id, cuco_err *e)
 {
@@ -30,7 +22,7 @@ int db_timing_add(cuco_db *db, int64_t run_id, const char *code_hash, double tim
     db_bind_text(st, 2, code_hash ? code_hash : "");
     sqlite3_bind_double(st, 3, time_ms);
     db_bind_text(st, 4, source);
-    bind_opt_id(st, 5, retiming_id);
+    db_bind_id_opt(st, 5, retiming_id);
     sqlite3_bind_double(st, 6, db_now());
     return db_step_done(db, st, "storing a timing", e);
 }
@@ -124,8 +116,8 @@ static void bind_retiming(sqlite3_stmt *st, const cuco_db_retiming *r)
 {
     sqlite3_bind_int64(st, 1, r->run_id);
     sqlite3_bind_int(st, 2, r->generation);
-    bind_opt_id(st, 3, r->challenger_id);
-    bind_opt_id(st, 4, r->champion_id);
+    db_bind_id_opt(st, 3, r->challenger_id);
+    db_bind_id_opt(st, 4, r->champion_id);
     db_bind_real_opt(st, 5, r->claimed_ms);
     db_bind_real_opt(st, 6, r->challenger_ms);
     db_bind_real_opt(st, 7, r->champion_ms);
