@@ -137,14 +137,11 @@ inline void hx_warm_up(cudaStream_t s, int warmup, const std::function<void()> &
         if ((done >= warmup && slowest >= min_ms) || done >= 100000)
             break;
         // the next batch: about what the time left needs (every rank computes
-        // the same number from the same slowest time), 1 to 10000 steps
+        // the same number from the same slowest time), 1 to 10001 steps; the
+        // first batch was the `warmup` steps, so only the time is left
         double per_step = slowest / (double)done;
         double left = min_ms - slowest;
         batch = per_step > 0 ? (long)std::min(10000.0, left / per_step) + 1 : 1;
-        if (batch < 1)
-            batch = 1;
-        if (done + batch < warmup)
-            batch = warmup - done;
     }
 }
 
