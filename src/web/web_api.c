@@ -171,23 +171,23 @@ static int api_runs(request *rq)
     if (rc != 0)
         return rc < 0 ? rc : 0;
     sqlite3_stmt *st;
-    /* the best as cuco report names it: with re-timing (schema >= 5), the
-     * run's champion; else the highest score */
-    static const char *const with_champion =
-        "SELECT r.id, r.workload, r.status, r.seed, r.baseline_ms, r.started_at, r.ended_at,"
-        " (SELECT count(*) FROM programs p WHERE p.run_id=r.id),"
-        " CASE WHEN coalesce(json_extract(r.config, '$.retime_rounds'), 0) > 0 THEN"
-        "  (SELECT p.score FROM programs p JOIN run_champions c"
-        "   ON p.id = coalesce(c.challenger_id, c.root_id) WHERE c.run_id=r.id AND p.status='ok')"
-        " ELSE (SELECT max(score) FROM programs p WHERE p.run_id=r.id AND p.status='ok') END,"
-        " (SELECT coalesce(sum(cost_usd),0) FROM llm_calls c WHERE c.run_id=r.id)"
-        " FROM runs r ORDER BY r.id";
-    static const char *const by_score =
-        "SELECT r.id, r.workload, r.status, r.seed, r.baseline_ms, r.started_at, r.ended_at,"
-        " (SELECT count(*) FROM programs p WHERE p.run_id=r.id),"
-        " (SELECT max(score) FROM programs p WHERE p.run_id=r.id AND p.status='ok'),"
-        " (SELECT coalesce(sum(cost_usd),0) FROM llm_calls c WHERE c.run_id=r.id)"
-        " FROM runs r ORDER BY r.id";
+    /* the best as cuco report names it: with re-timing (view run_champions,
+     * schema 6), the run's champion; else (and on older databases) the
+     * highest score */
+#define RUNS_SQL(best)                                                                             \
+    "SELECT r.id, r.workload, r.status, r.seed, r.baseline_ms, r.started_at, r.ended_at,"          \
+    " (SELECT count(*) FROM programs p WHERE p.run_id=r.id), " best ","                            \
+    " (SELECT coalesce(sum(cost_usd),0) FROM llm_calls c WHERE c.run_id=r.id)"                     \
+    " FROM runs r ORDER BY r.id"
+#define MAX_SCORE "(SELECT max(score) FROM programs p WHERE p.run_id=r.id AND p.status='ok')"
+    static const char *const with_champion = RUNS_SQL(
+        "CASE WHEN coalesce(json_extract(r.config, '$.retime_rounds'), 0) > 0 THEN"
+        " (SELECT p.score FROM programs p JOIN run_champions c"
+        "  ON p.id = coalesce(c.challenger_id, c.root_id) WHERE c.run_id=r.id AND p.status='ok')"
+        " ELSE " MAX_SCORE " END");
+    static const char *const by_score = RUNS_SQL(MAX_SCORE);
+#undef RUNS_SQL
+#undef MAX_SCORE
     if (sqlite3_prepare_v2(rq->db, with_champion, -1, &st, NULL) != SQLITE_OK &&
         sqlite3_prepare_v2(rq->db, by_score, -1, &st, NULL) != SQLITE_OK)
         return db_fail(rq, "listing runs");

@@ -10,6 +10,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 #include <math.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -96,6 +97,33 @@ static void test_runs(void **state)
     assert_true(fabs(num(r1, "best_score") - 2.0) < 1e-9);
     assert_true(fabs(num(r1, "spend_usd") - 0.037) < 1e-9);
     assert_string_equal(json_string_value(json_object_get(r1, "status")), "done");
+    json_decref(v);
+}
+
+static void exec_sql(const char *sql)
+{
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(db_path, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+}
+
+/* With re-timing on, a run's best score is its champion's (#4, 10 / 5.5),
+ * not the highest (#7, 2.0), as in cuco report. */
+static void test_runs_champion(void **state)
+{
+    (void)state;
+    exec_sql("UPDATE runs SET config=json_set(config, '$.retime_rounds', 2) WHERE id=1;"
+             " INSERT INTO retimings(run_id, challenger_id, champion_id, held) VALUES(1, 4, 1, 1)");
+    json_t *v = get_json("GET", "/api/runs", 200, NULL);
+    json_t *r1 = json_array_get(json_object_get(v, "runs"), 0);
+    assert_true(fabs(num(r1, "best_score") - 10.0 / 5.5) < 1e-9);
+    json_decref(v);
+    exec_sql("UPDATE runs SET config=json_remove(config, '$.retime_rounds') WHERE id=1;"
+             " DELETE FROM retimings");
+    v = get_json("GET", "/api/runs", 200, NULL);
+    assert_true(fabs(num(json_array_get(json_object_get(v, "runs"), 0), "best_score") - 2.0) <
+                1e-9);
     json_decref(v);
 }
 
@@ -375,6 +403,7 @@ int main(int argc, char **argv)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_runs),
+        cmocka_unit_test(test_runs_champion),
         cmocka_unit_test(test_programs_filters),
         cmocka_unit_test(test_program_detail_and_diff),
         cmocka_unit_test(test_evaluations_llm_meta),
