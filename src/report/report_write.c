@@ -317,6 +317,16 @@ static char *retiming_text(json_t *s)
     return cuco_buf_detach(&b);
 }
 
+/* <p id="ID">TEXT</p>, escaped; nothing when text is NULL. */
+static void html_paragraph(cuco_buf *html, const char *id, const char *text)
+{
+    if (!text)
+        return;
+    cuco_buf_printf(html, "<p id=\"%s\">", id);
+    html_escape(html, text);
+    cuco_buf_puts(html, "</p>\n");
+}
+
 static void html_diff(cuco_buf *html, const char *diff)
 {
     const char *p = diff;
@@ -583,18 +593,10 @@ int report_write(const cuco_report_opts *opts, cuco_report_result *res, cuco_err
         " bands, an edge from each parent</figcaption>\n%s</figure>\n",
         res->used_gnuplot ? "gnuplot" : "the built-in SVG writer", cuco_buf_str(&curve),
         cuco_buf_str(&lineage));
-    if (t95) {
-        cuco_buf_puts(&html, "<p id=\"to-95\">");
-        html_escape(&html, t95);
-        cuco_buf_puts(&html, "</p>\n");
-        free(t95);
-    }
-    if (retimed) {
-        cuco_buf_puts(&html, "<p id=\"retiming\">");
-        html_escape(&html, retimed);
-        cuco_buf_puts(&html, "</p>\n");
-        free(retimed);
-    }
+    html_paragraph(&html, "to-95", t95);
+    html_paragraph(&html, "retiming", retimed);
+    free(t95);
+    free(retimed);
     cuco_buf_puts(&html, "<h2>Failures by reason</h2>\n");
     if (json_array_size(failures)) {
         cuco_buf_puts(
