@@ -206,6 +206,20 @@ def one(name):
             agree["compute_only_span_pct"] = pct(co.get("span_ms"), own["compute_ms"])
         if mo.get("n"):
             agree["comm_only_span_pct"] = pct(mo.get("span_ms"), own["comm_ms"])
+        # Per rank, against what the program itself timed on that rank (its
+        # events around the compute-only and comm-only steps): a program may
+        # report compute_ms across ranks (kv_transfer: prefill on one rank
+        # plus decode on the other), which no single rank's timeline matches.
+        per_rank = []
+        for r in tl.get("ranks", []):
+            rt = r.get("timed", {})
+            rco, rmo = rt.get("compute_only", {}), rt.get("comm_only", {})
+            per_rank.append({"rank": r.get("rank"),
+                             "compute_pct": pct(rco.get("compute_ms"), rco.get("event_ms")) if rco.get("n") else None,
+                             "comm_pct": pct(rmo.get("comm_ms"), rmo.get("event_ms")) if rmo.get("n") else None})
+        agree["per_rank"] = per_rank
+        vals = [abs(x[k]) for x in per_rank for k in ("compute_pct", "comm_pct") if x.get(k) is not None]
+        agree["per_rank_within_10pct"] = (max(vals) <= 10) if vals else None
     s["timeline"] = t
     s["agreement"] = agree
     s["variants"] = {

@@ -11,7 +11,8 @@
 # which slots parallelize, dominates as it does for real candidates. Each
 # run appends "start_ns end_ns pci_bus_id CUDA_VISIBLE_DEVICES level" to
 # $PROBE_LOG. Three runs of the same budget (9 evaluations: generation 0 and
-# two generations of 4 children on one island), each in a fresh workspace:
+# two generations of 4 children on one island; re-timing off, so that every
+# run does the same work), each in a fresh workspace:
 #   --slots 1, --slots 2 (benchmarks exclusive, the default),
 #   --slots 2 --shared-bench (benchmarks share the host too).
 # Needs nvcc and the cuco binary (.devcarry/bin/cuco from scripts/device-bundle,
@@ -163,7 +164,7 @@ for mode in "1" "2" "2 --shared-bench"; do
   : > "$PROBE_LOG"
   t0=$(date +%s.%N)
   timeout 50 cuco evolve "$WL" --config "$WL/evolve.yaml" --workspace "$WL/ws-$tag" \
-    --slots $mode --evaluations $EVALS --fresh --json > "$OUT/slots-$tag.log" 2> "$OUT/slots-$tag.err"
+    --slots $mode --evaluations $EVALS --retime-rounds 0 --fresh --json > "$OUT/slots-$tag.log" 2> "$OUT/slots-$tag.err"
   rc=$?
   t1=$(date +%s.%N)
   evals=$(grep '"event":"done"' "$OUT/slots-$tag.log" | grep -o '"evaluations":[0-9]*' | cut -d: -f2)

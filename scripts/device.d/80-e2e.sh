@@ -103,6 +103,9 @@ if has run; then
       --confirm-rounds "$REPEATS" "${from[@]}" -- --slots auto \
       --evaluations "$EVALS" --repeats "$SEARCH_REPEATS" > "$DEST/run-$w.txt" 2>&1
     note "run: $w exit $? in $(( $(date +%s) - start )) s"
+    # the database comes back beside the logs (the workspace may be too deep)
+    [ -f "$WS/$w/runs.db" ] && python3 -c 'import sqlite3,sys; sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))' \
+      "$WS/$w/runs.db" "$DEST/runs-$w.db"
     if [ -f "$WS/$w/confirm.json" ]; then
       cp "$WS/$w/confirm.json" "$DEST/confirm-$w.json"
       note "run: $w: $(grep -E '^  (seed|gen_0|best|bound) ' "$DEST/run-$w.txt" | tr -s ' ' | paste -sd ';' -)"

@@ -197,12 +197,93 @@ static int setting_seen(const cuco_mutate_ctx *c, cuco_knob *k, size_t n, const 
     return rc;
 }
 
+/* Coverage of the run so far: tried[i] is a bitmap (one byte per choice) of
+ * the values of knob i that some program of the run (any status) has had;
+ * the parent's own setting base[] counts as tried. Used so that with a small
+ * budget every knob is varied before any is varied twice. tried[i] is NULL
+ * for a knob with one choice. */
+static int knob_coverage(const cuco_mutate_ctx *c, cuco_knob *k, size_t n, const size_t *base,
+                         unsigned char **tried, cuco_err *e)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t nc = knob_choices(c, &k[i])->n;
+        tried[i] = nc > 1 ? calloc(nc, 1) : NULL;
+        if (nc > 1 && !tried[i])
+            return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+        if (tried[i] && base[i] < nc)
+            tried[i][base[i]] = 1;
+    }
+    if (!c->db)
+        return 0;
+    cuco_db_program *ps;
+    size_t np;
+    int rc = db_programs_list(c->db, c->run_id, NULL, &ps, &np, e);
+    if (rc < 0)
+        return rc;
+    for (size_t p = 0; p < np; p++) {
+        json_t *o = ps[p].knobs_json ? json_loads(ps[p].knobs_json, 0, NULL) : NULL;
+        for (size_t i = 0; o && i < n; i++) {
+            const char *v = json_string_value(json_object_get(o, k[i].name));
+            size_t at = v ? index_of(knob_choices(c, &k[i]), v) : (size_t)-1;
+            if (tried[i] && at != (size_t)-1)
+                tried[i][at] = 1;
+        }
+        json_decref(o);
+    }
+    db_programs_free(ps, np);
+    return 0;
+}
+
+static size_t untried_count(const unsigned char *tried, size_t nc)
+{
+    size_t u = 0;
+    for (size_t v = 0; tried && v < nc; v++)
+        u += !tried[v];
+    return u;
+}
+
+/* The knob a move changes first: at random among the knobs with the fewest
+ * values tried in the run that still have an untried one, so that with a
+ * small budget every knob is varied before any is varied again; uniform
+ * once every value of every knob has been tried. */
+static size_t pick_knob(const cuco_mutate_ctx *c, cuco_knob *k, size_t n,
+                        unsigned char *const *tried)
+{
+    size_t fewest = (size_t)-1, ties = 0, which = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t nc = knob_choices(c, &k[i])->n, u = untried_count(tried[i], nc);
+        if (!u)
+            continue;
+        if (nc - u < fewest) {
+            fewest = nc - u;
+            ties = 0;
+        }
+        if (nc - u == fewest && cuco_rng_below(c->rng, ++ties) == 0)
+            which = i;
+    }
+    return fewest != (size_t)-1 ? which : cuco_rng_below(c->rng, n);
+}
+
+/* An untried value of knob i at random, or any value when all were tried. */
+static size_t pick_value(const cuco_mutate_ctx *c, const unsigned char *tried, size_t nc)
+{
+    size_t u = untried_count(tried, nc);
+    if (!u)
+        return cuco_rng_below(c->rng, nc);
+    size_t nth = cuco_rng_below(c->rng, u);
+    for (size_t v = 0; v < nc; v++)
+        if (!tried[v] && nth-- == 0)
+            return v;
+    return 0;
+}
+
 /* One move from the parent's setting base[] into idx[]. */
 static void make_move(int mv, const cuco_mutate_ctx *c, cuco_knob *k, size_t n,
-                      const size_t *base, const size_t *second, size_t *idx)
+                      const size_t *base, const size_t *second, unsigned char *const *tried,
+                      size_t *idx)
 {
     memcpy(idx, base, n * sizeof *idx);
-    size_t which = cuco_rng_below(c->rng, n);
+    size_t which = pick_knob(c, k, n, tried);
     size_t nc = knob_choices(c, &k[which])->n;
     switch (mv) {
     case MOVE_NEIGHBOUR:
@@ -214,12 +295,13 @@ static void make_move(int mv, const cuco_mutate_ctx *c, cuco_knob *k, size_t n,
             idx[which] += cuco_rng_below(c->rng, 2) ? 1 : (size_t)-1;
         break;
     case MOVE_RANDOM:
-        idx[which] = cuco_rng_below(c->rng, nc);
+        idx[which] = pick_value(c, tried[which], nc);
         break;
     case MOVE_MULTI:
         for (size_t i = 0; i < n; i++)
             if (i == which || cuco_rng_below(c->rng, 2))
-                idx[i] = cuco_rng_below(c->rng, knob_choices(c, &k[i])->n);
+                idx[i] = i == which ? pick_value(c, tried[i], nc)
+                                    : cuco_rng_below(c->rng, knob_choices(c, &k[i])->n);
         break;
     case MOVE_CROSSOVER:
         for (size_t i = 0; i < n; i++)
@@ -278,10 +360,11 @@ static int knob_propose(cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation
     }
     size_t *base = calloc(n, sizeof *base), *sec = calloc(n, sizeof *sec),
            *idx = calloc(n, sizeof *idx);
+    unsigned char **tried = calloc(n, sizeof *tried);
     double sum[N_MOVES];
     int pulls[N_MOVES];
     int mv = 0, found = 0, seen = 0;
-    if (!base || !sec || !idx) {
+    if (!base || !sec || !idx || !tried) {
         rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
         goto out;
     }
@@ -290,11 +373,13 @@ static int knob_propose(cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation
         setting_of(c, c->second->code, k, n, sec);
     if ((rc = bandit_rebuild(c, sum, pulls, e)) < 0)
         goto out;
+    if ((rc = knob_coverage(c, k, n, base, tried, e)) < 0)
+        goto out;
     if (!c->second)
         pulls[MOVE_CROSSOVER] = pulls[MOVE_CROSSOVER] ? pulls[MOVE_CROSSOVER] : 1;
     mv = (int)cuco_ucb1_pick(sum, pulls, c->second ? N_MOVES : N_MOVES - 1, c->exploit ? 0.5 : 1.5);
     for (int attempt = 0; attempt < 64 && !found; attempt++) {
-        make_move(mv, c, k, n, base, c->second ? sec : NULL, idx);
+        make_move(mv, c, k, n, base, c->second ? sec : NULL, tried, idx);
         if ((rc = setting_seen(c, k, n, idx, &seen, e)) < 0)
             goto out;
         found = !seen;
@@ -333,6 +418,9 @@ static int knob_propose(cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation
     out->description = cuco_buf_detach(&d);
     out->patch_type = cuco_strdup(move_names[mv]);
 out:
+    for (size_t i = 0; tried && i < n; i++)
+        free(tried[i]);
+    free(tried);
     free(base);
     free(sec);
     free(idx);

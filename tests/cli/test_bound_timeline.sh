@@ -58,7 +58,7 @@ check "full step: comm 3 ms" near "$B" "j['timeline']['ranks'][0]['timed']['full
 check "compute-only step: 10 ms" near "$B" "j['timeline']['ranks'][0]['timed']['compute_only']['compute_ms']" 10
 check "comm-only step: 3 ms" near "$B" "j['timeline']['ranks'][0]['timed']['comm_only']['comm_ms']" 3
 check "rank 1: compute-only step 9 ms" near "$B" "j['timeline']['ranks'][1]['timed']['compute_only']['compute_ms']" 9
-check "headline from the steps" test "$(val "$B" "j['bound']['source']")" = timeline_steps
+check "headline from the timed parts" test "$(val "$B" "j['bound']['source']")" = timeline_parts
 check "headline per step" test "$(val "$B" "j['bound']['per_step']")" = True
 check "ceiling 13/10" near "$B" "j['bound']['ceiling']" 1.3
 check "comm share 3/13" near "$B" "j['bound']['comm_share']" "$(python3 -c 'print(3/13)')"

@@ -1,13 +1,15 @@
 /* test_mutate.c: the PRNG is deterministic, UCB1 tries every arm first and
  * then favours the paying one, the knob mutator proposes legal settings not
- * yet in the run and reports exhaustion, and the unknown mutator name is an
- * error. */
+ * yet in the run and reports exhaustion, varies every knob once before any
+ * twice, and the unknown mutator name is an error. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 /* cmocka.h needs the three above first */
 #include <cmocka.h>
 
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -119,12 +121,93 @@ static void test_knob_mutator_exhausts(void **state)
     free(p);
 }
 
+/* Seven knobs, one of them with four values, and a chain of seven
+ * proposals, each from the one before (as a search following its best
+ * does), each recorded in the run: every proposal varies a knob that no
+ * program before it had varied, so none is left unvaried. A uniform choice
+ * of the knob repeats one within a few proposals for most seeds. */
+static void test_knob_mutator_covers_each_knob(void **state)
+{
+    (void)state;
+    static const char wide[] = "// EVOLVE-BLOCK-START\n"
+                               "#define A 0 // cuco:knob 0 1\n"
+                               "#define B 0 // cuco:knob 0 1\n"
+                               "#define C 0 // cuco:knob 0 1\n"
+                               "#define D 0 // cuco:knob 0 1\n"
+                               "#define E 0 // cuco:knob 0 1\n"
+                               "#define F 0 // cuco:knob 0 1\n"
+                               "#define G 0 // cuco:knob 0 1 2 3\n"
+                               "// EVOLVE-BLOCK-END\n";
+    const char *t = getenv("CUCO_TEST_TMP");
+    cuco_err e = CUCO_ERR_INIT;
+    for (uint64_t seed = 1; seed <= 20; seed++) {
+        char *p = cuco_sprintf("%s/test_mutate_cover.%ld.db", t ? t : "/tmp", (long)getpid());
+        assert_int_equal(cuco_fs_mkdirs(t ? t : "/tmp", &e), 0);
+        unlink(p);
+        cuco_db *db;
+        assert_int_equal(db_open(p, 0, &db, &e), 0);
+        int64_t run;
+        assert_int_equal(db_run_create(db, "m", "{}", 1, &run, &e), 0);
+        cuco_mutator *m;
+        assert_int_equal(cuco_mutator_create("knob", &m, &e), 0);
+        cuco_db_program parent;
+        memset(&parent, 0, sizeof parent);
+        parent.code = cuco_strdup(wide);
+        parent.run_id = run;
+        parent.code_hash = "p";
+        parent.status = "ok";
+        assert_int_equal(cuco_knobs_json(wide, &parent.knobs_json, &e), 0);
+        assert_int_equal(db_program_insert(db, &parent, &parent.id, &e), 0);
+        cuco_rng rng;
+        cuco_rng_seed(&rng, seed);
+        int varied[7] = {0};
+        for (int i = 0; i < 7; i++) {
+            cuco_mutate_ctx c = {wide, NULL, &parent, NULL, &parent, 1, NULL, 0, db, run, &rng, 0};
+            cuco_mutation mu;
+            assert_int_equal(m->propose(m, &c, &mu, &e), 0);
+            cuco_db_program ch;
+            memset(&ch, 0, sizeof ch);
+            ch.run_id = run;
+            ch.code = mu.text;
+            ch.parent_id = parent.id;
+            ch.status = "ok";
+            ch.code_hash = "c";
+            assert_int_equal(cuco_knobs_json(mu.text, &ch.knobs_json, &e), 0);
+            int n_varied = 0;
+            for (int k = 0; k < 7; k++) {
+                char key[16];
+                snprintf(key, sizeof key, "\"%c\":\"0\"", 'A' + k);
+                if (!strstr(ch.knobs_json, key))
+                    varied[k] = 1;
+                n_varied += varied[k];
+            }
+            /* each proposal varies at least one knob not varied before */
+            assert_true(n_varied >= i + 1);
+            assert_int_equal(db_program_insert(db, &ch, &ch.id, &e), 0);
+            /* the child is the next parent */
+            free(parent.code);
+            free(parent.knobs_json);
+            parent = ch;
+            parent.code = mu.text;
+            mu.text = NULL;
+            cuco_mutation_free(&mu);
+        }
+        free(parent.code);
+        free(parent.knobs_json);
+        cuco_mutator_free(m);
+        db_close(db);
+        unlink(p);
+        free(p);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rng),
         cmocka_unit_test(test_ucb1),
         cmocka_unit_test(test_knob_mutator_exhausts),
+        cmocka_unit_test(test_knob_mutator_covers_each_knob),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# scripts/device.d/84-knob-sweep.sh: what the overlap knobs of the transformed
+# programs reach, measured directly rather than through a search. For each
+# workload in SWEEP_WORKLOADS, takes its transformed program (gen_0) from
+# SWEEP_GEN0_DIR/NAME.cu (default .devcarry/gen0, copied there from an
+# earlier session's workspace) or, when absent, from a fresh 'cuco
+# transform', writes one variant per setting listed below, builds every
+# variant in parallel ('cuco eval --level 1', shared build cache), then times
+# the seed, gen_0 and every variant with 'cuco eval --repeats SWEEP_REPEATS'
+# one after the other, in SWEEP_ROUNDS interleaved rounds.
+# Writes $OUT/sweep/NAME-LABEL-rR.json and $OUT/sweep/summary.json.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+: "${OUT:=/tmp/cuco-gpu-out}"
+DEST=$OUT/sweep
+mkdir -p "$DEST"
+WORKLOADS=${SWEEP_WORKLOADS:-gemm_allgather kv_transfer moe_dispatch_combine flash_attn_cp}
+GEN0_DIR=${SWEEP_GEN0_DIR:-.devcarry/gen0}
+REPEATS=${SWEEP_REPEATS:-3}
+ROUNDS=${SWEEP_ROUNDS:-1}
+export CUCO_BUILD_CACHE=${CUCO_BUILD_CACHE:-/tmp/cuco-build-cache}
+mkdir -p "$CUCO_BUILD_CACHE"
+LOG=$DEST/steps.txt
+note() { echo "$(date -u +%T) $*" | tee -a "$LOG"; }
+
+# settings per workload: "LABEL KNOB=VALUE[,KNOB=VALUE...]"
+settings() {
+  case "$1" in
+    gemm_allgather) printf '%s\n' "c2 CUCO_AG_CHUNKS=2" "c4 CUCO_AG_CHUNKS=4" "lf CUCO_AG_LOCAL_FIRST=1" \
+                      "lf-c4 CUCO_AG_LOCAL_FIRST=1,CUCO_AG_CHUNKS=4" ;;
+    kv_transfer) printf '%s\n' "e1 CUCO_SEND_EVERY_LAYERS=1" "e2 CUCO_SEND_EVERY_LAYERS=2" \
+                   "e4 CUCO_SEND_EVERY_LAYERS=4" \
+                   "e4-p16 CUCO_SEND_EVERY_LAYERS=4,CUCO_P2P_CTAS=16" ;;
+    moe_dispatch_combine) printf '%s\n' "x2 CUCO_EXPERT_CHUNKS=2" "x4 CUCO_EXPERT_CHUNKS=4" ;;
+    flash_attn_cp) printf '%s\n' "k2 CUCO_KV_CHUNKS=2" "k4 CUCO_KV_CHUNKS=4" ;;
+  esac
+}
+
+# variant SRC DST "K=V,K=V": rewrites '#define K <old>' lines
+variant() {
+  local src=$1 dst=$2 sets=$3 expr=()
+  IFS=, read -ra kv <<< "$sets"
+  for p in "${kv[@]}"; do
+    expr+=(-e "s/^#define ${p%%=*} [^ ]*/#define ${p%%=*} ${p#*=}/")
+  done
+  sed "${expr[@]}" "$src" > "$dst"
+  for p in "${kv[@]}"; do
+    grep -q "^#define ${p%%=*} ${p#*=}\b" "$dst" || { note "variant $dst: ${p%%=*} not set"; return 1; }
+  done
+}
+
+WORK=$DEST/programs
+mkdir -p "$WORK"
+declare -a JOBS # "NAME LABEL PATH" (PATH empty: the seed)
+for w in $WORKLOADS; do
+  g=$GEN0_DIR/$w.cu
+  if [ ! -f "$g" ]; then
+    note "$w: no $g; transforming"
+    timeout 300 cuco transform "workloads/$w" --workspace "$DEST/ws-$w" --quiet > "$DEST/transform-$w.txt" 2>&1
+    g=$(ls "$DEST/ws-$w"/gen_0/*.cu 2>/dev/null | head -1)
+    [ -n "$g" ] || { note "$w: transform gave no program"; continue; }
+  fi
+  mkdir -p "$WORK/$w"
+  cp "$g" "$WORK/$w/gen_0.cu"
+  JOBS+=("$w seed -" "$w gen_0 $WORK/$w/gen_0.cu")
+  while read -r label sets; do
+    [ -n "$label" ] || continue
+    variant "$g" "$WORK/$w/$label.cu" "$sets" && JOBS+=("$w $label $WORK/$w/$label.cu")
+  done < <(settings "$w")
+done
+
+note "building ${#JOBS[@]} programs in parallel"
+pids=()
+for j in "${JOBS[@]}"; do
+  read -r w label path <<< "$j"
+  prog=(); [ "$path" = - ] || prog=("$path")
+  timeout 300 cuco eval "workloads/$w" "${prog[@]}" --level 1 --json > "$DEST/$w-$label-build.json" 2> "$DEST/$w-$label-build.err" &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done
+note "builds done"
+
+for r in $(seq 1 "$ROUNDS"); do
+  for j in "${JOBS[@]}"; do
+    read -r w label path <<< "$j"
+    prog=(); [ "$path" = - ] || prog=("$path")
+    timeout 240 cuco eval "workloads/$w" "${prog[@]}" --json --repeats "$REPEATS" \
+      > "$DEST/$w-$label-r$r.json" 2> "$DEST/$w-$label-r$r.err"
+    note "round $r $w $label: exit $?"
+  done
+done
+
+python3 - "$DEST" > "$DEST/summary.json" <<'EOF'
+import glob, json, os, re, sys
+d = sys.argv[1]
+out = {}
+for f in sorted(glob.glob(os.path.join(d, "*-r[0-9]*.json"))):
+    m = re.match(r"([^-]+)-(.*)-r(\d+)\.json$", os.path.basename(f))
+    try:
+        j = json.load(open(f))
+    except Exception as e:
+        out[os.path.basename(f)] = {"error": str(e)}
+        continue
+    met = j.get("metrics") or {}
+    out.setdefault(m.group(1), {}).setdefault(m.group(2), []).append(
+        {"round": int(m.group(3)), "status": j.get("status"), "time_ms": j.get("time_ms"),
+         "times_ms": j.get("times_ms"), "compute_ms": met.get("compute_ms"), "comm_ms": met.get("comm_ms"),
+         "excerpt": None if j.get("status") == "ok" else (j.get("excerpt") or "")[:400]})
+json.dump(out, sys.stdout, indent=1)
+EOF
+note "summary written"
+exit 0
