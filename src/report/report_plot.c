@@ -18,7 +18,8 @@
 typedef struct plot_program {
     int64_t id, parent, parent2;
     int island, generation, ok;
-    double score; /* < 0 when none */
+    int held_back; /* re-timed beside the run's best and did not hold */
+    double score;  /* < 0 when none */
     double x, y;  /* lineage position */
 } plot_program;
 
@@ -28,11 +29,19 @@ static int load_programs(sqlite3 *h, int64_t run_id, plot_program **out, size_t 
     sqlite3_stmt *st;
     *out = NULL;
     *n = 0;
-    if (sqlite3_prepare_v2(h,
-                           "SELECT id, coalesce(parent_id,0), coalesce(second_parent_id,0), island,"
-                           " generation, status='ok' AND score IS NOT NULL, coalesce(score,-1)"
-                           " FROM programs WHERE run_id=? AND status<>'pending' ORDER BY id",
-                           -1, &st, NULL) != SQLITE_OK)
+    /* the re-timings table exists from schema 5 on; before it, nothing was held back */
+    static const char *const queries[] = {
+        "SELECT id, coalesce(parent_id,0), coalesce(second_parent_id,0), island, generation,"
+        " status='ok' AND score IS NOT NULL, coalesce(score,-1),"
+        " EXISTS (SELECT 1 FROM retimings t WHERE t.challenger_id = programs.id"
+        "  AND t.held = 0 AND t.runs > 0)"
+        " FROM programs WHERE run_id=? AND status<>'pending' ORDER BY id",
+        "SELECT id, coalesce(parent_id,0), coalesce(second_parent_id,0), island, generation,"
+        " status='ok' AND score IS NOT NULL, coalesce(score,-1), 0"
+        " FROM programs WHERE run_id=? AND status<>'pending' ORDER BY id",
+    };
+    if (sqlite3_prepare_v2(h, queries[0], -1, &st, NULL) != SQLITE_OK &&
+        sqlite3_prepare_v2(h, queries[1], -1, &st, NULL) != SQLITE_OK)
         return cuco_err_set(e, CUCO_EDB, "database: plot data: %s", sqlite3_errmsg(h));
     sqlite3_bind_int64(st, 1, run_id);
     size_t cap = 0;
@@ -53,6 +62,7 @@ static int load_programs(sqlite3 *h, int64_t run_id, plot_program **out, size_t 
         p->generation = sqlite3_column_int(st, 4);
         p->ok = sqlite3_column_int(st, 5);
         p->score = sqlite3_column_double(st, 6);
+        p->held_back = sqlite3_column_int(st, 7);
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {
@@ -192,7 +202,7 @@ int report_plot_curve(sqlite3 *h, int64_t run_id, int gnuplot, cuco_buf *out, in
                       "set xlabel 'evaluation'\nset ylabel 'speedup over the baseline'\n"
                       "set key left top\nset grid ytics\nset yrange [0:*]\n$best << EOD\n");
         for (size_t i = 0; i < n; i++) {
-            if (ps[i].ok && ps[i].score > best)
+            if (ps[i].ok && !ps[i].held_back && ps[i].score > best)
                 best = ps[i].score;
             if (best > 0)
                 cuco_buf_printf(&s, "%zu %.6g\n", i + 1, best);
@@ -241,7 +251,7 @@ int report_plot_curve(sqlite3 *h, int64_t run_id, int gnuplot, cuco_buf *out, in
     best = -1;
     int started = 0;
     for (size_t i = 0; i < n; i++) {
-        if (ps[i].ok && ps[i].score > best)
+        if (ps[i].ok && !ps[i].held_back && ps[i].score > best)
             best = ps[i].score;
         if (best > 0) {
             cuco_buf_printf(out, "%c%.1f,%.1f ", started ? 'L' : 'M', SX((double)(i + 1)),
@@ -254,9 +264,12 @@ int report_plot_curve(sqlite3 *h, int64_t run_id, int gnuplot, cuco_buf *out, in
         if (ps[i].ok)
             cuco_buf_printf(
                 out,
-                "<circle class=\"pt\" cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"#2f6fde\">"
-                "<title>#%lld: %.3fx</title></circle>\n",
-                SX((double)(i + 1)), SY(ps[i].score), (long long)ps[i].id, ps[i].score);
+                "<circle class=\"pt%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" %s>"
+                "<title>#%lld: %.3fx%s</title></circle>\n",
+                ps[i].held_back ? " held-back" : "", SX((double)(i + 1)), SY(ps[i].score),
+                ps[i].held_back ? "fill=\"none\" stroke=\"#2f6fde\"" : "fill=\"#2f6fde\"",
+                (long long)ps[i].id, ps[i].score,
+                ps[i].held_back ? " (did not hold when re-timed)" : "");
     cuco_buf_puts(out, "</svg>\n");
 #undef SX
 #undef SY

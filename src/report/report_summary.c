@@ -253,7 +253,8 @@ static json_t *side_by_side(sqlite3 *h, int64_t best_id, const char *workspace, 
  * best's, (score - 1) >= 0.95 (best - 1); the real evaluations (not cached,
  * as the budget counts them) up to and including it, and the seconds from
  * the run's start to its result (databases before schema 4 have no result
- * times: null). NULL when the best gained nothing. */
+ * times: null). Programs that were re-timed beside the run's best and did
+ * not hold do not count. NULL when the best gained nothing. */
 static json_t *time_to_95(sqlite3 *h, int64_t run_id, double best_score, double started_at)
 {
     if (!(best_score > 1))
@@ -262,21 +263,27 @@ static json_t *time_to_95(sqlite3 *h, int64_t run_id, double best_score, double 
     const char *filter = " FROM programs WHERE run_id=? AND code IS NOT NULL"
                          " AND status NOT IN ('pending','rejected_duplicate','rejected_novelty',"
                          "'patch_failed') AND coalesce(mutator,'') NOT IN ('copy','migration')";
-    char *with = cuco_sprintf("SELECT id, status, score, cached, evaluated_at%s"
-                              " ORDER BY coalesce(evaluated_at, created_at), id",
-                              filter);
-    char *without = cuco_sprintf("SELECT id, status, score, cached, NULL%s ORDER BY created_at, id",
-                                 filter);
+    /* A program re-timed beside the best that did not hold has not reached
+     * anything (schema 5 on; evaluated_at from schema 4 on). */
+    const char *held = " AND NOT EXISTS (SELECT 1 FROM retimings t WHERE t.challenger_id ="
+                       " programs.id AND t.held = 0 AND t.runs > 0)";
+    char *q[3] = {
+        cuco_sprintf("SELECT id, status, score, cached, evaluated_at%s%s"
+                     " ORDER BY coalesce(evaluated_at, created_at), id",
+                     filter, held),
+        cuco_sprintf("SELECT id, status, score, cached, evaluated_at%s"
+                     " ORDER BY coalesce(evaluated_at, created_at), id",
+                     filter),
+        cuco_sprintf("SELECT id, status, score, cached, NULL%s ORDER BY created_at, id", filter),
+    };
     sqlite3_stmt *st = NULL;
-    if (!with || !without ||
-        (sqlite3_prepare_v2(h, with, -1, &st, NULL) != SQLITE_OK &&
-         sqlite3_prepare_v2(h, without, -1, &st, NULL) != SQLITE_OK)) {
-        free(with);
-        free(without);
+    int prepared = 0;
+    for (int i = 0; i < 3 && !prepared; i++)
+        prepared = q[i] && sqlite3_prepare_v2(h, q[i], -1, &st, NULL) == SQLITE_OK;
+    for (int i = 0; i < 3; i++)
+        free(q[i]);
+    if (!prepared)
         return NULL;
-    }
-    free(with);
-    free(without);
     sqlite3_bind_int64(st, 1, run_id);
     json_t *r = NULL;
     long evaluations = 0;

@@ -588,7 +588,8 @@ int report_write(const cuco_report_opts *opts, cuco_report_result *res, cuco_err
         &html,
         "<h2>Search</h2>\n<p class=\"muted\">Plots made with %s.</p>\n"
         "<figure id=\"curve\"><figcaption>Best score so far over evaluations (points: each"
-        " correct program)</figcaption>\n%s</figure>\n"
+        " correct program; hollow: re-timed beside the best and did not hold, so not counted"
+        " in the line)</figcaption>\n%s</figure>\n"
         "<figure id=\"lineage\"><figcaption>Lineage: programs by generation, islands as"
         " bands, an edge from each parent</figcaption>\n%s</figure>\n",
         res->used_gnuplot ? "gnuplot" : "the built-in SVG writer", cuco_buf_str(&curve),

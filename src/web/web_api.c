@@ -394,10 +394,12 @@ static int api_program(request *rq, const char *id_text)
 
 /* The prologue of the endpoints that list one run's rows (?run= only):
  * checks the parameters, opens the database, resolves the run and prepares
- * sql with the run id bound to its one parameter. Returns 1 with *st ready;
- * 0 when the response is already decided, *ret being the handler's result. */
-static int run_statement(request *rq, const char *sql, const char *what, int64_t *run_id,
-                         sqlite3_stmt **st, int *ret)
+ * sql (or, when that fails, as on a database of an older schema, older_sql
+ * unless NULL) with the run id bound to its one parameter. Returns 1 with
+ * *st ready; 0 when the response is already decided, *ret being the
+ * handler's result. */
+static int run_statement(request *rq, const char *sql, const char *older_sql, const char *what,
+                         int64_t *run_id, sqlite3_stmt **st, int *ret)
 {
     static const char *const allowed[] = {"run", NULL};
     *ret = 0;
@@ -408,7 +410,8 @@ static int run_statement(request *rq, const char *sql, const char *what, int64_t
         *ret = rc < 0 ? rc : 0;
         return 0;
     }
-    if (sqlite3_prepare_v2(rq->db, sql, -1, st, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(rq->db, sql, -1, st, NULL) != SQLITE_OK &&
+        (!older_sql || sqlite3_prepare_v2(rq->db, older_sql, -1, st, NULL) != SQLITE_OK)) {
         *ret = db_fail(rq, what);
         return 0;
     }
@@ -421,9 +424,15 @@ static int api_evaluations(request *rq)
     int64_t run_id;
     sqlite3_stmt *st;
     int rc;
+    /* the best-so-far line leaves out programs re-timed beside the run's
+     * best that did not hold (table retimings: schema 5 on) */
     if (!run_statement(rq,
                        "SELECT id, island, generation, status, score, time_ms, mutator,"
-                       " created_at FROM programs WHERE run_id=? AND status<>'pending'"
+                       " created_at, EXISTS (SELECT 1 FROM retimings t WHERE t.challenger_id ="
+                       " programs.id AND t.held = 0 AND t.runs > 0)"
+                       " FROM programs WHERE run_id=? AND status<>'pending' ORDER BY id",
+                       "SELECT id, island, generation, status, score, time_ms, mutator,"
+                       " created_at, 0 FROM programs WHERE run_id=? AND status<>'pending'"
                        " ORDER BY id",
                        "listing evaluations", &run_id, &st, &rc))
         return rc;
@@ -433,15 +442,17 @@ static int api_evaluations(request *rq)
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         const char *status = (const char *)sqlite3_column_text(st, 3);
         int ok = status && !strcmp(status, "ok") && sqlite3_column_type(st, 4) != SQLITE_NULL;
-        if (ok && sqlite3_column_double(st, 4) > best)
+        int held_back = sqlite3_column_int(st, 8);
+        if (ok && !held_back && sqlite3_column_double(st, 4) > best)
             best = sqlite3_column_double(st, 4);
         json_array_append_new(
-            list, json_pack("{s:I, s:I, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o}", "n", ++n, "id",
-                            (json_int_t)sqlite3_column_int64(st, 0), "island",
+            list, json_pack("{s:I, s:I, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:b}", "n", ++n,
+                            "id", (json_int_t)sqlite3_column_int64(st, 0), "island",
                             sqlite3_column_int(st, 1), "generation", sqlite3_column_int(st, 2),
                             "status", col_text(st, 3), "score", col_real(st, 4), "time_ms",
                             col_real(st, 5), "mutator", col_text(st, 6), "created_at",
-                            col_real(st, 7), "best", best > 0 ? json_real(best) : json_null()));
+                            col_real(st, 7), "best", best > 0 ? json_real(best) : json_null(),
+                            "held_back", held_back));
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {
@@ -480,7 +491,7 @@ static int api_llm(request *rq)
                        " coalesce(sum(cost_usd),0), avg(latency_s),"
                        " sum(coalesce(status,'')<>'ok')"
                        " FROM llm_calls WHERE run_id=? GROUP BY model"
-                       " ORDER BY sum(cost_usd) DESC, model",
+                       " ORDER BY sum(cost_usd) DESC, model", NULL,
                        "reading LLM calls", &run_id, &st, &rc))
         return rc;
     json_t *models = json_array();
@@ -515,7 +526,7 @@ static int api_meta(request *rq)
     int rc;
     if (!run_statement(rq,
                        "SELECT id, generation, text, created_at FROM meta_summaries"
-                       " WHERE run_id=? ORDER BY id",
+                       " WHERE run_id=? ORDER BY id", NULL,
                        "reading meta summaries", &run_id, &st, &rc))
         return rc;
     json_t *list = json_array();

@@ -345,6 +345,31 @@ static void test_summary_champion(void **state)
     s = summary_of(dir, db);
     assert_int_equal(json_integer_value(json_object_get(json_object_get(s, "best"), "id")), 4);
     json_decref(s);
+    /* #7 (2.0x once) came in before #4 and was re-timed without holding: it
+     * reached nothing, so 95% of the champion's gain is first reached by #4,
+     * and the curve's best-so-far line leaves #7 out (drawn hollow) */
+    exec_sql(db, "UPDATE programs SET evaluated_at=(SELECT started_at FROM runs WHERE id=1) + id"
+                 " WHERE run_id=1; UPDATE programs SET evaluated_at=evaluated_at - 3.5 WHERE id=7;"
+                 " UPDATE retimings SET runs=4, rounds=2 WHERE challenger_id=7");
+    s = summary_of(dir, db);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(s, "to_95pct"), "program_id")),
+                     4);
+    json_decref(s);
+    exec_sql(db, "UPDATE retimings SET runs=0 WHERE challenger_id=7"); /* not yet re-timed */
+    s = summary_of(dir, db);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(s, "to_95pct"), "program_id")),
+                     7);
+    json_decref(s);
+    exec_sql(db, "UPDATE retimings SET runs=4 WHERE challenger_id=7");
+    sqlite3 *h;
+    assert_int_equal(report_db_open(db, &h, &e), 0);
+    cuco_buf svg = CUCO_BUF_INIT;
+    int used = 0;
+    assert_int_equal(report_plot_curve(h, 1, 0, &svg, &used, &e), 0);
+    assert_non_null(strstr(svg.data, "class=\"pt held-back\""));
+    assert_non_null(strstr(svg.data, "#7: 2.000x (did not hold when re-timed)"));
+    cuco_buf_free(&svg);
+    report_db_close(h);
     cuco_fs_remove_tree(dir, &e);
     cuco_err_clear(&e);
 }

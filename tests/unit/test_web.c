@@ -218,6 +218,20 @@ static void test_evaluations_llm_meta(void **state)
         assert_true(fabs(num(json_array_get(list, i), "best") - best[i]) < 1e-9);
     assert_int_equal(integer(json_object_get(v, "cache"), "compile_error"), 1);
     json_decref(v);
+    /* #7 re-timed beside the best without holding: marked, and the
+     * best-so-far line stays at #4's score */
+    exec_sql("INSERT INTO retimings(run_id, challenger_id, champion_id, held, rounds, runs)"
+             " VALUES(1, 7, 4, 0, 2, 4)");
+    v = get_json("GET", "/api/evaluations", 200, "run", "1", NULL);
+    list = json_object_get(v, "evaluations");
+    for (size_t i = 0; i < 8; i++) {
+        json_t *row = json_array_get(list, i);
+        int is7 = integer(row, "id") == 7;
+        assert_int_equal(json_is_true(json_object_get(row, "held_back")), is7);
+        assert_true(fabs(num(row, "best") - (i >= 6 ? 10.0 / 5.5 : best[i])) < 1e-9);
+    }
+    json_decref(v);
+    exec_sql("DELETE FROM retimings");
 
     v = get_json("GET", "/api/llm", 200, "run", "1", NULL);
     assert_int_equal(integer(v, "calls"), 3);
