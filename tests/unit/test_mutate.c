@@ -59,18 +59,43 @@ static void test_ucb1(void **state)
     assert_int_equal(cuco_ucb1_pick(sum, pulls, 3, 1.5), 1);
 }
 
+/* A fresh database (path in *path, the caller frees it) with one run. */
+static cuco_db *fresh_run_db(const char *name, char **path, int64_t *run)
+{
+    const char *t = getenv("CUCO_TEST_TMP");
+    cuco_err e = CUCO_ERR_INIT;
+    *path = cuco_sprintf("%s/%s.%ld.db", t ? t : "/tmp", name, (long)getpid());
+    assert_int_equal(cuco_fs_mkdirs(t ? t : "/tmp", &e), 0);
+    unlink(*path);
+    cuco_db *db;
+    assert_int_equal(db_open(*path, 0, &db, &e), 0);
+    assert_int_equal(db_run_create(db, "m", "{}", 1, run, &e), 0);
+    return db;
+}
+
+/* The row of a correct child with text (not copied) and its knobs JSON
+ * (the caller frees knobs_json). */
+static cuco_db_program child_row(int64_t run, int64_t parent_id, char *text)
+{
+    cuco_db_program ch;
+    memset(&ch, 0, sizeof ch);
+    ch.run_id = run;
+    ch.code = text;
+    ch.parent_id = parent_id;
+    ch.status = "ok";
+    ch.code_hash = "c";
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_knobs_json(text, &ch.knobs_json, &e), 0);
+    return ch;
+}
+
 static void test_knob_mutator_exhausts(void **state)
 {
     (void)state;
-    const char *t = getenv("CUCO_TEST_TMP");
-    char *p = cuco_sprintf("%s/test_mutate.%ld.db", t ? t : "/tmp", (long)getpid());
-    cuco_err e = CUCO_ERR_INIT;
-    assert_int_equal(cuco_fs_mkdirs(t ? t : "/tmp", &e), 0);
-    unlink(p);
-    cuco_db *db;
-    assert_int_equal(db_open(p, 0, &db, &e), 0);
+    char *p;
     int64_t run;
-    assert_int_equal(db_run_create(db, "m", "{}", 1, &run, &e), 0);
+    cuco_db *db = fresh_run_db("test_mutate", &p, &run);
+    cuco_err e = CUCO_ERR_INIT;
     cuco_mutator *m;
     assert_int_equal(cuco_mutator_create("nope", &m, &e), CUCO_ENOTFOUND);
     cuco_err_clear(&e);
@@ -95,13 +120,7 @@ static void test_knob_mutator_exhausts(void **state)
         assert_int_equal(m->propose(m, &c, &mu, &e), 0);
         assert_non_null(mu.patch_type);
         assert_true(!strncmp(mu.patch_type, "knob:", 5));
-        cuco_db_program ch;
-        memset(&ch, 0, sizeof ch);
-        ch.run_id = run;
-        ch.code = mu.text;
-        ch.parent_id = parent.id;
-        ch.status = "ok";
-        assert_int_equal(cuco_knobs_json(mu.text, &ch.knobs_json, &e), 0);
+        cuco_db_program ch = child_row(run, parent.id, mu.text);
         for (int j = 0; j < i; j++)
             assert_string_not_equal(seen[j], ch.knobs_json);
         assert_string_not_equal(ch.knobs_json, "{\"A\":\"1\",\"B\":\"5\"}");
@@ -138,16 +157,11 @@ static void test_knob_mutator_covers_each_knob(void **state)
                                "#define F 0 // cuco:knob 0 1\n"
                                "#define G 0 // cuco:knob 0 1 2 3\n"
                                "// EVOLVE-BLOCK-END\n";
-    const char *t = getenv("CUCO_TEST_TMP");
     cuco_err e = CUCO_ERR_INIT;
     for (uint64_t seed = 1; seed <= 20; seed++) {
-        char *p = cuco_sprintf("%s/test_mutate_cover.%ld.db", t ? t : "/tmp", (long)getpid());
-        assert_int_equal(cuco_fs_mkdirs(t ? t : "/tmp", &e), 0);
-        unlink(p);
-        cuco_db *db;
-        assert_int_equal(db_open(p, 0, &db, &e), 0);
+        char *p;
         int64_t run;
-        assert_int_equal(db_run_create(db, "m", "{}", 1, &run, &e), 0);
+        cuco_db *db = fresh_run_db("test_mutate_cover", &p, &run);
         cuco_mutator *m;
         assert_int_equal(cuco_mutator_create("knob", &m, &e), 0);
         cuco_db_program parent;
@@ -165,14 +179,7 @@ static void test_knob_mutator_covers_each_knob(void **state)
             cuco_mutate_ctx c = {wide, NULL, &parent, NULL, &parent, 1, NULL, 0, db, run, &rng, 0};
             cuco_mutation mu;
             assert_int_equal(m->propose(m, &c, &mu, &e), 0);
-            cuco_db_program ch;
-            memset(&ch, 0, sizeof ch);
-            ch.run_id = run;
-            ch.code = mu.text;
-            ch.parent_id = parent.id;
-            ch.status = "ok";
-            ch.code_hash = "c";
-            assert_int_equal(cuco_knobs_json(mu.text, &ch.knobs_json, &e), 0);
+            cuco_db_program ch = child_row(run, parent.id, mu.text);
             int n_varied = 0;
             for (int k = 0; k < 7; k++) {
                 char key[16];
