@@ -14,11 +14,7 @@ TMP=$(mktemp -d "$CUCO_TEST_TMP/transform-foreign.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 D=$CUCO_TEST_DATA/transform
 fail=0
-check() { # check DESCRIPTION CONDITION...
-    local what=$1
-    shift
-    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fail=1; fi
-}
+source "$CUCO_SRC/tests/cli/transform_build.sh"
 
 # --- analysis: the calls, with their buffers, counts, peers and streams
 analyzed() { # analyzed NAME PYTHON-ASSERTIONS (on j, the analysis)
@@ -64,18 +60,6 @@ e = [(x["from"], x["to"], x["kind"]) for x in j["graph"]["edges"]]
 assert (1, 2, "data") in e and (2, 3, "data") in e, e'
 
 # --- transform: which allocations become symmetric
-symmetric() { # symmetric NAME LINE... : exactly these cudaMalloc lines become symm_malloc
-    local name=$1 ws="$TMP/$1.nv"
-    shift
-    "$CUCO_BIN" transform "$D/$name" --workspace "$ws" --no-verify --quiet >"$TMP/$name.nv.out" 2>&1 || {
-        cat "$TMP/$name.nv.out"
-        return 1
-    }
-    local want got
-    want=$(printf '%s\n' "$@" | sort -n | tr '\n' ' ')
-    got=$(python3 -c 'import json,sys; print(" ".join(str(n["line"]) for n in sorted(json.load(open(sys.argv[1]))["notes"], key=lambda n: n["line"]) if n["kind"] == "symmetric") + " ")' "$ws/gen_0/transform_report.json")
-    [ "$want" = "$got" ] || { echo "symmetric lines: want '$want' got '$got'"; return 1; }
-}
 check "tp_mlp_allreduce: the layers' outputs are symmetric (through the helper's parameter)" symmetric tp_mlp_allreduce 118
 check "pipeline_stages: both receive buffers, not the send or result buffers" symmetric pipeline_stages 129
 check "ring_pass: both halves of the swapped double buffer" symmetric ring_pass 144 145
@@ -87,31 +71,11 @@ if ! command -v nvcc >/dev/null || ! command -v mpicxx >/dev/null; then
     [ $fail = 0 ] && exit 77
     exit $fail
 fi
-transform_bg() { # transform_bg NAME: full transform in the background, exit status in $TMP/NAME.rc
-    "$CUCO_BIN" transform "$D/$1" --workspace "$TMP/$1" --quiet >"$TMP/$1.out" 2>&1
-    echo $? >"$TMP/$1.rc"
-}
-built() { # built NAME (after transform_bg NAME)
-    local name=$1 ws="$TMP/$1" rc
-    rc=$(cat "$TMP/$name.rc")
-    cat "$TMP/$name.out"
-    if [ -e /dev/nvidia0 ] || command -v nvidia-smi >/dev/null; then
-        check "$name: built, ran and verified on this GPU (exit 0)" test "$rc" -eq 0
-        check "$name: registered" test -s "$ws/runs.db"
-    else
-        check "$name: built, not verified: no GPU (exit 3)" test "$rc" -eq 3
-        check "$name: report says so" grep -q "verification: built, not verified: no GPU" "$ws/gen_0/transform_report.md"
-        check "$name: eval level 1 in the json report" python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(not (j["eval"]["level"] == 1 and j["eval"]["status"] == "ok"))' "$ws/gen_0/transform_report.json"
-        check "$name: not registered before verification" test ! -e "$ws/runs.db"
-    fi
-}
 # without a GPU (nothing runs) two nvcc builds at a time; with one, one
 # program at a time so that their runs do not share the GPUs
-gpu=0
-{ [ -e /dev/nvidia0 ] || command -v nvidia-smi >/dev/null; } && gpu=1
 for pair in "tp_mlp_allreduce pipeline_stages" "ring_pass reduce_scatter_grad"; do
     for name in $pair; do
-        if [ $gpu = 1 ]; then transform_bg "$name"; else transform_bg "$name" & fi
+        if [ $gpu = 1 ]; then transform_bg "$D/$name"; else transform_bg "$D/$name" & fi
     done
     wait
     for name in $pair; do built "$name"; done

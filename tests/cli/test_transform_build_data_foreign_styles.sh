@@ -20,11 +20,7 @@ TMP=$(mktemp -d "$CUCO_TEST_TMP/transform-styles.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 D=$CUCO_TEST_DATA/transform
 fail=0
-check() { # check DESCRIPTION CONDITION...
-    local what=$1
-    shift
-    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fail=1; fi
-}
+source "$CUCO_SRC/tests/cli/transform_build.sh"
 
 # --- analysis: what is known only at run time is noted with its line (the
 # rest of each analysis is compared with tests/data/analyze/foreign_*.expect.json)
@@ -38,18 +34,6 @@ check "plugin_allgather: the mapped dtype is noted as known at run time only" \
     noted plugin_allgather 103 "ncclAllGather: datatype 'toNcclType(mType)' is an expression"
 
 # --- rules only: which allocations become symmetric
-symmetric() { # symmetric NAME LINE... : exactly these cudaMalloc lines become symm_malloc
-    local name=$1 ws="$TMP/$1.nv"
-    shift
-    "$CUCO_BIN" transform "$D/$name" --workspace "$ws" --no-verify --quiet >"$TMP/$name.nv.out" 2>&1 || {
-        cat "$TMP/$name.nv.out"
-        return 1
-    }
-    local want got
-    want=$(printf '%s\n' "$@" | sort -n | tr '\n' ' ')
-    got=$(python3 -c 'import json,sys; print(" ".join(str(n["line"]) for n in sorted(json.load(open(sys.argv[1]))["notes"], key=lambda n: n["line"]) if n["kind"] == "symmetric") + " ")' "$ws/gen_0/transform_report.json")
-    [ "$want" = "$got" ] || { echo "symmetric lines: want '$want' got '$got'"; return 1; }
-}
 check "class_comm_allreduce: the gradient (member allReduceSum's buf) and the weights (member broadcastFrom's buf), not the residuals" \
     symmetric class_comm_allreduce 160 162
 check "llmc_grad_avg: the one cudaMalloc behind the pointer table (*(ptrs[i]) = iter)" symmetric llmc_grad_avg 94
@@ -115,32 +99,13 @@ if ! command -v nvcc >/dev/null || ! command -v mpicxx >/dev/null; then
     [ $fail = 0 ] && exit 77
     exit $fail
 fi
-gpu=0
-{ [ -e /dev/nvidia0 ] || command -v nvidia-smi >/dev/null; } && gpu=1
-transform_bg() { # transform_bg NAME: full transform, exit status in $TMP/NAME.rc
-    "$CUCO_BIN" transform "$D/$1" --workspace "$TMP/$1" --quiet >"$TMP/$1.out" 2>&1
-    echo $? >"$TMP/$1.rc"
-}
-built() { # built NAME (after transform_bg NAME)
-    local name=$1 ws="$TMP/$1" rc
-    rc=$(cat "$TMP/$name.rc")
-    cat "$TMP/$name.out"
-    if [ $gpu = 1 ]; then
-        check "$name: built, ran and verified on this GPU (exit 0)" test "$rc" -eq 0
-        check "$name: registered" test -s "$ws/runs.db"
-    else
-        check "$name: built, not verified: no GPU (exit 3)" test "$rc" -eq 3
-        check "$name: report says so" grep -q "verification: built, not verified: no GPU" "$ws/gen_0/transform_report.md"
-        check "$name: not registered before verification" test ! -e "$ws/runs.db"
-    fi
-}
 # without a GPU all nvcc builds at once (they are CPU-bound: the cores stay
 # busy until the last one ends); with one, one program at a time so that
 # their runs do not share the GPUs. jacobi_halo's transform is checked above
 # (its symmetric buffers); its build is left out to keep the suite short.
 names="class_comm_allreduce llmc_grad_avg ddp_buckets plugin_allgather"
 for name in $names; do
-    if [ $gpu = 1 ]; then transform_bg "$name"; else transform_bg "$name" & fi
+    if [ $gpu = 1 ]; then transform_bg "$D/$name"; else transform_bg "$D/$name" & fi
 done
 wait
 for name in $names; do built "$name"; done

@@ -13,27 +13,7 @@ mkdir -p "$CUCO_TEST_TMP"
 TMP=$(mktemp -d "$CUCO_TEST_TMP/transform-build.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 fail=0
-check() { # check DESCRIPTION CONDITION...
-    local what=$1
-    shift
-    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fail=1; fi
-}
-built() { # built WORKLOAD_DIR
-    local dir=$1 name ws rc
-    name=$(basename "$dir")
-    ws="$TMP/$name"
-    "$CUCO_BIN" transform "$dir" --workspace "$ws" --quiet >"$TMP/$name.out" 2>&1
-    rc=$?
-    cat "$TMP/$name.out"
-    if [ -e /dev/nvidia0 ] || command -v nvidia-smi >/dev/null; then
-        check "$name: built, ran and verified on this GPU (exit 0)" test "$rc" -eq 0
-        check "$name: registered" test -s "$ws/runs.db"
-    else
-        check "$name: built, not verified: no GPU (exit 3)" test "$rc" -eq 3
-        check "$name: report says so" grep -q "verification: built, not verified: no GPU" "$ws/gen_0/transform_report.md"
-        check "$name: eval level 1 in the json report" python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(not (j["eval"]["level"] == 1 and j["eval"]["status"] == "ok"))' "$ws/gen_0/transform_report.json"
-        check "$name: not registered before verification" test ! -e "$ws/runs.db"
-    fi
-}
-built "$CUCO_SRC/workloads/kv_transfer"
+source "$CUCO_SRC/tests/cli/transform_build.sh"
+transform_bg "$CUCO_SRC/workloads/kv_transfer"
+built kv_transfer
 exit $fail

@@ -1,0 +1,60 @@
+# transform_build.sh: sourced by the test_transform_build_*.sh scripts. The
+# caller sets TMP (a scratch folder) and fail=0 and has CUCO_BIN. Gives:
+#   check DESCRIPTION CONDITION...   prints ok/FAIL, sets fail=1 on FAIL
+#   gpu                              1 when this host has an NVIDIA GPU
+#   transform_bg DIR                 full 'cuco transform' of DIR into
+#                                    $TMP/NAME; output in $TMP/NAME.out,
+#                                    exit status in $TMP/NAME.rc
+#   built NAME                       after transform_bg: prints the output
+#                                    and checks the outcome: with a GPU it
+#                                    must build, run and verify (exit 0,
+#                                    registered); without, exit 3 ("built,
+#                                    not verified: no GPU"), eval level 1 in
+#                                    the JSON report, nothing registered
+#   symmetric NAME LINE...           rules-only transform of
+#                                    $CUCO_TEST_DATA/transform/NAME: exactly
+#                                    these cudaMalloc lines become symm_malloc
+check() {
+    local what=$1
+    shift
+    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fail=1; fi
+}
+
+gpu=0
+{ [ -e /dev/nvidia0 ] || command -v nvidia-smi >/dev/null; } && gpu=1
+
+transform_bg() {
+    local name
+    name=$(basename "$1")
+    "$CUCO_BIN" transform "$1" --workspace "$TMP/$name" --quiet >"$TMP/$name.out" 2>&1
+    echo $? >"$TMP/$name.rc"
+}
+
+built() {
+    local name=$1 ws="$TMP/$1" rc
+    rc=$(cat "$TMP/$name.rc")
+    cat "$TMP/$name.out"
+    if [ $gpu = 1 ]; then
+        check "$name: built, ran and verified on this GPU (exit 0)" test "$rc" -eq 0
+        check "$name: registered" test -s "$ws/runs.db"
+    else
+        check "$name: built, not verified: no GPU (exit 3)" test "$rc" -eq 3
+        check "$name: report says so" grep -q "verification: built, not verified: no GPU" "$ws/gen_0/transform_report.md"
+        check "$name: eval level 1 in the json report" python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(not (j["eval"]["level"] == 1 and j["eval"]["status"] == "ok"))' "$ws/gen_0/transform_report.json"
+        check "$name: not registered before verification" test ! -e "$ws/runs.db"
+    fi
+}
+
+symmetric() {
+    local name=$1 ws="$TMP/$1.nv"
+    shift
+    "$CUCO_BIN" transform "$CUCO_TEST_DATA/transform/$name" --workspace "$ws" --no-verify --quiet \
+        >"$TMP/$name.nv.out" 2>&1 || {
+        cat "$TMP/$name.nv.out"
+        return 1
+    }
+    local want got
+    want=$(printf '%s\n' "$@" | sort -n | tr '\n' ' ')
+    got=$(python3 -c 'import json,sys; print(" ".join(str(n["line"]) for n in sorted(json.load(open(sys.argv[1]))["notes"], key=lambda n: n["line"]) if n["kind"] == "symmetric") + " ")' "$ws/gen_0/transform_report.json")
+    [ "$want" = "$got" ] || { echo "symmetric lines: want '$want' got '$got'"; return 1; }
+}
