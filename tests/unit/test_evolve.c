@@ -85,20 +85,29 @@ static void setup_cfg(cuco_evolve_config *c)
     c->seed = 42;
 }
 
-static void run_once(const char *dbpath, const cuco_evolve_config *c, long crash_after,
-                     fake *f, cuco_evolve_result *r)
+/* Options for a run of the fake workload from the seed on db with cfg c,
+ * evaluated by evaluate(ctx, ...); the test sets anything else. */
+static cuco_evolve_opts fake_opts(const cuco_evolve_config *c, cuco_db *db,
+                                  cuco_evaluator_fn evaluate, void *ctx)
 {
-    cuco_db *db;
-    cuco_err e = CUCO_ERR_INIT;
-    assert_int_equal(db_open(dbpath, 0, &db, &e), 0);
     cuco_evolve_opts o;
     memset(&o, 0, sizeof o);
     o.cfg = c;
     o.db = db;
     o.workload_name = "fake";
     o.seed_text = seed;
-    o.evaluate = fake_eval;
-    o.eval_ctx = f;
+    o.evaluate = evaluate;
+    o.eval_ctx = ctx;
+    return o;
+}
+
+static void run_once(const char *dbpath, const cuco_evolve_config *c, long crash_after,
+                     fake *f, cuco_evolve_result *r)
+{
+    cuco_db *db;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(db_open(dbpath, 0, &db, &e), 0);
+    cuco_evolve_opts o = fake_opts(c, db, fake_eval, f);
     o.crash_after_pending = crash_after;
     int rc = cuco_evolve_run(&o, r, &e);
     if (rc < 0)
@@ -231,14 +240,7 @@ static void noisy_search(const char *p, int retime_rounds, noisy *z, cuco_evolve
     cuco_db *db;
     cuco_err e = CUCO_ERR_INIT;
     assert_int_equal(db_open(p, 0, &db, &e), 0);
-    cuco_evolve_opts o;
-    memset(&o, 0, sizeof o);
-    o.cfg = &c;
-    o.db = db;
-    o.workload_name = "fake";
-    o.seed_text = seed;
-    o.evaluate = noisy_eval;
-    o.eval_ctx = z;
+    cuco_evolve_opts o = fake_opts(&c, db, noisy_eval, z);
     assert_int_equal(cuco_evolve_run(&o, r, &e), 0);
     db_close(db);
     best_knobs(p, r->best_id, best);
@@ -344,14 +346,7 @@ static void test_space_exhausted_and_cache(void **state)
     cuco_db *db;
     cuco_err e = CUCO_ERR_INIT;
     assert_int_equal(db_open(p, 0, &db, &e), 0);
-    cuco_evolve_opts o;
-    memset(&o, 0, sizeof o);
-    o.cfg = &c;
-    o.db = db;
-    o.workload_name = "fake";
-    o.seed_text = seed;
-    o.evaluate = fake_eval;
-    o.eval_ctx = &f;
+    cuco_evolve_opts o = fake_opts(&c, db, fake_eval, &f);
     o.fresh = 1;
     cuco_evolve_result r2;
     assert_int_equal(cuco_evolve_run(&o, &r2, &e), 0);
@@ -536,14 +531,7 @@ static void test_novelty_rejection(void **state)
     cuco_db *db;
     assert_int_equal(db_open(p, 0, &db, &e), 0);
     fake f = {PTHREAD_MUTEX_INITIALIZER, 0};
-    cuco_evolve_opts o;
-    memset(&o, 0, sizeof o);
-    o.cfg = &c;
-    o.db = db;
-    o.workload_name = "fake";
-    o.seed_text = seed;
-    o.evaluate = fake_eval;
-    o.eval_ctx = &f;
+    cuco_evolve_opts o = fake_opts(&c, db, fake_eval, &f);
     o.mutators = ms;
     cuco_evolve_result r;
     assert_int_equal(cuco_evolve_run(&o, &r, &e), 0);
@@ -589,13 +577,7 @@ static void test_failing_baseline(void **state)
     setup_cfg(&c);
     cuco_db *db;
     assert_int_equal(db_open(p, 0, &db, &e), 0);
-    cuco_evolve_opts o;
-    memset(&o, 0, sizeof o);
-    o.cfg = &c;
-    o.db = db;
-    o.workload_name = "fake";
-    o.seed_text = seed;
-    o.evaluate = broken_eval;
+    cuco_evolve_opts o = fake_opts(&c, db, broken_eval, NULL);
     cuco_evolve_result r;
     assert_int_equal(cuco_evolve_run(&o, &r, &e), CUCO_EINVAL);
     assert_non_null(strstr(cuco_err_msg(&e), "compile_error"));
