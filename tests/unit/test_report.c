@@ -101,17 +101,26 @@ static void test_diff_large_inputs(void **state)
     cuco_buf_free(&b);
 }
 
+/* A fresh folder CUCO_TEST_TMP/test_report_TAG_PID holding the fixture's
+ * runs.db: its path in dir, the database's in db. */
+static void fixture_dir(const char *tag, char *dir, size_t dir_size, char *db, size_t db_size)
+{
+    const char *tmp = getenv("CUCO_TEST_TMP");
+    snprintf(dir, dir_size, "%s/test_report_%s%ld", tmp ? tmp : "/tmp", tag, (long)getpid());
+    cuco_err e = CUCO_ERR_INIT;
+    cuco_fs_remove_tree(dir, &e);
+    assert_int_equal(cuco_fs_mkdirs(dir, &e), 0);
+    snprintf(db, db_size, "%s/runs.db", dir);
+    assert_int_equal(fixture_write_db(db), 0);
+    cuco_err_clear(&e);
+}
+
 static void test_summary_and_report_files(void **state)
 {
     (void)state;
     char dir[512], db[600];
-    const char *tmp = getenv("CUCO_TEST_TMP");
-    snprintf(dir, sizeof dir, "%s/test_report_%ld", tmp ? tmp : "/tmp", (long)getpid());
+    fixture_dir("", dir, sizeof dir, db, sizeof db);
     cuco_err e = CUCO_ERR_INIT;
-    cuco_fs_remove_tree(dir, &e);
-    assert_int_equal(cuco_fs_mkdirs(dir, &e), 0);
-    snprintf(db, sizeof db, "%s/runs.db", dir);
-    assert_int_equal(fixture_write_db(db), 0);
 
     sqlite3 *h;
     assert_int_equal(report_db_open(db, &h, &e), 0);
@@ -199,14 +208,9 @@ static void test_summary_baseline_and_fast_path(void **state)
 {
     (void)state;
     char dir[512], db[600], bound[600];
-    const char *tmp = getenv("CUCO_TEST_TMP");
-    snprintf(dir, sizeof dir, "%s/test_report_base_%ld", tmp ? tmp : "/tmp", (long)getpid());
+    fixture_dir("base_", dir, sizeof dir, db, sizeof db);
     cuco_err e = CUCO_ERR_INIT;
-    cuco_fs_remove_tree(dir, &e);
-    assert_int_equal(cuco_fs_mkdirs(dir, &e), 0);
-    snprintf(db, sizeof db, "%s/runs.db", dir);
     snprintf(bound, sizeof bound, "%s/bound.json", dir);
-    assert_int_equal(fixture_write_db(db), 0);
 
     /* 1. started from a given program, no bound.json: the start is the
      * reference and the report says so */
@@ -274,13 +278,8 @@ static void test_summary_time_to_95(void **state)
 {
     (void)state;
     char dir[512], db[600];
-    const char *tmp = getenv("CUCO_TEST_TMP");
-    snprintf(dir, sizeof dir, "%s/test_report_t95_%ld", tmp ? tmp : "/tmp", (long)getpid());
+    fixture_dir("t95_", dir, sizeof dir, db, sizeof db);
     cuco_err e = CUCO_ERR_INIT;
-    cuco_fs_remove_tree(dir, &e);
-    assert_int_equal(cuco_fs_mkdirs(dir, &e), 0);
-    snprintf(db, sizeof db, "%s/runs.db", dir);
-    assert_int_equal(fixture_write_db(db), 0);
     exec_sql(db, "UPDATE programs SET evaluated_at=NULL");
     json_t *s = summary_of(dir, db);
     json_t *t = json_object_get(s, "to_95pct");
@@ -325,13 +324,8 @@ static void test_summary_champion(void **state)
 {
     (void)state;
     char dir[512], db[600];
-    const char *tmp = getenv("CUCO_TEST_TMP");
-    snprintf(dir, sizeof dir, "%s/test_report_champ_%ld", tmp ? tmp : "/tmp", (long)getpid());
+    fixture_dir("champ_", dir, sizeof dir, db, sizeof db);
     cuco_err e = CUCO_ERR_INIT;
-    cuco_fs_remove_tree(dir, &e);
-    assert_int_equal(cuco_fs_mkdirs(dir, &e), 0);
-    snprintf(db, sizeof db, "%s/runs.db", dir);
-    assert_int_equal(fixture_write_db(db), 0);
     json_t *s = summary_of(dir, db);
     assert_int_equal(json_integer_value(json_object_get(json_object_get(s, "best"), "id")), 7);
     json_decref(s);
@@ -381,14 +375,9 @@ static void test_summary_side_by_side(void **state)
 {
     (void)state;
     char dir[512], db[600], confirm[600];
-    const char *tmp = getenv("CUCO_TEST_TMP");
-    snprintf(dir, sizeof dir, "%s/test_report_sbs_%ld", tmp ? tmp : "/tmp", (long)getpid());
+    fixture_dir("sbs_", dir, sizeof dir, db, sizeof db);
     cuco_err e = CUCO_ERR_INIT;
-    cuco_fs_remove_tree(dir, &e);
-    assert_int_equal(cuco_fs_mkdirs(dir, &e), 0);
-    snprintf(db, sizeof db, "%s/runs.db", dir);
     snprintf(confirm, sizeof confirm, "%s/confirm.json", dir);
-    assert_int_equal(fixture_write_db(db), 0);
     exec_sql(db, "UPDATE programs SET code_hash='00000000000000b7' WHERE id=7");
 
     /* no confirm.json: null */
