@@ -97,19 +97,13 @@ enum { MOVE_NEIGHBOUR, MOVE_RANDOM, MOVE_MULTI, MOVE_CROSSOVER, N_MOVES };
 static const char *const move_names[N_MOVES] = {"knob:neighbour", "knob:random", "knob:multi",
                                                 "knob:crossover"};
 
-/* Rebuilds the bandit from the run's finished knob children: reward 1 when
- * the child beat its parent's score. */
-static int bandit_rebuild(const cuco_mutate_ctx *c, double *sum, int *pulls, cuco_err *e)
+/* Rebuilds the bandit from the run's finished knob children ps[0..n) (the
+ * run's programs in id order): reward 1 when the child beat its parent's
+ * score. */
+static void bandit_rebuild(const cuco_db_program *ps, size_t n, double *sum, int *pulls)
 {
     memset(pulls, 0, N_MOVES * sizeof *pulls);
     memset(sum, 0, N_MOVES * sizeof *sum);
-    if (!c->db)
-        return 0;
-    cuco_db_program *ps;
-    size_t n;
-    int rc = db_programs_list(c->db, c->run_id, NULL, &ps, &n, e);
-    if (rc < 0)
-        return rc;
     for (size_t i = 0; i < n; i++) {
         if (!ps[i].patch_type || !ps[i].status || !strcmp(ps[i].status, "pending"))
             continue;
@@ -127,8 +121,6 @@ static int bandit_rebuild(const cuco_mutate_ctx *c, double *sum, int *pulls, cuc
         if (ps[i].score > 0 && ps[i].score > parent_score)
             sum[mv] += 1.0;
     }
-    db_programs_free(ps, n);
-    return 0;
 }
 
 /* Legal values of knob k (the workload's space dim of the same name wins). */
@@ -198,12 +190,12 @@ static int setting_seen(const cuco_mutate_ctx *c, cuco_knob *k, size_t n, const 
 }
 
 /* Coverage of the run so far: tried[i] is a bitmap (one byte per choice) of
- * the values of knob i that some program of the run (any status) has had;
- * the parent's own setting base[] counts as tried. Used so that with a small
- * budget every knob is varied before any is varied twice. tried[i] is NULL
- * for a knob with one choice. */
+ * the values of knob i that some program of the run, ps[0..np) (any
+ * status), has had; the parent's own setting base[] counts as tried. Used so
+ * that with a small budget every knob is varied before any is varied twice.
+ * tried[i] is NULL for a knob with one choice. */
 static int knob_coverage(const cuco_mutate_ctx *c, cuco_knob *k, size_t n, const size_t *base,
-                         unsigned char **tried, cuco_err *e)
+                         const cuco_db_program *ps, size_t np, unsigned char **tried, cuco_err *e)
 {
     for (size_t i = 0; i < n; i++) {
         size_t nc = knob_choices(c, &k[i])->n;
@@ -213,13 +205,6 @@ static int knob_coverage(const cuco_mutate_ctx *c, cuco_knob *k, size_t n, const
         if (tried[i] && base[i] < nc)
             tried[i][base[i]] = 1;
     }
-    if (!c->db)
-        return 0;
-    cuco_db_program *ps;
-    size_t np;
-    int rc = db_programs_list(c->db, c->run_id, NULL, &ps, &np, e);
-    if (rc < 0)
-        return rc;
     for (size_t p = 0; p < np; p++) {
         json_t *o = ps[p].knobs_json ? json_loads(ps[p].knobs_json, 0, NULL) : NULL;
         for (size_t i = 0; o && i < n; i++) {
@@ -230,7 +215,6 @@ static int knob_coverage(const cuco_mutate_ctx *c, cuco_knob *k, size_t n, const
         }
         json_decref(o);
     }
-    db_programs_free(ps, np);
     return 0;
 }
 
@@ -361,6 +345,8 @@ static int knob_propose(cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation
     size_t *base = calloc(n, sizeof *base), *sec = calloc(n, sizeof *sec),
            *idx = calloc(n, sizeof *idx);
     unsigned char **tried = calloc(n, sizeof *tried);
+    cuco_db_program *ps = NULL; /* the run's programs: for the bandit and the coverage */
+    size_t np = 0;
     double sum[N_MOVES];
     int pulls[N_MOVES];
     int mv = 0, found = 0, seen = 0;
@@ -371,9 +357,10 @@ static int knob_propose(cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation
     setting_of(c, c->parent->code, k, n, base);
     if (c->second)
         setting_of(c, c->second->code, k, n, sec);
-    if ((rc = bandit_rebuild(c, sum, pulls, e)) < 0)
+    if (c->db && (rc = db_programs_list(c->db, c->run_id, NULL, &ps, &np, e)) < 0)
         goto out;
-    if ((rc = knob_coverage(c, k, n, base, tried, e)) < 0)
+    bandit_rebuild(ps, np, sum, pulls);
+    if ((rc = knob_coverage(c, k, n, base, ps, np, tried, e)) < 0)
         goto out;
     if (!c->second)
         pulls[MOVE_CROSSOVER] = pulls[MOVE_CROSSOVER] ? pulls[MOVE_CROSSOVER] : 1;
@@ -418,6 +405,7 @@ static int knob_propose(cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation
     out->description = cuco_buf_detach(&d);
     out->patch_type = cuco_strdup(move_names[mv]);
 out:
+    db_programs_free(ps, np);
     for (size_t i = 0; tried && i < n; i++)
         free(tried[i]);
     free(tried);
