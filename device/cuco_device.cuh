@@ -7,4 +7,5 @@
 #include "policy.cuh"
 #include "lsa.cuh"
 #include "launch.cuh"
+#include "ce.cuh"
 #include "gin.cuh"

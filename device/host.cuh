@@ -18,6 +18,8 @@
 
 namespace cuco {
 
+constexpr int kMaxLsaRanks = 64;  // peer base addresses Symm caches for the copy engine (ce.cuh)
+
 // What a kernel needs; passed by value.
 struct SymmDev {
   ncclDevComm dc;
@@ -43,6 +45,10 @@ struct Symm {
   uint64_t epoch = 0;       // last epoch handed out (flags start at 0)
   int* barrierScratch = nullptr;  // one int for the host barrier all-reduce
   bool haveDevComm = false;
+  // Where each LSA peer's window starts in this process's address space
+  // (ce.cuh fills it on first use; host code hands these to the copy engine).
+  void* lsaBase[kMaxLsaRanks] = {};
+  bool haveLsaBases = false;
 
   SymmDev dev() const {
     SymmDev d;

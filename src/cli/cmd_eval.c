@@ -32,6 +32,9 @@ static void usage(FILE *out)
             "  --repeats N         benchmark repeats (default: the manifest's bench.repeats)\n"
             "  --verify-timeout S  override the manifest's verify.timeout_s (seconds)\n"
             "  --ranks N           run at N ranks instead of the manifest's\n"
+            "  --frozen-ref FILE   the text whose frozen part PROGRAM must keep (default: the\n"
+            "                      workload's seed); for a transformed program of a seed that\n"
+            "                      marks no EVOLVE-BLOCK, its gen_0 (WORKSPACE/gen_0/...)\n"
             "  --work-dir D        make the build folder under D (default: $TMPDIR or /tmp)\n"
             "  --keep-build        keep the build folder even when the program passes\n"
             "  --launcher KIND     local (default: mpirun here) or slurm (sbatch; --work-dir\n"
@@ -113,6 +116,7 @@ int cmd_eval(int argc, char **argv)
         return 0;
     }
     const char *workload_arg = NULL, *program_arg = NULL, *work_dir = NULL, *launcher_kind = NULL;
+    const char *frozen_ref_arg = NULL;
     int json = 0, quiet = 0, keep_build = 0, level = 3, repeats = 0, ranks = 0;
     double verify_timeout = 0;
     for (int i = 1; i < argc; i++) {
@@ -125,7 +129,8 @@ int cmd_eval(int argc, char **argv)
             keep_build = 1;
         } else if (!strcmp(a, "--level") || !strcmp(a, "--repeats") ||
                    !strcmp(a, "--verify-timeout") || !strcmp(a, "--work-dir") ||
-                   !strcmp(a, "--launcher") || !strcmp(a, "--ranks")) {
+                   !strcmp(a, "--launcher") || !strcmp(a, "--ranks") ||
+                   !strcmp(a, "--frozen-ref")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "cuco eval: %s needs a value\n", a);
                 return 2;
@@ -133,6 +138,8 @@ int cmd_eval(int argc, char **argv)
             const char *val = argv[++i];
             if (!strcmp(a, "--work-dir")) {
                 work_dir = val;
+            } else if (!strcmp(a, "--frozen-ref")) {
+                frozen_ref_arg = val;
             } else if (!strcmp(a, "--ranks")) {
                 if ((ranks = cuco_workload_parse_ranks(val)) < 0) {
                     fprintf(stderr, "cuco eval: --ranks needs a number from 1 to 65536, not '%s'\n",
@@ -170,7 +177,7 @@ int cmd_eval(int argc, char **argv)
     cuco_err e = CUCO_ERR_INIT;
     cuco_workload *w = NULL;
     cuco_launcher *launcher = NULL;
-    char *program = NULL;
+    char *program = NULL, *frozen_ref = NULL;
     int code = 2;
     if (cuco_workload_load(workload_arg, &w, &e) != 0) {
         cuco_err_print(&e, "cuco eval", stderr);
@@ -186,6 +193,10 @@ int cmd_eval(int argc, char **argv)
         cuco_err_print(&e, "cuco eval", stderr);
         goto out;
     }
+    if (frozen_ref_arg && cuco_fs_read(frozen_ref_arg, &frozen_ref, NULL, &e) != 0) {
+        cuco_err_print(&e, "cuco eval: --frozen-ref", stderr);
+        goto out;
+    }
     if (launcher_kind && cuco_launcher_from_kind(launcher_kind, w->gpu, w->ranks, 1, -1, 0, &launcher,
                                                  &e) != 0) {
         cuco_err_print(&e, "cuco eval", stderr);
@@ -197,6 +208,7 @@ int cmd_eval(int argc, char **argv)
         .max_level = level,
         .repeats = repeats,
         .keep_build = keep_build,
+        .frozen_ref = frozen_ref,
         .progress = quiet ? NULL : print_progress,
     };
     cuco_eval_result r;
@@ -216,6 +228,7 @@ int cmd_eval(int argc, char **argv)
     cuco_eval_result_free(&r);
 out:
     free(program);
+    free(frozen_ref);
     cuco_launcher_free(launcher);
     cuco_workload_free(w);
     cuco_err_clear(&e);

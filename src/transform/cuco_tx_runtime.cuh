@@ -19,6 +19,11 @@
 // receiver's own data work. Grouped calls run at group_end in the order
 // posts, sends, waits, so no pair of ranks can wait on each other.
 // All-to-all, broadcast, gather and scatter are groups of these.
+//
+// CUCO_COPY_ENGINE 1: all-gathers move their blocks with the copy engines
+// (cuco::all_gather_ce: cudaMemcpyAsync into the peers' windows between two
+// one-CTA barriers) instead of CUCO_COMM_CTAS CTAs, leaving the SMs to the
+// computation that overlaps them.
 #include "cuco_device.cuh"
 
 #include <cstdio>
@@ -30,6 +35,7 @@
 #define CUCO_COMM_UNROLL 4        // cuco:knob 1 2 4 8
 #define CUCO_CHUNK_BYTES 0        // cuco:knob 0 65536 262144 1048576 4194304
 #define CUCO_P2P_CTAS 8           // cuco:knob 1 2 4 8 16 32
+#define CUCO_COPY_ENGINE 0        // cuco:knob 0 1
 
 namespace cuco_tx {
 
@@ -193,6 +199,7 @@ inline ncclResult_t comm_setup(ncclComm_t c) {
   CUCO_TX_TRY(cuco::load_kernels<__half>());
   CUCO_TX_TRY(cuco::load_kernels<__nv_bfloat16>());
   CUCO_TX_TRY(cuco::load_kernels<int32_t>());
+  CUCO_TX_TRY(cuco::load_ce_kernels());
   return ncclSuccess;
 }
 
@@ -252,7 +259,10 @@ inline ncclResult_t all_gather(const void* sendbuff, void* recvbuff, size_t send
   size_t outOff = (size_t)(static_cast<char*>(recvbuff) - static_cast<char*>(b->base));
   const char* src = static_cast<const char*>(sendbuff);
   if (src == static_cast<char*>(recvbuff) + (size_t)x->rank * bytes) src = nullptr;  // in place
-  CUCO_TX_TRY(cuco::all_gather<char>(b->symm, src, outOff, bytes, stream, comm_launch()));
+  if (CUCO_COPY_ENGINE)
+    CUCO_TX_TRY(cuco::all_gather_ce(b->symm, src, outOff, bytes, stream));
+  else
+    CUCO_TX_TRY(cuco::all_gather<char>(b->symm, src, outOff, bytes, stream, comm_launch()));
   return ncclSuccess;
 }
 

@@ -33,6 +33,7 @@ for h in "$SRC"/device/*.cuh; do
 done
 compile device_lib_test "$SRC/tests/gpu/device_lib_test.cu"
 compile collectives_bench "$SRC/bench/collectives/collectives_bench.cu"
+compile overlap_bench "$SRC/bench/overlap/overlap_bench.cu"
 
 # An illegal design-space combination must be rejected at compile time.
 cat > "$T/illegal.cu" <<'CU'

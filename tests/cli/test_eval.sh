@@ -31,7 +31,7 @@ no_leftovers() { # no process runs a binary from the work dir
 # --help lists every option.
 "$CUCO_BIN" eval --help >"$TMP/help" 2>&1
 check "--help exits 0" test $? -eq 0
-for opt in --json --level --repeats --verify-timeout --work-dir --keep-build --quiet; do
+for opt in --json --level --repeats --verify-timeout --work-dir --keep-build --quiet --frozen-ref; do
     check "--help mentions $opt" grep -q -- "$opt" "$TMP/help"
 done
 
@@ -105,6 +105,30 @@ check "compile_error: excerpt is not the whole log" \
 check "failed builds are kept and named" \
     test "$(json_get "$TMP/segfault.json" 'j["build_dir"] is not None and "/work/cand-" in j["build_dir"]')" = True
 check "segfault: kept build folder exists" test -d "$(json_get "$TMP/segfault.json" 'j["build_dir"]')"
+
+# A seed that marks no EVOLVE-BLOCK (a foreign program): its transformed
+# program carries markers, so it differs from the seed; --frozen-ref names
+# the text to compare with instead (the transform's gen_0).
+NM="$TMP/nomarks"
+mkdir -p "$NM"
+cp "$WL/workload.yaml" "$NM/"
+grep -v 'EVOLVE-BLOCK-' "$WL/main.c" > "$NM/main.c"
+"$CUCO_BIN" eval "$NM" "$WL/main.c" --json --level 1 --quiet --work-dir "$TMP/work" >"$TMP/nm1.json" 2>&1
+check "seed without markers: a marked program is a frozen violation" \
+    test "$(json_get "$TMP/nm1.json" 'j["status"]')" = frozen_violation
+check "seed without markers: the excerpt names --frozen-ref" \
+    grep -q -- "--frozen-ref" <(json_get "$TMP/nm1.json" 'j["excerpt"]')
+"$CUCO_BIN" eval "$NM" "$WL/main.c" --frozen-ref "$WL/main.c" --json --level 1 --quiet \
+    --work-dir "$TMP/work" >"$TMP/nm2.json" 2>&1
+check "--frozen-ref: the same program against itself builds" \
+    test "$(json_get "$TMP/nm2.json" 'j["status"] + str(j["level"])')" = ok1
+"$CUCO_BIN" eval "$NM" "$BROKEN/frozen_edit.c" --frozen-ref "$WL/main.c" --json --level 1 --quiet \
+    --work-dir "$TMP/work" >"$TMP/nm3.json" 2>&1
+check "--frozen-ref: a frozen edit against it is still refused" \
+    test "$(json_get "$TMP/nm3.json" 'j["status"]')" = frozen_violation
+"$CUCO_BIN" eval "$NM" "$WL/main.c" --frozen-ref "$TMP/none.c" >/dev/null 2>"$TMP/nm4.err"
+check "--frozen-ref of a missing file: exit 2" test $? -eq 2
+check "--frozen-ref of a missing file: the path in the message" grep -q "$TMP/none.c" "$TMP/nm4.err"
 
 # the build cache: a second evaluation of the same program reuses the binary;
 # a different program is built; a failed build is not cached

@@ -138,7 +138,9 @@ static int end_check(Ctx& c, const char* what, const char* dtype, size_t count, 
 
 static const int G = 264, B = 512;
 
-template <typename T> static int test_ag(Ctx& c, size_t count, size_t outOff, bool inPlace, Launch l) {
+// copyEngine: cuco::all_gather_ce (Launch unused) instead of the SM kernel.
+template <typename T>
+static int test_ag(Ctx& c, size_t count, size_t outOff, bool inPlace, Launch l, bool copyEngine = false) {
   uint64_t seed = next_seed(c);
   size_t bytes = count * sizeof(T);
   T* out = c.s.local<T>(outOff);
@@ -152,10 +154,15 @@ template <typename T> static int test_ag(Ctx& c, size_t count, size_t outOff, bo
   }
   CUCO_CUDA_TRY(cudaGetLastError());
   CUCO_TRY(cuco::symm_barrier(c.s, c.st));  // every rank's poison is done
-  CUCO_TRY(cuco::all_gather<T>(c.s, src, outOff, count, c.st, l));
+  if (copyEngine)
+    CUCO_TRY(cuco::all_gather_ce(c.s, src, outOff, bytes, c.st));
+  else
+    CUCO_TRY(cuco::all_gather<T>(c.s, src, outOff, count, c.st, l));
   CUCO_TRY(begin_check(c));
   check_ag<T><<<G, B, 0, c.st>>>(out, count, c.n, seed, c.res);
-  return end_check(c, inPlace ? "all_gather/inpl" : "all_gather", cuco::DType<T>::name, count, l);
+  const char* what = copyEngine ? (inPlace ? "all_gather_ce/inpl" : "all_gather_ce")
+                                : (inPlace ? "all_gather/inpl" : "all_gather");
+  return end_check(c, what, cuco::DType<T>::name, count, l);
 }
 
 template <typename T> static int test_rs(Ctx& c, size_t count, size_t inOff, Launch l) {
@@ -398,6 +405,8 @@ template <typename T> static int test_dtype(Ctx& c) {
       CUCO_TRY(test_ar<T>(c, count * c.n, 0, si == 1 ? 0 : arOut, l));
     }
     CUCO_TRY(test_ag<T>(c, count, 0, true, Launch()));
+    CUCO_TRY(test_ag<T>(c, count, 3 * esz, false, Launch(), true));
+    CUCO_TRY(test_ag<T>(c, count, 0, true, Launch(), true));
   }
   return 0;
 }
@@ -428,6 +437,7 @@ static int run_rank(Arg* a, Ctx& c) {
   CUCO_TRY(cuco::load_kernels<__half>());
   CUCO_TRY(cuco::load_kernels<__nv_bfloat16>());
   CUCO_TRY(cuco::load_kernels<int32_t>());
+  CUCO_TRY(cuco::load_ce_kernels());
   CUCO_TRY(test_dtype<float>(c));
   CUCO_TRY(test_dtype<__half>(c));
   CUCO_TRY(test_dtype<__nv_bfloat16>(c));
