@@ -64,16 +64,7 @@ transform flash_attn_cp workloads/flash_attn_cp &
 transform plugin_allgather tests/data/transform/plugin_allgather &
 wait
 
-# variant SRC DST "K=V,K=V": rewrites '#define K <old>' lines
-variant() {
-  local src=$1 dst=$2 sets=$3 expr=()
-  IFS=, read -ra kv <<< "$sets"
-  for p in "${kv[@]}"; do expr+=(-e "s/^#define ${p%%=*} [^ ]*/#define ${p%%=*} ${p#*=}/"); done
-  sed "${expr[@]}" "$src" > "$dst"
-  for p in "${kv[@]}"; do
-    grep -q "^#define ${p%%=*} ${p#*=}\b" "$dst" || { note "variant $dst: ${p%%=*} not set"; return 1; }
-  done
-}
+source scripts/knob-variant.sh
 # "NAME WORKLOAD-DIR LABEL PATH" (PATH -: the seed); transformed programs are
 # checked against their gen_0's frozen text (a foreign seed marks none)
 declare -a JOBS
@@ -82,7 +73,7 @@ add() {  # add NAME DIR LABEL [SETTINGS]
   g=$(ls "$WS/$1"/gen_0/*.cu 2>/dev/null | head -1)
   [ -n "$g" ] || { note "$1: no gen_0 program"; return; }
   if [ -z "${4:-}" ]; then JOBS+=("$1 $2 $3 $g"); return; fi
-  variant "$g" "$WS/$1/$3.cu" "$4" && JOBS+=("$1 $2 $3 $WS/$1/$3.cu")
+  knob_variant "$g" "$WS/$1/$3.cu" "$4" && JOBS+=("$1 $2 $3 $WS/$1/$3.cu")
 }
 evalargs() {  # evalargs NAME PATH: the program and its frozen reference
   [ "$2" = - ] && return

@@ -36,18 +36,7 @@ settings() {
   esac
 }
 
-# variant SRC DST "K=V,K=V": rewrites '#define K <old>' lines
-variant() {
-  local src=$1 dst=$2 sets=$3 expr=()
-  IFS=, read -ra kv <<< "$sets"
-  for p in "${kv[@]}"; do
-    expr+=(-e "s/^#define ${p%%=*} [^ ]*/#define ${p%%=*} ${p#*=}/")
-  done
-  sed "${expr[@]}" "$src" > "$dst"
-  for p in "${kv[@]}"; do
-    grep -q "^#define ${p%%=*} ${p#*=}\b" "$dst" || { note "variant $dst: ${p%%=*} not set"; return 1; }
-  done
-}
+source scripts/knob-variant.sh
 
 WORK=$DEST/programs
 mkdir -p "$WORK"
@@ -65,7 +54,7 @@ for w in $WORKLOADS; do
   JOBS+=("$w seed -" "$w gen_0 $WORK/$w/gen_0.cu")
   while read -r label sets; do
     [ -n "$label" ] || continue
-    variant "$g" "$WORK/$w/$label.cu" "$sets" && JOBS+=("$w $label $WORK/$w/$label.cu")
+    knob_variant "$g" "$WORK/$w/$label.cu" "$sets" && JOBS+=("$w $label $WORK/$w/$label.cu")
   done < <(settings "$w")
 done
 

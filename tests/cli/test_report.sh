@@ -21,6 +21,10 @@ cat > "$work/ws/bound.json" <<'JSON'
  "bound": {"source": "program_breakdown", "ceiling": 1.5}}
 JSON
 
+# gnuplot first (installed on demand): the first report must find it there
+have_gnuplot=0
+"$CUCO_SRC/scripts/optional-deps" gnuplot-nox && have_gnuplot=1
+
 "$CUCO_BIN" report "$work/ws" --run 1 --out "$work/out" > "$work/stdout" 2> "$work/stderr" \
   || fail "cuco report failed: $(cat "$work/stderr")"
 for f in report.md report.html best.cu; do [ -s "$work/out/$f" ] || fail "$f not written"; done
@@ -72,7 +76,7 @@ grep -qiE '<(script|link|img|iframe)[ >]|(src|href)="|url\(' "$html" && fail "re
 grep -oE 'https?://[^" ]*' "$html" | grep -vE '^http://www\.w3\.org/(2000/svg|1999/xlink)$' && fail "report.html has URLs"
 
 # plots: gnuplot when it can be installed, the built-in writer when asked
-if "$CUCO_SRC/scripts/optional-deps" gnuplot-nox; then
+if [ "$have_gnuplot" = 1 ]; then
   grep -q "plots: gnuplot" "$work/stdout" || fail "gnuplot installed but not used: $(cat "$work/stdout")"
   grep -qF "(made with gnuplot)" "$md" || fail "report.md does not say gnuplot made the plots"
 else
