@@ -10,6 +10,20 @@
 #include "host.cuh"
 #include "lsa.cuh"
 
+// CUCO_DEVICE_UNROLL_ONLY U (1, 2, 4 or 8), defined before this header is
+// included: every launcher runs with unroll U whatever Launch::unroll asks,
+// and only U's kernels are compiled. A program whose unroll is fixed when it
+// is built (the transformed programs' CUCO_COMM_UNROLL) compiles a quarter of
+// the kernels.
+#ifdef CUCO_DEVICE_UNROLL_ONLY
+#define CUCO_UNROLL_(u) (CUCO_DEVICE_UNROLL_ONLY)
+static_assert(CUCO_DEVICE_UNROLL_ONLY == 1 || CUCO_DEVICE_UNROLL_ONLY == 2 || CUCO_DEVICE_UNROLL_ONLY == 4 ||
+                  CUCO_DEVICE_UNROLL_ONLY == 8,
+              "CUCO_DEVICE_UNROLL_ONLY must be 1, 2, 4 or 8");
+#else
+#define CUCO_UNROLL_(u) (u)
+#endif
+
 namespace cuco {
 
 enum class Op { AllGather, ReduceScatter, AllReduce, AllToAll, Put };
@@ -44,6 +58,9 @@ inline int resolve_launch(const Symm& s, Op op, size_t bytes, Launch in, Launch*
   if (in.ctas <= 0) in.ctas = d.ctas;
   if (in.threads <= 0) in.threads = d.threads;
   if (in.unroll <= 0) in.unroll = d.unroll;
+#ifdef CUCO_DEVICE_UNROLL_ONLY
+  in.unroll = CUCO_DEVICE_UNROLL_ONLY;
+#endif
   if (in.ctas > s.barriers) in.ctas = s.barriers;
   CUCO_ARG_TRY(in.threads % 32 == 0 && in.threads <= 1024, "threads=%d", in.threads);
   CUCO_ARG_TRY(in.unroll == 1 || in.unroll == 2 || in.unroll == 4 || in.unroll == 8, "unroll=%d",
@@ -137,10 +154,10 @@ int all_gather(Symm& s, const T* src, size_t outOff, size_t countPerRank, cudaSt
   const void* from = src ? (const void*)src : (const void*)s.local<char>(outOff + s.rank * bytes);
   SymmDev d = s.dev();
   switch (l.unroll) {
-    case 1: CUCO_TRY((fit_threads<kern::all_gather<1>>(&l))); kern::all_gather<1><<<l.ctas, l.threads, 0, st>>>(d, from, outOff, bytes, l.chunk); break;
-    case 2: CUCO_TRY((fit_threads<kern::all_gather<2>>(&l))); kern::all_gather<2><<<l.ctas, l.threads, 0, st>>>(d, from, outOff, bytes, l.chunk); break;
-    case 4: CUCO_TRY((fit_threads<kern::all_gather<4>>(&l))); kern::all_gather<4><<<l.ctas, l.threads, 0, st>>>(d, from, outOff, bytes, l.chunk); break;
-    default: CUCO_TRY((fit_threads<kern::all_gather<8>>(&l))); kern::all_gather<8><<<l.ctas, l.threads, 0, st>>>(d, from, outOff, bytes, l.chunk); break;
+    case 1: CUCO_TRY((fit_threads<kern::all_gather<CUCO_UNROLL_(1)>>(&l))); kern::all_gather<CUCO_UNROLL_(1)><<<l.ctas, l.threads, 0, st>>>(d, from, outOff, bytes, l.chunk); break;
+    case 2: CUCO_TRY((fit_threads<kern::all_gather<CUCO_UNROLL_(2)>>(&l))); kern::all_gather<CUCO_UNROLL_(2)><<<l.ctas, l.threads, 0, st>>>(d, from, outOff, bytes, l.chunk); break;
+    case 4: CUCO_TRY((fit_threads<kern::all_gather<CUCO_UNROLL_(4)>>(&l))); kern::all_gather<CUCO_UNROLL_(4)><<<l.ctas, l.threads, 0, st>>>(d, from, outOff, bytes, l.chunk); break;
+    default: CUCO_TRY((fit_threads<kern::all_gather<CUCO_UNROLL_(8)>>(&l))); kern::all_gather<CUCO_UNROLL_(8)><<<l.ctas, l.threads, 0, st>>>(d, from, outOff, bytes, l.chunk); break;
   }
   CUCO_CUDA_TRY(cudaGetLastError());
   return 0;
@@ -156,10 +173,10 @@ int reduce_scatter(Symm& s, size_t inOff, T* out, size_t count, cudaStream_t st,
   CUCO_TRY(resolve_launch(s, Op::ReduceScatter, count * sizeof(T), cfg, &l));
   SymmDev d = s.dev();
   switch (l.unroll) {
-    case 1: CUCO_TRY((fit_threads<kern::reduce_scatter<T, 1>>(&l))); kern::reduce_scatter<T, 1><<<l.ctas, l.threads, 0, st>>>(d, inOff, out, count, l.chunk); break;
-    case 2: CUCO_TRY((fit_threads<kern::reduce_scatter<T, 2>>(&l))); kern::reduce_scatter<T, 2><<<l.ctas, l.threads, 0, st>>>(d, inOff, out, count, l.chunk); break;
-    case 4: CUCO_TRY((fit_threads<kern::reduce_scatter<T, 4>>(&l))); kern::reduce_scatter<T, 4><<<l.ctas, l.threads, 0, st>>>(d, inOff, out, count, l.chunk); break;
-    default: CUCO_TRY((fit_threads<kern::reduce_scatter<T, 8>>(&l))); kern::reduce_scatter<T, 8><<<l.ctas, l.threads, 0, st>>>(d, inOff, out, count, l.chunk); break;
+    case 1: CUCO_TRY((fit_threads<kern::reduce_scatter<T, CUCO_UNROLL_(1)>>(&l))); kern::reduce_scatter<T, CUCO_UNROLL_(1)><<<l.ctas, l.threads, 0, st>>>(d, inOff, out, count, l.chunk); break;
+    case 2: CUCO_TRY((fit_threads<kern::reduce_scatter<T, CUCO_UNROLL_(2)>>(&l))); kern::reduce_scatter<T, CUCO_UNROLL_(2)><<<l.ctas, l.threads, 0, st>>>(d, inOff, out, count, l.chunk); break;
+    case 4: CUCO_TRY((fit_threads<kern::reduce_scatter<T, CUCO_UNROLL_(4)>>(&l))); kern::reduce_scatter<T, CUCO_UNROLL_(4)><<<l.ctas, l.threads, 0, st>>>(d, inOff, out, count, l.chunk); break;
+    default: CUCO_TRY((fit_threads<kern::reduce_scatter<T, CUCO_UNROLL_(8)>>(&l))); kern::reduce_scatter<T, CUCO_UNROLL_(8)><<<l.ctas, l.threads, 0, st>>>(d, inOff, out, count, l.chunk); break;
   }
   CUCO_CUDA_TRY(cudaGetLastError());
   return 0;
@@ -178,10 +195,10 @@ int all_reduce(Symm& s, size_t inOff, size_t outOff, size_t count, cudaStream_t 
   CUCO_TRY(resolve_launch(s, Op::AllReduce, count * sizeof(T), cfg, &l));
   SymmDev d = s.dev();
   switch (l.unroll) {
-    case 1: CUCO_TRY((fit_threads<kern::all_reduce<T, 1>>(&l))); kern::all_reduce<T, 1><<<l.ctas, l.threads, 0, st>>>(d, inOff, outOff, count, l.chunk); break;
-    case 2: CUCO_TRY((fit_threads<kern::all_reduce<T, 2>>(&l))); kern::all_reduce<T, 2><<<l.ctas, l.threads, 0, st>>>(d, inOff, outOff, count, l.chunk); break;
-    case 4: CUCO_TRY((fit_threads<kern::all_reduce<T, 4>>(&l))); kern::all_reduce<T, 4><<<l.ctas, l.threads, 0, st>>>(d, inOff, outOff, count, l.chunk); break;
-    default: CUCO_TRY((fit_threads<kern::all_reduce<T, 8>>(&l))); kern::all_reduce<T, 8><<<l.ctas, l.threads, 0, st>>>(d, inOff, outOff, count, l.chunk); break;
+    case 1: CUCO_TRY((fit_threads<kern::all_reduce<T, CUCO_UNROLL_(1)>>(&l))); kern::all_reduce<T, CUCO_UNROLL_(1)><<<l.ctas, l.threads, 0, st>>>(d, inOff, outOff, count, l.chunk); break;
+    case 2: CUCO_TRY((fit_threads<kern::all_reduce<T, CUCO_UNROLL_(2)>>(&l))); kern::all_reduce<T, CUCO_UNROLL_(2)><<<l.ctas, l.threads, 0, st>>>(d, inOff, outOff, count, l.chunk); break;
+    case 4: CUCO_TRY((fit_threads<kern::all_reduce<T, CUCO_UNROLL_(4)>>(&l))); kern::all_reduce<T, CUCO_UNROLL_(4)><<<l.ctas, l.threads, 0, st>>>(d, inOff, outOff, count, l.chunk); break;
+    default: CUCO_TRY((fit_threads<kern::all_reduce<T, CUCO_UNROLL_(8)>>(&l))); kern::all_reduce<T, CUCO_UNROLL_(8)><<<l.ctas, l.threads, 0, st>>>(d, inOff, outOff, count, l.chunk); break;
   }
   CUCO_CUDA_TRY(cudaGetLastError());
   return 0;
@@ -197,10 +214,10 @@ inline int all_to_all(Symm& s, const void* src, size_t outOff, size_t rowBytes,
   CUCO_TRY(resolve_launch(s, Op::AllToAll, sendBytes, cfg, &l));
   SymmDev d = s.dev();
   switch (l.unroll) {
-    case 1: CUCO_TRY((fit_threads<kern::all_to_all<1>>(&l))); kern::all_to_all<1><<<l.ctas, l.threads, 0, st>>>(d, src, outOff, rowBytes, sendCounts, sendOffs, dstOffs, l.chunk); break;
-    case 2: CUCO_TRY((fit_threads<kern::all_to_all<2>>(&l))); kern::all_to_all<2><<<l.ctas, l.threads, 0, st>>>(d, src, outOff, rowBytes, sendCounts, sendOffs, dstOffs, l.chunk); break;
-    case 4: CUCO_TRY((fit_threads<kern::all_to_all<4>>(&l))); kern::all_to_all<4><<<l.ctas, l.threads, 0, st>>>(d, src, outOff, rowBytes, sendCounts, sendOffs, dstOffs, l.chunk); break;
-    default: CUCO_TRY((fit_threads<kern::all_to_all<8>>(&l))); kern::all_to_all<8><<<l.ctas, l.threads, 0, st>>>(d, src, outOff, rowBytes, sendCounts, sendOffs, dstOffs, l.chunk); break;
+    case 1: CUCO_TRY((fit_threads<kern::all_to_all<CUCO_UNROLL_(1)>>(&l))); kern::all_to_all<CUCO_UNROLL_(1)><<<l.ctas, l.threads, 0, st>>>(d, src, outOff, rowBytes, sendCounts, sendOffs, dstOffs, l.chunk); break;
+    case 2: CUCO_TRY((fit_threads<kern::all_to_all<CUCO_UNROLL_(2)>>(&l))); kern::all_to_all<CUCO_UNROLL_(2)><<<l.ctas, l.threads, 0, st>>>(d, src, outOff, rowBytes, sendCounts, sendOffs, dstOffs, l.chunk); break;
+    case 4: CUCO_TRY((fit_threads<kern::all_to_all<CUCO_UNROLL_(4)>>(&l))); kern::all_to_all<CUCO_UNROLL_(4)><<<l.ctas, l.threads, 0, st>>>(d, src, outOff, rowBytes, sendCounts, sendOffs, dstOffs, l.chunk); break;
+    default: CUCO_TRY((fit_threads<kern::all_to_all<CUCO_UNROLL_(8)>>(&l))); kern::all_to_all<CUCO_UNROLL_(8)><<<l.ctas, l.threads, 0, st>>>(d, src, outOff, rowBytes, sendCounts, sendOffs, dstOffs, l.chunk); break;
   }
   CUCO_CUDA_TRY(cudaGetLastError());
   return 0;
@@ -218,10 +235,10 @@ inline int put_signal(Symm& s, int peer, const void* src, size_t dstOff, size_t 
   CUCO_ARG_TRY(dstOff + bytes <= s.dataBytes, "out of window");
   SymmDev d = s.dev();
   switch (l.unroll) {
-    case 1: CUCO_TRY((fit_threads<kern::put_signal<1>>(&l))); kern::put_signal<1><<<l.ctas, l.threads, 0, st>>>(d, peer, src, dstOff, bytes, firstSlot, epoch); break;
-    case 2: CUCO_TRY((fit_threads<kern::put_signal<2>>(&l))); kern::put_signal<2><<<l.ctas, l.threads, 0, st>>>(d, peer, src, dstOff, bytes, firstSlot, epoch); break;
-    case 4: CUCO_TRY((fit_threads<kern::put_signal<4>>(&l))); kern::put_signal<4><<<l.ctas, l.threads, 0, st>>>(d, peer, src, dstOff, bytes, firstSlot, epoch); break;
-    default: CUCO_TRY((fit_threads<kern::put_signal<8>>(&l))); kern::put_signal<8><<<l.ctas, l.threads, 0, st>>>(d, peer, src, dstOff, bytes, firstSlot, epoch); break;
+    case 1: CUCO_TRY((fit_threads<kern::put_signal<CUCO_UNROLL_(1)>>(&l))); kern::put_signal<CUCO_UNROLL_(1)><<<l.ctas, l.threads, 0, st>>>(d, peer, src, dstOff, bytes, firstSlot, epoch); break;
+    case 2: CUCO_TRY((fit_threads<kern::put_signal<CUCO_UNROLL_(2)>>(&l))); kern::put_signal<CUCO_UNROLL_(2)><<<l.ctas, l.threads, 0, st>>>(d, peer, src, dstOff, bytes, firstSlot, epoch); break;
+    case 4: CUCO_TRY((fit_threads<kern::put_signal<CUCO_UNROLL_(4)>>(&l))); kern::put_signal<CUCO_UNROLL_(4)><<<l.ctas, l.threads, 0, st>>>(d, peer, src, dstOff, bytes, firstSlot, epoch); break;
+    default: CUCO_TRY((fit_threads<kern::put_signal<CUCO_UNROLL_(8)>>(&l))); kern::put_signal<CUCO_UNROLL_(8)><<<l.ctas, l.threads, 0, st>>>(d, peer, src, dstOff, bytes, firstSlot, epoch); break;
   }
   CUCO_CUDA_TRY(cudaGetLastError());
   return 0;
@@ -253,24 +270,24 @@ template <typename T> inline int effective_threads(Op op, int unroll, int want) 
   int m = -1;
   switch (op) {
     case Op::AllGather:
-      m = unroll == 1 ? kernel_max_threads<kern::all_gather<1>>() : unroll == 2 ? kernel_max_threads<kern::all_gather<2>>()
-        : unroll == 4 ? kernel_max_threads<kern::all_gather<4>>() : kernel_max_threads<kern::all_gather<8>>();
+      m = unroll == 1 ? kernel_max_threads<kern::all_gather<CUCO_UNROLL_(1)>>() : unroll == 2 ? kernel_max_threads<kern::all_gather<CUCO_UNROLL_(2)>>()
+        : unroll == 4 ? kernel_max_threads<kern::all_gather<CUCO_UNROLL_(4)>>() : kernel_max_threads<kern::all_gather<CUCO_UNROLL_(8)>>();
       break;
     case Op::ReduceScatter:
-      m = unroll == 1 ? kernel_max_threads<kern::reduce_scatter<T, 1>>() : unroll == 2 ? kernel_max_threads<kern::reduce_scatter<T, 2>>()
-        : unroll == 4 ? kernel_max_threads<kern::reduce_scatter<T, 4>>() : kernel_max_threads<kern::reduce_scatter<T, 8>>();
+      m = unroll == 1 ? kernel_max_threads<kern::reduce_scatter<T, CUCO_UNROLL_(1)>>() : unroll == 2 ? kernel_max_threads<kern::reduce_scatter<T, CUCO_UNROLL_(2)>>()
+        : unroll == 4 ? kernel_max_threads<kern::reduce_scatter<T, CUCO_UNROLL_(4)>>() : kernel_max_threads<kern::reduce_scatter<T, CUCO_UNROLL_(8)>>();
       break;
     case Op::AllReduce:
-      m = unroll == 1 ? kernel_max_threads<kern::all_reduce<T, 1>>() : unroll == 2 ? kernel_max_threads<kern::all_reduce<T, 2>>()
-        : unroll == 4 ? kernel_max_threads<kern::all_reduce<T, 4>>() : kernel_max_threads<kern::all_reduce<T, 8>>();
+      m = unroll == 1 ? kernel_max_threads<kern::all_reduce<T, CUCO_UNROLL_(1)>>() : unroll == 2 ? kernel_max_threads<kern::all_reduce<T, CUCO_UNROLL_(2)>>()
+        : unroll == 4 ? kernel_max_threads<kern::all_reduce<T, CUCO_UNROLL_(4)>>() : kernel_max_threads<kern::all_reduce<T, CUCO_UNROLL_(8)>>();
       break;
     case Op::AllToAll:
-      m = unroll == 1 ? kernel_max_threads<kern::all_to_all<1>>() : unroll == 2 ? kernel_max_threads<kern::all_to_all<2>>()
-        : unroll == 4 ? kernel_max_threads<kern::all_to_all<4>>() : kernel_max_threads<kern::all_to_all<8>>();
+      m = unroll == 1 ? kernel_max_threads<kern::all_to_all<CUCO_UNROLL_(1)>>() : unroll == 2 ? kernel_max_threads<kern::all_to_all<CUCO_UNROLL_(2)>>()
+        : unroll == 4 ? kernel_max_threads<kern::all_to_all<CUCO_UNROLL_(4)>>() : kernel_max_threads<kern::all_to_all<CUCO_UNROLL_(8)>>();
       break;
     case Op::Put:
-      m = unroll == 1 ? kernel_max_threads<kern::put_signal<1>>() : unroll == 2 ? kernel_max_threads<kern::put_signal<2>>()
-        : unroll == 4 ? kernel_max_threads<kern::put_signal<4>>() : kernel_max_threads<kern::put_signal<8>>();
+      m = unroll == 1 ? kernel_max_threads<kern::put_signal<CUCO_UNROLL_(1)>>() : unroll == 2 ? kernel_max_threads<kern::put_signal<CUCO_UNROLL_(2)>>()
+        : unroll == 4 ? kernel_max_threads<kern::put_signal<CUCO_UNROLL_(4)>>() : kernel_max_threads<kern::put_signal<CUCO_UNROLL_(8)>>();
       break;
   }
   if (m <= 0) return want;

@@ -24,18 +24,22 @@
 // (cuco::all_gather_ce: cudaMemcpyAsync into the peers' windows between two
 // one-CTA barriers) instead of CUCO_COMM_CTAS CTAs, leaving the SMs to the
 // computation that overlaps them.
-#include "cuco_device.cuh"
-
-#include <cstdio>
-#include <cstring>
-#include <vector>
-
 #define CUCO_COMM_CTAS 0          // cuco:knob 0 8 16 32 64 128
 #define CUCO_COMM_THREADS 512     // cuco:knob 256 512 1024
 #define CUCO_COMM_UNROLL 4        // cuco:knob 1 2 4 8
 #define CUCO_CHUNK_BYTES 0        // cuco:knob 0 65536 262144 1048576 4194304
 #define CUCO_P2P_CTAS 8           // cuco:knob 1 2 4 8 16 32
 #define CUCO_COPY_ENGINE 0        // cuco:knob 0 1
+
+// Only the kernels of this unroll are compiled (device/launch.cuh); a value
+// other than 1, 2, 4 or 8 runs as 4.
+#define CUCO_DEVICE_UNROLL_ONLY \
+  (CUCO_COMM_UNROLL == 1 || CUCO_COMM_UNROLL == 2 || CUCO_COMM_UNROLL == 8 ? CUCO_COMM_UNROLL : 4)
+#include "cuco_device.cuh"
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
 
 namespace cuco_tx {
 
@@ -458,12 +462,8 @@ inline ncclResult_t p2p_send(const P2pOp& op) {
     if (b->registered && b->symm.comm == op.comm) t.w[b->winIdx] = b->symm.win;
   SymmDevLite s{x->rank, x->nranks};
   int ctas = p2p_ctas(), threads = CUCO_COMM_THREADS;
-  switch (CUCO_COMM_UNROLL) {
-    case 1: send_kernel<1><<<ctas, threads, 0, op.stream>>>(t, x->ctrlWin, s, op.peer, seq, op.buf, op.bytes, x->error); break;
-    case 2: send_kernel<2><<<ctas, threads, 0, op.stream>>>(t, x->ctrlWin, s, op.peer, seq, op.buf, op.bytes, x->error); break;
-    case 8: send_kernel<8><<<ctas, threads, 0, op.stream>>>(t, x->ctrlWin, s, op.peer, seq, op.buf, op.bytes, x->error); break;
-    default: send_kernel<4><<<ctas, threads, 0, op.stream>>>(t, x->ctrlWin, s, op.peer, seq, op.buf, op.bytes, x->error); break;
-  }
+  send_kernel<CUCO_DEVICE_UNROLL_ONLY><<<ctas, threads, 0, op.stream>>>(t, x->ctrlWin, s, op.peer, seq, op.buf,
+                                                                      op.bytes, x->error);
   return cudaGetLastError() == cudaSuccess ? ncclSuccess : CUCO_TX_FAIL("send kernel launch failed");
 }
 
