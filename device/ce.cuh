@@ -14,13 +14,6 @@
 
 namespace cuco {
 
-namespace kern {
-// out[p] = where LSA peer p's window starts, as seen from this process.
-__global__ void lsa_bases(ncclWindow_t win, int nranks, void** out) {
-  for (int p = threadIdx.x; p < nranks; p += blockDim.x) out[p] = ncclGetLsaPointer(win, 0, p);
-}
-}  // namespace kern
-
 // Fills s.lsaBase once per window. Synchronizes a private stream the first
 // time (the kernel waits on nothing, so this cannot block on a peer).
 inline int lsa_peer_bases(Symm& s) {
@@ -67,13 +60,6 @@ inline int all_gather_ce(Symm& s, const void* src, size_t outOff, size_t bytes, 
     CUCO_CUDA_TRY(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, st));
   }
   CUCO_TRY(device_barrier(s, st));
-  return 0;
-}
-
-// Loads the copy-engine path's kernels (see load_kernels).
-inline int load_ce_kernels() {
-  CUCO_ARG_TRY(kernel_max_threads<kern::lsa_bases>() > 0 && kernel_max_threads<kern::barrier>() > 0,
-               "cannot load the copy-engine path's kernels");
   return 0;
 }
 

@@ -138,6 +138,10 @@ __global__ void wait_signal(SymmDev s, int src, int firstSlot, uint64_t epoch) {
   cuco::wait_signal(ncclCoopCta(), s, src, firstSlot + blockIdx.x, epoch);
 }
 __global__ void barrier(SymmDev s) { cuco::lsa_barrier(ncclCoopCta(), s, 0); }
+// out[p] = where LSA peer p's window starts, as seen from this process (ce.cuh).
+__global__ void lsa_bases(ncclWindow_t win, int nranks, void** out) {
+  for (int p = threadIdx.x; p < nranks; p += blockDim.x) out[p] = ncclGetLsaPointer(win, 0, p);
+}
 }  // namespace kern
 
 
@@ -304,7 +308,8 @@ template <typename T> inline int load_kernels() {
   const Op ops[] = {Op::AllGather, Op::ReduceScatter, Op::AllReduce, Op::AllToAll, Op::Put};
   for (Op op : ops)
     for (int u = 1; u <= 8; u *= 2) (void)effective_threads<T>(op, u, 1024);
-  CUCO_ARG_TRY(kernel_max_threads<kern::wait_signal>() > 0 && kernel_max_threads<kern::barrier>() > 0,
+  CUCO_ARG_TRY(kernel_max_threads<kern::wait_signal>() > 0 && kernel_max_threads<kern::barrier>() > 0 &&
+                   kernel_max_threads<kern::lsa_bases>() > 0,
                "cannot load the library kernels");
   return 0;
 }

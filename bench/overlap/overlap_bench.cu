@@ -191,7 +191,6 @@ static int run_rank(Arg* ag, Ctx& c) {
   CUCO_CUDA_TRY(cudaGetLastError());
   CUCO_CUDA_TRY(cudaStreamSynchronize(c.sa));
   CUCO_TRY(cuco::load_kernels<float>());
-  CUCO_TRY(cuco::load_ce_kernels());
   DIE(verify(c, false));
   DIE(verify(c, true));
   DIE(time_case(c, "gemm", true, 0));

@@ -110,23 +110,6 @@ for r in $(seq 1 "$ROUNDS"); do  # CE_ROUNDS=0: verification only
   done
 done
 
-python3 - "$DEST" > "$DEST/summary.json" <<'EOF'
-import glob, json, os, re, sys
-d = sys.argv[1]
-out = {}
-for f in sorted(glob.glob(os.path.join(d, "*-r[0-9]*.json")) + glob.glob(os.path.join(d, "*-verify.json"))):
-    m = re.match(r"([a-z_]+)-(.*)-(r\d+|verify)\.json$", os.path.basename(f))
-    try:
-        j = json.load(open(f))
-    except Exception as e:
-        out[os.path.basename(f)] = {"error": str(e)}
-        continue
-    met = j.get("metrics") or {}
-    out.setdefault(m.group(1), {}).setdefault(m.group(2), []).append(
-        {"run": m.group(3), "status": j.get("status"), "time_ms": j.get("time_ms"), "times_ms": j.get("times_ms"),
-         "compute_ms": met.get("compute_ms"), "comm_ms": met.get("comm_ms"),
-         "excerpt": None if j.get("status") == "ok" else (j.get("excerpt") or "")[:400]})
-json.dump(out, sys.stdout, indent=1)
-EOF
+scripts/eval-summary.py "$DEST" > "$DEST/summary.json"
 note "summary written"
 exit 0

@@ -203,7 +203,6 @@ inline ncclResult_t comm_setup(ncclComm_t c) {
   CUCO_TX_TRY(cuco::load_kernels<__half>());
   CUCO_TX_TRY(cuco::load_kernels<__nv_bfloat16>());
   CUCO_TX_TRY(cuco::load_kernels<int32_t>());
-  CUCO_TX_TRY(cuco::load_ce_kernels());
   return ncclSuccess;
 }
 

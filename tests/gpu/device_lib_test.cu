@@ -437,7 +437,6 @@ static int run_rank(Arg* a, Ctx& c) {
   CUCO_TRY(cuco::load_kernels<__half>());
   CUCO_TRY(cuco::load_kernels<__nv_bfloat16>());
   CUCO_TRY(cuco::load_kernels<int32_t>());
-  CUCO_TRY(cuco::load_ce_kernels());
   CUCO_TRY(test_dtype<float>(c));
   CUCO_TRY(test_dtype<__half>(c));
   CUCO_TRY(test_dtype<__nv_bfloat16>(c));
