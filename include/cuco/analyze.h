@@ -11,15 +11,15 @@
 #ifndef CUCO_ANALYZE_H
 #define CUCO_ANALYZE_H
 
-#include <stddef.h>
-#include <jansson.h>
 #include "cuco/buf.h"
 #include "cuco/err.h"
+#include <jansson.h>
+#include <stddef.h>
 
 enum cuco_tok_kind {
     CUCO_TOK_IDENT,
     CUCO_TOK_NUMBER,
-    CUCO_TOK_STRING,  /* "..." (with prefixes) and raw strings */
+    CUCO_TOK_STRING, /* "..." (with prefixes) and raw strings */
     CUCO_TOK_CHAR,
     CUCO_TOK_PUNCT,   /* operators and punctuation, incl. <<< and >>> */
     CUCO_TOK_PREPROC, /* a whole preprocessor line (continuations included) */
@@ -28,10 +28,10 @@ enum cuco_tok_kind {
 
 typedef struct cuco_tok {
     enum cuco_tok_kind kind;
-    size_t off;   /* byte offset of the first byte */
-    size_t len;   /* bytes */
-    int line;     /* 1-based */
-    int col;      /* 1-based, in bytes */
+    size_t off;              /* byte offset of the first byte */
+    size_t len;              /* bytes */
+    int line;                /* 1-based */
+    int col;                 /* 1-based, in bytes */
     size_t dir_off, dir_len; /* PREPROC only: the directive name ("define") */
 } cuco_tok;
 
@@ -43,7 +43,7 @@ typedef struct cuco_lex_diag {
 typedef struct cuco_lex {
     const char *src; /* borrowed: must outlive the lexer result */
     size_t src_len;
-    cuco_tok *toks;  /* owned */
+    cuco_tok *toks; /* owned */
     size_t ntoks;
     cuco_lex_diag *diags; /* owned */
     size_t ndiags;

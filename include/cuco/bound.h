@@ -74,31 +74,31 @@ typedef struct cuco_bound_timed {
 } cuco_bound_timed;
 
 typedef struct cuco_bound_rank {
-    int rank;          /* MPI rank of the process, or -1 */
+    int rank; /* MPI rank of the process, or -1 */
     long pid;
-    int device;        /* a process driving several GPUs gives one entry per device */
+    int device; /* a process driving several GPUs gives one entry per device */
     int n_kernels, n_copies;
-    double span_ms;    /* first start to last end on this device */
-    double compute_ms; /* union of computation kernels */
-    double comm_ms;    /* union of communication kernels and peer copies */
-    double copy_ms;    /* union of other memcpys / memsets (not in the bound) */
-    double overlap_ms; /* compute and comm at the same time (already overlapped) */
-    double busy_ms;    /* union of compute and comm */
-    double serial_ms;  /* compute + comm: the time with nothing overlapped */
-    double bound_ms;   /* max(compute, comm): the best overlap can do */
-    double ceiling;    /* serial / bound: the largest speedup overlap can give */
-    double wait_ms;    /* comm time spent waiting for slower peers (see docs) */
+    double span_ms;         /* first start to last end on this device */
+    double compute_ms;      /* union of computation kernels */
+    double comm_ms;         /* union of communication kernels and peer copies */
+    double copy_ms;         /* union of other memcpys / memsets (not in the bound) */
+    double overlap_ms;      /* compute and comm at the same time (already overlapped) */
+    double busy_ms;         /* union of compute and comm */
+    double serial_ms;       /* compute + comm: the time with nothing overlapped */
+    double bound_ms;        /* max(compute, comm): the best overlap can do */
+    double ceiling;         /* serial / bound: the largest speedup overlap can give */
+    double wait_ms;         /* comm time spent waiting for slower peers (see docs) */
     cuco_bound_kernel *top; /* by total time, largest first (owned) */
     size_t n_top;
-    int n_timed;       /* the program's timed intervals seen on this device */
+    int n_timed; /* the program's timed intervals seen on this device */
     cuco_bound_timed timed[CUCO_TIMED_KINDS]; /* per step, by kind (see docs/bound.md) */
 } cuco_bound_rank;
 
 typedef struct cuco_bound_timeline {
     cuco_bound_rank *ranks; /* owned, sorted by rank then device */
     size_t n_ranks;
-    int critical;      /* index of the critical (slowest) rank, -1 when none */
-    long dropped;      /* records CUPTI dropped */
+    int critical; /* index of the critical (slowest) rank, -1 when none */
+    long dropped; /* records CUPTI dropped */
     size_t n_files;
 } cuco_bound_timeline;
 
@@ -123,8 +123,8 @@ typedef enum cuco_bound_variant_kind {
  * has EVOLVE-BLOCKs only calls inside them change (the timed step lives
  * there; setup and verification stay intact). *out: caller frees;
  * *n_removed: calls replaced (0 is not an error). */
-int cuco_bound_variant(const char *text, const char *path, cuco_bound_variant_kind kind,
-                       char **out, int *n_removed, cuco_err *e);
+int cuco_bound_variant(const char *text, const char *path, cuco_bound_variant_kind kind, char **out,
+                       int *n_removed, cuco_err *e);
 /* Same, also replacing the calls an analysis of this text found
  * (cuco_analyze_paths(): its collectives' and launches' spans, for entries
  * whose file has path's base name and whose span starts with the call's
@@ -145,16 +145,16 @@ typedef enum cuco_audit_verdict {
 const char *cuco_audit_verdict_name(cuco_audit_verdict v);
 
 typedef struct cuco_audit_site {
-    char *file;  /* owned */
+    char *file; /* owned */
     int line;
-    char *text;  /* the success string literal (owned) */
+    char *text; /* the success string literal (owned) */
     cuco_audit_verdict verdict;
-    char *why;   /* explanation: the chain of conditions followed (owned) */
+    char *why; /* explanation: the chain of conditions followed (owned) */
 } cuco_audit_site;
 
 /* A host NCCL call that receives data, and whether anything reads it. */
 typedef struct cuco_audit_comm {
-    char *file;    /* owned */
+    char *file; /* owned */
     int line;
     char *call;    /* e.g. "ncclAllReduce" (owned) */
     char *buffer;  /* the receive argument as written (owned) */
@@ -165,12 +165,12 @@ typedef struct cuco_audit_comm {
 typedef struct cuco_audit {
     cuco_audit_site *sites; /* owned */
     size_t n_sites;
-    cuco_audit_comm *comm;  /* owned: every receiving NCCL call */
+    cuco_audit_comm *comm; /* owned: every receiving NCCL call */
     size_t n_comm;
     int comm_finding; /* 1: some received data is never read */
-    int finding;  /* 1: a success line is not decided by a comparison of results,
-                     no success line was found, or comm_finding */
-    char *summary; /* one line (owned) */
+    int finding;      /* 1: a success line is not decided by a comparison of results,
+                         no success line was found, or comm_finding */
+    char *summary;    /* one line (owned) */
 } cuco_audit;
 
 /* Static audit of a program: the success lines' verdicts, and whether the
@@ -186,19 +186,21 @@ void cuco_audit_free(cuco_audit *a);
 /* ---- the whole measurement ---- */
 
 typedef struct cuco_bound_opts {
-    const char *workspace;      /* bound.json and run folders go here (created) */
-    const char *injection_lib;  /* libcuco_timeline.so; NULL: found beside the cuco binary
-                                   or through CUCO_TIMELINE_LIB */
-    int skip_variants;          /* 1: no communication/computation-removed runs */
-    int static_only;            /* 1: audit only, run nothing */
-    int single_run;             /* 1: run the program once, with the timeline library
-                                   (its own figures then come from that run) */
-    int build_only;             /* 1: build (parts of) the program and its variants into
-                                   the workspace and stop; a later run reuses them */
-    unsigned build_parts;       /* with build_only: bit 0 program, 1 comm_removed,
-                                   2 compute_removed; 0 means all */
+    const char *workspace;     /* bound.json and run folders go here (created) */
+    const char *injection_lib; /* libcuco_timeline.so; NULL: found beside the cuco binary
+                                  or through CUCO_TIMELINE_LIB */
+    int skip_variants;         /* 1: no communication/computation-removed runs */
+    int static_only;           /* 1: audit only, run nothing */
+    int single_run;            /* 1: run the program once, with the timeline library
+                                  (its own figures then come from that run) */
+    int build_only;            /* 1: build (parts of) the program and its variants into
+                                  the workspace and stop; a later run reuses them */
+    unsigned build_parts;      /* with build_only: bit 0 program, 1 comm_removed,
+                                  2 compute_removed; 0 means all */
     void (*progress)(void *ctx, const char *line);
     void *progress_ctx;
+    int no_confine; /* 1: builds and runs unconfined (--no-confine); 0: confined
+                       (cuco/confine.h) unless CUCO_CONFINE=0 */
 } cuco_bound_opts;
 
 /* Runs the measurement on a workload (bench size) and writes

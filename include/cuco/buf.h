@@ -14,7 +14,10 @@ typedef struct cuco_buf {
     size_t cap;
 } cuco_buf;
 
-#define CUCO_BUF_INIT {NULL, 0, 0}
+#define CUCO_BUF_INIT                                                                              \
+    {                                                                                              \
+        NULL, 0, 0                                                                                 \
+    }
 
 int cuco_buf_reserve(cuco_buf *b, size_t extra);
 int cuco_buf_append(cuco_buf *b, const void *data, size_t n);
@@ -30,7 +33,7 @@ char *cuco_buf_detach(cuco_buf *b);
 const char *cuco_buf_str(const cuco_buf *b);
 
 /* Small string helpers. Returned strings are malloc'd: caller frees. */
-char *cuco_strdup(const char *s);            /* NULL-safe */
+char *cuco_strdup(const char *s); /* NULL-safe */
 char *cuco_strndup(const char *s, size_t n);
 char *cuco_sprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cuco_str_starts_with(const char *s, const char *prefix);

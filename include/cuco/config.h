@@ -34,9 +34,9 @@
 #ifndef CUCO_CONFIG_H
 #define CUCO_CONFIG_H
 
+#include "cuco/err.h"
 #include <stddef.h>
 #include <stdint.h>
-#include "cuco/err.h"
 
 typedef enum cuco_selection {
     CUCO_SEL_POWER_LAW = 0,
@@ -61,12 +61,12 @@ typedef struct cuco_evolve_config {
     int budget_generations;
     double budget_wall_s;
     double budget_usd;
-    char **mutators;  /* owned names */
-    double *weights;  /* owned */
+    char **mutators; /* owned names */
+    double *weights; /* owned */
     size_t n_mutators;
-    char **models;    /* owned LLM model specs */
+    char **models; /* owned LLM model specs */
     size_t n_models;
-    char *prices;     /* owned price overrides "model=in,out[,cached];...", or NULL */
+    char *prices; /* owned price overrides "model=in,out[,cached];...", or NULL */
     int meta_interval;
     int retime_rounds;
     int retime_per_generation;

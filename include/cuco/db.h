@@ -48,8 +48,8 @@
 #ifndef CUCO_DB_H
 #define CUCO_DB_H
 
-#include <stdint.h>
 #include "cuco/err.h"
+#include <stdint.h>
 
 #define CUCO_DB_SCHEMA_VERSION 6
 
@@ -96,8 +96,8 @@ typedef struct cuco_db_program {
     double score;   /* < 0 when none */
     double time_ms; /* < 0 when none */
     char *metrics_json, *error, *knobs_json;
-    double novelty;  /* highest similarity to an earlier program of the run */
-    int cached;      /* 1 when the result came from the evaluation cache */
+    double novelty; /* highest similarity to an earlier program of the run */
+    int cached;     /* 1 when the result came from the evaluation cache */
     double created_at;
 } cuco_db_program;
 void db_program_free(cuco_db_program *p);
@@ -109,8 +109,7 @@ int db_program_update(cuco_db *db, int64_t id, const char *status, double score,
                       const char *metrics_json, const char *error, int cached, cuco_err *e);
 /* Counts the run's programs that cost a real evaluation (finished, with
  * code, not cached, mutator not 'copy'/'migration'). */
-int db_run_evaluations(cuco_db *db, int64_t run_id, long *evaluations, long *cached,
-                       cuco_err *e);
+int db_run_evaluations(cuco_db *db, int64_t run_id, long *evaluations, long *cached, cuco_err *e);
 int db_program_get(cuco_db *db, int64_t id, cuco_db_program *p, cuco_err *e);
 /* Programs of a run in id order, optionally filtered by status (NULL: all).
  * *out malloc'd array (db_programs_free). */
@@ -139,8 +138,8 @@ typedef struct cuco_db_eval {
 void db_eval_free(cuco_db_eval *v);
 int db_eval_lookup(cuco_db *db, const char *workload, const char *code_hash, int *found,
                    cuco_db_eval *v, cuco_err *e);
-int db_eval_store(cuco_db *db, const char *workload, const char *code_hash,
-                  const cuco_db_eval *v, cuco_err *e);
+int db_eval_store(cuco_db *db, const char *workload, const char *code_hash, const cuco_db_eval *v,
+                  cuco_err *e);
 
 typedef struct cuco_db_llm_call {
     int64_t run_id, program_id; /* program_id 0: none */
@@ -167,8 +166,7 @@ int db_meta_insert(cuco_db *db, int64_t run_id, int generation, const char *text
 
 /* Marks the run's 'pending' programs (left by a crash); returns them in id
  * order so the engine can re-queue them (db_programs_free). */
-int db_programs_pending(cuco_db *db, int64_t run_id, cuco_db_program **out, size_t *n,
-                        cuco_err *e);
+int db_programs_pending(cuco_db *db, int64_t run_id, cuco_db_program **out, size_t *n, cuco_err *e);
 
 /* ---- timings and re-timings (schema version 5) --------------------------
  * A program's time_ms is the median of every timing of its code in the run:

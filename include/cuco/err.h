@@ -13,15 +13,15 @@
 
 enum cuco_errcode {
     CUCO_OK = 0,
-    CUCO_EINVAL = -1,   /* bad input: manifest, arguments, program text */
-    CUCO_EIO = -2,      /* file system or pipe failure */
-    CUCO_ENOMEM = -3,   /* allocation failed */
-    CUCO_ESYS = -4,     /* a system call failed (errno in the message) */
-    CUCO_ENOTFOUND = -5,/* a named thing does not exist */
-    CUCO_EBUSY = -6,    /* held by someone else (run lock, database) */
-    CUCO_EDB = -7,      /* SQLite error */
-    CUCO_ENET = -8,     /* network / HTTP error */
-    CUCO_EBUDGET = -9,  /* a budget would be exceeded */
+    CUCO_EINVAL = -1,        /* bad input: manifest, arguments, program text */
+    CUCO_EIO = -2,           /* file system or pipe failure */
+    CUCO_ENOMEM = -3,        /* allocation failed */
+    CUCO_ESYS = -4,          /* a system call failed (errno in the message) */
+    CUCO_ENOTFOUND = -5,     /* a named thing does not exist */
+    CUCO_EBUSY = -6,         /* held by someone else (run lock, database) */
+    CUCO_EDB = -7,           /* SQLite error */
+    CUCO_ENET = -8,          /* network / HTTP error */
+    CUCO_EBUDGET = -9,       /* a budget would be exceeded */
     CUCO_EUNSUPPORTED = -10, /* valid request this build or machine cannot do */
 };
 
@@ -32,11 +32,13 @@ typedef struct cuco_err {
     int line;   /* 1-based line in file, 0 when unknown */
 } cuco_err;
 
-#define CUCO_ERR_INIT {0, NULL, NULL, 0}
+#define CUCO_ERR_INIT                                                                              \
+    {                                                                                              \
+        0, NULL, NULL, 0                                                                           \
+    }
 
 /* Sets the error (replacing any previous one) and returns code. */
-int cuco_err_set(cuco_err *e, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+int cuco_err_set(cuco_err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Same, with the input file and line the error is about. */
 int cuco_err_set_at(cuco_err *e, int code, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));

@@ -36,8 +36,6 @@
 #ifndef CUCO_EVOLVE_H
 #define CUCO_EVOLVE_H
 
-#include <stddef.h>
-#include <stdint.h>
 #include "cuco/buf.h"
 #include "cuco/config.h"
 #include "cuco/db.h"
@@ -45,6 +43,8 @@
 #include "cuco/eval.h"
 #include "cuco/mutate.h"
 #include "cuco/workload.h"
+#include <stddef.h>
+#include <stdint.h>
 
 /* What an evaluator reports for one program. Strings owned by the outcome. */
 typedef struct cuco_eval_outcome {
@@ -63,15 +63,15 @@ typedef int (*cuco_evaluator_fn)(void *ctx, int slot, const char *text, cuco_eva
 
 typedef struct cuco_evolve_progress {
     int generation;
-    double best_speedup;  /* best score so far */
-    int ok, failed;       /* this generation's candidates */
-    long evaluations;     /* real evaluations so far (this run) */
-    long cached;          /* cache hits so far */
+    double best_speedup;     /* best score so far */
+    int ok, failed;          /* this generation's candidates */
+    long evaluations;        /* real evaluations so far (this run) */
+    long cached;             /* cache hits so far */
     double elapsed_s, eta_s; /* eta < 0 when unknown */
     double usd;
     int exploit;
-    long retimings;       /* re-timings of apparent improvements so far */
-    long retiming_runs;   /* evaluations they cost */
+    long retimings;     /* re-timings of apparent improvements so far */
+    long retiming_runs; /* evaluations they cost */
 } cuco_evolve_progress;
 
 typedef struct cuco_evolve_opts {
@@ -83,12 +83,12 @@ typedef struct cuco_evolve_opts {
      * evolve passes "NAME#DIGEST" with cuco_eval_inputs_digest(), so a
      * changed manifest, harness or header does not reuse old results. */
     const char *cache_scope;
-    const cuco_workload *workload;  /* optional, for the mutators */
-    const char *seed_text;          /* the frozen reference (the workload's seed) */
-    const char *init_text;          /* generation 0; NULL: seed_text */
+    const cuco_workload *workload; /* optional, for the mutators */
+    const char *seed_text;         /* the frozen reference (the workload's seed) */
+    const char *init_text;         /* generation 0; NULL: seed_text */
     cuco_evaluator_fn evaluate;
     void *eval_ctx;
-    int fresh;                      /* start a new run even if one can be resumed */
+    int fresh; /* start a new run even if one can be resumed */
     void (*progress)(void *ctx, const cuco_evolve_progress *p);
     void *progress_ctx;
     /* Optional mutator objects used instead of creating cfg->mutators by
@@ -104,8 +104,8 @@ typedef struct cuco_evolve_opts {
      * (cuco_llm_db_meta_rules). The latest text is kept in *meta_summary
      * when set (the engine replaces it; the caller frees the last one), which
      * mutators may read. */
-    int (*meta_fn)(void *ctx, int64_t run_id, int generation, const char *previous,
-                   cuco_buf *out, cuco_err *e);
+    int (*meta_fn)(void *ctx, int64_t run_id, int generation, const char *previous, cuco_buf *out,
+                   cuco_err *e);
     void *meta_ctx;
     char **meta_summary;
     /* Optional novelty judge, used when cfg->novelty_judge is set: a code edit
@@ -132,8 +132,8 @@ typedef struct cuco_evolve_result {
     int64_t best_id;
     double best_score, best_time_ms, baseline_ms;
     long evaluations, cached;
-    int generations;          /* last generation completed */
-    int crashed;              /* stopped by crash_after_pending */
+    int generations;                               /* last generation completed */
+    int crashed;                                   /* stopped by crash_after_pending */
     long retimings, retimings_held, retiming_runs; /* see retime_rounds in config.h */
     char stop_reason[64];
 } cuco_evolve_result;

@@ -2,8 +2,8 @@
 #ifndef CUCO_FS_H
 #define CUCO_FS_H
 
-#include <stddef.h>
 #include "cuco/err.h"
+#include <stddef.h>
 
 /* Reads a whole file; *out is malloc'd and NUL-terminated (caller frees). */
 int cuco_fs_read(const char *path, char **out, size_t *len, cuco_err *e);

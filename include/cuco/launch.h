@@ -22,26 +22,34 @@
 #ifndef CUCO_LAUNCH_H
 #define CUCO_LAUNCH_H
 
+#include "cuco/confine.h"
 #include "cuco/err.h"
 #include "cuco/proc.h"
 
 typedef struct cuco_launcher cuco_launcher; /* opaque */
 
 typedef struct cuco_launch_job {
-    const char *const *argv;     /* the program and its arguments, NULL-terminated */
-    int ranks;                   /* processes to start (>= 1) */
-    int mpi;                     /* 1: start through mpirun/srun; 0: run argv once, directly */
-    const char *const *mpi_args; /* extra mpirun flags (NULL-terminated) or NULL */
-    const char *cwd;             /* folder of the run; slurm: it must be on a file
-                                    system the compute nodes share, the job's
-                                    script and output files go there */
-    const char *const *env_set;  /* extra "NAME=VALUE" (NULL-terminated) or NULL */
-    double timeout_s;            /* of the run itself (queue time not counted); <= 0: none */
-    int gpu;                     /* 1: each rank needs a GPU */
-    int exclusive;               /* 1: wants the host to itself (a benchmark) */
-    const char *name;            /* a short label for job names and messages, or NULL */
+    const char *const *argv;         /* the program and its arguments, NULL-terminated */
+    int ranks;                       /* processes to start (>= 1) */
+    int mpi;                         /* 1: start through mpirun/srun; 0: run argv once, directly */
+    const char *const *mpi_args;     /* extra mpirun flags (NULL-terminated) or NULL */
+    const char *cwd;                 /* folder of the run; slurm: it must be on a file
+                                        system the compute nodes share, the job's
+                                        script and output files go there */
+    const char *const *env_set;      /* extra "NAME=VALUE" (NULL-terminated) or NULL */
+    double timeout_s;                /* of the run itself (queue time not counted); <= 0: none */
+    int gpu;                         /* 1: each rank needs a GPU */
+    int exclusive;                   /* 1: wants the host to itself (a benchmark) */
+    const char *name;                /* a short label for job names and messages, or NULL */
+    unsigned long long output_limit; /* local: > 0 stops a run that writes more than this
+                                        (cuco_proc_opts.output_limit); slurm: ignored (its
+                                        output files are capped by the file-size rlimit) */
     void (*progress)(void *ctx, const char *line); /* optional: retries, job ids */
     void *progress_ctx;
+    const struct cuco_confine *confine; /* NULL or not enabled: unconfined. local: the
+                                           whole mpirun runs confined (cuco/confine.h);
+                                           slurm: the batch script runs it through
+                                           `cuco confine-exec` (docs/launch.md) */
 } cuco_launch_job;
 
 typedef struct cuco_launch_result {

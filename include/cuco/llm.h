@@ -127,6 +127,16 @@ long cuco_llm_estimate_input_tokens(const cuco_llm_request *req);
 /* Upper estimate of a request's cost: estimated input at the input price plus
  * max_tokens at the output price. */
 double cuco_llm_estimate_cost(const cuco_llm_price *p, const cuco_llm_request *req);
+/* The most input tokens (billed, cached and cache-written together) a reply
+ * to req can claim: one a byte of its prompt, plus a million for whatever a
+ * provider adds (a sanity bound; the budget check is what keeps the cap). */
+long cuco_llm_max_input_tokens(const cuco_llm_request *req);
+/* The most output tokens a reply to req can claim: max_tokens with a margin
+ * of 10% + 64 for counts that differ from the limit's. */
+long cuco_llm_max_output_tokens(const cuco_llm_request *req);
+/* 0 when r's token counts are ones a reply to req can have (none negative,
+ * none above the two maxima); else CUCO_EINVAL with e saying which. */
+int cuco_llm_usage_check(const cuco_llm_request *req, const cuco_llm_response *r, cuco_err *e);
 
 /* ---- budget ----------------------------------------------------------- */
 
@@ -149,6 +159,9 @@ int cuco_llm_budget_reserve(cuco_llm_budget *b, double estimate_usd, cuco_err *e
 void cuco_llm_budget_commit(cuco_llm_budget *b, double estimate_usd, double cost_usd);
 /* What is left under the limit (infinity when unlimited). */
 double cuco_llm_budget_left(const cuco_llm_budget *b);
+/* 1 when replacing a reservation of estimate_usd by cost_usd keeps what was
+ * spent and reserved within the limit (always when there is none). */
+int cuco_llm_budget_fits(const cuco_llm_budget *b, double estimate_usd, double cost_usd);
 
 /* ---- client ----------------------------------------------------------- */
 
@@ -170,8 +183,9 @@ typedef struct cuco_llm_config {
 /* Fills the fields of cfg still at 0 from the environment:
  * CUCO_LLM_TIMEOUT_S, CUCO_LLM_RETRIES (0: none), CUCO_LLM_BACKOFF_S,
  * CUCO_LLM_BACKOFF_MAX_S, CUCO_LLM_PARALLEL. (Base URLs and key variables
- * are read by cuco_llm_client_new().) */
-void cuco_llm_config_from_env(cuco_llm_config *cfg);
+ * are read by cuco_llm_client_new().) A value that is not a number in range
+ * ("5m") is CUCO_EINVAL naming the variable. */
+int cuco_llm_config_from_env(cuco_llm_config *cfg, cuco_err *e);
 
 typedef struct cuco_llm_client cuco_llm_client;
 

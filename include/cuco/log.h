@@ -7,7 +7,8 @@ enum cuco_log_level { CUCO_LOG_ERROR = 0, CUCO_LOG_WARN, CUCO_LOG_INFO, CUCO_LOG
 
 void cuco_log_set_level(enum cuco_log_level level);
 enum cuco_log_level cuco_log_get_level(void);
-void cuco_log(enum cuco_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cuco_log(enum cuco_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 #define cuco_error(...) cuco_log(CUCO_LOG_ERROR, __VA_ARGS__)
 #define cuco_warn(...) cuco_log(CUCO_LOG_WARN, __VA_ARGS__)

@@ -2,7 +2,9 @@
  * the search uses, and the built-in mutators.
  *
  * A mutator proposes one child of a parent program. Built-in names:
- *   "knob"         the offline design-space mutator (default): moves the
+ *   "knob"         the offline design-space mutator (default): first the
+ *                  structured search of doe.h (screen, then refinement along
+ *                  the measured effects), then moves of the
  *                  "#define NAME VALUE // cuco:knob ..." knobs of the program
  *                  (one knob to a neighbouring value, one knob to any value,
  *                  several knobs, crossover of two parents' settings), picks
@@ -18,11 +20,11 @@
 #ifndef CUCO_MUTATE_H
 #define CUCO_MUTATE_H
 
-#include <stddef.h>
-#include <stdint.h>
 #include "cuco/db.h"
 #include "cuco/err.h"
 #include "cuco/workload.h"
+#include <stddef.h>
+#include <stdint.h>
 
 /* xoshiro256** seeded by splitmix64: deterministic for a given seed. */
 typedef struct cuco_rng {
@@ -30,22 +32,22 @@ typedef struct cuco_rng {
 } cuco_rng;
 void cuco_rng_seed(cuco_rng *r, uint64_t seed);
 uint64_t cuco_rng_next(cuco_rng *r);
-double cuco_rng_uniform(cuco_rng *r);          /* [0, 1) */
-size_t cuco_rng_below(cuco_rng *r, size_t n);  /* [0, n), n > 0 */
+double cuco_rng_uniform(cuco_rng *r);         /* [0, 1) */
+size_t cuco_rng_below(cuco_rng *r, size_t n); /* [0, n), n > 0 */
 
 typedef struct cuco_mutate_ctx {
-    const char *seed_text;               /* the generation-0 program (frozen reference) */
-    const cuco_workload *workload;       /* may be NULL (tests) */
+    const char *seed_text;         /* the generation-0 program (frozen reference) */
+    const cuco_workload *workload; /* may be NULL (tests) */
     const cuco_db_program *parent;
-    const cuco_db_program *second;       /* second parent or NULL */
-    const cuco_db_program *top;          /* the island's best programs */
+    const cuco_db_program *second; /* second parent or NULL */
+    const cuco_db_program *top;    /* the island's best programs */
     size_t n_top;
-    const cuco_db_program *failures;     /* recent failed children */
+    const cuco_db_program *failures; /* recent failed children */
     size_t n_failures;
-    cuco_db *db;                         /* the run's history */
+    cuco_db *db; /* the run's history */
     int64_t run_id;
     cuco_rng *rng;
-    int exploit;                         /* 0: explore phase, 1: exploit phase */
+    int exploit; /* 0: explore phase, 1: exploit phase */
 } cuco_mutate_ctx;
 
 typedef struct cuco_mutation {

@@ -17,13 +17,14 @@
  *    with a single block may also get a bare body). Markdown code fences
  *    (```) around the response are ignored.
  * Both results then go through the frozen guard (cuco_patch_guard), which
- * refuses any change outside the blocks.
+ * refuses any change outside the blocks and, through the block guard
+ * (block_guard.c), any block that could change what the frozen text means.
  */
 #ifndef CUCO_PATCH_H
 #define CUCO_PATCH_H
 
-#include <stddef.h>
 #include "cuco/err.h"
+#include <stddef.h>
 
 typedef struct cuco_sr_block {
     char *search;  /* owned */
@@ -43,8 +44,34 @@ int cuco_patch_apply_diff(const char *text, const char *response, char **out, cu
 /* Replaces the bodies of text's EVOLVE-BLOCKs with those in response. */
 int cuco_patch_apply_rewrite(const char *text, const char *response, char **out, cuco_err *e);
 
-/* 0 if cand changes nothing outside the blocks of seed; else CUCO_EINVAL
- * with "edit outside the EVOLVE-BLOCKs: ..." */
+/* 0 if cand changes nothing outside the blocks of seed and its blocks pass
+ * cuco_patch_guard_blocks (with no headers); else CUCO_EINVAL with "edit
+ * outside the EVOLVE-BLOCKs: ..." or "line N of the candidate, inside an
+ * EVOLVE-BLOCK: ..." and e->line set. */
 int cuco_patch_guard(const char *seed, const char *cand, cuco_err *e);
+
+/* The block guard: 0 when nothing inside cand's EVOLVE-BLOCKs can change what
+ * its frozen text means. CUCO_EINVAL, naming the line and the reason
+ * (e->line set), when a block
+ *  - #defines or #undefs an identifier of the frozen text (cand outside its
+ *    blocks, and frozen_extra: the workload's other sources and local
+ *    headers, or NULL), keywords included, unless the blocks of seed
+ *    #define it too (a knob the frozen code reads), or a reserved one
+ *    (__x, _X);
+ *  - has an #include other than those of seed's blocks, "cuco_device.cuh"
+ *    (a transformed program's blocks include it) and a list of C++ standard
+ *    headers (<cstdio>, <vector>, <thread>, ...), #line, a #pragma other
+ *    than loop and diagnostic ones
+ *    (push_macro, GCC optimize, redefine_extname, ...), an #if/#endif that
+ *    pairs with the frozen text, a comment, string or directive that runs
+ *    past the block's end, a trigraph or a '#' the guard cannot read;
+ *  - names CUCO_NONCE or environ, or uses constructor/destructor attributes
+ *    or init/fini sections (code outside the frozen flow);
+ *  - defines a function, or puts an asm label, on a name the frozen text
+ *    uses, unless the blocks of seed define that function too (the hooks
+ *    the frozen code calls). seed may be NULL (no such hooks or knobs).
+ * Macros named only inside the blocks (knobs) are allowed. */
+int cuco_patch_guard_blocks(const char *seed, const char *cand, const char *frozen_extra,
+                            cuco_err *e);
 
 #endif

@@ -14,9 +14,9 @@
 #ifndef CUCO_PROGRAM_H
 #define CUCO_PROGRAM_H
 
-#include <stddef.h>
 #include "cuco/err.h"
 #include "cuco/workload.h"
+#include <stddef.h>
 
 typedef struct cuco_block {
     size_t body_start; /* byte offset of the first byte after the START marker line */
@@ -35,10 +35,10 @@ int cuco_program_blocks(const char *text, cuco_block **blocks, size_t *n, cuco_e
 int cuco_program_check_frozen(const char *seed, const char *cand, cuco_err *e);
 
 typedef struct cuco_knob {
-    char *name;      /* macro name */
-    char *value;     /* current value text */
+    char *name;  /* macro name */
+    char *value; /* current value text */
     cuco_strlist choices;
-    int line;        /* 1-based */
+    int line;             /* 1-based */
     int value_in_choices; /* 0: the current value is not one of choices (kept, warned) */
 } cuco_knob;
 

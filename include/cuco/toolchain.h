@@ -9,19 +9,19 @@
 #include "cuco/err.h"
 
 typedef struct cuco_toolchain {
-    char *cuda_home;     /* e.g. /usr/local/cuda, or NULL */
-    char *nvcc;          /* path, or NULL */
-    char *nvcc_version;  /* "13.0", or NULL */
-    char *nccl_include;  /* folder holding nccl.h, or NULL */
-    char *nccl_lib;      /* folder holding libnccl.so.2, or NULL */
-    char *nccl_source;   /* "NCCL_HOME", "CUDA toolkit" or "system" */
-    int nccl_version;    /* NCCL_VERSION_CODE from nccl.h, e.g. 22809; 0 unknown */
-    int nccl_device_api; /* 1 if nccl_device.h is there */
-    int nccl_gin;        /* 1 if nccl_device/gin.h is there (GIN headers, >= 2.28.7) */
+    char *cuda_home;      /* e.g. /usr/local/cuda, or NULL */
+    char *nvcc;           /* path, or NULL */
+    char *nvcc_version;   /* "13.0", or NULL */
+    char *nccl_include;   /* folder holding nccl.h, or NULL */
+    char *nccl_lib;       /* folder holding libnccl.so.2, or NULL */
+    char *nccl_source;    /* "NCCL_HOME", "CUDA toolkit" or "system" */
+    int nccl_version;     /* NCCL_VERSION_CODE from nccl.h, e.g. 22809; 0 unknown */
+    int nccl_device_api;  /* 1 if nccl_device.h is there */
+    int nccl_gin;         /* 1 if nccl_device/gin.h is there (GIN headers, >= 2.28.7) */
     int nccl_lib_version; /* from the "NCCL version X.Y.Z" text in libnccl.so.2,
                              coded as nccl_version; 0 unknown */
-    char *mpicc;         /* path, or NULL */
-    char *mpirun;        /* path, or NULL */
+    char *mpicc;          /* path, or NULL */
+    char *mpirun;         /* path, or NULL */
 } cuco_toolchain;
 
 /* Detects; never fails for missing pieces (they stay NULL/0). Runs

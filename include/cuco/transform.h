@@ -19,9 +19,9 @@
 #ifndef CUCO_TRANSFORM_H
 #define CUCO_TRANSFORM_H
 
-#include <stddef.h>
 #include "cuco/err.h"
 #include "cuco/workload.h"
+#include <stddef.h>
 
 /* One line of a report: where (1-based line of the input; 0: none), a kind
  * ("rewrite", "symmetric", "setup", "teardown", "refused", "note", "error"),
@@ -63,8 +63,8 @@ void cuco_tx_result_free(cuco_tx_result *r);
  * device/'s symm_create reachable from the program). Problems are appended to
  * notes as kind "error" with their line; *passed is 1 when there is none.
  * Returns negative only on cuco's own failures. */
-int cuco_transform_check(const char *file_name, const char *text, int *passed,
-                         cuco_tx_notes *notes, cuco_err *e);
+int cuco_transform_check(const char *file_name, const char *text, int *passed, cuco_tx_notes *notes,
+                         cuco_err *e);
 
 /* The cuco_tx glue inserted into transformed programs (static text). */
 const char *cuco_transform_runtime(void);
@@ -78,10 +78,10 @@ typedef struct cuco_transform_opts {
 } cuco_transform_opts;
 
 typedef enum cuco_transform_outcome {
-    CUCO_TX_VERIFIED = 0,      /* built, ran, verified, timed; registered */
-    CUCO_TX_REFUSED = 1,       /* rules refused, static check failed, or it did not build/verify */
-    CUCO_TX_UNVERIFIED = 3,    /* built, not verified: no GPU on this machine (not registered) */
-    CUCO_TX_NOT_BUILT = 4,     /* --no-verify: static check passed, nothing built; registered pending */
+    CUCO_TX_VERIFIED = 0,   /* built, ran, verified, timed; registered */
+    CUCO_TX_REFUSED = 1,    /* rules refused, static check failed, or it did not build/verify */
+    CUCO_TX_UNVERIFIED = 3, /* built, not verified: no GPU on this machine (not registered) */
+    CUCO_TX_NOT_BUILT = 4, /* --no-verify: static check passed, nothing built; registered pending */
 } cuco_transform_outcome;
 
 /* Runs the fast path for w and writes WORKSPACE/gen_0/: PROGRAM (the evolve
@@ -93,5 +93,93 @@ typedef enum cuco_transform_outcome {
  * itself failed. */
 int cuco_transform_workload(const cuco_workload *w, const cuco_transform_opts *o,
                             cuco_transform_outcome *outcome, char **report_json, cuco_err *e);
+
+/* ---- schedule (a): early start, late wait --------------------------------
+ * The placement works on a small graph: the statements of one scope (a block,
+ * one iteration of a loop body, a function body) in program order, each with
+ * the buffer names it reads and writes and its stream, plus the pointer
+ * aliases known in the enclosing function. It is pure: the text rewriting
+ * (rules.c) builds the graph (cuco_sched_scan) and applies the result. */
+
+typedef enum cuco_sched_kind {
+    CUCO_SCHED_PLAIN,   /* host code without calls (declarations, arithmetic) */
+    CUCO_SCHED_WORK,    /* a kernel launch, a cuBLAS call, an async copy or memset */
+    CUCO_SCHED_COMM,    /* a communication call (NCCL, cuco_tx, MPI): the call itself too */
+    CUCO_SCHED_SYNC,    /* a host synchronisation, an event record/wait, a free */
+    CUCO_SCHED_EXIT,    /* return, break, continue, goto, throw, a case label */
+    CUCO_SCHED_UNKNOWN, /* a call the analysis cannot see into that may reach the buffers */
+} cuco_sched_kind;
+
+typedef struct cuco_sched_node {
+    cuco_sched_kind kind;
+    const char *stream;       /* the stream's text; NULL: unknown or none */
+    const char *const *reads; /* buffer names (any alias) */
+    size_t nreads;
+    const char *const *writes;
+    size_t nwrites;
+    int line;
+} cuco_sched_node;
+
+typedef struct cuco_sched_graph {
+    const cuco_sched_node *nodes; /* program order, one scope */
+    size_t n;
+    const char *const *alias_a; /* alias_a[i] and alias_b[i] name the same buffer */
+    const char *const *alias_b;
+    size_t naliases;
+} cuco_sched_graph;
+
+typedef struct cuco_sched_place {
+    size_t issue;       /* earliest legal start: before node issue (<= the call) */
+    size_t wait;        /* the wait goes before node wait; g->n: at the end of the scope */
+    size_t independent; /* work nodes between the call and the wait */
+    size_t same_stream; /* of which on the call's stream (or on an unknown stream) */
+    int knob_default;   /* 1 when same_stream > 0 */
+} cuco_sched_place;
+
+/* Places the start and the wait of the communication node g->nodes[call]: the
+ * wait goes before the first later node that touches (reads or writes) a
+ * buffer the call reads or writes, through the aliases, or that is a
+ * communication call, a synchronisation, an exit from the scope or a call the
+ * analysis cannot see into; none: at the end of the scope. The start may go
+ * right after the last earlier node that writes what the call reads, touches
+ * what it writes, or is one of those barriers. Returns CUCO_EINVAL when call
+ * is out of range or not a communication node. */
+int cuco_sched_place_call(const cuco_sched_graph *g, size_t call, cuco_sched_place *out);
+
+/* One edit of the text that the schedule asks for. */
+typedef struct cuco_sched_edit {
+    size_t off, len; /* bytes of the input replaced (len 0: an insertion) */
+    char *text;      /* owned */
+    size_t stmt_off; /* a byte of the statement the edit belongs to (for EVOLVE-BLOCK wrapping) */
+} cuco_sched_edit;
+
+typedef struct cuco_sched_plan {
+    cuco_sched_edit *edits; /* owned */
+    size_t nedits;
+    int applies; /* 1: the edits are there (stream argument, wait) */
+    int knob_default;
+    size_t independent, same_stream;
+    int wait_line;    /* the consumer's line, or the end of the scope's */
+    int consumer_end; /* 1: no consumer, the wait is at the end of the scope */
+    char *note;       /* owned: the report line (applies or why not) */
+    /* schedule (b), consumer_split_by_source (all-gathers only): the first
+     * consumer is a cuBLAS GEMM reading the gathered buffer; its call goes
+     * through cuco_tx::<gemm>_split(site, CUCO_SPLIT_<site>, ...) and the
+     * all-gather gets cuco_tx::split_site(site, CUCO_SPLIT_<site>) first. */
+    int split;        /* 1: the split's edits are among edits */
+    int split_line;   /* the GEMM's line */
+    char *split_note; /* owned: the split's report line (applies or why not); NULL: none */
+} cuco_sched_plan;
+
+/* Builds the scope graph of the communication call whose name starts at byte
+ * call_off of text (api: its NCCL name) and places it (knob macro name in
+ * the edits: CUCO_EARLY_<site>). editable(ctx, off) says whether an
+ * insertion at byte off is allowed (EVOLVE-BLOCKs). Fills *plan (free with
+ * cuco_sched_plan_free) even when the schedule does not apply (plan->note
+ * says why). Negative only on cuco's own failures. */
+int cuco_sched_scan(const char *text, size_t call_off, const char *api, int site,
+                    int (*editable)(void *ctx, size_t off), void *ctx, cuco_sched_plan *plan,
+                    cuco_err *e);
+void cuco_sched_plan_free(cuco_sched_plan *plan);
 
 #endif

@@ -41,6 +41,10 @@ void web_response_free(cuco_web_response *r);
 int web_handle(const char *db_path, const char *workspace, const char *method, const char *path,
                const cuco_web_param *params, size_t nparams, cuco_web_response *res);
 
+/* Fills res with a 400 JSON error that says why, for a request the server
+ * refuses before web_handle (a NUL byte in the query). */
+void web_bad_request(const char *why, cuco_web_response *res);
+
 typedef struct cuco_web_server cuco_web_server; /* opaque */
 
 typedef struct cuco_web_opts {

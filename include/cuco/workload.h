@@ -7,6 +7,9 @@
  *   gpu: false                     # optional (default true): needs a GPU to run
  *   sources: [main.c, util.h]      # required, relative to the folder
  *   evolve_file: main.c            # required, one of sources; holds EVOLVE-BLOCKs
+ *   expert: expert.c               # optional: the best hand-written variant of the
+ *                                  # evolve file (same frozen text), timed beside
+ *                                  # the seed by cuco run's confirm step
  *   build:
  *     command: [mpicc, -O2, -o, "{out}", "{evolve_file}", -lm]   # required argv
  *     output: cpu_demo             # required, binary name in the build folder
@@ -22,6 +25,9 @@
  *     args: [--n, "1024"]
  *     timeout_s: 300
  *     repeats: 3
+ *   result:
+ *     vouch: true                  # optional (default false): the frozen code vouches
+ *                                  # for each run (CUCO_VOUCH line, docs/workload.md)
  *   space:                         # optional: design-space dims for this workload
  *     backend: [lsa]
  *     placement: [separate_kernel, fused, dedicated_ctas]
@@ -37,8 +43,8 @@
 #ifndef CUCO_WORKLOAD_H
 #define CUCO_WORKLOAD_H
 
-#include <stddef.h>
 #include "cuco/err.h"
+#include <stddef.h>
 
 typedef struct cuco_strlist {
     char **items; /* owned */
@@ -71,6 +77,7 @@ typedef struct cuco_workload {
     int gpu;
     cuco_strlist sources;
     char *evolve_file;
+    char *expert; /* expert: path relative to dir, NULL when the manifest names none */
     cuco_strlist build_command;
     char *build_output;
     double build_timeout_s;
@@ -82,6 +89,7 @@ typedef struct cuco_workload {
     cuco_run_level bench;
     cuco_space_dim *space;
     size_t n_space;
+    int vouch; /* result.vouch: a run counts only when the frozen code vouches for it */
 } cuco_workload;
 
 /* Loads DIR/workload.yaml (or a path to a manifest file). Errors carry the
@@ -108,6 +116,12 @@ char *cuco_workload_placeholder(const cuco_workload *w, const struct cuco_toolch
                                 const char *name, int *known);
 /* 1 for the placeholders whose value comes from the toolchain. */
 int cuco_workload_placeholder_needs_toolchain(const char *name);
+/* Checks the placeholders of one manifest argument (build.command,
+ * run.mpirun_args, run.env values, verify.args, bench.args): every '{' opens
+ * a known placeholder closed by '}'; {mpi_compile_flags} and
+ * {mpi_link_flags} only as the whole of a list item (whole_item 1). 0 when
+ * it is so, else CUCO_EINVAL with e naming the offending text. */
+int cuco_workload_placeholder_check(const char *arg, int whole_item, cuco_err *e);
 
 /* 1 when path names a source file (.cu .cc .cpp .cxx .c), not a manifest. */
 int cuco_workload_is_program_path(const char *path);
@@ -120,9 +134,9 @@ int cuco_workload_is_program_path(const char *path);
  * and flags are split at spaces; argv[0..argc) are appended to the args.
  * Free with cuco_workload_free(). */
 typedef struct cuco_bare_program {
-    int ranks;           /* default 2 when <= 0 */
-    const char *args;    /* or NULL */
-    const char *flags;   /* extra nvcc flags, or NULL */
+    int ranks;         /* default 2 when <= 0 */
+    const char *args;  /* or NULL */
+    const char *flags; /* extra nvcc flags, or NULL */
     int argc;
     char **argv;
 } cuco_bare_program;

@@ -8,9 +8,9 @@
 #     faster than NVLink: the larger copy lasts about as long as the 2-rank
 #     gather over NVLink).
 #  2. 'cuco transform' of gemm_allgather, flash_attn_cp and plugin_allgather;
-#     each gen_0 with CUCO_COPY_ENGINE 1 (gemm_allgather also with its rows
-#     local first, and with 4 chunks) verified with 'cuco eval --level 2',
-#     then the seed, gen_0 and the variants timed, CE_ROUNDS interleaved
+#     each gen_0 with CUCO_COPY_ENGINE 1 verified with 'cuco eval --level 2'
+#     (gemm_allgather's expert program, expert.cu, beside them), then the
+#     seed, the expert, gen_0 and the variants timed, CE_ROUNDS interleaved
 #     rounds of 'cuco eval --repeats 2'.
 # CE_CTAS="8 16 32" adds overlap_bench runs with the SM gather on that many
 # CTAs (held to fewer SMs, the copy also runs nearer NVLink's rate).
@@ -77,15 +77,14 @@ add() {  # add NAME DIR LABEL [SETTINGS]
 }
 evalargs() {  # evalargs NAME PATH: the program and its frozen reference
   [ "$2" = - ] && return
+  case "$2" in */expert.cu) echo "$2"; return ;; esac  # the seed's frozen text
   printf '%s\n' "$2" --frozen-ref "$(ls "$WS/$1"/gen_0/*.cu | head -1)"
 }
 GA=workloads/gemm_allgather FA=workloads/flash_attn_cp PA=tests/data/transform/plugin_allgather
 JOBS+=("gemm_allgather $GA seed -" "flash_attn_cp $FA seed -")
 add gemm_allgather $GA gen_0
 add gemm_allgather $GA ce CUCO_COPY_ENGINE=1
-add gemm_allgather $GA lf CUCO_AG_LOCAL_FIRST=1
-add gemm_allgather $GA lf-ce CUCO_AG_LOCAL_FIRST=1,CUCO_COPY_ENGINE=1
-add gemm_allgather $GA lf-c4-ce CUCO_AG_LOCAL_FIRST=1,CUCO_AG_CHUNKS=4,CUCO_COPY_ENGINE=1
+JOBS+=("gemm_allgather $GA expert $GA/expert.cu")
 add flash_attn_cp $FA gen_0
 add flash_attn_cp $FA ce CUCO_COPY_ENGINE=1
 add plugin_allgather $PA ce CUCO_COPY_ENGINE=1

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/device.d/30-workloads-a.sh: on the 2-GPU machine, build and run the
-# gemm_allgather and kv_transfer workloads: the seed at verify and bench size,
-# one pipelined knob setting of each (and gemm_allgather's own rows first)
-# at verify and bench size, and a negative
+# gemm_allgather and kv_transfer workloads: the plain seed and the expert
+# program (expert.cu: the hand-written host pipeline) at verify and bench
+# size, and a negative
 # control of each (communication removed) that must fail verification.
 # Needs only nvcc, MPI and NCCL 2.28.9 (NCCL_HOME); logs go to $OUT/, with a
 # summary of the Verification and CUCO_RESULT lines in
@@ -25,11 +25,10 @@ nvidia-smi --query-gpu=index,name --format=csv,noheader 2>&1 | tee -a "$SUMMARY"
 # builds in parallel: they are independent and the machine has 16 cores
 build gemm_allgather "$GA" &
 build kv_transfer "$KV" &
-variant gemm_allgather_chunks4 "$GA" 's/^#define CUCO_AG_CHUNKS 1 /#define CUCO_AG_CHUNKS 4 /' &
-variant gemm_allgather_local_first "$GA" 's/^#define CUCO_AG_LOCAL_FIRST 0 /#define CUCO_AG_LOCAL_FIRST 1 /' &
-variant kv_transfer_every4 "$KV" 's/^#define CUCO_SEND_EVERY_LAYERS 0 /#define CUCO_SEND_EVERY_LAYERS 4 /' &
+build gemm_allgather_expert workloads/gemm_allgather/expert.cu &
+build kv_transfer_expert workloads/kv_transfer/expert.cu &
 # negative controls: the collectives never run, so verification must fail
-variant gemm_allgather_nocomm "$GA" 's/if (parts & PART_COMM)$/if (false)/' &
+variant gemm_allgather_nocomm "$GA" 's/if (parts & PART_COMM) {$/if (false) {/' &
 variant kv_transfer_nocomm "$KV" 's/if (parts & PART_TRANSFER)$/if (false)/' &
 wait
 note "builds done in $(( $(date +%s) - START )) s"
@@ -38,22 +37,19 @@ run gemm_allgather verify "${GA_VERIFY[@]}"
 run kv_transfer verify "${KV_VERIFY[@]}"
 run gemm_allgather bench "${GA_BENCH[@]}"
 run kv_transfer bench "${KV_BENCH[@]}"
-run gemm_allgather_chunks4 verify "${GA_VERIFY[@]}"
-run kv_transfer_every4 verify "${KV_VERIFY[@]}"
-run gemm_allgather_chunks4 bench "${GA_BENCH[@]}"
-run gemm_allgather_local_first verify "${GA_VERIFY[@]}"
-run gemm_allgather_local_first bench "${GA_BENCH[@]}"
-run kv_transfer_every4 bench "${KV_BENCH[@]}"
+run gemm_allgather_expert verify "${GA_VERIFY[@]}"
+run kv_transfer_expert verify "${KV_VERIFY[@]}"
+run gemm_allgather_expert bench "${GA_BENCH[@]}"
+run kv_transfer_expert bench "${KV_BENCH[@]}"
 run gemm_allgather_nocomm verify "${GA_VERIFY[@]}"
 run kv_transfer_nocomm verify "${KV_VERIFY[@]}"
 
 note "total $(( $(date +%s) - START )) s"
 rm -rf "$BUILD"
-# success means: the seeds and knob variants verified, the controls did not
+# success means: the seeds and the expert programs verified, the controls did not
 status=0
 for n in gemm_allgather-verify kv_transfer-verify gemm_allgather-bench kv_transfer-bench \
-         gemm_allgather_chunks4-verify kv_transfer_every4-verify \
-         gemm_allgather_local_first-verify; do
+         gemm_allgather_expert-verify kv_transfer_expert-verify; do
   grep -q '^Verification: PASS' "$OUT/$n.log" 2>/dev/null || { note "expected PASS: $n"; status=1; }
 done
 for n in gemm_allgather_nocomm-verify kv_transfer_nocomm-verify; do

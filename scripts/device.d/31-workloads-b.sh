@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/device.d/31-workloads-b.sh: on the 2-GPU machine, build and run the
 # flash_attn_cp and moe_dispatch_combine workloads: the seed at verify and
-# bench size (attention also non-causal), one pipelined knob setting of each,
-# and a negative control of each (communication removed) that must fail
+# bench size (attention also non-causal), the expert program of each
+# (expert.cu: the hand-written host pipeline), and a negative control of each (communication removed) that must fail
 # verification. Needs only nvcc, MPI and NCCL 2.28.9 (NCCL_HOME); logs go to
 # $OUT/, with a summary of the Verification and CUCO_RESULT lines in
 # $OUT/workloads-b-summary.txt. Runs from the repository root.
@@ -26,10 +26,10 @@ nvidia-smi --query-gpu=index,name --format=csv,noheader 2>&1 | tee -a "$SUMMARY"
 # builds in parallel: they are independent and the machine has 16 cores
 build flash_attn_cp "$FA" &
 build moe_dispatch_combine "$MOE" &
-variant flash_attn_cp_chunks4 "$FA" 's/^#define CUCO_KV_CHUNKS 1 /#define CUCO_KV_CHUNKS 4 /' &
-variant moe_dispatch_combine_chunks4 "$MOE" 's/^#define CUCO_EXPERT_CHUNKS 1 /#define CUCO_EXPERT_CHUNKS 4 /' &
+build flash_attn_cp_expert workloads/flash_attn_cp/expert.cu &
+build moe_dispatch_combine_expert workloads/moe_dispatch_combine/expert.cu &
 # negative controls: the collectives never run, so verification must fail
-variant flash_attn_cp_nocomm "$FA" 's/if (parts & PART_COMM)$/if (false)/' &
+variant flash_attn_cp_nocomm "$FA" 's/if (parts & PART_COMM) {$/if (false) {/' &
 variant moe_dispatch_combine_nocomm "$MOE" 's/if (parts & PART_COMM)$/if (false)/' &
 wait
 note "builds done in $(( $(date +%s) - START )) s"
@@ -39,22 +39,22 @@ run moe_dispatch_combine verify "${MOE_VERIFY[@]}"
 run flash_attn_cp bench "${FA_BENCH[@]}"
 run moe_dispatch_combine bench "${MOE_BENCH[@]}"
 run flash_attn_cp verify_nc "${FA_VERIFY_NC[@]}"
-run flash_attn_cp_chunks4 verify "${FA_VERIFY[@]}"
-run flash_attn_cp_chunks4 verify_nc "${FA_VERIFY_NC[@]}"
-run moe_dispatch_combine_chunks4 verify "${MOE_VERIFY[@]}"
+run flash_attn_cp_expert verify "${FA_VERIFY[@]}"
+run flash_attn_cp_expert verify_nc "${FA_VERIFY_NC[@]}"
+run moe_dispatch_combine_expert verify "${MOE_VERIFY[@]}"
 run flash_attn_cp_nocomm verify "${FA_VERIFY[@]}"
 run moe_dispatch_combine_nocomm verify "${MOE_VERIFY[@]}"
-run flash_attn_cp_chunks4 bench "${FA_BENCH[@]}"
-run moe_dispatch_combine_chunks4 bench "${MOE_BENCH[@]}"
+run flash_attn_cp_expert bench "${FA_BENCH[@]}"
+run moe_dispatch_combine_expert bench "${MOE_BENCH[@]}"
 run flash_attn_cp bench_nc "${FA_BENCH_NC[@]}"
 
 note "total $(( $(date +%s) - START )) s"
 rm -rf "$BUILD"
-# success means: the seeds and knob variants verified, the controls did not
+# success means: the seeds and the expert programs verified, the controls did not
 status=0
 for n in flash_attn_cp-verify moe_dispatch_combine-verify flash_attn_cp-bench \
-         moe_dispatch_combine-bench flash_attn_cp-verify_nc flash_attn_cp_chunks4-verify \
-         flash_attn_cp_chunks4-verify_nc moe_dispatch_combine_chunks4-verify; do
+         moe_dispatch_combine-bench flash_attn_cp-verify_nc flash_attn_cp_expert-verify \
+         flash_attn_cp_expert-verify_nc moe_dispatch_combine_expert-verify; do
   grep -q '^Verification: PASS' "$OUT/$n.log" 2>/dev/null || { note "expected PASS: $n"; status=1; }
 done
 for n in flash_attn_cp_nocomm-verify moe_dispatch_combine_nocomm-verify; do

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# scripts/device.d/84-knob-sweep.sh: what the overlap knobs of the transformed
-# programs reach, measured directly rather than through a search. For each
+# scripts/device.d/84-knob-sweep.sh: what the knobs of the transformed
+# programs reach, measured directly rather than through a search, beside the
+# workload's expert program (expert.cu, the hand-written host pipeline; the
+# seeds are plain and carry no overlap knobs). For each
 # workload in SWEEP_WORKLOADS, takes its transformed program (gen_0) from
 # SWEEP_GEN0_DIR/NAME.cu (default .devcarry/gen0, copied there from an
 # earlier session's workspace) or, when absent, from a fresh 'cuco
 # transform', writes one variant per setting listed below, builds every
 # variant in parallel ('cuco eval --level 1', shared build cache), then times
-# the seed, gen_0 and every variant with 'cuco eval --repeats SWEEP_REPEATS'
+# the seed, the expert program, gen_0 and every variant with 'cuco eval --repeats SWEEP_REPEATS'
 # one after the other, in SWEEP_ROUNDS interleaved rounds.
 # Writes $OUT/sweep/NAME-LABEL-rR.json and $OUT/sweep/summary.json.
 set -uo pipefail
@@ -26,13 +28,8 @@ note() { echo "$(date -u +%T) $*" | tee -a "$LOG"; }
 # settings per workload: "LABEL KNOB=VALUE[,KNOB=VALUE...]"
 settings() {
   case "$1" in
-    gemm_allgather) printf '%s\n' "c2 CUCO_AG_CHUNKS=2" "c4 CUCO_AG_CHUNKS=4" "lf CUCO_AG_LOCAL_FIRST=1" \
-                      "lf-c4 CUCO_AG_LOCAL_FIRST=1,CUCO_AG_CHUNKS=4" ;;
-    kv_transfer) printf '%s\n' "e1 CUCO_SEND_EVERY_LAYERS=1" "e2 CUCO_SEND_EVERY_LAYERS=2" \
-                   "e4 CUCO_SEND_EVERY_LAYERS=4" \
-                   "e4-p16 CUCO_SEND_EVERY_LAYERS=4,CUCO_P2P_CTAS=16" ;;
-    moe_dispatch_combine) printf '%s\n' "x2 CUCO_EXPERT_CHUNKS=2" "x4 CUCO_EXPERT_CHUNKS=4" ;;
-    flash_attn_cp) printf '%s\n' "k2 CUCO_KV_CHUNKS=2" "k4 CUCO_KV_CHUNKS=4" ;;
+    gemm_allgather | flash_attn_cp) printf '%s\n' "ce CUCO_COPY_ENGINE=1" ;;
+    kv_transfer) printf '%s\n' "p16 CUCO_P2P_CTAS=16" ;;
   esac
 }
 
@@ -51,7 +48,7 @@ for w in $WORKLOADS; do
   fi
   mkdir -p "$WORK/$w"
   cp "$g" "$WORK/$w/gen_0.cu"
-  JOBS+=("$w seed -" "$w gen_0 $WORK/$w/gen_0.cu")
+  JOBS+=("$w seed -" "$w expert workloads/$w/expert.cu" "$w gen_0 $WORK/$w/gen_0.cu")
   while read -r label sets; do
     [ -n "$label" ] || continue
     knob_variant "$g" "$WORK/$w/$label.cu" "$sets" && JOBS+=("$w $label $WORK/$w/$label.cu")

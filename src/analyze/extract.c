@@ -87,8 +87,8 @@ static json_t *span_json(const struct src_file *F, size_t a, size_t b)
     int el, ec;
     end_pos(F, tb, &el, &ec);
     return json_pack("{s:I,s:I,s:i,s:i,s:i,s:i}", "start", (json_int_t)ta->off, "end",
-                     (json_int_t)(tb->off + tb->len), "line", ta->line, "col", ta->col, "end_line", el,
-                     "end_col", ec);
+                     (json_int_t)(tb->off + tb->len), "line", ta->line, "col", ta->col, "end_line",
+                     el, "end_col", ec);
 }
 
 /* Index of the token closing the group opened at k ((, [, {), or nsig. */
@@ -133,7 +133,8 @@ struct arg_range {
 };
 
 /* Splits the arguments between open (a '(' or '<<<') and close. */
-static size_t split_args(const struct src_file *F, size_t open, size_t close, struct arg_range **out)
+static size_t split_args(const struct src_file *F, size_t open, size_t close,
+                         struct arg_range **out)
 {
     size_t n = 0, cap = 4;
     struct arg_range *v = malloc(cap * sizeof *v);
@@ -170,10 +171,11 @@ static size_t split_args(const struct src_file *F, size_t open, size_t close, st
 
 static int is_type_word(const char *s)
 {
-    static const char *const words[] = {"const", "volatile", "void", "char", "short", "int", "long", "float",
-                                        "double", "unsigned", "signed", "struct", "size_t", "half", "__half",
-                                        "__nv_bfloat16", "uint8_t", "int8_t", "uint16_t", "int16_t", "uint32_t",
-                                        "int32_t", "uint64_t", "int64_t", "bool", "auto", NULL};
+    static const char *const words[] = {
+        "const",   "volatile",      "void",     "char",   "short",    "int",     "long",
+        "float",   "double",        "unsigned", "signed", "struct",   "size_t",  "half",
+        "__half",  "__nv_bfloat16", "uint8_t",  "int8_t", "uint16_t", "int16_t", "uint32_t",
+        "int32_t", "uint64_t",      "int64_t",  "bool",   "auto",     NULL};
     for (int i = 0; words[i]; i++)
         if (!strcmp(s, words[i]))
             return 1;
@@ -233,8 +235,8 @@ static char *resolve_base(const struct src_file *F, size_t a, size_t b)
             int typeish = c < b;
             for (size_t k = i + 1; typeish && k < c; k++) {
                 const cuco_tok *t = T(F, k);
-                if (!(t->kind == CUCO_TOK_IDENT || tis(F, k, "*") || tis(F, k, "::") || tis(F, k, "<") ||
-                      tis(F, k, ">") || tis(F, k, "&") || tis(F, k, ",")))
+                if (!(t->kind == CUCO_TOK_IDENT || tis(F, k, "*") || tis(F, k, "::") ||
+                      tis(F, k, "<") || tis(F, k, ">") || tis(F, k, "&") || tis(F, k, ",")))
                     typeish = 0;
             }
             /* A cast "(T*)x" needs a pointer star or a type word inside. */
@@ -289,7 +291,8 @@ static char *resolve_base(const struct src_file *F, size_t a, size_t b)
             k = c + 1;
             subscripts++;
         }
-        if (!(k + 1 <= b && (tis(F, k, ".") || tis(F, k, "->") || tis(F, k, "::")) && tident(F, k + 1)))
+        if (!(k + 1 <= b && (tis(F, k, ".") || tis(F, k, "->") || tis(F, k, "::")) &&
+              tident(F, k + 1)))
             break;
         if (k + 2 <= b && tis(F, k + 2, "(") && !tis(F, k, "::"))
             break;
@@ -331,15 +334,39 @@ struct api {
 };
 
 static const struct api apis[] = {
-    {"ncclAllReduce", API_COLL, "all_reduce", {"sendbuff", "recvbuff", "count", "datatype", "op", "comm", "stream"}},
-    {"ncclBroadcast", API_COLL, "broadcast", {"sendbuff", "recvbuff", "count", "datatype", "root", "comm", "stream"}},
+    {"ncclAllReduce",
+     API_COLL,
+     "all_reduce",
+     {"sendbuff", "recvbuff", "count", "datatype", "op", "comm", "stream"}},
+    {"ncclBroadcast",
+     API_COLL,
+     "broadcast",
+     {"sendbuff", "recvbuff", "count", "datatype", "root", "comm", "stream"}},
     {"ncclBcast", API_COLL, "broadcast", {"buff", "count", "datatype", "root", "comm", "stream"}},
-    {"ncclReduce", API_COLL, "reduce", {"sendbuff", "recvbuff", "count", "datatype", "op", "root", "comm", "stream"}},
-    {"ncclAllGather", API_COLL, "all_gather", {"sendbuff", "recvbuff", "count", "datatype", "comm", "stream"}},
-    {"ncclReduceScatter", API_COLL, "reduce_scatter", {"sendbuff", "recvbuff", "count", "datatype", "op", "comm", "stream"}},
-    {"ncclAlltoAll", API_COLL, "all_to_all", {"sendbuff", "recvbuff", "count", "datatype", "comm", "stream"}},
-    {"ncclGather", API_COLL, "gather", {"sendbuff", "recvbuff", "count", "datatype", "root", "comm", "stream"}},
-    {"ncclScatter", API_COLL, "scatter", {"sendbuff", "recvbuff", "count", "datatype", "root", "comm", "stream"}},
+    {"ncclReduce",
+     API_COLL,
+     "reduce",
+     {"sendbuff", "recvbuff", "count", "datatype", "op", "root", "comm", "stream"}},
+    {"ncclAllGather",
+     API_COLL,
+     "all_gather",
+     {"sendbuff", "recvbuff", "count", "datatype", "comm", "stream"}},
+    {"ncclReduceScatter",
+     API_COLL,
+     "reduce_scatter",
+     {"sendbuff", "recvbuff", "count", "datatype", "op", "comm", "stream"}},
+    {"ncclAlltoAll",
+     API_COLL,
+     "all_to_all",
+     {"sendbuff", "recvbuff", "count", "datatype", "comm", "stream"}},
+    {"ncclGather",
+     API_COLL,
+     "gather",
+     {"sendbuff", "recvbuff", "count", "datatype", "root", "comm", "stream"}},
+    {"ncclScatter",
+     API_COLL,
+     "scatter",
+     {"sendbuff", "recvbuff", "count", "datatype", "root", "comm", "stream"}},
     {"ncclSend", API_P2P, "send", {"sendbuff", "count", "datatype", "peer", "comm", "stream"}},
     {"ncclRecv", API_P2P, "recv", {"recvbuff", "count", "datatype", "peer", "comm", "stream"}},
     {"ncclGroupStart", API_GROUP_START, "group_start", {NULL}},
@@ -378,30 +405,43 @@ static const struct api apis[] = {
     {"cudaMemcpyAsync", API_MEMCPY, "memcpy", {"dst", "src", "size", "kind", "stream"}},
     {"cudaMemset", API_MEMCPY, "memset", {"dst", "value", "size"}},
     {"cudaMemsetAsync", API_MEMCPY, "memset", {"dst", "value", "size", "stream"}},
-    {"cudaMemcpyPeerAsync", API_MEMCPY, "memcpy", {"dst", "dstDevice", "src", "srcDevice", "size", "stream"}},
+    {"cudaMemcpyPeerAsync",
+     API_MEMCPY,
+     "memcpy",
+     {"dst", "dstDevice", "src", "srcDevice", "size", "stream"}},
     {"cublasSetStream", API_CUBLAS_STREAM, "cublas_set_stream", {"handle", "stream"}},
-    {"cublasGemmEx", API_COMPUTE, "gemm",
-     {"handle", "transa", "transb", "m", "n", "k", "alpha", "A", "Atype", "lda", "B", "Btype", "ldb", "beta", "C",
-      "Ctype", "ldc", "computeType", "algo"}},
-    {"cublasLtMatmul", API_COMPUTE, "gemm",
-     {"handle", "desc", "alpha", "A", "Adesc", "B", "Bdesc", "beta", "C", "Cdesc", "D", "Ddesc", "algo",
-      "workspace", "workspaceSize", "stream"}},
+    {"cublasGemmEx",
+     API_COMPUTE,
+     "gemm",
+     {"handle", "transa", "transb", "m", "n", "k", "alpha", "A", "Atype", "lda", "B", "Btype",
+      "ldb", "beta", "C", "Ctype", "ldc", "computeType", "algo"}},
+    {"cublasLtMatmul",
+     API_COMPUTE,
+     "gemm",
+     {"handle", "desc", "alpha", "A", "Adesc", "B", "Bdesc", "beta", "C", "Cdesc", "D", "Ddesc",
+      "algo", "workspace", "workspaceSize", "stream"}},
     {"cudaLaunchKernel", API_LAUNCH, "launch", {"func", "grid", "block", "args", "smem", "stream"}},
-    {"cudaLaunchCooperativeKernel", API_LAUNCH, "launch", {"func", "grid", "block", "args", "smem", "stream"}},
+    {"cudaLaunchCooperativeKernel",
+     API_LAUNCH,
+     "launch",
+     {"func", "grid", "block", "args", "smem", "stream"}},
     {NULL, API_COLL, NULL, {NULL}},
 };
 
 /* cublas<t>gemm, cublas<t>gemmBatched, cublas<t>gemmStridedBatched ... */
-static const struct api cublas_gemm = {
-    "cublas?gemm", API_COMPUTE, "gemm",
-    {"handle", "transa", "transb", "m", "n", "k", "alpha", "A", "lda", "B", "ldb", "beta", "C", "ldc"}};
+static const struct api cublas_gemm = {"cublas?gemm",
+                                       API_COMPUTE,
+                                       "gemm",
+                                       {"handle", "transa", "transb", "m", "n", "k", "alpha", "A",
+                                        "lda", "B", "ldb", "beta", "C", "ldc"}};
 
 static const struct api *find_api(const char *name)
 {
     for (int i = 0; apis[i].name; i++)
         if (!strcmp(apis[i].name, name))
             return &apis[i];
-    if (!strncmp(name, "cublas", 6) && strstr(name, "gemm") && !strstr(name, "Ex") && !strstr(name, "Lt"))
+    if (!strncmp(name, "cublas", 6) && strstr(name, "gemm") && !strstr(name, "Ex") &&
+        !strstr(name, "Lt"))
         return &cublas_gemm;
     return NULL;
 }
@@ -445,8 +485,8 @@ struct pending_wait {
 };
 
 struct analysis {
-    json_t *root, *files, *communicators, *collectives, *groups, *comm_calls, *allocations, *launches,
-        *streams, *events, *syncs, *memcpys, *macros, *nodes, *edges, *notes;
+    json_t *root, *files, *communicators, *collectives, *groups, *comm_calls, *allocations,
+        *launches, *streams, *events, *syncs, *memcpys, *macros, *nodes, *edges, *notes;
     struct kernel_sig *kernels;
     size_t nkernels;
     struct node *graph;
@@ -456,10 +496,11 @@ struct analysis {
     struct pending_wait *waits;
     size_t nwaits;
     json_t *cublas_streams; /* handle -> stream text */
-    json_t *call_sites;     /* callee -> [{file, line, function, loop}] for calls of non-API functions */
-    json_t *aliases;        /* function -> [[name, name]]: pointer assignments and swaps in it */
-    json_t *params;         /* function -> [parameter names], from its definition */
-    json_t *calls;          /* [{callee, function, file, line, before, args: [base|null], texts}] */
+    json_t
+        *call_sites; /* callee -> [{file, line, function, loop}] for calls of non-API functions */
+    json_t *aliases; /* function -> [[name, name]]: pointer assignments and swaps in it */
+    json_t *params;  /* function -> [parameter names], from its definition */
+    json_t *calls;   /* [{callee, function, file, line, before, args: [base|null], texts}] */
     long group_id;
 };
 
@@ -472,15 +513,16 @@ static void note(struct analysis *A, const char *file, int line, const char *fmt
     va_start(ap, fmt);
     cuco_buf_vprintf(&b, fmt, ap);
     va_end(ap);
-    json_array_append_new(A->notes, json_pack("{s:s,s:i,s:s}", "file", file, "line", line, "message",
-                                              cuco_buf_str(&b)));
+    json_array_append_new(A->notes, json_pack("{s:s,s:i,s:s}", "file", file, "line", line,
+                                              "message", cuco_buf_str(&b)));
     cuco_buf_free(&b);
 }
 
 static char *norm_stream(const char *text)
 {
-    if (!text || !*text || !strcmp(text, "0") || !strcmp(text, "nullptr") || !strcmp(text, "NULL") ||
-        !strcmp(text, "cudaStreamDefault") || !strcmp(text, "cudaStreamLegacy") || !strcmp(text, "(cudaStream_t)0"))
+    if (!text || !*text || !strcmp(text, "0") || !strcmp(text, "nullptr") ||
+        !strcmp(text, "NULL") || !strcmp(text, "cudaStreamDefault") ||
+        !strcmp(text, "cudaStreamLegacy") || !strcmp(text, "(cudaStream_t)0"))
         return cuco_strdup("default");
     return cuco_strdup(text);
 }
@@ -618,8 +660,8 @@ static size_t stmt_end(const struct src_file *F, size_t from)
 }
 
 /* The generic record of a call: api, file, spans, function, loop, args. */
-static json_t *call_record(struct scan *S, const char *api, size_t name_tok, size_t open, size_t close,
-                           struct arg_range *args, size_t nargs)
+static json_t *call_record(struct scan *S, const char *api, size_t name_tok, size_t open,
+                           size_t close, struct arg_range *args, size_t nargs)
 {
     const struct src_file *F = S->F;
     size_t ss = full_stmt_start(F, name_tok);
@@ -646,14 +688,15 @@ static json_t *call_record(struct scan *S, const char *api, size_t name_tok, siz
         wrapper = json_string(w);
         free(w);
     }
-    return json_pack("{s:s,s:s,s:i,s:i,s:o,s:o,s:o,s:o,s:o,s:o}", "api", api, "file", F->path, "line",
-                     T(F, name_tok)->line, "col", T(F, name_tok)->col, "span", span_json(F, name_tok, close),
-                     "statement", span_json(F, ss, se), "function", fn ? json_string(fn) : json_null(), "loop",
-                     loop_json(cur_loop(S)), "wrapper", wrapper, "args", jargs);
+    return json_pack("{s:s,s:s,s:i,s:i,s:o,s:o,s:o,s:o,s:o,s:o}", "api", api, "file", F->path,
+                     "line", T(F, name_tok)->line, "col", T(F, name_tok)->col, "span",
+                     span_json(F, name_tok, close), "statement", span_json(F, ss, se), "function",
+                     fn ? json_string(fn) : json_null(), "loop", loop_json(cur_loop(S)), "wrapper",
+                     wrapper, "args", jargs);
 }
 
-static void add_fields(const struct src_file *F, json_t *rec, const struct api *a, struct arg_range *args,
-                       size_t nargs)
+static void add_fields(const struct src_file *F, json_t *rec, const struct api *a,
+                       struct arg_range *args, size_t nargs)
 {
     json_t *fields = json_object();
     for (size_t i = 0; i < nargs && i < 20 && a->fields[i]; i++) {
@@ -696,8 +739,8 @@ static int str_list_add(char ***v, size_t *n, const char *s)
 }
 
 /* Adds a graph node; returns its id. Edges are computed at the end. */
-static long add_node(struct scan *S, json_t *rec, const char *kind, const char *label, const char *stream,
-                     struct node *proto)
+static long add_node(struct scan *S, json_t *rec, const char *kind, const char *label,
+                     const char *stream, struct node *proto)
 {
     struct analysis *A = S->A;
     struct node *g = realloc(A->graph, (A->ngraph + 1) * sizeof *g);
@@ -717,17 +760,19 @@ static long add_node(struct scan *S, json_t *rec, const char *kind, const char *
         json_array_append_new(jr, json_string(n->reads[i]));
     for (size_t i = 0; i < n->nwrites; i++)
         json_array_append_new(jw, json_string(n->writes[i]));
-    json_array_append_new(A->nodes,
-                          json_pack("{s:i,s:s,s:s,s:s,s:i,s:s,s:s,s:o,s:o}", "id", (int)id, "kind", kind, "label",
-                                    label, "file", S->F->path, "line", (int)json_integer_value(json_object_get(rec, "line")),
-                                    "function", n->function, "stream", n->stream, "reads", jr, "writes", jw));
+    json_array_append_new(
+        A->nodes, json_pack("{s:i,s:s,s:s,s:s,s:i,s:s,s:s,s:o,s:o}", "id", (int)id, "kind", kind,
+                            "label", label, "file", S->F->path, "line",
+                            (int)json_integer_value(json_object_get(rec, "line")), "function",
+                            n->function, "stream", n->stream, "reads", jr, "writes", jw));
     json_object_set_new(rec, "node", json_integer(id));
     /* Streams that waited on an event: the event's node precedes this one. */
     for (size_t i = 0; i < A->nwaits; i++) {
         struct pending_wait *w = &A->waits[i];
         if (w->node >= 0 && !strcmp(w->stream, n->stream) && !strcmp(w->function, n->function)) {
-            json_array_append_new(A->edges, json_pack("{s:i,s:i,s:s,s:s}", "from", (int)w->node, "to", (int)id,
-                                                      "kind", "event", "via", n->stream));
+            json_array_append_new(A->edges,
+                                  json_pack("{s:i,s:i,s:s,s:s}", "from", (int)w->node, "to",
+                                            (int)id, "kind", "event", "via", n->stream));
             w->node = -1;
         }
     }
@@ -743,7 +788,9 @@ static void handle_group_end(struct scan *S, size_t name_tok, size_t close)
     if (--S->group_depth > 0)
         return;
     json_t *g = S->group;
-    json_object_set_new(g, "end", span_json(S->F, full_stmt_start(S->F, name_tok), stmt_end(S->F, full_stmt_start(S->F, name_tok))));
+    json_object_set_new(g, "end",
+                        span_json(S->F, full_stmt_start(S->F, name_tok),
+                                  stmt_end(S->F, full_stmt_start(S->F, name_tok))));
     size_t nsend = 0, nrecv = 0, ncoll = 0, in_loop = 0;
     json_t *peers = json_object();
     json_t *members = json_object_get(g, "members");
@@ -792,8 +839,8 @@ static void handle_group_end(struct scan *S, size_t name_tok, size_t close)
     S->group = NULL;
 }
 
-static void handle_call(struct scan *S, const struct api *a, const char *name, size_t k, size_t open,
-                        size_t close)
+static void handle_call(struct scan *S, const struct api *a, const char *name, size_t k,
+                        size_t open, size_t close)
 {
     struct src_file *F = S->F;
     struct analysis *A = S->A;
@@ -850,7 +897,8 @@ static void handle_call(struct scan *S, const struct api *a, const char *name, s
         if (S->group_depth > 0) {
             json_object_set_new(rec, "group", json_integer(S->group_id));
             const struct brace *l = cur_loop(S);
-            json_object_set_new(rec, "loop_in_group", json_boolean(l && l->loop_tok > S->group_start_tok));
+            json_object_set_new(rec, "loop_in_group",
+                                json_boolean(l && l->loop_tok > S->group_start_tok));
             json_array_append_new(json_object_get(S->group, "members"),
                                   json_integer((json_int_t)json_array_size(A->collectives)));
         } else {
@@ -859,7 +907,8 @@ static void handle_call(struct scan *S, const struct api *a, const char *name, s
                                 json_string(a->cls == API_P2P ? "point_to_point" : a->kind));
         }
         char *label = cuco_sprintf("%s(%s)", a->kind, comm ? comm : "?");
-        add_node(S, rec, a->cls == API_P2P ? "p2p" : "collective", label ? label : a->kind, st, &proto);
+        add_node(S, rec, a->cls == API_P2P ? "p2p" : "collective", label ? label : a->kind, st,
+                 &proto);
         free(label);
         json_array_append(A->collectives, rec);
         break;
@@ -868,9 +917,10 @@ static void handle_call(struct scan *S, const struct api *a, const char *name, s
         if (S->group_depth++ == 0) {
             S->group_id = A->group_id++;
             S->group_start_tok = k;
-            S->group = json_pack("{s:i,s:s,s:i,s:o,s:o,s:o}", "id", (int)S->group_id, "file", F->path, "line", line,
-                                 "function", cur_function(S) ? json_string(cur_function(S)) : json_null(), "start",
-                                 json_incref(json_object_get(rec, "statement")), "members", json_array());
+            S->group = json_pack(
+                "{s:i,s:s,s:i,s:o,s:o,s:o}", "id", (int)S->group_id, "file", F->path, "line", line,
+                "function", cur_function(S) ? json_string(cur_function(S)) : json_null(), "start",
+                json_incref(json_object_get(rec, "statement")), "members", json_array());
         }
         break;
     case API_GROUP_END:
@@ -919,7 +969,8 @@ static void handle_call(struct scan *S, const struct api *a, const char *name, s
             struct event_mark *m = realloc(A->marks, (A->nmarks + 1) * sizeof *m);
             if (m) {
                 A->marks = m;
-                m[A->nmarks].event = cuco_strdup(field_base(rec, "event") ? field_base(rec, "event") : "?");
+                m[A->nmarks].event =
+                    cuco_strdup(field_base(rec, "event") ? field_base(rec, "event") : "?");
                 m[A->nmarks].function = cuco_strdup(fn);
                 m[A->nmarks].node = last;
                 A->nmarks++;
@@ -958,8 +1009,9 @@ static void handle_call(struct scan *S, const struct api *a, const char *name, s
         break;
     case API_CUBLAS_STREAM:
         if (field_base(rec, "handle"))
-            json_object_set_new(A->cublas_streams, field_base(rec, "handle"),
-                                json_string(field_text(rec, "stream") ? field_text(rec, "stream") : "0"));
+            json_object_set_new(
+                A->cublas_streams, field_base(rec, "handle"),
+                json_string(field_text(rec, "stream") ? field_text(rec, "stream") : "0"));
         break;
     case API_COMPUTE:
     case API_LAUNCH: {
@@ -982,7 +1034,8 @@ static void handle_call(struct scan *S, const struct api *a, const char *name, s
             const char *fnb = field_base(rec, "func");
             json_object_set_new(rec, "kernel", fnb ? json_string(fnb) : json_null());
             json_object_set_new(rec, "launch", json_string("api"));
-            note(A, F->path, line, "%s: kernel arguments are passed through '%s'; buffers not resolved", name,
+            note(A, F->path, line,
+                 "%s: kernel arguments are passed through '%s'; buffers not resolved", name,
                  field_text(rec, "args") ? field_text(rec, "args") : "?");
         }
         add_node(S, rec, a->cls == API_COMPUTE ? "compute" : "kernel", name, st, &proto);
@@ -1043,8 +1096,10 @@ static void handle_launch(struct scan *S, size_t k)
     size_t ncfg = split_args(F, k, cfg_close, &cfg);
     size_t nargs = split_args(F, open, close, &args);
     char *kname = range_text(F, name_tok, name_end);
-    char *base = range_text(F, name_tok, tis(F, name_end, ">") || tis(F, name_end, ">>") ?
-                                             match_angle_back(F, name_end) - 1 : name_end);
+    char *base = range_text(F, name_tok,
+                            tis(F, name_end, ">") || tis(F, name_end, ">>")
+                                ? match_angle_back(F, name_end) - 1
+                                : name_end);
     json_t *rec = call_record(S, kname, name_tok, open, close, args, nargs);
     json_object_set_new(rec, "span", span_json(F, name_tok, close));
     json_object_set_new(rec, "kind", json_string("kernel"));
@@ -1054,7 +1109,9 @@ static void handle_launch(struct scan *S, size_t k)
     json_t *jc = json_object();
     for (size_t i = 0; i < ncfg && i < 4; i++) {
         char *t = range_text(F, cfg[i].a, cfg[i].b);
-        json_object_set_new(jc, cfg_names[i], json_pack("{s:s,s:o}", "text", t, "span", span_json(F, cfg[i].a, cfg[i].b)));
+        json_object_set_new(
+            jc, cfg_names[i],
+            json_pack("{s:s,s:o}", "text", t, "span", span_json(F, cfg[i].a, cfg[i].b)));
         free(t);
     }
     json_object_set_new(rec, "config", jc);
@@ -1085,12 +1142,14 @@ static void handle_launch(struct scan *S, size_t k)
             access = "value";
         }
         if (pk != 0)
-            json_array_append_new(bufs, json_pack("{s:i,s:s,s:s}", "arg", (int)i, "base", b, "access", access));
+            json_array_append_new(
+                bufs, json_pack("{s:i,s:s,s:s}", "arg", (int)i, "base", b, "access", access));
         free(b);
     }
     json_object_set_new(rec, "buffers", bufs);
     if (!sig)
-        note(A, F->path, line, "kernel '%s' is not defined in the analyzed files; its arguments count as read+write",
+        note(A, F->path, line,
+             "kernel '%s' is not defined in the analyzed files; its arguments count as read+write",
              base);
     add_node(S, rec, "kernel", base, st, &proto);
     json_array_append(A->launches, rec);
@@ -1154,13 +1213,14 @@ static void handle_new(struct scan *S, size_t k)
         }
     char *expr = range_text(F, k, se > k && tis(F, se, ";") ? se - 1 : se);
     const char *fn = cur_function(S);
-    json_array_append_new(S->A->allocations,
-                          json_pack("{s:s,s:s,s:s,s:i,s:i,s:o,s:o,s:o,s:o,s:o,s:s}", "api", "new", "kind", "new", "file",
-                                    F->path, "line", T(F, k)->line, "col", T(F, k)->col, "span",
-                                    span_json(F, k, se > k && tis(F, se, ";") ? se - 1 : se), "statement",
-                                    span_json(F, ss, se), "function", fn ? json_string(fn) : json_null(), "loop",
-                                    loop_json(cur_loop(S)), "var", var ? json_string(var) : json_null(), "expr",
-                                    expr ? expr : ""));
+    json_array_append_new(
+        S->A->allocations,
+        json_pack("{s:s,s:s,s:s,s:i,s:i,s:o,s:o,s:o,s:o,s:o,s:s}", "api", "new", "kind", "new",
+                  "file", F->path, "line", T(F, k)->line, "col", T(F, k)->col, "span",
+                  span_json(F, k, se > k && tis(F, se, ";") ? se - 1 : se), "statement",
+                  span_json(F, ss, se), "function", fn ? json_string(fn) : json_null(), "loop",
+                  loop_json(cur_loop(S)), "var", var ? json_string(var) : json_null(), "expr",
+                  expr ? expr : ""));
     free(var);
     free(expr);
 }
@@ -1185,9 +1245,24 @@ static int push_brace(struct scan *S, enum brace_kind kind, const char *name, in
 
 static int is_keyword(const char *s)
 {
-    static const char *const kw[] = {"if", "for", "while", "switch", "return", "sizeof", "do", "else", "case",
-                                     "catch", "new", "delete", "decltype", "alignof", "static_assert",
-                                     "__launch_bounds__", "defined", NULL};
+    static const char *const kw[] = {"if",
+                                     "for",
+                                     "while",
+                                     "switch",
+                                     "return",
+                                     "sizeof",
+                                     "do",
+                                     "else",
+                                     "case",
+                                     "catch",
+                                     "new",
+                                     "delete",
+                                     "decltype",
+                                     "alignof",
+                                     "static_assert",
+                                     "__launch_bounds__",
+                                     "defined",
+                                     NULL};
     for (int i = 0; kw[i]; i++)
         if (!strcmp(s, kw[i]))
             return 1;
@@ -1199,8 +1274,9 @@ static int is_keyword(const char *s)
 static int params_before_body(const struct src_file *F, size_t k, size_t *open, size_t *close)
 {
     size_t j = k;
-    while (j > 0 && (tis(F, j - 1, "const") || tis(F, j - 1, "noexcept") || tis(F, j - 1, "override") ||
-                     tis(F, j - 1, "final") || tis(F, j - 1, "mutable")))
+    while (j > 0 &&
+           (tis(F, j - 1, "const") || tis(F, j - 1, "noexcept") || tis(F, j - 1, "override") ||
+            tis(F, j - 1, "final") || tis(F, j - 1, "mutable")))
         j--;
     if (j == 0 || !tis(F, j - 1, ")"))
         return 0;
@@ -1310,7 +1386,8 @@ static void alias_assignment(struct scan *S, size_t k)
         if (tis(F, s - 1, ".") || tis(F, s - 1, "->") || tis(F, s - 1, "::") || tis(F, s - 1, "]"))
             return;
         /* "*p = v" stores through p; "T *p = v" declares p */
-        if (tis(F, s - 1, "*") && !(s >= 2 && (tident(F, s - 2) || tis(F, s - 2, ">") || tis(F, s - 2, "*"))))
+        if (tis(F, s - 1, "*") &&
+            !(s >= 2 && (tident(F, s - 2) || tis(F, s - 2, ">") || tis(F, s - 2, "*"))))
             return;
     }
     size_t e = k + 1;
@@ -1409,7 +1486,8 @@ static json_t *function_params(const struct src_file *F, size_t k)
                 last--;
             last--;
         }
-        char *w = (last >= args[i].a && last > args[i].a && tident(F, last)) ? ttext(F, last) : NULL;
+        char *w =
+            (last >= args[i].a && last > args[i].a && tident(F, last)) ? ttext(F, last) : NULL;
         json_array_append_new(names, w ? json_string(w) : json_null());
         free(w);
     }
@@ -1466,9 +1544,10 @@ static void record_call(struct scan *S, const char *callee, size_t k, size_t ope
     }
     free(args);
     json_array_append_new(S->A->calls,
-                          json_pack("{s:s,s:s,s:s,s:i,s:i,s:I,s:o,s:o}", "callee", callee, "function",
-                                    cur_function(S), "file", F->path, "file_idx", S->file_idx, "line", T(F, k)->line,
-                                    "before", (json_int_t)S->A->ngraph, "args", bases, "texts", texts));
+                          json_pack("{s:s,s:s,s:s,s:i,s:i,s:I,s:o,s:o}", "callee", callee,
+                                    "function", cur_function(S), "file", F->path, "file_idx",
+                                    S->file_idx, "line", T(F, k)->line, "before",
+                                    (json_int_t)S->A->ngraph, "args", bases, "texts", texts));
 }
 
 static void scan_file(struct analysis *A, struct src_file *F, int file_idx)
@@ -1479,7 +1558,8 @@ static void scan_file(struct analysis *A, struct src_file *F, int file_idx)
     S.F = F;
     S.file_idx = file_idx;
     size_t pending_loop_tok = 0;
-    const char *pending_loop = NULL; /* a for/while/do header just ended: the next '{' is its body */
+    const char *pending_loop =
+        NULL; /* a for/while/do header just ended: the next '{' is its body */
     int pending_loop_line = 0;
     size_t header_close = (size_t)-1;
     int closed_do = 0; /* the last '}' closed a do-loop body: its "while (...)" is not a loop */
@@ -1490,8 +1570,8 @@ static void scan_file(struct analysis *A, struct src_file *F, int file_idx)
             header_close = (size_t)-1;
             if (pending_loop && !tis(F, k + 1, "{")) {
                 if (S.nsingle_loops < 64) {
-                    S.single[S.nsingle_loops] = (struct brace){BR_LOOP, (char *)pending_loop, pending_loop_line,
-                                                               pending_loop_tok};
+                    S.single[S.nsingle_loops] = (struct brace){BR_LOOP, (char *)pending_loop,
+                                                               pending_loop_line, pending_loop_tok};
                     S.single_depth[S.nsingle_loops] = S.nbr;
                     S.nsingle_loops++;
                 }
@@ -1536,8 +1616,8 @@ static void scan_file(struct analysis *A, struct src_file *F, int file_idx)
                  * (comm.allReduce(buf, n)) is a call of that method, recorded like any other call
                  */
                 int member = k > 0 && (tis(F, k - 1, ".") || tis(F, k - 1, "->"));
-                int decl = k > 0 && tident(F, k - 1) && !tis(F, k - 1, "return") && !tis(F, k - 1, "else") &&
-                           !tis(F, k - 1, "do");
+                int decl = k > 0 && tident(F, k - 1) && !tis(F, k - 1, "return") &&
+                           !tis(F, k - 1, "else") && !tis(F, k - 1, "do");
                 if (!a && !decl && name && !is_keyword(name)) {
                     note_macro_use(&S, name, k);
                     json_t *sites = json_object_get(A->call_sites, name);
@@ -1546,9 +1626,10 @@ static void scan_file(struct analysis *A, struct src_file *F, int file_idx)
                         json_object_set_new(A->call_sites, name, sites);
                     }
                     const char *fn = cur_function(&S);
-                    json_array_append_new(sites, json_pack("{s:s,s:i,s:o,s:o}", "file", F->path, "line", t->line,
-                                                           "function", fn ? json_string(fn) : json_null(), "loop",
-                                                           loop_json(cur_loop(&S))));
+                    json_array_append_new(sites, json_pack("{s:s,s:i,s:o,s:o}", "file", F->path,
+                                                           "line", t->line, "function",
+                                                           fn ? json_string(fn) : json_null(),
+                                                           "loop", loop_json(cur_loop(&S))));
                     if (fn)
                         record_call(&S, name, k, open);
                 }
@@ -1604,7 +1685,8 @@ static void scan_file(struct analysis *A, struct src_file *F, int file_idx)
         }
     }
     if (S.group_depth > 0) {
-        note(A, F->path, T(F, S.group_start_tok)->line, "ncclGroupStart without a matching ncclGroupEnd");
+        note(A, F->path, T(F, S.group_start_tok)->line,
+             "ncclGroupStart without a matching ncclGroupEnd");
         json_decref(S.group);
     }
     for (size_t i = 0; i < S.nbr; i++)
@@ -1622,8 +1704,9 @@ static void collect_kernels(struct analysis *A, struct src_file *F)
         while (j < F->nsig && !tis(F, j, ";") && !tis(F, j, "{")) {
             if (tis(F, j, "(")) {
                 /* __launch_bounds__(...) and __attribute__((...)) come before the name */
-                if (tident(F, j - 1) && (tis(F, j - 1, "__launch_bounds__") || tis(F, j - 1, "__attribute__") ||
-                                         tis(F, j - 1, "alignas") || tis(F, j - 1, "__declspec"))) {
+                if (tident(F, j - 1) &&
+                    (tis(F, j - 1, "__launch_bounds__") || tis(F, j - 1, "__attribute__") ||
+                     tis(F, j - 1, "alignas") || tis(F, j - 1, "__declspec"))) {
                     j = match_close(F, j) + 1;
                     continue;
                 }
@@ -1666,7 +1749,8 @@ static void collect_macros(struct analysis *A, struct src_file *F)
 {
     for (size_t i = 0; i < F->lx.ntoks; i++) {
         const cuco_tok *t = &F->lx.toks[i];
-        if (t->kind != CUCO_TOK_PREPROC || t->dir_len != 6 || memcmp(F->text + t->dir_off, "define", 6))
+        if (t->kind != CUCO_TOK_PREPROC || t->dir_len != 6 ||
+            memcmp(F->text + t->dir_off, "define", 6))
             continue;
         cuco_lex sub;
         cuco_err e = CUCO_ERR_INIT;
@@ -1693,8 +1777,9 @@ static void collect_macros(struct analysis *A, struct src_file *F)
             }
         }
         if (mname && json_array_size(calls))
-            json_array_append_new(A->macros, json_pack("{s:s,s:s,s:i,s:o}", "name", mname, "file", F->path,
-                                                       "line", t->line, "nccl_calls", json_incref(calls)));
+            json_array_append_new(A->macros,
+                                  json_pack("{s:s,s:s,s:i,s:o}", "name", mname, "file", F->path,
+                                            "line", t->line, "nccl_calls", json_incref(calls)));
         json_decref(calls);
         free(mname);
         cuco_lex_free(&sub);
@@ -1714,8 +1799,8 @@ static void add_edge(struct analysis *A, size_t from, size_t to, const char *kin
             !strcmp(json_string_value(json_object_get(e, "via")), via))
             return;
     }
-    json_array_append_new(A->edges, json_pack("{s:i,s:i,s:s,s:s}", "from", (int)from, "to", (int)to, "kind", kind,
-                                              "via", via));
+    json_array_append_new(A->edges, json_pack("{s:i,s:i,s:s,s:s}", "from", (int)from, "to", (int)to,
+                                              "kind", kind, "via", via));
 }
 
 /* The alias class of buffer `name` in function fn: the smallest name that
@@ -1857,7 +1942,8 @@ static char **node_classes(const struct analysis *A, const struct node *n, int p
 /* What a call passes for callee buffer `name`: the argument's buffer when
  * name is (a member of) a parameter, with the member kept ("p->rx" called
  * with &pipe -> "pipe.rx"); NULL when name is not a parameter's. Caller frees. */
-static char *call_buffer(const struct analysis *A, json_t *call, const char *callee, const char *name)
+static char *call_buffer(const struct analysis *A, json_t *call, const char *callee,
+                         const char *name)
 {
     json_t *params = json_object_get(A->params, callee);
     json_t *args = json_object_get(call, "args"), *texts = json_object_get(call, "texts");
@@ -1884,7 +1970,8 @@ static char *call_buffer(const struct analysis *A, json_t *call, const char *cal
             char *rest = cuco_sprintf("%s%s", m + mh, name + h);
             if (!rest)
                 break;
-            if (text && text[0] == '&' && rest[0] == '-' && rest[1] == '>') /* &x passed, p->f used: x.f */
+            if (text && text[0] == '&' && rest[0] == '-' &&
+                rest[1] == '>') /* &x passed, p->f used: x.f */
                 out = cuco_sprintf("%s.%s", arg, rest + 2);
             else
                 out = cuco_sprintf("%s%s", arg, rest);
@@ -1927,7 +2014,8 @@ static void build_call_nodes(struct analysis *A)
             for (size_t d = 0; round < 3 && d < ncalls && !pending; d++) {
                 json_t *inner = json_array_get(A->calls, d);
                 const char *in_callee = json_string_value(json_object_get(inner, "callee"));
-                pending = !done[d] && d != c && !strcmp(json_string_value(json_object_get(inner, "function")), callee) &&
+                pending = !done[d] && d != c &&
+                          !strcmp(json_string_value(json_object_get(inner, "function")), callee) &&
                           strcmp(in_callee, callee) && json_object_get(A->params, in_callee);
             }
             if (pending)
@@ -1977,8 +2065,10 @@ static void build_call_nodes(struct analysis *A)
             json_t *pn;
             json_array_foreach(params, k, pn)
             {
-                if (!mixed && stream && json_string_value(pn) && !strcmp(json_string_value(pn), stream))
-                    st = norm_stream(json_string_value(json_array_get(json_object_get(call, "texts"), k)));
+                if (!mixed && stream && json_string_value(pn) &&
+                    !strcmp(json_string_value(pn), stream))
+                    st = norm_stream(
+                        json_string_value(json_array_get(json_object_get(call, "texts"), k)));
             }
             if (!st)
                 st = cuco_strdup(mixed ? "mixed" : stream ? stream : "default");
@@ -1993,19 +2083,20 @@ static void build_call_nodes(struct analysis *A)
             n->function = cuco_strdup(caller);
             n->stream = st;
             n->file_idx = (int)json_integer_value(json_object_get(call, "file_idx"));
-            n->pos = (double)json_integer_value(json_object_get(call, "before")) - 0.5 + (double)c / (2.0 * (double)(ncalls + 1));
+            n->pos = (double)json_integer_value(json_object_get(call, "before")) - 0.5 +
+                     (double)c / (2.0 * (double)(ncalls + 1));
             long id = (long)A->ngraph++;
             json_t *jr = json_array(), *jw = json_array();
             for (size_t i = 0; i < n->nreads; i++)
                 json_array_append_new(jr, json_string(n->reads[i]));
             for (size_t i = 0; i < n->nwrites; i++)
                 json_array_append_new(jw, json_string(n->writes[i]));
-            json_array_append_new(A->nodes, json_pack("{s:i,s:s,s:s,s:s,s:i,s:s,s:s,s:o,s:o}", "id", (int)id, "kind",
-                                                      "call", "label", callee, "file",
-                                                      json_string_value(json_object_get(call, "file")), "line",
-                                                      (int)json_integer_value(json_object_get(call, "line")),
-                                                      "function", n->function, "stream", n->stream, "reads", jr,
-                                                      "writes", jw));
+            json_array_append_new(
+                A->nodes,
+                json_pack("{s:i,s:s,s:s,s:s,s:i,s:s,s:s,s:o,s:o}", "id", (int)id, "kind", "call",
+                          "label", callee, "file", json_string_value(json_object_get(call, "file")),
+                          "line", (int)json_integer_value(json_object_get(call, "line")),
+                          "function", n->function, "stream", n->stream, "reads", jr, "writes", jw));
         }
     }
     free(done);
@@ -2064,7 +2155,8 @@ static void build_edges(struct analysis *A)
                         continue;
                     int writes = 0;
                     for (size_t w = 0; w < p->nwrites; w++) {
-                        const char *have = wcls && wcls[i] && wcls[i][w] ? wcls[i][w] : p->writes[w];
+                        const char *have =
+                            wcls && wcls[i] && wcls[i][w] ? wcls[i][w] : p->writes[w];
                         if (!strcmp(have, want))
                             writes = 1;
                     }
@@ -2163,12 +2255,13 @@ static void build_communicators(struct analysis *A)
             continue;
         json_t *e = json_object_get(by, name);
         if (!e) {
-            e = json_pack("{s:s,s:o,s:o,s:o}", "name", name, "setup", json_array(), "collectives", json_array(),
-                          "parent", json_null());
+            e = json_pack("{s:s,s:o,s:o,s:o}", "name", name, "setup", json_array(), "collectives",
+                          json_array(), "parent", json_null());
             json_object_set_new(by, name, e);
         }
         json_array_append_new(json_object_get(e, "setup"),
-                              json_pack("{s:s,s:s,s:i}", "api", json_string_value(json_object_get(c, "api")), "file",
+                              json_pack("{s:s,s:s,s:i}", "api",
+                                        json_string_value(json_object_get(c, "api")), "file",
                                         json_string_value(json_object_get(c, "file")), "line",
                                         (int)json_integer_value(json_object_get(c, "line"))));
         if (field_base(c, "parent"))
@@ -2181,8 +2274,8 @@ static void build_communicators(struct analysis *A)
             continue;
         json_t *e = json_object_get(by, name);
         if (!e) {
-            e = json_pack("{s:s,s:o,s:o,s:o}", "name", name, "setup", json_array(), "collectives", json_array(),
-                          "parent", json_null());
+            e = json_pack("{s:s,s:o,s:o,s:o}", "name", name, "setup", json_array(), "collectives",
+                          json_array(), "parent", json_null());
             json_object_set_new(by, name, e);
         }
         json_array_append_new(json_object_get(e, "collectives"), json_integer((json_int_t)i));
@@ -2228,7 +2321,8 @@ static json_t *build_functions(struct analysis *A)
 
 static int has_source_ext(const char *name)
 {
-    static const char *const exts[] = {".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", NULL};
+    static const char *const exts[] = {".cu", ".cuh", ".cpp", ".cc", ".cxx",
+                                       ".c",  ".h",   ".hpp", NULL};
     for (int i = 0; exts[i]; i++)
         if (cuco_str_ends_with(name, exts[i]))
             return 1;
@@ -2291,7 +2385,8 @@ static int load_file(struct file_list *L, const char *path, cuco_err *e)
     char *dir = cuco_path_dirname(path);
     for (size_t i = 0; i < F->lx.ntoks; i++) {
         const cuco_tok *t = &F->lx.toks[i];
-        if (t->kind != CUCO_TOK_PREPROC || t->dir_len != 7 || memcmp(F->text + t->dir_off, "include", 7))
+        if (t->kind != CUCO_TOK_PREPROC || t->dir_len != 7 ||
+            memcmp(F->text + t->dir_off, "include", 7))
             continue;
         const char *q = memchr(F->text + t->dir_off, '"', t->off + t->len - t->dir_off);
         if (!q)
@@ -2416,7 +2511,8 @@ int cuco_analyze_paths(const char *const *paths, size_t npaths, json_t **out, cu
         A.calls = json_array();
         for (size_t i = 0; i < L.n; i++) {
             json_array_append_new(A.files, json_pack("{s:s,s:I,s:I}", "path", L.v[i].path, "bytes",
-                                                     (json_int_t)L.v[i].len, "tokens", (json_int_t)L.v[i].lx.ntoks));
+                                                     (json_int_t)L.v[i].len, "tokens",
+                                                     (json_int_t)L.v[i].lx.ntoks));
             for (size_t d = 0; d < L.v[i].lx.ndiags; d++)
                 note(&A, L.v[i].path, L.v[i].lx.diags[d].line, "%s", L.v[i].lx.diags[d].msg);
             collect_kernels(&A, &L.v[i]);

@@ -101,7 +101,8 @@ static int lex_quoted(struct lexer *L, char quote, int line, int col)
         if (c == quote)
             return 0;
     }
-    return diag(L, line, col, quote == '"' ? "unterminated string literal" : "unterminated character literal");
+    return diag(L, line, col,
+                quote == '"' ? "unterminated string literal" : "unterminated character literal");
 }
 
 /* R"delim( ... )delim" starting at the opening quote. */
@@ -109,7 +110,8 @@ static int lex_raw(struct lexer *L, int line, int col)
 {
     advance(L, 1); /* " */
     size_t dstart = L->pos;
-    while (L->pos < L->lx->src_len && peek(L, 0) != '(' && peek(L, 0) != '\n' && L->pos - dstart < 16)
+    while (L->pos < L->lx->src_len && peek(L, 0) != '(' && peek(L, 0) != '\n' &&
+           L->pos - dstart < 16)
         advance(L, 1);
     if (peek(L, 0) != '(')
         return diag(L, line, col, "malformed raw string delimiter");
@@ -118,7 +120,8 @@ static int lex_raw(struct lexer *L, int line, int col)
     advance(L, 1);
     while (L->pos < L->lx->src_len) {
         if (peek(L, 0) == ')' && L->pos + 1 + dlen < L->lx->src_len &&
-            memcmp(L->lx->src + L->pos + 1, delim, dlen) == 0 && L->lx->src[L->pos + 1 + dlen] == '"') {
+            memcmp(L->lx->src + L->pos + 1, delim, dlen) == 0 &&
+            L->lx->src[L->pos + 1 + dlen] == '"') {
             advance(L, dlen + 2);
             return 0;
         }
@@ -128,8 +131,9 @@ static int lex_raw(struct lexer *L, int line, int col)
 }
 
 static const char *const puncts3[] = {"<<<", ">>>", "<<=", ">>=", "->*", "...", "<=>", NULL};
-static const char *const puncts2[] = {"::", "->", "++", "--", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||",
-                                      "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", ".*", "##", NULL};
+static const char *const puncts2[] = {
+    "::", "->", "++", "--", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||",
+    "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", ".*", "##", NULL};
 
 static int lex_one(struct lexer *L)
 {
@@ -202,8 +206,8 @@ static int lex_one(struct lexer *L)
     }
     L->at_line_start = 0;
     if (isalpha((unsigned char)c) || c == '_' || (unsigned char)c >= 0x80) {
-        while (L->pos < L->lx->src_len &&
-               (isalnum((unsigned char)peek(L, 0)) || peek(L, 0) == '_' || (unsigned char)peek(L, 0) >= 0x80))
+        while (L->pos < L->lx->src_len && (isalnum((unsigned char)peek(L, 0)) ||
+                                           peek(L, 0) == '_' || (unsigned char)peek(L, 0) >= 0x80))
             advance(L, 1);
         size_t n = L->pos - start;
         /* String/char prefixes: u8"", L"", R"()" ... */
@@ -229,7 +233,8 @@ static int lex_one(struct lexer *L)
         while (L->pos < L->lx->src_len) {
             char d = peek(L, 0);
             if ((d == '+' || d == '-') && strchr("eEpP", s[L->pos - 1]) &&
-                !(s[start] == '0' && (s[start + 1] == 'x' || s[start + 1] == 'X') && strchr("eE", s[L->pos - 1])))
+                !(s[start] == '0' && (s[start + 1] == 'x' || s[start + 1] == 'X') &&
+                  strchr("eE", s[L->pos - 1])))
                 advance(L, 1);
             else if (isalnum((unsigned char)d) || d == '.' || d == '_' ||
                      (d == '\'' && isalnum((unsigned char)peek(L, 1))))

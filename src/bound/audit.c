@@ -62,8 +62,7 @@ static void ranges_push(ranges *g, int a, int b)
 
 static int is_ctrl_kw(const bl_source *s, int i)
 {
-    return bl_is(s, i, "if") || bl_is(s, i, "while") || bl_is(s, i, "for") ||
-           bl_is(s, i, "switch");
+    return bl_is(s, i, "if") || bl_is(s, i, "while") || bl_is(s, i, "for") || bl_is(s, i, "switch");
 }
 
 static int tok_is_allcaps(const bl_source *s, int i)
@@ -81,9 +80,9 @@ static int tok_is_allcaps(const bl_source *s, int i)
 
 static int is_const_word(const bl_source *s, int i)
 {
-    static const char *const w[] = {"true", "false", "nullptr", "NULL", "sizeof", "static_cast",
-                                    "const", "int", "bool", "long", "double", "float", "unsigned",
-                                    "char", "size_t", "auto", "void", NULL};
+    static const char *const w[] = {"true",     "false", "nullptr", "NULL", "sizeof", "static_cast",
+                                    "const",    "int",   "bool",    "long", "double", "float",
+                                    "unsigned", "char",  "size_t",  "auto", "void",   NULL};
     for (int k = 0; w[k]; k++)
         if (bl_is(s, i, w[k]))
             return 1;
@@ -132,8 +131,8 @@ static int stmt_end(const bl_source *s, int t, int close)
 
 static int body_exits(const bl_source *s, int a, int b)
 {
-    static const char *const w[] = {"return", "exit", "abort", "MPI_Abort", "throw", "goto",
-                                    "_exit", "quick_exit", NULL};
+    static const char *const w[] = {"return", "exit",  "abort",      "MPI_Abort", "throw",
+                                    "goto",   "_exit", "quick_exit", NULL};
     for (int j = a; j <= b && j < s->n; j++)
         for (int k = 0; w[k]; k++)
             if (bl_is(s, j, w[k]))
@@ -312,9 +311,9 @@ static int dep_guards(audit_ctx *c, int si, int i, const bl_func *f, int depth)
 
 static int is_diff_func(const char *name)
 {
-    static const char *const d[] = {"fabs", "fabsf", "abs", "fmax", "fmaxf", "fmin", "fminf",
-                                    "memcmp", "isnan", "isinf", "isfinite",
-                                    "allclose", "isclose", "equal", "mismatch", NULL};
+    static const char *const d[] = {
+        "fabs",  "fabsf", "abs",      "fmax",     "fmaxf",   "fmin",  "fminf",    "memcmp",
+        "isnan", "isinf", "isfinite", "allclose", "isclose", "equal", "mismatch", NULL};
     for (int k = 0; d[k]; k++)
         if (!strcmp(name, d[k]))
             return 1;
@@ -332,9 +331,9 @@ static int operand_is_data(const bl_source *s, int op, int dir, int a, int b)
             depth += dir > 0 ? -1 : 1;
         if (depth < 0)
             break;
-        if (depth == 0 && (bl_is(s, j, "&&") || bl_is(s, j, "||") || bl_is(s, j, "?") ||
-                           bl_is(s, j, ":") || bl_is(s, j, ",") || bl_is(s, j, "=") ||
-                           bl_is(s, j, ";")))
+        if (depth == 0 &&
+            (bl_is(s, j, "&&") || bl_is(s, j, "||") || bl_is(s, j, "?") || bl_is(s, j, ":") ||
+             bl_is(s, j, ",") || bl_is(s, j, "=") || bl_is(s, j, ";")))
             break;
         if (bl_is_ident(s, j) && !is_const_word(s, j) && !bl_is(s, j + 1, "::") &&
             !bl_is(s, j + 1, "("))
@@ -446,7 +445,8 @@ static int call_arg(const bl_source *s, int lp, int idx, range *r)
             }
             k++;
             a = j + 1;
-        } else if ((bl_is(s, j, "(") || bl_is(s, j, "[") || bl_is(s, j, "{")) && s->tok[j].match > j) {
+        } else if ((bl_is(s, j, "(") || bl_is(s, j, "[") || bl_is(s, j, "{")) &&
+                   s->tok[j].match > j) {
             j = s->tok[j].match;
         }
     }
@@ -514,8 +514,8 @@ static int dep_var(audit_ctx *c, int si, const char *name, const bl_func *f, int
             else
                 break;
         }
-        static const char *const assign[] = {"=", "+=", "-=", "*=", "/=", "|=", "&=", "^=", "%=",
-                                              NULL};
+        static const char *const assign[] = {
+            "=", "+=", "-=", "*=", "/=", "|=", "&=", "^=", "%=", NULL};
         int is_assign = 0;
         for (int a = 0; assign[a]; a++)
             if (bl_is(s, k, assign[a]))
@@ -624,8 +624,8 @@ static int is_success_text(const char *lit, size_t n)
         for (;;) {
             if (l >= 2 && t[l - 2] == '\\' && t[l - 1] == 'n')
                 l -= 2;
-            else if (l > 0 && (isspace((unsigned char)t[l - 1]) || t[l - 1] == '.' ||
-                               t[l - 1] == '!'))
+            else if (l > 0 &&
+                     (isspace((unsigned char)t[l - 1]) || t[l - 1] == '.' || t[l - 1] == '!'))
                 l--;
             else
                 break;
@@ -671,7 +671,7 @@ static cuco_audit_verdict site_verdict(audit_ctx *c, int si, int i, int depth, c
         if (!const_expr(c, si, g.r[k].a, g.r[k].b, f, 0))
             all_const = 0;
     }
-    cuco_audit_verdict own = g.n == 0 ? CUCO_AUDIT_UNCONDITIONAL
+    cuco_audit_verdict own = g.n == 0    ? CUCO_AUDIT_UNCONDITIONAL
                              : all_const ? CUCO_AUDIT_CONSTANT
                                          : CUCO_AUDIT_UNRELATED;
     cuco_audit_verdict best = own;
@@ -722,10 +722,14 @@ static cuco_audit_verdict site_verdict(audit_ctx *c, int si, int i, int depth, c
 const char *cuco_audit_verdict_name(cuco_audit_verdict v)
 {
     switch (v) {
-    case CUCO_AUDIT_CHECKED: return "checked";
-    case CUCO_AUDIT_UNCONDITIONAL: return "unconditional";
-    case CUCO_AUDIT_CONSTANT: return "constant";
-    case CUCO_AUDIT_UNRELATED: return "unrelated";
+    case CUCO_AUDIT_CHECKED:
+        return "checked";
+    case CUCO_AUDIT_UNCONDITIONAL:
+        return "unconditional";
+    case CUCO_AUDIT_CONSTANT:
+        return "constant";
+    case CUCO_AUDIT_UNRELATED:
+        return "unrelated";
     }
     return "unknown";
 }

@@ -15,8 +15,8 @@ typedef struct bl_token {
     enum bl_kind kind;
     size_t off; /* byte offset in the text */
     size_t len;
-    int line;   /* 1-based */
-    int match;  /* index of the matching bracket for ( ) [ ] { }, else -1 */
+    int line;  /* 1-based */
+    int match; /* index of the matching bracket for ( ) [ ] { }, else -1 */
 } bl_token;
 
 typedef struct bl_func {
@@ -27,8 +27,8 @@ typedef struct bl_func {
 } bl_func;
 
 typedef struct bl_source {
-    char *path;  /* owned */
-    char *text;  /* owned, NUL-terminated */
+    char *path; /* owned */
+    char *text; /* owned, NUL-terminated */
     size_t len;
     bl_token *tok; /* owned */
     int n;
@@ -53,12 +53,12 @@ const bl_func *bl_func_at(const bl_source *s, int i);
 /* A host NCCL call that receives data, and whether the data it receives is
  * read anywhere (audit_comm.c). */
 typedef struct bl_comm_use {
-    int src;       /* index of the source holding the call */
+    int src; /* index of the source holding the call */
     int line;
-    char *call;    /* "ncclAllReduce" (owned) */
-    char *buffer;  /* the receive argument's text (owned) */
-    int read;      /* 1: a read of the buffer was found (or it cannot be followed) */
-    int read_src;  /* where the first read is (source index, -1 when none) */
+    char *call;   /* "ncclAllReduce" (owned) */
+    char *buffer; /* the receive argument's text (owned) */
+    int read;     /* 1: a read of the buffer was found (or it cannot be followed) */
+    int read_src; /* where the first read is (source index, -1 when none) */
     int read_line;
 } bl_comm_use;
 

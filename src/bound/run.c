@@ -14,6 +14,7 @@
 
 #include "cuco/analyze.h"
 #include "cuco/buf.h"
+#include "cuco/confine.h"
 #include "cuco/eval.h"
 #include "cuco/fs.h"
 #include "cuco/hash.h"
@@ -22,7 +23,8 @@
 
 #define BOUND_TOP_KERNELS 8
 
-static void say(const cuco_bound_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const cuco_bound_opts *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void say(const cuco_bound_opts *o, const char *fmt, ...)
 {
     if (!o->progress)
@@ -82,12 +84,12 @@ static char *find_injection(const cuco_bound_opts *o)
 }
 
 typedef struct measured {
-    const char *what;     /* "program", "comm_removed", "compute_removed" */
+    const char *what; /* "program", "comm_removed", "compute_removed" */
     int built, ran, n_removed;
     int has_verification, verified;
     double time_ms, compute_ms, comm_ms;
     double timeline_time_ms; /* the program's time_ms in the run with the timeline library */
-    char *error;          /* owned */
+    char *error;             /* owned */
 } measured;
 
 static double metric(const char *json, const char *key)
@@ -160,7 +162,11 @@ static int build_one(const cuco_workload *w, const char *text, const cuco_bound_
     /* The variants are cuco's own edits, made outside EVOLVE-BLOCKs too when
      * a program has none: the frozen-text guard (for mutators) does not
      * apply, so the text is its own reference. */
-    cuco_eval_opts eo = {.work_dir = dir, .max_level = 1, .keep_build = 1, .frozen_ref = text};
+    cuco_eval_opts eo = {.work_dir = dir,
+                         .max_level = 1,
+                         .keep_build = 1,
+                         .frozen_ref = text,
+                         .no_confine = o->no_confine};
     cuco_eval_result r;
     say(o, "%s: building", m->what);
     if ((rc = cuco_eval_program(w, text, &eo, &r, e)))
@@ -183,6 +189,21 @@ out:
     free(key);
     free(dir);
     return rc;
+}
+
+/* A run of a workload whose frozen code vouches (result.vouch) that it did
+ * not vouch for is no measurement: m->error says why. */
+static void vouch_run(const cuco_workload *w, const cuco_proc_result *pr, const char *nonce,
+                      int pass, int first, measured *m)
+{
+    char *why = NULL;
+    if (!w->vouch || cuco_run_output_vouch(pr->out, nonce, &why) == CUCO_VOUCH_OK)
+        return;
+    if (!m->error)
+        m->error = cuco_sprintf("%s%s", pass ? "with the timeline library: " : "", why);
+    if (first)
+        m->ran = 0;
+    free(why);
 }
 
 /* Builds text (or reuses its build) and runs it at bench size: as it is,
@@ -234,6 +255,11 @@ static int measure(const cuco_workload *w, const char *text, const cuco_bound_op
      * little to every launch. */
     cuco_err run_err = CUCO_ERR_INIT;
     int with_timeline = timeline_dir && inject;
+    /* Confined like an evaluation's runs: it writes only its build folder
+     * and the timeline's. */
+    const char *writable[] = {build_dir, with_timeline ? timeline_dir : NULL, NULL};
+    cuco_confine confine = {.enabled = !o->no_confine && cuco_confine_default_enabled(),
+                            .writable = writable};
     int first = with_timeline && o->single_run ? 1 : 0;
     for (int pass = first; pass < (with_timeline ? 2 : 1); pass++) {
         if (pass == 1) {
@@ -244,16 +270,25 @@ static int measure(const cuco_workload *w, const char *text, const cuco_bound_op
             cuco_strlist_push(&env, kv);
             free(kv);
         }
-        const char **av = calloc(argv.n + 1, sizeof *av), **ev = calloc(env.n + 1, sizeof *ev);
+        const char **av = calloc(argv.n + 1, sizeof *av), **ev = calloc(env.n + 2, sizeof *ev);
         for (size_t i = 0; av && i < argv.n; i++)
             av[i] = argv.items[i];
         for (size_t i = 0; ev && i < env.n; i++)
             ev[i] = env.items[i];
+        /* a fresh nonce for every run (the vouch protocol, cuco/eval.h) */
+        char nonce[CUCO_NONCE_LEN + 1] = "", nonce_kv[CUCO_NONCE_LEN + 16];
+        if (cuco_vouch_new_nonce(nonce, &run_err) == 0 && ev) {
+            snprintf(nonce_kv, sizeof nonce_kv, "CUCO_NONCE=%s", nonce);
+            ev[env.n] = nonce_kv;
+        }
         char *shown = av ? cuco_proc_argv_string(av) : NULL;
         say(o, "%s%s: %s", m->what, pass ? " (timeline)" : "", shown ? shown : "");
         free(shown);
-        cuco_proc_opts po = {.argv = av, .cwd = build_dir, .env_set = ev,
-                             .timeout_s = w->bench.timeout_s > 0 ? w->bench.timeout_s : 300};
+        cuco_proc_opts po = {.argv = av,
+                             .cwd = build_dir,
+                             .env_set = ev,
+                             .timeout_s = w->bench.timeout_s > 0 ? w->bench.timeout_s : 300,
+                             .confine = &confine};
         cuco_proc_result pr;
         if (!av || !ev) {
             m->error = cuco_strdup("out of memory");
@@ -282,6 +317,7 @@ static int measure(const cuco_workload *w, const char *text, const cuco_bound_op
                 if (pass == first)
                     m->ran = pr.exited; /* a crash or timeout is not a measurement */
             }
+            vouch_run(w, &pr, nonce, pass, pass == first, m);
             cuco_run_output_free(&out);
             cuco_proc_result_free(&pr);
         }
@@ -380,7 +416,8 @@ static json_t *audit_json(const cuco_audit *a)
         json_object_set_new(s, "file", json_string(a->sites[k].file));
         json_object_set_new(s, "line", json_integer(a->sites[k].line));
         json_object_set_new(s, "text", json_string(a->sites[k].text));
-        json_object_set_new(s, "verdict", json_string(cuco_audit_verdict_name(a->sites[k].verdict)));
+        json_object_set_new(s, "verdict",
+                            json_string(cuco_audit_verdict_name(a->sites[k].verdict)));
         json_object_set_new(s, "why", json_string(a->sites[k].why));
         json_array_append_new(sites, s);
     }
@@ -432,8 +469,7 @@ static json_t *analyze_evolve(const cuco_workload *w, char **error)
     return analysis;
 }
 
-int cuco_bound_build(const cuco_workload *w, const cuco_bound_opts *o, char **text_out,
-                     cuco_err *e)
+int cuco_bound_build(const cuco_workload *w, const cuco_bound_opts *o, char **text_out, cuco_err *e)
 {
     *text_out = NULL;
     unsigned parts = o->build_parts ? o->build_parts : 7u;
@@ -606,20 +642,22 @@ int cuco_bound_run(const cuco_workload *w, const cuco_bound_opts *o, char **json
     json_object_set_new(root, "verification_audit", ver);
     json_t *an = json_object();
     json_object_set_new(an, "used", json_boolean(analysis != NULL));
-    json_object_set_new(an, "collectives",
-                        json_integer((json_int_t)json_array_size(json_object_get(analysis, "collectives"))));
-    json_object_set_new(an, "launches",
-                        json_integer((json_int_t)json_array_size(json_object_get(analysis, "launches"))));
+    json_object_set_new(
+        an, "collectives",
+        json_integer((json_int_t)json_array_size(json_object_get(analysis, "collectives"))));
+    json_object_set_new(
+        an, "launches",
+        json_integer((json_int_t)json_array_size(json_object_get(analysis, "launches"))));
     json_object_set_new(an, "error", analysis_error ? json_string(analysis_error) : json_null());
     json_object_set_new(root, "analysis", an);
     json_object_set_new(root, "single_run", json_boolean(o->single_run));
     json_object_set_new(root, "program", measured_json(&m[0]));
     /* The program itself built, ran and did not fail its verification (the
      * variants are expected to fail theirs). */
-    json_object_set_new(root, "program_ok",
-                        json_boolean(o->static_only ||
-                                     (m[0].built && m[0].ran && !m[0].error &&
-                                      (!m[0].has_verification || m[0].verified))));
+    json_object_set_new(
+        root, "program_ok",
+        json_boolean(o->static_only || (m[0].built && m[0].ran && !m[0].error &&
+                                        (!m[0].has_verification || m[0].verified))));
     json_object_set_new(root, "comm_removed", measured_json(&m[1]));
     json_object_set_new(root, "compute_removed", measured_json(&m[2]));
     json_t *tj = json_object();
@@ -740,7 +778,9 @@ int cuco_bound_run(const cuco_workload *w, const cuco_bound_opts *o, char **json
                                 m[v].comm_ms);
             if (m[v].ran)
                 cuco_buf_printf(&text, "  verification %s",
-                                !m[v].has_verification ? "none" : m[v].verified ? "PASS" : "FAIL");
+                                !m[v].has_verification ? "none"
+                                : m[v].verified        ? "PASS"
+                                                       : "FAIL");
             if (v)
                 cuco_buf_printf(&text, "  [%d calls removed]", m[v].n_removed);
             /* A variant that ran to its verdict failed it as expected: its

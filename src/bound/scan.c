@@ -13,10 +13,9 @@
 #include "cuco/buf.h"
 #include "cuco/grow.h"
 
-static const char *const multi_punct[] = {"<<<", ">>>", "<<=", ">>=", "->*", "...", "::", "->",
-                                          "++",  "--",  "<=",  ">=",  "==",  "!=",  "&&", "||",
-                                          "+=",  "-=",  "*=",  "/=",  "%=",  "&=",  "|=", "^=",
-                                          "<<",  ">>",  NULL};
+static const char *const multi_punct[] = {
+    "<<<", ">>>", "<<=", ">>=", "->*", "...", "::", "->", "++", "--", "<=", ">=", "==", "!=",
+    "&&",  "||",  "+=",  "-=",  "*=",  "/=",  "%=", "&=", "|=", "^=", "<<", ">>", NULL};
 
 static int push(bl_source *s, size_t *cap, enum bl_kind k, size_t off, size_t len, int line)
 {
@@ -28,8 +27,9 @@ static int push(bl_source *s, size_t *cap, enum bl_kind k, size_t off, size_t le
 
 static int is_keyword_ctrl(const bl_source *s, int i)
 {
-    static const char *const kw[] = {"if", "for", "while", "switch", "catch", "return",
-                                     "sizeof", "decltype", "alignof", "__launch_bounds__", NULL};
+    static const char *const kw[] = {"if",     "for",    "while",    "switch",  "catch",
+                                     "return", "sizeof", "decltype", "alignof", "__launch_bounds__",
+                                     NULL};
     for (int k = 0; kw[k]; k++)
         if (bl_is(s, i, kw[k]))
             return 1;
@@ -76,9 +76,9 @@ static int find_funcs(bl_source *s)
         if (!bl_is(s, i, "{") || s->tok[i].match < 0)
             continue;
         int j = i - 1;
-        while (j >= 0 && (bl_is(s, j, "const") || bl_is(s, j, "noexcept") ||
-                          bl_is(s, j, "override") || bl_is(s, j, "final") ||
-                          bl_is(s, j, "mutable")))
+        while (j >= 0 &&
+               (bl_is(s, j, "const") || bl_is(s, j, "noexcept") || bl_is(s, j, "override") ||
+                bl_is(s, j, "final") || bl_is(s, j, "mutable")))
             j--;
         if (j < 0 || !bl_is(s, j, ")") || s->tok[j].match < 0)
             continue;
@@ -197,11 +197,12 @@ int bl_scan(bl_source *s, cuco_err *e)
                 continue; /* the literal is scanned next, the prefix dropped */
             }
             kind = BL_IDENT;
-        } else if (isdigit((unsigned char)c) || (c == '.' && p + 1 < n && isdigit((unsigned char)t[p + 1]))) {
-            while (p < n && (isalnum((unsigned char)t[p]) || t[p] == '.' || t[p] == '_' ||
-                             t[p] == '\'' ||
-                             ((t[p] == '+' || t[p] == '-') && (t[p - 1] == 'e' || t[p - 1] == 'E' ||
-                                                               t[p - 1] == 'p' || t[p - 1] == 'P'))))
+        } else if (isdigit((unsigned char)c) ||
+                   (c == '.' && p + 1 < n && isdigit((unsigned char)t[p + 1]))) {
+            while (p < n &&
+                   (isalnum((unsigned char)t[p]) || t[p] == '.' || t[p] == '_' || t[p] == '\'' ||
+                    ((t[p] == '+' || t[p] == '-') &&
+                     (t[p - 1] == 'e' || t[p - 1] == 'E' || t[p - 1] == 'p' || t[p - 1] == 'P'))))
                 p++;
             kind = BL_NUMBER;
         } else {

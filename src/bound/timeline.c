@@ -34,7 +34,9 @@
 static int cmp_interval(const void *a, const void *b)
 {
     const cuco_interval *x = a, *y = b;
-    return x->start < y->start ? -1 : x->start > y->start ? 1 : (x->end < y->end ? -1 : x->end > y->end);
+    return x->start < y->start   ? -1
+           : x->start > y->start ? 1
+                                 : (x->end < y->end ? -1 : x->end > y->end);
 }
 
 uint64_t cuco_interval_union(cuco_interval *iv, size_t n)
@@ -216,8 +218,7 @@ static int load_file(loader *L, const char *path, const char *const *comm, long 
             }
         } else if (!strcmp(type, "summary")) {
             *dropped += (long)json_integer_value(json_object_get(o, "dropped"));
-        } else if (!strcmp(type, "kernel") || !strcmp(type, "memcpy") ||
-                   !strcmp(type, "memset")) {
+        } else if (!strcmp(type, "kernel") || !strcmp(type, "memcpy") || !strcmp(type, "memset")) {
             json_t *js = json_object_get(o, "start"), *je = json_object_get(o, "end");
             if (!json_is_integer(js) || !json_is_integer(je) ||
                 json_integer_value(je) < json_integer_value(js)) {
@@ -265,7 +266,9 @@ static int cmp_rank(const void *a, const void *b)
 static int cmp_kernel(const void *a, const void *b)
 {
     const cuco_bound_kernel *x = a, *y = b;
-    return x->total_ms < y->total_ms ? 1 : x->total_ms > y->total_ms ? -1 : strcmp(x->name, y->name);
+    return x->total_ms < y->total_ms   ? 1
+           : x->total_ms > y->total_ms ? -1
+                                       : strcmp(x->name, y->name);
 }
 
 static int figures(rank_events *re, size_t top_n, cuco_bound_rank *out)
@@ -486,8 +489,7 @@ int cuco_bound_timeline_load(const char *dir, const char *const *comm_kernels, s
         if (!tl->ranks)
             rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
         for (size_t r = 0; !rc && r < L.n; r++) {
-            if (figures(&L.r[r], top_n, &tl->ranks[r]) ||
-                timed_figures(&L, &L.r[r], &tl->ranks[r]))
+            if (figures(&L.r[r], top_n, &tl->ranks[r]) || timed_figures(&L, &L.r[r], &tl->ranks[r]))
                 rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
             tl->n_ranks = r + 1;
         }

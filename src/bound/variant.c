@@ -12,10 +12,13 @@
 #include "cuco/buf.h"
 #include "cuco/program.h"
 
-static const char *const comm_calls[] = {
-    "ncclAllGather", "ncclAllReduce", "ncclReduceScatter", "ncclBroadcast", "ncclBcast",
-    "ncclReduce",    "ncclSend",      "ncclRecv",          "ncclAlltoAll",  "ncclAllToAll",
-    "ncclAlltoAllv", "ncclGather",    "ncclScatter",       NULL};
+static const char *const comm_calls[] = {"ncclAllGather",     "ncclAllReduce",
+                                         "ncclReduceScatter", "ncclBroadcast",
+                                         "ncclBcast",         "ncclReduce",
+                                         "ncclSend",          "ncclRecv",
+                                         "ncclAlltoAll",      "ncclAllToAll",
+                                         "ncclAlltoAllv",     "ncclGather",
+                                         "ncclScatter",       NULL};
 
 static int in_list(const char *name, const char *const *list)
 {
@@ -99,10 +102,12 @@ static void add_analysis_edits(const char *text, const char *path, const json_t 
     const char *slash = path ? strrchr(path, '/') : NULL;
     const char *base = slash ? slash + 1 : path ? path : "";
     size_t len = strlen(text);
-    json_t *list = json_object_get(analysis, kind == CUCO_VARIANT_NO_COMM ? "collectives" : "launches");
+    json_t *list =
+        json_object_get(analysis, kind == CUCO_VARIANT_NO_COMM ? "collectives" : "launches");
     size_t i;
     json_t *call;
-    json_array_foreach(list, i, call) {
+    json_array_foreach(list, i, call)
+    {
         const char *file = json_string_value(json_object_get(call, "file"));
         const char *api = json_string_value(json_object_get(call, "api"));
         json_t *span = json_object_get(call, "span");
@@ -140,8 +145,8 @@ static void add_analysis_edits(const char *text, const char *path, const json_t 
     }
 }
 
-int cuco_bound_variant(const char *text, const char *path, cuco_bound_variant_kind kind,
-                       char **out, int *n_removed, cuco_err *e)
+int cuco_bound_variant(const char *text, const char *path, cuco_bound_variant_kind kind, char **out,
+                       int *n_removed, cuco_err *e)
 {
     return cuco_bound_variant_from(text, path, NULL, kind, out, n_removed, e);
 }

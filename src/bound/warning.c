@@ -28,8 +28,8 @@ int cuco_bound_read_warning(const char *workspace, char **message, cuco_err *e)
     json_t *audit = json_object_get(root, "verification_audit");
     int warn = json_is_true(json_object_get(audit, "warning"));
     if (warn) {
-        const char *stat = json_string_value(
-            json_object_get(json_object_get(audit, "static"), "summary"));
+        const char *stat =
+            json_string_value(json_object_get(json_object_get(audit, "static"), "summary"));
         int dyn = json_is_true(json_object_get(json_object_get(audit, "dynamic"), "finding"));
         int stat_finding =
             json_is_true(json_object_get(json_object_get(audit, "static"), "finding"));

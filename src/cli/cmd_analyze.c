@@ -17,8 +17,10 @@ static void usage(FILE *out)
                  "their dependency graph. PROGRAM is a file or a folder (every .cu/.cuh/.cpp/\n"
                  ".cc/.c/.h in it); local #include \"...\" files are followed.\n"
                  "\n"
-                 "  -o FILE    write the analysis JSON to FILE (default: analysis.json)\n"
-                 "  --json     print the JSON on stdout instead of the summary\n"
+                 "  -o FILE    write the analysis JSON to FILE (default: analysis.json,\n"
+                 "             unless --json is given)\n"
+                 "  --json     print the JSON on stdout instead of the summary; no file is\n"
+                 "             written unless -o names one\n"
                  "  -h, --help this text\n"
                  "\n"
                  "Exit status: 0 ok, 2 bad arguments or an unreadable file.\n");
@@ -30,7 +32,7 @@ int cmd_analyze(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    const char *out_path = "analysis.json";
+    const char *out_path = NULL;
     int print_json = 0;
     const char **paths = calloc((size_t)argc, sizeof *paths);
     size_t npaths = 0;
@@ -62,6 +64,10 @@ int cmd_analyze(int argc, char **argv)
         usage(stderr);
         goto out;
     }
+    /* --json alone prints and writes nothing: it must not overwrite a file
+     * the user did not name. */
+    if (!out_path && !print_json)
+        out_path = "analysis.json";
     if (cuco_analyze_paths(paths, npaths, &an, &e)) {
         cuco_err_print(&e, "cuco analyze", stderr);
         goto out;
@@ -71,7 +77,7 @@ int cmd_analyze(int argc, char **argv)
         fprintf(stderr, "cuco analyze: out of memory\n");
         goto out;
     }
-    if (cuco_fs_write(out_path, text, strlen(text), &e)) {
+    if (out_path && cuco_fs_write(out_path, text, strlen(text), &e)) {
         cuco_err_print(&e, "cuco analyze", stderr);
         goto out;
     }

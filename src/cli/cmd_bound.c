@@ -17,64 +17,68 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: cuco bound WORKLOAD|PROGRAM.cu [OPTIONS] [-- PROGRAM-ARGS...]\n"
-            "\n"
-            "Runs the program at its bench size with a CUPTI timeline library loaded\n"
-            "(libcuco_timeline.so through CUDA_INJECTION64_PATH) and reports per rank and\n"
-            "for the critical rank: busy compute and communication time (unions of\n"
-            "kernel intervals), the overlap bound max(compute, comm), the ceiling, the\n"
-            "time ranks wait for each other, and the top kernels. Two variants, with the\n"
-            "collectives removed and with the kernels/cuBLAS calls removed, are built and\n"
-            "timed beside it. The verification is audited: statically (the PASS line must\n"
-            "depend on a comparison of results) and dynamically (the variant without\n"
-            "communication must fail verification). Results go to WORKSPACE/bound.json.\n"
-            "\n"
-            "WORKLOAD is a folder holding workload.yaml (or the manifest): built and run\n"
-            "as the manifest says, at its bench size. Any other PROGRAM.cu (one CUDA\n"
-            "source of a host-driven MPI + NCCL program, unchanged) is built with\n"
-            "  nvcc -std=c++17 -arch=sm_90 -O3 -I<its folder> -I<NCCL include> <mpicc\n"
-            "  --showme:compile> [--nvcc-flags] PROGRAM.cu -L<NCCL lib> -l:libnccl.so.2\n"
-            "  -lcublas -lcublasLt <mpicc --showme:link>\n"
-            "(NCCL from $NCCL_HOME, else the CUDA toolkit or the system, as 'cuco doctor'\n"
-            "shows) and run as 'mpirun -np N PROGRAM ARGS' with the NCCL library on\n"
-            "LD_LIBRARY_PATH. Its success line must say PASS (or OK/success) and it may\n"
-            "print 'CUCO_RESULT {\"time_ms\":...}' for its own timing; without that line\n"
-            "the kernel timeline still gives the bound.\n"
-            "\n"
-            "Options:\n"
-            "  --json            print the report as one JSON object (bound.json)\n"
-            "  --workspace DIR   where bound.json and run folders go\n"
-            "                    (default ./cuco-out/<workload name>)\n"
-            "  --ranks N         ranks for a bare PROGRAM.cu (mpirun -np N; default 2), or\n"
-            "                    a workload's instead of its manifest's\n"
-            "  --args \"A B ...\"  arguments of a bare PROGRAM.cu's run, split at spaces\n"
-            "                    (or give them after '--')\n"
-            "  --nvcc-flags \"F ...\"  extra compile/link flags for a bare PROGRAM.cu\n"
-            "                    (e.g. \"-I../include -lcurand\"), split at spaces\n"
-            "  --static-only     only the static verification audit; run nothing\n"
-            "  --no-variants     skip the communication-/computation-removed variants\n"
-            "                    (and so the dynamic audit)\n"
-            "  --emit-variants DIR  write the communication-removed and computation-removed\n"
-            "                    programs to DIR (NAME.comm_removed.EXT, NAME.compute_removed.EXT)\n"
-            "                    and stop\n"
-            "  --timeout S       limit of each run of the program or a variant, seconds\n"
-            "                    (default: the manifest's bench timeout; 300 for a bare\n"
-            "                    program); a run past it is killed and reported\n"
-            "  --single-run      run the program once, with the timeline library loaded\n"
-            "                    (default: once without it for its own timing, once with)\n"
-            "  --build-only      build the program and its two variants into WORKSPACE and\n"
-            "                    stop; a later 'cuco bound' with the same WORKSPACE reuses\n"
-            "                    builds of the same text (so builds can run in parallel)\n"
-            "  --part P          with --build-only: only program, comm_removed or\n"
-            "                    compute_removed (repeatable)\n"
-            "  --injection LIB   the timeline library (default: beside the cuco binary,\n"
-            "                    or $CUCO_TIMELINE_LIB)\n"
-            "  --quiet           no progress lines on stderr\n"
-            "  -h, --help        this text\n"
-            "\n"
-            "Exit status: 0 report written without warnings, 1 report written with a\n"
-            "verification warning or a failed run, 2 bad usage or input.\n");
+    fprintf(
+        out,
+        "usage: cuco bound WORKLOAD|PROGRAM.cu [OPTIONS] [-- PROGRAM-ARGS...]\n"
+        "\n"
+        "Runs the program at its bench size with a CUPTI timeline library loaded\n"
+        "(libcuco_timeline.so through CUDA_INJECTION64_PATH) and reports per rank and\n"
+        "for the critical rank: busy compute and communication time (unions of\n"
+        "kernel intervals), the overlap bound max(compute, comm), the ceiling, the\n"
+        "time ranks wait for each other, and the top kernels. Two variants, with the\n"
+        "collectives removed and with the kernels/cuBLAS calls removed, are built and\n"
+        "timed beside it. The verification is audited: statically (the PASS line must\n"
+        "depend on a comparison of results) and dynamically (the variant without\n"
+        "communication must fail verification). Results go to WORKSPACE/bound.json.\n"
+        "\n"
+        "WORKLOAD is a folder holding workload.yaml (or the manifest): built and run\n"
+        "as the manifest says, at its bench size. Any other PROGRAM.cu (one CUDA\n"
+        "source of a host-driven MPI + NCCL program, unchanged) is built with\n"
+        "  nvcc -std=c++17 -arch=sm_90 -O3 -I<its folder> -I<NCCL include> <mpicc\n"
+        "  --showme:compile> [--nvcc-flags] PROGRAM.cu -L<NCCL lib> -l:libnccl.so.2\n"
+        "  -lcublas -lcublasLt <mpicc --showme:link>\n"
+        "(NCCL from $NCCL_HOME, else the CUDA toolkit or the system, as 'cuco doctor'\n"
+        "shows) and run as 'mpirun -np N PROGRAM ARGS' with the NCCL library on\n"
+        "LD_LIBRARY_PATH. Its success line must say PASS (or OK/success) and it may\n"
+        "print 'CUCO_RESULT {\"time_ms\":...}' for its own timing; without that line\n"
+        "the kernel timeline still gives the bound.\n"
+        "\n"
+        "Options:\n"
+        "  --json            print the report as one JSON object (bound.json)\n"
+        "  --workspace DIR   where bound.json and run folders go\n"
+        "                    (default ./cuco-out/<workload name>)\n"
+        "  --ranks N         ranks for a bare PROGRAM.cu (mpirun -np N; default 2), or\n"
+        "                    a workload's instead of its manifest's\n"
+        "  --args \"A B ...\"  arguments of a bare PROGRAM.cu's run, split at spaces\n"
+        "                    (or give them after '--')\n"
+        "  --nvcc-flags \"F ...\"  extra compile/link flags for a bare PROGRAM.cu\n"
+        "                    (e.g. \"-I../include -lcurand\"), split at spaces\n"
+        "  --static-only     only the static verification audit; run nothing\n"
+        "  --no-variants     skip the communication-/computation-removed variants\n"
+        "                    (and so the dynamic audit)\n"
+        "  --emit-variants DIR  write the communication-removed and computation-removed\n"
+        "                    programs to DIR (NAME.comm_removed.EXT, NAME.compute_removed.EXT)\n"
+        "                    and stop\n"
+        "  --timeout S       limit of each run of the program or a variant, seconds\n"
+        "                    (default: the manifest's bench timeout; 300 for a bare\n"
+        "                    program); a run past it is killed and reported\n"
+        "  --single-run      run the program once, with the timeline library loaded\n"
+        "                    (default: once without it for its own timing, once with)\n"
+        "  --build-only      build the program and its two variants into WORKSPACE and\n"
+        "                    stop; a later 'cuco bound' with the same WORKSPACE reuses\n"
+        "                    builds of the same text (so builds can run in parallel)\n"
+        "  --part P          with --build-only: only program, comm_removed or\n"
+        "                    compute_removed (repeatable)\n"
+        "  --injection LIB   the timeline library (default: beside the cuco binary,\n"
+        "                    or $CUCO_TIMELINE_LIB)\n"
+        "  --quiet           no progress lines on stderr\n"
+        "  --no-confine      build and run the program unconfined: with cuco's\n"
+        "                    environment, network and file system (warns; also\n"
+        "                    CUCO_CONFINE=0; docs/launch.md)\n"
+        "  -h, --help        this text\n"
+        "\n"
+        "Exit status: 0 report written without warnings, 1 report written with a\n"
+        "verification warning or a failed run, 2 bad usage or input.\n");
 }
 
 static void print_progress(void *ctx, const char *line)
@@ -160,6 +164,8 @@ int cmd_bound(int argc, char **argv)
             o.single_run = 1;
         } else if (!strcmp(a, "--build-only")) {
             o.build_only = 1;
+        } else if (!strcmp(a, "--no-confine")) {
+            o.no_confine = 1;
         } else if (!strcmp(a, "--timeout") && i + 1 < argc) {
             char *end = NULL;
             long t = strtol(argv[++i], &end, 10);
@@ -177,8 +183,10 @@ int cmd_bound(int argc, char **argv)
             else if (!strcmp(v, "compute_removed"))
                 o.build_parts |= 4u;
             else {
-                fprintf(stderr, "cuco bound: --part is program, comm_removed or compute_removed, "
-                                "not '%s'\n", v);
+                fprintf(stderr,
+                        "cuco bound: --part is program, comm_removed or compute_removed, "
+                        "not '%s'\n",
+                        v);
                 return 2;
             }
         } else if ((!strcmp(a, "--workspace") || !strcmp(a, "--ranks") ||
@@ -221,6 +229,7 @@ int cmd_bound(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    o.no_confine = cli_unconfined(o.no_confine);
     cuco_err e = CUCO_ERR_INIT;
     cuco_workload *w = NULL;
     int rc;
@@ -235,8 +244,7 @@ int cmd_bound(int argc, char **argv)
         rc = cuco_workload_load(target, &w, &e);
         if (!rc && ranks_given)
             rc = cuco_workload_override_ranks(w, ranks, &e);
-    } else
-    {
+    } else {
         cuco_bare_program bp = {ranks, prog_args, nvcc_flags, prog_argc, prog_argv};
         rc = cuco_workload_from_program(target, &bp, &w, &e);
     }

@@ -25,6 +25,7 @@
 #include <yaml.h>
 
 #include "cuco/buf.h"
+#include "cuco/confine.h"
 #include "cuco/fs.h"
 #include "cuco/proc.h"
 #include "cuco/toolchain.h"
@@ -69,6 +70,10 @@ typedef struct doctor_facts {
     char *sbatch, *srun;
     /* LLM keys: set or not */
     int key_anthropic, key_openai, key_base_url;
+    /* confinement of builds and runs (cuco/confine.h) */
+    int confine_off;    /* CUCO_CONFINE=0 */
+    int confine_ok;     /* a confined `true` ran */
+    char *confine_what; /* what is in force, or why it is not */
     /* what will not work, one sentence each */
     char **wont;
     size_t n_wont;
@@ -220,13 +225,13 @@ static int topo_parse(const char *text, topo_matrix *m)
         }
         if (!is_numbered(first, "GPU"))
             continue;
-        size_t row = (size_t)atoi(first + 3);
+        size_t row = (size_t)strtol(first + 3, NULL, 10);
         for (size_t c = 0; c < n_cols; c++) {
             char *tok = strtok_r(NULL, " \t", &save_tok);
             if (!tok)
                 break;
             if (row < m->n && is_numbered(cols[c], "GPU")) {
-                size_t col = (size_t)atoi(cols[c] + 3);
+                size_t col = (size_t)strtol(cols[c] + 3, NULL, 10);
                 if (col < m->n) {
                     free(m->cells[row * m->n + col]);
                     m->cells[row * m->n + col] = cuco_strdup(tok);
@@ -291,7 +296,7 @@ static void detect_gpus(doctor_facts *f)
         f->gpus = grown;
         doctor_gpu *g = &f->gpus[f->n_gpus++];
         memset(g, 0, sizeof *g);
-        g->index = atoi(line);
+        g->index = (int)strtol(line, NULL, 10);
         g->name = cuco_strdup(cuco_str_trim(first_comma + 1));
         char *mem = cuco_str_trim(last_comma + 1);
         g->memory_mib = isdigit((unsigned char)*mem) ? strtol(mem, NULL, 10) : -1;
@@ -312,7 +317,7 @@ static void detect_gpus(doctor_facts *f)
         char *comma = strchr(line, ',');
         if (!comma)
             continue;
-        int index = atoi(line);
+        int index = (int)strtol(line, NULL, 10);
         char *cap = cuco_str_trim(comma + 1);
         for (size_t i = 0; i < f->n_gpus; i++)
             if (f->gpus[i].index == index && isdigit((unsigned char)*cap))
@@ -343,7 +348,7 @@ static void detect_gpus(doctor_facts *f)
             l->a = (int)a;
             l->b = (int)b;
             l->kind = cuco_strdup(kind ? kind : "unknown");
-            l->nvlinks = kind && is_numbered(kind, "NV") ? atoi(kind + 2) : 0;
+            l->nvlinks = kind && is_numbered(kind, "NV") ? (int)strtol(kind + 2, NULL, 10) : 0;
             l->p2p = ok ? cuco_strdup(ok) : NULL;
         }
     topo_matrix_free(&topo);
@@ -462,6 +467,11 @@ static void judge(doctor_facts *f)
     if (!f->sbatch || !f->srun)
         wont(f, "no Slurm (%s%s%s missing): the slurm launcher cannot be used; the local one can",
              f->sbatch ? "" : "sbatch", !f->sbatch && !f->srun ? ", " : "", f->srun ? "" : "srun");
+    if (!f->confine_off && !f->confine_ok)
+        wont(f,
+             "confinement unavailable (%s): every evaluation ends as infra_error unless run "
+             "with --no-confine",
+             f->confine_what ? f->confine_what : "unknown reason");
     if (!f->key_anthropic && !f->key_openai && !f->key_base_url)
         wont(f, "no LLM key (ANTHROPIC_API_KEY, OPENAI_API_KEY or CUCO_LLM_BASE_URL): LLM mutators "
                 "and the "
@@ -484,6 +494,8 @@ static void facts_gather(doctor_facts *f)
     f->key_anthropic = env_set_nonempty("ANTHROPIC_API_KEY");
     f->key_openai = env_set_nonempty("OPENAI_API_KEY");
     f->key_base_url = env_set_nonempty("CUCO_LLM_BASE_URL");
+    f->confine_off = !cuco_confine_default_enabled();
+    f->confine_ok = cuco_confine_probe(&f->confine_what) == 0;
     judge(f);
 }
 
@@ -509,6 +521,7 @@ static void facts_free(doctor_facts *f)
     free(f->rdma);
     free(f->sbatch);
     free(f->srun);
+    free(f->confine_what);
     for (size_t i = 0; i < f->n_wont; i++)
         free(f->wont[i]);
     free(f->wont);
@@ -558,6 +571,24 @@ static const char *link_meaning(const char *kind)
 static const char *or_none(const char *s)
 {
     return s ? s : "not found";
+}
+
+/* "namespaces" (in force), "off" (CUCO_CONFINE=0) or "unavailable". */
+static const char *confine_mode(const doctor_facts *f)
+{
+    return f->confine_off ? "off" : f->confine_ok ? "namespaces" : "unavailable";
+}
+
+static void print_confine(const doctor_facts *f)
+{
+    printf("\nConfinement of builds and runs\n");
+    if (f->confine_off)
+        printf("  off (CUCO_CONFINE=0): candidates run unconfined%s\n",
+               f->confine_ok ? "; namespaces would work here" : "");
+    else if (f->confine_ok)
+        printf("  in force: %s\n", or_none(f->confine_what));
+    else
+        printf("  unavailable: %s\n", or_none(f->confine_what));
 }
 
 static void print_text(const doctor_facts *f)
@@ -644,6 +675,8 @@ static void print_text(const doctor_facts *f)
 
     printf("\nSlurm\n");
     printf("  sbatch   %s\n  srun     %s\n", or_none(f->sbatch), or_none(f->srun));
+
+    print_confine(f);
 
     printf("\nLLM keys (names only)\n");
     printf("  ANTHROPIC_API_KEY   %s\n", f->key_anthropic ? "set" : "not set");
@@ -745,6 +778,10 @@ static json_t *facts_json(const doctor_facts *f)
                         json_pack("{s:b, s:b, s:b}", "ANTHROPIC_API_KEY", f->key_anthropic,
                                   "OPENAI_API_KEY", f->key_openai, "CUCO_LLM_BASE_URL",
                                   f->key_base_url));
+    json_object_set_new(root, "confinement",
+                        json_pack("{s:s, s:b, s:o}", "mode", confine_mode(f), "in_force",
+                                  !f->confine_off && f->confine_ok, "detail",
+                                  json_str_or_null(f->confine_what)));
     json_t *wont_list = json_array();
     for (size_t i = 0; i < f->n_wont; i++)
         json_array_append_new(wont_list, json_string(f->wont[i]));

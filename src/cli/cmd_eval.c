@@ -40,6 +40,9 @@ static void usage(FILE *out)
             "  --launcher KIND     local (default: mpirun here) or slurm (sbatch; --work-dir\n"
             "                      must then be on a file system the nodes share)\n"
             "  --quiet             no progress lines on stderr\n"
+            "  --no-confine        build and run the program unconfined: with cuco's\n"
+            "                      environment, network and file system (warns; also\n"
+            "                      CUCO_CONFINE=0; docs/launch.md)\n"
             "  -h, --help          this text\n"
             "\n"
             "Exit status: 0 status ok, 1 the program failed (compile_error, run_error,\n"
@@ -117,7 +120,7 @@ int cmd_eval(int argc, char **argv)
     }
     const char *workload_arg = NULL, *program_arg = NULL, *work_dir = NULL, *launcher_kind = NULL;
     const char *frozen_ref_arg = NULL;
-    int json = 0, quiet = 0, keep_build = 0, level = 3, repeats = 0, ranks = 0;
+    int json = 0, quiet = 0, keep_build = 0, level = 3, repeats = 0, ranks = 0, no_confine = 0;
     double verify_timeout = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -127,6 +130,8 @@ int cmd_eval(int argc, char **argv)
             quiet = 1;
         } else if (!strcmp(a, "--keep-build")) {
             keep_build = 1;
+        } else if (!strcmp(a, "--no-confine")) {
+            no_confine = 1;
         } else if (!strcmp(a, "--level") || !strcmp(a, "--repeats") ||
                    !strcmp(a, "--verify-timeout") || !strcmp(a, "--work-dir") ||
                    !strcmp(a, "--launcher") || !strcmp(a, "--ranks") ||
@@ -173,6 +178,7 @@ int cmd_eval(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    no_confine = cli_unconfined(no_confine);
 
     cuco_err e = CUCO_ERR_INIT;
     cuco_workload *w = NULL;
@@ -197,8 +203,8 @@ int cmd_eval(int argc, char **argv)
         cuco_err_print(&e, "cuco eval: --frozen-ref", stderr);
         goto out;
     }
-    if (launcher_kind && cuco_launcher_from_kind(launcher_kind, w->gpu, w->ranks, 1, -1, 0, &launcher,
-                                                 &e) != 0) {
+    if (launcher_kind &&
+        cuco_launcher_from_kind(launcher_kind, w->gpu, w->ranks, 1, -1, 0, &launcher, &e) != 0) {
         cuco_err_print(&e, "cuco eval", stderr);
         goto out;
     }
@@ -210,6 +216,7 @@ int cmd_eval(int argc, char **argv)
         .keep_build = keep_build,
         .frozen_ref = frozen_ref,
         .progress = quiet ? NULL : print_progress,
+        .no_confine = no_confine,
     };
     cuco_eval_result r;
     if (cuco_eval_program(w, program, &opts, &r, &e) != 0) {

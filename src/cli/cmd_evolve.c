@@ -18,6 +18,8 @@
 #include "cuco/launch.h"
 #include "cuco/llm.h"
 #include "cuco/llm_mutate.h"
+#include "cuco/patch.h"
+#include "cuco/program.h"
 #include "cuco/toolchain.h"
 #include "cuco/workload.h"
 
@@ -66,7 +68,11 @@ static void usage(FILE *out)
             "                    fails on re-timing is marked failed (config\n"
             "                    retime_rounds; default 2; 0: trust single measurements)\n"
             "  --mutator NAME    use only this mutator: knob (default, the offline\n"
-            "                    design-space mutator), or an LLM mutator (needs --model):\n"
+            "                    design-space search: knobs the program never reads are\n"
+            "                    held, a two-level screen estimates each knob's effect and\n"
+            "                    the two-knob interactions, then it refines along the\n"
+            "                    strongest; never measures a setting twice), or an LLM\n"
+            "                    mutator (needs --model):\n"
             "                    llm_diff (SEARCH/REPLACE edits), llm_full (rewrites the\n"
             "                    EVOLVE-BLOCKs), llm_cross (combines two parents), llm\n"
             "                    (cross with two parents, else full or diff); test_garbage\n"
@@ -87,10 +93,14 @@ static void usage(FILE *out)
             "  --max-tokens N    answer limit per LLM call (default 8192); each call is\n"
             "                    admitted against the budget with this many output tokens\n"
             "  --init FILE       generation-0 program instead of the workload's seed\n"
-            "                    (e.g. the output of cuco transform)\n"
+            "                    (e.g. the output of cuco transform); it must keep the\n"
+            "                    seed's frozen text (exit 2 otherwise)\n"
             "  --fresh           start a new run even if an unfinished one exists\n"
             "  --quiet           print nothing but errors and the final result\n"
             "  --json            progress and result as JSON lines\n"
+            "  --no-confine      build and run candidates unconfined: with cuco's environment,\n"
+            "                    network and file system (warns; also CUCO_CONFINE=0;\n"
+            "                    docs/launch.md)\n"
             "\n"
             "config keys (YAML; all optional):\n"
             "  islands: 2              number of islands\n"
@@ -148,6 +158,7 @@ typedef struct eval_ctx {
     int repeats;
     const cuco_launcher *launcher; /* NULL: mpirun directly */
     const char *frozen_ref;        /* the --init program; NULL: the seed */
+    int no_confine;                /* --no-confine: candidates run unconfined */
 } eval_ctx;
 
 /* The verification audit's warning of 'cuco bound' (WORKSPACE/bound.json)
@@ -161,6 +172,35 @@ static void record_bound_warning(cuco_db *db, int64_t run_id, const char *ws)
         cuco_err_print(&we, "cuco evolve: recording the bound warning", stderr);
     free(warning);
     cuco_err_clear(&we);
+}
+
+/* An --init program is held to what 'cuco eval' asks of any candidate: the
+ * seed's frozen text, byte for byte, and blocks that pass the block guard
+ * (with the workload's headers). A seed without EVOLVE-BLOCKs (a bare
+ * program that the transform marked) has no frozen text to keep. */
+static int check_init(const cuco_workload *w, const char *seed, const char *init, const char *path,
+                      cuco_err *e)
+{
+    cuco_block *blocks = NULL;
+    size_t n = 0;
+    int rc = cuco_program_blocks(seed, &blocks, &n, e);
+    free(blocks);
+    if (rc < 0)
+        return cuco_err_prefix(e, "the seed");
+    if (n == 0)
+        return 0;
+    rc = cuco_program_check_frozen(seed, init, e);
+    if (rc < 0)
+        return cuco_err_prefix(e, "--init %s: edit outside the EVOLVE-BLOCKs of the seed", path);
+    char *context = NULL;
+    cuco_err ce = CUCO_ERR_INIT;
+    if (cuco_eval_frozen_context(w, &context, &ce) < 0)
+        fprintf(stderr, "cuco evolve: the block guard of --init runs without the headers: %s\n",
+                cuco_err_msg(&ce));
+    cuco_err_clear(&ce);
+    rc = cuco_patch_guard_blocks(seed, init, context, e);
+    free(context);
+    return rc < 0 ? cuco_err_prefix(e, "--init %s", path) : 0;
 }
 
 static int real_eval(void *ctx, int slot, const char *text, cuco_eval_outcome *out, cuco_err *e)
@@ -182,6 +222,7 @@ static int real_eval(void *ctx, int slot, const char *text, cuco_eval_outcome *o
     o.repeats = c->repeats;
     o.launcher = c->launcher;
     o.frozen_ref = c->frozen_ref;
+    o.no_confine = c->no_confine;
     cuco_eval_result r;
     rc = cuco_eval_program(c->w, text, &o, &r, e);
     free(dir);
@@ -252,8 +293,8 @@ static int parse_long(const char *opt, const char *v, long lo, long hi, long *ou
     char *end;
     long x = strtol(v, &end, 10);
     if (!*v || *end || x < lo || x > hi) {
-        fprintf(stderr, "cuco evolve: %s needs a whole number from %ld to %ld, not '%s'\n", opt,
-                lo, hi, v);
+        fprintf(stderr, "cuco evolve: %s needs a whole number from %ld to %ld, not '%s'\n", opt, lo,
+                hi, v);
         return -1;
     }
     *out = x;
@@ -272,6 +313,30 @@ static int parse_double(const char *opt, const char *v, double *out)
     return 0;
 }
 
+/* Names that would only fail once the run started (exit 1) are bad usage
+ * (exit 2) found here: a mutator that does not exist, a price that does not
+ * parse. */
+static int check_names(const cuco_evolve_config *cfg, cuco_err *e)
+{
+    for (size_t i = 0; i < cfg->n_mutators; i++) {
+        if (cuco_config_is_llm_mutator(cfg->mutators[i]))
+            continue;
+        cuco_mutator *m = NULL;
+        int rc = cuco_mutator_create(cfg->mutators[i], &m, e);
+        cuco_mutator_free(m);
+        if (rc < 0)
+            return rc;
+    }
+    if (!cfg->prices)
+        return 0;
+    cuco_llm_prices t;
+    int rc = cuco_llm_prices_init(&t, e);
+    if (rc == 0)
+        rc = cuco_llm_prices_parse(&t, cfg->prices, e);
+    cuco_llm_prices_free(&t);
+    return rc;
+}
+
 int cmd_evolve(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) {
@@ -281,9 +346,10 @@ int cmd_evolve(int argc, char **argv)
     const char *wl_arg = NULL, *config = NULL, *workspace = NULL, *mutator = NULL, *init = NULL;
     const char *opt_val[20] = {0};
     static const char *const opts_with_value[] = {
-        "--config", "--workspace", "--generations", "--evaluations", "--time", "--budget-usd",
-        "--islands", "--slots", "--seed", "--mutator", "--init", "--repeats", "--launcher",
-        "--gpus", "--base-url", "--max-tokens", "--ranks", "--retime-rounds", NULL};
+        "--config",   "--workspace", "--generations", "--evaluations", "--time",  "--budget-usd",
+        "--islands",  "--slots",     "--seed",        "--mutator",     "--init",  "--repeats",
+        "--launcher", "--gpus",      "--base-url",    "--max-tokens",  "--ranks", "--retime-rounds",
+        NULL};
     /* --model and --price may be repeated: kept in order */
     const char **model_args = calloc((size_t)argc + 1, sizeof *model_args);
     const char **price_args = calloc((size_t)argc + 1, sizeof *price_args);
@@ -295,6 +361,7 @@ int cmd_evolve(int argc, char **argv)
         return 1;
     }
     int json = 0, quiet = 0, fresh = 0, shared_bench = 0, run_slots = 0, gpus = -1;
+    int no_confine = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int k = -1;
@@ -323,6 +390,8 @@ int cmd_evolve(int argc, char **argv)
             fresh = 1;
         } else if (!strcmp(a, "--shared-bench")) {
             shared_bench = 1;
+        } else if (!strcmp(a, "--no-confine")) {
+            no_confine = 1;
         } else if (a[0] == '-') {
             fprintf(stderr, "cuco evolve: unknown option %s (see cuco evolve --help)\n", a);
             free(model_args);
@@ -343,6 +412,7 @@ int cmd_evolve(int argc, char **argv)
         free(price_args);
         return 2;
     }
+    no_confine = cli_unconfined(no_confine);
     config = opt_val[0];
     workspace = opt_val[1];
     mutator = opt_val[9];
@@ -366,48 +436,59 @@ int cmd_evolve(int argc, char **argv)
     long lv;
     double dv;
     if (opt_val[2]) {
-        if (parse_long("--generations", opt_val[2], 0, 1000000, &lv)) goto out;
+        if (parse_long("--generations", opt_val[2], 0, 1000000, &lv))
+            goto out;
         cfg.budget_generations = (int)lv;
     }
     if (opt_val[3]) {
-        if (parse_long("--evaluations", opt_val[3], 0, 100000000, &lv)) goto out;
+        if (parse_long("--evaluations", opt_val[3], 0, 100000000, &lv))
+            goto out;
         cfg.budget_evaluations = lv;
     }
     if (opt_val[4]) {
-        if (parse_double("--time", opt_val[4], &dv)) goto out;
+        if (parse_double("--time", opt_val[4], &dv))
+            goto out;
         cfg.budget_wall_s = dv;
     }
     if (opt_val[5]) {
-        if (parse_double("--budget-usd", opt_val[5], &dv)) goto out;
+        if (parse_double("--budget-usd", opt_val[5], &dv))
+            goto out;
         cfg.budget_usd = dv;
     }
     if (opt_val[6]) {
-        if (parse_long("--islands", opt_val[6], 1, 64, &lv)) goto out;
+        if (parse_long("--islands", opt_val[6], 1, 64, &lv))
+            goto out;
         cfg.islands = (int)lv;
     }
     if (opt_val[7] && strcmp(opt_val[7], "auto")) {
-        if (parse_long("--slots", opt_val[7], 1, 256, &lv)) goto out;
+        if (parse_long("--slots", opt_val[7], 1, 256, &lv))
+            goto out;
         cfg.slots = (int)lv;
         run_slots = (int)lv;
     }
     if (opt_val[13]) {
-        if (parse_long("--gpus", opt_val[13], 0, 1024, &lv)) goto out;
+        if (parse_long("--gpus", opt_val[13], 0, 1024, &lv))
+            goto out;
         gpus = (int)lv;
     }
     if (opt_val[8]) {
-        if (parse_long("--seed", opt_val[8], 0, 0x7fffffffL, &lv)) goto out;
+        if (parse_long("--seed", opt_val[8], 0, 0x7fffffffL, &lv))
+            goto out;
         cfg.seed = (uint64_t)lv;
     }
     if (opt_val[11]) {
-        if (parse_long("--repeats", opt_val[11], 1, 1000, &lv)) goto out;
+        if (parse_long("--repeats", opt_val[11], 1, 1000, &lv))
+            goto out;
         cfg.repeats = (int)lv;
     }
     if (opt_val[15]) {
-        if (parse_long("--max-tokens", opt_val[15], 1, 1000000, &lv)) goto out;
+        if (parse_long("--max-tokens", opt_val[15], 1, 1000000, &lv))
+            goto out;
         max_tokens = (int)lv;
     }
     if (opt_val[17]) {
-        if (parse_long("--retime-rounds", opt_val[17], 0, 100, &lv)) goto out;
+        if (parse_long("--retime-rounds", opt_val[17], 0, 100, &lv))
+            goto out;
         cfg.retime_rounds = (int)lv;
     }
     for (size_t i = 0; i < n_model_args; i++)
@@ -418,7 +499,7 @@ int cmd_evolve(int argc, char **argv)
             goto fail;
     if (mutator && cuco_config_set_mutator(&cfg, mutator, &e) < 0)
         goto fail;
-    if (cuco_config_validate(&cfg, &e) < 0)
+    if (cuco_config_validate(&cfg, &e) < 0 || check_names(&cfg, &e) < 0)
         goto fail;
 
     if (cuco_workload_load(wl_arg, &w, &e) < 0) {
@@ -462,7 +543,8 @@ int cmd_evolve(int argc, char **argv)
             fprintf(stderr, "cuco evolve: launcher %s, %d run slot%s, %d evaluation threads\n",
                     cuco_launcher_name(launcher), n, n == 1 ? "" : "s", cfg.slots);
     }
-    if (init && cuco_fs_read(init, &init_text, NULL, &e) < 0)
+    if (init && (cuco_fs_read(init, &init_text, NULL, &e) < 0 ||
+                 check_init(w, seed, init_text, init, &e) < 0))
         goto fail;
 
     ws = workspace ? cuco_strdup(workspace) : cuco_sprintf("cuco-out/%s", w->name);
@@ -522,7 +604,7 @@ int cmd_evolve(int argc, char **argv)
             goto fail;
     }
 
-    eval_ctx ec = {w, evaldir, cfg.repeats, launcher, init_text};
+    eval_ctx ec = {w, evaldir, cfg.repeats, launcher, init_text, no_confine};
     progress_ctx pc = {json, quiet};
     cuco_evolve_opts o;
     memset(&o, 0, sizeof o);
@@ -602,8 +684,8 @@ int cmd_evolve(int argc, char **argv)
                    "best program %lld: %.3fx (%.4f ms vs baseline %.4f ms; %s)\n"
                    "knobs %s\nwritten to %s\n",
                    (long long)r.run_id, r.stop_reason, r.generations, r.evaluations, r.cached,
-                   r.retimings, r.retiming_runs, r.retimings_held, (long long)best.id,
-                   r.best_score, r.best_time_ms, r.baseline_ms,
+                   r.retimings, r.retiming_runs, r.retimings_held, (long long)best.id, r.best_score,
+                   r.best_time_ms, r.baseline_ms,
                    cfg.retime_rounds > 0 ? "medians of all their timings"
                                          : "single measurements: --retime-rounds 0",
                    best.knobs_json ? best.knobs_json : "{}", bestpath);

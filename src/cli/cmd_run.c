@@ -38,9 +38,10 @@ struct run_opts {
     int from_seed;
     int skip_bound;
     int quiet;
-    int confirm_rounds; /* side-by-side rounds after the search; 0: none */
-    const char *ranks;  /* --ranks: the workload at that many ranks; NULL: the manifest's */
+    int confirm_rounds;       /* side-by-side rounds after the search; 0: none */
+    const char *ranks;        /* --ranks: the workload at that many ranks; NULL: the manifest's */
     cuco_strlist evolve_args; /* passed through to 'cuco evolve' */
+    int no_confine;           /* --no-confine: every step runs candidates unconfined */
 };
 
 static void run_usage(FILE *out)
@@ -56,8 +57,9 @@ static void run_usage(FILE *out)
             "                WORKSPACE/gen_0/ (only when the program has NCCL collectives;\n"
             "                kept when it already exists)\n"
             "  4. evolve     the search, starting from gen_0 (or the seed)\n"
-            "  5. confirm    the host-driven seed, gen_0 and the best program timed side by\n"
-            "                side in interleaved rounds (each verified and benchmarked every\n"
+            "  5. confirm    the host-driven seed, the workload's expert program (manifest\n"
+            "                'expert'), gen_0 and the best program timed side by side in\n"
+            "                interleaved rounds (each verified and benchmarked every\n"
             "                round) -> WORKSPACE/confirm.json: the speedups to quote\n"
             "  6. report     WORKSPACE/report.html, report.md and the best program\n"
             "Run the same command again to resume an interrupted run.\n"
@@ -88,6 +90,8 @@ static void run_usage(FILE *out)
             "  --confirm-rounds N  rounds of the confirm step (default 3; 0 skips it)\n"
             "  --force             spend an LLM budget even when the ceiling is under %.2fx\n"
             "  --quiet             only the final summary\n"
+            "  --no-confine        every step builds and runs candidates unconfined (warns;\n"
+            "                      also CUCO_CONFINE=0; docs/launch.md)\n"
             "  -h, --help          this text\n"
             "Anything after '--' goes to 'cuco evolve' unchanged (see 'cuco evolve --help').\n"
             "\n"
@@ -290,10 +294,12 @@ static char *read_if_exists(const char *path)
     return text;
 }
 
-/* Step 5: the host-driven seed, gen_0 (when the search started from it) and
- * the best program (WORKSPACE/best.EXT, when it is neither of them) in
- * interleaved rounds; WORKSPACE/confirm.json and a table. Returns 0 when the
- * comparison ran (whatever the programs' statuses), 1 when it could not. */
+/* Step 5: the host-driven seed, the workload's expert program (the manifest's
+ * `expert`, the best hand-written host-driven overlap, when it names one),
+ * gen_0 (when the search started from it) and the best program
+ * (WORKSPACE/best.EXT, when it is none of them) in interleaved rounds;
+ * WORKSPACE/confirm.json and a table. Returns 0 when the comparison ran
+ * (whatever the programs' statuses), 1 when it could not. */
 static int confirm_step(const struct run_opts *o, const cuco_workload *w, const char *workspace,
                         const char *gen0_program)
 {
@@ -304,23 +310,31 @@ static int confirm_step(const struct run_opts *o, const cuco_workload *w, const 
     char *seed_text = seed_path ? read_if_exists(seed_path) : NULL;
     char *gen0_text = gen0_program ? read_if_exists(gen0_program) : NULL;
     char *best_text = best_path ? read_if_exists(best_path) : NULL;
+    char *expert_path = w->expert ? cuco_path_join(w->dir, w->expert) : NULL;
+    char *expert_text = expert_path ? read_if_exists(expert_path) : NULL;
     free(best_name);
     free(seed_path);
-    cuco_compare_entry entries[3];
+    free(expert_path);
+    cuco_compare_entry entries[4];
     memset(entries, 0, sizeof entries);
     size_t n = 0;
     entries[n++] = (cuco_compare_entry){.label = "seed"};
+    /* second, so that confirm.json's last-against-second speedup is the best
+     * program's over the expert's (it keeps the seed's frozen text) */
+    if (expert_text)
+        entries[n++] = (cuco_compare_entry){.label = "expert", .program_text = expert_text};
+    size_t gen0_at = n;
     if (gen0_text)
-        entries[n++] = (cuco_compare_entry){.label = "gen_0", .program_text = gen0_text,
-                                            .frozen_ref = gen0_text};
+        entries[n++] = (cuco_compare_entry){
+            .label = "gen_0", .program_text = gen0_text, .frozen_ref = gen0_text};
     int best_is = 0; /* 1: the seed, 2: gen_0 */
     if (best_text && seed_text && !strcmp(best_text, seed_text))
         best_is = 1;
     else if (best_text && gen0_text && !strcmp(best_text, gen0_text))
         best_is = 2;
     else if (best_text)
-        entries[n++] = (cuco_compare_entry){.label = "best", .program_text = best_text,
-                                            .frozen_ref = gen0_text};
+        entries[n++] = (cuco_compare_entry){
+            .label = "best", .program_text = best_text, .frozen_ref = gen0_text};
     int rc = 0;
     if (n < 2) {
         printf("\n== cuco run: confirm: nothing to compare with the seed%s\n",
@@ -357,12 +371,14 @@ static int confirm_step(const struct run_opts *o, const cuco_workload *w, const 
                    c->excerpt ? ": " : "", c->excerpt ? c->excerpt : "");
             continue;
         }
-        printf("  %-6s %9.4f ms  (%.4f .. %.4f over %d rounds)", c->label, c->median_ms,
-               c->min_ms, c->max_ms, c->n_times);
+        printf("  %-6s %9.4f ms  (%.4f .. %.4f over %d rounds)", c->label, c->median_ms, c->min_ms,
+               c->max_ms, c->n_times);
         if (i > 0 && ref > 0)
             printf("  %.3fx over the seed", ref / c->median_ms);
-        if (i == 2 && entries[1].median_ms > 0)
-            printf(", %.3fx over gen_0", entries[1].median_ms / c->median_ms);
+        if (gen0_text && i > gen0_at && entries[gen0_at].median_ms > 0)
+            printf(", %.3fx over gen_0", entries[gen0_at].median_ms / c->median_ms);
+        if (expert_text && i > 1 && entries[1].status == CUCO_EVAL_OK && entries[1].median_ms > 0)
+            printf(", %.3fx over the expert", entries[1].median_ms / c->median_ms);
         printf("\n");
     }
     if (json) {
@@ -391,6 +407,7 @@ out:
     free(seed_text);
     free(gen0_text);
     free(best_text);
+    free(expert_text);
     free(best_path);
     return rc;
 }
@@ -426,8 +443,9 @@ static int parse_run_args(int argc, char **argv, struct run_opts *o)
             char *end = NULL;
             long v = strtol(argv[++i], &end, 10);
             if (!end || *end || v < 0 || v > 100) {
-                fprintf(stderr, "cuco run: --confirm-rounds wants a number from 0 to 100, not "
-                                "'%s'\n",
+                fprintf(stderr,
+                        "cuco run: --confirm-rounds wants a number from 0 to 100, not "
+                        "'%s'\n",
                         argv[i]);
                 return -1;
             }
@@ -440,13 +458,16 @@ static int parse_run_args(int argc, char **argv, struct run_opts *o)
             o->skip_bound = 1;
         } else if (!strcmp(a, "--quiet")) {
             o->quiet = 1;
+        } else if (!strcmp(a, "--no-confine")) {
+            o->no_confine = 1;
         } else if (a[0] == '-') {
             fprintf(stderr, "cuco run: unknown option or missing value: %s\n", a);
             return -1;
         } else if (!o->workload) {
             o->workload = a;
         } else {
-            fprintf(stderr, "cuco run: more than one workload given ('%s', '%s')\n", o->workload, a);
+            fprintf(stderr, "cuco run: more than one workload given ('%s', '%s')\n", o->workload,
+                    a);
             return -1;
         }
     }
@@ -471,6 +492,10 @@ int cmd_run(int argc, char **argv)
         cuco_strlist_free(&o.evolve_args);
         return 2;
     }
+    /* The steps are cuco commands of their own and the confirm step runs
+     * here: the environment carries the choice to all of them. */
+    if (cli_unconfined(o.no_confine))
+        setenv("CUCO_CONFINE", "0", 1);
 
     int rc = 0;
     cuco_err e = CUCO_ERR_INIT;
@@ -592,11 +617,10 @@ int cmd_run(int argc, char **argv)
         goto out;
     }
 
-
     /* 4. evolve (resumes a run already in the workspace). */
     {
-        const char *v[] = {"evolve", o.workload, "--workspace", workspace, "--mutator", o.mutator,
-                           NULL};
+        const char *v[] = {"evolve",    o.workload, "--workspace", workspace,
+                           "--mutator", o.mutator,  NULL};
         args_push_all(&args, v);
         push_ranks(&args, &o);
         if (start_from_gen0) {
@@ -613,13 +637,13 @@ int cmd_run(int argc, char **argv)
     if (erc != 0) {
         fprintf(stderr, "cuco run: evolve failed (exit %d); writing the report of what exists\n",
                 erc);
-        rc = 1;
+        rc = erc == 2 ? 2 : 1; /* evolve's bad usage is this command's */
     }
 
     /* 5. confirm: the speedups to quote, measured side by side. */
     if (o.confirm_rounds > 0 &&
         confirm_step(&o, w, workspace, start_from_gen0 ? gen0_program : NULL) != 0)
-        rc = 1;
+        rc = rc == 2 ? 2 : 1;
 
     /* 6. report. */
     {
@@ -629,7 +653,7 @@ int cmd_run(int argc, char **argv)
     int rrc = run_step("report", exe, &args, o.quiet);
     cuco_strlist_free(&args);
     if (rrc != 0)
-        rc = 1;
+        rc = rc == 2 ? 2 : 1;
     else
         printf("cuco run: report in %s/report.html and %s/report.md\n", workspace, workspace);
     {

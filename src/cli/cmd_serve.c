@@ -92,6 +92,7 @@ int cmd_serve(int argc, char **argv)
     cuco_web_opts opts = {db_path, workspace, host, (int)port};
     if (web_server_start(&opts, &server, &e) < 0) {
         cuco_err_print(&e, "cuco serve", stderr);
+        code = e.code == CUCO_EINVAL ? 2 : 1; /* a bad --host or --port is bad usage */
         goto out;
     }
     int ipv6 = strchr(host, ':') != NULL;

@@ -10,6 +10,7 @@
 #include "cuco/buf.h"
 #include "cuco/err.h"
 #include "cuco/fs.h"
+#include "cuco/llm.h"
 #include "cuco/transform.h"
 #include "cuco/transform_llm.h"
 #include "cuco/workload.h"
@@ -21,53 +22,55 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: cuco transform WORKLOAD|PROGRAM.cu [OPTIONS]\n"
-            "\n"
-            "Rewrites the workload's host-driven NCCL calls into device-initiated\n"
-            "communication on device/ (symmetric windows, a device communicator, LSA\n"
-            "kernels), checks the result statically, builds, verifies and times it\n"
-            "against the seed, and writes WORKSPACE/gen_0/: the program (the evolve\n"
-            "file's name), program.diff, transform_report.md and transform_report.json.\n"
-            "A verified program becomes the root of a new run in WORKSPACE/runs.db.\n"
-            "WORKLOAD is a folder holding workload.yaml, or the manifest itself. A bare\n"
-            "PROGRAM.cu is built with nvcc + MPI + NCCL + cuBLAS (as 'cuco bound' does)\n"
-            "and run as 'mpirun -np N PROGRAM ARGS' for verification and timing; it must\n"
-            "print 'Verification: PASS|FAIL' and 'CUCO_RESULT {\"time_ms\": ...}'\n"
-            "(docs/workload.md) to be verified and timed.\n"
-            "\n"
-            "Options:\n"
-            "  --workspace D   workspace folder (default: ./cuco-out/<workload>)\n"
-            "  --ranks N       ranks of a bare PROGRAM.cu (default 2), or a workload's\n"
-            "                  instead of its manifest's (a separate workload NAME@N)\n"
-            "  --args \"A ...\"  its arguments (split at spaces)\n"
-            "  --nvcc-flags \"F ...\"  extra nvcc flags for a bare PROGRAM.cu\n"
-            "  --no-verify     do not build or run anything: rules and static check only;\n"
-            "                  the program is registered as 'pending'\n"
-            "  --model SPEC    an LLM for the LLM route (\"anthropic:NAME\", \"openai:NAME\"\n"
-            "                  or a bare name; repeat for several): when the rules refuse\n"
-            "                  the program (or it fails its check, build or verification),\n"
-            "                  the model rewrites it in two stages (A: symmetric memory,\n"
-            "                  window, device communicator; B: device-initiated\n"
-            "                  communication instead of the host collectives), each edit\n"
-            "                  built (and verified with a GPU) with the errors fed back,\n"
-            "                  then judged by the model and the static check. Keys:\n"
-            "                  ANTHROPIC_API_KEY, OPENAI_API_KEY; base URLs:\n"
-            "                  CUCO_ANTHROPIC_BASE_URL, CUCO_OPENAI_BASE_URL. docs/llm.md\n"
-            "  --route R       auto (default: rules, then the LLM route if refused and a\n"
-            "                  model is given), rules, or llm (the LLM route only)\n"
-            "  --max-attempts N  edits per stage of the LLM route (default 4)\n"
-            "  --budget-usd X  money limit of the LLM route's calls\n"
-            "  --price SPEC    \"model=IN,OUT[,CACHED]\" $ per million tokens (also\n"
-            "                  $CUCO_LLM_PRICES)\n"
-            "  --base-url URL  the models' API base URL\n"
-            "  --json          print the report as one JSON object\n"
-            "  --quiet         no progress lines on stderr\n"
-            "  -h, --help      this text\n"
-            "\n"
-            "Exit status: 0 transformed and verified (--no-verify: transformed and\n"
-            "statically checked), 1 not transformed (see the report), 2 bad usage or\n"
-            "bad manifest, 3 built but not verified: no GPU on this machine.\n");
+    fprintf(out, "usage: cuco transform WORKLOAD|PROGRAM.cu [OPTIONS]\n"
+                 "\n"
+                 "Rewrites the workload's host-driven NCCL calls into device-initiated\n"
+                 "communication on device/ (symmetric windows, a device communicator, LSA\n"
+                 "kernels), checks the result statically, builds, verifies and times it\n"
+                 "against the seed, and writes WORKSPACE/gen_0/: the program (the evolve\n"
+                 "file's name), program.diff, transform_report.md and transform_report.json.\n"
+                 "A verified program becomes the root of a new run in WORKSPACE/runs.db.\n"
+                 "WORKLOAD is a folder holding workload.yaml, or the manifest itself. A bare\n"
+                 "PROGRAM.cu is built with nvcc + MPI + NCCL + cuBLAS (as 'cuco bound' does)\n"
+                 "and run as 'mpirun -np N PROGRAM ARGS' for verification and timing; it must\n"
+                 "print 'Verification: PASS|FAIL' and 'CUCO_RESULT {\"time_ms\": ...}'\n"
+                 "(docs/workload.md) to be verified and timed.\n"
+                 "\n"
+                 "Options:\n"
+                 "  --workspace D   workspace folder (default: ./cuco-out/<workload>)\n"
+                 "  --ranks N       ranks of a bare PROGRAM.cu (default 2), or a workload's\n"
+                 "                  instead of its manifest's (a separate workload NAME@N)\n"
+                 "  --args \"A ...\"  its arguments (split at spaces)\n"
+                 "  --nvcc-flags \"F ...\"  extra nvcc flags for a bare PROGRAM.cu\n"
+                 "  --no-verify     do not build or run anything: rules and static check only;\n"
+                 "                  the program is registered as 'pending'\n"
+                 "  --model SPEC    an LLM for the LLM route (\"anthropic:NAME\", \"openai:NAME\"\n"
+                 "                  or a bare name; repeat for several): when the rules refuse\n"
+                 "                  the program (or it fails its check, build or verification),\n"
+                 "                  the model rewrites it in two stages (A: symmetric memory,\n"
+                 "                  window, device communicator; B: device-initiated\n"
+                 "                  communication instead of the host collectives), each edit\n"
+                 "                  built (and verified with a GPU) with the errors fed back,\n"
+                 "                  then judged by the model and the static check. Keys:\n"
+                 "                  ANTHROPIC_API_KEY, OPENAI_API_KEY; base URLs:\n"
+                 "                  CUCO_ANTHROPIC_BASE_URL, CUCO_OPENAI_BASE_URL. docs/llm.md\n"
+                 "  --route R       auto (default: rules, then the LLM route if refused and a\n"
+                 "                  model is given), rules, or llm (the LLM route only)\n"
+                 "  --max-attempts N  edits per stage of the LLM route (default 4)\n"
+                 "  --budget-usd X  money limit of the LLM route's calls\n"
+                 "  --price SPEC    \"model=IN,OUT[,CACHED]\" $ per million tokens (also\n"
+                 "                  $CUCO_LLM_PRICES)\n"
+                 "  --base-url URL  the models' API base URL\n"
+                 "  --json          print the report as one JSON object\n"
+                 "  --quiet         no progress lines on stderr\n"
+                 "  --no-confine    build and run the transformed program unconfined: with\n"
+                 "                  cuco's environment, network and file system (warns; also\n"
+                 "                  CUCO_CONFINE=0; docs/launch.md)\n"
+                 "  -h, --help      this text\n"
+                 "\n"
+                 "Exit status: 0 transformed and verified (--no-verify: transformed and\n"
+                 "statically checked), 1 not transformed (see the report), 2 bad usage or\n"
+                 "bad manifest, 3 built but not verified: no GPU on this machine.\n");
 }
 
 static void print_progress(void *ctx, const char *line)
@@ -76,10 +79,26 @@ static void print_progress(void *ctx, const char *line)
     fprintf(stderr, "cuco transform: %s\n", line);
 }
 
+/* 1 (and says why) when a --price spec does not parse: bad usage, found
+ * before any work rather than when the LLM route starts. */
+static int bad_prices(const char *spec)
+{
+    cuco_err e = CUCO_ERR_INIT;
+    cuco_llm_prices t;
+    int rc = cuco_llm_prices_init(&t, &e);
+    if (rc == 0)
+        rc = cuco_llm_prices_parse(&t, spec, &e);
+    if (rc)
+        cuco_err_print(&e, "cuco transform", stderr);
+    cuco_llm_prices_free(&t);
+    cuco_err_clear(&e);
+    return rc != 0;
+}
+
 int cmd_transform(int argc, char **argv)
 {
     const char *workload_arg = NULL, *workspace = NULL;
-    int no_verify = 0, json = 0, quiet = 0;
+    int no_verify = 0, json = 0, quiet = 0, no_confine = 0;
     cuco_bare_program bare = {2, NULL, NULL, 0, NULL};
     int ranks_given = 0; /* --ranks: also overrides a workload's manifest */
     /* the LLM route (src/transform/llm_route.c) */
@@ -159,6 +178,8 @@ int cmd_transform(int argc, char **argv)
             json = 1;
         } else if (strcmp(a, "--quiet") == 0) {
             quiet = 1;
+        } else if (strcmp(a, "--no-confine") == 0) {
+            no_confine = 1;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "cuco transform: unknown option '%s' (see cuco transform --help)\n", a);
             free(models);
@@ -188,6 +209,13 @@ int cmd_transform(int argc, char **argv)
         free(models);
         return 2;
     }
+    if (prices && bad_prices(prices)) {
+        free(models);
+        return 2;
+    }
+    /* Both routes evaluate through the cascade, which reads the setting. */
+    if (cli_unconfined(no_confine))
+        setenv("CUCO_CONFINE", "0", 1);
     cuco_err e = CUCO_ERR_INIT;
     cuco_workload *w = NULL;
     char *report = NULL;
@@ -261,7 +289,8 @@ int cmd_transform(int argc, char **argv)
     }
     json_t *notes = json_object_get(r, "notes"), *n;
     size_t i;
-    json_array_foreach(notes, i, n) {
+    json_array_foreach(notes, i, n)
+    {
         const char *kind = json_string_value(json_object_get(n, "kind"));
         int line = (int)json_integer_value(json_object_get(n, "line"));
         if (line > 0)
@@ -273,8 +302,10 @@ int cmd_transform(int argc, char **argv)
     json_t *llm = json_object_get(r, "llm");
     if (llm)
         printf("  LLM route: stage A %d edit(s), stage B %d edit(s), judge %s, %d calls, $%.6f\n",
-               (int)json_integer_value(json_object_get(json_object_get(json_object_get(r, "stages"), "A"), "attempts")),
-               (int)json_integer_value(json_object_get(json_object_get(json_object_get(r, "stages"), "B"), "attempts")),
+               (int)json_integer_value(
+                   json_object_get(json_object_get(json_object_get(r, "stages"), "A"), "attempts")),
+               (int)json_integer_value(
+                   json_object_get(json_object_get(json_object_get(r, "stages"), "B"), "attempts")),
                json_string_value(json_object_get(json_object_get(r, "judge"), "verdict")),
                (int)json_integer_value(json_object_get(llm, "calls_made")),
                json_real_value(json_object_get(llm, "usd")));

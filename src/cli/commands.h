@@ -13,6 +13,11 @@ int cmd_report(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_bound(int argc, char **argv);
+/* Hidden: runs a program confined (the Slurm launcher's batch scripts). */
+int cmd_confine_exec(int argc, char **argv);
+/* 1 when candidates are to run unconfined (the command's --no-confine, or
+ * CUCO_CONFINE=0), after one warning line on stderr; else 0. */
+int cli_unconfined(int no_confine_flag);
 
 /* Returns 1 when argv holds -h or --help (anywhere before a "--"). */
 int cli_wants_help(int argc, char **argv);

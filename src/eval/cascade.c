@@ -8,13 +8,16 @@
  * timeouts that kill the whole process group). The first failing level decides
  * the status, and the excerpt keeps the part of the log that explains it. */
 #include "cuco/buf.h"
+#include "cuco/confine.h"
 #include "cuco/eval.h"
 #include "cuco/fs.h"
 #include "cuco/hash.h"
 #include "cuco/include_deps.h"
 #include "cuco/launch.h"
+#include "cuco/patch.h"
 #include "cuco/proc.h"
 #include "cuco/program.h"
+#include "cuco/redact.h"
 #include "cuco/stats.h"
 #include "cuco/toolchain.h"
 
@@ -27,6 +30,9 @@
 #include <unistd.h>
 
 enum { EXCERPT_CAP = 4096, COMPILE_EXCERPT_LINES = 40 };
+/* A run that prints more than this is stopped as bad_output: the result
+ * lines are a few hundred bytes, and a flood only costs time and memory. */
+#define RUN_OUTPUT_LIMIT (64ULL << 20)
 
 /* State of one evaluation. Everything here is owned and freed by
  * cascade_free(). */
@@ -42,6 +48,10 @@ typedef struct cascade {
     cuco_strlist mpi_compile, mpi_link;
     int mpi_compile_done, mpi_link_done;
     cuco_strlist run_env; /* NAME=VALUE for every run */
+    cuco_confine confine; /* of the build and the runs: only build_dir is writable */
+    const char *writable[2];
+    const char *visible[3]; /* the workload folder and cuco's tree stay readable */
+    char *leftovers;        /* the first "cuco: ended N processes ..." line of a run, or NULL */
 } cascade;
 
 static void progress(cascade *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -60,6 +70,7 @@ static void progress(cascade *c, const char *fmt, ...)
 
 static void cascade_free(cascade *c)
 {
+    free(c->leftovers);
     free(c->build_dir);
     free(c->bin);
     free(c->evolve_path);
@@ -110,13 +121,18 @@ static const char *tail_of(const char *s, size_t cap)
     return nl && nl + 1 < s + n && (size_t)(nl - t) < cap / 4 ? nl + 1 : t;
 }
 
+/* Every excerpt goes through here: secrets are redacted before the cut, so
+ * that none is cut in half and let through (cuco/redact.h). */
 static void set_excerpt(cascade *c, const char *text)
 {
     free(c->r->excerpt);
-    size_t n = strlen(text);
+    char *redacted = cuco_redact_secrets(text);
+    const char *t = redacted ? redacted : "";
+    size_t n = strlen(t);
     if (n > EXCERPT_CAP)
         n = EXCERPT_CAP;
-    c->r->excerpt = clean_text(text, n);
+    c->r->excerpt = clean_text(t, n);
+    free(redacted);
 }
 
 static int line_has_error(const char *s, size_t n)
@@ -496,6 +512,89 @@ int cuco_eval_inputs_digest(const cuco_workload *w, char hex[17], cuco_err *e)
     return 0;
 }
 
+/* The build command's include folders, from the arguments that expand here
+ * (one that cannot, e.g. {nccl_include} without NCCL, is left out). */
+static void frozen_include_dirs(cascade *c, cuco_strlist *dirs)
+{
+    cuco_strlist argv = {0};
+    for (size_t i = 0; i < c->w->build_command.n; i++) {
+        cuco_err ae = CUCO_ERR_INIT;
+        expand_arg(c, c->w->build_command.items[i], &argv, &ae);
+        cuco_err_clear(&ae);
+    }
+    cuco_err de = CUCO_ERR_INIT;
+    cuco_include_dirs((const char *const *)argv.items, argv.n, c->build_dir, dirs, &de);
+    cuco_err_clear(&de);
+    cuco_strlist_free(&argv);
+}
+
+/* What the compiler quotes from files outside the build folder and the build
+ * command's include folders (`#include "/etc/passwd"`) keeps only its
+ * location: the log goes into excerpts, the database and prompts. */
+static void withhold_outside_quotes(cascade *c, cuco_proc_result *pr)
+{
+    cuco_strlist roots = {0};
+    cuco_strlist_push(&roots, c->build_dir);
+    frozen_include_dirs(c, &roots);
+    char *kept = cuco_redact_compiler_output(pr->out ? pr->out : "", c->build_dir,
+                                             (const char *const *)roots.items, roots.n);
+    free(pr->out);
+    pr->out = kept;
+    cuco_strlist_free(&roots);
+}
+
+int cuco_eval_frozen_context(const cuco_workload *w, char **text, cuco_err *e)
+{
+    cuco_eval_result r;
+    memset(&r, 0, sizeof r);
+    cascade c = {.w = w, .o = NULL, .r = &r};
+    c.build_dir = cuco_strdup(w->dir);
+    c.bin = cuco_path_join(w->dir, w->build_output);
+    c.evolve_path = cuco_path_join(w->dir, w->evolve_file);
+    cuco_buf ctx = CUCO_BUF_INIT;
+    cuco_strlist dirs = {0};
+    int rc = c.build_dir && c.bin && c.evolve_path ? 0 : CUCO_ENOMEM;
+    for (size_t i = 0; !rc && i < w->sources.n; i++)
+        if (strcmp(w->sources.items[i], w->evolve_file))
+            key_file(&ctx, w->dir, w->sources.items[i]);
+    if (!rc) {
+        frozen_include_dirs(&c, &dirs);
+        rc = cuco_include_digest(w->dir, &w->sources, &dirs, &ctx, e);
+    }
+    cuco_strlist_free(&dirs);
+    cascade_free(&c);
+    if (rc) {
+        cuco_buf_free(&ctx);
+        return rc == CUCO_ENOMEM ? cuco_err_set(e, rc, "out of memory")
+                                 : cuco_err_prefix(e, "the workload's headers");
+    }
+    *text = cuco_buf_detach(&ctx);
+    if (!*text)
+        *text = cuco_strdup("");
+    return *text ? 0 : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+}
+
+/* The block guard (cuco/patch.h) with the workload's headers as frozen text:
+ * 0 when the candidate passes; else the status is frozen_violation. */
+static int guard_blocks(cascade *c, const char *frozen_ref, const char *text)
+{
+    char *context = NULL;
+    cuco_err ge = CUCO_ERR_INIT;
+    if (cuco_eval_frozen_context(c->w, &context, &ge) != 0) {
+        progress(c, "block guard without the workload's headers: %s", cuco_err_msg(&ge));
+        cuco_err_clear(&ge);
+    }
+    int rc = cuco_patch_guard_blocks(frozen_ref, text, context, &ge);
+    free(context);
+    if (rc == 0)
+        return 0;
+    c->r->status = CUCO_EVAL_FROZEN_VIOLATION;
+    set_excerpt(c, cuco_err_msg(&ge));
+    progress(c, "block guard failed: %s", cuco_err_msg(&ge));
+    cuco_err_clear(&ge);
+    return rc;
+}
+
 void cuco_eval_default_build_cache(const char *workspace)
 {
     if (!workspace || getenv("CUCO_BUILD_CACHE"))
@@ -560,8 +659,11 @@ static int level_compile(cascade *c, cuco_err *e)
     char *shown = cuco_proc_argv_string(args);
     progress(c, "L1 compile: %s", shown);
     free(shown);
-    cuco_proc_opts po = {
-        .argv = args, .cwd = c->build_dir, .timeout_s = c->w->build_timeout_s, .merge_stderr = 1};
+    cuco_proc_opts po = {.argv = args,
+                         .cwd = c->build_dir,
+                         .timeout_s = c->w->build_timeout_s,
+                         .merge_stderr = 1,
+                         .confine = &c->confine};
     cuco_proc_result pr;
     rc = cuco_proc_run(&po, &pr, &step_err);
     free(args);
@@ -571,6 +673,7 @@ static int level_compile(cascade *c, cuco_err *e)
         goto out;
     }
     c->r->compile_s = pr.wall_s;
+    withhold_outside_quotes(c, &pr);
     if (pr.timed_out) {
         c->r->status = CUCO_EVAL_TIMEOUT;
         char *how = cuco_proc_describe(&pr);
@@ -611,6 +714,145 @@ out:
     return rc;
 }
 
+/* The run environment plus nonce_kv ("CUCO_NONCE=...", the vouch protocol of
+ * cuco/eval.h; NULL: none): a NULL-terminated view, caller frees the
+ * array. */
+static const char **run_env_with_nonce(const cascade *c, const char *nonce_kv)
+{
+    const char **v = calloc(c->run_env.n + 2, sizeof *v);
+    for (size_t i = 0; v && i < c->run_env.n; i++)
+        v[i] = c->run_env.items[i];
+    if (v)
+        v[c->run_env.n] = nonce_kv;
+    return v;
+}
+
+/* cuco-vouch-exec, beside the cuco binary: this process's when it is cuco,
+ * else $CUCO_BIN's (a test linked with libcuco); NULL when not found.
+ * Caller frees. */
+static char *vouch_exec_path(void)
+{
+    char *self = cuco_path_abs("/proc/self/exe");
+    const char *base = self ? strrchr(self, '/') : NULL;
+    const char *bin = getenv("CUCO_BIN");
+    char *cuco = base && !strcmp(base + 1, "cuco") ? self : bin && *bin ? cuco_strdup(bin) : NULL;
+    if (cuco != self)
+        free(self);
+    char *dir = cuco ? cuco_path_dirname(cuco) : NULL;
+    char *path = dir ? cuco_path_join(dir, "cuco-vouch-exec") : NULL;
+    free(dir);
+    free(cuco);
+    if (path && access(path, X_OK) != 0) {
+        free(path);
+        path = NULL;
+    }
+    return path;
+}
+
+/* Every rank starts through 'cuco-vouch-exec NONCE_FILE|- --'
+ * (tools/vouch_exec.c), which ends whatever the rank leaves running when it
+ * exits (so a leftover child holding the output cannot keep mpirun waiting)
+ * and, for a workload that vouches, hands rank 0 the nonce from a file in the
+ * build folder, so that the environment of mpirun and its daemons, which a
+ * candidate can read in /proc, never holds it. Returns the nonce file (caller
+ * passes it to drop_nonce_file), or NULL (no nonce file: the workload does
+ * not vouch, or the file could not be written and the nonce then goes
+ * through the environment). */
+static char *push_vouch_exec(cascade *c, const char *nonce, cuco_strlist *argv)
+{
+    char *self = vouch_exec_path();
+    if (!self) {
+        progress(c, "cuco-vouch-exec not found beside cuco: ranks start directly%s",
+                 c->w->vouch ? " and the nonce goes through the environment" : "");
+        return NULL;
+    }
+    char *path = c->w->vouch ? cuco_path_join(c->build_dir, ".cuco-nonce-XXXXXX") : NULL;
+    int fd = path ? mkstemp(path) : -1;
+    int ok = fd >= 0 && write(fd, nonce, CUCO_NONCE_LEN) == CUCO_NONCE_LEN;
+    if (fd >= 0)
+        close(fd);
+    if (path && !ok) {
+        progress(c, "the nonce goes through the environment (cannot write its file)");
+        if (fd >= 0)
+            unlink(path);
+        free(path);
+        path = NULL;
+    }
+    const char *pre[] = {self, path ? path : "-", "--"};
+    for (size_t i = 0; i < 3; i++)
+        cuco_strlist_push(argv, pre[i]);
+    free(self);
+    return path;
+}
+
+/* Removes a nonce file that rank 0 did not take, and frees its name. */
+static void drop_nonce_file(char *path)
+{
+    if (path)
+        unlink(path);
+    free(path);
+}
+
+/* For a workload whose frozen code vouches (result.vouch), a run that ended
+ * ok or with a non-zero status after vouching counts only with the vouch for
+ * its output; otherwise it is bad_output with the reason. */
+static void check_vouch(cascade *c, const cuco_proc_result *pr, const char *nonce, const char *what,
+                        cuco_eval_status *st)
+{
+    if (!c->w->vouch || (*st != CUCO_EVAL_OK && *st != CUCO_EVAL_RUN_ERROR))
+        return;
+    char *why = NULL, *head = NULL;
+    cuco_vouch v = cuco_run_output_vouch(pr->out, nonce, &why);
+    if (*st == CUCO_EVAL_RUN_ERROR && v != CUCO_VOUCH_NONE) {
+        char *how = pr->exited ? cuco_sprintf("exited with status %d", pr->exit_code)
+                               : cuco_proc_describe(pr);
+        head = cuco_sprintf("%s: the frozen code did not vouch for this run: %s after vouching",
+                            what, how);
+        free(how);
+    } else if (*st == CUCO_EVAL_OK && v != CUCO_VOUCH_OK) {
+        head = cuco_sprintf("%s: %s", what, why);
+    }
+    if (head) {
+        *st = CUCO_EVAL_BAD_OUTPUT;
+        char *x = run_excerpt(head, pr);
+        set_excerpt(c, x);
+        free(x);
+        free(head);
+    }
+    free(why);
+}
+
+/* Keeps the first line in which a rank's start (cuco-vouch-exec) or the
+ * confinement said that it ended processes the program left running, for
+ * the evaluation's warning. A rank that left processes behind fails the run:
+ * an evaluation is hermetic, and work that goes on after a rank has exited
+ * (or beside its timed steps) is not work the frozen code measured. */
+static void note_leftovers(cascade *c, const cuco_proc_result *pr, const char *what,
+                           cuco_eval_status *st)
+{
+    const char *texts[] = {pr->err, pr->out};
+    for (size_t i = 0; i < 2; i++) {
+        const char *at = texts[i] ? strstr(texts[i], "cuco: ended ") : NULL;
+        if (!at)
+            continue;
+        char *line = cuco_strndup(at, strcspn(at, "\n"));
+        if (!line)
+            return;
+        if (strstr(line, "(rank ") && *st == CUCO_EVAL_OK) {
+            *st = CUCO_EVAL_RUN_ERROR;
+            char *head = cuco_sprintf("%s: the program left processes running (%s)", what, line);
+            char *x = run_excerpt(head, pr);
+            set_excerpt(c, x);
+            free(x);
+            free(head);
+        }
+        if (!c->leftovers)
+            c->leftovers = line;
+        else
+            free(line);
+    }
+}
+
 /* Runs the binary once with a level's args. Returns the status of the run;
  * on OK, *parsed holds the output (caller frees it). */
 static cuco_eval_status run_once(cascade *c, const cuco_run_level *lv, const char *what,
@@ -619,14 +861,19 @@ static cuco_eval_status run_once(cascade *c, const cuco_run_level *lv, const cha
     cuco_strlist argv = {0};
     cuco_err step_err = CUCO_ERR_INIT;
     cuco_eval_status st = CUCO_EVAL_OK;
+    char nonce[CUCO_NONCE_LEN + 1], nonce_kv[CUCO_NONCE_LEN + 16], *nonce_file = NULL;
     memset(parsed, 0, sizeof *parsed);
     parsed->time_ms = -1;
+    if (cuco_vouch_new_nonce(nonce, &step_err) != 0)
+        goto infra;
+    snprintf(nonce_kv, sizeof nonce_kv, "CUCO_NONCE=%s", nonce);
     int mpi = !strcmp(c->w->launcher, "mpirun");
     cuco_strlist mpi_args = {0};
     if (mpi && expand_list(c, &c->w->mpirun_args, &mpi_args, &step_err)) {
         cuco_strlist_free(&mpi_args);
         goto infra;
     }
+    nonce_file = push_vouch_exec(c, nonce, &argv);
     cuco_strlist_push(&argv, c->bin);
     if (expand_list(c, &lv->args, &argv, &step_err)) {
         cuco_strlist_free(&mpi_args);
@@ -634,16 +881,26 @@ static cuco_eval_status run_once(cascade *c, const cuco_run_level *lv, const cha
     }
     const char **args = argv_of(&argv);
     const char **margs = argv_of(&mpi_args);
-    const char **env = argv_of(&c->run_env);
+    /* with vouch-exec the nonce is in a file, never in mpirun's environment */
+    const char **env = run_env_with_nonce(c, c->w->vouch && !nonce_file ? nonce_kv : NULL);
     char *shown = cuco_proc_argv_string(args);
     progress(c, "%s [%s%s]: %s", what, cuco_launcher_name(c->o ? c->o->launcher : NULL),
              mpi ? ", mpirun" : "", shown);
     free(shown);
-    cuco_launch_job job = {.argv = args, .ranks = c->w->ranks, .mpi = mpi, .mpi_args = margs,
-                           .cwd = c->build_dir, .env_set = env, .timeout_s = lv->timeout_s,
-                           .gpu = c->w->gpu, .exclusive = !need_verification, .name = what,
+    cuco_launch_job job = {.argv = args,
+                           .ranks = c->w->ranks,
+                           .mpi = mpi,
+                           .mpi_args = margs,
+                           .cwd = c->build_dir,
+                           .env_set = env,
+                           .timeout_s = lv->timeout_s,
+                           .gpu = c->w->gpu,
+                           .exclusive = !need_verification,
+                           .name = what,
                            .progress = c->o ? c->o->progress : NULL,
-                           .progress_ctx = c->o ? c->o->progress_ctx : NULL};
+                           .progress_ctx = c->o ? c->o->progress_ctx : NULL,
+                           .output_limit = RUN_OUTPUT_LIMIT,
+                           .confine = &c->confine};
     cuco_launch_result lr;
     int rc = cuco_launcher_run(c->o ? c->o->launcher : NULL, &job, &lr, &step_err);
     free(args);
@@ -663,7 +920,14 @@ static cuco_eval_status run_once(cascade *c, const cuco_run_level *lv, const cha
     *wall = pr.wall_s;
     char *how = cuco_proc_describe(&pr);
     cuco_run_output_parse(pr.out, parsed);
-    if (pr.timed_out) {
+    if (pr.output_exceeded) {
+        st = CUCO_EVAL_BAD_OUTPUT;
+        char *head = cuco_sprintf("%s %s", what, how);
+        char *x = run_excerpt(head, &pr);
+        set_excerpt(c, x);
+        free(x);
+        free(head);
+    } else if (pr.timed_out) {
         st = CUCO_EVAL_TIMEOUT;
         char *head = cuco_sprintf("%s %s", what, how);
         char *x = run_excerpt(head, &pr);
@@ -699,15 +963,19 @@ static cuco_eval_status run_once(cascade *c, const cuco_run_level *lv, const cha
         free(x);
         free(head);
     }
+    check_vouch(c, &pr, nonce, what, &st);
+    note_leftovers(c, &pr, what, &st);
     free(how);
     cuco_proc_result_free(&pr);
     if (st != CUCO_EVAL_OK)
         cuco_run_output_free(parsed);
+    drop_nonce_file(nonce_file);
     cuco_strlist_free(&argv);
     cuco_err_clear(&step_err);
     return st;
 infra:
     infra_failure(c, what, &step_err);
+    drop_nonce_file(nonce_file);
     cuco_strlist_free(&argv);
     cuco_err_clear(&step_err);
     return CUCO_EVAL_INFRA_ERROR;
@@ -772,8 +1040,7 @@ static void level_bench(cascade *c)
     c->r->times_ms = times;
     c->r->n_times = done;
     times = NULL;
-    c->r->metrics_json = metrics[median_run];
-    metrics[median_run] = NULL;
+    c->r->metrics_json = cuco_redact_secrets(metrics[median_run]);
     c->r->level = 3;
     c->r->status = CUCO_EVAL_OK;
     free(sorted);
@@ -784,6 +1051,23 @@ out:
         free(metrics[i]);
     free(metrics);
     free(times);
+}
+
+/* The candidate's build and runs may write only in its build folder (and
+ * their own /tmp); everything they start ends with them. */
+static void setup_confine(cascade *c)
+{
+    c->writable[0] = c->build_dir;
+    c->writable[1] = NULL;
+    const char *repo = getenv("CUCO_REPO");
+    c->visible[0] = c->w->dir;
+    c->visible[1] = repo && *repo ? repo : CUCO_SOURCE_DIR;
+    c->visible[2] = NULL;
+    c->confine.visible = c->visible;
+    c->confine.enabled = !(c->o && c->o->no_confine) && cuco_confine_default_enabled();
+    c->confine.writable = c->writable;
+    c->confine.secret_names = c->o ? c->o->secret_names : NULL;
+    c->confine.as_bytes = c->w->gpu ? 0 : CUCO_CONFINE_CPU_AS;
 }
 
 int cuco_eval_program(const cuco_workload *w, const char *program_text, const cuco_eval_opts *o,
@@ -809,11 +1093,16 @@ int cuco_eval_program(const cuco_workload *w, const char *program_text, const cu
         free(seed);
         return 0;
     }
+    if (guard_blocks(&c, frozen_ref, text) != 0) {
+        free(seed);
+        return 0;
+    }
     rc = make_build_dir(&c, e);
     if (!rc)
         rc = stage_sources(&c, text, e);
     if (rc)
         goto out;
+    setup_confine(&c);
     progress(&c, "build folder %s", c.build_dir);
     cuco_err env_err = CUCO_ERR_INIT;
     if (make_run_env(&c, &env_err) != 0) {
@@ -825,10 +1114,19 @@ int cuco_eval_program(const cuco_workload *w, const char *program_text, const cu
     if (rc || r->level < 1 || max_level < 2)
         goto done;
     level_verify(&c);
+    if (!w->vouch && r->status != CUCO_EVAL_TIMEOUT && r->status != CUCO_EVAL_INFRA_ERROR)
+        r->warning = cuco_strdup("unvouched: the frozen code does not vouch for its result "
+                                 "(result.vouch is off in the manifest)");
     if (r->level < 2 || max_level < 3)
         goto done;
     level_bench(&c);
 done:
+    if (c.leftovers) {
+        char *joined =
+            r->warning ? cuco_sprintf("%s; %s", r->warning, c.leftovers) : cuco_strdup(c.leftovers);
+        free(r->warning);
+        r->warning = joined;
+    }
     if (!rc && r->status == CUCO_EVAL_OK && !(o && o->keep_build)) {
         cuco_err rm_err = CUCO_ERR_INIT;
         if (cuco_fs_remove_tree(c.build_dir, &rm_err) != 0)

@@ -184,9 +184,9 @@ char *cuco_compare_json(const cuco_workload *w, const cuco_compare_entry *entrie
         json_object_set_new(b, "ceiling", json_real(ref->median_ms / bound));
         for (size_t i = 1; i < n && ref->median_ms > bound; i++)
             if (entries[i].median_ms > 0)
-                json_object_set_new(gap, entries[i].label,
-                                    json_real((ref->median_ms - entries[i].median_ms) /
-                                              (ref->median_ms - bound)));
+                json_object_set_new(
+                    gap, entries[i].label,
+                    json_real((ref->median_ms - entries[i].median_ms) / (ref->median_ms - bound)));
         json_object_set_new(b, "gap_closed", gap);
         json_object_set_new(root, "bound", b);
     } else

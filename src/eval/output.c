@@ -1,13 +1,19 @@
 /* output.c: reading what a candidate printed (the last "Verification:" line
- * and the last "CUCO_RESULT {json}" line), the status names, and the result
- * of an evaluation as one JSON object. */
+ * and the last "CUCO_RESULT {json}" line), the frozen code's vouch for it
+ * (the CUCO_VOUCH line and its nonce), the status names, and the result of
+ * an evaluation as one JSON object. */
 #include "cuco/buf.h"
 #include "cuco/eval.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 static const char *const status_names[] = {
     "ok",           "compile_error",    "run_error",  "timeout",
@@ -127,12 +133,196 @@ void cuco_run_output_parse(const char *text, cuco_run_output *out)
     free(json_text);
 }
 
+int cuco_vouch_new_nonce(char nonce[CUCO_NONCE_LEN + 1], cuco_err *e)
+{
+    unsigned char raw[CUCO_NONCE_LEN / 2];
+    size_t got = 0;
+    while (got < sizeof raw) {
+        ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    if (got < sizeof raw) {
+        int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+        while (fd >= 0 && got < sizeof raw) {
+            ssize_t n = read(fd, raw + got, sizeof raw - got);
+            if (n <= 0 && !(n < 0 && errno == EINTR))
+                break;
+            got += n > 0 ? (size_t)n : 0;
+        }
+        if (fd >= 0)
+            close(fd);
+        if (got < sizeof raw)
+            return cuco_err_errno(e, "cannot read random bytes for the run's nonce");
+    }
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < sizeof raw; i++) {
+        nonce[2 * i] = hex[raw[i] >> 4];
+        nonce[2 * i + 1] = hex[raw[i] & 15];
+    }
+    nonce[CUCO_NONCE_LEN] = '\0';
+    return 0;
+}
+
+unsigned long long cuco_fnv1a64(const char *s, size_t n)
+{
+    unsigned long long h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* The kinds of lines the vouch is about. */
+enum line_kind { LINE_OTHER, LINE_VERIFICATION, LINE_RESULT, LINE_VOUCH };
+
+static enum line_kind line_kind_of(const char *s, size_t left)
+{
+    if (left >= 13 && !memcmp(s, "Verification:", 13))
+        return LINE_VERIFICATION;
+    if (left >= 11 && !memcmp(s, "CUCO_RESULT", 11) &&
+        (left == 11 || s[11] == ' ' || s[11] == '\t' || s[11] == '\r'))
+        return LINE_RESULT;
+    if (left >= 10 && !memcmp(s, "CUCO_VOUCH", 10) &&
+        (left == 10 || s[10] == ' ' || s[10] == '\t' || s[10] == '\r'))
+        return LINE_VOUCH;
+    return LINE_OTHER;
+}
+
+/* The lines of one output that the vouch is checked against: views of the
+ * text after each line's leading blanks, to the end of the line. */
+typedef struct vouch_lines {
+    const char *verdict, *result, *vouch; /* the last of each kind, or NULL */
+    size_t verdict_len, result_len, vouch_len;
+    int verdict_at, result_at, vouch_at; /* their line numbers */
+    int nonce_seen;                      /* some CUCO_VOUCH line carries the nonce */
+} vouch_lines;
+
+/* Whether a CUCO_VOUCH line (from its first field) carries nonce. */
+static int carries_nonce(const char *s, size_t n, const char *nonce)
+{
+    size_t i = 10, k = strlen(nonce);
+    while (i < n && (s[i] == ' ' || s[i] == '\t'))
+        i++;
+    return n - i >= k && !memcmp(s + i, nonce, k) &&
+           (n - i == k || s[i + k] == ' ' || s[i + k] == '\t' || s[i + k] == '\r');
+}
+
+static void find_vouch_lines(const char *text, const char *nonce, vouch_lines *vl)
+{
+    memset(vl, 0, sizeof *vl);
+    int at = 0;
+    for (const char *p = text ? text : ""; *p; at++) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        const char *s = p;
+        while (s < p + n && (*s == ' ' || *s == '\t'))
+            s++;
+        size_t left = n - (size_t)(s - p);
+        switch (line_kind_of(s, left)) {
+        case LINE_VERIFICATION:
+            vl->verdict = s + 13, vl->verdict_len = left - 13, vl->verdict_at = at;
+            break;
+        case LINE_RESULT:
+            vl->result = s + 11, vl->result_len = left - 11, vl->result_at = at;
+            break;
+        case LINE_VOUCH:
+            vl->vouch = s, vl->vouch_len = left, vl->vouch_at = at;
+            vl->nonce_seen |= carries_nonce(s, left, nonce);
+            break;
+        default:
+            break;
+        }
+        p = nl ? nl + 1 : p + n;
+    }
+}
+
+/* The fields of a CUCO_VOUCH line: nonce, hash, verdict; 0 when there are
+ * exactly three after the tag. */
+static int vouch_fields(const char *s, size_t n, char *f[3])
+{
+    char *line = trimmed_copy(s, n);
+    int count = 0;
+    char *save = NULL;
+    strtok_r(line, " \t", &save); /* the tag */
+    for (char *w = strtok_r(NULL, " \t", &save); w; w = strtok_r(NULL, " \t", &save))
+        if (count++ < 3)
+            f[count - 1] = cuco_strdup(w);
+    free(line);
+    return count == 3 ? 0 : -1;
+}
+
+/* The verdict of a Verification: line's text: "PASS" or "FAIL". */
+static const char *verdict_word(const char *s, size_t n)
+{
+    char *v = trimmed_copy(s, n);
+    const char *w = !strcmp(v, "PASS") || cuco_str_starts_with(v, "PASS ") ? "PASS" : "FAIL";
+    free(v);
+    return w;
+}
+
+static cuco_vouch vouch_fail(char **why, cuco_vouch v, const char *what)
+{
+    *why = cuco_sprintf("the frozen code did not vouch for this run: %s", what);
+    return v;
+}
+
+/* Whether the last CUCO_VOUCH line's hash and verdict match the last
+ * CUCO_RESULT and Verification lines. */
+static cuco_vouch vouch_matches(const vouch_lines *vl, char **why)
+{
+    char *f[3] = {NULL, NULL, NULL};
+    cuco_vouch v = CUCO_VOUCH_OK;
+    if (vouch_fields(vl->vouch, vl->vouch_len, f) != 0 || strlen(f[1]) != 16 ||
+        strspn(f[1], "0123456789abcdef") != 16 || (strcmp(f[2], "PASS") && strcmp(f[2], "FAIL"))) {
+        v = vouch_fail(why, CUCO_VOUCH_BROKEN,
+                       "its CUCO_VOUCH line is not 'CUCO_VOUCH <nonce> <16 hex digits> PASS|FAIL'");
+        goto out;
+    }
+    char *json = vl->result ? trimmed_copy(vl->result, vl->result_len) : NULL;
+    char hash[17];
+    snprintf(hash, sizeof hash, "%016llx", json ? cuco_fnv1a64(json, strlen(json)) : 0ULL);
+    free(json);
+    if (!vl->result || strcmp(hash, f[1]))
+        v = vouch_fail(why, CUCO_VOUCH_BROKEN,
+                       "the result line was not the one the frozen code "
+                       "printed");
+    else if (!vl->verdict || strcmp(verdict_word(vl->verdict, vl->verdict_len), f[2]))
+        v = vouch_fail(why, CUCO_VOUCH_BROKEN,
+                       "the verification line was not the one the frozen "
+                       "code printed");
+out:
+    for (int i = 0; i < 3; i++)
+        free(f[i]);
+    return v;
+}
+
+cuco_vouch cuco_run_output_vouch(const char *text, const char *nonce, char **why)
+{
+    *why = NULL;
+    vouch_lines vl;
+    find_vouch_lines(text, nonce ? nonce : "", &vl);
+    if (!nonce || !*nonce || !vl.nonce_seen)
+        return vouch_fail(why, CUCO_VOUCH_NONE, "no CUCO_VOUCH line");
+    if (!carries_nonce(vl.vouch, vl.vouch_len, nonce) ||
+        (vl.verdict && vl.verdict_at > vl.vouch_at) || (vl.result && vl.result_at > vl.vouch_at))
+        return vouch_fail(why, CUCO_VOUCH_BROKEN,
+                          "the result line was not the one the frozen code printed (a "
+                          "Verification, CUCO_RESULT or CUCO_VOUCH line follows its CUCO_VOUCH)");
+    return vouch_matches(&vl, why);
+}
+
 void cuco_eval_result_free(cuco_eval_result *r)
 {
     free(r->times_ms);
     free(r->metrics_json);
     free(r->excerpt);
     free(r->build_dir);
+    free(r->warning);
     memset(r, 0, sizeof *r);
 }
 
@@ -165,6 +355,7 @@ char *cuco_eval_result_json(const cuco_eval_result *r)
     json_object_set_new(o, "verify_s", json_real(r->verify_s));
     json_object_set_new(o, "bench_s", json_real(r->bench_s));
     json_object_set_new(o, "build_dir", r->build_dir ? json_string(r->build_dir) : json_null());
+    json_object_set_new(o, "warning", r->warning ? json_string(r->warning) : json_null());
     char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(o);
     return s;

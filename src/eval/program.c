@@ -172,11 +172,12 @@ int cuco_program_check_frozen(const char *seed, const char *cand, cuco_err *e)
     if (sn != cn) {
         size_t off = first_difference(seed, slen, cand, clen);
         char *what =
-            sn == 0 ? cuco_sprintf("(it has %zu EVOLVE-BLOCKs, the seed none: compare it with the "
-                                   "program that added them, e.g. 'cuco eval --frozen-ref' with the "
-                                   "transform's gen_0)",
-                                   cn)
-                    : cuco_sprintf("(it has %zu EVOLVE-BLOCKs, the seed %zu)", cn, sn);
+            sn == 0
+                ? cuco_sprintf("(it has %zu EVOLVE-BLOCKs, the seed none: compare it with the "
+                               "program that added them, e.g. 'cuco eval --frozen-ref' with the "
+                               "transform's gen_0)",
+                               cn)
+                : cuco_sprintf("(it has %zu EVOLVE-BLOCKs, the seed %zu)", cn, sn);
         rc = frozen_differs(cand, off, e, what);
         free(what);
         goto out;

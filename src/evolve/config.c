@@ -117,9 +117,12 @@ void cuco_config_free(cuco_evolve_config *c)
 const char *cuco_selection_name(cuco_selection s)
 {
     switch (s) {
-    case CUCO_SEL_FITNESS: return "fitness";
-    case CUCO_SEL_HILL_CLIMB: return "hill_climb";
-    default: return "power_law";
+    case CUCO_SEL_FITNESS:
+        return "fitness";
+    case CUCO_SEL_HILL_CLIMB:
+        return "hill_climb";
+    default:
+        return "power_law";
     }
 }
 
@@ -136,14 +139,14 @@ static int parse_num(const char *path, const yaml_node_t *v, const char *key, do
     if (errno || end == s || *end)
         return cuco_err_set_at(e, CUCO_EINVAL, path, line, "%s: '%s' is not a number", key, s);
     if (d < lo || d > hi)
-        return cuco_err_set_at(e, CUCO_EINVAL, path, line, "%s: %g is out of range [%g, %g]",
-                               key, d, lo, hi);
+        return cuco_err_set_at(e, CUCO_EINVAL, path, line, "%s: %g is out of range [%g, %g]", key,
+                               d, lo, hi);
     *out = d;
     return 0;
 }
 
-static int parse_int(const char *path, const yaml_node_t *v, const char *key, double lo,
-                     double hi, double *out, cuco_err *e)
+static int parse_int(const char *path, const yaml_node_t *v, const char *key, double lo, double hi,
+                     double *out, cuco_err *e)
 {
     int rc = parse_num(path, v, key, lo, hi, out, e);
     if (rc == 0 && *out != (double)(long long)*out)
@@ -187,32 +190,43 @@ static int load_doc(const char *path, yaml_document_t *doc, yaml_document_t *roo
         double d;
         int rc = 0;
         if (!strcmp(key, "islands")) {
-            if (!(rc = parse_int(path, v, key, 1, 64, &d, e))) c->islands = (int)d;
+            if (!(rc = parse_int(path, v, key, 1, 64, &d, e)))
+                c->islands = (int)d;
         } else if (!strcmp(key, "children_per_island")) {
-            if (!(rc = parse_int(path, v, key, 1, 1024, &d, e))) c->children_per_island = (int)d;
+            if (!(rc = parse_int(path, v, key, 1, 1024, &d, e)))
+                c->children_per_island = (int)d;
         } else if (!strcmp(key, "migration_interval")) {
-            if (!(rc = parse_int(path, v, key, 0, 1e6, &d, e))) c->migration_interval = (int)d;
+            if (!(rc = parse_int(path, v, key, 0, 1e6, &d, e)))
+                c->migration_interval = (int)d;
         } else if (!strcmp(key, "explore_fraction")) {
-            if (!(rc = parse_num(path, v, key, 0, 1, &d, e))) c->explore_fraction = d;
+            if (!(rc = parse_num(path, v, key, 0, 1, &d, e)))
+                c->explore_fraction = d;
         } else if (!strcmp(key, "novelty_threshold")) {
-            if (!(rc = parse_num(path, v, key, 0, 1, &d, e))) c->novelty_threshold = d;
+            if (!(rc = parse_num(path, v, key, 0, 1, &d, e)))
+                c->novelty_threshold = d;
         } else if (!strcmp(key, "novelty_judge")) {
             rc = parse_bool(path, v, key, &c->novelty_judge, e);
         } else if (!strcmp(key, "novelty_judge_band")) {
-            if (!(rc = parse_num(path, v, key, 0, 1, &d, e))) c->novelty_judge_band = d;
+            if (!(rc = parse_num(path, v, key, 0, 1, &d, e)))
+                c->novelty_judge_band = d;
         } else if (!strcmp(key, "archive_size")) {
-            if (!(rc = parse_int(path, v, key, 1, 1e6, &d, e))) c->archive_size = (int)d;
+            if (!(rc = parse_int(path, v, key, 1, 1e6, &d, e)))
+                c->archive_size = (int)d;
         } else if (!strcmp(key, "slots")) {
-            if (!(rc = parse_int(path, v, key, 1, 256, &d, e))) c->slots = (int)d;
+            if (!(rc = parse_int(path, v, key, 1, 256, &d, e)))
+                c->slots = (int)d;
         } else if (!strcmp(key, "seed")) {
-            if (!(rc = parse_int(path, v, key, 0, 9.0e15, &d, e))) c->seed = (uint64_t)d;
+            if (!(rc = parse_int(path, v, key, 0, 9.0e15, &d, e)))
+                c->seed = (uint64_t)d;
         } else if (!strcmp(key, "retime_rounds")) {
-            if (!(rc = parse_int(path, v, key, 0, 100, &d, e))) c->retime_rounds = (int)d;
+            if (!(rc = parse_int(path, v, key, 0, 100, &d, e)))
+                c->retime_rounds = (int)d;
         } else if (!strcmp(key, "retime_per_generation")) {
             if (!(rc = parse_int(path, v, key, 1, 1000, &d, e)))
                 c->retime_per_generation = (int)d;
         } else if (!strcmp(key, "meta_interval")) {
-            if (!(rc = parse_int(path, v, key, 0, 1e6, &d, e))) c->meta_interval = (int)d;
+            if (!(rc = parse_int(path, v, key, 0, 1e6, &d, e)))
+                c->meta_interval = (int)d;
         } else if (!strcmp(key, "models")) {
             if (v->type == YAML_SCALAR_NODE) {
                 rc = cuco_config_add_models(c, (const char *)v->data.scalar.value, e);
@@ -237,12 +251,16 @@ static int load_doc(const char *path, yaml_document_t *doc, yaml_document_t *roo
             else
                 rc = cuco_config_add_prices(c, (const char *)v->data.scalar.value, e);
         } else if (!strcmp(key, "repeats")) {
-            if (!(rc = parse_int(path, v, key, 0, 1000, &d, e))) c->repeats = (int)d;
+            if (!(rc = parse_int(path, v, key, 0, 1000, &d, e)))
+                c->repeats = (int)d;
         } else if (!strcmp(key, "selection")) {
             const char *s = v->type == YAML_SCALAR_NODE ? (const char *)v->data.scalar.value : "";
-            if (!strcmp(s, "power_law")) c->selection = CUCO_SEL_POWER_LAW;
-            else if (!strcmp(s, "fitness")) c->selection = CUCO_SEL_FITNESS;
-            else if (!strcmp(s, "hill_climb")) c->selection = CUCO_SEL_HILL_CLIMB;
+            if (!strcmp(s, "power_law"))
+                c->selection = CUCO_SEL_POWER_LAW;
+            else if (!strcmp(s, "fitness"))
+                c->selection = CUCO_SEL_FITNESS;
+            else if (!strcmp(s, "hill_climb"))
+                c->selection = CUCO_SEL_HILL_CLIMB;
             else
                 rc = cuco_err_set_at(e, CUCO_EINVAL, path, (int)v->start_mark.line + 1,
                                      "selection: '%s' is not power_law, fitness or hill_climb", s);

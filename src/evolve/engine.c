@@ -1,6 +1,7 @@
 /* engine.c: the island-based evolution loop (see evolve.h): generation 0
  * baseline, proposals, duplicate/novelty/frozen checks, concurrent
- * evaluation with the cache, migration, budgets and resume. */
+ * evaluation with the cache (each result recorded as it finishes),
+ * migration, budgets and resume. */
 #define _GNU_SOURCE
 #include <limits.h>
 #include <pthread.h>
@@ -16,14 +17,8 @@
 #include "cuco/llm_mutate.h"
 #include "cuco/mutate.h"
 #include "cuco/patch.h"
+#include "cuco/redact.h"
 #include "retime.h"
-
-void cuco_eval_outcome_free(cuco_eval_outcome *o)
-{
-    free(o->metrics_json);
-    free(o->error);
-    memset(o, 0, sizeof *o);
-}
 
 static double now_s(void)
 {
@@ -42,12 +37,39 @@ typedef struct job {
     char *fail; /* evaluator failure message (owned) */
 } job;
 
+/* Where finished jobs are booked: the main thread records each one as soon
+ * as it finishes, so a kill -9 loses only the evaluations still running. */
+typedef struct recorder {
+    const cuco_evolve_opts *o;
+    int64_t run_id;
+    double baseline;
+    int ok, failed;
+} recorder;
+
+/* The jobs shared with the worker threads. Workers only evaluate; the
+ * database is touched by the main thread alone (its connection is not
+ * shared across threads). */
 typedef struct pool {
     const cuco_evolve_opts *o;
     job *jobs;
     size_t n, next;
+    size_t *done; /* indices of finished jobs, in finishing order */
+    size_t n_done;
+    int running; /* workers that have not exited */
+    int stop;    /* recording failed: start no more jobs */
     pthread_mutex_t mu;
+    pthread_cond_t cv;
 } pool;
+
+/* Replaces *text by its copy with secrets redacted (cuco/redact.h). */
+static void redact_in_place(char **text)
+{
+    char *r = *text ? cuco_redact_secrets(*text) : NULL;
+    if (r) {
+        free(*text);
+        *text = r;
+    }
+}
 
 static void run_job(const cuco_evolve_opts *o, int slot, job *j)
 {
@@ -59,29 +81,10 @@ static void run_job(const cuco_evolve_opts *o, int slot, job *j)
         j->fail = cuco_strdup(cuco_err_msg(&e));
     }
     cuco_err_clear(&e);
-}
-
-typedef struct worker_arg {
-    pool *p;
-    int slot;
-} worker_arg;
-
-static void *worker(void *arg)
-{
-    worker_arg *wa = arg;
-    pool *p = wa->p;
-    for (;;) {
-        pthread_mutex_lock(&p->mu);
-        size_t i = p->next;
-        while (i < p->n && p->jobs[i].cached)
-            i++;
-        p->next = i + 1;
-        pthread_mutex_unlock(&p->mu);
-        if (i >= p->n)
-            break;
-        run_job(p->o, wa->slot, &p->jobs[i]);
-    }
-    return NULL;
+    /* whatever an evaluator says is stored and may reach a prompt */
+    redact_in_place(&j->out.error);
+    redact_in_place(&j->out.metrics_json);
+    redact_in_place(&j->fail);
 }
 
 /* The evaluation cache's scope (see cuco_evolve_opts). */
@@ -90,83 +93,178 @@ static const char *cache_scope(const cuco_evolve_opts *o)
     return o->cache_scope ? o->cache_scope : o->workload_name;
 }
 
-/* Evaluates jobs: cache first (main thread), then up to slots threads. */
-static int eval_jobs(const cuco_evolve_opts *o, job *jobs, size_t n, cuco_err *e)
+/* Records one job's result in a transaction of its own (main thread). */
+static int record_job(recorder *r, job *j, cuco_err *e)
 {
+    const cuco_evolve_opts *o = r->o;
+    int rc = db_begin(o->db, e);
+    if (rc < 0)
+        return rc;
+    int good = j->out.status == CUCO_EVAL_OK && j->out.time_ms > 0;
+    double score = good && r->baseline > 0 ? r->baseline / j->out.time_ms : -1;
+    const char *err = j->fail ? j->fail : j->out.error;
+    rc = db_program_update(o->db, j->id, cuco_eval_status_name(j->out.status), score,
+                           good ? j->out.time_ms : -1, j->out.metrics_json, err, j->cached, e);
+    if (rc == 0 && good)
+        rc = db_timing_add(o->db, r->run_id, j->hash, j->out.time_ms, j->cached ? "cache" : "eval",
+                           0, e);
+    if (rc == 0 && !j->cached && j->out.status != CUCO_EVAL_INFRA_ERROR) {
+        cuco_db_eval v = {(char *)cuco_eval_status_name(j->out.status), good ? j->out.time_ms : -1,
+                          j->out.metrics_json, j->out.error};
+        rc = db_eval_store(o->db, cache_scope(o), j->hash, &v, e);
+    }
+    if (rc < 0)
+        return rc;
+    if (good)
+        r->ok++;
+    else
+        r->failed++;
+    return db_commit(o->db, e);
+}
+
+typedef struct worker_arg {
+    pool *p;
+    int slot;
+} worker_arg;
+
+/* The next job to evaluate, or p->n when none is left (caller holds p->mu). */
+static size_t pool_take(pool *p)
+{
+    size_t i = p->next;
+    while (i < p->n && p->jobs[i].cached)
+        i++;
+    if (p->stop)
+        i = p->n;
+    p->next = i < p->n ? i + 1 : p->n;
+    return i;
+}
+
+static void *worker(void *arg)
+{
+    worker_arg *wa = arg;
+    pool *p = wa->p;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        size_t i = pool_take(p);
+        pthread_mutex_unlock(&p->mu);
+        if (i >= p->n)
+            break;
+        run_job(p->o, wa->slot, &p->jobs[i]);
+        pthread_mutex_lock(&p->mu);
+        p->done[p->n_done++] = i;
+        pthread_cond_signal(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+    pthread_mutex_lock(&p->mu);
+    p->running--;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* Main thread: records jobs as the workers finish them, until every worker
+ * has exited. After a failed record it only waits for the workers (which
+ * start no more jobs) and returns the first error. */
+static int record_finished(pool *p, recorder *r, cuco_err *e)
+{
+    size_t recorded = 0;
+    int rc = 0;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (recorded == p->n_done && p->running > 0)
+            pthread_cond_wait(&p->cv, &p->mu);
+        if (recorded == p->n_done)
+            break;
+        size_t i = p->done[recorded++];
+        pthread_mutex_unlock(&p->mu);
+        if (rc == 0)
+            rc = record_job(r, &p->jobs[i], e);
+        pthread_mutex_lock(&p->mu);
+        if (rc < 0)
+            p->stop = 1;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return rc;
+}
+
+/* Takes the cached results of jobs and records them (main thread). */
+static int lookup_cached(recorder *r, job *jobs, size_t n, cuco_err *e)
+{
+    const cuco_evolve_opts *o = r->o;
     for (size_t i = 0; i < n; i++) {
         int found;
         cuco_db_eval v;
         int rc = db_eval_lookup(o->db, cache_scope(o), jobs[i].hash, &found, &v, e);
         if (rc < 0)
             return rc;
-        if (found) {
-            int st = cuco_eval_status_parse(v.status ? v.status : "");
-            jobs[i].cached = 1;
-            jobs[i].out.status = st < 0 ? CUCO_EVAL_INFRA_ERROR : (cuco_eval_status)st;
-            jobs[i].out.time_ms = v.time_ms;
-            jobs[i].out.metrics_json = v.metrics_json;
-            jobs[i].out.error = v.error;
-            v.metrics_json = v.error = NULL;
-            db_eval_free(&v);
-        }
+        if (!found)
+            continue;
+        int st = cuco_eval_status_parse(v.status ? v.status : "");
+        jobs[i].cached = 1;
+        jobs[i].out.status = st < 0 ? CUCO_EVAL_INFRA_ERROR : (cuco_eval_status)st;
+        jobs[i].out.time_ms = v.time_ms;
+        jobs[i].out.metrics_json = v.metrics_json;
+        jobs[i].out.error = v.error;
+        v.metrics_json = v.error = NULL;
+        db_eval_free(&v);
+        if ((rc = record_job(r, &jobs[i], e)) < 0)
+            return rc;
     }
+    return 0;
+}
+
+/* Evaluates jobs on the main thread, recording each as it finishes. */
+static int eval_serial(recorder *r, job *jobs, size_t n, cuco_err *e)
+{
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (jobs[i].cached)
+            continue;
+        run_job(r->o, 0, &jobs[i]);
+        rc = record_job(r, &jobs[i], e);
+    }
+    return rc;
+}
+
+/* Evaluates and records jobs: cache first (main thread), then up to slots
+ * worker threads whose results the main thread records one by one. */
+static int eval_jobs(recorder *r, job *jobs, size_t n, cuco_err *e)
+{
+    const cuco_evolve_opts *o = r->o;
+    int rc = lookup_cached(r, jobs, n, e);
+    if (rc < 0)
+        return rc;
     int slots = o->cfg->slots < 1 ? 1 : o->cfg->slots;
-    pool p = {o, jobs, n, 0, PTHREAD_MUTEX_INITIALIZER};
-    if (slots == 1 || n <= 1) {
-        worker_arg wa = {&p, 0};
-        worker(&wa);
-        return 0;
-    }
+    if (slots == 1 || n <= 1)
+        return eval_serial(r, jobs, n, e);
+    pool p = {o, jobs, n, 0, NULL, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+    if (!(p.done = calloc(n, sizeof *p.done)))
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
     pthread_t th[slots];
     worker_arg wa[slots];
     int started = 0;
     for (int s = 0; s < slots && (size_t)s < n; s++) {
         wa[s].p = &p;
         wa[s].slot = s;
-        if (pthread_create(&th[s], NULL, worker, &wa[s]) != 0)
+        pthread_mutex_lock(&p.mu);
+        p.running++;
+        pthread_mutex_unlock(&p.mu);
+        if (pthread_create(&th[s], NULL, worker, &wa[s]) != 0) {
+            pthread_mutex_lock(&p.mu);
+            p.running--;
+            pthread_mutex_unlock(&p.mu);
             break;
+        }
         started++;
     }
-    if (started == 0) {
-        worker_arg w0 = {&p, 0};
-        worker(&w0);
-    }
+    rc = record_finished(&p, r, e);
     for (int s = 0; s < started; s++)
         pthread_join(th[s], NULL);
-    return 0;
-}
-
-/* Records job results (main thread, one transaction). */
-static int record_jobs(const cuco_evolve_opts *o, int64_t run_id, job *jobs, size_t n,
-                       double baseline, int *ok, int *failed, cuco_err *e)
-{
-    int rc = db_begin(o->db, e);
-    if (rc < 0)
-        return rc;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        job *j = &jobs[i];
-        int good = j->out.status == CUCO_EVAL_OK && j->out.time_ms > 0;
-        double score = good && baseline > 0 ? baseline / j->out.time_ms : -1;
-        const char *err = j->fail ? j->fail : j->out.error;
-        rc = db_program_update(o->db, j->id, cuco_eval_status_name(j->out.status), score,
-                               good ? j->out.time_ms : -1, j->out.metrics_json, err, j->cached,
-                               e);
-        if (rc == 0 && good)
-            rc = db_timing_add(o->db, run_id, j->hash, j->out.time_ms,
-                               j->cached ? "cache" : "eval", 0, e);
-        if (rc == 0 && !j->cached && j->out.status != CUCO_EVAL_INFRA_ERROR) {
-            cuco_db_eval v = {(char *)cuco_eval_status_name(j->out.status),
-                              good ? j->out.time_ms : -1, j->out.metrics_json, j->out.error};
-            rc = db_eval_store(o->db, cache_scope(o), j->hash, &v, e);
-        }
-        if (good)
-            (*ok)++;
-        else
-            (*failed)++;
-    }
-    if (rc < 0)
-        return rc;
-    return db_commit(o->db, e);
+    /* no thread could start: the main thread evaluates what is left */
+    if (rc == 0 && started == 0)
+        rc = eval_serial(r, jobs, n, e);
+    free(p.done);
+    return rc;
 }
 
 static void jobs_free(job *jobs, size_t n)
@@ -179,8 +277,8 @@ static void jobs_free(job *jobs, size_t n)
 }
 
 /* Evaluates and records the given pending programs. */
-static int eval_programs(const cuco_evolve_opts *o, cuco_db_program *ps, size_t n,
-                         double baseline, int *ok, int *failed, cuco_err *e)
+static int eval_programs(const cuco_evolve_opts *o, cuco_db_program *ps, size_t n, double baseline,
+                         int *ok, int *failed, cuco_err *e)
 {
     if (n == 0)
         return 0;
@@ -192,15 +290,15 @@ static int eval_programs(const cuco_evolve_opts *o, cuco_db_program *ps, size_t 
         jobs[i].text = ps[i].code ? ps[i].code : "";
         snprintf(jobs[i].hash, sizeof jobs[i].hash, "%s", ps[i].code_hash ? ps[i].code_hash : "");
     }
-    int rc = eval_jobs(o, jobs, n, e);
-    if (rc == 0)
-        rc = record_jobs(o, ps[0].run_id, jobs, n, baseline, ok, failed, e);
+    recorder r = {o, ps[0].run_id, baseline, 0, 0};
+    int rc = eval_jobs(&r, jobs, n, e);
+    *ok += r.ok;
+    *failed += r.failed;
     jobs_free(jobs, n);
     return rc;
 }
 
-static int insert_program(const cuco_evolve_opts *o, cuco_db_program *p, int64_t *id,
-                          cuco_err *e)
+static int insert_program(const cuco_evolve_opts *o, cuco_db_program *p, int64_t *id, cuco_err *e)
 {
     char *kj = NULL;
     cuco_err ke = CUCO_ERR_INIT;
@@ -212,7 +310,13 @@ static int insert_program(const cuco_evolve_opts *o, cuco_db_program *p, int64_t
         cuco_hash_hex(p->code, strlen(p->code), hash);
         p->code_hash = hash;
     }
+    /* a mutator's failure can quote a service's answer: no secret is stored */
+    char *error = p->error, *redacted = error ? cuco_redact_secrets(error) : NULL;
+    if (redacted)
+        p->error = redacted;
     int rc = db_program_insert(o->db, p, id, e);
+    p->error = error;
+    free(redacted);
     if (p->code_hash == hash)
         p->code_hash = NULL;
     if (kj) {
@@ -303,8 +407,8 @@ static int finish_generation_zero(const cuco_evolve_opts *o, int64_t run_id, dou
         goto out;
     rc = db_run_set_baseline(o->db, run_id, *baseline, e);
     if (rc == 0)
-        rc = db_program_update(o->db, g0->id, "ok", 1.0, g0->time_ms, g0->metrics_json,
-                               g0->error, g0->cached, e);
+        rc = db_program_update(o->db, g0->id, "ok", 1.0, g0->time_ms, g0->metrics_json, g0->error,
+                               g0->cached, e);
     for (int isl = islands_have; isl < o->cfg->islands && rc == 0; isl++) {
         cuco_db_program c = *g0;
         c.id = 0;
@@ -379,8 +483,8 @@ static size_t pick_mutator(const cuco_evolve_config *c, cuco_rng *rng)
 
 /* Highest MinHash similarity of text to the run's programs; *nearest
  * (caller frees, NULL when the run has no code yet) is that program's code. */
-static int max_similarity(const cuco_evolve_opts *o, int64_t run_id, const char *text,
-                          double *sim, char **nearest, cuco_err *e)
+static int max_similarity(const cuco_evolve_opts *o, int64_t run_id, const char *text, double *sim,
+                          char **nearest, cuco_err *e)
 {
     cuco_db_program *ps;
     size_t n, best = 0;
@@ -477,10 +581,9 @@ static int recent_failures(const cuco_evolve_opts *o, int64_t run_id, cuco_db_pr
  * when it must be evaluated; *exhausted set when the mutator has nothing new;
  * *budget_stop set (nothing inserted) when the mutator's money budget
  * refused the call. */
-static int propose_child(const cuco_evolve_opts *o, cuco_mutator **muts, int64_t run_id,
-                         int gen, int island, int exploit, cuco_rng *rng, cuco_db_program *top,
-                         size_t ntop, int64_t *pending_id, int *exhausted, int *budget_stop,
-                         cuco_err *e)
+static int propose_child(const cuco_evolve_opts *o, cuco_mutator **muts, int64_t run_id, int gen,
+                         int island, int exploit, cuco_rng *rng, cuco_db_program *top, size_t ntop,
+                         int64_t *pending_id, int *exhausted, int *budget_stop, cuco_err *e)
 {
     *pending_id = 0;
     double *scores = malloc(ntop * sizeof *scores);
@@ -507,8 +610,8 @@ static int propose_child(const cuco_evolve_opts *o, cuco_mutator **muts, int64_t
     rc = recent_failures(o, run_id, &all, &n_all, &fails, &n_fails, e);
     if (rc < 0)
         return rc;
-    cuco_mutate_ctx ctx = {o->seed_text, o->workload, parent, second, top,    ntop,
-                           fails,        n_fails,     o->db,  run_id, rng,    exploit};
+    cuco_mutate_ctx ctx = {o->seed_text, o->workload, parent, second, top, ntop,
+                           fails,        n_fails,     o->db,  run_id, rng, exploit};
     cuco_mutation mu;
     cuco_err me = CUCO_ERR_INIT;
     rc = m->propose(m, &ctx, &mu, &me);
@@ -524,9 +627,8 @@ static int propose_child(const cuco_evolve_opts *o, cuco_mutator **muts, int64_t
     memset(&c, 0, sizeof c);
     c.run_id = run_id;
     c.parent_id = parent->id;
-    c.second_parent_id = second && mu.patch_type && !strcmp(mu.patch_type, "knob:crossover")
-                             ? second->id
-                             : 0;
+    c.second_parent_id =
+        second && mu.patch_type && !strcmp(mu.patch_type, "knob:crossover") ? second->id : 0;
     c.island = island;
     c.generation = gen;
     c.mutator = (char *)m->name;
@@ -579,8 +681,7 @@ static int propose_child(const cuco_evolve_opts *o, cuco_mutator **muts, int64_t
             c.error = "near-duplicate of a program already in this run";
         } else if (!is_knob && o->cfg->novelty_judge && o->judge_fn && nearest &&
                    sim >= judge_from) {
-            if ((rc = judge_child(o, run_id, mu.text, nearest, sim, &c, &why, budget_stop, e)) <
-                0)
+            if ((rc = judge_child(o, run_id, mu.text, nearest, sim, &c, &why, budget_stop, e)) < 0)
                 goto out;
         } else {
             c.status = "pending";
@@ -657,8 +758,8 @@ static int best_of_run(const cuco_evolve_opts *o, int64_t run_id, cuco_evolve_re
         r->best_score = b[0].score;
         r->best_time_ms = b[0].time_ms;
         /* prefer the original over its copies */
-        if (b[0].parent_id && (!strcmp(b[0].mutator, "copy") || !strcmp(b[0].mutator,
-                                                                         "migration"))) {
+        if (b[0].parent_id &&
+            (!strcmp(b[0].mutator, "copy") || !strcmp(b[0].mutator, "migration"))) {
             cuco_db_program *all;
             size_t na;
             if (db_programs_list(o->db, run_id, "ok", &all, &na, e) == 0) {
@@ -798,8 +899,7 @@ int cuco_evolve_run(const cuco_evolve_opts *o, cuco_evolve_result *r, cuco_err *
             if ((rc = db_programs_top(o->db, run_id, isl, (size_t)cfg->archive_size, &top, &ntop,
                                       e)) < 0)
                 break;
-            for (int c = 0; c < cfg->children_per_island && ntop && rc == 0 && !budget_stop;
-                 c++) {
+            for (int c = 0; c < cfg->children_per_island && ntop && rc == 0 && !budget_stop; c++) {
                 if (room >= 0 && (long)nids >= room)
                     break;
                 int64_t id = 0;

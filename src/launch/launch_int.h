@@ -19,7 +19,20 @@ struct cuco_launcher {
 void launch_progress(const cuco_launch_job *job, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Appends the NULL-terminated list to out as owned strings. */
+/* Entries of a NULL-terminated list (0 for NULL). */
 int launch_strv_count(const char *const *v);
+
+/* A list of words (GPU names, sbatch flags); owned strings. */
+typedef struct launch_words {
+    char **v;
+    size_t n;
+} launch_words;
+
+void launch_words_free(launch_words *w);
+/* Appends [p, p+n) as a new word; CUCO_ENOMEM when memory runs out. */
+int launch_words_push(launch_words *w, const char *p, size_t n);
+/* Appends the blank-separated words of text (no quoting: sbatch flags such
+ * as --account=x); CUCO_ENOMEM when memory runs out. */
+int launch_words_split(const char *text, launch_words *w);
 
 #endif

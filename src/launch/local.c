@@ -1,5 +1,5 @@
-/* local.c: the local launcher (mpirun on this host) and what all launchers
- * share (the public entry points of include/cuco/launch.h).
+/* local.c: the local launcher (mpirun on this host): GPU and core
+ * detection, slots, and running one job here.
  *
  * Slots: the launcher owns a fixed set of slots, each with its GPUs (a
  * CUDA_VISIBLE_DEVICES value, for GPU runs) and its own TMPDIR (OpenMPI keeps
@@ -15,7 +15,6 @@
 #include "cuco/log.h"
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,27 +37,6 @@ typedef struct local_state {
     int shared_bench;
     char *tmp_parent; /* folder holding the slots' TMPDIRs (removed on free) */
 } local_state;
-
-void launch_progress(const cuco_launch_job *job, const char *fmt, ...)
-{
-    if (!job->progress)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    cuco_buf b = CUCO_BUF_INIT;
-    cuco_buf_vprintf(&b, fmt, ap);
-    va_end(ap);
-    job->progress(job->progress_ctx, cuco_buf_str(&b));
-    cuco_buf_free(&b);
-}
-
-int launch_strv_count(const char *const *v)
-{
-    int n = 0;
-    while (v && v[n])
-        n++;
-    return n;
-}
 
 /* ---- public helpers ---- */
 
@@ -93,167 +71,6 @@ int cuco_launch_auto_slots(int gpu, int ranks, int gpus, int cores)
         ranks = 1;
     int n = (gpu ? gpus : cores) / ranks;
     return n > 0 ? n : 1;
-}
-
-char *cuco_launch_shell_quote(const char *word)
-{
-    cuco_buf b = CUCO_BUF_INIT;
-    cuco_buf_putc(&b, '\'');
-    for (const char *p = word ? word : ""; *p; p++) {
-        if (*p == '\'')
-            cuco_buf_puts(&b, "'\\''");
-        else
-            cuco_buf_putc(&b, *p);
-    }
-    cuco_buf_putc(&b, '\'');
-    return cuco_buf_detach(&b);
-}
-
-const char *cuco_launcher_name(const cuco_launcher *l)
-{
-    return l ? l->name : "local";
-}
-
-int cuco_launcher_slots(const cuco_launcher *l)
-{
-    return l ? l->slots : 1;
-}
-
-int cuco_launcher_run(const cuco_launcher *l, const cuco_launch_job *job, cuco_launch_result *r,
-                      cuco_err *e)
-{
-    memset(r, 0, sizeof *r);
-    if (!job || !job->argv || !job->argv[0])
-        return cuco_err_set(e, CUCO_EINVAL, "launch: no program to run");
-    if (!l)
-        return cuco_launch_local_once(job, NULL, r, e);
-    return l->run(l, job, r, e);
-}
-
-void cuco_launch_result_free(cuco_launch_result *r)
-{
-    if (!r)
-        return;
-    cuco_proc_result_free(&r->proc);
-    free(r->infra_reason);
-    free(r->job_id);
-    memset(r, 0, sizeof *r);
-}
-
-void cuco_launcher_free(cuco_launcher *l)
-{
-    if (!l)
-        return;
-    if (l->destroy)
-        l->destroy(l);
-    free(l);
-}
-
-/* A list of words (GPU names, sbatch flags); owned strings. */
-typedef struct gpu_names {
-    char **v;
-    size_t n;
-} gpu_names;
-
-static void gpu_names_free(gpu_names *g)
-{
-    for (size_t i = 0; i < g->n; i++)
-        free(g->v[i]);
-    free(g->v);
-    g->v = NULL;
-    g->n = 0;
-}
-
-static int words_push(gpu_names *out, const char *p, size_t n)
-{
-    char *item = cuco_strndup(p, n);
-    char **grown = item ? realloc(out->v, (out->n + 1) * sizeof *grown) : NULL;
-    if (!grown) {
-        free(item);
-        return CUCO_ENOMEM;
-    }
-    out->v = grown;
-    out->v[out->n++] = item;
-    return 0;
-}
-
-/* Blank-separated words (no quoting: sbatch flags such as --account=x). */
-static int split_words(const char *text, gpu_names *out)
-{
-    const char *p = text;
-    for (;;) {
-        while (*p == ' ' || *p == '\t' || *p == '\n')
-            p++;
-        if (!*p)
-            return 0;
-        size_t n = strcspn(p, " \t\n");
-        if (words_push(out, p, n) < 0)
-            return CUCO_ENOMEM;
-        p += n;
-    }
-}
-
-/* A number from an environment variable; CUCO_EINVAL naming it otherwise. */
-static int env_number(const char *name, const char *text, double *out, cuco_err *e)
-{
-    char *end;
-    double v = strtod(text, &end);
-    if (end == text || *end || v < 0)
-        return cuco_err_set(e, CUCO_EINVAL, "%s=%s: expected a number >= 0", name, text);
-    *out = v;
-    return 0;
-}
-
-int cuco_launcher_from_kind(const char *kind, int gpu, int ranks, int slots, int gpus,
-                            int shared_bench, cuco_launcher **out, cuco_err *e)
-{
-    *out = NULL;
-    if (!kind || !strcmp(kind, "local")) {
-        cuco_local_opts o = {
-            .gpu = gpu, .ranks = ranks, .gpus = gpus, .slots = slots, .shared_bench = shared_bench};
-        return cuco_launcher_local_new(&o, out, e);
-    }
-    if (!strcmp(kind, "slurm")) {
-        /* Site settings come from the environment (docs/launch.md). */
-        const char *retries = getenv("CUCO_SLURM_RETRIES");
-        const char *poll_max = getenv("CUCO_SLURM_POLL_MAX_S");
-        const char *partition = getenv("CUCO_SLURM_PARTITION");
-        const char *gres = getenv("CUCO_SLURM_GRES");
-        const char *grace = getenv("CUCO_SLURM_TIME_GRACE_S");
-        const char *extra = getenv("CUCO_SLURM_SBATCH_ARGS");
-        double retries_v = -1, poll_max_v = 0, grace_v = 0;
-        if ((retries && *retries && env_number("CUCO_SLURM_RETRIES", retries, &retries_v, e)) ||
-            (poll_max && *poll_max &&
-             env_number("CUCO_SLURM_POLL_MAX_S", poll_max, &poll_max_v, e)) ||
-            (grace && *grace && env_number("CUCO_SLURM_TIME_GRACE_S", grace, &grace_v, e)))
-            return CUCO_EINVAL;
-        gpu_names words = {0}; /* the extra flags, split at blanks */
-        const char **argv = NULL;
-        if (extra && split_words(extra, &words) < 0) {
-            gpu_names_free(&words);
-            return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-        }
-        argv = calloc(words.n + 1, sizeof *argv);
-        if (!argv) {
-            gpu_names_free(&words);
-            return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-        }
-        for (size_t i = 0; i < words.n; i++)
-            argv[i] = words.v[i];
-        cuco_slurm_opts o = {
-            .retries = (int)retries_v,
-            .poll_max_s = poll_max_v,
-            .grace_s = grace_v,
-            .partition = partition && *partition ? partition : NULL,
-            .gres = gres && *gres ? gres : NULL,
-            .sbatch_args = argv,
-        };
-        int rc = cuco_launcher_slurm_new(&o, out, e);
-        free(argv);
-        gpu_names_free(&words);
-        return rc;
-    }
-    return cuco_err_set(e, CUCO_EINVAL, "unknown launcher '%s' (local or slurm)", kind);
 }
 
 /* ---- running one job on this host ---- */
@@ -293,8 +110,12 @@ int cuco_launch_local_once(const cuco_launch_job *job, const char *const *slot_e
         env[i] = job->env_set[i];
     for (int i = 0; i < n_slot; i++)
         env[n_env + i] = slot_env[i];
-    cuco_proc_opts po = {
-        .argv = argv, .cwd = job->cwd, .env_set = env, .timeout_s = job->timeout_s};
+    cuco_proc_opts po = {.argv = argv,
+                         .cwd = job->cwd,
+                         .env_set = env,
+                         .timeout_s = job->timeout_s,
+                         .output_limit = job->output_limit,
+                         .confine = job->confine};
     int rc = cuco_proc_run(&po, &r->proc, e);
     free(argv);
     free(env);
@@ -308,7 +129,7 @@ int cuco_launch_local_once(const cuco_launch_job *job, const char *const *slot_e
 
 /* The entries of a CUDA_VISIBLE_DEVICES value ("0,2", "GPU-uuid,..."),
  * blanks trimmed, empty entries skipped, appended to out. */
-static int split_gpu_list(const char *list, gpu_names *out)
+static int split_gpu_list(const char *list, launch_words *out)
 {
     const char *p = list;
     while (*p) {
@@ -322,7 +143,7 @@ static int split_gpu_list(const char *list, gpu_names *out)
         while (n > 0 && (q[n - 1] == ' ' || q[n - 1] == '\t'))
             n--;
         if (n > 0) {
-            if (words_push(out, q, n) < 0)
+            if (launch_words_push(out, q, n) < 0)
                 return CUCO_ENOMEM;
         }
         if (!comma)
@@ -337,10 +158,10 @@ int cuco_launch_visible_gpus(void)
     int n = cuco_launch_detect_gpus();
     const char *visible = getenv("CUDA_VISIBLE_DEVICES");
     if (n > 0 && visible) {
-        gpu_names names = {0};
+        launch_words names = {0};
         if (split_gpu_list(visible, &names) == 0 && names.n < (size_t)n)
             n = (int)names.n;
-        gpu_names_free(&names);
+        launch_words_free(&names);
     }
     return n;
 }
@@ -438,9 +259,9 @@ int cuco_launcher_local_new(const cuco_local_opts *o, cuco_launcher **out, cuco_
     /* The GPUs this process may use: when CUDA_VISIBLE_DEVICES already
      * restricts them, slots share out that list, never GPUs outside it. */
     const char *visible = o->visible_gpus ? o->visible_gpus : getenv("CUDA_VISIBLE_DEVICES");
-    gpu_names names = {0};
+    launch_words names = {0};
     if (o->gpu && visible && split_gpu_list(visible, &names) < 0) {
-        gpu_names_free(&names);
+        launch_words_free(&names);
         return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
     }
     int gpus = 0;
@@ -464,7 +285,7 @@ int cuco_launcher_local_new(const cuco_local_opts *o, cuco_launcher **out, cuco_
         if (s)
             free(s->slots);
         free(s);
-        gpu_names_free(&names);
+        launch_words_free(&names);
         return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
     }
     pthread_mutex_init(&s->mu, NULL);
@@ -486,7 +307,7 @@ int cuco_launcher_local_new(const cuco_local_opts *o, cuco_launcher **out, cuco_
         int rc = cuco_err_errno(e, "launcher: cannot create %s", tmpl);
         free(tmpl);
         cuco_launcher_free(l);
-        gpu_names_free(&names);
+        launch_words_free(&names);
         return rc;
     }
     s->tmp_parent = tmpl;
@@ -496,7 +317,7 @@ int cuco_launcher_local_new(const cuco_local_opts *o, cuco_launcher **out, cuco_
         int rc = cuco_fs_mkdirs(ls->tmp_dir, e);
         if (rc) {
             cuco_launcher_free(l);
-            gpu_names_free(&names);
+            launch_words_free(&names);
             return rc;
         }
         if (o->gpu && gpus > 0) {
@@ -513,7 +334,7 @@ int cuco_launcher_local_new(const cuco_local_opts *o, cuco_launcher **out, cuco_
             ls->gpus = cuco_buf_detach(&b);
         }
     }
-    gpu_names_free(&names);
+    launch_words_free(&names);
     *out = l;
     return 0;
 }

@@ -89,6 +89,54 @@ static int cmd_ok(const cuco_proc_result *pr)
     return pr->exited && pr->exit_code == 0;
 }
 
+/* The cuco binary's own path, which the compute nodes must see too (a shared
+ * file system, as for the run's folder). Caller frees. */
+static char *self_exe(cuco_err *e)
+{
+    char path[4096];
+    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+    if (n <= 0) {
+        cuco_err_errno(e, "cannot find the cuco binary (/proc/self/exe) for confine-exec");
+        return NULL;
+    }
+    path[n] = '\0';
+    return cuco_strdup(path);
+}
+
+/* Appends `CUCO confine-exec OPTIONS --`: the batch script applies the same
+ * confinement as a local run. Under srun each task is confined on its own,
+ * so the tasks keep the host's network (srun talks to slurmd) and share the
+ * node's /tmp and /dev/shm (NCCL's and MPI's shared memory). */
+static int push_confine_exec(cuco_strlist *cmd, const cuco_confine *c, int per_task, cuco_err *e)
+{
+    char *exe = self_exe(e);
+    if (!exe)
+        return CUCO_ESYS;
+    cuco_strlist_push(cmd, exe);
+    cuco_strlist_push(cmd, "confine-exec");
+    free(exe);
+    for (int i = 0; c->writable && c->writable[i]; i++) {
+        cuco_strlist_push(cmd, "--write");
+        cuco_strlist_push(cmd, c->writable[i]);
+    }
+    for (int i = 0; c->secret_names && c->secret_names[i]; i++) {
+        cuco_strlist_push(cmd, "--secret");
+        cuco_strlist_push(cmd, c->secret_names[i]);
+    }
+    if (c->allow_network || per_task)
+        cuco_strlist_push(cmd, "--net");
+    if (c->host_tmp || per_task)
+        cuco_strlist_push(cmd, "--host-tmp");
+    if (c->as_bytes) {
+        char *as = cuco_sprintf("%llu", c->as_bytes);
+        cuco_strlist_push(cmd, "--as");
+        cuco_strlist_push(cmd, as);
+        free(as);
+    }
+    cuco_strlist_push(cmd, "--");
+    return 0;
+}
+
 static int write_script(const slurm_state *s, const cuco_launch_job *job, const char *path,
                         const char *rc_path, cuco_err *e)
 {
@@ -105,21 +153,28 @@ static int write_script(const slurm_state *s, const cuco_launch_job *job, const 
     free(cwd);
     cuco_strlist cmd = {0};
     char *np = cuco_sprintf("%d", job->ranks > 0 ? job->ranks : 1);
+    int confined = job->confine && job->confine->enabled;
     if (job->mpi && s->use_srun) {
         char *nt = cuco_sprintf("--ntasks=%s", np);
         cuco_strlist_push(&cmd, "srun");
         cuco_strlist_push(&cmd, nt);
         free(nt);
-    } else if (job->mpi) {
-        cuco_strlist_push(&cmd, "mpirun");
-        cuco_strlist_push(&cmd, "-np");
-        cuco_strlist_push(&cmd, np);
-        if (geteuid() == 0)
-            cuco_strlist_push(&cmd, "--allow-run-as-root");
-        cuco_strlist_push(&cmd, "--bind-to");
-        cuco_strlist_push(&cmd, "none");
-        for (int i = 0; job->mpi_args && job->mpi_args[i]; i++)
-            cuco_strlist_push(&cmd, job->mpi_args[i]);
+        if (confined && push_confine_exec(&cmd, job->confine, 1, e) != 0)
+            goto fail;
+    } else {
+        if (confined && push_confine_exec(&cmd, job->confine, 0, e) != 0)
+            goto fail;
+        if (job->mpi) {
+            cuco_strlist_push(&cmd, "mpirun");
+            cuco_strlist_push(&cmd, "-np");
+            cuco_strlist_push(&cmd, np);
+            if (geteuid() == 0)
+                cuco_strlist_push(&cmd, "--allow-run-as-root");
+            cuco_strlist_push(&cmd, "--bind-to");
+            cuco_strlist_push(&cmd, "none");
+            for (int i = 0; job->mpi_args && job->mpi_args[i]; i++)
+                cuco_strlist_push(&cmd, job->mpi_args[i]);
+        }
     }
     free(np);
     for (int i = 0; job->argv[i]; i++)
@@ -140,6 +195,11 @@ static int write_script(const slurm_state *s, const cuco_launch_job *job, const 
     int rc = cuco_fs_write(path, b.data, b.len, e);
     cuco_buf_free(&b);
     return rc;
+fail:
+    free(np);
+    cuco_strlist_free(&cmd);
+    cuco_buf_free(&b);
+    return e && e->code ? e->code : CUCO_ESYS;
 }
 
 /* "--time" in minutes:seconds, rounded up, at least one minute. */

@@ -1,6 +1,8 @@
 /* llm_budget.c: a run's spending limit. Calls are admitted against an upper
  * estimate of their cost before they are sent, so a run stops before the
- * call that could take it over the limit rather than after it. */
+ * call that could take it over the limit rather than after it; a reply that
+ * claims to cost more than is left is not believed (see llm_client.c), so
+ * the limit is a hard cap. */
 #include "cuco/llm.h"
 
 #include <math.h>
@@ -42,4 +44,12 @@ double cuco_llm_budget_left(const cuco_llm_budget *b)
     if (b->limit_usd <= 0)
         return INFINITY;
     return b->limit_usd - b->spent_usd - b->reserved_usd;
+}
+
+int cuco_llm_budget_fits(const cuco_llm_budget *b, double estimate_usd, double cost_usd)
+{
+    if (b->limit_usd <= 0)
+        return 1;
+    /* a hair of slack: sums of doubles need not come out exact */
+    return b->spent_usd + b->reserved_usd - estimate_usd + cost_usd <= b->limit_usd + 1e-9;
 }

@@ -291,6 +291,37 @@ static void call_retry_or_fail(cuco_llm_client *c, struct call *k, double now, c
     k->state = CALL_WAITING;
 }
 
+/* A reply whose usage cannot be true (cuco_llm_usage_check) is a
+ * bad_response, its text dropped and its counts zeroed. It is booked at the
+ * request's upper estimate, what the budget admitted it at: the server may
+ * bill it, and a server that lies about usage must neither drive the spend
+ * down nor book more than the call could cost. */
+static void refuse_usage(struct call *k, const char *why)
+{
+    cuco_llm_response *r = k->resp;
+    r->status = CUCO_LLM_BAD_RESPONSE;
+    r->error = cuco_strdup(why);
+    free(r->text);
+    r->text = NULL;
+    r->input_tokens = r->cached_tokens = r->cache_write_tokens = r->output_tokens = 0;
+    r->cost_usd = cuco_llm_estimate_cost(k->price, k->req);
+}
+
+/* The budget is a hard cap: a reply that claims to cost more than its
+ * reservation and what is left of the limit is refused like a reply with
+ * impossible usage. */
+static void refuse_over_budget(const cuco_llm_budget *b, struct call *k)
+{
+    if (k->resp->status != CUCO_LLM_OK ||
+        cuco_llm_budget_fits(b, k->estimate_usd, k->resp->cost_usd))
+        return;
+    char *why =
+        cuco_sprintf("usage claims $%.6f, more than the $%.6f left of the $%.6f budget",
+                     k->resp->cost_usd, cuco_llm_budget_left(b) + k->estimate_usd, b->limit_usd);
+    refuse_usage(k, why ? why : "usage claims more than is left of the budget");
+    free(why);
+}
+
 static void call_finish_attempt(cuco_llm_client *c, struct call *k, CURLcode result, double now)
 {
     long http = 0;
@@ -329,6 +360,8 @@ static void call_finish_attempt(cuco_llm_client *c, struct call *k, CURLcode res
         k->resp->error = cuco_strdup(cuco_err_msg(&pe));
         free(k->resp->text);
         k->resp->text = NULL;
+    } else if (cuco_llm_usage_check(k->req, k->resp, &pe)) {
+        refuse_usage(k, cuco_err_msg(&pe));
     } else {
         k->resp->status = CUCO_LLM_OK;
         k->resp->cost_usd = cuco_llm_cost(k->price, k->resp->input_tokens, k->resp->cached_tokens,
@@ -439,8 +472,10 @@ int cuco_llm_batch_run(cuco_llm_client *c, const cuco_llm_request *reqs, cuco_ll
             if (k->state == CALL_DONE) {
                 pending--;
                 k->resp->latency_s = now_s() - k->started;
-                if (k->admitted)
+                if (k->admitted) {
+                    refuse_over_budget(budget, k);
                     cuco_llm_budget_commit(budget, k->estimate_usd, k->resp->cost_usd);
+                }
                 k->admitted = 0;
             } else if (k->next_at < next_due) {
                 next_due = k->next_at;

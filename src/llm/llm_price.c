@@ -1,10 +1,12 @@
 /* llm_price.c: what LLM calls cost. A table of $/million-token prices per
  * model (built-in for current Claude and GPT models, overridable from a JSON
- * file or a flag), the cost of a finished call, and the upper estimate of a
- * call not yet sent that the budget admits calls against. */
+ * file or a flag), the cost of a finished call, the upper estimate of a
+ * call not yet sent that the budget admits calls against, and the bounds a
+ * reply's claimed usage must keep to. */
 #include "cuco/llm.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,8 +62,9 @@ int cuco_llm_prices_set(cuco_llm_prices *t, const char *model, double input, dou
 {
     if (!model || !*model)
         return cuco_err_set(e, CUCO_EINVAL, "price without a model name");
-    if (input < 0 || output < 0 || cached_input < 0)
-        return cuco_err_set(e, CUCO_EINVAL, "price of '%s' is negative", model);
+    if (!(input >= 0 && output >= 0 && cached_input >= 0) || !isfinite(input) ||
+        !isfinite(output) || !isfinite(cached_input))
+        return cuco_err_set(e, CUCO_EINVAL, "price of '%s' is negative or not a number", model);
     for (size_t i = 0; i < t->n; i++) {
         if (!strcmp(t->items[i].model, model)) {
             t->items[i].input = input;
@@ -210,4 +213,41 @@ double cuco_llm_estimate_cost(const cuco_llm_price *p, const cuco_llm_request *r
         return 0;
     return cuco_llm_cost(p, cuco_llm_estimate_input_tokens(req), 0, 0,
                          req->max_tokens > 0 ? req->max_tokens : 0);
+}
+
+long cuco_llm_max_input_tokens(const cuco_llm_request *req)
+{
+    size_t bytes = (req->system ? strlen(req->system) : 0) + (req->user ? strlen(req->user) : 0);
+    return (long)bytes + 1000000;
+}
+
+long cuco_llm_max_output_tokens(const cuco_llm_request *req)
+{
+    long max = req->max_tokens > 0 ? req->max_tokens : 0;
+    return max + max / 10 + 64;
+}
+
+int cuco_llm_usage_check(const cuco_llm_request *req, const cuco_llm_response *r, cuco_err *e)
+{
+    long in = r->input_tokens, cached = r->cached_tokens, written = r->cache_write_tokens;
+    long out = r->output_tokens;
+    if (in < 0 || cached < 0 || written < 0 || out < 0)
+        return cuco_err_set(e, CUCO_EINVAL,
+                            "usage has a negative token count (input %ld, cached %ld, cache "
+                            "write %ld, output %ld)",
+                            in, cached, written, out);
+    long max_out = cuco_llm_max_output_tokens(req);
+    if (out > max_out)
+        return cuco_err_set(e, CUCO_EINVAL,
+                            "usage claims %ld output tokens, more than max_tokens %d allows (%ld)",
+                            out, req->max_tokens, max_out);
+    long max_in = cuco_llm_max_input_tokens(req);
+    /* summed as doubles: three longs near LONG_MAX would overflow */
+    double all_in = (double)in + (double)cached + (double)written;
+    if (all_in > (double)max_in)
+        return cuco_err_set(e, CUCO_EINVAL,
+                            "usage claims %.0f input tokens, more than a prompt of %ld bytes can "
+                            "hold (%ld)",
+                            all_in, max_in - 1000000, max_in);
+    return 0;
 }

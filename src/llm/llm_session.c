@@ -4,6 +4,7 @@
  * calls together, and hands every call (refused ones too) to the recorder
  * that writes the database's llm_calls table. */
 #include "cuco/llm.h"
+#include "cuco/num.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -27,19 +28,32 @@ struct cuco_llm_session {
     char *fatal; /* why no call can work, once a call has shown it */
 };
 
-void cuco_llm_config_from_env(cuco_llm_config *cfg)
+int cuco_llm_config_from_env(cuco_llm_config *cfg, cuco_err *e)
 {
-    const char *v;
-    if (cfg->timeout_s <= 0 && (v = getenv("CUCO_LLM_TIMEOUT_S")))
-        cfg->timeout_s = atof(v);
-    if (cfg->max_retries == 0 && (v = getenv("CUCO_LLM_RETRIES")))
-        cfg->max_retries = atoi(v) > 0 ? atoi(v) : -1;
-    if (cfg->backoff_base_s <= 0 && (v = getenv("CUCO_LLM_BACKOFF_S")))
-        cfg->backoff_base_s = atof(v);
-    if (cfg->backoff_max_s <= 0 && (v = getenv("CUCO_LLM_BACKOFF_MAX_S")))
-        cfg->backoff_max_s = atof(v);
-    if (cfg->max_parallel <= 0 && (v = getenv("CUCO_LLM_PARALLEL")))
-        cfg->max_parallel = atoi(v);
+    /* Strict: "5m" is an error, not 5 seconds. */
+    long l;
+    if (cfg->timeout_s <= 0 && cuco_env_double("CUCO_LLM_TIMEOUT_S", 0, 86400, &cfg->timeout_s, e))
+        return CUCO_EINVAL;
+    if (cfg->max_retries == 0) {
+        l = 0;
+        if (cuco_env_long("CUCO_LLM_RETRIES", 0, 100, &l, e))
+            return CUCO_EINVAL;
+        if (getenv("CUCO_LLM_RETRIES") && *getenv("CUCO_LLM_RETRIES"))
+            cfg->max_retries = l > 0 ? (int)l : -1;
+    }
+    if (cfg->backoff_base_s <= 0 &&
+        cuco_env_double("CUCO_LLM_BACKOFF_S", 0, 3600, &cfg->backoff_base_s, e))
+        return CUCO_EINVAL;
+    if (cfg->backoff_max_s <= 0 &&
+        cuco_env_double("CUCO_LLM_BACKOFF_MAX_S", 0, 86400, &cfg->backoff_max_s, e))
+        return CUCO_EINVAL;
+    if (cfg->max_parallel <= 0) {
+        l = cfg->max_parallel;
+        if (cuco_env_long("CUCO_LLM_PARALLEL", 0, 1024, &l, e))
+            return CUCO_EINVAL;
+        cfg->max_parallel = (int)l;
+    }
+    return 0;
 }
 
 void cuco_llm_session_free(cuco_llm_session *s)
@@ -147,8 +161,8 @@ int cuco_llm_session_new(const cuco_llm_session_opts *o, cuco_llm_session **out,
         }
     }
     cuco_llm_config cfg = o->client;
-    cuco_llm_config_from_env(&cfg);
-    if ((rc = cuco_llm_client_new(&cfg, &s->prices, &s->client, e)))
+    if ((rc = cuco_llm_config_from_env(&cfg, e)) ||
+        (rc = cuco_llm_client_new(&cfg, &s->prices, &s->client, e)))
         goto fail;
     cuco_llm_budget_init(&s->budget, o->budget_usd);
     s->budget.spent_usd = o->spent_usd;

@@ -2,6 +2,7 @@
  * recorded in llm_calls, the island's best programs and the run's recent
  * failures for the prompts, and the rule-based meta summary. */
 #include "cuco/llm_mutate.h"
+#include "cuco/redact.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +24,11 @@ int cuco_llm_db_record(void *ctx, const cuco_llm_call_record *rec, cuco_err *e)
     c.status = rec->status;
     int64_t id = 0;
     int rc = db_llm_call_insert(sink->db, &c, &id, e);
+    /* a service's error message can echo what it was sent */
+    char *error = rec->error ? cuco_redact_secrets(rec->error) : NULL;
     if (!rc && (rec->purpose || rec->error))
-        rc = db_llm_call_describe(sink->db, id, rec->purpose, rec->error, e);
+        rc = db_llm_call_describe(sink->db, id, rec->purpose, error ? error : rec->error, e);
+    free(error);
     if (rc)
         cuco_err_prefix(e, "recording an LLM call");
     return rc;
@@ -164,8 +168,7 @@ int cuco_llm_db_meta_llm(void *ctx, int64_t run_id, int generation, const char *
         cuco_llm_reply reply;
         memset(&reply, 0, sizeof reply);
         rc = cuco_llm_session_ask(mc->session, "meta", NULL, users, 1, &reply, e);
-        if (rc == 0 && reply.resp.status == CUCO_LLM_OK && reply.resp.text &&
-            *reply.resp.text) {
+        if (rc == 0 && reply.resp.status == CUCO_LLM_OK && reply.resp.text && *reply.resp.text) {
             cuco_buf_puts(out, reply.resp.text);
         } else if (rc == 0) {
             /* a failed call: the run goes on with the rules' summary */

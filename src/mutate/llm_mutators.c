@@ -3,6 +3,7 @@
  * from the parent, the island's best programs, the run's recent failures and
  * meta summary, asks the run's LLM session (model bandit, budget, recording),
  * and applies the answer with the patch engine and its frozen guard. */
+#include "cuco/doe.h"
 #include "cuco/llm_mutate.h"
 
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "cuco/hash.h"
 #include "cuco/patch.h"
 #include "cuco/program.h"
+#include "cuco/redact.h"
 
 /* Marks the error of a child whose LLM call failed (no fault of the code). */
 #define LLM_CALL_FAILED "LLM call failed"
@@ -203,7 +205,7 @@ static int llm_propose(cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation 
         f->status = c->failures[i].status;
         f->mutator = c->failures[i].mutator;
         f->description = c->failures[i].description;
-        f->error = c->failures[i].error;
+        f->error = cuco_redact_secrets(c->failures[i].error); /* freed below */
     }
     cuco_llm_prompt_ctx pc;
     memset(&pc, 0, sizeof pc);
@@ -213,10 +215,23 @@ static int llm_propose(cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation 
         cuco_llm_format_space(c->workload, &space);
         pc.design_space = space.len ? cuco_buf_str(&space) : NULL;
     }
+    /* what the run measured, so that an edit starts from it (cuco/doe.h) */
+    cuco_effects *fx = NULL;
+    cuco_err fx_err = CUCO_ERR_INIT;
+    if (c->db && cuco_effects_of_run(c->db, c->run_id, &fx, &fx_err) == 0 && fx && fx->n_mains) {
+        cuco_buf_puts(&space, "\nKnob effects measured in this run (change of time, ± one"
+                              " standard error):\n");
+        cuco_effects_format(fx, "- ", 4, &space);
+        pc.design_space = cuco_buf_str(&space);
+    }
+    cuco_effects_free(fx);
+    cuco_err_clear(&fx_err);
     pc.hardware = lm->hardware;
     pc.parent_code = c->parent->code;
     pc.parent_score = c->parent->score;
-    pc.parent_metrics = c->parent->metrics_json;
+    /* what the run stored goes to a model: no secret in it (cuco/redact.h) */
+    char *metrics = c->parent->metrics_json ? cuco_redact_secrets(c->parent->metrics_json) : NULL;
+    pc.parent_metrics = metrics;
     if (c->second) {
         pc.other_code = c->second->code;
         pc.other_score = c->second->score;
@@ -225,7 +240,9 @@ static int llm_propose(cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation 
     pc.n_top = c->n_top;
     pc.failures = n_fails ? fails : NULL;
     pc.n_failures = n_fails;
-    pc.meta_summary = lm->meta_summary ? *lm->meta_summary : NULL;
+    char *meta =
+        lm->meta_summary && *lm->meta_summary ? cuco_redact_secrets(*lm->meta_summary) : NULL;
+    pc.meta_summary = meta;
 
     cuco_llm_prompt_kind kind = pick_kind(lm, c);
     struct apply_ctx actx = {c->seed_text};
@@ -248,13 +265,16 @@ static int llm_propose(cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation 
             /* a failed call is no fault of the candidate: CUCO_ENET makes
              * the engine store it as infra_error, not as a bad program */
             rc = cuco_err_set(e, cand.status == CUCO_LLM_OK ? CUCO_EINVAL : CUCO_ENET,
-                              "%s (%s): %s%s", lm->kind,
-                              cand.model ? cand.model : "?",
+                              "%s (%s): %s%s", lm->kind, cand.model ? cand.model : "?",
                               cand.status == CUCO_LLM_OK ? "" : LLM_CALL_FAILED ": ",
                               cand.failure ? cand.failure : "unusable answer");
         }
         cuco_llm_candidate_free(&cand);
     }
+    for (size_t i = 0; i < n_fails; i++)
+        free((char *)fails[i].error);
+    free(metrics);
+    free(meta);
     free(top);
     free(fails);
     cuco_buf_free(&space);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cuco/buf.h"
+#include "cuco/doe.h"
 #include "cuco/patch.h"
 #include "cuco/program.h"
 
@@ -27,7 +28,10 @@ void cuco_rng_seed(cuco_rng *r, uint64_t seed)
         r->s[i] = splitmix64(&seed);
 }
 
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
 
 uint64_t cuco_rng_next(cuco_rng *r)
 {
@@ -42,9 +46,15 @@ uint64_t cuco_rng_next(cuco_rng *r)
     return result;
 }
 
-double cuco_rng_uniform(cuco_rng *r) { return (double)(cuco_rng_next(r) >> 11) * 0x1.0p-53; }
+double cuco_rng_uniform(cuco_rng *r)
+{
+    return (double)(cuco_rng_next(r) >> 11) * 0x1.0p-53;
+}
 
-size_t cuco_rng_below(cuco_rng *r, size_t n) { return n ? (size_t)(cuco_rng_next(r) % n) : 0; }
+size_t cuco_rng_below(cuco_rng *r, size_t n)
+{
+    return n ? (size_t)(cuco_rng_next(r) % n) : 0;
+}
 
 size_t cuco_ucb1_pick(const double *reward_sum, const int *pulls, size_t n, double c)
 {
@@ -262,9 +272,8 @@ static size_t pick_value(const cuco_mutate_ctx *c, const unsigned char *tried, s
 }
 
 /* One move from the parent's setting base[] into idx[]. */
-static void make_move(int mv, const cuco_mutate_ctx *c, cuco_knob *k, size_t n,
-                      const size_t *base, const size_t *second, unsigned char *const *tried,
-                      size_t *idx)
+static void make_move(int mv, const cuco_mutate_ctx *c, cuco_knob *k, size_t n, const size_t *base,
+                      const size_t *second, unsigned char *const *tried, size_t *idx)
 {
     memcpy(idx, base, n * sizeof *idx);
     size_t which = pick_knob(c, k, n, tried);
@@ -318,8 +327,137 @@ static void setting_of(const cuco_mutate_ctx *c, const char *text, cuco_knob *k,
             idx[i] = 0;
 }
 
-static int knob_propose(cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation *out,
-                        cuco_err *e)
+/* ---- the structured search (doe.h) ------------------------------------------ */
+
+static int ident_char(char ch)
+{
+    return ch == '_' || (ch >= '0' && ch <= '9') || ((ch | 32) >= 'a' && (ch | 32) <= 'z');
+}
+
+/* Length of the comment, string or character literal at p (0: none). */
+static size_t skip_len(const char *p)
+{
+    const char *q = p;
+    if (p[0] == '/' && p[1] == '/') {
+        while (*q && *q != '\n')
+            q++;
+    } else if (p[0] == '/' && p[1] == '*') {
+        q = strstr(p + 2, "*/");
+        q = q ? q + 2 : p + strlen(p);
+    } else if (*p == '"' || *p == '\'') {
+        for (q = p + 1; *q && *q != *p && *q != '\n'; q++)
+            if (*q == '\\' && q[1])
+                q++;
+        q += *q == *p;
+    }
+    return (size_t)(q - p);
+}
+
+/* Whether the program can read knob name: its macro appears, as code (not
+ * in a comment or string), somewhere other than its own #define; a workload
+ * space dim of that name counts as read, since the harness may pass it.
+ * Conditional knobs (moot under another knob's value) are not detected. */
+static int knob_reachable(const cuco_mutate_ctx *c, const char *text, const char *name)
+{
+    if (c->workload)
+        for (size_t i = 0; i < c->workload->n_space; i++)
+            if (!strcmp(c->workload->space[i].name, name))
+                return 1;
+    size_t len = strlen(name), uses = 0;
+    for (const char *p = text; *p;) {
+        size_t skip = skip_len(p);
+        if (skip) {
+            p += skip;
+        } else if (ident_char(*p)) {
+            const char *q = p;
+            while (ident_char(*q))
+                q++;
+            uses += (size_t)(q - p) == len && !strncmp(p, name, len);
+            p = q;
+        } else {
+            p++;
+        }
+    }
+    return uses >= 2;
+}
+
+/* Setting of a program's knobs JSON as choice indices; 0 when a knob is
+ * missing or has a value outside its choices. */
+static int setting_of_json(const cuco_mutate_ctx *c, cuco_knob *k, size_t n, const char *json,
+                           size_t *idx)
+{
+    json_t *o = json ? json_loads(json, 0, NULL) : NULL;
+    int whole = o != NULL;
+    for (size_t i = 0; i < n; i++) {
+        const char *v = o ? json_string_value(json_object_get(o, k[i].name)) : NULL;
+        idx[i] = v ? index_of(knob_choices(c, &k[i]), v) : (size_t)-1;
+        if (idx[i] == (size_t)-1) {
+            idx[i] = 0;
+            whole = 0;
+        }
+    }
+    json_decref(o);
+    return whole;
+}
+
+typedef struct doe_seen_ctx {
+    const cuco_mutate_ctx *c;
+    cuco_knob *k;
+    size_t n;
+} doe_seen_ctx;
+
+static int doe_seen(void *ctx, const size_t *setting, int *seen, cuco_err *e)
+{
+    doe_seen_ctx *d = ctx;
+    return setting_seen(d->c, d->k, d->n, setting, seen, e);
+}
+
+/* The next setting of the structured search into idx (1), or 0 when its
+ * plan has nothing new (the moves below take over). */
+static int doe_propose(const cuco_mutate_ctx *c, cuco_knob *k, size_t n, const cuco_db_program *ps,
+                       size_t np, size_t *idx, const char **phase, cuco_err *e)
+{
+    const char **names = calloc(n, sizeof *names);
+    cuco_strlist *levels = calloc(n, sizeof *levels);
+    size_t *start = calloc(n, sizeof *start), *setting = calloc(n * (np + 1), sizeof *setting);
+    double *time = calloc(np + 1, sizeof *time);
+    int *act = calloc(n, sizeof *act), rc = 0, have_start = 0;
+    size_t n_obs = 0;
+    if (!names || !levels || !start || !setting || !time || !act) {
+        rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        names[i] = k[i].name;
+        levels[i] = *knob_choices(c, &k[i]);
+        act[i] = knob_reachable(c, c->parent->code, k[i].name);
+    }
+    setting_of(c, c->parent->code, k, n, start);
+    for (size_t i = 0; i < np; i++) {
+        if (!have_start && ps[i].knobs_json) {
+            setting_of_json(c, k, n, ps[i].knobs_json, start);
+            have_start = 1;
+        }
+        if (ps[i].status && !strcmp(ps[i].status, "ok") && ps[i].time_ms > 0 &&
+            !cuco_effects_repeat(ps, i) &&
+            setting_of_json(c, k, n, ps[i].knobs_json, setting + n_obs * n))
+            time[n_obs++] = ps[i].time_ms;
+    }
+    cuco_doe_space s = {n, names, levels, start, act};
+    doe_seen_ctx sc = {c, k, n};
+    cuco_doe_history h = {n_obs, setting, time, doe_seen, &sc};
+    rc = cuco_doe_next(&s, &h, idx, phase, e);
+out:
+    free(names);
+    free(levels);
+    free(start);
+    free(setting);
+    free(time);
+    free(act);
+    return rc;
+}
+
+static int knob_propose(cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation *out, cuco_err *e)
 {
     (void)m;
     memset(out, 0, sizeof *out);
@@ -359,6 +497,11 @@ static int knob_propose(cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation
         setting_of(c, c->second->code, k, n, sec);
     if (c->db && (rc = db_programs_list(c->db, c->run_id, NULL, &ps, &np, e)) < 0)
         goto out;
+    const char *phase = NULL;
+    if ((rc = doe_propose(c, k, n, ps, np, idx, &phase, e)) < 0)
+        goto out;
+    found = rc > 0;
+    rc = 0;
     bandit_rebuild(ps, np, sum, pulls);
     if ((rc = knob_coverage(c, k, n, base, ps, np, tried, e)) < 0)
         goto out;
@@ -403,7 +546,7 @@ static int knob_propose(cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation
         cuco_buf_printf(&d, "%s%s=%s", i ? " " : "", k[i].name,
                         knob_choices(c, &k[i])->items[idx[i]]);
     out->description = cuco_buf_detach(&d);
-    out->patch_type = cuco_strdup(move_names[mv]);
+    out->patch_type = cuco_strdup(phase ? phase : move_names[mv]);
 out:
     db_programs_free(ps, np);
     for (size_t i = 0; tried && i < n; i++)

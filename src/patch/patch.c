@@ -224,8 +224,7 @@ static int apply_one(char **text, const cuco_sr_block *b, size_t idx, cuco_err *
     if (n != 1) {
         char *fl = first_line(b->search);
         rc = cuco_err_set(e, CUCO_EINVAL, "SEARCH/REPLACE block %zu: SEARCH text %s: \"%s\"",
-                          idx + 1, n == 0 ? "not found" : "matches more than once",
-                          fl ? fl : "");
+                          idx + 1, n == 0 ? "not found" : "matches more than once", fl ? fl : "");
         free(fl);
         return rc;
     }
@@ -361,5 +360,5 @@ int cuco_patch_guard(const char *seed, const char *cand, cuco_err *e)
     int rc = cuco_program_check_frozen(seed, cand, e);
     if (rc < 0)
         return cuco_err_prefix(e, "edit outside the EVOLVE-BLOCKs");
-    return 0;
+    return cuco_patch_guard_blocks(seed, cand, NULL, e);
 }

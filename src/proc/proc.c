@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "cuco/buf.h"
+#include "cuco/confine.h"
 
 extern char **environ;
 
@@ -148,9 +149,13 @@ static void capture_free(capture *c)
 /* ---- environment for the child ---- */
 
 /* Returns a NULL-terminated array of pointers into environ and env_set (the
- * strings are not copied; only the array is malloc'd), or NULL on error. */
-static char **build_env(const char *const *env_set, cuco_err *e)
+ * strings are not copied; only the array is malloc'd), or NULL on error.
+ * A confined child's environment is scrubbed of secrets. */
+static char **build_env(const char *const *env_set, const cuco_confine *confine, cuco_err *e)
 {
+    static const char *const no_entries[] = {NULL};
+    if (!env_set)
+        env_set = no_entries;
     size_t n_env = 0, n_set = 0;
     while (environ && environ[n_env])
         n_env++;
@@ -180,21 +185,24 @@ static char **build_env(const char *const *env_set, cuco_err *e)
             n++;
     }
     env[n] = NULL;
+    if (confine)
+        cuco_confine_env_scrub(env, confine->secret_names);
     return env;
 }
 
 /* ---- the child side (async-signal-safe calls only) ---- */
 
-enum child_stage { STAGE_CHDIR = 1, STAGE_DUP = 2, STAGE_EXEC = 3 };
+enum child_stage { STAGE_CHDIR = 1, STAGE_DUP = 2, STAGE_EXEC = 3, STAGE_CONFINE = 4 };
 
-struct child_failure {
-    int stage;
-    int err;
-};
+/* One write on the report pipe; confine.c writes the same struct. */
+typedef cuco_confine_failure child_failure;
 
 static void child_fail(int report_fd, int stage)
 {
-    struct child_failure f = {stage, errno};
+    child_failure f;
+    memset(&f, 0, sizeof f);
+    f.stage = stage;
+    f.err = errno;
     ssize_t w = write(report_fd, &f, sizeof f);
     (void)w;
     _exit(127);
@@ -206,8 +214,8 @@ static int fd_above_stdio(int fd)
     return fd > 2 ? fd : fcntl(fd, F_DUPFD_CLOEXEC, 3);
 }
 
-static void child_run(const cuco_proc_opts *opts, char **env, int in_fd, int out_fd, int err_fd,
-                      int report_fd, pid_t parent)
+static void child_run(const cuco_proc_opts *opts, const cuco_confine_plan *plan, char **env,
+                      int in_fd, int out_fd, int err_fd, int report_fd, pid_t parent)
 {
     setpgid(0, 0);
     /* Our own group no longer gets the terminal's Ctrl-C, so tie the child
@@ -243,6 +251,12 @@ static void child_run(const cuco_proc_opts *opts, char **env, int in_fd, int out
         child_fail(report_fd >= 0 ? report_fd : 2, STAGE_DUP);
     if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
         child_fail(report_fd, STAGE_DUP);
+    /* Nothing the caller holds open (the database, a listening socket)
+     * reaches the program; the report pipe is close-on-exec already and
+     * stays usable until exec. */
+    cuco_confine_cloexec_from(3);
+    if (plan)
+        cuco_confine_enter(plan, report_fd, STAGE_CONFINE);
     if (opts->cwd && chdir(opts->cwd) != 0)
         child_fail(report_fd, STAGE_CHDIR);
     execvpe(opts->argv[0], (char *const *)opts->argv, env);
@@ -286,7 +300,8 @@ static void echo_write(int fd, const char *data, size_t n)
     }
 }
 
-/* Reads what is available on *fd into c (and echoes it when echo_fd >= 0); closes *fd at EOF or error. */
+/* Reads what is available on *fd into c (and echoes it when echo_fd >= 0); closes *fd at EOF or
+ * error. */
 static int drain_fd(int *fd, capture *c, char *chunk, int echo_fd)
 {
     for (;;) {
@@ -350,6 +365,7 @@ int cuco_proc_run(const cuco_proc_opts *opts, cuco_proc_result *res, cuco_err *e
     int in_fd = -1, out_p[2] = {-1, -1}, err_p[2] = {-1, -1}, report_p[2] = {-1, -1};
     int pidfd = -1;
     char **env = NULL;
+    cuco_confine_plan *plan = NULL;
     char *chunk = NULL;
     capture cap_out, cap_err;
     capture_init(&cap_out, cap);
@@ -371,11 +387,15 @@ int cuco_proc_run(const cuco_proc_opts *opts, cuco_proc_result *res, cuco_err *e
     fcntl(out_p[0], F_SETPIPE_SZ, (int)PROC_READ_CHUNK);
     if (err_p[0] >= 0)
         fcntl(err_p[0], F_SETPIPE_SZ, (int)PROC_READ_CHUNK);
-    env = opts->env_set ? build_env(opts->env_set, e) : NULL;
-    if (opts->env_set && !env) {
+    const cuco_confine *confine = opts->confine && opts->confine->enabled ? opts->confine : NULL;
+    int own_env = opts->env_set || confine;
+    env = own_env ? build_env(opts->env_set, confine, e) : NULL;
+    if (own_env && !env) {
         rc = e && e->code ? e->code : CUCO_ENOMEM;
         goto out;
     }
+    if (confine && (rc = cuco_confine_plan_new(confine, env, &plan, e)) != 0)
+        goto out;
     chunk = malloc(PROC_READ_CHUNK);
     if (!chunk) {
         rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
@@ -390,7 +410,7 @@ int cuco_proc_run(const cuco_proc_opts *opts, cuco_proc_result *res, cuco_err *e
         goto out;
     }
     if (pid == 0)
-        child_run(opts, env ? env : environ, in_fd, out_p[1],
+        child_run(opts, plan, env ? env : environ, in_fd, out_p[1],
                   opts->merge_stderr ? out_p[1] : err_p[1], report_p[1], parent);
 
     /* Both sides set the group, so that whichever runs first, a kill(-pid)
@@ -401,7 +421,7 @@ int cuco_proc_run(const cuco_proc_opts *opts, cuco_proc_result *res, cuco_err *e
     close_fd(&err_p[1]);
     close_fd(&report_p[1]);
 
-    struct child_failure failure;
+    child_failure failure;
     ssize_t got;
     do
         got = read(report_p[0], &failure, sizeof failure);
@@ -421,6 +441,11 @@ int cuco_proc_run(const cuco_proc_opts *opts, cuco_proc_result *res, cuco_err *e
                               opts->cwd, prog);
         else if (failure.stage == STAGE_CHDIR)
             rc = cuco_err_errno(e, "cannot enter %s to run %s", opts->cwd, prog);
+        else if (failure.stage == STAGE_CONFINE)
+            rc = cuco_err_set(e, CUCO_EUNSUPPORTED,
+                              "confinement unavailable: %.*s: %s; run with --no-confine to run "
+                              "candidates unconfined",
+                              (int)sizeof failure.step, failure.step, strerror(failure.err));
         else
             rc = cuco_err_errno(e, "cannot set up the standard streams of %s", prog);
         goto out;
@@ -438,6 +463,7 @@ int cuco_proc_run(const cuco_proc_opts *opts, cuco_proc_result *res, cuco_err *e
     int term_sent = 0, kill_sent = 0;
     double term_at = 0, kill_at = 0;
     res->timeout_s = timeout;
+    res->output_limit = opts->output_limit;
 
     for (;;) {
         if (!ended) {
@@ -460,6 +486,11 @@ int cuco_proc_run(const cuco_proc_opts *opts, cuco_proc_result *res, cuco_err *e
         }
         if (!term_sent && opts->cancel && *opts->cancel) {
             res->cancelled = 1;
+            stop = 1;
+        }
+        if (!term_sent && opts->output_limit &&
+            cap_out.total + cap_err.total > opts->output_limit) {
+            res->output_exceeded = 1;
             stop = 1;
         }
         if (stop) {
@@ -524,12 +555,14 @@ int cuco_proc_run(const cuco_proc_opts *opts, cuco_proc_result *res, cuco_err *e
             reap_group(pid, &status);
             goto out;
         }
-        if (i_out >= 0 && pfd[i_out].revents && drain_fd(&out_p[0], &cap_out, chunk, opts->echo ? 1 : -1) != 0) {
+        if (i_out >= 0 && pfd[i_out].revents &&
+            drain_fd(&out_p[0], &cap_out, chunk, opts->echo ? 1 : -1) != 0) {
             rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory capturing the output of %s", prog);
             reap_group(pid, &status);
             goto out;
         }
-        if (i_err >= 0 && pfd[i_err].revents && drain_fd(&err_p[0], &cap_err, chunk, opts->echo ? 2 : -1) != 0) {
+        if (i_err >= 0 && pfd[i_err].revents &&
+            drain_fd(&err_p[0], &cap_err, chunk, opts->echo ? 2 : -1) != 0) {
             rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory capturing the errors of %s", prog);
             reap_group(pid, &status);
             goto out;
@@ -562,6 +595,7 @@ out:
     capture_free(&cap_out);
     capture_free(&cap_err);
     free(env);
+    cuco_confine_plan_free(plan);
     free(chunk);
     if (rc != 0)
         memset(res, 0, sizeof *res);
@@ -602,6 +636,9 @@ char *cuco_proc_describe(const cuco_proc_result *res)
         return cuco_sprintf("timed out after %.1f s (process group killed)", res->timeout_s);
     if (res->cancelled)
         return cuco_strdup("cancelled (process group killed)");
+    if (res->output_exceeded)
+        return cuco_sprintf("wrote more than %llu MiB of output (process group killed)",
+                            res->output_limit >> 20);
     if (res->signaled) {
         const char *name = signal_name(res->term_signal);
         if (name)

@@ -20,7 +20,7 @@ typedef struct plot_program {
     int island, generation, ok;
     int held_back; /* re-timed beside the run's best and did not hold */
     double score;  /* < 0 when none */
-    double x, y;  /* lineage position */
+    double x, y;   /* lineage position */
 } plot_program;
 
 /* The run's evaluated programs in id order; *out malloc'd. */

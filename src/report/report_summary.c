@@ -166,7 +166,8 @@ static void add_warning(json_t *warnings, const char *text)
 {
     size_t i;
     json_t *w;
-    json_array_foreach(warnings, i, w) if (json_is_string(w) && !strcmp(json_string_value(w), text)) return;
+    json_array_foreach(warnings, i,
+                       w) if (json_is_string(w) && !strcmp(json_string_value(w), text)) return;
     json_array_append_new(warnings, json_string(text));
 }
 
@@ -226,9 +227,8 @@ static json_t *side_by_side(sqlite3 *h, int64_t best_id, const char *workspace, 
     free(path);
     char *best_hash = NULL;
     sqlite3_stmt *st = NULL;
-    if (best_id > 0 &&
-        sqlite3_prepare_v2(h, "SELECT code_hash FROM programs WHERE id=?", -1, &st, NULL) ==
-            SQLITE_OK) {
+    if (best_id > 0 && sqlite3_prepare_v2(h, "SELECT code_hash FROM programs WHERE id=?", -1, &st,
+                                          NULL) == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, best_id);
         if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
             best_hash = cuco_strdup((const char *)sqlite3_column_text(st, 0));
@@ -337,8 +337,8 @@ static json_t *retiming_summary(sqlite3 *h, int64_t run_id)
         json_array_append_new(
             not_held, json_pack("{s:I, s:o, s:o, s:I, s:o, s:o}", "program_id",
                                 (json_int_t)sqlite3_column_int64(st, 0), "claimed_ms",
-                                col_json_real(st, 1), "retimed_ms", col_json_real(st, 2),
-                                "best_id", (json_int_t)sqlite3_column_int64(st, 3), "best_ms",
+                                col_json_real(st, 1), "retimed_ms", col_json_real(st, 2), "best_id",
+                                (json_int_t)sqlite3_column_int64(st, 3), "best_ms",
                                 col_json_real(st, 4), "note", col_json_text(st, 5)));
     sqlite3_finalize(st);
     return r;
@@ -419,14 +419,14 @@ int report_summary(sqlite3 *h, int64_t run_id, const char *workspace, json_t **o
      * highest score. */
     json_t *retime_rounds = json_object_get(config, "retime_rounds");
     sqlite3_stmt *probe = NULL;
-    int has_view = sqlite3_prepare_v2(h, "SELECT 1 FROM run_champions", -1, &probe, NULL) ==
-                   SQLITE_OK;
+    int has_view =
+        sqlite3_prepare_v2(h, "SELECT 1 FROM run_champions", -1, &probe, NULL) == SQLITE_OK;
     sqlite3_finalize(probe);
     if (has_view && json_is_integer(retime_rounds) && json_integer_value(retime_rounds) > 0)
-        sql = cuco_sprintf(
-            "%s WHERE run_id=?1 AND status='ok' AND score IS NOT NULL AND id = (SELECT"
-            " coalesce(challenger_id, root_id) FROM run_champions WHERE run_id=?1)",
-            brief_cols);
+        sql =
+            cuco_sprintf("%s WHERE run_id=?1 AND status='ok' AND score IS NOT NULL AND id = (SELECT"
+                         " coalesce(challenger_id, root_id) FROM run_champions WHERE run_id=?1)",
+                         brief_cols);
     else
         sql = cuco_sprintf("%s WHERE run_id=? AND status='ok' AND score IS NOT NULL"
                            " ORDER BY score DESC, id LIMIT 1",
@@ -503,7 +503,8 @@ int report_summary(sqlite3 *h, int64_t run_id, const char *workspace, json_t **o
         json_t *w;
         json_t *ws = json_object_get(bound_file, "warnings");
         if (json_is_array(ws))
-            json_array_foreach(ws, i, w) if (json_is_string(w)) add_warning(warnings, json_string_value(w));
+            json_array_foreach(ws, i, w) if (json_is_string(w))
+                add_warning(warnings, json_string_value(w));
     }
     /* the host-driven baseline: the run's own measure of the workload's
      * program when the search started from it, else what 'cuco bound'

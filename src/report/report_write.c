@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuco/db.h"
+#include "cuco/doe.h"
 #include "cuco/fs.h"
 
 void report_result_free(cuco_report_result *r)
@@ -182,7 +184,8 @@ static void side_by_side_write(json_t *s, cuco_buf *md, cuco_buf *html)
                     "<h2>Side by side</h2>\n<p>The programs timed again together (confirm.json):"
                     " %lld interleaved rounds, each program verified and benchmarked every round;"
                     " median (min .. max). These are the speedups to quote: the ones above come"
-                    " from the search's own timings, taken at different moments.</p>\n<table id=\"side-by-side\">"
+                    " from the search's own timings, taken at different moments.</p>\n<table "
+                    "id=\"side-by-side\">"
                     "<tr><th>program</th><th>median (ms)</th><th>min .. max</th><th>vs ",
                     rounds);
     html_escape(html, first ? jstr(first, "label", "first") : "first");
@@ -209,8 +212,7 @@ static void side_by_side_write(json_t *s, cuco_buf *md, cuco_buf *html)
             cuco_buf_printf(md, "%.3fx |\n", ref / med);
         else
             cuco_buf_puts(md, "- |\n");
-        cuco_buf_printf(html,
-                        "</td><td class=\"num\">%.4f</td><td class=\"num\">%.4f .. %.4f</td>",
+        cuco_buf_printf(html, "</td><td class=\"num\">%.4f</td><td class=\"num\">%.4f .. %.4f</td>",
                         med, jnum(p, "min_ms", 0), jnum(p, "max_ms", 0));
         if (ref > 0)
             cuco_buf_printf(html, "<td class=\"num\">%.3f&times;</td></tr>\n", ref / med);
@@ -280,8 +282,8 @@ static char *retiming_text(json_t *s)
     if (!json_is_object(r))
         return NULL;
     long long n = (long long)json_integer_value(json_object_get(r, "retimings"));
-    json_t *rounds = json_object_get(json_object_get(json_object_get(s, "run"), "config"),
-                                     "retime_rounds");
+    json_t *rounds =
+        json_object_get(json_object_get(json_object_get(s, "run"), "config"), "retime_rounds");
     if (n == 0 && !(json_is_integer(rounds) && json_integer_value(rounds) > 0))
         return cuco_strdup("Re-timing of apparent improvements was off: every time above is a"
                            " single measurement.");
@@ -325,6 +327,29 @@ static void html_paragraph(cuco_buf *html, const char *id, const char *text)
     cuco_buf_printf(html, "<p id=\"%s\">", id);
     html_escape(html, text);
     cuco_buf_puts(html, "</p>\n");
+}
+
+/* The run's knob effects table (cuco/doe.h) as "- " lines under a sentence;
+ * NULL when the run has no knobs or too few measured programs. Caller frees. */
+static char *effects_text(const char *db_path, int64_t run_id)
+{
+    cuco_db *db = NULL;
+    cuco_effects *fx = NULL;
+    cuco_err e = CUCO_ERR_INIT;
+    cuco_buf b = CUCO_BUF_INIT;
+    if (db_open(db_path, 1, &db, &e) == 0 && cuco_effects_of_run(db, run_id, &fx, &e) == 0 && fx &&
+        fx->n_mains) {
+        cuco_buf_printf(&b,
+                        "Knob effects, from %zu measured programs (least squares of log time):"
+                        " the change of time when a knob takes a value alone, and with another"
+                        " knob's value, ± one standard error:\n\n",
+                        fx->n_obs);
+        cuco_effects_format(fx, "- ", 4, &b);
+    }
+    cuco_effects_free(fx);
+    db_close(db);
+    cuco_err_clear(&e);
+    return b.len ? cuco_buf_detach(&b) : NULL;
 }
 
 static void html_diff(cuco_buf *html, const char *diff)
@@ -483,6 +508,9 @@ int report_write(const cuco_report_opts *opts, cuco_report_result *res, cuco_err
     char *retimed = retiming_text(s);
     if (retimed)
         cuco_buf_printf(&md, "%s\n\n", retimed);
+    char *effects = effects_text(db_path, run_id);
+    if (effects)
+        cuco_buf_printf(&md, "%s\n", effects);
     cuco_buf_puts(&md, "## Failures by reason\n\n");
     json_t *failures = json_object_get(s, "failures");
     if (json_array_size(failures)) {
@@ -596,8 +624,14 @@ int report_write(const cuco_report_opts *opts, cuco_report_result *res, cuco_err
         cuco_buf_str(&lineage));
     html_paragraph(&html, "to-95", t95);
     html_paragraph(&html, "retiming", retimed);
+    if (effects) {
+        cuco_buf_puts(&html, "<pre id=\"effects\">");
+        html_escape(&html, effects);
+        cuco_buf_puts(&html, "</pre>\n");
+    }
     free(t95);
     free(retimed);
+    free(effects);
     cuco_buf_puts(&html, "<h2>Failures by reason</h2>\n");
     if (json_array_size(failures)) {
         cuco_buf_puts(
@@ -629,14 +663,15 @@ int report_write(const cuco_report_opts *opts, cuco_report_result *res, cuco_err
 
     /* the diff and the export, in both */
     if (diff.len) {
+        cuco_buf_printf(&md,
+                        "## Diff from the start of the search (#%lld) to the best "
+                        "(#%lld)\n\n```diff\n%s```\n\n",
+                        (long long)root_id, (long long)best_id, cuco_buf_str(&diff));
         cuco_buf_printf(
-            &md,
-            "## Diff from the start of the search (#%lld) to the best (#%lld)\n\n```diff\n%s```\n\n",
-            (long long)root_id, (long long)best_id, cuco_buf_str(&diff));
-        cuco_buf_printf(&html,
-                        "<h2>Diff from the start of the search (#%lld) to the best (#%lld)</h2>\n<pre "
-                        "id=\"diff\">",
-                        (long long)root_id, (long long)best_id);
+            &html,
+            "<h2>Diff from the start of the search (#%lld) to the best (#%lld)</h2>\n<pre "
+            "id=\"diff\">",
+            (long long)root_id, (long long)best_id);
         html_diff(&html, cuco_buf_str(&diff));
         cuco_buf_puts(&html, "</pre>\n");
     } else if (best_id && best_id == root_id) {

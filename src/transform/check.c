@@ -11,18 +11,21 @@
 #include "cuco/analyze.h"
 #include "cuco/buf.h"
 
-static const char *const host_calls[] = {
-    "ncclAllGather", "ncclReduceScatter", "ncclAllReduce", "ncclSend", "ncclRecv",
-    "ncclBroadcast", "ncclBcast", "ncclReduce", "ncclAllToAll", "ncclAlltoAll",
-    "ncclAllToAllv", "ncclGather", "ncclScatter", NULL};
+static const char *const host_calls[] = {"ncclAllGather", "ncclReduceScatter",
+                                         "ncclAllReduce", "ncclSend",
+                                         "ncclRecv",      "ncclBroadcast",
+                                         "ncclBcast",     "ncclReduce",
+                                         "ncclAllToAll",  "ncclAlltoAll",
+                                         "ncclAllToAllv", "ncclGather",
+                                         "ncclScatter",   NULL};
 /* device-side communication entry points (cuco_tx glue and device/ launchers) */
-static const char *const device_calls[] = {"all_gather", "reduce_scatter", "all_reduce", "all_to_all",
-                                           "broadcast",  "bcast",          "gather",     "scatter",
-                                           "put_signal", "send",           "recv",       NULL};
+static const char *const device_calls[] = {
+    "all_gather", "reduce_scatter", "all_reduce", "all_to_all", "broadcast", "bcast",
+    "gather",     "scatter",        "put_signal", "send",       "recv",      NULL};
 /* glue calls whose arguments are the communicated buffers */
-static const char *const glue_calls[] = {"all_gather", "reduce_scatter", "all_reduce", "all_to_all", "broadcast",
-                                         "bcast",      "gather",         "scatter",    "send",       "recv",
-                                         NULL};
+static const char *const glue_calls[] = {"all_gather", "reduce_scatter", "all_reduce", "all_to_all",
+                                         "broadcast",  "bcast",          "gather",     "scatter",
+                                         "send",       "recv",           NULL};
 
 typedef struct code {
     const cuco_lex *lx;
@@ -30,8 +33,14 @@ typedef struct code {
     size_t n;
 } code;
 
-static const cuco_tok *tk(const code *c, size_t i) { return &c->lx->toks[c->ix[i]]; }
-static int is(const code *c, size_t i, const char *s) { return i < c->n && cuco_tok_is(c->lx, tk(c, i), s); }
+static const cuco_tok *tk(const code *c, size_t i)
+{
+    return &c->lx->toks[c->ix[i]];
+}
+static int is(const code *c, size_t i, const char *s)
+{
+    return i < c->n && cuco_tok_is(c->lx, tk(c, i), s);
+}
 static int in(const code *c, size_t i, const char *const *l)
 {
     for (; *l; l++)
@@ -115,7 +124,8 @@ int cuco_transform_check(const char *file_name, const char *text, int *passed, c
             for (const char *const *n = host_calls; *n; n++) {
                 const char *hit = NULL;
                 for (size_t k = 0; !hit && k + strlen(*n) < t->len; k++)
-                    if (memcmp(text + t->off + k, *n, strlen(*n)) == 0 && text[t->off + k + strlen(*n)] == '(')
+                    if (memcmp(text + t->off + k, *n, strlen(*n)) == 0 &&
+                        text[t->off + k + strlen(*n)] == '(')
                         hit = *n;
                 if (hit)
                     rc = cuco_tx_notes_add(notes, t->line, "error",
@@ -157,7 +167,10 @@ int cuco_transform_check(const char *file_name, const char *text, int *passed, c
                    (is(&c, i - 2, "cuco_tx") || is(&c, i - 2, "cuco"))) {
             device_comm_calls++;
             if (is(&c, i - 2, "cuco_tx") && in(&c, i, glue_calls))
-                rc = arg_bases(&c, open, (is(&c, i, "send") || is(&c, i, "recv") || is(&c, i, "bcast")) ? 1 : 2, &buffers);
+                rc = arg_bases(&c, open,
+                               (is(&c, i, "send") || is(&c, i, "recv") || is(&c, i, "bcast")) ? 1
+                                                                                              : 2,
+                               &buffers);
         }
     }
     /* host copies of communicated buffers standing in for communication */
@@ -167,15 +180,18 @@ int cuco_transform_check(const char *file_name, const char *text, int *passed, c
             continue;
         if (is(&c, i, "cudaMemcpyPeer") || is(&c, i, "cudaMemcpyPeerAsync")) {
             rc = cuco_tx_notes_add(notes, t->line, "error",
-                                   "%.*s copies between GPUs on the host path", (int)t->len, text + t->off);
+                                   "%.*s copies between GPUs on the host path", (int)t->len,
+                                   text + t->off);
             continue;
         }
         if (!(is(&c, i, "cudaMemcpy") || is(&c, i, "cudaMemcpyAsync")) || !is(&c, i + 1, "("))
             continue;
         int d = 0, dtod = 0, touches = 0;
         for (size_t j = i + 1; j < c.n; j++) {
-            if (is(&c, j, "(")) d++;
-            else if (is(&c, j, ")") && --d == 0) break;
+            if (is(&c, j, "("))
+                d++;
+            else if (is(&c, j, ")") && --d == 0)
+                break;
             if (is(&c, j, "cudaMemcpyDeviceToDevice") || is(&c, j, "cudaMemcpyDefault"))
                 dtod = 1;
             if (tk(&c, j)->kind == CUCO_TOK_IDENT &&
@@ -188,8 +204,9 @@ int cuco_transform_check(const char *file_name, const char *text, int *passed, c
                                    (int)t->len, text + t->off);
     }
     if (rc == 0 && !devcomm)
-        rc = cuco_tx_notes_add(notes, 0, "error",
-                               "no device communicator is created (no ncclDevCommCreate or symm_create)");
+        rc = cuco_tx_notes_add(
+            notes, 0, "error",
+            "no device communicator is created (no ncclDevCommCreate or symm_create)");
     if (rc == 0 && device_comm_calls == 0)
         rc = cuco_tx_notes_add(notes, 0, "error", "no device-initiated communication call found");
     if (rc != 0 && !e->code)

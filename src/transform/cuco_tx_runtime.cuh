@@ -700,4 +700,315 @@ inline ncclResult_t comm_teardown(ncclComm_t c) {
   return ncclSuccess;
 }
 
+// Schedule early_start_late_wait (knobs CUCO_EARLY_<site>, one per rewritten
+// call that admits it): the call's stream argument goes through early_start,
+// which records an event where the call was and returns a side stream of
+// the site that waits for it, so the collective starts as soon as its inputs
+// are ready; early_wait, inserted before the first later statement that may
+// touch its buffers (or the end of its block), makes the call's stream (and
+// the consumer's, when another) wait for it. The work in between overlaps the
+// collective. With the knob at 0 both are no-ops: the call runs on its own
+// stream, as without the schedule.
+struct EarlySite {
+  cudaStream_t side = nullptr, stream = nullptr;
+  cudaEvent_t ready = nullptr, done = nullptr;
+  bool pending = false;
+};
+inline std::vector<EarlySite>& early_sites() { static std::vector<EarlySite> v; return v; }
+
+inline cudaStream_t early_start(int site, int on, cudaStream_t stream) {
+  if (!on) return stream;
+  std::vector<EarlySite>& v = early_sites();
+  if ((size_t)site >= v.size()) v.resize((size_t)site + 1);
+  EarlySite& e = v[(size_t)site];
+  if (!e.side && (cudaStreamCreateWithFlags(&e.side, cudaStreamNonBlocking) != cudaSuccess ||
+                  cudaEventCreateWithFlags(&e.ready, cudaEventDisableTiming) != cudaSuccess ||
+                  cudaEventCreateWithFlags(&e.done, cudaEventDisableTiming) != cudaSuccess)) {
+    fprintf(stderr, "cuco_tx: early_start(%d): cannot create its side stream; the call stays on its stream\n", site);
+    e.side = nullptr;
+    return stream;
+  }
+  if (cudaEventRecord(e.ready, stream) != cudaSuccess || cudaStreamWaitEvent(e.side, e.ready, 0) != cudaSuccess) {
+    fprintf(stderr, "cuco_tx: early_start(%d): event record/wait failed; the call stays on its stream\n", site);
+    return stream;
+  }
+  e.stream = stream;
+  e.pending = true;
+  return e.side;
+}
+
+inline void early_wait(int site, int on, cudaStream_t consumer) {
+  if (!on || (size_t)site >= early_sites().size()) return;
+  EarlySite& e = early_sites()[(size_t)site];
+  if (!e.pending) return;
+  e.pending = false;
+  if (cudaEventRecord(e.done, e.side) != cudaSuccess || cudaStreamWaitEvent(e.stream, e.done, 0) != cudaSuccess ||
+      (consumer != e.stream && cudaStreamWaitEvent(consumer, e.done, 0) != cudaSuccess)) {
+    fprintf(stderr, "cuco_tx: early_wait(%d): event record/wait failed; synchronising the device\n", site);
+    cudaDeviceSynchronize();
+  }
+}
+
+inline void early_wait(int site, int on) {
+  if (!on || (size_t)site >= early_sites().size()) return;
+  early_wait(site, on, early_sites()[(size_t)site].stream);
+}
+
+// Schedule consumer_split_by_source (knobs CUCO_SPLIT_<site>): an all-gather
+// whose first consumer is a cuBLAS GEMM reading the gathered buffer. The
+// all-gather (its first argument split_site(site, CUCO_SPLIT_<site>)) pulls
+// with the copy engines: its own block goes into its own slot of the receive
+// window, a one-CTA barrier (every rank's block is there), one cudaMemcpyAsync
+// per peer from the peer's window (its LSA address) into the local receive
+// buffer, an event per source rank recorded after its copy, and a second
+// barrier (no rank overwrites its window before every peer has pulled). The
+// GEMM (gemm_ex_split & co., same arguments) then issues one GEMM per rank
+// block on its handle's stream: its own block first, reading the local send
+// buffer, then each peer's once its event has fired. With the knob at 0 (or
+// when the layout does not split), the GEMM waits for the whole gather and
+// runs unchanged.
+struct SplitSite {
+  int site, on;
+};
+inline SplitSite split_site(int site, int on) { return SplitSite{site, on}; }
+
+struct SplitRec {
+  const char* recv = nullptr;  // the gathered buffer
+  const void* send = nullptr;  // this rank's block, as given
+  size_t bytes = 0;            // per rank
+  int rank = 0, nranks = 0;
+  cudaEvent_t arrived[kMaxRanks] = {};
+  bool fresh = false;          // gathered and not consumed yet
+  bool warned = false;         // the fallback was reported
+};
+inline std::vector<SplitRec>& split_recs() { static std::vector<SplitRec> v; return v; }
+
+inline SplitRec* split_rec(int site) {
+  if (site < 0) return nullptr;
+  std::vector<SplitRec>& v = split_recs();
+  if ((size_t)site >= v.size()) v.resize((size_t)site + 1);
+  return &v[(size_t)site];
+}
+
+// The pull itself, on `stream`; records r->arrived[p] after each block lands.
+inline ncclResult_t all_gather_pull(SplitRec* r, Buf* b, const char* send, size_t outOff, cudaStream_t stream) {
+  cuco::Symm& s = b->symm;
+  char* recv = static_cast<char*>(b->base) + outOff;
+  char* own = recv + (size_t)r->rank * r->bytes;
+  CUCO_TX_TRY(cuco::lsa_peer_bases(s));
+  if (send != own && cudaMemcpyAsync(own, send, r->bytes, cudaMemcpyDeviceToDevice, stream) != cudaSuccess)
+    return CUCO_TX_FAIL("all_gather (split): local copy failed");
+  if (cudaEventRecord(r->arrived[r->rank], stream) != cudaSuccess) return CUCO_TX_FAIL("all_gather (split): event record failed");
+  CUCO_TX_TRY(cuco::device_barrier(s, stream));
+  for (int k = 1; k < r->nranks; k++) {
+    int p = (r->rank + k) % r->nranks;
+    const char* from = static_cast<const char*>(s.lsaBase[p]) + outOff + (size_t)p * r->bytes;
+    if (cudaMemcpyAsync(recv + (size_t)p * r->bytes, from, r->bytes, cudaMemcpyDeviceToDevice, stream) != cudaSuccess ||
+        cudaEventRecord(r->arrived[p], stream) != cudaSuccess)
+      return CUCO_TX_FAIL("all_gather (split): pull from a peer failed");
+  }
+  CUCO_TX_TRY(cuco::device_barrier(s, stream));
+  return ncclSuccess;
+}
+
+inline ncclResult_t all_gather(SplitSite ss, const void* sendbuff, void* recvbuff, size_t sendcount,
+                               ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  SplitRec* r = ss.on ? split_rec(ss.site) : nullptr;
+  if (!r) return all_gather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  r->fresh = false;
+  size_t es = dtype_size(datatype);
+  Comm* x = nullptr;
+  if (!es) return CUCO_TX_FAIL("all_gather: unsupported data type");
+  if (comm_setup(comm) != ncclSuccess || !(x = comm_find(comm))) return ncclInvalidUsage;
+  size_t bytes = sendcount * es;
+  Buf* b = nullptr;
+  if (window_of(recvbuff, bytes * x->nranks, comm, &b) != ncclSuccess) return ncclInvalidUsage;
+  size_t outOff = (size_t)(static_cast<char*>(recvbuff) - static_cast<char*>(b->base));
+  if (outOff + bytes * (size_t)x->nranks > b->symm.dataBytes) return CUCO_TX_FAIL("all_gather (split): output past the window");
+  for (int p = 0; p < x->nranks; p++)
+    if (!r->arrived[p] && cudaEventCreateWithFlags(&r->arrived[p], cudaEventDisableTiming) != cudaSuccess)
+      return CUCO_TX_FAIL("all_gather (split): cannot create its events");
+  r->recv = static_cast<const char*>(recvbuff);
+  r->send = sendbuff;
+  r->bytes = bytes;
+  r->rank = x->rank;
+  r->nranks = x->nranks;
+  if (bytes == 0) return ncclSuccess;
+  ncclResult_t res = all_gather_pull(r, b, static_cast<const char*>(sendbuff), outOff, stream);
+  r->fresh = res == ncclSuccess;
+  return res;
+}
+
+// Makes `stream` wait for everything the site's side stream holds (the
+// whole gather), when schedule early_start_late_wait put it there.
+inline void split_join(int site, cudaStream_t stream) {
+  if (site < 0 || (size_t)site >= early_sites().size()) return;
+  EarlySite& e = early_sites()[(size_t)site];
+  if (!e.pending || stream == e.side) return;
+  if (cudaEventRecord(e.done, e.side) != cudaSuccess || cudaStreamWaitEvent(stream, e.done, 0) != cudaSuccess) {
+    fprintf(stderr, "cuco_tx: split(%d): event record/wait failed; synchronising the device\n", site);
+    cudaDeviceSynchronize();
+  }
+}
+
 }  // namespace cuco_tx
+
+#if defined(CUCO_TX_GEMM_SPLIT)
+#include <cublas_v2.h>
+namespace cuco_tx {
+
+inline size_t cuda_type_size(cudaDataType t) {
+  switch (t) {
+    case CUDA_R_8I: case CUDA_R_8U: return 1;
+    case CUDA_R_16F: case CUDA_R_16BF: return 2;
+    case CUDA_R_32F: case CUDA_R_32I: case CUDA_C_16F: return 4;
+    case CUDA_R_64F: case CUDA_C_32F: return 8;
+    case CUDA_C_64F: return 16;
+    default: return 0;
+  }
+}
+
+// A GEMM's operands as the split sees them (column-major cuBLAS terms).
+struct GemmView {
+  cublasOperation_t ta, tb;
+  int m, n;
+  const char *A, *B;
+  char* C;
+  int lda, ldb, ldc;
+  size_t esA, esB, esC;
+  const char* whole = nullptr;  // why the call cannot split at all, or nullptr
+};
+
+// How the gathered buffer splits the GEMM: the operand (0: A, 1: B; -1: no
+// clean split) and the output rows (A) or columns (B) of each rank's block.
+struct SplitShape {
+  int operand = -1;
+  long span = 0;
+  const char* why = "the GEMM does not read the gathered buffer";
+};
+
+inline bool in_gather(const SplitRec& r, const char* p) {
+  return p && r.recv && p >= r.recv && p < r.recv + r.bytes * (size_t)r.nranks;
+}
+
+// Rank block p of the gathered buffer as a range of output columns: B (not
+// transposed) starts at the buffer, each block is whole columns of B (ldb
+// elements) and the blocks cover n. Of output rows: A transposed, whole
+// columns of A (lda elements) covering m.
+inline SplitShape split_shape(const SplitRec& r, const GemmView& g) {
+  SplitShape s;
+  bool a = in_gather(r, g.A), b = in_gather(r, g.B);
+  if (!a && !b) return s;
+  if (g.whole) { s.why = g.whole; return s; }
+  if (in_gather(r, g.C)) { s.why = "the GEMM writes into the gathered buffer"; return s; }
+  if (a && b) { s.why = "both operands read the gathered buffer"; return s; }
+  bool trans = a ? g.ta != CUBLAS_OP_N : g.tb != CUBLAS_OP_N;
+  bool wantTrans = a;  // A's output rows are its columns only when transposed
+  const char* p = a ? g.A : g.B;
+  size_t es = a ? g.esA : g.esB;
+  long ld = a ? g.lda : g.ldb, total = a ? g.m : g.n;
+  if (trans != wantTrans) { s.why = "each rank's block is a range of the reduction dimension (k)"; return s; }
+  if (p != r.recv) { s.why = "the operand does not start at the gathered buffer"; return s; }
+  if (!es || !g.esC || ld <= 0 || r.bytes % ((size_t)ld * es) != 0) {
+    s.why = "a rank's block is not a whole number of the operand's columns"; return s;
+  }
+  long span = (long)(r.bytes / ((size_t)ld * es));
+  if (span * (long)r.nranks != total) { s.why = "the rank blocks do not cover the GEMM's output exactly"; return s; }
+  s.operand = a ? 0 : 1;
+  s.span = span;
+  return s;
+}
+
+// Issues gemm(view) once per rank block, own block first (from the send
+// buffer), each peer's after its arrival event; or, when the layout does not
+// split or the knob is 0, joins the gather and issues gemm(g) unchanged.
+template <class F>
+inline cublasStatus_t split_run(int site, int on, cublasHandle_t h, const GemmView& g, F gemm) {
+  cudaStream_t st = nullptr;
+  if (cublasGetStream(h, &st) != CUBLAS_STATUS_SUCCESS) return CUBLAS_STATUS_INTERNAL_ERROR;
+  SplitRec* r = on ? split_rec(site) : nullptr;
+  SplitShape sh;
+  if (r && r->fresh) sh = split_shape(*r, g);
+  if (!r || sh.operand < 0) {
+    // no fresh gather (the GEMM runs again on what an earlier one gathered):
+    // nothing to split, nothing to say
+    if (r && r->fresh && !r->warned) {
+      fprintf(stderr, "cuco_tx: split(%d): the GEMM runs whole after the gather: %s\n", site, sh.why);
+      r->warned = true;
+    }
+    if (r) r->fresh = false;
+    split_join(site, st);
+    return gemm(g);
+  }
+  r->fresh = false;
+  for (int k = 0; k < r->nranks; k++) {
+    int p = (r->rank + k) % r->nranks;
+    if (k > 0 && cudaStreamWaitEvent(st, r->arrived[p], 0) != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
+    GemmView v = g;
+    const char* block = k == 0 ? static_cast<const char*>(r->send) : r->recv + (size_t)p * r->bytes;
+    if (sh.operand == 1) {
+      v.B = block;
+      v.n = (int)sh.span;
+      v.C = g.C + (size_t)p * sh.span * g.ldc * g.esC;
+    } else {
+      v.A = block;
+      v.m = (int)sh.span;
+      v.C = g.C + (size_t)p * sh.span * g.esC;
+    }
+    cublasStatus_t rc = gemm(v);
+    if (rc != CUBLAS_STATUS_SUCCESS) return rc;
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+inline cublasStatus_t gemm_ex_split(int site, int on, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                                    int m, int n, int k, const void* alpha, const void* A, cudaDataType Atype, int lda,
+                                    const void* B, cudaDataType Btype, int ldb, const void* beta, void* C,
+                                    cudaDataType Ctype, int ldc, cublasComputeType_t ct, cublasGemmAlgo_t algo) {
+  GemmView g{ta, tb, m, n, static_cast<const char*>(A), static_cast<const char*>(B), static_cast<char*>(C),
+             lda, ldb, ldc, cuda_type_size(Atype), cuda_type_size(Btype), cuda_type_size(Ctype)};
+  return split_run(site, on, h, g, [&](const GemmView& v) {
+    return cublasGemmEx(h, ta, tb, v.m, v.n, k, alpha, v.A, Atype, lda, v.B, Btype, ldb, beta, v.C, Ctype, ldc, ct,
+                        algo);
+  });
+}
+
+// One batch splits like cublasGemmEx; several run whole after the gather.
+inline cublasStatus_t gemm_strided_batched_ex_split(
+    int site, int on, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+    const void* alpha, const void* A, cudaDataType Atype, int lda, long long sA, const void* B, cudaDataType Btype,
+    int ldb, long long sB, const void* beta, void* C, cudaDataType Ctype, int ldc, long long sC, int batch,
+    cublasComputeType_t ct, cublasGemmAlgo_t algo) {
+  GemmView g{ta, tb, m, n, static_cast<const char*>(A), static_cast<const char*>(B), static_cast<char*>(C),
+             lda, ldb, ldc, cuda_type_size(Atype), cuda_type_size(Btype), cuda_type_size(Ctype)};
+  if (batch != 1) g.whole = "a batch of several GEMMs is not split";
+  return split_run(site, on, h, g, [&](const GemmView& v) {
+    return cublasGemmStridedBatchedEx(h, ta, tb, v.m, v.n, k, alpha, v.A, Atype, lda, sA, v.B, Btype, ldb, sB, beta,
+                                      v.C, Ctype, ldc, sC, batch, ct, algo);
+  });
+}
+
+inline cublasStatus_t sgemm_split(int site, int on, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                                  int m, int n, int k, const float* alpha, const float* A, int lda, const float* B,
+                                  int ldb, const float* beta, float* C, int ldc) {
+  GemmView g{ta, tb, m, n, reinterpret_cast<const char*>(A), reinterpret_cast<const char*>(B),
+             reinterpret_cast<char*>(C), lda, ldb, ldc, sizeof(float), sizeof(float), sizeof(float)};
+  return split_run(site, on, h, g, [&](const GemmView& v) {
+    return cublasSgemm(h, ta, tb, v.m, v.n, k, alpha, reinterpret_cast<const float*>(v.A), lda,
+                       reinterpret_cast<const float*>(v.B), ldb, beta, reinterpret_cast<float*>(v.C), ldc);
+  });
+}
+
+inline cublasStatus_t hgemm_split(int site, int on, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                                  int m, int n, int k, const __half* alpha, const __half* A, int lda, const __half* B,
+                                  int ldb, const __half* beta, __half* C, int ldc) {
+  GemmView g{ta, tb, m, n, reinterpret_cast<const char*>(A), reinterpret_cast<const char*>(B),
+             reinterpret_cast<char*>(C), lda, ldb, ldc, sizeof(__half), sizeof(__half), sizeof(__half)};
+  return split_run(site, on, h, g, [&](const GemmView& v) {
+    return cublasHgemm(h, ta, tb, v.m, v.n, k, alpha, reinterpret_cast<const __half*>(v.A), lda,
+                       reinterpret_cast<const __half*>(v.B), ldb, beta, reinterpret_cast<__half*>(v.C), ldc);
+  });
+}
+
+}  // namespace cuco_tx
+#endif  // CUCO_TX_GEMM_SPLIT

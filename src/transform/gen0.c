@@ -4,8 +4,8 @@
  * WORKSPACE/gen_0/ (program, program.diff, transform_report.md/.json) and
  * the database root of the search (WORKSPACE/runs.db).
  */
-#include "tx_common.h"
 #include "cuco/transform.h"
+#include "tx_common.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -20,7 +20,6 @@
 #include "cuco/proc.h"
 #include "cuco/program.h"
 
-
 static void progress(const cuco_transform_opts *o, const char *line)
 {
     if (o->progress)
@@ -31,8 +30,9 @@ static json_t *notes_json(const cuco_tx_notes *l, const char *file)
 {
     json_t *a = json_array();
     for (size_t i = 0; i < l->n; i++)
-        json_array_append_new(a, json_pack("{s:s, s:s, s:i, s:s}", "kind", l->items[i].kind, "file",
-                                           file, "line", l->items[i].line, "text", l->items[i].text));
+        json_array_append_new(a,
+                              json_pack("{s:s, s:s, s:i, s:s}", "kind", l->items[i].kind, "file",
+                                        file, "line", l->items[i].line, "text", l->items[i].text));
     return a;
 }
 
@@ -130,7 +130,8 @@ static int register_root(const char *ws, const cuco_workload *w, const char *pro
     int rc = dbpath ? db_open(dbpath, 0, &db, e) : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
     if (rc != 0)
         goto out;
-    json_t *cfg = json_pack("{s:s, s:s, s:s}", "source", "transform", "route", "rules", "init", prog_rel);
+    json_t *cfg =
+        json_pack("{s:s, s:s, s:s}", "source", "transform", "route", "rules", "init", prog_rel);
     char *cfg_text = json_dumps(cfg, JSON_COMPACT);
     json_decref(cfg);
     rc = db_run_create(db, w->name, cfg_text, 0, run_id, e);
@@ -139,10 +140,16 @@ static int register_root(const char *ws, const cuco_workload *w, const char *pro
         goto out;
     if (seed_ms > 0 && (rc = db_run_set_baseline(db, *run_id, seed_ms, e)) != 0)
         goto out;
-    cuco_tx_root root = {.run_id = *run_id, .program = program, .mutator = "transform_rules",
-                         .patch_type = "full", .status = status, .metrics_json = metrics,
-                         .description = "fast path: rule-based device-initiated rewrite of the seed",
-                         .seed_ms = seed_ms, .time_ms = time_ms};
+    cuco_tx_root root = {.run_id = *run_id,
+                         .program = program,
+                         .mutator = "transform_rules",
+                         .patch_type = "full",
+                         .status = status,
+                         .metrics_json = metrics,
+                         .description =
+                             "fast path: rule-based device-initiated rewrite of the seed",
+                         .seed_ms = seed_ms,
+                         .time_ms = time_ms};
     rc = cuco_tx_insert_root(db, &root, prog_id, e);
 out:
     if (db)
@@ -205,14 +212,17 @@ int cuco_transform_workload(const cuco_workload *w, const cuco_transform_opts *o
         size_t nsb = 0;
         if (cuco_program_blocks(seed, &sb, &nsb, &fe) == 0 && nsb > 0 &&
             cuco_program_check_frozen(seed, tr.program, &fe) != 0) {
-            cuco_tx_notes_add(&tr.notes, fe.line, "error", "frozen text changed: %s", cuco_err_msg(&fe));
+            cuco_tx_notes_add(&tr.notes, fe.line, "error", "frozen text changed: %s",
+                              cuco_err_msg(&fe));
             passed = 0;
         }
         free(sb);
         cuco_err_clear(&fe);
     }
     int transformed = !tr.refused && passed;
-    const char *route_status = tr.refused ? "refused" : passed ? "static check passed" : "static check failed";
+    const char *route_status = tr.refused ? "refused"
+                               : passed   ? "static check passed"
+                                          : "static check failed";
 
     if (transformed) {
         if ((rc = cuco_fs_write(prog_path, tr.program, strlen(tr.program), e)) != 0 ||
@@ -248,7 +258,8 @@ int cuco_transform_workload(const cuco_workload *w, const cuco_transform_opts *o
             goto out;
         have_prog_r = 1;
         if (prog_r.status != CUCO_EVAL_OK) {
-            verification = prog_r.level >= 1 ? "built, failed verification or run" : "did not build";
+            verification =
+                prog_r.level >= 1 ? "built, failed verification or run" : "did not build";
             *outcome = CUCO_TX_REFUSED;
         } else if (!gpu) {
             verification = "built, not verified: no GPU";
@@ -268,8 +279,9 @@ int cuco_transform_workload(const cuco_workload *w, const cuco_transform_opts *o
         char *rel = cuco_path_join("gen_0", w->evolve_file);
         double seed_ms = have_seed_r && seed_r.status == CUCO_EVAL_OK ? seed_r.time_ms : -1;
         double ms = have_prog_r ? prog_r.time_ms : -1;
-        rc = rel ? register_root(ws, w, rel, tr.program, *outcome == CUCO_TX_VERIFIED ? "ok" : "pending",
-                                 seed_ms, ms, have_prog_r ? prog_r.metrics_json : NULL, &run_id, &prog_id, e)
+        rc = rel ? register_root(ws, w, rel, tr.program,
+                                 *outcome == CUCO_TX_VERIFIED ? "ok" : "pending", seed_ms, ms,
+                                 have_prog_r ? prog_r.metrics_json : NULL, &run_id, &prog_id, e)
                  : CUCO_ENOMEM;
         free(rel);
         if (rc != 0)
@@ -293,29 +305,33 @@ int cuco_transform_workload(const cuco_workload *w, const cuco_transform_opts *o
         json_object_set_new(rep, "seed_eval", cuco_tx_eval_json(&seed_r));
     if (have_seed_r && have_prog_r && seed_r.status == CUCO_EVAL_OK && prog_r.time_ms > 0)
         json_object_set_new(rep, "speedup", json_real(seed_r.time_ms / prog_r.time_ms));
-    json_object_set_new(rep, "registered", prog_id ? json_pack("{s:I, s:I}", "run_id", (json_int_t)run_id,
-                                                               "program_id", (json_int_t)prog_id)
-                                                   : json_null());
+    json_object_set_new(rep, "registered",
+                        prog_id ? json_pack("{s:I, s:I}", "run_id", (json_int_t)run_id,
+                                            "program_id", (json_int_t)prog_id)
+                                : json_null());
     json_object_set_new(rep, "seconds", json_real(cuco_tx_now_s() - t0));
 
     cuco_buf_printf(&md, "# Transform report: %s\n\n", w->name);
-    cuco_buf_printf(&md, "- route: rules (1 iteration)\n- file: `%s`\n- result: %s\n", w->evolve_file,
-                    transformed ? "transformed" : "not transformed");
+    cuco_buf_printf(&md, "- route: rules (1 iteration)\n- file: `%s`\n- result: %s\n",
+                    w->evolve_file, transformed ? "transformed" : "not transformed");
     cuco_buf_printf(&md, "- static check: %s\n- verification: %s\n", route_status, verification);
     if (have_seed_r && have_prog_r && seed_r.status == CUCO_EVAL_OK && prog_r.time_ms > 0)
         cuco_buf_printf(&md, "- time: %.4f ms (seed %.4f ms, speedup %.3fx)\n", prog_r.time_ms,
                         seed_r.time_ms, seed_r.time_ms / prog_r.time_ms);
     if (have_prog_r && prog_r.status != CUCO_EVAL_OK)
-        cuco_buf_printf(&md, "- evaluation: %s\n\n```\n%s\n```\n", cuco_eval_status_name(prog_r.status),
-                        prog_r.excerpt ? prog_r.excerpt : "");
+        cuco_buf_printf(&md, "- evaluation: %s\n\n```\n%s\n```\n",
+                        cuco_eval_status_name(prog_r.status), prog_r.excerpt ? prog_r.excerpt : "");
     if (prog_id)
         cuco_buf_printf(&md, "- registered: run %lld, program %lld (generation 0) in runs.db\n",
                         (long long)run_id, (long long)prog_id);
     else
-        cuco_buf_puts(&md, "- registered: no (only a verified program, or one taken with --no-verify, becomes the root)\n");
-    static const char *const kinds[][2] = {{"refused", "Not transformed"}, {"error", "Static check errors"},
-                                           {"rewrite", "Rewritten calls"}, {"symmetric", "Symmetric buffers"},
-                                           {"setup", "Setup"}, {"teardown", "Teardown"}, {"note", "Notes"}};
+        cuco_buf_puts(&md, "- registered: no (only a verified program, or one taken with "
+                           "--no-verify, becomes the root)\n");
+    static const char *const kinds[][2] = {
+        {"refused", "Not transformed"}, {"error", "Static check errors"},
+        {"rewrite", "Rewritten calls"}, {"symmetric", "Symmetric buffers"},
+        {"schedule", "Schedules"},      {"setup", "Setup"},
+        {"teardown", "Teardown"},       {"note", "Notes"}};
     for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
         if (cuco_tx_notes_count(&tr.notes, kinds[k][0]) == 0)
             continue;

@@ -2,8 +2,8 @@
  * staged loop of model edits, each applied, checked, built (and verified
  * when a GPU is here) with the errors fed back, then a judge and the static
  * check, then gen_0/ written like the rule route writes it. */
-#include "tx_common.h"
 #include "cuco/transform_llm.h"
+#include "tx_common.h"
 
 #include <ctype.h>
 #include <jansson.h>
@@ -441,10 +441,16 @@ static int register_root(struct route *r, const char *ws, const char *prog_rel, 
     if ((rc = db_run_create(db, r->w->name, cfg_text ? cfg_text : "{}", 0, run_id, e)) ||
         (seed_ms > 0 && (rc = db_run_set_baseline(db, *run_id, seed_ms, e))))
         goto rollback;
-    cuco_tx_root root = {.run_id = *run_id, .program = program, .mutator = "transform_llm",
-                         .patch_type = "diff", .status = "ok", .metrics_json = pe->metrics_json,
-                         .description = "fast path: LLM staged device-initiated rewrite of the seed",
-                         .seed_ms = seed_ms, .time_ms = pe->time_ms};
+    cuco_tx_root root = {.run_id = *run_id,
+                         .program = program,
+                         .mutator = "transform_llm",
+                         .patch_type = "diff",
+                         .status = "ok",
+                         .metrics_json = pe->metrics_json,
+                         .description =
+                             "fast path: LLM staged device-initiated rewrite of the seed",
+                         .seed_ms = seed_ms,
+                         .time_ms = pe->time_ms};
     if ((rc = cuco_tx_insert_root(db, &root, prog_id, e)))
         goto rollback;
     size_t i;

@@ -8,6 +8,7 @@
  */
 #include "cuco/transform.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,9 +84,9 @@ const char *cuco_transform_runtime(void)
 typedef struct view {
     const char *src;
     cuco_lex lx;
-    size_t *ix;  /* code token -> lexer token */
-    int *depth;  /* brace depth before the token */
-    int *scope;  /* the same, namespace and extern "C" braces left out (0: file scope) */
+    size_t *ix; /* code token -> lexer token */
+    int *depth; /* brace depth before the token */
+    int *scope; /* the same, namespace and extern "C" braces left out (0: file scope) */
     size_t n;
 } view;
 
@@ -119,8 +120,10 @@ static int view_open(view *v, const char *src, cuco_err *e)
         if (t->kind == CUCO_TOK_PUNCT && t->len == 1 && src[t->off] == '{') {
             /* "namespace {", "namespace a::b {", "extern "C" {" */
             size_t k = v->n - 1;
-            while (k > 0 && (T(v, k - 1)->kind == CUCO_TOK_IDENT || cuco_tok_is(&v->lx, T(v, k - 1), "::")) &&
-                   !cuco_tok_is(&v->lx, T(v, k - 1), "namespace"))
+            while (
+                k > 0 &&
+                (T(v, k - 1)->kind == CUCO_TOK_IDENT || cuco_tok_is(&v->lx, T(v, k - 1), "::")) &&
+                !cuco_tok_is(&v->lx, T(v, k - 1), "namespace"))
                 k--;
             int is_ns = (k > 0 && cuco_tok_is(&v->lx, T(v, k - 1), "namespace")) ||
                         (v->n >= 3 && T(v, v->n - 2)->kind == CUCO_TOK_STRING &&
@@ -145,10 +148,22 @@ static void view_close(view *v)
     free(v->scope);
 }
 
-static const cuco_tok *T(const view *v, size_t i) { return &v->lx.toks[v->ix[i]]; }
-static int is(const view *v, size_t i, const char *s) { return i < v->n && cuco_tok_is(&v->lx, T(v, i), s); }
-static int is_ident(const view *v, size_t i) { return i < v->n && T(v, i)->kind == CUCO_TOK_IDENT; }
-static size_t tok_end(const view *v, size_t i) { return T(v, i)->off + T(v, i)->len; }
+static const cuco_tok *T(const view *v, size_t i)
+{
+    return &v->lx.toks[v->ix[i]];
+}
+static int is(const view *v, size_t i, const char *s)
+{
+    return i < v->n && cuco_tok_is(&v->lx, T(v, i), s);
+}
+static int is_ident(const view *v, size_t i)
+{
+    return i < v->n && T(v, i)->kind == CUCO_TOK_IDENT;
+}
+static size_t tok_end(const view *v, size_t i)
+{
+    return T(v, i)->off + T(v, i)->len;
+}
 
 /* Index of the token closing the bracket opened at i (n when unbalanced). */
 static size_t match_close(const view *v, size_t i)
@@ -186,7 +201,7 @@ static void call_args(const view *v, size_t open, args *a)
             d++;
         else if (!at_end && (is(v, j, ")") || is(v, j, "]") || is(v, j, "}")))
             d--;
-        if ((at_end || (d == 0 && is(v, j, ","))) ) {
+        if ((at_end || (d == 0 && is(v, j, ",")))) {
             if (a->n >= 16 || j == start) {
                 a->n = -1;
                 return;
@@ -219,7 +234,8 @@ static size_t chain_last(const view *v, size_t first, size_t last)
             size_t c = match_close(v, j);
             if (c >= last)
                 j++; /* a parenthesized expression: look inside */
-            else if (c + 1 <= last && (is_ident(v, c + 1) || is(v, c + 1, "&") || is(v, c + 1, "(")))
+            else if (c + 1 <= last &&
+                     (is_ident(v, c + 1) || is(v, c + 1, "&") || is(v, c + 1, "(")))
                 j = c + 1; /* a C cast */
             else
                 j++;
@@ -244,7 +260,8 @@ static size_t chain_last(const view *v, size_t first, size_t last)
                 break;
             k = c + 1;
         }
-        if (k + 1 <= last && (is(v, k, ".") || is(v, k, "->") || (k == end + 1 && is(v, k, "::"))) &&
+        if (k + 1 <= last &&
+            (is(v, k, ".") || is(v, k, "->") || (k == end + 1 && is(v, k, "::"))) &&
             is_ident(v, k + 1)) {
             end = k + 1;
             continue;
@@ -258,10 +275,10 @@ static size_t chain_last(const view *v, size_t first, size_t last)
 
 typedef struct edit {
     size_t off, len;
-    char *text;     /* owned */
-    int wrap;       /* 1: its statement lines get EVOLVE-BLOCK markers (program without blocks) */
+    char *text; /* owned */
+    int wrap;   /* 1: its statement lines get EVOLVE-BLOCK markers (program without blocks) */
     size_t stmt_lo, stmt_hi; /* statement bytes, for wrap */
-    long seq;       /* order among edits at the same offset */
+    long seq;                /* order among edits at the same offset */
 } edit;
 
 typedef struct ctx {
@@ -272,16 +289,24 @@ typedef struct ctx {
     edit *edits;
     size_t nedits;
     cuco_tx_result *r;
-    cuco_strlist symm_names;  /* buffer names resolved to symmetric allocations */
-    size_t *alloc_sites;      /* cudaMalloc tokens made symmetric */
+    cuco_strlist symm_names; /* buffer names resolved to symmetric allocations */
+    size_t *alloc_sites;     /* cudaMalloc tokens made symmetric */
     size_t nalloc;
-    cuco_strlist comm_names;  /* communicators of the rewritten calls (helper params resolved) */
-    cuco_strlist comm_texts;  /* each one as the call writes it ("g.tp"), for messages */
-    int *comm_lines;          /* the line of each one's first rewritten call */
-    size_t call_fn;           /* function (name token) of the call being resolved; n: any */
+    cuco_strlist comm_names; /* communicators of the rewritten calls (helper params resolved) */
+    cuco_strlist comm_texts; /* each one as the call writes it ("g.tp"), for messages */
+    int *comm_lines;         /* the line of each one's first rewritten call */
+    size_t call_fn;          /* function (name token) of the call being resolved; n: any */
+    size_t *sched_toks;      /* rewritten communication calls, in program order */
+    int *sched_group;        /* 1: inside ncclGroupStart/End */
+    size_t nsched;
+    cuco_buf knobs; /* CUCO_EARLY_<site> knob lines for the glue */
+    int gemm_split; /* some GEMM goes through the split glue (CUCO_TX_GEMM_SPLIT) */
 } ctx;
 
-static int line_of(const ctx *c, size_t i) { return T(&c->v, i)->line; }
+static int line_of(const ctx *c, size_t i)
+{
+    return T(&c->v, i)->line;
+}
 
 static int in_block(const ctx *c, size_t off)
 {
@@ -346,7 +371,8 @@ static int editable(ctx *c, size_t i, const char *what)
 {
     if (c->nblocks == 0 || in_block(c, T(&c->v, i)->off))
         return 1;
-    refuse(c, line_of(c, i), "%s is outside the EVOLVE-BLOCKs (frozen code): rewriting it would edit the harness%s",
+    refuse(c, line_of(c, i),
+           "%s is outside the EVOLVE-BLOCKs (frozen code): rewriting it would edit the harness%s",
            what, NULL);
     return 0;
 }
@@ -393,10 +419,24 @@ static int add_alloc(ctx *c, size_t tok, const char *why)
  * making it a declaration or a definition. */
 static int is_keyword(const view *v, size_t i)
 {
-    static const char *const kw[] = {
-        "return", "else",     "do",      "case",          "throw",          "co_return",
-        "co_await", "if",     "for",     "while",         "switch",         "catch",
-        "sizeof", "decltype", "alignof", "static_assert", "__launch_bounds__", NULL};
+    static const char *const kw[] = {"return",
+                                     "else",
+                                     "do",
+                                     "case",
+                                     "throw",
+                                     "co_return",
+                                     "co_await",
+                                     "if",
+                                     "for",
+                                     "while",
+                                     "switch",
+                                     "catch",
+                                     "sizeof",
+                                     "decltype",
+                                     "alignof",
+                                     "static_assert",
+                                     "__launch_bounds__",
+                                     NULL};
     for (const char *const *k = kw; *k; k++)
         if (is(v, i, *k))
             return 1;
@@ -735,7 +775,8 @@ static int resolve_buffer(ctx *c, const char *name, const char *why, int depth)
             call_args(v, i + 1, &a);
             if (a.n != 2)
                 continue;
-            size_t x = chain_last(v, a.first[0], a.last[0]), y = chain_last(v, a.first[1], a.last[1]);
+            size_t x = chain_last(v, a.first[0], a.last[0]),
+                   y = chain_last(v, a.first[1], a.last[1]);
             size_t other = v->n;
             if (x < v->n && cuco_tok_is(&v->lx, T(v, x), name))
                 other = y;
@@ -791,8 +832,9 @@ static int in_list(const char *const *l, const view *v, size_t i);
 static size_t other_allocation(const ctx *c, const char *name)
 {
     static const char *const others[] = {"cudaMallocManaged", "cudaMallocFromPoolAsync",
-                                         "cudaMallocHost",    "cudaHostAlloc",   "cudaMallocPitch",
-                                         "ncclMemAlloc",      "cuMemAlloc",      NULL};
+                                         "cudaMallocHost",    "cudaHostAlloc",
+                                         "cudaMallocPitch",   "ncclMemAlloc",
+                                         "cuMemAlloc",        NULL};
     const view *v = &c->v;
     for (size_t i = 0; i + 1 < v->n; i++) {
         if (!is(v, i + 1, "(") || !in_list(others, v, i))
@@ -1063,10 +1105,11 @@ static int need_symmetric(ctx *c, const args *a, int k, size_t call_tok, const c
     if (rc == 0) {
         size_t at = name ? other_allocation(c, name) : v->n;
         if (at < v->n) {
-            char *detail = cuco_sprintf("'%s' comes from %.*s at line %d, which cannot back a symmetric "
-                                        "window (only cudaMalloc allocations are rewritten to "
-                                        "ncclMemAlloc)",
-                                        text, (int)T(v, at)->len, v->src + T(v, at)->off, line_of(c, at));
+            char *detail =
+                cuco_sprintf("'%s' comes from %.*s at line %d, which cannot back a symmetric "
+                             "window (only cudaMalloc allocations are rewritten to "
+                             "ncclMemAlloc)",
+                             text, (int)T(v, at)->len, v->src + T(v, at)->off, line_of(c, at));
             refuse(c, line_of(c, call_tok), "%s: buffer %s", call, detail ? detail : "?");
             free(detail);
         } else {
@@ -1086,7 +1129,8 @@ static int need_symmetric(ctx *c, const args *a, int k, size_t call_tok, const c
 
 /* ---- calls ---------------------------------------------------------------- */
 
-static const char *const unsupported_calls[] = {"ncclReduce", "ncclAllToAllv", "ncclAlltoAllv", NULL};
+static const char *const unsupported_calls[] = {"ncclReduce", "ncclAllToAllv", "ncclAlltoAllv",
+                                                NULL};
 
 /* Collectives the runtime builds from point-to-point: name, replacement,
  * argument count, index of the receive buffer (symmetric). */
@@ -1094,18 +1138,21 @@ typedef struct p2p_collective {
     const char *name, *to;
     int nargs, recv_arg;
 } p2p_collective;
-static const p2p_collective p2p_collectives[] = {
-    {"ncclAlltoAll", "cuco_tx::all_to_all", 6, 1}, {"ncclAllToAll", "cuco_tx::all_to_all", 6, 1},
-    {"ncclBroadcast", "cuco_tx::broadcast", 7, 1}, {"ncclBcast", "cuco_tx::bcast", 6, 0},
-    {"ncclGather", "cuco_tx::gather", 7, 1},       {"ncclScatter", "cuco_tx::scatter", 7, 1},
-    {NULL, NULL, 0, 0}};
+static const p2p_collective p2p_collectives[] = {{"ncclAlltoAll", "cuco_tx::all_to_all", 6, 1},
+                                                 {"ncclAllToAll", "cuco_tx::all_to_all", 6, 1},
+                                                 {"ncclBroadcast", "cuco_tx::broadcast", 7, 1},
+                                                 {"ncclBcast", "cuco_tx::bcast", 6, 0},
+                                                 {"ncclGather", "cuco_tx::gather", 7, 1},
+                                                 {"ncclScatter", "cuco_tx::scatter", 7, 1},
+                                                 {NULL, NULL, 0, 0}};
 static const char *const host_collectives[] = {
-    "ncclAllGather", "ncclReduceScatter", "ncclAllReduce", "ncclSend", "ncclRecv", "ncclBroadcast",
-    "ncclBcast", "ncclReduce", "ncclAllToAll", "ncclAlltoAll", "ncclAllToAllv", "ncclAlltoAllv",
-    "ncclGather", "ncclScatter", NULL};
-static const char *const device_dtypes[] = {"ncclFloat32", "ncclFloat", "ncclFloat16", "ncclHalf",
-                                            "ncclBfloat16", "ncclInt32", "ncclInt", NULL};
-static const char *const float_dtypes[] = {"ncclFloat32", "ncclFloat", "ncclFloat16", "ncclHalf", "ncclBfloat16", NULL};
+    "ncclAllGather", "ncclReduceScatter", "ncclAllReduce", "ncclSend",     "ncclRecv",
+    "ncclBroadcast", "ncclBcast",         "ncclReduce",    "ncclAllToAll", "ncclAlltoAll",
+    "ncclAllToAllv", "ncclAlltoAllv",     "ncclGather",    "ncclScatter",  NULL};
+static const char *const device_dtypes[] = {"ncclFloat32",  "ncclFloat", "ncclFloat16", "ncclHalf",
+                                            "ncclBfloat16", "ncclInt32", "ncclInt",     NULL};
+static const char *const float_dtypes[] = {"ncclFloat32", "ncclFloat",    "ncclFloat16",
+                                           "ncclHalf",    "ncclBfloat16", NULL};
 
 static const p2p_collective *p2p_collective_of(const char *name)
 {
@@ -1293,6 +1340,8 @@ static size_t top_start(const view *v, size_t i)
     return i;
 }
 
+static int sched_candidate(ctx *c, size_t tok, int group);
+
 /* Receives need their buffer in a symmetric window (the sender stores into
  * it); sends need nothing: the receiver posts where its data goes. */
 static int rewrite_p2p(ctx *c, p2p_call *calls, size_t n)
@@ -1307,11 +1356,14 @@ static int rewrite_p2p(ctx *c, p2p_call *calls, size_t n)
             rc = add_edit(c, s->tok, T(v, s->tok)->off, T(v, s->tok)->len,
                           s->is_send ? "cuco_tx::send" : "cuco_tx::recv");
         if (rc == 0)
+            rc = sched_candidate(c, s->tok, s->group);
+        if (rc == 0)
             rc = cuco_tx_notes_add(&c->r->notes, line_of(c, s->tok), "rewrite", "%s",
-                                   s->is_send ? "ncclSend -> cuco_tx::send (waits for the receiver to "
-                                                "post its buffer, stores into it over NVLink, signals)"
-                                              : "ncclRecv -> cuco_tx::recv (posts its buffer to the "
-                                                "source, then waits for the source's signal)");
+                                   s->is_send
+                                       ? "ncclSend -> cuco_tx::send (waits for the receiver to "
+                                         "post its buffer, stores into it over NVLink, signals)"
+                                       : "ncclRecv -> cuco_tx::recv (posts its buffer to the "
+                                         "source, then waits for the source's signal)");
         if (rc != 0)
             return rc < 0 ? rc : CUCO_ENOMEM;
     }
@@ -1367,8 +1419,129 @@ static int nonblocking_line(const ctx *c)
  * arguments they had when captured, while the runtime's point-to-point
  * protocol numbers each call on the host (and sets a communicator up on its
  * first call), so captured device calls would replay stale sequence numbers. */
-static const char *const capture_calls[] = {"cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph",
-                                            "cudaStreamBeginCapture_v2", NULL};
+static const char *const capture_calls[] = {
+    "cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph", "cudaStreamBeginCapture_v2", NULL};
+
+/* ---- schedule early_start_late_wait (schedule_scan.c places it) ---------- */
+
+static int sched_candidate(ctx *c, size_t tok, int group)
+{
+    size_t *t = realloc(c->sched_toks, (c->nsched + 1) * sizeof(*t));
+    if (!t)
+        return CUCO_ENOMEM;
+    c->sched_toks = t;
+    int *g = realloc(c->sched_group, (c->nsched + 1) * sizeof(*g));
+    if (!g)
+        return CUCO_ENOMEM;
+    c->sched_group = g;
+    c->sched_toks[c->nsched] = tok;
+    c->sched_group[c->nsched++] = group != 0;
+    return 0;
+}
+
+static int sched_editable(void *ctxp, size_t off)
+{
+    const ctx *c = ctxp;
+    return c->nblocks == 0 || in_block(c, off);
+}
+
+/* Token index of the token at byte off (the first at or after it). */
+static size_t tok_at(const view *v, size_t off)
+{
+    size_t lo = 0, hi = v->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (T(v, mid)->off < off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < v->n ? lo : v->n - 1;
+}
+
+/* Schedule (b)'s knob and report line for the all-gather of site k. */
+static int split_report(ctx *c, const cuco_sched_plan *plan, size_t k, int line, const char *api)
+{
+    int split = plan->applies && plan->split;
+    int rc = 0;
+    if (split) {
+        c->gemm_split = 1;
+        rc = cuco_buf_printf(&c->knobs, "#define CUCO_SPLIT_%zu 1 // cuco:knob 0 1\n", k);
+    }
+    if (rc == 0)
+        rc = split ? cuco_tx_notes_add(&c->r->notes, plan->split_line, "schedule",
+                                       "consumer_split_by_source: %s (knob CUCO_SPLIT_%zu)",
+                                       plan->split_note, k)
+                   : cuco_tx_notes_add(&c->r->notes, line, "schedule",
+                                       "consumer_split_by_source does not apply to %s: %s", api,
+                                       plan->split_note ? plan->split_note : "no placement");
+    return rc;
+}
+
+static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
+{
+    const view *v = &c->v;
+    size_t tok = c->sched_toks[k];
+    char *api = cuco_strndup(v->src + T(v, tok)->off, T(v, tok)->len);
+    if (!api)
+        return CUCO_ENOMEM;
+    int line = T(v, tok)->line, rc = 0;
+    int gather = strcmp(api, "ncclAllGather") == 0;
+    if (c->sched_group[k]) {
+        rc = cuco_tx_notes_add(&c->r->notes, line, "schedule",
+                               "early_start_late_wait does not apply to %s: inside "
+                               "ncclGroupStart/ncclGroupEnd, the group is issued as one",
+                               api);
+        if (rc == 0 && gather)
+            rc = cuco_tx_notes_add(&c->r->notes, line, "schedule",
+                                   "consumer_split_by_source does not apply to %s: inside "
+                                   "ncclGroupStart/ncclGroupEnd",
+                                   api);
+        free(api);
+        return rc;
+    }
+    cuco_sched_plan plan;
+    rc = cuco_sched_scan(text, T(v, tok)->off, api, (int)k, sched_editable, c, &plan, e);
+    for (size_t i = 0; rc == 0 && plan.applies && i < plan.nedits; i++) {
+        cuco_sched_edit *x = &plan.edits[i];
+        rc = add_edit(c, tok_at(v, x->stmt_off), x->off, x->len, x->text);
+        if (rc == 0 && x->len == 0)
+            c->edits[c->nedits - 1].seq =
+                LONG_MAX; /* inside a block that starts at the same place */
+    }
+    if (rc == 0 && plan.applies)
+        rc = cuco_buf_printf(&c->knobs, "#define CUCO_EARLY_%zu %d // cuco:knob 0 1\n", k,
+                             plan.knob_default);
+    if (rc == 0)
+        rc = plan.applies ? cuco_tx_notes_add(&c->r->notes, line, "schedule",
+                                              "%s (knob CUCO_EARLY_%zu)", plan.note, k)
+                          : cuco_tx_notes_add(&c->r->notes, line, "schedule",
+                                              "early_start_late_wait does not apply to %s: %s", api,
+                                              plan.note ? plan.note : "no placement");
+    if (rc == 0 && gather)
+        rc = split_report(c, &plan, k, line, api);
+    cuco_sched_plan_free(&plan);
+    free(api);
+    return rc;
+}
+
+static int sched_all(ctx *c, const char *text, cuco_err *e)
+{
+    /* program order: point-to-point calls were recorded after the collectives */
+    for (size_t i = 1; i < c->nsched; i++)
+        for (size_t j = i; j > 0 && c->sched_toks[j - 1] > c->sched_toks[j]; j--) {
+            size_t t = c->sched_toks[j];
+            int g = c->sched_group[j];
+            c->sched_toks[j] = c->sched_toks[j - 1];
+            c->sched_group[j] = c->sched_group[j - 1];
+            c->sched_toks[j - 1] = t;
+            c->sched_group[j - 1] = g;
+        }
+    int rc = 0;
+    for (size_t k = 0; k < c->nsched && rc == 0; k++)
+        rc = sched_apply(c, text, k, e);
+    return rc;
+}
 
 static int scan_calls(ctx *c)
 {
@@ -1378,7 +1551,8 @@ static int scan_calls(ctx *c)
     int group = 0, group_depth = 0, next_group = 0, rc = 0;
     int capture_line = 0, collective_calls = 0;
     for (size_t i = 0; i < v->n; i++) {
-        if (!is_ident(v, i) || (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::"))))
+        if (!is_ident(v, i) ||
+            (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::"))))
             continue;
         int called = is(v, i + 1, "(");
         const cuco_tok *t = T(v, i);
@@ -1390,9 +1564,13 @@ static int scan_calls(ctx *c)
         if (!name)
             return CUCO_ENOMEM;
         if (in_list(host_collectives, v, i) && !called) {
-            refuse(c, t->line, "%s is used but not called (a function pointer or a macro argument?)%s", name, NULL);
+            refuse(c, t->line,
+                   "%s is used but not called (a function pointer or a macro argument?)%s", name,
+                   NULL);
         } else if (in_list(unsupported_calls, v, i)) {
-            refuse(c, t->line, "%s: device/ has no device-side %s; left host-driven, so the program is not transformed",
+            refuse(c, t->line,
+                   "%s: device/ has no device-side %s; left host-driven, so the program is not "
+                   "transformed",
                    name, name);
         } else if (!called) {
             /* nothing */
@@ -1403,11 +1581,13 @@ static int scan_calls(ctx *c)
             else if (!start && group_depth > 0 && --group_depth == 0)
                 group = 0;
             if (editable(c, i, name)) {
-                rc = add_edit(c, i, t->off, t->len, start ? "cuco_tx::group_start" : "cuco_tx::group_end");
+                rc = add_edit(c, i, t->off, t->len,
+                              start ? "cuco_tx::group_start" : "cuco_tx::group_end");
                 if (rc == 0)
-                    rc = cuco_tx_notes_add(&c->r->notes, t->line, "rewrite",
-                                           "%s -> cuco_tx::%s (groups the device point-to-point calls)",
-                                           name, start ? "group_start" : "group_end");
+                    rc = cuco_tx_notes_add(
+                        &c->r->notes, t->line, "rewrite",
+                        "%s -> cuco_tx::%s (groups the device point-to-point calls)", name,
+                        start ? "group_start" : "group_end");
             }
         } else if (strcmp(name, "ncclAllGather") == 0 || strcmp(name, "ncclReduceScatter") == 0 ||
                    strcmp(name, "ncclAllReduce") == 0) {
@@ -1424,12 +1604,17 @@ static int scan_calls(ctx *c)
                     rc = need_symmetric(c, &a, rs ? 0 : 1, i, name);
                 if (rc == 0)
                     rc = note_comm(c, &a, want - 2, i);
-                const char *to = ag ? "cuco_tx::all_gather" : rs ? "cuco_tx::reduce_scatter" : "cuco_tx::all_reduce";
+                const char *to = ag   ? "cuco_tx::all_gather"
+                                 : rs ? "cuco_tx::reduce_scatter"
+                                      : "cuco_tx::all_reduce";
                 if (rc == 0)
                     rc = add_edit(c, i, t->off, t->len, to);
                 if (rc == 0)
+                    rc = sched_candidate(c, i, group);
+                if (rc == 0)
                     rc = cuco_tx_notes_add(&c->r->notes, t->line, "rewrite",
-                                           "%s -> %s (device/ LSA kernel on the same stream)", name, to);
+                                           "%s -> %s (device/ LSA kernel on the same stream)", name,
+                                           to);
             }
         } else if (p2p_collective_of(name)) {
             const p2p_collective *pc = p2p_collective_of(name);
@@ -1446,10 +1631,13 @@ static int scan_calls(ctx *c)
                 if (rc == 0)
                     rc = add_edit(c, i, t->off, t->len, pc->to);
                 if (rc == 0)
-                    rc = cuco_tx_notes_add(&c->r->notes, t->line, "rewrite",
-                                           "%s -> %s (device point-to-point puts into the receivers' "
-                                           "symmetric buffers)",
-                                           name, pc->to);
+                    rc = sched_candidate(c, i, group);
+                if (rc == 0)
+                    rc = cuco_tx_notes_add(
+                        &c->r->notes, t->line, "rewrite",
+                        "%s -> %s (device point-to-point puts into the receivers' "
+                        "symmetric buffers)",
+                        name, pc->to);
             }
         } else if (strcmp(name, "ncclSend") == 0 || strcmp(name, "ncclRecv") == 0) {
             p2p_call pc;
@@ -1474,7 +1662,8 @@ static int scan_calls(ctx *c)
                    "%s: one process drives several GPUs; the device runtime keeps one device "
                    "communicator per process (one rank per process, e.g. under mpirun)%s",
                    name, NULL);
-        } else if (strcmp(name, "ncclCommInitRank") == 0 || strcmp(name, "ncclCommInitRankConfig") == 0 ||
+        } else if (strcmp(name, "ncclCommInitRank") == 0 ||
+                   strcmp(name, "ncclCommInitRankConfig") == 0 ||
                    strcmp(name, "ncclCommSplit") == 0) {
             args a;
             call_args(v, i + 1, &a);
@@ -1485,13 +1674,12 @@ static int scan_calls(ctx *c)
                 /* NCCL's own multi-device pattern: a communicator per GPU, made in a
                  * loop, inside a group so that the inits do not wait on each other */
                 c->r->refused = 1;
-                rc = cuco_tx_notes_add(&c->r->notes, t->line, "refused",
-                                       "%s %s: one process makes several communicators (one per "
-                                       "GPU); the device runtime keeps one device communicator per "
-                                       "process (one rank per process, e.g. under mpirun)",
-                                       name,
-                                       group_depth > 0 ? "inside ncclGroupStart/ncclGroupEnd"
-                                                       : "in a loop");
+                rc = cuco_tx_notes_add(
+                    &c->r->notes, t->line, "refused",
+                    "%s %s: one process makes several communicators (one per "
+                    "GPU); the device runtime keeps one device communicator per "
+                    "process (one rank per process, e.g. under mpirun)",
+                    name, group_depth > 0 ? "inside ncclGroupStart/ncclGroupEnd" : "in a loop");
             } else if (nonblocking) {
                 c->r->refused = 1;
                 rc = cuco_tx_notes_add(&c->r->notes, t->line, "refused",
@@ -1529,7 +1717,8 @@ static int scan_calls(ctx *c)
                 rc = ins ? add_edit(c, i, lo, 0, ins) : CUCO_ENOMEM;
                 if (rc == 0)
                     rc = cuco_tx_notes_add(&c->r->notes, t->line, "teardown",
-                                           "device communicator and windows released before %s", name);
+                                           "device communicator and windows released before %s",
+                                           name);
                 free(comm);
                 free(ins);
             } else {
@@ -1582,7 +1771,8 @@ static int rewrite_frees(ctx *c)
         if (last < v->n) {
             char *nm = cuco_strndup(v->src + T(v, last)->off, T(v, last)->len);
             if (nm && name_seen(&c->symm_names, nm))
-                refuse(c, T(v, i)->line, "cudaFree(%s) of a symmetric buffer is in frozen code%s", nm, NULL);
+                refuse(c, T(v, i)->line, "cudaFree(%s) of a symmetric buffer is in frozen code%s",
+                       nm, NULL);
             free(nm);
         }
     }
@@ -1600,11 +1790,14 @@ static int refuse_macros(ctx *c)
             size_t nl = strlen(*n);
             for (size_t k = 0; k + nl <= t->len; k++) {
                 const char *p = lx->src + t->off + k;
-                if (memcmp(p, *n, nl) == 0 && (k + nl == t->len || !(p[nl] == '_' || ((p[nl] | 32) >= 'a' && (p[nl] | 32) <= 'z')))) {
+                if (memcmp(p, *n, nl) == 0 &&
+                    (k + nl == t->len ||
+                     !(p[nl] == '_' || ((p[nl] | 32) >= 'a' && (p[nl] | 32) <= 'z')))) {
                     c->r->refused = 1;
-                    cuco_tx_notes_add(&c->r->notes, t->line, "refused",
-                                      "%s inside a preprocessor directive (a macro) cannot be rewritten in place",
-                                      *n);
+                    cuco_tx_notes_add(
+                        &c->r->notes, t->line, "refused",
+                        "%s inside a preprocessor directive (a macro) cannot be rewritten in place",
+                        *n);
                     break;
                 }
             }
@@ -1665,7 +1858,8 @@ static int glue_position(ctx *c, size_t *pos, int *wrap)
     const cuco_lex *lx = &v->lx;
     for (size_t i = 0; i < lx->ntoks; i++) {
         const cuco_tok *t = &lx->toks[i];
-        if (t->kind == CUCO_TOK_PREPROC && t->dir_len == 7 && memcmp(lx->src + t->dir_off, "include", 7) == 0)
+        if (t->kind == CUCO_TOK_PREPROC && t->dir_len == 7 &&
+            memcmp(lx->src + t->dir_off, "include", 7) == 0)
             after = line_after(lx->src, t->off + t->len - (t->len > 0));
     }
     *pos = after;
@@ -1685,14 +1879,23 @@ static int assemble(ctx *c, const char *text)
     cuco_buf g = CUCO_BUF_INIT;
     if (wrap)
         cuco_buf_puts(&g, "// EVOLVE-BLOCK-START\n");
+    if (c->gemm_split)
+        cuco_buf_puts(&g, "// Schedule consumer_split_by_source: the cuBLAS part of the glue\n"
+                          "#define CUCO_TX_GEMM_SPLIT 1\n");
     cuco_buf_puts(&g, glue);
     if (g.len && g.data[g.len - 1] != '\n')
         cuco_buf_putc(&g, '\n');
+    if (c->knobs.len) {
+        cuco_buf_puts(
+            &g, "// Schedules early_start_late_wait (CUCO_EARLY_<n>, cuco_tx::early_start) and\n"
+                "// consumer_split_by_source (CUCO_SPLIT_<n>), one knob each per call\n");
+        cuco_buf_puts(&g, cuco_buf_str(&c->knobs));
+    }
     if (wrap)
         cuco_buf_puts(&g, "// EVOLVE-BLOCK-END\n");
     /* line ranges to wrap (program without blocks), merged */
     size_t nr = 0;
-    size_t (*ranges)[2] = malloc((c->nedits + 1) * sizeof(*ranges));
+    size_t(*ranges)[2] = malloc((c->nedits + 1) * sizeof(*ranges));
     if (!ranges) {
         cuco_buf_free(&g);
         return CUCO_ENOMEM;
@@ -1778,8 +1981,11 @@ int cuco_transform_rules(const char *file_name, const char *text, cuco_tx_result
         rc = rewrite_frees(&c);
     if (rc == 0 && cuco_tx_notes_count(&r->notes, "rewrite") == 0 && !r->refused) {
         r->refused = 1;
-        cuco_tx_notes_add(&r->notes, 0, "refused", "no NCCL collective or point-to-point call found: nothing to transform");
+        cuco_tx_notes_add(&r->notes, 0, "refused",
+                          "no NCCL collective or point-to-point call found: nothing to transform");
     }
+    if (rc == 0 && !r->refused)
+        rc = sched_all(&c, text, e);
     if (rc == 0 && !r->refused)
         rc = assemble(&c, text);
     if (rc == 0 && r->refused) {
@@ -1800,5 +2006,8 @@ int cuco_transform_rules(const char *file_name, const char *text, cuco_tx_result
     cuco_strlist_free(&c.comm_names);
     cuco_strlist_free(&c.comm_texts);
     free(c.comm_lines);
+    free(c.sched_toks);
+    free(c.sched_group);
+    cuco_buf_free(&c.knobs);
     return rc;
 }

@@ -36,7 +36,8 @@ int cuco_tx_make_diff(const char *seed_path, const char *prog_path, const char *
     po.timeout_s = 30;
     po.capture_cap = 64u << 20;
     cuco_proc_result pr;
-    int rc = (la && lb) ? cuco_proc_run(&po, &pr, e) : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    int rc =
+        (la && lb) ? cuco_proc_run(&po, &pr, e) : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
     free(la);
     free(lb);
     if (rc != 0)
@@ -90,8 +91,7 @@ double cuco_tx_now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-int cuco_tx_insert_root(struct cuco_db *db, const cuco_tx_root *root, int64_t *prog_id,
-                        cuco_err *e)
+int cuco_tx_insert_root(struct cuco_db *db, const cuco_tx_root *root, int64_t *prog_id, cuco_err *e)
 {
     char *knobs = NULL;
     cuco_err ke = CUCO_ERR_INIT; /* a program without knobs is still a root */

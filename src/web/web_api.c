@@ -32,6 +32,67 @@ typedef struct request {
     cuco_web_response *res;
 } request;
 
+/* Length of the well-formed UTF-8 sequence that starts s (n bytes left):
+ * 1..4, or 0 where s starts no such sequence (a stray continuation byte, an
+ * overlong form, a surrogate, a code point past U+10FFFF, a cut-off tail). */
+static size_t utf8_sequence(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    size_t len = 0;
+    if (c < 0x80)
+        len = 1;
+    else if (c >= 0xC2 && c <= 0xDF)
+        len = 2;
+    else if (c >= 0xE0 && c <= 0xEF)
+        len = 3;
+    else if (c >= 0xF0 && c <= 0xF4)
+        len = 4;
+    if (len == 0 || len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] > 0x9F) || (c == 0xF0 && s[1] < 0x90) ||
+        (c == 0xF4 && s[1] > 0x8F))
+        return 0;
+    return len;
+}
+
+static int utf8_valid(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = strlen(s);
+    for (size_t i = 0, len; i < n; i += len)
+        if ((len = utf8_sequence(p + i, n - i)) == 0)
+            return 0;
+    return 1;
+}
+
+/* A JSON string of s[0..n), every byte that is not well-formed UTF-8
+ * replaced by U+FFFD: text in the database (a compiler's or a program's
+ * output) and request bytes are not always UTF-8, and JSON must be. */
+static json_t *json_text(const char *s, size_t n)
+{
+    json_t *v = json_stringn(s, n);
+    if (v)
+        return v;
+    cuco_buf b = CUCO_BUF_INIT;
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        size_t len = utf8_sequence(p + i, n - i);
+        if (len == 0) {
+            cuco_buf_puts(&b, "\xEF\xBF\xBD");
+            i++;
+        } else {
+            cuco_buf_append(&b, s + i, len);
+            i += len;
+        }
+    }
+    v = json_stringn(b.data ? b.data : "", b.len);
+    cuco_buf_free(&b);
+    return v;
+}
+
 static int respond_json(request *rq, int status, json_t *body)
 {
     char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
@@ -56,7 +117,8 @@ static int respond_error(request *rq, int status, const char *fmt, ...)
     va_end(ap);
     if (rc < 0)
         return CUCO_ENOMEM;
-    json_t *body = json_pack("{s:s, s:i}", "error", cuco_buf_str(&msg), "status", status);
+    json_t *body =
+        json_pack("{s:o, s:i}", "error", json_text(cuco_buf_str(&msg), msg.len), "status", status);
     cuco_buf_free(&msg);
     return respond_json(rq, status, body);
 }
@@ -138,7 +200,7 @@ static json_t *col_real(sqlite3_stmt *st, int i)
 static json_t *col_text(sqlite3_stmt *st, int i)
 {
     const unsigned char *t = sqlite3_column_text(st, i);
-    return t ? json_string((const char *)t) : json_null();
+    return t ? json_text((const char *)t, (size_t)sqlite3_column_bytes(st, i)) : json_null();
 }
 
 static json_t *col_id(sqlite3_stmt *st, int i)
@@ -154,7 +216,7 @@ static json_t *col_json(sqlite3_stmt *st, int i)
     if (!t)
         return json_null();
     json_t *v = json_loads((const char *)t, JSON_DECODE_ANY, NULL);
-    return v ? v : json_string((const char *)t);
+    return v ? v : json_text((const char *)t, (size_t)sqlite3_column_bytes(st, i));
 }
 
 static int db_fail(request *rq, const char *what)
@@ -226,7 +288,7 @@ static json_t *first_line(sqlite3_stmt *st, int i)
         n = 200;
     while (n > 0 && ((unsigned char)t[n] & 0xC0) == 0x80)
         n--;
-    return json_stringn(t, n);
+    return json_text(t, n);
 }
 
 static json_t *program_row(sqlite3_stmt *st)
@@ -365,7 +427,7 @@ static int api_program(request *rq, const char *id_text)
         char *bn = cuco_sprintf("program %lld", id);
         if (an && bn &&
             report_diff_lines(parent_code, code, an, bn, 3, &diff, &added, &removed, &e) == 0) {
-            json_object_set_new(p, "diff", json_string(cuco_buf_str(&diff)));
+            json_object_set_new(p, "diff", json_text(cuco_buf_str(&diff), diff.len));
             json_object_set_new(p, "diff_added", json_integer((json_int_t)added));
             json_object_set_new(p, "diff_removed", json_integer((json_int_t)removed));
         } else
@@ -446,13 +508,13 @@ static int api_evaluations(request *rq)
         if (ok && !held_back && sqlite3_column_double(st, 4) > best)
             best = sqlite3_column_double(st, 4);
         json_array_append_new(
-            list, json_pack("{s:I, s:I, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:b}", "n", ++n,
-                            "id", (json_int_t)sqlite3_column_int64(st, 0), "island",
-                            sqlite3_column_int(st, 1), "generation", sqlite3_column_int(st, 2),
-                            "status", col_text(st, 3), "score", col_real(st, 4), "time_ms",
-                            col_real(st, 5), "mutator", col_text(st, 6), "created_at",
-                            col_real(st, 7), "best", best > 0 ? json_real(best) : json_null(),
-                            "held_back", held_back));
+            list,
+            json_pack("{s:I, s:I, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:b}", "n", ++n, "id",
+                      (json_int_t)sqlite3_column_int64(st, 0), "island", sqlite3_column_int(st, 1),
+                      "generation", sqlite3_column_int(st, 2), "status", col_text(st, 3), "score",
+                      col_real(st, 4), "time_ms", col_real(st, 5), "mutator", col_text(st, 6),
+                      "created_at", col_real(st, 7), "best",
+                      best > 0 ? json_real(best) : json_null(), "held_back", held_back));
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {
@@ -491,8 +553,8 @@ static int api_llm(request *rq)
                        " coalesce(sum(cost_usd),0), avg(latency_s),"
                        " sum(coalesce(status,'')<>'ok')"
                        " FROM llm_calls WHERE run_id=? GROUP BY model"
-                       " ORDER BY sum(cost_usd) DESC, model", NULL,
-                       "reading LLM calls", &run_id, &st, &rc))
+                       " ORDER BY sum(cost_usd) DESC, model",
+                       NULL, "reading LLM calls", &run_id, &st, &rc))
         return rc;
     json_t *models = json_array();
     double total = 0;
@@ -526,8 +588,8 @@ static int api_meta(request *rq)
     int rc;
     if (!run_statement(rq,
                        "SELECT id, generation, text, created_at FROM meta_summaries"
-                       " WHERE run_id=? ORDER BY id", NULL,
-                       "reading meta summaries", &run_id, &st, &rc))
+                       " WHERE run_id=? ORDER BY id",
+                       NULL, "reading meta summaries", &run_id, &st, &rc))
         return rc;
     json_t *list = json_array();
     while ((rc = sqlite3_step(st)) == SQLITE_ROW)
@@ -622,21 +684,50 @@ static int dispatch(request *rq, const char *method, const char *path)
     return respond_error(rq, 404, "no such endpoint %s", path);
 }
 
+/* The answer when not even an error response could be made. */
+static void respond_oom(cuco_web_response *res)
+{
+    static const char oom[] = "{\"error\":\"out of memory\",\"status\":500}";
+    web_response_free(res);
+    res->status = 500;
+    res->body = (char *)oom;
+    res->len = sizeof oom - 1;
+    res->body_static = 1;
+    res->content_type = JSON_TYPE;
+}
+
+void web_bad_request(const char *why, cuco_web_response *res)
+{
+    memset(res, 0, sizeof *res);
+    request rq = {NULL, NULL, NULL, 0, NULL, res};
+    if (respond_error(&rq, 400, "%s", why) < 0 || !res->body)
+        respond_oom(res);
+}
+
+/* Paths and query parameters arrive percent-decoded, as any bytes at all;
+ * only UTF-8 ones are looked at. */
+static int request_is_utf8(const char *method, const char *path, const cuco_web_param *params,
+                           size_t nparams)
+{
+    if (!utf8_valid(method) || !utf8_valid(path))
+        return 0;
+    for (size_t i = 0; i < nparams; i++)
+        if (!utf8_valid(params[i].key) || (params[i].value && !utf8_valid(params[i].value)))
+            return 0;
+    return 1;
+}
+
 int web_handle(const char *db_path, const char *workspace, const char *method, const char *path,
                const cuco_web_param *params, size_t nparams, cuco_web_response *res)
 {
     memset(res, 0, sizeof *res);
     request rq = {db_path, workspace, params, nparams, NULL, res};
-    int rc = dispatch(&rq, method, path);
+    int rc = request_is_utf8(method, path, params, nparams)
+                 ? dispatch(&rq, method, path)
+                 : respond_error(&rq, 400, "the request is not valid UTF-8 (path or query)");
     report_db_close(rq.db);
     if (rc < 0 || !res->body) {
-        web_response_free(res);
-        static const char oom[] = "{\"error\":\"out of memory\",\"status\":500}";
-        res->status = 500;
-        res->body = (char *)oom;
-        res->len = sizeof oom - 1;
-        res->body_static = 1;
-        res->content_type = JSON_TYPE;
+        respond_oom(res);
         return rc < 0 ? rc : CUCO_ENOMEM;
     }
     return 0;

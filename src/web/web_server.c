@@ -1,6 +1,8 @@
 /* web_server.c: the HTTP side of the web UI: a libmicrohttpd daemon with its
  * own polling thread that hands each request to web_handle() (web_api.c).
- * Only GET and HEAD are answered; request bodies are never read. */
+ * Only GET and HEAD are answered; request bodies are never read. A query
+ * with a NUL byte (%00) is refused with 400 here, where its length is still
+ * known; web_handle() refuses bytes that are not UTF-8. */
 #include "cuco/web.h"
 
 #include <arpa/inet.h>
@@ -24,13 +26,16 @@ typedef struct param_list {
     cuco_web_param *v;
     size_t n, cap;
     int oom;
+    int nul; /* a key or value held a NUL byte (%00): C strings would cut it */
 } param_list;
 
 static enum MHD_Result collect_param(void *cls, enum MHD_ValueKind kind, const char *key,
-                                     const char *value)
+                                     size_t key_size, const char *value, size_t value_size)
 {
     param_list *l = cls;
     (void)kind;
+    if (strlen(key) != key_size || (value && strlen(value) != value_size))
+        l->nul = 1;
     if (CUCO_GROW(l->v, l->cap, l->n + 1, 8) < 0) {
         l->oom = 1;
         return MHD_NO;
@@ -57,10 +62,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0; /* discard */
         return MHD_YES;
     }
-    param_list params = {NULL, 0, 0, 0};
-    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_param, &params);
+    param_list params = {NULL, 0, 0, 0, 0};
+    MHD_get_connection_values_n(conn, MHD_GET_ARGUMENT_KIND, collect_param, &params);
     cuco_web_response res;
-    web_handle(s->db_path, s->workspace, method, url, params.v, params.n, &res);
+    if (params.nul)
+        web_bad_request("the query holds a NUL byte", &res);
+    else
+        web_handle(s->db_path, s->workspace, method, url, params.v, params.n, &res);
     free(params.v);
     struct MHD_Response *r = MHD_create_response_from_buffer(
         res.len, res.body, res.body_static ? MHD_RESPMEM_PERSISTENT : MHD_RESPMEM_MUST_COPY);

@@ -9,15 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cuco_workload_is_program_path(const char *path)
-{
-    static const char *const exts[] = {".cu", ".cc", ".cpp", ".cxx", ".c", NULL};
-    for (size_t i = 0; exts[i]; i++)
-        if (cuco_str_ends_with(path, exts[i]))
-            return 1;
-    return 0;
-}
-
 /* Splits s at spaces and tabs into l. */
 static void push_words(cuco_strlist *l, const char *s)
 {
@@ -59,12 +50,24 @@ int cuco_workload_from_program(const char *path, const cuco_bare_program *bp, cu
     w->gpu = 1;
     cuco_strlist_push(&w->sources, base);
     w->evolve_file = cuco_strdup(base);
-    static const char *const build[] = {"nvcc", "-std=c++17", "-arch=sm_90", "-O3",
-                                        "-I{workload_dir}", "-I{repo}/device", "-I{nccl_include}",
-                                        "{mpi_compile_flags}", NULL};
-    static const char *const link[] = {"-o", "{out}", "{evolve_file}", "-L{nccl_lib}",
-                                       "-l:libnccl.so.2", "-lcublas", "-lcublasLt",
-                                       "{mpi_link_flags}", NULL};
+    static const char *const build[] = {"nvcc",
+                                        "-std=c++17",
+                                        "-arch=sm_90",
+                                        "-O3",
+                                        "-I{workload_dir}",
+                                        "-I{repo}/device",
+                                        "-I{nccl_include}",
+                                        "{mpi_compile_flags}",
+                                        NULL};
+    static const char *const link[] = {"-o",
+                                       "{out}",
+                                       "{evolve_file}",
+                                       "-L{nccl_lib}",
+                                       "-l:libnccl.so.2",
+                                       "-lcublas",
+                                       "-lcublasLt",
+                                       "{mpi_link_flags}",
+                                       NULL};
     for (size_t i = 0; build[i]; i++)
         cuco_strlist_push(&w->build_command, build[i]);
     push_words(&w->build_command, bp ? bp->flags : NULL);

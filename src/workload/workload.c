@@ -73,6 +73,7 @@ void cuco_workload_free(cuco_workload *w)
     free(w->description);
     cuco_strlist_free(&w->sources);
     free(w->evolve_file);
+    free(w->expert);
     cuco_strlist_free(&w->build_command);
     free(w->build_output);
     free(w->launcher);
@@ -221,6 +222,28 @@ static int get_strlist(manifest *m, const char *key, const yaml_node_t *n, cuco_
     return 0;
 }
 
+/* Checks the placeholders of a scalar that the cascade expands (see
+ * cuco_workload_placeholder_check); the error names the scalar's line. */
+static int check_placeholders(manifest *m, const char *key, const yaml_node_t *n, int whole_item)
+{
+    cuco_err pe = CUCO_ERR_INIT;
+    if (cuco_workload_placeholder_check(scalar(n), whole_item, &pe) == 0)
+        return 0;
+    int rc = bad(m, n, "'%s': %s", key, cuco_err_msg(&pe));
+    cuco_err_clear(&pe);
+    return rc;
+}
+
+/* An argv list (get_strlist) whose items' placeholders are checked. */
+static int get_argv(manifest *m, const char *key, const yaml_node_t *n, cuco_strlist *out)
+{
+    int rc = get_strlist(m, key, n, out);
+    for (yaml_node_item_t *it = n->data.sequence.items.start;
+         rc == 0 && it < n->data.sequence.items.top; it++)
+        rc = check_placeholders(m, key, yaml_document_get_node(&m->doc, *it), 1);
+    return rc;
+}
+
 /* Walks a mapping: calls fn for each pair after checking the key is a
  * string, is one of valid[] (NULL-terminated; NULL valid = any key) and is not
  * repeated. */
@@ -268,9 +291,10 @@ static const char *const build_keys[] = {"command", "output", "timeout_s", NULL}
 static const char *const run_keys[] = {"launcher", "mpirun_args", "env", NULL};
 static const char *const verify_keys[] = {"args", "timeout_s", NULL};
 static const char *const bench_keys[] = {"args", "timeout_s", "repeats", NULL};
-static const char *const top_keys[] = {"name",    "description", "ranks", "gpu",
-                                       "sources", "evolve_file", "build", "run",
-                                       "verify",  "bench",       "space", NULL};
+static const char *const result_keys[] = {"vouch", NULL};
+static const char *const top_keys[] = {"name",        "description", "ranks",  "gpu",    "sources",
+                                       "evolve_file", "build",       "run",    "verify", "bench",
+                                       "result",      "space",       "expert", NULL};
 
 static int positive_timeout(manifest *m, const char *key, yaml_node_t *v, double *out)
 {
@@ -286,7 +310,7 @@ static int build_pair(manifest *m, void *ctx, const char *key, yaml_node_t *k, y
 {
     cuco_workload *w = ctx;
     if (!strcmp(key, "command")) {
-        int rc = get_strlist(m, "build.command", v, &w->build_command);
+        int rc = get_argv(m, "build.command", v, &w->build_command);
         if (!rc && w->build_command.n == 0)
             return bad(m, v, "'build.command' must not be empty");
         return rc;
@@ -303,6 +327,8 @@ static int env_pair(manifest *m, void *ctx, const char *key, yaml_node_t *k, yam
         return bad(m, v, "run.env value of '%s' must be a string, not %s", key, node_kind(v));
     if (!*key || strchr(key, '='))
         return bad(m, k, "run.env name '%s' is not a valid variable name", key);
+    if (check_placeholders(m, "run.env", v, 0))
+        return CUCO_EINVAL;
     cuco_kv *grown = realloc(w->env, (w->n_env + 1) * sizeof *grown);
     if (!grown)
         return cuco_err_set(m->e, CUCO_ENOMEM, "out of memory");
@@ -323,7 +349,7 @@ static int run_pair(manifest *m, void *ctx, const char *key, yaml_node_t *k, yam
         return rc;
     }
     if (!strcmp(key, "mpirun_args"))
-        return get_strlist(m, "run.mpirun_args", v, &w->mpirun_args);
+        return get_argv(m, "run.mpirun_args", v, &w->mpirun_args);
     return walk_mapping(m, "run.env", v, NULL, env_pair, w);
 }
 
@@ -338,7 +364,7 @@ static int level_pair(manifest *m, void *ctx, const char *key, yaml_node_t *k, y
     char *full = cuco_sprintf("%s.%s", lc->section, key);
     int rc;
     if (!strcmp(key, "args")) {
-        rc = get_strlist(m, full, v, &lc->level->args);
+        rc = get_argv(m, full, v, &lc->level->args);
     } else if (!strcmp(key, "timeout_s")) {
         rc = positive_timeout(m, full, v, &lc->level->timeout_s);
     } else {
@@ -376,8 +402,15 @@ static int space_pair(manifest *m, void *ctx, const char *key, yaml_node_t *k, y
 struct top_ctx {
     cuco_workload *w;
     int seen_name, seen_ranks, seen_sources, seen_evolve, seen_build;
-    int evolve_line, sources_line, build_line;
+    int evolve_line, sources_line, build_line, expert_line;
 };
+
+static int result_pair(manifest *m, void *ctx, const char *key, yaml_node_t *k, yaml_node_t *v)
+{
+    (void)key;
+    (void)k;
+    return get_bool(m, "result.vouch", v, &((cuco_workload *)ctx)->vouch);
+}
 
 static int top_pair(manifest *m, void *ctx, const char *key, yaml_node_t *k, yaml_node_t *v)
 {
@@ -423,6 +456,10 @@ static int top_pair(manifest *m, void *ctx, const char *key, yaml_node_t *k, yam
         t->evolve_line = node_line(v);
         return get_string(m, "evolve_file", v, &w->evolve_file);
     }
+    if (!strcmp(key, "expert")) {
+        t->expert_line = node_line(v);
+        return get_string(m, "expert", v, &w->expert);
+    }
     if (!strcmp(key, "build")) {
         t->seen_build = 1;
         t->build_line = node_line(k);
@@ -443,7 +480,18 @@ static int top_pair(manifest *m, void *ctx, const char *key, yaml_node_t *k, yam
         return walk_mapping(m, key, v, lc.level == &w->verify ? verify_keys : bench_keys,
                             level_pair, &lc);
     }
+    if (!strcmp(key, "result"))
+        return walk_mapping(m, "result", v, result_keys, result_pair, w);
     return walk_mapping(m, "space", v, NULL, space_pair, w);
+}
+
+int cuco_workload_is_program_path(const char *path)
+{
+    static const char *const exts[] = {".cu", ".cc", ".cpp", ".cxx", ".c", NULL};
+    for (size_t i = 0; exts[i]; i++)
+        if (cuco_str_ends_with(path, exts[i]))
+            return 1;
+    return 0;
 }
 
 /* Paths in the manifest stay inside the workload folder. */
@@ -492,6 +540,15 @@ static int check_workload(manifest *m, struct top_ctx *t, const yaml_node_t *roo
     if (!in_sources)
         return cuco_err_set_at(m->e, CUCO_EINVAL, m->path, t->evolve_line,
                                "evolve_file '%s' is not one of the sources", w->evolve_file);
+    if (w->expert) {
+        char *p = safe_relative(w->expert) ? cuco_path_join(w->dir, w->expert) : NULL;
+        int there = p && cuco_fs_exists(p) && !cuco_fs_is_dir(p);
+        free(p);
+        if (!there)
+            return cuco_err_set_at(m->e, CUCO_EINVAL, m->path, t->expert_line,
+                                   "expert '%s' must be a file inside the workload folder",
+                                   w->expert);
+    }
     if (!safe_relative(w->build_output) || strchr(w->build_output, '/'))
         return cuco_err_set_at(m->e, CUCO_EINVAL, m->path, t->build_line,
                                "build.output '%s' must be a plain file name", w->build_output);

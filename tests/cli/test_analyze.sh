@@ -30,6 +30,12 @@ PY
 "$BIN" analyze --json "$DATA/macros_comments.cu" -o "$T/b.json" > "$T/stdout.json" || fail "--json exit"
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert len(d['collectives'])==1" "$T/stdout.json" \
   || fail "--json output is not the analysis"
+[ -s "$T/b.json" ] || fail "--json -o FILE did not write FILE"
+
+# --json without -o writes no file (it must not overwrite ./analysis.json)
+mkdir -p "$T/keep" && echo "mine" > "$T/keep/analysis.json"
+(cd "$T/keep" && "$BIN" analyze --json "$DATA/no_nccl.cu" >/dev/null) || fail "--json alone exit"
+[ "$(cat "$T/keep/analysis.json")" = "mine" ] || fail "--json alone overwrote ./analysis.json"
 
 # a folder: every source in it, includes followed
 out=$("$BIN" analyze "$DATA/folder" -o "$T/c.json") || fail "folder exit"

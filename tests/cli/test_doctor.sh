@@ -116,4 +116,14 @@ json_check "$tmp/keys.json" 'd["llm_keys"] == {"ANTHROPIC_API_KEY": True, "OPENA
 env -u ANTHROPIC_API_KEY -u OPENAI_API_KEY -u CUCO_LLM_BASE_URL "$CUCO_BIN" doctor --json >"$tmp/nokeys.json"
 json_check "$tmp/nokeys.json" 'not any(d["llm_keys"].values()) and any(w.startswith("no LLM key") for w in d["will_not_work"])'
 
+# --- confinement: which is in force, off, or unavailable (and why) ---
+has "$tmp/here.txt" "Confinement of builds and runs"
+json_check "$tmp/here.json" 'd["confinement"]["mode"] in ("namespaces", "unavailable") and d["confinement"]["in_force"] == (d["confinement"]["mode"] == "namespaces")'
+CUCO_CONFINE=0 "$CUCO_BIN" doctor --json >"$tmp/off.json"
+json_check "$tmp/off.json" 'd["confinement"]["mode"] == "off" and not d["confinement"]["in_force"]'
+if [ -x "${CUCO_TEST_HELPERS:-}/no_unshare" ]; then
+    "$CUCO_TEST_HELPERS/no_unshare" "$CUCO_BIN" doctor --json >"$tmp/nons.json"
+    json_check "$tmp/nons.json" 'd["confinement"]["mode"] == "unavailable" and "unshare(" in d["confinement"]["detail"] and any(w.startswith("confinement unavailable") for w in d["will_not_work"])'
+fi
+
 echo "doctor: all checks passed"

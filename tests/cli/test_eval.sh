@@ -163,4 +163,75 @@ printf '#define CUCO_TEST_EXTRA 2\n' > "$HW/inc/nested.h"
 CUCO_BUILD_CACHE="$BC" "$CUCO_BIN" eval "$HW" --level 1 >/dev/null 2>"$TMP/bh3.err"
 check "build cache with a header: a changed nested header rebuilds" grep -q "build cached as $BC/" "$TMP/bh3.err"
 
+
+# Confinement (docs/launch.md). The runs above were confined (the default):
+# mpirun ran in a network namespace with only its loopback. A candidate that
+# writes outside its build folder, reads the environment and leaves
+# background children (one in a new session, one ignoring SIGTERM) still
+# passes, but its writes fail, the secret is not in its environment and
+# nothing it started is left; with --no-confine, the same write lands.
+hostile() { # hostile OUT_FILE SHELL_COMMAND: cpu_demo whose compute runs the command once
+    python3 - "$WL/main.c" "$1" "$2" <<'PY'
+import sys
+src, out, cmd = sys.argv[1], sys.argv[2], sys.argv[3]
+anchor = "    const int n = d->n, bs = CUCO_BLOCK, row_end = row0 + nrows;\n"
+text = open(src).read()
+assert anchor in text
+esc = cmd.replace("\\", "\\\\").replace('"', '\\"')
+hook = ("    static int hostile_done;\n    if (!hostile_done) {\n        hostile_done = 1;\n"
+        '        int hostile_rc = system("%s");\n        (void)hostile_rc;\n    }\n' % esc)
+open(out, "w").write(text.replace(anchor, anchor + hook, 1))
+PY
+}
+MARK="9999.$$$RANDOM"
+# (The children let go of the output here; ones that keep it are below.)
+hostile "$TMP/hostile.c" "echo x > $TMP/outside-confined; env > env.txt; (setsid sleep $MARK </dev/null >/dev/null 2>&1 &); (sh -c \"trap '' TERM; sleep $MARK\" </dev/null >/dev/null 2>&1 &); true"
+OPENAI_API_KEY=sk-cuco-confine-test "$CUCO_BIN" eval "$WL" "$TMP/hostile.c" --json --level 2 --quiet \
+    --keep-build --verify-timeout 20 --work-dir "$TMP/work" >"$TMP/hostile.json" 2>"$TMP/hostile.err"
+# it leaves two sleepers behind: ended, and the run fails for it
+check "confined hostile candidate: status run_error" test "$(json_get "$TMP/hostile.json" 'j["status"]')" = run_error
+check "confined hostile candidate: the reason says processes were left running" \
+    grep -Eq "left processes running \(cuco: ended [0-9]+ processes" <(json_get "$TMP/hostile.json" 'j["excerpt"]')
+check "confined hostile candidate: verify not held up by its children" \
+    test "$(json_get "$TMP/hostile.json" 'j["verify_s"] < 15')" = True
+check "confined hostile candidate: write outside the build folder failed" test ! -e "$TMP/outside-confined"
+HB=$(json_get "$TMP/hostile.json" 'j["build_dir"]')
+check "confined hostile candidate: wrote in its build folder" test -s "$HB/env.txt"
+check "confined hostile candidate: no API key in its environment" bash -c "! grep -q sk-cuco-confine-test '$HB/env.txt'"
+check "confined hostile candidate: no process left" bash -c "sleep 0.3; ! pgrep -f 'sleep [9]${MARK#9}' >/dev/null"
+hostile "$TMP/holder.c" "(setsid sleep $MARK &); true"
+"$CUCO_BIN" eval "$WL" "$TMP/holder.c" --json --level 2 --quiet --verify-timeout 20 \
+    --work-dir "$TMP/work" >"$TMP/holder.json" 2>"$TMP/holder.err"
+# each rank starts through cuco-vouch-exec, which ends what the rank left
+# behind when it exits, so mpirun is not kept waiting on the output
+check "children holding the output: status run_error" test "$(json_get "$TMP/holder.json" 'j["status"]')" = run_error
+check "children holding the output: not held up to the timeout" \
+    test "$(json_get "$TMP/holder.json" 'j["verify_s"] < 15')" = True
+check "children holding the output: the reason says what was ended" \
+    grep -q "cuco: ended [0-9]* process.* the program left running" <(json_get "$TMP/holder.json" 'j["excerpt"]')
+check "children holding the output: and so does the warning" \
+    grep -q "cuco: ended [0-9]* process" <(json_get "$TMP/holder.json" 'j["warning"]')
+check "children holding the output: no process left" bash -c "sleep 0.3; ! pgrep -f 'sleep [9]${MARK#9}' >/dev/null"
+"$CUCO_BIN" eval "$WL" --json --level 2 --quiet --no-confine --work-dir "$TMP/work" >"$TMP/nc.json" 2>"$TMP/nc.err"
+check "--no-confine: seed status ok" test "$(json_get "$TMP/nc.json" 'j["status"]')" = ok
+check "--no-confine: one warning line" test "$(grep -c '^warning: candidates run unconfined (--no-confine)$' "$TMP/nc.err")" -eq 1
+check "--help mentions --no-confine" grep -q -- "--no-confine" "$TMP/help"
+hostile "$TMP/writer.c" "echo x > $TMP/outside-unconfined"
+"$CUCO_BIN" eval "$WL" "$TMP/writer.c" --json --level 2 --quiet --no-confine --work-dir "$TMP/work" \
+    >"$TMP/nc2.json" 2>/dev/null
+check "--no-confine: the same write lands outside" test -e "$TMP/outside-unconfined"
+# A host that forbids namespaces: the evaluation fails as infra_error and
+# says so; it never runs the candidate unconfined behind the user's back.
+if [ -x "${CUCO_TEST_HELPERS:-}/no_unshare" ]; then
+    "$CUCO_TEST_HELPERS/no_unshare" "$CUCO_BIN" eval "$WL" --json --level 2 --quiet \
+        --work-dir "$TMP/work" >"$TMP/nons.json" 2>/dev/null
+    check "no namespaces: status infra_error" test "$(json_get "$TMP/nons.json" 'j["status"]')" = infra_error
+    check "no namespaces: the excerpt names the step and --no-confine" grep -q \
+        "confinement unavailable: unshare(CLONE_NEWPID|CLONE_NEWNS|CLONE_NEWNET): Operation not permitted; run with --no-confine" \
+        <(json_get "$TMP/nons.json" 'j["excerpt"]')
+    "$CUCO_TEST_HELPERS/no_unshare" "$CUCO_BIN" eval "$WL" --json --level 2 --quiet --no-confine \
+        --work-dir "$TMP/work" >"$TMP/nons2.json" 2>/dev/null
+    check "no namespaces, --no-confine: status ok" test "$(json_get "$TMP/nons2.json" 'j["status"]')" = ok
+fi
+
 exit $fail

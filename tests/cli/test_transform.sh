@@ -99,6 +99,38 @@ check "bare program: gen_0 written" test -s "$TMP/bare/gen_0/allgather.cu"
 check "a program where a workload is expected: exit 2" test $? -eq 2
 check "a program where a workload is expected: says so" grep -q "is a program, not a workload" "$TMP/bare-eval.out"
 
+# schedule early_start_late_wait: the report names, per rewritten call, whether
+# it fires (independent work between the call and its first consumer) or why
+# not; it fires where the analysis finds independent work and nowhere else
+schedule() { # schedule NAME LINE TEXT
+    local name=$1 line=$2 text=$3 ws="$TMP/$1.sched"
+    "$CUCO_BIN" transform "$D/$name" --workspace "$ws" --no-verify --quiet >"$TMP/$name.sched.out" 2>&1 ||
+        { cat "$TMP/$name.sched.out"; return 1; }
+    grep -qF "$name.cu:$line: schedule: $text" "$TMP/$name.sched.out" ||
+        { grep schedule "$TMP/$name.sched.out"; return 1; }
+    grep -qF "$text" "$ws/gen_0/transform_report.md" || { echo "not in the report"; return 1; }
+}
+check "overlap_alias: the all-gather overlaps the three launches, waited before the aliased read" \
+    schedule overlap_alias 49 "early_start_late_wait: ncclAllGather at line 49 issued on a side stream, wait moved before the statement at line 54 (3 independent launches in between, 2 on its stream)"
+grep -q '^#define CUCO_EARLY_0 1 // cuco:knob 0 1' "$TMP/overlap_alias.sched/gen_0/overlap_alias.cu"
+check "overlap_alias: knob CUCO_EARLY_0 defaults to 1" test $? -eq 0
+python3 - "$TMP/overlap_alias.sched/gen_0/overlap_alias.cu" <<'PY'
+import sys
+t = open(sys.argv[1]).read()
+w = t.index("cuco_tx::early_wait(0, CUCO_EARLY_0);")
+assert t.index("hidden_c<<<") < w < t.index("consume<<<"), "wait not right before the aliased read"
+assert "cuco_tx::early_start(0, CUCO_EARLY_0, st)" in t
+PY
+check "overlap_alias: the wait sits between the last independent launch and the aliased read" test $? -eq 0
+check "tp_mlp_allreduce: not applied, the all-reduce ends its helper" \
+    schedule tp_mlp_allreduce 131 "early_start_late_wait does not apply to ncclAllReduce: no independent work between the call and the end of its block (line 132)"
+check "pipeline_stages: not applied, nothing follows the send (the body of an if without braces) in its block" \
+    schedule pipeline_stages 77 "early_start_late_wait does not apply to ncclSend: no independent work between the call and the end of its block"
+check "jacobi_halo: not applied to the grouped halo receives" \
+    schedule jacobi_halo 112 "early_start_late_wait does not apply to ncclRecv: inside ncclGroupStart/ncclGroupEnd"
+check "plugin_allgather: not applied, the next statement reads the gathered rows" \
+    schedule plugin_allgather 103 "early_start_late_wait does not apply to ncclAllGather: no independent work between the call and its first consumer (line 104)"
+
 "$CUCO_BIN" transform >/dev/null 2>&1
 check "no workload: exit 2" test $? -eq 2
 "$CUCO_BIN" transform "$D/allgather" --bogus >/dev/null 2>&1

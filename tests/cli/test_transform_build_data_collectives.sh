@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_transform_build_data_collectives.sh: the all-gather and all-reduce programs of tests/data/transform: 'cuco transform' (no --no-verify) builds the
+# test_transform_build_data_collectives.sh: the all-gather and all-reduce programs of tests/data/transform (overlap_alias with its early_start_late_wait schedule at both knob values, seqpar_mlp with its consumer_split_by_source schedule at both): 'cuco transform' (no --no-verify) builds the
 # transformed program with the manifest's nvcc command. Without a GPU the
 # outcome is exit 3, "built, not verified: no GPU", nothing registered; with
 # one it must build, run and verify (exit 0, registered with status ok).
@@ -14,8 +14,16 @@ TMP=$(mktemp -d "$CUCO_TEST_TMP/transform-build.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 fail=0
 source "$CUCO_SRC/tests/cli/transform_build.sh"
-for name in allgather allreduce_loop async_alloc; do
+for name in allgather allreduce_loop async_alloc overlap_alias seqpar_mlp; do
     transform_bg "$CUCO_TEST_DATA/transform/$name"
     built "$name"
 done
+# overlap_alias's gen_0 has the early_start_late_wait schedule on (knob 1);
+# the other value builds too
+check "overlap_alias: builds with CUCO_EARLY_0=0" knob_built overlap_alias CUCO_EARLY_0 0
+# seqpar_mlp's gen_0 splits its up projection by source rank (CUCO_SPLIT_0 1)
+check "seqpar_mlp: the GEMM goes through the split glue" \
+    grep -q "cuco_tx::gemm_ex_split(0, CUCO_SPLIT_0" "$TMP/seqpar_mlp/gen_0/seqpar_mlp.cu"
+check "seqpar_mlp: builds with CUCO_SPLIT_0=0" knob_built seqpar_mlp CUCO_SPLIT_0 0
+check "seqpar_mlp: builds with CUCO_EARLY_0=0" knob_built seqpar_mlp CUCO_EARLY_0 0
 exit $fail

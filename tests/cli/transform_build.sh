@@ -11,6 +11,9 @@
 #                                    registered); without, exit 3 ("built,
 #                                    not verified: no GPU"), eval level 1 in
 #                                    the JSON report, nothing registered
+#   knob_built NAME KNOB VALUE       after built NAME: its gen_0 program with
+#                                    KNOB set to VALUE compiles (cuco eval
+#                                    --level 1 against the gen_0 frozen text)
 #   symmetric NAME LINE...           rules-only transform of
 #                                    $CUCO_TEST_DATA/transform/NAME: exactly
 #                                    these cudaMalloc lines become symm_malloc
@@ -57,4 +60,17 @@ symmetric() {
     want=$(printf '%s\n' "$@" | sort -n | tr '\n' ' ')
     got=$(python3 -c 'import json,sys; print(" ".join(str(n["line"]) for n in sorted(json.load(open(sys.argv[1]))["notes"], key=lambda n: n["line"]) if n["kind"] == "symmetric") + " ")' "$ws/gen_0/transform_report.json")
     [ "$want" = "$got" ] || { echo "symmetric lines: want '$want' got '$got'"; return 1; }
+}
+
+knob_built() {
+    local name=$1 knob=$2 value=$3 ws="$TMP/$1" prog variant
+    prog="$ws/gen_0/$name.cu"
+    variant="$TMP/$name.$knob-$value.cu"
+    grep -q "^#define $knob [0-9]* *// cuco:knob" "$prog" || { echo "no knob $knob in $prog"; return 1; }
+    sed "s|^#define $knob [0-9]* *// cuco:knob|#define $knob $value // cuco:knob|" "$prog" >"$variant"
+    mkdir -p "$TMP/work"
+    "$CUCO_BIN" eval "$CUCO_TEST_DATA/transform/$name" "$variant" --level 1 --json --quiet \
+        --frozen-ref "$prog" --work-dir "$TMP/work" >"$TMP/$name.$knob-$value.json" 2>&1
+    python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(j["status"] != "ok")' \
+        "$TMP/$name.$knob-$value.json" || { cat "$TMP/$name.$knob-$value.json"; return 1; }
 }

@@ -10,6 +10,7 @@
 /* cmocka.h needs the three above first */
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -359,6 +360,45 @@ static void test_slurm_nodefail_retried(void **state)
     free(cwd);
 }
 
+/* A confined job's batch script starts the program through the cuco
+ * binary's hidden `confine-exec`, with the same writable folders. */
+static void test_slurm_confined_script(void **state)
+{
+    (void)state;
+    cuco_launcher *l = fake_slurm("nodefail", 0, "story6", 0.2);
+    char *cwd = cuco_path_join(tmp_dir, "story6");
+    const char *argv[] = {"prog", "--n", "4", NULL};
+    const char *writable[] = {cwd, NULL};
+    cuco_confine c = {.enabled = 1, .writable = writable};
+    cuco_launch_job job;
+    job_for(&job, argv, cwd);
+    job.mpi = 1;
+    job.confine = &c;
+    cuco_launch_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_launcher_run(l, &job, &r, &e), 0);
+    char *script = NULL;
+    DIR *d = opendir(cwd);
+    struct dirent *de;
+    while (d && !script && (de = readdir(d)) != NULL)
+        if (cuco_str_ends_with(de->d_name, ".sh")) {
+            char *rel = cuco_sprintf("story6/%s", de->d_name);
+            script = read_tmp(rel);
+            free(rel);
+        }
+    if (d)
+        closedir(d);
+    assert_non_null(script);
+    char *want = cuco_sprintf(" 'confine-exec' '--write' '%s' '--' 'mpirun' '-np' '2' ", cwd);
+    assert_non_null(strstr(script, want));
+    assert_non_null(strstr(script, " 'prog' '--n' '4'\n"));
+    free(want);
+    free(script);
+    cuco_launch_result_free(&r);
+    cuco_launcher_free(l);
+    free(cwd);
+}
+
 /* Site settings from the environment reach sbatch: a typed GPU gres, the
  * time grace, a partition and extra flags after cuco's own; a malformed
  * number is refused before anything is submitted. */
@@ -517,6 +557,7 @@ int main(void)
         cmocka_unit_test(test_slurm_retries_run_out),
         cmocka_unit_test(test_slurm_timeout_cancels),
         cmocka_unit_test(test_slurm_site_settings),
+        cmocka_unit_test(test_slurm_confined_script),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -2,6 +2,7 @@
  * error parsing, retry-after, model names, prices and costs, the budget, the
  * UCB1 bandit and prompt templates. */
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -245,6 +246,53 @@ static void test_estimate(void **state)
     double est = cuco_llm_estimate_cost(&p, &req);
     assert_true(est >= cuco_llm_cost(&p, 750, 0, 0, 500));
     assert_true(fabs(est - (1016 * 2.0 + 500 * 10.0) / 1e6) < 1e-15);
+}
+
+/* The bounds a reply's usage is believed within, and prices that are not
+ * numbers refused. */
+static void test_usage_check(void **state)
+{
+    (void)state;
+    cuco_err e = CUCO_ERR_INIT;
+    cuco_llm_request req = {CUCO_LLM_OPENAI, "m", "sys", "user", 1000, -1};
+    assert_int_equal(cuco_llm_max_output_tokens(&req), 1164);
+    assert_int_equal(cuco_llm_max_input_tokens(&req), 7 + 1000000);
+    cuco_llm_response r;
+    memset(&r, 0, sizeof r);
+    r.input_tokens = 1000007;
+    r.output_tokens = 1164;
+    assert_int_equal(cuco_llm_usage_check(&req, &r, &e), 0);
+    r.cached_tokens = 1;
+    assert_int_equal(cuco_llm_usage_check(&req, &r, &e), CUCO_EINVAL);
+    assert_non_null(strstr(cuco_err_msg(&e), "input tokens"));
+    r.cached_tokens = 0;
+    r.output_tokens = 1165;
+    assert_int_equal(cuco_llm_usage_check(&req, &r, &e), CUCO_EINVAL);
+    assert_non_null(strstr(cuco_err_msg(&e), "1165 output tokens"));
+    r.output_tokens = 1;
+    r.cache_write_tokens = -1;
+    assert_int_equal(cuco_llm_usage_check(&req, &r, &e), CUCO_EINVAL);
+    assert_non_null(strstr(cuco_err_msg(&e), "negative"));
+    r.cache_write_tokens = 0;
+    r.input_tokens = r.cached_tokens = LONG_MAX;
+    assert_int_equal(cuco_llm_usage_check(&req, &r, &e), CUCO_EINVAL);
+
+    cuco_llm_budget b;
+    cuco_llm_budget_init(&b, 1.0);
+    b.spent_usd = 0.5;
+    b.reserved_usd = 0.3;
+    assert_true(cuco_llm_budget_fits(&b, 0.1, 0.3));
+    assert_false(cuco_llm_budget_fits(&b, 0.1, 0.31));
+    cuco_llm_budget_init(&b, 0);
+    assert_true(cuco_llm_budget_fits(&b, 0, 500));
+
+    cuco_llm_prices t;
+    assert_int_equal(cuco_llm_prices_init(&t, &e), 0);
+    assert_int_equal(cuco_llm_prices_parse(&t, "m=nan,1", &e), CUCO_EINVAL);
+    assert_int_equal(cuco_llm_prices_parse(&t, "m=1,inf", &e), CUCO_EINVAL);
+    assert_int_equal(cuco_llm_prices_parse(&t, "m=1,-2", &e), CUCO_EINVAL);
+    cuco_llm_prices_free(&t);
+    cuco_err_clear(&e);
 }
 
 static void test_budget(void **state)
@@ -649,6 +697,7 @@ int main(void)
         cmocka_unit_test(test_retry_after),
         cmocka_unit_test(test_prices),
         cmocka_unit_test(test_estimate),
+        cmocka_unit_test(test_usage_check),
         cmocka_unit_test(test_budget),
         cmocka_unit_test(test_bandit),
         cmocka_unit_test(test_template),

@@ -2,8 +2,10 @@
  * (tests/replay/replay_server.py) on 127.0.0.1: what goes over the wire
  * (headers, bodies, the key), retries on 429 with retry-after and on 500,
  * timeouts, truncated JSON, 401 with the server's message, several requests
- * in flight at once, costs, and the budget refusing the call that could go
- * over it. Skips when python3 is missing. */
+ * in flight at once, costs, the budget refusing the call that could go
+ * over it, and replies whose usage cannot be true (negative, past
+ * max_tokens, past the prompt, past the budget) refused as bad_response.
+ * Skips when python3 is missing. */
 #include <math.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -376,6 +378,93 @@ static void test_parallel_and_budget(void **state)
     replay_stop(&r);
 }
 
+/* One request of max_tokens 1000 and a 1-byte prompt at $1/$10 per Mtok,
+ * answered by the replay server's next reply. */
+static void run_one(cuco_llm_client *c, cuco_llm_api api, cuco_llm_budget *budget,
+                    cuco_llm_response *resp)
+{
+    cuco_err e = CUCO_ERR_INIT;
+    cuco_llm_request q = {api, "local-coder", NULL, "p", 1000, -1};
+    assert_int_equal(cuco_llm_batch_run(c, &q, resp, 1, budget, &e), 0);
+    cuco_err_clear(&e);
+}
+
+static void expect_refused(cuco_llm_client *c, cuco_llm_api api, cuco_llm_budget *budget,
+                           const char *why)
+{
+    cuco_llm_response resp;
+    double spent = budget->spent_usd;
+    run_one(c, api, budget, &resp);
+    if (resp.status != CUCO_LLM_BAD_RESPONSE || !resp.error || !strstr(resp.error, why))
+        fprintf(stderr, "status %d error '%s', want bad_response '%s'\n", resp.status,
+                resp.error ? resp.error : "", why);
+    assert_int_equal(resp.status, CUCO_LLM_BAD_RESPONSE);
+    assert_non_null(strstr(resp.error, why));
+    assert_null(resp.text);
+    assert_true(resp.input_tokens == 0 && resp.output_tokens == 0 && resp.cached_tokens == 0);
+    /* booked at the estimate it was admitted at: (17 x $1 + 1000 x $10) / 1e6 */
+    assert_true(fabs(resp.cost_usd - 0.010017) < 1e-12);
+    assert_true(fabs(budget->spent_usd - spent - 0.010017) < 1e-12);
+    assert_true(budget->reserved_usd == 0);
+    cuco_llm_response_free(&resp);
+}
+
+/* Usage a reply cannot have (negative counts, more output than max_tokens
+ * allows, more input than the prompt holds) is a bad_response, booked at the
+ * request's estimate, and a reply that claims more than is left of the
+ * budget is refused too: the spend never goes down and never passes the
+ * limit. */
+static void test_usage_bounds(void **state)
+{
+    (void)state;
+    struct replay r;
+    replay_start(&r, "llm-usage",
+                 "{\"openai\": ["
+                 "{\"text\": \"a\", \"usage\": {\"input\": -5, \"output\": 10}},"
+                 "{\"text\": \"b\", \"usage\": {\"input\": 10, \"output\": -1000000}},"
+                 "{\"text\": \"c\", \"usage\": {\"input\": 10, \"output\": 50000000}},"
+                 "{\"text\": \"d\", \"usage\": {\"input\": 2000000, \"output\": 10}},"
+                 "{\"text\": \"e\", \"usage\": {\"input\": 1000, \"output\": 1164}},"
+                 "{\"text\": \"f\", \"usage\": {\"input\": 900000, \"output\": 10}},"
+                 "{\"text\": \"g\", \"usage\": {\"input\": 10, \"output\": 1165}}],"
+                 " \"anthropic\": ["
+                 "{\"text\": \"h\", \"usage\": {\"input\": 10, \"output\": 5, \"cached\": -3}},"
+                 "{\"text\": \"i\", \"usage\": {\"input\": 9223372036854775807, "
+                 "\"output\": 5, \"cached\": 9223372036854775807}}]}");
+    cuco_llm_prices prices;
+    cuco_err e = CUCO_ERR_INIT;
+    cuco_llm_prices_init(&prices, &e);
+    assert_int_equal(cuco_llm_prices_parse(&prices, "local-coder=1,10", &e), 0);
+    cuco_llm_client *c = make_client(&r, &prices, 10, 0);
+    cuco_llm_budget budget;
+    cuco_llm_budget_init(&budget, 1.0);
+    expect_refused(c, CUCO_LLM_OPENAI, &budget, "negative token count");
+    expect_refused(c, CUCO_LLM_OPENAI, &budget, "negative token count");
+    expect_refused(c, CUCO_LLM_OPENAI, &budget, "50000000 output tokens");
+    expect_refused(c, CUCO_LLM_OPENAI, &budget, "2000000 input tokens");
+    /* 1000 x 1.1 + 64 = 1164 output tokens are still believed */
+    cuco_llm_response resp;
+    run_one(c, CUCO_LLM_OPENAI, &budget, &resp);
+    assert_int_equal(resp.status, CUCO_LLM_OK);
+    assert_int_equal(resp.output_tokens, 1164);
+    assert_true(fabs(resp.cost_usd - (1000.0 + 11640.0) / 1e6) < 1e-12);
+    cuco_llm_response_free(&resp);
+    /* $0.9001 is within what the request could cost but not within the
+     * $0.02 left of a budget */
+    cuco_llm_budget small;
+    cuco_llm_budget_init(&small, 0.03);
+    small.spent_usd = 0.01;
+    expect_refused(c, CUCO_LLM_OPENAI, &small, "left of the $0.030000 budget");
+    assert_true(small.spent_usd <= small.limit_usd);
+    expect_refused(c, CUCO_LLM_OPENAI, &budget, "1165 output tokens");
+    expect_refused(c, CUCO_LLM_ANTHROPIC, &budget, "negative token count");
+    expect_refused(c, CUCO_LLM_ANTHROPIC, &budget, "input tokens");
+    assert_true(budget.spent_usd > 0 && budget.spent_usd <= budget.limit_usd);
+    cuco_llm_client_free(c);
+    cuco_llm_prices_free(&prices);
+    replay_stop(&r);
+}
+
 static void test_key_handling(void **state)
 {
     (void)state;
@@ -659,6 +748,7 @@ int main(void)
         cmocka_unit_test(test_retries),
         cmocka_unit_test(test_errors_not_retried),
         cmocka_unit_test(test_parallel_and_budget),
+        cmocka_unit_test(test_usage_bounds),
         cmocka_unit_test(test_key_handling),
         cmocka_unit_test(test_connection_refused),
         cmocka_unit_test(test_session),

@@ -1,7 +1,8 @@
 /* test_mutate.c: the PRNG is deterministic, UCB1 tries every arm first and
  * then favours the paying one, the knob mutator proposes legal settings not
  * yet in the run and reports exhaustion, varies every knob once before any
- * twice, and the unknown mutator name is an error. */
+ * twice, screens first (the structured search of doe.h) and never moves a
+ * knob the program cannot read, and the unknown mutator name is an error. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -208,6 +209,60 @@ static void test_knob_mutator_covers_each_knob(void **state)
     }
 }
 
+/* The structured search comes first: with two knobs the program reads and
+ * one it names only in a comment, the first children are the screen's
+ * (knob:screen), each new, and the unread knob never moves. */
+static void test_knob_mutator_screens_first(void **state)
+{
+    (void)state;
+    static const char used[] = "// EVOLVE-BLOCK-START\n"
+                               "#define A 1 // cuco:knob 1 2\n"
+                               "#define B 5 // cuco:knob 5 6 7\n"
+                               "#define C 0 // cuco:knob 0 1\n"
+                               "// EVOLVE-BLOCK-END\n"
+                               "/* C is never read */\n"
+                               "int main(void) { return A + B; }\n";
+    char *p;
+    int64_t run;
+    cuco_db *db = fresh_run_db("test_mutate_screen", &p, &run);
+    cuco_err e = CUCO_ERR_INIT;
+    cuco_mutator *m;
+    assert_int_equal(cuco_mutator_create("knob", &m, &e), 0);
+    cuco_db_program parent;
+    memset(&parent, 0, sizeof parent);
+    parent.code = (char *)used;
+    cuco_db_program row = child_row(run, 0, (char *)used);
+    row.time_ms = 10;
+    row.score = 1;
+    assert_int_equal(db_program_insert(db, &row, &parent.id, &e), 0);
+    free(row.knobs_json);
+    cuco_rng rng;
+    cuco_rng_seed(&rng, 3);
+    cuco_mutate_ctx c = {used, NULL, &parent, NULL, &parent, 1, NULL, 0, db, run, &rng, 0};
+    /* two reachable knobs: a 2^2 screen, 3 new runs */
+    for (int i = 0; i < 3; i++) {
+        cuco_mutation mu;
+        assert_int_equal(m->propose(m, &c, &mu, &e), 0);
+        assert_string_equal(mu.patch_type, "knob:screen");
+        cuco_db_program ch = child_row(run, parent.id, mu.text);
+        assert_non_null(strstr(ch.knobs_json, "\"C\":\"0\""));
+        ch.time_ms = 9 - i;
+        ch.score = 10 / ch.time_ms;
+        assert_int_equal(db_program_insert(db, &ch, NULL, &e), 0);
+        free(ch.knobs_json);
+        cuco_mutation_free(&mu);
+    }
+    cuco_mutation mu;
+    assert_int_equal(m->propose(m, &c, &mu, &e), 0);
+    assert_string_not_equal(mu.patch_type, "knob:screen");
+    assert_non_null(strstr(mu.description, "C=0"));
+    cuco_mutation_free(&mu);
+    cuco_mutator_free(m);
+    db_close(db);
+    unlink(p);
+    free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -215,6 +270,7 @@ int main(void)
         cmocka_unit_test(test_ucb1),
         cmocka_unit_test(test_knob_mutator_exhausts),
         cmocka_unit_test(test_knob_mutator_covers_each_knob),
+        cmocka_unit_test(test_knob_mutator_screens_first),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,7 @@
 /* test_output.c: reading a candidate's output (the last Verification line and
- * the last CUCO_RESULT line), status names, and the result JSON object. */
+ * the last CUCO_RESULT line), the frozen code's vouch (CUCO_VOUCH: nonce,
+ * place, hash, verdict), the nonce, status names, and the result JSON
+ * object. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -190,6 +192,116 @@ static void test_result_json(void **state)
     free(s);
 }
 
+#define NONCE "0123456789abcdef0123456789abcdef"
+#define JSON "{\"time_ms\":0.074531,\"iters\":2,\"n\":64}"
+
+/* An output the frozen code vouches for, with text put before the vouch
+ * (between) and after it (after). Caller frees. */
+static char *vouched(const char *verdict, const char *between, const char *after)
+{
+    char hash[17];
+    snprintf(hash, sizeof hash, "%016llx", cuco_fnv1a64(JSON, strlen(JSON)));
+    return cuco_sprintf("rank 0 starting\nVerification: %s\nCUCO_RESULT  " JSON " \r\n%s"
+                        "CUCO_VOUCH " NONCE " %s %s\n%s",
+                        verdict, between, hash, !strcmp(verdict, "PASS") ? "PASS" : "FAIL", after);
+}
+
+static void expect_vouch(const char *out, const char *nonce, cuco_vouch want, const char *why)
+{
+    char *reason = NULL;
+    cuco_vouch got = cuco_run_output_vouch(out, nonce, &reason);
+    if (got != want || (why && (!reason || !strstr(reason, why))) || (!why && reason))
+        fail_msg("vouch %d (want %d), reason '%s' (want '%s') for:\n%s", got, want,
+                 reason ? reason : "(none)", why ? why : "(none)", out);
+    free(reason);
+}
+
+static void test_fnv1a64(void **state)
+{
+    (void)state;
+    /* the published FNV-1a 64 test vectors */
+    assert_true(cuco_fnv1a64("", 0) == 0xcbf29ce484222325ULL);
+    assert_true(cuco_fnv1a64("a", 1) == 0xaf63dc4c8601ec8cULL);
+    assert_true(cuco_fnv1a64("foobar", 6) == 0x85944171f73967e8ULL);
+}
+
+static void test_nonce(void **state)
+{
+    (void)state;
+    char a[CUCO_NONCE_LEN + 1], b[CUCO_NONCE_LEN + 1];
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_vouch_new_nonce(a, &e), 0);
+    assert_int_equal(cuco_vouch_new_nonce(b, &e), 0);
+    assert_int_equal(strlen(a), 32);
+    assert_int_equal(strspn(a, "0123456789abcdef"), 32);
+    assert_string_not_equal(a, b);
+}
+
+static void test_vouch_ok(void **state)
+{
+    (void)state;
+    char *out = vouched("PASS", "", "");
+    expect_vouch(out, NONCE, CUCO_VOUCH_OK, NULL);
+    free(out);
+    /* a failed verification vouched as FAIL; other lines around are fine */
+    out = vouched("FAIL C[1][2] off", "rank 1 done\n", "bye\n");
+    expect_vouch(out, NONCE, CUCO_VOUCH_OK, NULL);
+    free(out);
+}
+
+static void test_vouch_missing_or_other_nonce(void **state)
+{
+    (void)state;
+    expect_vouch("Verification: PASS\nCUCO_RESULT " JSON "\n", NONCE, CUCO_VOUCH_NONE,
+                 "the frozen code did not vouch for this run: no CUCO_VOUCH line");
+    char *out = vouched("PASS", "", "");
+    expect_vouch(out, "ffffffffffffffffffffffffffffffff", CUCO_VOUCH_NONE, "no CUCO_VOUCH line");
+    expect_vouch(out, "0123456789abcdef", CUCO_VOUCH_NONE, "no CUCO_VOUCH line"); /* a prefix */
+    expect_vouch(out, NULL, CUCO_VOUCH_NONE, "no CUCO_VOUCH line");
+    free(out);
+}
+
+static void test_vouch_followed_by_lines(void **state)
+{
+    (void)state;
+    const char *after[] = {"CUCO_RESULT {\"time_ms\":0.001}\n", "Verification: PASS\n",
+                           "CUCO_VOUCH " NONCE " 0000000000000000 PASS\n",
+                           "  CUCO_VOUCH forged 0000000000000000 PASS"};
+    for (size_t i = 0; i < sizeof after / sizeof after[0]; i++) {
+        char *out = vouched("PASS", "", after[i]);
+        expect_vouch(out, NONCE, CUCO_VOUCH_BROKEN,
+                     "the result line was not the one the frozen code printed");
+        free(out);
+    }
+}
+
+static void test_vouch_other_result_or_verdict(void **state)
+{
+    (void)state;
+    /* a result line printed between the frozen one and the vouch */
+    char *out = vouched("PASS", "CUCO_RESULT {\"time_ms\":0.001,\"iters\":2,\"n\":64}\n", "");
+    expect_vouch(out, NONCE, CUCO_VOUCH_BROKEN,
+                 "the result line was not the one the frozen code printed");
+    free(out);
+    out = vouched("PASS", "Verification: FAIL late\n", "");
+    expect_vouch(out, NONCE, CUCO_VOUCH_BROKEN,
+                 "the verification line was not the one the frozen code printed");
+    free(out);
+    /* the frozen verdict was FAIL, the last line says PASS */
+    out = cuco_sprintf("Verification: PASS\nCUCO_RESULT " JSON "\nCUCO_VOUCH " NONCE " %016llx "
+                       "FAIL\n",
+                       cuco_fnv1a64(JSON, strlen(JSON)));
+    expect_vouch(out, NONCE, CUCO_VOUCH_BROKEN, "the verification line was not");
+    free(out);
+    expect_vouch("Verification: PASS\nCUCO_RESULT " JSON "\nCUCO_VOUCH " NONCE " 12 PASS\n", NONCE,
+                 CUCO_VOUCH_BROKEN, "is not 'CUCO_VOUCH <nonce>");
+    expect_vouch("Verification: PASS\nCUCO_RESULT " JSON "\nCUCO_VOUCH " NONCE
+                 " 0123456789abcdef PASS extra\n",
+                 NONCE, CUCO_VOUCH_BROKEN, "is not 'CUCO_VOUCH <nonce>");
+    expect_vouch("CUCO_VOUCH " NONCE " 0123456789abcdef PASS\n", NONCE, CUCO_VOUCH_BROKEN,
+                 "the result line was not");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -200,6 +312,12 @@ int main(void)
         cmocka_unit_test(test_bad_results),
         cmocka_unit_test(test_status_names),
         cmocka_unit_test(test_result_json),
+        cmocka_unit_test(test_fnv1a64),
+        cmocka_unit_test(test_nonce),
+        cmocka_unit_test(test_vouch_ok),
+        cmocka_unit_test(test_vouch_missing_or_other_nonce),
+        cmocka_unit_test(test_vouch_followed_by_lines),
+        cmocka_unit_test(test_vouch_other_result_or_verdict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,10 @@
 /* test_patch.c: the patch engine on tests/data/patch/: SEARCH/REPLACE (exact,
  * whitespace-tolerant, missing and ambiguous matches naming the block, an
  * unclosed block), full EVOLVE-BLOCK rewrites (with markers and fences, bare
- * body, wrong block count) and the frozen guard. */
+ * body, wrong block count), the frozen guard, and the block guard on
+ * cpu_demo's seed with hostile lines put into its EVOLVE-BLOCK (each refused
+ * with its line) and legal knobs (accepted), and the real seeds under
+ * workloads/ with their headers (accepted). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +15,7 @@
 #include <string.h>
 
 #include "cuco/buf.h"
+#include "cuco/eval.h"
 #include "cuco/fs.h"
 #include "cuco/patch.h"
 
@@ -132,6 +136,203 @@ static void test_rewrite(void **state)
     free(base), free(resp);
 }
 
+/* cpu_demo's seed (the workload as shipped). Caller frees. */
+static char *cpu_demo_seed(void)
+{
+    const char *src = getenv("CUCO_SRC");
+    assert_non_null(src);
+    char *p = cuco_sprintf("%s/workloads/cpu_demo/main.c", src);
+    char *text = NULL;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_fs_read(p, &text, NULL, &e), 0);
+    free(p);
+    return text;
+}
+
+/* seed with lines put at the top of its first EVOLVE-BLOCK (or, with
+ * at_end, just before its END marker). Caller frees. */
+static char *with_block_lines(const char *seed, const char *lines, int at_end)
+{
+    const char *marker = at_end ? "// EVOLVE-BLOCK-END\n" : "// EVOLVE-BLOCK-START\n";
+    const char *at = strstr(seed, marker);
+    assert_non_null(at);
+    size_t cut = (size_t)(at - seed) + (at_end ? 0 : strlen(marker));
+    return cuco_sprintf("%.*s%s%s", (int)cut, seed, lines, seed + cut);
+}
+
+/* The 1-based line where lines start in with_block_lines(seed, .., 0). */
+static int block_first_line(const char *seed)
+{
+    const char *at = strstr(seed, "// EVOLVE-BLOCK-START\n");
+    int line = 2;
+    for (const char *p = seed; p < at; p++)
+        line += *p == '\n';
+    return line;
+}
+
+static const struct hostile {
+    const char *lines;
+    const char *reason; /* a part of the message */
+} hostile[] = {
+    {"#define fabs(x) 0.0\n", "#define fabs: the frozen code uses 'fabs'"},
+    {"static double fake_clock(void) { return 1.0; }\n#define MPI_Wtime fake_clock\n",
+     "#define MPI_Wtime"},
+    {"#define return return 0;\n", "#define return"},
+    {"#  undef MPI_COMM_WORLD\n", "#undef MPI_COMM_WORLD"},
+    {"#define printf(...) 0\n", "#define printf"},
+    {"#define __builtin_memcmp(a, b, n) 0\n", "reserved identifier"},
+    {"#define _Verify 1\n", "reserved identifier"},
+    {"#line 1 \"other.c\"\n", "#line"},
+    {"# 1 \"other.c\"\n", "#line"},
+    {"#assert machine(cuco)\n", "#assert is not allowed"},
+    {"#pragma push_macro(\"fabs\")\n", "#pragma push_macro"},
+    {"#pragma GCC optimize(\"fast-math\")\n", "#pragma GCC optimize"},
+    {"_Pragma(\"pop_macro(\\\"fabs\\\")\")\n", "_Pragma"},
+    {"#include \"/etc/hostname\"\n", "#include: includes belong to the frozen part"},
+    {"#include <tgmath.h>\n", "#include: includes belong to the frozen part"},
+    {"static const char *cuco_key = \"CUCO_NONCE\";\n", "CUCO_NONCE"},
+    {"#define CUCO_NONCE_COPY CUCO_NONCE\n", "CUCO_NONCE"},
+    {"extern char **environ;\n", "environ"},
+    {"__attribute__((constructor)) static void early(void) {}\n", "constructor"},
+    {"__attribute__((destructor)) static void late(void) {}\n", "destructor"},
+    {"#define CUCO_LATE destructor\n", "destructor"},
+    {"__attribute__((section(\".init_array\"))) static void (*f)(void) = 0;\n", ".init_array"},
+    {"double MPI_Wtime(void) { return 0.0; }\n", "defines a function named 'MPI_Wtime'"},
+    {"extern \"C\" {\ndouble MPI_Wtime(void) { return 0.0; }\n}\n", "named 'MPI_Wtime'"},
+    {"double cuco_clock(void) __asm__(\"MPI_Wtime\");\n", "asm outside a function body"},
+    {"#if 0\n", "#if opened in the block is not closed"},
+    {"}\n", "closes a brace of the frozen code"},
+    {"#endif\n", "#endif closes an #if of the frozen code"},
+    {"#else\n", "#else belongs to an #if of the frozen code"},
+    {"?\?=define fabs(x) 0.0\n", "trigraph"},
+    {"%:define fabs(x) 0.0\n", "'#' or '%:'"},
+    {"#\\\ndefine fabs(x) 0.0\n", "#define fabs"},
+};
+
+static void test_block_guard_refuses_hostile_lines(void **state)
+{
+    (void)state;
+    char *seed = cpu_demo_seed();
+    int line = block_first_line(seed);
+    for (size_t i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
+        char *cand = with_block_lines(seed, hostile[i].lines, 0);
+        cuco_err e = CUCO_ERR_INIT;
+        int rc = cuco_patch_guard(seed, cand, &e);
+        if (rc != CUCO_EINVAL || !strstr(cuco_err_msg(&e), hostile[i].reason))
+            fail_msg("case %zu (%s): rc %d, message '%s'", i, hostile[i].lines, rc,
+                     cuco_err_msg(&e));
+        if (e.line < line || e.line > line + 1)
+            fail_msg("case %zu: line %d, not %d or %d", i, e.line, line, line + 1);
+        assert_non_null(strstr(cuco_err_msg(&e), "inside an EVOLVE-BLOCK"));
+        cuco_err_clear(&e);
+        free(cand);
+    }
+    free(seed);
+}
+
+static void test_block_guard_refuses_what_escapes_the_block(void **state)
+{
+    (void)state;
+    char *seed = cpu_demo_seed();
+    const char *tails[] = {"/* an open comment swallows the frozen text\n",
+                           "#define CUCO_TAIL 1 \\\n", "static const char *cuco_s = R\"(\n",
+                           "struct cuco_wrap {\n"};
+    const char *why[] = {"runs past the block's end", "runs past the block's end",
+                         "runs past the block's end", "'{' opened in the block is not closed"};
+    for (size_t i = 0; i < 4; i++) {
+        char *cand = with_block_lines(seed, tails[i], 1);
+        cuco_err e = CUCO_ERR_INIT;
+        assert_int_equal(cuco_patch_guard(seed, cand, &e), CUCO_EINVAL);
+        if (!strstr(cuco_err_msg(&e), why[i]))
+            fail_msg("tail %zu: %s", i, cuco_err_msg(&e));
+        cuco_err_clear(&e);
+        free(cand);
+    }
+    free(seed);
+}
+
+static void test_block_guard_accepts_knobs(void **state)
+{
+    (void)state;
+    char *seed = cpu_demo_seed();
+    const char *legal =
+        "#define CUCO_TILE 4 // cuco:knob 2 4 8\n"
+        "#define cuco_min(a, b) ((a) < (b) ? (a) : (b))\n"
+        "#undef CUCO_TILE\n#define CUCO_TILE 8\n"
+        "#if CUCO_TILE > 2\n#define CUCO_WIDE 1\n#else\n#define CUCO_WIDE 0\n#endif\n"
+        "#include <cstdio>\n#  include \"cuco_device.cuh\"\n"
+        "#pragma GCC diagnostic ignored \"-Wunused-function\"\n"
+        "namespace cuco_lib {\nstatic int printf(int x) { return x; }\n}\n"
+        "static int cuco_twice(int x)\n{\n#pragma unroll\n"
+        "    for (int i = 0; i < 1; i++)\n        x += x;\n"
+        "    __asm__ volatile(\"\" ::: \"memory\");\n    return cuco_min(x, CUCO_WIDE);\n}\n";
+    char *cand = with_block_lines(seed, legal, 0);
+    cuco_err e = CUCO_ERR_INIT;
+    if (cuco_patch_guard(seed, cand, &e) != 0)
+        fail_msg("legal block refused: %s", cuco_err_msg(&e));
+    /* a knob the frozen code reads, defined by the seed's block too, may
+     * change; another frozen name may not */
+    const char *knob_seed = "// EVOLVE-BLOCK-START\n#define SCALE 1\n// EVOLVE-BLOCK-END\n"
+                            "int main(void) { return SCALE - 1; }\n";
+    const char *knob_cand = "// EVOLVE-BLOCK-START\n#define SCALE 2\n// EVOLVE-BLOCK-END\n"
+                            "int main(void) { return SCALE - 1; }\n";
+    const char *main_cand = "// EVOLVE-BLOCK-START\n#define SCALE 1\n#define main other\n"
+                            "// EVOLVE-BLOCK-END\nint main(void) { return SCALE - 1; }\n";
+    assert_int_equal(cuco_patch_guard(knob_seed, knob_cand, &e), 0);
+    assert_int_equal(cuco_patch_guard(knob_seed, main_cand, &e), CUCO_EINVAL);
+    assert_non_null(strstr(cuco_err_msg(&e), "#define main"));
+    assert_int_equal(e.line, 3);
+    cuco_err_clear(&e);
+    assert_int_equal(cuco_patch_guard_blocks(NULL, knob_cand, NULL, &e), CUCO_EINVAL);
+    cuco_err_clear(&e);
+    /* the block's own hooks (cuco_step, defined by the seed's block too) */
+    assert_int_equal(cuco_patch_guard_blocks(seed, seed, NULL, &e), 0);
+    free(cand);
+    free(seed);
+}
+
+static void test_block_guard_reads_the_headers(void **state)
+{
+    (void)state;
+    char *seed = cpu_demo_seed();
+    char *cand = with_block_lines(seed, "#define hx_timer_now() 0.0\n", 0);
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_patch_guard_blocks(seed, cand, NULL, &e), 0);
+    const char *header = "common/harness.cuh\n40\n#define HX_NOW() hx_timer_now()\n";
+    assert_int_equal(cuco_patch_guard_blocks(seed, cand, header, &e), CUCO_EINVAL);
+    assert_non_null(strstr(cuco_err_msg(&e), "hx_timer_now"));
+    cuco_err_clear(&e);
+    free(cand);
+    free(seed);
+}
+
+/* Every shipped seed passes the guard with its own headers. */
+static void test_block_guard_accepts_the_seeds(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"cpu_demo", "gemm_allgather", "flash_attn_cp",
+                                        "kv_transfer", "moe_dispatch_combine"};
+    const char *src = getenv("CUCO_SRC");
+    assert_non_null(src);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char *dir = cuco_sprintf("%s/workloads/%s", src, names[i]);
+        cuco_workload *w = NULL;
+        char *seed = NULL, *context = NULL;
+        cuco_err e = CUCO_ERR_INIT;
+        assert_int_equal(cuco_workload_load(dir, &w, &e), 0);
+        assert_int_equal(cuco_workload_read_seed(w, &seed, &e), 0);
+        assert_int_equal(cuco_eval_frozen_context(w, &context, &e), 0);
+        if (strcmp(names[i], "cpu_demo"))
+            assert_non_null(strstr(context, "harness.cuh"));
+        if (cuco_patch_guard_blocks(seed, seed, context, &e) != 0)
+            fail_msg("%s: %s", names[i], cuco_err_msg(&e));
+        free(context);
+        free(seed);
+        cuco_workload_free(w);
+        free(dir);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -142,6 +343,11 @@ int main(void)
         cmocka_unit_test(test_diff_unclosed_and_empty),
         cmocka_unit_test(test_guard_refuses_outside_edit),
         cmocka_unit_test(test_rewrite),
+        cmocka_unit_test(test_block_guard_refuses_hostile_lines),
+        cmocka_unit_test(test_block_guard_refuses_what_escapes_the_block),
+        cmocka_unit_test(test_block_guard_accepts_knobs),
+        cmocka_unit_test(test_block_guard_reads_the_headers),
+        cmocka_unit_test(test_block_guard_accepts_the_seeds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,7 +14,39 @@
 #include "cuco/err.h"
 #include "cuco/fs.h"
 #include "cuco/hash.h"
+#include "cuco/num.h"
 #include "cuco/stats.h"
+
+/* "5m" must not quietly become 5: every character counts, and the range too. */
+static void test_num_strict(void **state)
+{
+    (void)state;
+    cuco_err e = CUCO_ERR_INIT;
+    long l = -1;
+    double d = -1;
+    assert_int_equal(cuco_parse_long("--n", " 42 ", 0, 100, &l, &e), 0);
+    assert_int_equal(l, 42);
+    assert_int_equal(cuco_parse_long("--n", "12abc", 0, 100, &l, &e), CUCO_EINVAL);
+    assert_non_null(strstr(cuco_err_msg(&e), "'12abc' is not an integer"));
+    assert_int_equal(cuco_parse_long("--n", "101", 0, 100, &l, &e), CUCO_EINVAL);
+    assert_int_equal(cuco_parse_long("--n", "", 0, 100, &l, &e), CUCO_EINVAL);
+    assert_int_equal(cuco_parse_long("--n", "99999999999999999999999", 0, 100, &l, &e),
+                     CUCO_EINVAL);
+    assert_int_equal(l, 42);
+    assert_int_equal(cuco_parse_double("T", "2.5", 0, 10, &d, &e), 0);
+    assert_true(d == 2.5);
+    assert_int_equal(cuco_parse_double("T", "5m", 0, 1e9, &d, &e), CUCO_EINVAL);
+    assert_int_equal(cuco_parse_double("T", "nan", 0, 1e9, &d, &e), CUCO_EINVAL);
+    assert_int_equal(cuco_parse_double("T", "inf", 0, 1e300, &d, &e), CUCO_EINVAL);
+    setenv("CUCO_TEST_NUM", "5m", 1);
+    assert_int_equal(cuco_env_double("CUCO_TEST_NUM", 0, 1e9, &d, &e), CUCO_EINVAL);
+    assert_non_null(strstr(cuco_err_msg(&e), "CUCO_TEST_NUM"));
+    unsetenv("CUCO_TEST_NUM");
+    d = 7;
+    assert_int_equal(cuco_env_double("CUCO_TEST_NUM", 0, 1e9, &d, &e), 0);
+    assert_true(d == 7);
+    cuco_err_clear(&e);
+}
 
 static void test_err_prefix_and_location(void **state)
 {
@@ -145,6 +177,7 @@ int main(void)
         cmocka_unit_test(test_buf_grows),
         cmocka_unit_test(test_hash_stable),
         cmocka_unit_test(test_fs_roundtrip),
+        cmocka_unit_test(test_num_strict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* test_web.c: the web UI's JSON API on a real database (test_web_fixture.h):
- * every endpoint, the filters, 400/404/405, the static page, and the API
- * still answering, over HTTP too, while another connection writes. */
+ * every endpoint, the filters, 400/404/405, requests and stored text that
+ * are not UTF-8, the static page, and the API still answering, over HTTP
+ * too, while another connection writes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -303,6 +304,52 @@ static void test_errors(void **state)
     json_decref(v);
 }
 
+/* Any bytes in a request get a 4xx with valid JSON; text in the database
+ * that is not UTF-8 (a compiler's or a program's output) still gives JSON. */
+static void test_not_utf8(void **state)
+{
+    (void)state;
+    json_t *v = get_json("GET", "/api/programs", 400, "status", "\xff\xfe", NULL);
+    assert_non_null(strstr(json_string_value(json_object_get(v, "error")), "UTF-8"));
+    json_decref(v);
+    json_decref(get_json("GET", "/api/programs", 400, "\xc3\x28", "1", NULL));
+    json_decref(get_json("GET", "/api/programs", 400, "run", "1\xed\xa0\x80", NULL));
+    json_decref(get_json("GET", "/api/\xff", 400, NULL));
+    json_decref(get_json("GET", "/\xf8\x88\x80\x80\x80", 400, NULL));
+    json_decref(get_json("G\xffT", "/api/runs", 400, NULL));
+    json_decref(get_json("GET", "/api/runs", 400, "\x01", "\x7f", NULL));
+    /* well-formed multi-byte UTF-8 is not refused */
+    json_decref(get_json("GET", "/api/programs", 400, "status", "\xc3\xa9t\xc3\xa9", NULL));
+
+    char other[600];
+    snprintf(other, sizeof other, "%s.bytes", db_path);
+    assert_int_equal(fixture_write_db(other), 0);
+    sqlite3 *h = NULL;
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_open(other, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(h, "UPDATE programs SET error = ?", -1, &st, NULL),
+                     SQLITE_OK);
+    static const char bad[] = "x.c:1: error: \xff\xfe\xc3 bytes\nnext \xe2\x82";
+    sqlite3_bind_text(st, 1, bad, (int)sizeof bad - 1, SQLITE_STATIC);
+    assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    const char *paths[] = {"/api/programs/1", "/api/programs"};
+    for (size_t i = 0; i < 2; i++) {
+        cuco_web_param run = {"run", "1"};
+        cuco_web_response res;
+        assert_int_equal(web_handle(other, NULL, "GET", paths[i], &run, i, &res), 0);
+        assert_int_equal(res.status, 200);
+        json_error_t jerr;
+        v = json_loadb(res.body, res.len, 0, &jerr);
+        assert_non_null(v);
+        assert_non_null(strstr(res.body, "error: \\uFFFD\\uFFFD\\uFFFD bytes"));
+        json_decref(v);
+        web_response_free(&res);
+    }
+    remove(other);
+}
+
 static void test_missing_database(void **state)
 {
     (void)state;
@@ -383,6 +430,23 @@ static void test_http_while_writing(void **state)
     cuco_buf_reset(&body);
     assert_int_equal(http(port, "HEAD", "/api/runs", &body), 200);
     assert_int_equal(body.len, 0);
+    /* bytes that are not UTF-8, raw or escaped, in the path and the query,
+     * and NUL bytes: 400 with JSON */
+    static const char *const hostile[] = {"/api/%ff%fe",
+                                          "/api/\xff\xc3",
+                                          "/api/programs?run=%ff",
+                                          "/api/programs?run=\xfe",
+                                          "/api/programs?%c3%28=1",
+                                          "/api/programs?run=1%00x",
+                                          "/\xed\xa0\x80?a=b"};
+    for (size_t i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
+        cuco_buf_reset(&body);
+        assert_int_equal(http(port, "GET", hostile[i], &body), 400);
+        json_t *v = json_loadb(body.data, body.len, 0, NULL);
+        assert_non_null(v);
+        assert_int_equal(json_integer_value(json_object_get(v, "status")), 400);
+        json_decref(v);
+    }
 
     /* a writer in the middle of a generation's transaction */
     cuco_db *w = NULL;
@@ -423,6 +487,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_evaluations_llm_meta),
         cmocka_unit_test(test_summary),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_not_utf8),
         cmocka_unit_test(test_missing_database),
         cmocka_unit_test(test_static_page),
         cmocka_unit_test(test_http_while_writing),

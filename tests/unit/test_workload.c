@@ -76,6 +76,7 @@ static void test_valid_minimal_defaults(void **state)
     assert_true(w->verify.timeout_s > 0);
     assert_int_equal(w->bench.repeats, 3);
     assert_int_equal(w->verify.args.n, 0);
+    assert_int_equal(w->vouch, 0);
     cuco_workload_free(w);
     free(path);
 }
@@ -91,6 +92,7 @@ static void test_folder_and_cpu_demo(void **state)
     assert_string_equal(w->name, "cpu_demo");
     assert_int_equal(w->ranks, 2);
     assert_int_equal(w->gpu, 0);
+    assert_int_equal(w->vouch, 1);
     assert_true(cuco_str_ends_with(w->manifest_path, "/workload.yaml"));
     cuco_workload_free(w);
     free(dir);
@@ -129,13 +131,16 @@ static void test_wrong_type(void **state)
     expect_bad("ranks_not_integer.yaml", 2, "'ranks' must be an integer, not 'two'");
     expect_bad("build_command_not_list.yaml", 6, "'build.command' must be a list, not a scalar");
     expect_bad("not_a_mapping.yaml", 1, "the manifest must be a mapping, not a list");
+    expect_bad("vouch_not_bool.yaml", 9, "'result.vouch' must be true or false, not 'maybe'");
+    expect_bad("vouch_unknown_key.yaml", 9,
+               "unknown key 'vouched' in result (valid keys: vouch)");
 }
 
 static void test_unknown_key_lists_valid_keys(void **state)
 {
     (void)state;
     expect_bad("unknown_key.yaml", 5, "unknown key 'buidl' in the manifest (valid keys: name,");
-    expect_bad("unknown_key.yaml", 5, "build, run, verify, bench, space)");
+    expect_bad("unknown_key.yaml", 5, "build, run, verify, bench, result, space");
     expect_bad("unknown_bench_key.yaml", 10,
                "unknown key 'repeat' in bench (valid keys: args, timeout_s, repeats)");
 }
@@ -153,6 +158,24 @@ static void test_source_missing(void **state)
     expect_bad("source_missing.yaml", 4, "source file 'not_there.c' not found");
     expect_bad("source_outside_folder.yaml", 3,
                "must be a relative path inside the workload folder");
+}
+
+/* `expert` names a file inside the folder; the GPU workloads name theirs. */
+static void test_expert(void **state)
+{
+    (void)state;
+    expect_bad("expert_missing.yaml", 5,
+               "expert 'not_there.c' must be a file inside the workload folder");
+    expect_bad("expert_outside_folder.yaml", 5, "must be a file inside the workload folder");
+    const char *src = getenv("CUCO_SRC");
+    char *dir = cuco_sprintf("%s/workloads/gemm_allgather", src ? src : ".");
+    cuco_workload *w = NULL;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_workload_load(dir, &w, &e), 0);
+    assert_non_null(w->expert);
+    assert_string_equal(w->expert, "expert.cu");
+    cuco_workload_free(w);
+    free(dir);
 }
 
 static void test_ranks_below_one(void **state)
@@ -198,6 +221,7 @@ int main(void)
         cmocka_unit_test(test_unknown_key_lists_valid_keys),
         cmocka_unit_test(test_evolve_file_not_in_sources),
         cmocka_unit_test(test_source_missing),
+        cmocka_unit_test(test_expert),
         cmocka_unit_test(test_ranks_below_one),
         cmocka_unit_test(test_bad_yaml_syntax),
         cmocka_unit_test(test_other_mistakes),

@@ -46,7 +46,7 @@
 #define TL_BUFFER_BYTES (8u << 20)
 #define TL_BUFFER_ALIGN 8u
 
-static char *tl_text;       /* accumulated JSON lines (owned) */
+static char *tl_text; /* accumulated JSON lines (owned) */
 static size_t tl_len, tl_cap;
 static unsigned long long tl_records, tl_dropped;
 static int tl_started;
@@ -138,17 +138,28 @@ static void tl_appendf(const char *fmt, ...)
 static const char *tl_copy_kind(uint8_t kind)
 {
     switch (kind) {
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "HtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "DtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA: return "HtoA";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH: return "AtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA: return "AtoA";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD: return "AtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA: return "DtoA";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "DtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "HtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "PtoP";
-    default: return "unknown";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+        return "HtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+        return "DtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA:
+        return "HtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH:
+        return "AtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA:
+        return "AtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD:
+        return "AtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA:
+        return "DtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+        return "DtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH:
+        return "HtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP:
+        return "PtoP";
+    default:
+        return "unknown";
     }
 }
 
@@ -170,21 +181,22 @@ static void tl_record(const CUpti_Activity *rec)
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)rec;
-        tl_appendf("{\"type\":\"memcpy\",\"kind\":\"%s\",\"bytes\":%llu,\"start\":%llu,\"end\":%llu,"
-                   "\"device\":%u,\"stream\":%u,\"correlation\":%u}\n",
-                   tl_copy_kind(m->copyKind), (unsigned long long)m->bytes,
-                   (unsigned long long)m->start, (unsigned long long)m->end, m->deviceId,
-                   m->streamId, m->correlationId);
+        tl_appendf(
+            "{\"type\":\"memcpy\",\"kind\":\"%s\",\"bytes\":%llu,\"start\":%llu,\"end\":%llu,"
+            "\"device\":%u,\"stream\":%u,\"correlation\":%u}\n",
+            tl_copy_kind(m->copyKind), (unsigned long long)m->bytes, (unsigned long long)m->start,
+            (unsigned long long)m->end, m->deviceId, m->streamId, m->correlationId);
         break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY2: {
         const CUpti_ActivityMemcpyPtoP4 *m = (const CUpti_ActivityMemcpyPtoP4 *)rec;
-        tl_appendf("{\"type\":\"memcpy\",\"kind\":\"%s\",\"bytes\":%llu,\"start\":%llu,\"end\":%llu,"
-                   "\"device\":%u,\"stream\":%u,\"correlation\":%u,\"src_device\":%u,"
-                   "\"dst_device\":%u}\n",
-                   tl_copy_kind(m->copyKind), (unsigned long long)m->bytes,
-                   (unsigned long long)m->start, (unsigned long long)m->end, m->deviceId,
-                   m->streamId, m->correlationId, m->srcDeviceId, m->dstDeviceId);
+        tl_appendf(
+            "{\"type\":\"memcpy\",\"kind\":\"%s\",\"bytes\":%llu,\"start\":%llu,\"end\":%llu,"
+            "\"device\":%u,\"stream\":%u,\"correlation\":%u,\"src_device\":%u,"
+            "\"dst_device\":%u}\n",
+            tl_copy_kind(m->copyKind), (unsigned long long)m->bytes, (unsigned long long)m->start,
+            (unsigned long long)m->end, m->deviceId, m->streamId, m->correlationId, m->srcDeviceId,
+            m->dstDeviceId);
         break;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
@@ -239,8 +251,8 @@ static int tl_event_correlation(uintptr_t event, uint32_t *correlation)
     return 0;
 }
 
-static void CUPTIAPI tl_callback(void *userdata, CUpti_CallbackDomain domain,
-                                 CUpti_CallbackId cbid, const void *data)
+static void CUPTIAPI tl_callback(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                 const void *data)
 {
     (void)userdata;
     const CUpti_CallbackData *cb = data;
@@ -346,7 +358,8 @@ static void tl_write(void)
     char host[256] = "";
     gethostname(host, sizeof host - 1);
     fprintf(f, "{\"type\":\"process\",\"pid\":%ld,\"rank\":%ld,\"local_rank\":%ld,\"hostname\":",
-            (long)getpid(), atol(tl_env_rank(ranks)), atol(tl_env_rank(locals)));
+            (long)getpid(), strtol(tl_env_rank(ranks), NULL, 10),
+            strtol(tl_env_rank(locals), NULL, 10));
     size_t before = tl_len;
     tl_append_json_string(host);
     fwrite(tl_text + before, 1, tl_len - before, f);

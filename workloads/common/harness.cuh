@@ -2,17 +2,43 @@
 //
 // Every workload is an MPI program, one rank per GPU, that sets up NCCL from
 // the host, runs its step, checks the result against an independent
-// reference, and prints the two lines cuco reads:
+// reference, and prints the three lines cuco reads:
 //   Verification: PASS            (or "Verification: FAIL <reason>")
 //   CUCO_RESULT {"time_ms":..., "iters":..., "compute_ms":..., "comm_ms":...}
+//   CUCO_VOUCH <nonce> <fnv1a64 of the CUCO_RESULT json> PASS|FAIL
 // Nothing here is inside an EVOLVE-BLOCK: candidates may not change it.
+//
+// The timed steps are verified steps (hx_time_checked_ms): before each, new
+// inputs (a per-iteration seed) and poisoned outputs, written on the main
+// stream behind a short delay, so that step work not ordered after the main
+// stream reads stale inputs or has its outputs poisoned; each step is timed
+// from a barrier to a device-wide synchronisation on a host clock (all
+// streams), less the delay and the preparation as the main stream's events
+// measured them; after each, a sample of its outputs is checked against that
+// iteration's inputs and the process's threads are counted (a step may not
+// leave host threads running). A step that does its work once, keeps an
+// earlier result, runs on a stream the main stream never waits for or
+// defers work to a host thread fails verification.
+//
+// The vouch: cuco sets CUCO_NONCE (32 hex digits); hx_init takes it out of
+// the environment before anything else runs, and hx_finalize prints it, after
+// the candidate's last code, with the hash of the result text and the
+// verdict, so that a program that exits early or prints its own lines has no
+// vouch that cuco accepts. The nonce, the result text and the verdict live in
+// main's own hx_vouch (a local the EVOLVE-BLOCK cannot name), never in a
+// global a block could read or rewrite.
 #pragma once
+
+#include <dirent.h>
+#include <time.h>
 
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <nccl.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -49,10 +75,68 @@ struct hx_ctx {
     cudaStream_t comm_stream = nullptr; // second stream, free for overlap strategies
 };
 
+// What hx_finalize vouches for: the nonce taken from the environment, the
+// CUCO_RESULT json text and the verdict printed (empty: none printed, which
+// is vouched as FAIL; a FAIL once printed stays). One per run, a local of
+// main. The nonce is kept masked with random bytes (never as its hex text in
+// memory), so that a step scanning the process for it finds nothing to copy.
+struct hx_vouch {
+    unsigned char masked[64] = {};
+    unsigned char key[64] = {};
+    size_t nonce_len = 0; // 0: no nonce
+    std::string result_json;
+    std::string verdict;
+};
+
+// FNV-1a, 64 bits, of the text.
+inline uint64_t hx_fnv1a64(const std::string &text)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (unsigned char ch : text) {
+        h ^= ch;
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+// CUCO_NONCE, read and removed before MPI, NCCL or the step see the
+// environment (its value overwritten in place too: /proc/self/environ shows
+// the process's first copy); anything but 1 to 64 hex digits counts as no
+// nonce.
+inline void hx_take_nonce(hx_vouch &v)
+{
+    char *env = getenv("CUCO_NONCE");
+    size_t n = env ? strlen(env) : 0;
+    bool hex = n > 0 && n <= sizeof v.masked;
+    for (size_t i = 0; hex && i < n; i++)
+        hex = strchr("0123456789abcdefABCDEF", env[i]) != nullptr;
+    FILE *random = hex ? fopen("/dev/urandom", "rb") : nullptr;
+    if (random && fread(v.key, 1, n, random) == n) {
+        for (size_t i = 0; i < n; i++)
+            v.masked[i] = (unsigned char)env[i] ^ v.key[i];
+        v.nonce_len = n;
+    }
+    if (random)
+        fclose(random);
+    if (env)
+        memset(env, 'x', n);
+    unsetenv("CUCO_NONCE");
+}
+
+// The nonce's text, unmasked only to be printed ("none" without one).
+inline std::string hx_nonce_text(const hx_vouch &v)
+{
+    std::string text = v.nonce_len ? "" : "none";
+    for (size_t i = 0; i < v.nonce_len; i++)
+        text += (char)(v.masked[i] ^ v.key[i]);
+    return text;
+}
+
 // MPI + device selection + NCCL communicator. Ranks map to local GPUs by
 // their rank on the node, so launching node-major keeps NVLink peers together.
-inline void hx_init(int *argc, char ***argv, hx_ctx &c)
+inline void hx_init(int *argc, char ***argv, hx_ctx &c, hx_vouch &v)
 {
+    hx_take_nonce(v);
     MPI_Init(argc, argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &c.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &c.nranks);
@@ -77,7 +161,7 @@ inline void hx_init(int *argc, char ***argv, hx_ctx &c)
     HX_CUDA(cudaStreamCreateWithFlags(&c.comm_stream, cudaStreamNonBlocking));
 }
 
-inline void hx_finalize(hx_ctx &c)
+inline void hx_finalize(hx_ctx &c, const hx_vouch &v)
 {
     HX_CUDA(cudaStreamSynchronize(c.stream));
     HX_CUDA(cudaStreamSynchronize(c.comm_stream));
@@ -85,6 +169,12 @@ inline void hx_finalize(hx_ctx &c)
     HX_CUDA(cudaStreamDestroy(c.comm_stream));
     HX_NCCL(ncclCommDestroy(c.comm));
     MPI_Finalize();
+    if (c.rank == 0) {
+        printf("CUCO_VOUCH %s %016llx %s\n", hx_nonce_text(v).c_str(),
+               (unsigned long long)hx_fnv1a64(v.result_json),
+               v.verdict.empty() ? "FAIL" : v.verdict.c_str());
+        fflush(stdout);
+    }
 }
 
 // Integer option "--name value" with a default.
@@ -145,46 +235,174 @@ inline void hx_warm_up(cudaStream_t s, int warmup, const std::function<void()> &
     }
 }
 
-// Times step() on stream s: a warm-up (hx_warm_up), then iters runs each
-// bracketed by events. Every rank starts each iteration together (MPI
-// barrier after a device sync) so a rank's time includes waiting for its
-// peers, as in a real step. Returns the median over iterations of the
-// slowest rank's time.
-inline double hx_time_ms(hx_ctx &c, cudaStream_t s, int warmup, int iters,
-                         const std::function<void()> &step)
+// Milliseconds on a steady host clock.
+inline double hx_now_ms()
 {
-    hx_warm_up(s, warmup, step);
-    cudaEvent_t e0, e1;
-    HX_CUDA(cudaEventCreate(&e0));
-    HX_CUDA(cudaEventCreate(&e1));
-    std::vector<double> times;
-    for (int i = 0; i < iters; i++) {
-        HX_CUDA(cudaDeviceSynchronize());
-        MPI_Barrier(MPI_COMM_WORLD);
-        HX_CUDA(cudaEventRecord(e0, s));
-        step();
-        HX_CUDA(cudaEventRecord(e1, s));
-        HX_CUDA(cudaEventSynchronize(e1));
-        float ms = 0;
-        HX_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-        double local = ms, worst = 0;
-        MPI_Allreduce(&local, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        times.push_back(worst);
+    return std::chrono::duration<double, std::milli>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+// The process's threads (/proc/self/task entries); -1 if unreadable.
+inline int hx_thread_count()
+{
+    DIR *dir = opendir("/proc/self/task");
+    if (!dir)
+        return -1;
+    int n = 0;
+    while (struct dirent *e = readdir(dir))
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(dir);
+    return n;
+}
+
+// The thread count once it holds still: read every 20 ms until two reads
+// agree (at most 0.5 s), so that threads a warm-up step started and that end
+// by themselves soon after are not counted.
+inline int hx_settled_thread_count()
+{
+    int last = hx_thread_count();
+    for (int i = 0; i < 25; i++) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, nullptr);
+        int now = hx_thread_count();
+        if (now == last)
+            break;
+        last = now;
     }
-    HX_CUDA(cudaEventDestroy(e0));
-    HX_CUDA(cudaEventDestroy(e1));
+    return last;
+}
+
+// A per-iteration seed: iteration i's inputs differ from the verification
+// step's and from every other iteration's.
+inline uint64_t hx_iter_seed(uint64_t seed, int iter)
+{
+    return seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(iter + 1));
+}
+
+inline double hx_median(std::vector<double> times)
+{
     std::sort(times.begin(), times.end());
     return times[times.size() / 2];
 }
 
+// A verified step: prepare(i, st) writes iteration i's inputs (hx_iter_seed)
+// and poisons the outputs, all on stream st; run() is the step; check(i, why)
+// compares a sample of the outputs with a reference from iteration i's inputs
+// (false and a reason on a mismatch).
+struct hx_checked_step {
+    std::function<void(int, cudaStream_t)> prepare;
+    std::function<void()> run;
+    std::function<bool(int, std::string &)> check;
+};
+
+// Spins one thread for `ns` nanoseconds of the GPU's global timer.
+__global__ void hx_delay_kernel(unsigned long long ns)
+{
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    while (t - t0 < ns);
+}
+
+// The delay before each timed step's preparation: longer than enqueuing a
+// step takes on the host, so that step work the main stream does not order
+// runs before the new inputs and the poison.
+#define HX_PREPARE_DELAY_NS 200000ull
+
+// One verified step: the delay and prepare(iter) on c.stream, then the step,
+// timed from the barrier to a device-wide synchronisation, less the delay and
+// the preparation (events on c.stream around them). The slowest rank's ms.
+inline double hx_time_prepared_step(hx_ctx &c, const hx_checked_step &st, int iter,
+                                    cudaEvent_t prep0, cudaEvent_t prep1)
+{
+    HX_CUDA(cudaDeviceSynchronize());
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = hx_now_ms();
+    HX_CUDA(cudaEventRecord(prep0, c.stream));
+    hx_delay_kernel<<<1, 1, 0, c.stream>>>(HX_PREPARE_DELAY_NS);
+    HX_CHECK_LAUNCH();
+    st.prepare(iter, c.stream);
+    HX_CUDA(cudaEventRecord(prep1, c.stream));
+    st.run();
+    HX_CUDA(cudaDeviceSynchronize());
+    const double t1 = hx_now_ms();
+    float prep_ms = 0;
+    HX_CUDA(cudaEventElapsedTime(&prep_ms, prep0, prep1));
+    double local = t1 - t0 - prep_ms, worst = 0;
+    MPI_Allreduce(&local, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return worst;
+}
+
+// Times st.run() as hx_time_ms does, each timed step a verified one
+// (hx_time_prepared_step); the checks stay outside the timed interval. ok
+// turns false, and reason says "timed step i: ..." for the first failure on
+// this rank, when a check fails or a step leaves more host threads than
+// there were after the warm-up (hx_settled_thread_count).
+inline double hx_time_checked_ms(hx_ctx &c, int warmup, int iters, const hx_checked_step &st,
+                                 bool &ok, std::string &reason)
+{
+    hx_warm_up(c.stream, warmup, st.run);
+    HX_CUDA(cudaDeviceSynchronize());
+    const int threads_before = hx_settled_thread_count();
+    cudaEvent_t prep0, prep1;
+    HX_CUDA(cudaEventCreate(&prep0));
+    HX_CUDA(cudaEventCreate(&prep1));
+    std::vector<double> times;
+    for (int i = 0; i < iters; i++) {
+        times.push_back(hx_time_prepared_step(c, st, i, prep0, prep1));
+        std::string why;
+        int threads = hx_thread_count();
+        if (threads > threads_before)
+            why = "the step left " + std::to_string(threads - threads_before) +
+                  " host threads running";
+        else if (!st.check(i, why) && why.empty())
+            why = "outputs wrong";
+        if (!why.empty() && ok) {
+            ok = false;
+            reason = "timed step " + std::to_string(i) + ": " + why;
+        }
+    }
+    HX_CUDA(cudaEventDestroy(prep0));
+    HX_CUDA(cudaEventDestroy(prep1));
+    return hx_median(times);
+}
+
+// Times step() for a breakdown (no inputs changed, nothing checked): a
+// warm-up (hx_warm_up), then iters steps timed as the verified ones are
+// (hx_time_prepared_step, with nothing to prepare). Returns the median over
+// iterations of the slowest rank's time.
+inline double hx_time_ms(hx_ctx &c, cudaStream_t s, int warmup, int iters,
+                         const std::function<void()> &step)
+{
+    hx_warm_up(s, warmup, step);
+    hx_checked_step st;
+    st.prepare = [](int, cudaStream_t) {};
+    st.run = step;
+    cudaEvent_t prep0, prep1;
+    HX_CUDA(cudaEventCreate(&prep0));
+    HX_CUDA(cudaEventCreate(&prep1));
+    std::vector<double> times;
+    for (int i = 0; i < iters; i++)
+        times.push_back(hx_time_prepared_step(c, st, i, prep0, prep1));
+    HX_CUDA(cudaEventDestroy(prep0));
+    HX_CUDA(cudaEventDestroy(prep1));
+    return hx_median(times);
+}
+
 // All ranks agree on pass/fail; rank 0 prints the verification line.
-inline bool hx_report_verification(hx_ctx &c, bool local_ok, const std::string &reason)
+inline bool hx_report_verification(hx_ctx &c, hx_vouch &v, bool local_ok,
+                                   const std::string &reason)
 {
     int ok = local_ok ? 1 : 0, all = 0;
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!local_ok)
         fprintf(stderr, "rank %d: %s\n", c.rank, reason.c_str());
     MPI_Barrier(MPI_COMM_WORLD);
+    if (v.verdict != "FAIL")
+        v.verdict = all ? "PASS" : "FAIL";
     if (c.rank == 0) {
         if (all)
             printf("Verification: PASS\n");
@@ -195,16 +413,21 @@ inline bool hx_report_verification(hx_ctx &c, bool local_ok, const std::string &
     return all != 0;
 }
 
-// Rank 0 prints the CUCO_RESULT line. extra is a JSON fragment of further
-// fields (without braces), e.g. "\"tokens\":4096"; may be empty.
-inline void hx_report_result(hx_ctx &c, double time_ms, int iters, double compute_ms,
-                             double comm_ms, const std::string &extra = "")
+// Rank 0 prints the CUCO_RESULT line (and keeps its json for the vouch).
+// extra is a JSON fragment of further fields (without braces), e.g.
+// "\"tokens\":4096"; may be empty.
+inline void hx_report_result(hx_ctx &c, hx_vouch &v, double time_ms, int iters,
+                             double compute_ms, double comm_ms, const std::string &extra = "")
 {
     if (c.rank != 0)
         return;
-    printf("CUCO_RESULT {\"time_ms\":%.6f,\"iters\":%d,\"compute_ms\":%.6f,\"comm_ms\":%.6f,"
-           "\"ranks\":%d,\"nccl_version\":%d%s%s}\n",
-           time_ms, iters, compute_ms, comm_ms, c.nranks, NCCL_VERSION_CODE,
-           extra.empty() ? "" : ",", extra.c_str());
+    char head[512];
+    snprintf(head, sizeof head,
+             "{\"time_ms\":%.6f,\"iters\":%d,\"compute_ms\":%.6f,\"comm_ms\":%.6f,"
+             "\"ranks\":%d,\"nccl_version\":%d",
+             time_ms, iters, compute_ms, comm_ms, c.nranks, NCCL_VERSION_CODE);
+    std::string json = std::string(head) + (extra.empty() ? "" : ",") + extra + "}";
+    v.result_json = json;
+    printf("CUCO_RESULT %s\n", json.c_str());
     fflush(stdout);
 }

@@ -18,6 +18,9 @@
 //                         only, the gathered K/V assumed present; PART_COMM:
 //                         the all-gathers only, same sizes. Work is enqueued
 //                         on c.stream or joined back into it before returning.
+//                         Work starts after what is already on c.stream
+//                         (streams forked from it) and no host thread is
+//                         left running; the timed steps check that.
 //
 // Layouts (row-major): q, out [S/n][H][128]; k, v [S/n][Hkv][128].
 // Usage: flash_attn_cp [--seq S] [--heads H] [--kv_heads HKV] [--causal 0|1]
@@ -83,14 +86,8 @@ __global__ void fill_rows(bf16 *x, long rows, int heads, long tok0, int tensor, 
 
 // EVOLVE-BLOCK-START
 // Host-driven seed: ncclAllGather of K and V (one NCCL group) into gathered
-// buffers on the main stream, then one flash-attention kernel over the whole
-// sequence. With CUCO_KV_CHUNKS > 1 the gather is split into that many row
-// chunks of every shard, issued on comm_stream; attention starts at once on
-// the rank's own K/V shard, then consumes each chunk of the other ranks as it
-// lands (the running softmax state is kept in fp32 between the launches).
-// The gathered buffers are chunk-major: chunk c holds its rows of rank 0,
-// then rank 1, ... (with one chunk: plain global token order).
-#define CUCO_KV_CHUNKS 1 // cuco:knob 1 2 4 8
+// buffers in global token order on the main stream, then one flash-attention
+// kernel over the whole sequence.
 
 #define FA_WARPS 8               // 16 queries per warp
 #define FA_BM (16 * FA_WARPS)    // queries per block
@@ -440,12 +437,7 @@ __global__ void __launch_bounds__(FA_THREADS)
 }
 
 struct StepState {
-    bf16 *k_all = nullptr, *v_all = nullptr; // [seq][kv_heads][128], chunk-major
-    float *o_state = nullptr, *m_state = nullptr, *l_state = nullptr; // chunked only
-    int chunks = 1;
-    std::vector<long> chunk_row0, chunk_rows; // rows within a shard
-    std::vector<cudaEvent_t> chunk_landed;
-    cudaEvent_t step_start = nullptr, comm_done = nullptr;
+    bf16 *k_all = nullptr, *v_all = nullptr; // [seq][kv_heads][128], global token order
 };
 
 static void *step_alloc(hx_ctx &, size_t bytes)
@@ -465,115 +457,33 @@ static void step_setup(hx_ctx &, const Problem &p, StepState &s)
     size_t kv_bytes = (size_t)p.seq * p.kv_heads * HEAD_DIM * sizeof(bf16);
     HX_CUDA(cudaMalloc(&s.k_all, kv_bytes));
     HX_CUDA(cudaMalloc(&s.v_all, kv_bytes));
-    s.chunks = (int)std::max(1L, std::min((long)CUCO_KV_CHUNKS, p.seq_local));
-    long base = p.seq_local / s.chunks, extra = p.seq_local % s.chunks, row = 0;
-    for (int ch = 0; ch < s.chunks; ch++) {
-        long rows = base + (ch < extra ? 1 : 0);
-        s.chunk_row0.push_back(row);
-        s.chunk_rows.push_back(rows);
-        row += rows;
-        cudaEvent_t ev;
-        HX_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-        s.chunk_landed.push_back(ev);
-    }
-    if (s.chunks > 1) {
-        size_t rows = (size_t)p.seq_local * p.heads;
-        HX_CUDA(cudaMalloc(&s.o_state, rows * HEAD_DIM * sizeof(float)));
-        HX_CUDA(cudaMalloc(&s.m_state, rows * sizeof(float)));
-        HX_CUDA(cudaMalloc(&s.l_state, rows * sizeof(float)));
-    }
     HX_CUDA(cudaFuncSetAttribute(flash_attn_fwd, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  (int)sizeof(FaSmem)));
-    HX_CUDA(cudaEventCreateWithFlags(&s.step_start, cudaEventDisableTiming));
-    HX_CUDA(cudaEventCreateWithFlags(&s.comm_done, cudaEventDisableTiming));
 }
 
 static void step_teardown(hx_ctx &, StepState &s)
 {
-    for (cudaEvent_t ev : s.chunk_landed)
-        HX_CUDA(cudaEventDestroy(ev));
-    HX_CUDA(cudaEventDestroy(s.step_start));
-    HX_CUDA(cudaEventDestroy(s.comm_done));
     HX_CUDA(cudaFree(s.k_all));
     HX_CUDA(cudaFree(s.v_all));
-    HX_CUDA(cudaFree(s.o_state));
-    HX_CUDA(cudaFree(s.m_state));
-    HX_CUDA(cudaFree(s.l_state));
-}
-
-static void step_attend(hx_ctx &c, const Problem &p, StepState &s, FaSegment seg, int flags,
-                        cudaStream_t st)
-{
-    dim3 grid((unsigned)p.heads, (unsigned)((p.seq_local + FA_BM - 1) / FA_BM));
-    flash_attn_fwd<<<grid, FA_THREADS, sizeof(FaSmem), st>>>(
-        p.q, seg, p.heads, p.kv_heads, p.seq_local, (long)c.rank * p.seq_local, p.causal, flags,
-        s.o_state, s.m_state, s.l_state, p.out);
-    HX_CHECK_LAUNCH();
-}
-
-static void step_gather_chunk(hx_ctx &c, const Problem &p, StepState &s, int ch, cudaStream_t st)
-{
-    size_t row_elems = (size_t)p.kv_heads * HEAD_DIM;
-    size_t src = (size_t)s.chunk_row0[ch] * row_elems, count = (size_t)s.chunk_rows[ch] * row_elems;
-    size_t dst = (size_t)c.nranks * src;
-    HX_NCCL(ncclGroupStart());
-    HX_NCCL(ncclAllGather(p.k + src, s.k_all + dst, count, ncclBfloat16, c.comm, st));
-    HX_NCCL(ncclAllGather(p.v + src, s.v_all + dst, count, ncclBfloat16, c.comm, st));
-    HX_NCCL(ncclGroupEnd());
 }
 
 static void step_run(hx_ctx &c, const Problem &p, StepState &s, unsigned parts)
 {
-    size_t row_elems = (size_t)p.kv_heads * HEAD_DIM;
-    if (s.chunks == 1) {
-        if (parts & PART_COMM)
-            step_gather_chunk(c, p, s, 0, c.stream);
-        if (parts & PART_COMPUTE)
-            step_attend(c, p, s, FaSegment{s.k_all, s.v_all, p.seq, 0}, FA_INIT | FA_FINAL,
-                        c.stream);
-        return;
-    }
-    // comm_stream starts after the previous step's kernels have read the buffers
-    HX_CUDA(cudaEventRecord(s.step_start, c.stream));
-    HX_CUDA(cudaStreamWaitEvent(c.comm_stream, s.step_start, 0));
+    size_t count = (size_t)p.seq_local * p.kv_heads * HEAD_DIM;
     if (parts & PART_COMM) {
-        for (int ch = 0; ch < s.chunks; ch++) {
-            step_gather_chunk(c, p, s, ch, c.comm_stream);
-            HX_CUDA(cudaEventRecord(s.chunk_landed[ch], c.comm_stream));
-        }
+        HX_NCCL(ncclGroupStart());
+        HX_NCCL(ncclAllGather(p.k, s.k_all, count, ncclBfloat16, c.comm, c.stream));
+        HX_NCCL(ncclAllGather(p.v, s.v_all, count, ncclBfloat16, c.comm, c.stream));
+        HX_NCCL(ncclGroupEnd());
     }
     if (parts & PART_COMPUTE) {
-        // the local shard first, then (chunk, rank) segments in landing order;
-        // causal segments wholly after this rank's last query are skipped
-        struct Seg {
-            FaSegment seg;
-            int wait_chunk;
-        };
-        std::vector<Seg> segs;
-        segs.push_back({FaSegment{p.k, p.v, p.seq_local, (long)c.rank * p.seq_local}, -1});
-        long last_q = (long)(c.rank + 1) * p.seq_local - 1;
-        for (int ch = 0; ch < s.chunks; ch++) {
-            size_t chunk_off = (size_t)c.nranks * s.chunk_row0[ch] * row_elems;
-            for (int r = 0; r < c.nranks; r++) {
-                long g0 = (long)r * p.seq_local + s.chunk_row0[ch];
-                if (r == c.rank || s.chunk_rows[ch] == 0 || (p.causal && g0 > last_q))
-                    continue;
-                size_t off = chunk_off + (size_t)r * s.chunk_rows[ch] * row_elems;
-                segs.push_back({FaSegment{s.k_all + off, s.v_all + off, s.chunk_rows[ch], g0}, ch});
-            }
-        }
-        int waited = -1;
-        for (size_t i = 0; i < segs.size(); i++) {
-            if ((parts & PART_COMM) && segs[i].wait_chunk > waited) {
-                waited = segs[i].wait_chunk;
-                HX_CUDA(cudaStreamWaitEvent(c.stream, s.chunk_landed[waited], 0));
-            }
-            int flags = (i == 0 ? FA_INIT : 0) | (i + 1 == segs.size() ? FA_FINAL : 0);
-            step_attend(c, p, s, segs[i].seg, flags, c.stream);
-        }
+        dim3 grid((unsigned)p.heads, (unsigned)((p.seq_local + FA_BM - 1) / FA_BM));
+        flash_attn_fwd<<<grid, FA_THREADS, sizeof(FaSmem), c.stream>>>(
+            p.q, FaSegment{s.k_all, s.v_all, p.seq, 0}, p.heads, p.kv_heads, p.seq_local,
+            (long)c.rank * p.seq_local, p.causal, FA_INIT | FA_FINAL, nullptr, nullptr, nullptr,
+            p.out);
+        HX_CHECK_LAUNCH();
     }
-    HX_CUDA(cudaEventRecord(s.comm_done, c.comm_stream));
-    HX_CUDA(cudaStreamWaitEvent(c.stream, s.comm_done, 0));
 }
 // EVOLVE-BLOCK-END
 
@@ -659,13 +569,17 @@ __global__ void ref_attention(const long *q_tokens, int nsamp, int heads, int kv
 // softmax is sharp (see tensor_scale): a missing, stale or misplaced K/V block
 // or a wrong causal offset moves outputs by O(0.1) against a tolerance of
 // ~0.005; the poison (NaN) fails every comparison.
-static bool check_queries(hx_ctx &c, const Problem &p, uint64_t seed, std::string &reason)
+// `want` of the rank's queries, spread over its shard and shifted by `shift`
+// (each timed step's sample differs).
+static bool check_queries(hx_ctx &c, const Problem &p, uint64_t seed, int want, long shift,
+                          std::string &reason)
 {
-    const int want = 24;
     std::vector<long> toks;
     for (int i = 0; i < want && i < p.seq_local; i++)
         toks.push_back((long)c.rank * p.seq_local +
-                       (p.seq_local <= want ? i : (long)i * (p.seq_local - 1) / (want - 1)));
+                       (p.seq_local <= want
+                            ? i
+                            : ((long)i * (p.seq_local - 1) / (want - 1) + shift) % p.seq_local));
     int nsamp = (int)toks.size();
     size_t kv_elems = (size_t)p.seq * p.kv_heads * HEAD_DIM;
     size_t out_elems = (size_t)nsamp * p.heads * HEAD_DIM;
@@ -727,21 +641,22 @@ static bool check_queries(hx_ctx &c, const Problem &p, uint64_t seed, std::strin
     return true;
 }
 
-static void fill_inputs(hx_ctx &c, const Problem &p, uint64_t seed)
+static void fill_inputs(hx_ctx &c, const Problem &p, uint64_t seed, cudaStream_t st = 0)
 {
     long tok0 = (long)c.rank * p.seq_local;
-    fill_rows<<<1024, 256>>>(p.q, p.seq_local, p.heads, tok0, TENSOR_Q, seed);
+    fill_rows<<<1024, 256, 0, st>>>(p.q, p.seq_local, p.heads, tok0, TENSOR_Q, seed);
     HX_CHECK_LAUNCH();
-    fill_rows<<<1024, 256>>>(p.k, p.seq_local, p.kv_heads, tok0, TENSOR_K, seed);
+    fill_rows<<<1024, 256, 0, st>>>(p.k, p.seq_local, p.kv_heads, tok0, TENSOR_K, seed);
     HX_CHECK_LAUNCH();
-    fill_rows<<<1024, 256>>>(p.v, p.seq_local, p.kv_heads, tok0, TENSOR_V, seed);
+    fill_rows<<<1024, 256, 0, st>>>(p.v, p.seq_local, p.kv_heads, tok0, TENSOR_V, seed);
     HX_CHECK_LAUNCH();
 }
 
 int main(int argc, char **argv)
 {
     hx_ctx c;
-    hx_init(&argc, &argv, c);
+    hx_vouch vouch; // what hx_finalize vouches for: main's alone
+    hx_init(&argc, &argv, c, vouch);
     Problem p;
     p.seq = hx_arg_long(argc, argv, "--seq", 8192);
     p.heads = (int)hx_arg_long(argc, argv, "--heads", 32);
@@ -752,10 +667,10 @@ int main(int argc, char **argv)
     int iters = (int)hx_arg_long(argc, argv, "--iters", 10);
     if (p.seq <= 0 || p.seq % (64L * c.nranks) || p.heads <= 0 || p.kv_heads <= 0 ||
         p.heads % p.kv_heads || iters <= 0 || warmup < 0 || p.seq > INT32_MAX) {
-        hx_report_verification(c, false,
+        hx_report_verification(c, vouch, false,
                                "bad sizes: --seq must be a positive multiple of 64 x ranks, "
                                "--heads a multiple of --kv_heads, --iters positive");
-        hx_finalize(c);
+        hx_finalize(c, vouch);
         return 2;
     }
     p.seq_local = p.seq / c.nranks;
@@ -785,10 +700,24 @@ int main(int argc, char **argv)
     HX_CUDA(cudaStreamSynchronize(c.stream));
     HX_CUDA(cudaDeviceSynchronize());
     std::string reason;
-    bool ok = check_queries(c, p, seed, reason);
-    ok = hx_report_verification(c, ok, reason);
+    bool ok = check_queries(c, p, seed, 24, 0, reason);
 
-    double t_all = hx_time_ms(c, c.stream, warmup, iters, [&] { step_run(c, p, s, PART_ALL); });
+    // The timed steps are verified steps: new Q, K and V each, the output
+    // poisoned, 4 queries checked after each.
+    hx_checked_step all;
+    all.prepare = [&](int i, cudaStream_t st) {
+        fill_inputs(c, p, hx_iter_seed(seed, i), st);
+        HX_CUDA(cudaMemsetAsync(p.out, 0xFF, q_bytes, st));
+    };
+    all.run = [&] { step_run(c, p, s, PART_ALL); };
+    all.check = [&](int i, std::string &why) {
+        return check_queries(c, p, hx_iter_seed(seed, i), 4, 53L * (i + 1), why);
+    };
+    bool timed_ok = true;
+    std::string timed_reason;
+    double t_all = hx_time_checked_ms(c, warmup, iters, all, timed_ok, timed_reason);
+    ok = hx_report_verification(c, vouch, ok && timed_ok, ok ? timed_reason : reason);
+
     double t_compute =
         hx_time_ms(c, c.stream, warmup, iters, [&] { step_run(c, p, s, PART_COMPUTE); });
     double t_comm = hx_time_ms(c, c.stream, warmup, iters, [&] { step_run(c, p, s, PART_COMM); });
@@ -808,13 +737,13 @@ int main(int argc, char **argv)
              p.seq, p.heads, p.kv_heads, HEAD_DIM, p.causal ? 1 : 0, recv_bytes,
              flops / (t_compute * 1e9), recv_bytes / (t_comm * 1e6),
              t_comm / (t_compute + t_comm), std::max(t_compute, t_comm));
-    hx_report_result(c, t_all, iters, t_compute, t_comm, extra);
+    hx_report_result(c, vouch, t_all, iters, t_compute, t_comm, extra);
 
     step_teardown(c, s);
     step_free(c, p.q);
     step_free(c, p.k);
     step_free(c, p.v);
     step_free(c, p.out);
-    hx_finalize(c);
+    hx_finalize(c, vouch);
     return ok ? 0 : 1;
 }

@@ -17,6 +17,9 @@
 //                         PART_COMM: the all-gather only, same sizes. Work is
 //                         enqueued on c.stream, or joined back into it before
 //                         returning; it must be safe to call back to back.
+//                         Work starts after what is already on c.stream
+//                         (streams forked from it) and no host thread is
+//                         left running; the timed steps check that.
 //
 // Usage: gemm_allgather [--m TOKENS] [--k IN] [--n OUT] [--seed S]
 //                       [--warmup W] [--iters I]
@@ -95,26 +98,13 @@ __global__ void fill_w_cols(bf16 *w, long k, long n_local, long n, long col0, ui
 }
 
 // EVOLVE-BLOCK-START
-// Host-driven seed: ncclAllGather of the row shards into a gathered buffer,
-// then cuBLAS (bf16 in, fp32 accumulate, bf16 out). With CUCO_AG_CHUNKS > 1
-// each shard is split into that many row chunks; chunk c of every rank is
-// gathered on comm_stream while the GEMM of chunk c-1 runs on the main stream
-// (the classic host pipeline). The gathered buffer is chunk-major: chunk c
-// holds its rows of rank 0, then of rank 1, ..., so one strided-batched GEMM
-// (batch = ranks) writes them to their global rows of y.
-// With CUCO_AG_LOCAL_FIRST 1 the GEMM of the rank's own rows reads x_shard
-// and starts at once, while comm_stream gathers; the other ranks' rows follow
-// chunk by chunk as they land (own rows need no communication).
-#define CUCO_AG_CHUNKS 1 // cuco:knob 1 2 4 8
-#define CUCO_AG_LOCAL_FIRST 0 // cuco:knob 0 1
+// Host-driven seed: ncclAllGather of the row shards into a gathered buffer
+// (rank-major, so its rows are X's global rows), then one cuBLAS GEMM of all
+// m rows (bf16 in, fp32 accumulate, bf16 out), both on the main stream.
 
 struct StepState {
     cublasHandle_t blas = nullptr;
-    bf16 *gathered = nullptr; // [m][k], chunk-major as above
-    int chunks = 1;
-    std::vector<long> chunk_row0, chunk_rows; // rows within a shard
-    std::vector<cudaEvent_t> chunk_landed;    // per chunk, on comm_stream
-    cudaEvent_t step_start = nullptr, comm_done = nullptr;
+    bf16 *gathered = nullptr; // [m][k]: X
 };
 
 static void *step_alloc(hx_ctx &, size_t bytes)
@@ -133,125 +123,33 @@ static void step_setup(hx_ctx &, const Problem &p, StepState &s)
 {
     HX_CUBLAS(cublasCreate(&s.blas));
     HX_CUDA(cudaMalloc(&s.gathered, (size_t)p.m * p.k * sizeof(bf16)));
-    s.chunks = (int)std::max(1L, std::min((long)CUCO_AG_CHUNKS, p.m_local));
-    long base = p.m_local / s.chunks, extra = p.m_local % s.chunks, row = 0;
-    for (int ch = 0; ch < s.chunks; ch++) {
-        long rows = base + (ch < extra ? 1 : 0);
-        s.chunk_row0.push_back(row);
-        s.chunk_rows.push_back(rows);
-        row += rows;
-        cudaEvent_t ev;
-        HX_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-        s.chunk_landed.push_back(ev);
-    }
-    HX_CUDA(cudaEventCreateWithFlags(&s.step_start, cudaEventDisableTiming));
-    HX_CUDA(cudaEventCreateWithFlags(&s.comm_done, cudaEventDisableTiming));
 }
 
 static void step_teardown(hx_ctx &, StepState &s)
 {
-    for (cudaEvent_t ev : s.chunk_landed)
-        HX_CUDA(cudaEventDestroy(ev));
-    HX_CUDA(cudaEventDestroy(s.step_start));
-    HX_CUDA(cudaEventDestroy(s.comm_done));
     HX_CUDA(cudaFree(s.gathered));
     HX_CUBLAS(cublasDestroy(s.blas));
 }
 
-// Row-major Y = X W is column-major Y^T = W^T X^T: one GEMM of `rows` rows of
-// X (leading dimension k) into `rows` rows of y, repeated `batch` times with
-// the given strides (a plain GEMM for batch 1).
-static void step_gemm_rows(const Problem &p, StepState &s, const bf16 *xs, bf16 *ys, long rows,
-                           int batch, long long x_stride, long long y_stride, cudaStream_t st)
+// Row-major Y = X W is column-major Y^T = W^T X^T.
+static void step_gemm(const Problem &p, StepState &s, cudaStream_t st)
 {
     const float one = 1.0f, zero = 0.0f;
-    if (rows == 0 || batch == 0)
-        return;
     HX_CUBLAS(cublasSetStream(s.blas, st));
-    if (batch == 1) {
-        HX_CUBLAS(cublasGemmEx(s.blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)p.n_local, (int)rows,
-                               (int)p.k, &one, p.w_shard, CUDA_R_16BF, (int)p.n_local, xs,
-                               CUDA_R_16BF, (int)p.k, &zero, ys, CUDA_R_16BF, (int)p.n_local,
-                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-        return;
-    }
-    HX_CUBLAS(cublasGemmStridedBatchedEx(
-        s.blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)p.n_local, (int)rows, (int)p.k, &one, p.w_shard,
-        CUDA_R_16BF, (int)p.n_local, 0, xs, CUDA_R_16BF, (int)p.k, x_stride, &zero, ys,
-        CUDA_R_16BF, (int)p.n_local, y_stride, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-}
-
-// y rows [row0 + r*m_local, + rows) for the ranks r in [r0, r1) from the
-// chunk's slice of the gathered buffer.
-static void step_gemm_chunk(hx_ctx &c, const Problem &p, StepState &s, int ch, int r0, int r1,
-                            cudaStream_t st)
-{
-    long row0 = s.chunk_row0[ch], rows = s.chunk_rows[ch];
-    const bf16 *xs = s.gathered + (size_t)c.nranks * row0 * p.k + (size_t)r0 * rows * p.k;
-    bf16 *ys = p.y + ((size_t)row0 + (size_t)r0 * p.m_local) * p.n_local;
-    if (s.chunks == 1 && r0 == 0 && r1 == c.nranks) { // the gathered rows are y's rows
-        step_gemm_rows(p, s, xs, ys, p.m, 1, 0, 0, st);
-        return;
-    }
-    step_gemm_rows(p, s, xs, ys, rows, r1 - r0, (long long)rows * p.k,
-                   (long long)p.m_local * p.n_local, st);
-}
-
-// The rank's own rows straight from x_shard (nothing to wait for).
-static void step_gemm_own(hx_ctx &c, const Problem &p, StepState &s, cudaStream_t st)
-{
-    step_gemm_rows(p, s, p.x_shard, p.y + (size_t)c.rank * p.m_local * p.n_local, p.m_local, 1,
-                   0, 0, st);
-}
-
-// The chunk's GEMMs: every rank, or every rank but this one (local first).
-static void step_gemm_gathered(hx_ctx &c, const Problem &p, StepState &s, int ch, cudaStream_t st)
-{
-    if (!CUCO_AG_LOCAL_FIRST) {
-        step_gemm_chunk(c, p, s, ch, 0, c.nranks, st);
-        return;
-    }
-    step_gemm_chunk(c, p, s, ch, 0, c.rank, st);
-    step_gemm_chunk(c, p, s, ch, c.rank + 1, c.nranks, st);
-}
-
-static void step_gather_chunk(hx_ctx &c, const Problem &p, StepState &s, int ch, cudaStream_t st)
-{
-    long row0 = s.chunk_row0[ch], rows = s.chunk_rows[ch];
-    HX_NCCL(ncclAllGather(p.x_shard + (size_t)row0 * p.k,
-                          s.gathered + (size_t)c.nranks * row0 * p.k, (size_t)rows * p.k,
-                          ncclBfloat16, c.comm, st));
+    HX_CUBLAS(cublasGemmEx(s.blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)p.n_local, (int)p.m, (int)p.k,
+                           &one, p.w_shard, CUDA_R_16BF, (int)p.n_local, s.gathered, CUDA_R_16BF,
+                           (int)p.k, &zero, p.y, CUDA_R_16BF, (int)p.n_local, CUBLAS_COMPUTE_32F,
+                           CUBLAS_GEMM_DEFAULT));
 }
 
 static void step_run(hx_ctx &c, const Problem &p, StepState &s, unsigned parts)
 {
-    if (s.chunks == 1 && !CUCO_AG_LOCAL_FIRST) {
-        if (parts & PART_COMM)
-            step_gather_chunk(c, p, s, 0, c.stream);
-        if (parts & PART_COMPUTE)
-            step_gemm_gathered(c, p, s, 0, c.stream);
-        return;
-    }
-    // comm_stream starts after the previous step's GEMMs have read the buffer
-    HX_CUDA(cudaEventRecord(s.step_start, c.stream));
-    HX_CUDA(cudaStreamWaitEvent(c.comm_stream, s.step_start, 0));
     if (parts & PART_COMM) {
-        for (int ch = 0; ch < s.chunks; ch++) {
-            step_gather_chunk(c, p, s, ch, c.comm_stream);
-            HX_CUDA(cudaEventRecord(s.chunk_landed[ch], c.comm_stream));
-        }
+        HX_NCCL(ncclAllGather(p.x_shard, s.gathered, (size_t)p.m_local * p.k, ncclBfloat16,
+                              c.comm, c.stream));
     }
-    if (parts & PART_COMPUTE) {
-        if (CUCO_AG_LOCAL_FIRST)
-            step_gemm_own(c, p, s, c.stream);
-        for (int ch = 0; ch < s.chunks; ch++) {
-            if (parts & PART_COMM)
-                HX_CUDA(cudaStreamWaitEvent(c.stream, s.chunk_landed[ch], 0));
-            step_gemm_gathered(c, p, s, ch, c.stream);
-        }
-    }
-    HX_CUDA(cudaEventRecord(s.comm_done, c.comm_stream));
-    HX_CUDA(cudaStreamWaitEvent(c.stream, s.comm_done, 0));
+    if (parts & PART_COMPUTE)
+        step_gemm(p, s, c.stream);
 }
 // EVOLVE-BLOCK-END
 
@@ -299,8 +197,9 @@ __global__ void ref_gemm_rows(const float *xr, const bf16 *w, int nrows, long k,
 }
 
 // The rows checked: all of them at small sizes, else `want` rows spread
-// evenly from the first to the last (covering every rank's shard).
-static std::vector<long> sample_rows(long m, long want)
+// evenly over the m rows (covering every rank's shard), shifted by `shift`
+// rows so that each timed step's sample differs.
+static std::vector<long> sample_rows(long m, long want, long shift)
 {
     std::vector<long> rows;
     if (m <= want) {
@@ -309,7 +208,7 @@ static std::vector<long> sample_rows(long m, long want)
         return rows;
     }
     for (long i = 0; i < want; i++)
-        rows.push_back(i * (m - 1) / (want - 1));
+        rows.push_back((i * (m - 1) / (want - 1) + shift) % m);
     return rows;
 }
 
@@ -321,9 +220,11 @@ static std::vector<long> sample_rows(long m, long want)
 // and still < 0.3% of a typical |y| at k = 28672 (sum |x w| ~ 0.25 sqrt(k),
 // |y| ~ 0.33). A wrong row, chunk, rank or missing k-block is off by O(|y|);
 // the poison (NaN) fails every comparison.
-static bool check_rows(hx_ctx &c, const Problem &p, uint64_t seed, std::string &reason)
+// X comes from x_seed, W from w_seed; `want` rows are checked (sample_rows).
+static bool check_rows(hx_ctx &c, const Problem &p, uint64_t x_seed, uint64_t w_seed, long want,
+                       long shift, std::string &reason)
 {
-    std::vector<long> rows = sample_rows(p.m, 512);
+    std::vector<long> rows = sample_rows(p.m, want, shift);
     int nrows = (int)rows.size();
     long *rows_d = nullptr;
     float *xr = nullptr, *ref = nullptr, *absum = nullptr;
@@ -334,9 +235,9 @@ static bool check_rows(hx_ctx &c, const Problem &p, uint64_t seed, std::string &
     HX_CUDA(cudaMalloc(&absum, (size_t)nrows * p.n_local * sizeof(float)));
     HX_CUDA(cudaMalloc(&w_ref, (size_t)p.k * p.n_local * sizeof(bf16)));
     HX_CUDA(cudaMemcpy(rows_d, rows.data(), rows.size() * sizeof(long), cudaMemcpyHostToDevice));
-    ref_x_rows<<<1024, 256>>>(xr, rows_d, nrows, p.k, seed);
+    ref_x_rows<<<1024, 256>>>(xr, rows_d, nrows, p.k, x_seed);
     HX_CHECK_LAUNCH();
-    fill_w_cols<<<1024, 256>>>(w_ref, p.k, p.n_local, p.n, (long)c.rank * p.n_local, seed);
+    fill_w_cols<<<1024, 256>>>(w_ref, p.k, p.n_local, p.n, (long)c.rank * p.n_local, w_seed);
     HX_CHECK_LAUNCH();
     dim3 grid((unsigned)((p.n_local + 127) / 128),
               (unsigned)((nrows + REF_ROWS_PER_THREAD - 1) / REF_ROWS_PER_THREAD));
@@ -383,7 +284,8 @@ static bool check_rows(hx_ctx &c, const Problem &p, uint64_t seed, std::string &
 int main(int argc, char **argv)
 {
     hx_ctx c;
-    hx_init(&argc, &argv, c);
+    hx_vouch vouch; // what hx_finalize vouches for: main's alone
+    hx_init(&argc, &argv, c, vouch);
     Problem p;
     p.m = hx_arg_long(argc, argv, "--m", 8192);
     p.k = hx_arg_long(argc, argv, "--k", 28672);
@@ -393,10 +295,10 @@ int main(int argc, char **argv)
     int iters = (int)hx_arg_long(argc, argv, "--iters", 10);
     if (p.m <= 0 || p.k <= 0 || p.n <= 0 || p.m % c.nranks || p.n % c.nranks || iters <= 0 ||
         warmup < 0 || p.k > INT32_MAX || p.m > INT32_MAX) {
-        hx_report_verification(c, false,
+        hx_report_verification(c, vouch, false,
                                "bad sizes: --m and --n must be positive multiples of "
                                "the rank count, --iters positive");
-        hx_finalize(c);
+        hx_finalize(c, vouch);
         return 2;
     }
     p.m_local = p.m / c.nranks;
@@ -429,10 +331,26 @@ int main(int argc, char **argv)
     HX_CUDA(cudaStreamSynchronize(c.stream));
     HX_CUDA(cudaDeviceSynchronize());
     std::string reason;
-    bool ok = check_rows(c, p, seed, reason);
-    ok = hx_report_verification(c, ok, reason);
+    bool ok = check_rows(c, p, seed, seed, 512, 0, reason);
 
-    double t_all = hx_time_ms(c, c.stream, warmup, iters, [&] { step_run(c, p, s, PART_ALL); });
+    // The timed steps are verified steps: new activations each (the weights
+    // stay), the output poisoned, 16 rows checked after each.
+    hx_checked_step all;
+    all.prepare = [&](int i, cudaStream_t st) {
+        fill_x_rows<<<1024, 256, 0, st>>>(p.x_shard, p.m_local, p.k, (long)c.rank * p.m_local,
+                                          hx_iter_seed(seed, i));
+        HX_CHECK_LAUNCH();
+        HX_CUDA(cudaMemsetAsync(p.y, 0xFF, (size_t)p.m * p.n_local * sizeof(bf16), st));
+    };
+    all.run = [&] { step_run(c, p, s, PART_ALL); };
+    all.check = [&](int i, std::string &why) {
+        return check_rows(c, p, hx_iter_seed(seed, i), seed, 16, 131L * (i + 1), why);
+    };
+    bool timed_ok = true;
+    std::string timed_reason;
+    double t_all = hx_time_checked_ms(c, warmup, iters, all, timed_ok, timed_reason);
+    ok = hx_report_verification(c, vouch, ok && timed_ok, ok ? timed_reason : reason);
+
     double t_compute =
         hx_time_ms(c, c.stream, warmup, iters, [&] { step_run(c, p, s, PART_COMPUTE); });
     double t_comm = hx_time_ms(c, c.stream, warmup, iters, [&] { step_run(c, p, s, PART_COMM); });
@@ -445,12 +363,12 @@ int main(int argc, char **argv)
              "\"gemm_tflops\":%.2f,\"ag_busbw_gbps\":%.2f,\"overlap_bound_ms\":%.6f",
              p.m, p.k, p.n, gathered_bytes, flops / (t_compute * 1e9),
              gathered_bytes / (t_comm * 1e6), std::max(t_compute, t_comm));
-    hx_report_result(c, t_all, iters, t_compute, t_comm, extra);
+    hx_report_result(c, vouch, t_all, iters, t_compute, t_comm, extra);
 
     step_teardown(c, s);
     step_free(c, p.x_shard);
     step_free(c, p.y);
     HX_CUDA(cudaFree(p.w_shard));
-    hx_finalize(c);
+    hx_finalize(c, vouch);
     return ok ? 0 : 1;
 }

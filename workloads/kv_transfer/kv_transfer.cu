@@ -21,6 +21,9 @@
 //                         the cache assumed present; PART_ALL: the whole step.
 //                         Work is enqueued on c.stream, or joined back into it
 //                         before returning; it must be safe to call back to back.
+//                         Work starts after what is already on c.stream
+//                         (streams forked from it) and no host thread is
+//                         left running; the timed steps check that.
 //
 // Usage: kv_transfer [--seq TOKENS] [--layers L] [--hidden H] [--kv-heads G]
 //                    [--q-heads Q] [--seed S] [--warmup W] [--iters I]
@@ -107,10 +110,6 @@ __global__ void fill_linear(bf16 *dst, size_t count, size_t index0, uint64_t see
 // decode rank. Decode rank: ncclRecv, then flash-decoding attention (split
 // over positions, one CTA per split x kv head x layer, shared K/V loads for
 // the query heads of a group, then a combine kernel).
-// CUCO_SEND_EVERY_LAYERS: 0 sends the whole cache after the last layer (the
-// seed); G > 0 sends each group of G layers on comm_stream as soon as its
-// GEMMs are done, overlapping the transfer with the next layers' prefill.
-#define CUCO_SEND_EVERY_LAYERS 0 // cuco:knob 0 1 2 4 8
 
 // CUCO_DECODE_SPLIT: cached positions per decode CTA.
 #define CUCO_DECODE_SPLIT 256 // cuco:knob 128 256 512
@@ -118,13 +117,9 @@ __global__ void fill_linear(bf16 *dst, size_t count, size_t index0, uint64_t see
 
 struct StepState {
     cublasHandle_t blas = nullptr;
-    long group_layers = 1;
-    int n_groups = 1;
     int n_split = 1;
     float *part_o = nullptr;   // decode: [layers * q_heads][n_split][KV_HEAD_DIM]
     float2 *part_ml = nullptr; // decode: [layers * q_heads][n_split] (max, sum) in log2 units
-    std::vector<cudaEvent_t> group_done;
-    cudaEvent_t step_start = nullptr, comm_done = nullptr;
 };
 
 static void *step_alloc(hx_ctx &, size_t bytes)
@@ -242,16 +237,6 @@ __global__ void __launch_bounds__(DEC_THREADS)
 static void step_setup(hx_ctx &, const Problem &p, StepState &s)
 {
     HX_CUBLAS(cublasCreate(&s.blas));
-    long every = CUCO_SEND_EVERY_LAYERS;
-    s.group_layers = (every <= 0 || every >= p.layers) ? p.layers : every;
-    s.n_groups = (int)((p.layers + s.group_layers - 1) / s.group_layers);
-    for (int grp = 0; grp < s.n_groups; grp++) {
-        cudaEvent_t ev;
-        HX_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-        s.group_done.push_back(ev);
-    }
-    HX_CUDA(cudaEventCreateWithFlags(&s.step_start, cudaEventDisableTiming));
-    HX_CUDA(cudaEventCreateWithFlags(&s.comm_done, cudaEventDisableTiming));
     s.n_split = (int)((p.seq + CUCO_DECODE_SPLIT - 1) / CUCO_DECODE_SPLIT);
     if (p.role == ROLE_DECODE) {
         size_t heads = (size_t)p.layers * p.q_heads;
@@ -262,10 +247,6 @@ static void step_setup(hx_ctx &, const Problem &p, StepState &s)
 
 static void step_teardown(hx_ctx &, StepState &s)
 {
-    for (cudaEvent_t ev : s.group_done)
-        HX_CUDA(cudaEventDestroy(ev));
-    HX_CUDA(cudaEventDestroy(s.step_start));
-    HX_CUDA(cudaEventDestroy(s.comm_done));
     HX_CUDA(cudaFree(s.part_o));
     HX_CUDA(cudaFree(s.part_ml));
     HX_CUBLAS(cublasDestroy(s.blas));
@@ -283,16 +264,15 @@ static void step_prefill_layer(const Problem &p, StepState &s, long l, cudaStrea
                            CUDA_R_16BF, (int)p.row_elems, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-// The layers of group grp are contiguous in the cache: one message each.
-static void step_transfer_group(hx_ctx &c, const Problem &p, StepState &s, int grp, cudaStream_t st)
+// The whole cache, one message.
+static void step_transfer(hx_ctx &c, const Problem &p, cudaStream_t st)
 {
-    long l0 = grp * s.group_layers, nl = std::min(s.group_layers, p.layers - l0);
-    bf16 *ptr = p.cache + (size_t)l0 * p.layer_elems;
-    size_t count = (size_t)nl * p.layer_elems;
-    if (p.role == ROLE_PREFILL)
-        HX_NCCL(ncclSend(ptr, count, ncclBfloat16, p.peer, c.comm, st));
-    else
-        HX_NCCL(ncclRecv(ptr, count, ncclBfloat16, p.peer, c.comm, st));
+    size_t count = (size_t)p.layers * p.layer_elems;
+    if (p.role == ROLE_PREFILL) {
+        HX_NCCL(ncclSend(p.cache, count, ncclBfloat16, p.peer, c.comm, st));
+    } else {
+        HX_NCCL(ncclRecv(p.cache, count, ncclBfloat16, p.peer, c.comm, st));
+    }
 }
 
 static void step_decode(const Problem &p, StepState &s, cudaStream_t st)
@@ -312,36 +292,16 @@ static void step_run(hx_ctx &c, const Problem &p, StepState &s, unsigned parts)
 {
     if (p.role == ROLE_DECODE) {
         if (parts & PART_TRANSFER)
-            for (int grp = 0; grp < s.n_groups; grp++)
-                step_transfer_group(c, p, s, grp, c.stream);
+            step_transfer(c, p, c.stream);
         if (parts & PART_DECODE)
             step_decode(p, s, c.stream);
         return;
     }
-    if (s.n_groups == 1) {
-        if (parts & PART_PREFILL)
-            for (long l = 0; l < p.layers; l++)
-                step_prefill_layer(p, s, l, c.stream);
-        if (parts & PART_TRANSFER)
-            step_transfer_group(c, p, s, 0, c.stream);
-        return;
-    }
-    // comm_stream starts after the previous step's sends are joined into c.stream
-    HX_CUDA(cudaEventRecord(s.step_start, c.stream));
-    HX_CUDA(cudaStreamWaitEvent(c.comm_stream, s.step_start, 0));
-    for (int grp = 0; grp < s.n_groups; grp++) {
-        if (parts & PART_PREFILL) {
-            long l0 = grp * s.group_layers, l1 = std::min(l0 + s.group_layers, p.layers);
-            for (long l = l0; l < l1; l++)
-                step_prefill_layer(p, s, l, c.stream);
-            HX_CUDA(cudaEventRecord(s.group_done[grp], c.stream));
-            HX_CUDA(cudaStreamWaitEvent(c.comm_stream, s.group_done[grp], 0));
-        }
-        if (parts & PART_TRANSFER)
-            step_transfer_group(c, p, s, grp, c.comm_stream);
-    }
-    HX_CUDA(cudaEventRecord(s.comm_done, c.comm_stream));
-    HX_CUDA(cudaStreamWaitEvent(c.stream, s.comm_done, 0));
+    if (parts & PART_PREFILL)
+        for (long l = 0; l < p.layers; l++)
+            step_prefill_layer(p, s, l, c.stream);
+    if (parts & PART_TRANSFER)
+        step_transfer(c, p, c.stream);
 }
 // EVOLVE-BLOCK-END
 
@@ -514,17 +474,24 @@ static long compare_attention(const std::vector<float> &have, const std::vector<
 
 // Decode rank: every layer's cache on sampled rows (all rows of the first,
 // middle and last layer, or of every layer at small sizes) against K/V
-// recomputed here from regenerated inputs; every layer's decode output
-// against plain attention over the received cache; and, for the fully
-// recomputed layers, against attention over the recomputed cache.
-static bool check_decode(const Problem &p, uint64_t seed, std::string &reason)
+// recomputed here from regenerated inputs (the prompt from x_seed, the
+// weights from seed); every layer's decode output against plain attention
+// over the received cache; and, for the fully recomputed layers, against
+// attention over the recomputed cache. light (a timed step's check): only
+// layer `iter` mod layers and the last, 8 rows of each, shifted by iter.
+static bool check_decode(const Problem &p, uint64_t x_seed, uint64_t seed, bool light, int iter,
+                         std::string &reason)
 {
     const int group = (int)(p.q_heads / p.kv_heads);
     const uint64_t tx = tensor_id(p.pair, TENSOR_X), tw = tensor_id(p.pair, TENSOR_W);
     const size_t w_elems = (size_t)p.hidden * p.row_elems;
     const size_t head_elems = (size_t)p.q_heads * KV_HEAD_DIM;
-    const bool all_full = (size_t)p.seq * p.layers <= 16384;
-    std::vector<long> full_rows = sample_rows(p.seq, p.seq), some_rows = sample_rows(p.seq, 64);
+    const bool all_full = !light && (size_t)p.seq * p.layers <= 16384;
+    std::vector<long> full_rows = sample_rows(p.seq, p.seq),
+                      some_rows = sample_rows(p.seq, light ? 8 : 64);
+    if (light)
+        for (long &r : some_rows)
+            r = (r + 97L * (iter + 1)) % p.seq;
     long max_rows = p.seq;
 
     long *full_d = nullptr, *some_d = nullptr;
@@ -553,7 +520,9 @@ static bool check_decode(const Problem &p, uint64_t seed, std::string &reason)
     long bad_cache = 0, bad_out = 0, checked_cache = 0;
     std::string first;
     for (long l = 0; l < p.layers; l++) {
-        bool full = all_full || l == 0 || l == p.layers / 2 || l == p.layers - 1;
+        if (light && l != iter % p.layers && l != p.layers - 1)
+            continue;
+        bool full = !light && (all_full || l == 0 || l == p.layers / 2 || l == p.layers - 1);
         const long *rows_d = full ? full_d : some_d;
         const std::vector<long> &rows = full ? full_rows : some_rows;
         int nrows = (int)rows.size();
@@ -564,7 +533,7 @@ static bool check_decode(const Problem &p, uint64_t seed, std::string &reason)
         fill_linear<<<1024, 256>>>(w_ref, w_elems, (size_t)l * w_elems, seed, tw,
                                    1.0f / std::sqrt((float)p.hidden));
         HX_CHECK_LAUNCH();
-        ref_x_rows<<<1024, 256>>>(xr, rows_d, nrows, p.hidden, (size_t)l * p.seq * p.hidden, seed,
+        ref_x_rows<<<1024, 256>>>(xr, rows_d, nrows, p.hidden, (size_t)l * p.seq * p.hidden, x_seed,
                                   tx);
         HX_CHECK_LAUNCH();
         dim3 grid((unsigned)((p.row_elems + 127) / 128),
@@ -638,7 +607,8 @@ static bool check_decode(const Problem &p, uint64_t seed, std::string &reason)
 int main(int argc, char **argv)
 {
     hx_ctx c;
-    hx_init(&argc, &argv, c);
+    hx_vouch vouch; // what hx_finalize vouches for: main's alone
+    hx_init(&argc, &argv, c, vouch);
     Problem p;
     p.seq = hx_arg_long(argc, argv, "--seq", 8192);
     p.layers = hx_arg_long(argc, argv, "--layers", 32);
@@ -651,10 +621,10 @@ int main(int argc, char **argv)
     if (c.nranks % 2 || p.seq <= 0 || p.layers <= 0 || p.hidden <= 0 || p.kv_heads <= 0 ||
         p.q_heads <= 0 || p.q_heads % p.kv_heads || p.q_heads / p.kv_heads > KV_MAX_GROUP ||
         p.seq > INT32_MAX || p.hidden > INT32_MAX || iters <= 0 || warmup < 0) {
-        hx_report_verification(c, false,
+        hx_report_verification(c, vouch, false,
                                "bad setup: an even rank count (prefill/decode pairs), positive "
                                "sizes, q-heads a multiple of kv-heads and at most 8 per kv head");
-        hx_finalize(c);
+        hx_finalize(c, vouch);
         return 2;
     }
     p.kv_cols = p.kv_heads * KV_HEAD_DIM;
@@ -714,11 +684,37 @@ int main(int argc, char **argv)
     HX_CUDA(cudaStreamSynchronize(c.stream));
     HX_CUDA(cudaDeviceSynchronize());
     std::string reason;
-    bool ok = true;
-    // The decode rank checks; its prefill partner reports the pair's verdict
-    // too, so that rank 0's Verification line carries the reason.
+    bool ok = p.role != ROLE_DECODE || check_decode(p, seed, seed, false, 0, reason);
+
+    // The timed steps are verified steps: a new prompt each (the weights and
+    // queries stay), the cache on both ranks and the decode output poisoned,
+    // two layers checked on the decode rank after each.
+    hx_checked_step all;
+    all.prepare = [&](int i, cudaStream_t st) {
+        if (p.role == ROLE_PREFILL) {
+            fill_linear<<<2048, 256, 0, st>>>(p.x, (size_t)p.layers * p.seq * p.hidden, 0,
+                                              hx_iter_seed(seed, i), tensor_id(p.pair, TENSOR_X),
+                                              1.0f);
+            HX_CHECK_LAUNCH();
+        }
+        HX_CUDA(cudaMemsetAsync(p.cache, 0xFF, cache_elems * sizeof(bf16), st));
+        if (p.out)
+            HX_CUDA(cudaMemsetAsync(p.out, 0xFF, head_elems * sizeof(float), st));
+    };
+    all.run = [&] { step_run(c, p, s, PART_ALL); };
+    all.check = [&](int i, std::string &why) {
+        return p.role != ROLE_DECODE || check_decode(p, hx_iter_seed(seed, i), seed, true, i, why);
+    };
+    bool timed_ok = true;
+    std::string timed_reason;
+    double t_all = hx_time_checked_ms(c, warmup, iters, all, timed_ok, timed_reason);
+    if (ok && !timed_ok)
+        reason = timed_reason;
+    ok = ok && timed_ok;
+
+    // The decode rank's verdict goes to its prefill partner too, so that rank
+    // 0's Verification line carries the reason.
     if (p.role == ROLE_DECODE) {
-        ok = check_decode(p, seed, reason);
         int verdict[2] = {ok ? 1 : 0, (int)reason.size()};
         MPI_Send(verdict, 2, MPI_INT, p.peer, 0, MPI_COMM_WORLD);
         MPI_Send(reason.data(), verdict[1], MPI_CHAR, p.peer, 1, MPI_COMM_WORLD);
@@ -727,13 +723,12 @@ int main(int argc, char **argv)
         MPI_Recv(verdict, 2, MPI_INT, p.peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         std::string partner((size_t)verdict[1], ' ');
         MPI_Recv(&partner[0], verdict[1], MPI_CHAR, p.peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        ok = verdict[0] != 0;
-        if (!ok)
+        if (ok && !verdict[0])
             reason = "decode rank " + std::to_string(p.peer) + ": " + partner;
+        ok = ok && verdict[0] != 0;
     }
-    ok = hx_report_verification(c, ok, reason);
+    ok = hx_report_verification(c, vouch, ok, reason);
 
-    double t_all = hx_time_ms(c, c.stream, warmup, iters, [&] { step_run(c, p, s, PART_ALL); });
     double t_prefill =
         hx_time_ms(c, c.stream, warmup, iters, [&] { step_run(c, p, s, PART_PREFILL); });
     double t_decode =
@@ -752,7 +747,7 @@ int main(int argc, char **argv)
         ",\"decode_ms\":" + std::to_string(t_decode) +
         ",\"prefill_tflops\":" + std::to_string(prefill_flops / (t_prefill * 1e9)) +
         ",\"transfer_gbps\":" + std::to_string(cache_bytes / (t_transfer * 1e6));
-    hx_report_result(c, t_all, iters, t_prefill + t_decode, t_transfer, extra);
+    hx_report_result(c, vouch, t_all, iters, t_prefill + t_decode, t_transfer, extra);
 
     step_teardown(c, s);
     step_free(c, p.cache);
@@ -760,6 +755,6 @@ int main(int argc, char **argv)
     HX_CUDA(cudaFree(p.w_kv));
     HX_CUDA(cudaFree(p.q));
     HX_CUDA(cudaFree(p.out));
-    hx_finalize(c);
+    hx_finalize(c, vouch);
     return ok ? 0 : 1;
 }

@@ -7,9 +7,10 @@
 // (counts exchanged with ncclAlltoAll, rows with grouped ncclSend/ncclRecv),
 // runs the local expert GEMMs with cuBLAS, sends the expert outputs back
 // (combine) and sums them with the routing weights into the token's output.
-// The seed is the host-driven way (as Megatron's all-to-all dispatcher does
-// it); everything outside the EVOLVE-BLOCK (inputs, the independent
-// reference, verification, timing, the result line) is frozen.
+// The seed is the host-driven way, every phase on the main stream one after
+// the other (as Megatron's all-to-all dispatcher does it, no overlap);
+// everything outside the EVOLVE-BLOCK (inputs, the independent reference,
+// verification, timing, the result line) is frozen.
 //
 // Contract between the frozen code and the EVOLVE-BLOCK:
 //   step_alloc/step_free  the buffers the step reads and writes (x, out),
@@ -22,6 +23,9 @@
 //                         last full step are reused); PART_COMM: the count
 //                         exchange, dispatch and combine only, same sizes.
 //                         Work is enqueued on c.stream or joined back into it.
+//                         Work starts after what is already on c.stream
+//                         (streams forked from it) and no host thread is
+//                         left running; the timed steps check that.
 //
 // Layouts (row-major): x, out [T][7168]; logits [T][E];
 // w_up [E/n][7168][4096] (columns 0..2047 gate, 2048..4095 up);
@@ -148,14 +152,10 @@ __global__ void fill_weights(bf16 *up, bf16 *down, int experts_local, int expert
 //             [n_e x 2048] x [2048 x 7168];
 //   combine:  rows regrouped source-major, ncclSend/ncclRecv back, then the
 //             weighted sum of each token's 8 rows.
-// With CUCO_EXPERT_CHUNKS > 1 the local experts are split into that many
-// groups; dispatch and combine of each group run on comm_stream so that the
-// GEMMs of group g overlap the transfers of groups g-1 and g+1.
-#define CUCO_EXPERT_CHUNKS 1 // cuco:knob 1 2 4 8
+// Everything runs on the main stream, one step after the other.
 
 struct StepState {
     cublasHandle_t blas = nullptr;
-    int chunks = 1;
     long cap_rows = 0;            // rows the receive-side buffers hold
     int *topk_idx = nullptr;      // [T][8] global expert
     float *topk_w = nullptr;      // [T][8]
@@ -166,7 +166,7 @@ struct StepState {
     int *h_send_count = nullptr, *h_recv_count = nullptr; // pinned copies
     bf16 *send_rows = nullptr;    // [8T][HIDDEN] pairs sorted by expert
     bf16 *back_rows = nullptr;    // [8T][HIDDEN] expert outputs, same order
-    bf16 *recv_rows = nullptr;    // [cap][HIDDEN] [chunk][source][expert]
+    bf16 *recv_rows = nullptr;    // [cap][HIDDEN] [source][expert]
     bf16 *expert_in = nullptr;    // [cap][HIDDEN] expert-major
     bf16 *h1 = nullptr;           // [cap][2*FFN]
     bf16 *act = nullptr;          // [cap][FFN]
@@ -175,8 +175,6 @@ struct StepState {
     long *blocks_d = nullptr;     // copy table (src, dst, rows) triples
     long *blocks_h = nullptr;     // pinned
     long blocks_cap = 0;
-    std::vector<cudaEvent_t> landed, computed;
-    cudaEvent_t step_start = nullptr, comm_done = nullptr, routed = nullptr;
     bool have_counts = false;
 };
 
@@ -313,7 +311,6 @@ static void step_setup(hx_ctx &c, const Problem &p, StepState &s)
     HX_CUBLAS(cublasCreate(&s.blas));
     long pairs = p.tokens * TOPK;
     s.cap_rows = pairs * c.nranks; // every rank could send all its pairs here
-    s.chunks = std::max(1, std::min(CUCO_EXPERT_CHUNKS, p.experts_local));
     HX_CUDA(cudaMalloc(&s.topk_idx, pairs * sizeof(int)));
     HX_CUDA(cudaMalloc(&s.topk_w, pairs * sizeof(float)));
     HX_CUDA(cudaMalloc(&s.pair_pos, pairs * sizeof(int)));
@@ -334,27 +331,10 @@ static void step_setup(hx_ctx &c, const Problem &p, StepState &s)
     s.blocks_cap = 3L * c.nranks * p.experts_local;
     HX_CUDA(cudaMalloc(&s.blocks_d, 2 * s.blocks_cap * sizeof(long)));
     HX_CUDA(cudaMallocHost(&s.blocks_h, 2 * s.blocks_cap * sizeof(long)));
-    for (int g = 0; g < s.chunks; g++) {
-        cudaEvent_t a, b;
-        HX_CUDA(cudaEventCreateWithFlags(&a, cudaEventDisableTiming));
-        HX_CUDA(cudaEventCreateWithFlags(&b, cudaEventDisableTiming));
-        s.landed.push_back(a);
-        s.computed.push_back(b);
-    }
-    HX_CUDA(cudaEventCreateWithFlags(&s.step_start, cudaEventDisableTiming));
-    HX_CUDA(cudaEventCreateWithFlags(&s.comm_done, cudaEventDisableTiming));
-    HX_CUDA(cudaEventCreateWithFlags(&s.routed, cudaEventDisableTiming));
 }
 
 static void step_teardown(hx_ctx &, StepState &s)
 {
-    for (cudaEvent_t ev : s.landed)
-        HX_CUDA(cudaEventDestroy(ev));
-    for (cudaEvent_t ev : s.computed)
-        HX_CUDA(cudaEventDestroy(ev));
-    HX_CUDA(cudaEventDestroy(s.step_start));
-    HX_CUDA(cudaEventDestroy(s.comm_done));
-    HX_CUDA(cudaEventDestroy(s.routed));
     void *dev[] = {s.topk_idx,  s.topk_w,    s.pair_pos,   s.expert_count, s.expert_cursor,
                    s.recv_count, s.send_rows, s.back_rows, s.recv_rows,    s.expert_in,
                    s.expert_out, s.ret_rows,  s.h1,        s.act,          s.blocks_d};
@@ -366,8 +346,8 @@ static void step_teardown(hx_ctx &, StepState &s)
     HX_CUBLAS(cublasDestroy(s.blas));
 }
 
-// Host-side layout from the counts. Local experts [e0(g), e0(g+1)) form
-// group g. recv_rows and ret_rows: [group][source][expert]; expert_in and
+// Host-side layout from the counts, with all local experts in one group
+// (g = 0). recv_rows and ret_rows: [source][expert]; expert_in and
 // expert_out: [expert][source]. send_rows: by global expert.
 struct Layout {
     std::vector<long> send_off, send_cnt; // [g][peer]: rows of send_rows / back_rows
@@ -381,7 +361,8 @@ struct Layout {
 static Layout step_layout(hx_ctx &c, const Problem &p, const StepState &s)
 {
     Layout L;
-    int n = c.nranks, el = p.experts_local, G = s.chunks;
+    (void)s;
+    int n = c.nranks, el = p.experts_local, G = 1;
     for (int g = 0; g <= G; g++)
         L.group_e0.push_back((int)((long)g * el / G));
     // send side: rows of peer r for its experts in group g are contiguous
@@ -451,15 +432,19 @@ static void step_exchange(hx_ctx &c, StepState &s, const Layout &L, int g, bool 
         size_t so = L.send_off[g * c.nranks + r] * HIDDEN, sc = L.send_cnt[g * c.nranks + r] * HIDDEN;
         size_t ro = L.recv_off[g * c.nranks + r] * HIDDEN, rc = L.recv_cnt[g * c.nranks + r] * HIDDEN;
         if (forward) {
-            if (sc)
+            if (sc) {
                 HX_NCCL(ncclSend(s.send_rows + so, sc, ncclBfloat16, r, c.comm, st));
-            if (rc)
+            }
+            if (rc) {
                 HX_NCCL(ncclRecv(s.recv_rows + ro, rc, ncclBfloat16, r, c.comm, st));
+            }
         } else {
-            if (rc)
+            if (rc) {
                 HX_NCCL(ncclSend(s.ret_rows + ro, rc, ncclBfloat16, r, c.comm, st));
-            if (sc)
+            }
+            if (sc) {
                 HX_NCCL(ncclRecv(s.back_rows + so, sc, ncclBfloat16, r, c.comm, st));
+            }
         }
     }
     HX_NCCL(ncclGroupEnd());
@@ -538,42 +523,12 @@ static void step_run(hx_ctx &c, const Problem &p, StepState &s, unsigned parts)
         HX_CUDA(cudaStreamSynchronize(st));
     }
 
-    if (s.chunks == 1) {
-        if (parts & PART_COMM)
-            step_exchange(c, s, L, 0, true, st);
-        if (parts & PART_COMPUTE)
-            step_experts(p, s, L, 0, s.blocks_d, st);
-        if (parts & PART_COMM)
-            step_exchange(c, s, L, 0, false, st);
-    } else {
-        cudaStream_t cs = c.comm_stream;
-        HX_CUDA(cudaEventRecord(s.step_start, st));
-        HX_CUDA(cudaStreamWaitEvent(cs, s.step_start, 0));
-        // all dispatches first on comm_stream, each group's combine after its GEMMs
-        for (int g = 0; g < s.chunks; g++) {
-            if (parts & PART_COMM) {
-                step_exchange(c, s, L, g, true, cs);
-                HX_CUDA(cudaEventRecord(s.landed[g], cs));
-            }
-        }
-        for (int g = 0; g < s.chunks; g++) {
-            if (parts & PART_COMPUTE) {
-                if (parts & PART_COMM)
-                    HX_CUDA(cudaStreamWaitEvent(st, s.landed[g], 0));
-                step_experts(p, s, L, g, s.blocks_d, st);
-                HX_CUDA(cudaEventRecord(s.computed[g], st));
-            }
-        }
-        for (int g = 0; g < s.chunks; g++) {
-            if (parts & PART_COMM) {
-                if (parts & PART_COMPUTE)
-                    HX_CUDA(cudaStreamWaitEvent(cs, s.computed[g], 0));
-                step_exchange(c, s, L, g, false, cs);
-            }
-        }
-        HX_CUDA(cudaEventRecord(s.comm_done, cs));
-        HX_CUDA(cudaStreamWaitEvent(st, s.comm_done, 0));
-    }
+    if (parts & PART_COMM)
+        step_exchange(c, s, L, 0, true, st);
+    if (parts & PART_COMPUTE)
+        step_experts(p, s, L, 0, s.blocks_d, st);
+    if (parts & PART_COMM)
+        step_exchange(c, s, L, 0, false, st);
     if (parts & PART_COMPUTE) {
         moe_combine<<<(unsigned)p.tokens, 256, 0, st>>>(s.back_rows, s.pair_pos, s.topk_w, p.out);
         HX_CHECK_LAUNCH();
@@ -587,8 +542,8 @@ static void step_run(hx_ctx &c, const Problem &p, StepState &s, unsigned parts)
 // from the generator (no stored weights, no bf16 intermediates):
 //   h = x W_up[e], a = SiLU(h_gate) * h_up, y = a W_down[e],
 // and the scale of the rounding error, ysum[j] = sum_i |a_i W_down[e][i][j]|.
-__global__ void ref_expert(const long *tokens, const int *experts, uint64_t seed, float *y,
-                           float *ysum)
+__global__ void ref_expert(const long *tokens, const int *experts, uint64_t x_seed,
+                           uint64_t seed, float *y, float *ysum)
 {
     __shared__ float xs[HIDDEN];
     __shared__ double as[FFN];
@@ -596,7 +551,7 @@ __global__ void ref_expert(const long *tokens, const int *experts, uint64_t seed
     long tok = tokens[b];
     uint64_t e = (uint64_t)experts[b];
     for (int i = threadIdx.x; i < HIDDEN; i += blockDim.x)
-        xs[i] = gen_value(seed, TENSOR_X, (uint64_t)tok * HIDDEN + i, 1.0f);
+        xs[i] = gen_value(x_seed, TENSOR_X, (uint64_t)tok * HIDDEN + i, 1.0f);
     __syncthreads();
     for (int j = threadIdx.x; j < FFN; j += blockDim.x) {
         double g = 0.0, u = 0.0;
@@ -627,12 +582,17 @@ __global__ void ref_expert(const long *tokens, const int *experts, uint64_t seed
 // standard deviations wide), so out is allowed 2^-7 |ref| + 2^-9 sum_k
 // w_k ysum_k. A missing, duplicated or misrouted expert row moves the sum by
 // w_k |y_k| (~1/8 of |out|), several times the tolerance; NaN poison fails.
-static bool check_tokens(hx_ctx &c, const Problem &p, uint64_t seed, std::string &reason)
+// The inputs (x, logits) come from in_seed, the weights from w_seed; `want`
+// tokens spread over the rank's, shifted by `shift` (each timed step's
+// sample differs).
+static bool check_tokens(hx_ctx &c, const Problem &p, uint64_t in_seed, uint64_t w_seed,
+                         int want, long shift, std::string &reason)
 {
-    const int want = 12;
     std::vector<long> toks;
     for (int i = 0; i < want && i < p.tokens; i++)
-        toks.push_back(p.tokens <= want ? i : (long)i * (p.tokens - 1) / (want - 1));
+        toks.push_back(p.tokens <= want
+                           ? i
+                           : ((long)i * (p.tokens - 1) / (want - 1) + shift) % p.tokens);
     int nsamp = (int)toks.size();
     // routing on the host from the regenerated logits
     std::vector<long> pair_tok;
@@ -642,7 +602,8 @@ static bool check_tokens(hx_ctx &c, const Problem &p, uint64_t seed, std::string
         long g = (long)c.rank * p.tokens + t;
         std::vector<std::pair<double, int>> sc;
         for (int e = 0; e < p.experts; e++) {
-            double l = gen_uniform(seed, TENSOR_LOGIT, (uint64_t)g * p.experts + e) * LOGIT_SCALE;
+            double l =
+                gen_uniform(in_seed, TENSOR_LOGIT, (uint64_t)g * p.experts + e) * LOGIT_SCALE;
             sc.push_back({(double)(1.0f / (1.0f + expf(-(float)l))), e});
         }
         std::sort(sc.begin(), sc.end(), [](const std::pair<double, int> &a,
@@ -668,7 +629,7 @@ static bool check_tokens(hx_ctx &c, const Problem &p, uint64_t seed, std::string
     HX_CUDA(cudaMalloc(&ysum, (size_t)npairs * HIDDEN * sizeof(float)));
     HX_CUDA(cudaMemcpy(tok_d, pair_tok.data(), npairs * sizeof(long), cudaMemcpyHostToDevice));
     HX_CUDA(cudaMemcpy(exp_d, pair_exp.data(), npairs * sizeof(int), cudaMemcpyHostToDevice));
-    ref_expert<<<npairs, 256>>>(tok_d, exp_d, seed, y, ysum);
+    ref_expert<<<npairs, 256>>>(tok_d, exp_d, in_seed, w_seed, y, ysum);
     HX_CHECK_LAUNCH();
     HX_CUDA(cudaDeviceSynchronize());
     std::vector<float> y_h((size_t)npairs * HIDDEN), ysum_h(y_h.size());
@@ -710,18 +671,19 @@ static bool check_tokens(hx_ctx &c, const Problem &p, uint64_t seed, std::string
     return true;
 }
 
-static void fill_inputs(hx_ctx &c, const Problem &p, uint64_t seed)
+static void fill_inputs(hx_ctx &c, const Problem &p, uint64_t seed, cudaStream_t st = 0)
 {
-    fill_x<<<1024, 256>>>(p.x, p.tokens, (long)c.rank * p.tokens, seed);
+    fill_x<<<1024, 256, 0, st>>>(p.x, p.tokens, (long)c.rank * p.tokens, seed);
     HX_CHECK_LAUNCH();
-    fill_logits<<<1024, 256>>>(p.logits, p.tokens, p.experts, (long)c.rank * p.tokens, seed);
+    fill_logits<<<1024, 256, 0, st>>>(p.logits, p.tokens, p.experts, (long)c.rank * p.tokens, seed);
     HX_CHECK_LAUNCH();
 }
 
 int main(int argc, char **argv)
 {
     hx_ctx c;
-    hx_init(&argc, &argv, c);
+    hx_vouch vouch; // what hx_finalize vouches for: main's alone
+    hx_init(&argc, &argv, c, vouch);
     Problem p;
     p.tokens = hx_arg_long(argc, argv, "--tokens", 4096);
     p.experts = (int)hx_arg_long(argc, argv, "--experts", 256);
@@ -730,10 +692,10 @@ int main(int argc, char **argv)
     int iters = (int)hx_arg_long(argc, argv, "--iters", 10);
     if (p.tokens <= 0 || p.experts < TOPK || p.experts > 512 || p.experts % c.nranks ||
         iters <= 0 || warmup < 0 || p.tokens * TOPK * c.nranks > INT32_MAX / 2) {
-        hx_report_verification(c, false,
+        hx_report_verification(c, vouch, false,
                                "bad sizes: --experts must be 8..512 and a multiple of the rank "
                                "count, --tokens positive, --iters positive");
-        hx_finalize(c);
+        hx_finalize(c, vouch);
         return 2;
     }
     p.experts_local = p.experts / c.nranks;
@@ -765,10 +727,24 @@ int main(int argc, char **argv)
     HX_CUDA(cudaStreamSynchronize(c.stream));
     HX_CUDA(cudaDeviceSynchronize());
     std::string reason;
-    bool ok = check_tokens(c, p, seed, reason);
-    ok = hx_report_verification(c, ok, reason);
+    bool ok = check_tokens(c, p, seed, seed, 12, 0, reason);
 
-    double t_all = hx_time_ms(c, c.stream, warmup, iters, [&] { step_run(c, p, s, PART_ALL); });
+    // The timed steps are verified steps: new tokens and routing each (the
+    // weights stay), the output poisoned, 2 tokens checked after each.
+    hx_checked_step all;
+    all.prepare = [&](int i, cudaStream_t st) {
+        fill_inputs(c, p, hx_iter_seed(seed, i), st);
+        HX_CUDA(cudaMemsetAsync(p.out, 0xFF, x_bytes, st));
+    };
+    all.run = [&] { step_run(c, p, s, PART_ALL); };
+    all.check = [&](int i, std::string &why) {
+        return check_tokens(c, p, hx_iter_seed(seed, i), seed, 2, 37L * (i + 1), why);
+    };
+    bool timed_ok = true;
+    std::string timed_reason;
+    double t_all = hx_time_checked_ms(c, warmup, iters, all, timed_ok, timed_reason);
+    ok = hx_report_verification(c, vouch, ok && timed_ok, ok ? timed_reason : reason);
+
     double t_compute =
         hx_time_ms(c, c.stream, warmup, iters, [&] { step_run(c, p, s, PART_COMPUTE); });
     double t_comm = hx_time_ms(c, c.stream, warmup, iters, [&] { step_run(c, p, s, PART_COMM); });
@@ -795,7 +771,7 @@ int main(int argc, char **argv)
              p.tokens, p.experts, p.experts_local, TOPK, HIDDEN, FFN, sent_max,
              flops_max / (t_compute * 1e9), sent_max / (t_comm * 1e6),
              t_comm / (t_compute + t_comm), std::max(t_compute, t_comm));
-    hx_report_result(c, t_all, iters, t_compute, t_comm, extra);
+    hx_report_result(c, vouch, t_all, iters, t_compute, t_comm, extra);
 
     step_teardown(c, s);
     step_free(c, p.x);
@@ -803,6 +779,6 @@ int main(int argc, char **argv)
     HX_CUDA(cudaFree(p.logits));
     HX_CUDA(cudaFree(p.w_up));
     HX_CUDA(cudaFree(p.w_down));
-    hx_finalize(c);
+    hx_finalize(c, vouch);
     return ok ? 0 : 1;
 }

@@ -1,0 +1,173 @@
+/* schedule.c: schedule (a) of the fast path, early start / late wait.
+ *
+ * A communication call the rules rewrite is issued on a side stream of its
+ * own once its inputs are ready (an event recorded on its stream where the
+ * call was), and its stream waits for it just before the first later
+ * statement of the same scope that may touch its buffers; the work in
+ * between overlaps it. Two halves: cuco_sched_place_call() is the placement,
+ * a pure function over a small graph (statements of one scope with their
+ * buffer names, stream and kind, plus the function's pointer aliases), so it
+ * is tested apart from text; cuco_sched_scan() builds that graph from the
+ * program's tokens around one call and turns the placement into edits for
+ * rules.c. Conservative: whatever the scan cannot prove independent (an
+ * unknown call that may reach a buffer, another communication call, a
+ * synchronisation, an exit from the scope) is a consumer.
+ */
+#include "cuco/analyze.h"
+#include "cuco/buf.h"
+#include "cuco/transform.h"
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- placement (pure) ----------------------------------------------------- */
+
+/* Union-find over the names of the graph, by position in a name table. */
+typedef struct names {
+    const char **items;
+    size_t *parent;
+    size_t n, cap;
+} names;
+
+static size_t names_find(names *t, size_t i)
+{
+    while (t->parent[i] != i)
+        i = t->parent[i] = t->parent[t->parent[i]];
+    return i;
+}
+
+/* Index of s (added when new); (size_t)-1 when memory runs out. */
+static size_t names_id(names *t, const char *s)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (strcmp(t->items[i], s) == 0)
+            return i;
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 32;
+        const char **it = realloc(t->items, cap * sizeof(*it));
+        if (!it)
+            return (size_t)-1;
+        t->items = it;
+        size_t *pa = realloc(t->parent, cap * sizeof(*pa));
+        if (!pa)
+            return (size_t)-1;
+        t->parent = pa;
+        t->cap = cap;
+    }
+    t->items[t->n] = s;
+    t->parent[t->n] = t->n;
+    return t->n++;
+}
+
+/* Whether any of list[0..n) is (an alias of) a buffer marked in mark[]. */
+static int touches(names *t, const unsigned char *mark, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t id = names_id(t, list[i]);
+        if (id != (size_t)-1 && mark[names_find(t, id)])
+            return 1;
+    }
+    return 0;
+}
+
+static int is_barrier(cuco_sched_kind k)
+{
+    return k == CUCO_SCHED_COMM || k == CUCO_SCHED_SYNC || k == CUCO_SCHED_EXIT ||
+           k == CUCO_SCHED_UNKNOWN;
+}
+
+static int same_stream(const char *a, const char *b)
+{
+    return !a || !b || strcmp(a, b) == 0;
+}
+
+/* Marks the alias classes of list[0..n) in mark (sized t->cap). */
+static void mark_all(names *t, unsigned char *mark, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t id = names_id(t, list[i]);
+        if (id != (size_t)-1)
+            mark[names_find(t, id)] = 1;
+    }
+}
+
+static int place_with(const cuco_sched_graph *g, size_t call, names *t, cuco_sched_place *out)
+{
+    const cuco_sched_node *c = &g->nodes[call];
+    unsigned char *both = calloc(t->cap ? t->cap : 1, 1), *wr = calloc(t->cap ? t->cap : 1, 1);
+    if (!both || !wr) {
+        free(both);
+        free(wr);
+        return CUCO_ENOMEM;
+    }
+    mark_all(t, both, c->reads, c->nreads);
+    mark_all(t, both, c->writes, c->nwrites);
+    mark_all(t, wr, c->writes, c->nwrites);
+    /* start: after the last producer of what it reads, or toucher of what it writes */
+    out->issue = call;
+    while (out->issue > 0) {
+        const cuco_sched_node *p = &g->nodes[out->issue - 1];
+        if (is_barrier(p->kind) || touches(t, both, p->writes, p->nwrites) ||
+            touches(t, wr, p->reads, p->nreads))
+            break;
+        out->issue--;
+    }
+    /* wait: before the first node that touches either buffer, or a barrier */
+    out->wait = g->n;
+    out->independent = out->same_stream = 0;
+    for (size_t i = call + 1; i < g->n; i++) {
+        const cuco_sched_node *p = &g->nodes[i];
+        if (is_barrier(p->kind) || touches(t, both, p->reads, p->nreads) ||
+            touches(t, both, p->writes, p->nwrites)) {
+            out->wait = i;
+            break;
+        }
+        if (p->kind == CUCO_SCHED_WORK) {
+            out->independent++;
+            out->same_stream += same_stream(p->stream, c->stream);
+        }
+    }
+    out->knob_default = out->same_stream > 0;
+    free(both);
+    free(wr);
+    return 0;
+}
+
+int cuco_sched_place_call(const cuco_sched_graph *g, size_t call, cuco_sched_place *out)
+{
+    if (!g || !out || call >= g->n || g->nodes[call].kind != CUCO_SCHED_COMM)
+        return CUCO_EINVAL;
+    names t = {0};
+    int rc = 0;
+    /* every name first, so that the marks can be sized once */
+    for (size_t i = 0; i < g->n && rc == 0; i++) {
+        const cuco_sched_node *p = &g->nodes[i];
+        for (size_t k = 0; k < p->nreads && rc == 0; k++)
+            rc = names_id(&t, p->reads[k]) == (size_t)-1 ? CUCO_ENOMEM : 0;
+        for (size_t k = 0; k < p->nwrites && rc == 0; k++)
+            rc = names_id(&t, p->writes[k]) == (size_t)-1 ? CUCO_ENOMEM : 0;
+    }
+    for (size_t i = 0; i < g->naliases && rc == 0; i++) {
+        size_t a = names_id(&t, g->alias_a[i]), b = names_id(&t, g->alias_b[i]);
+        if (a == (size_t)-1 || b == (size_t)-1)
+            rc = CUCO_ENOMEM;
+        else
+            t.parent[names_find(&t, a)] = names_find(&t, b);
+    }
+    if (rc == 0)
+        rc = place_with(g, call, &t, out);
+    free(t.items);
+    free(t.parent);
+    return rc;
+}
+
+void cuco_sched_plan_free(cuco_sched_plan *plan)
+{
+    if (!plan)
+        return;
+    for (size_t i = 0; i < plan->nedits; i++)
+        free(plan->edits[i].text);
+    free(plan->edits);
+    free(plan->note);
+    free(plan->split_note);
+    memset(plan, 0, sizeof(*plan));
+}

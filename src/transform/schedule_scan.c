@@ -1,0 +1,1469 @@
+/* schedule_scan.c: builds the graph of schedule (a) from a program's text.
+ *
+ * Around one communication call: its statement must be a plain statement of
+ * a braced block (a loop body is one iteration); the statements of that block
+ * become graph nodes (a compound statement is one node, the union of what is
+ * in it), each with the head names it mentions (`s.buf`, `L->out` and
+ * `ls[i].x` count as `s`, `L`, `ls`), its kind and its stream; the pointer
+ * assignments, swaps, tables and range-for bindings of the enclosing function
+ * are its aliases. cuco_sched_place_call() then decides, and the plan holds
+ * the edits: the call's stream argument goes through cuco_tx::early_start and
+ * a cuco_tx::early_wait is inserted before the first consumer (or the end of
+ * the block), both keyed by the knob CUCO_EARLY_<site>. A call that is the
+ * whole body of an if without else (braced or not) stands as that if.
+ *
+ * Schedule (b), consumer split by source (try_split): when an all-gather's
+ * first consumer is a cuBLAS GEMM reading the gathered buffer (directly, or
+ * in a helper called once whose body is plain code and that GEMM), the GEMM
+ * goes through cuco_tx::<gemm>_split(site, CUCO_SPLIT_<site>, ...), the
+ * all-gather gets split_site(site, CUCO_SPLIT_<site>) first, and the GEMM is
+ * no consumer any more: the wait is placed again, after it.
+ */
+#include "cuco/analyze.h"
+#include "cuco/buf.h"
+#include "cuco/transform.h"
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct sview {
+    const char *src;
+    cuco_lex lx;
+    size_t *ix; /* code token -> lexer token */
+    size_t n;
+} sview;
+
+static const cuco_tok *tk(const sview *v, size_t i)
+{
+    return &v->lx.toks[v->ix[i]];
+}
+static int is(const sview *v, size_t i, const char *s)
+{
+    return i < v->n && cuco_tok_is(&v->lx, tk(v, i), s);
+}
+static int ident(const sview *v, size_t i)
+{
+    return i < v->n && tk(v, i)->kind == CUCO_TOK_IDENT;
+}
+
+static int in_words(const sview *v, size_t i, const char *const *w)
+{
+    for (; *w; w++)
+        if (is(v, i, *w))
+            return 1;
+    return 0;
+}
+
+/* Index after the bracket that closes the one at i (v->n when unbalanced). */
+static size_t close_of(const sview *v, size_t i)
+{
+    int d = 0;
+    for (size_t k = i; k < v->n; k++) {
+        if (is(v, k, "(") || is(v, k, "[") || is(v, k, "{"))
+            d++;
+        else if (is(v, k, ")") || is(v, k, "]") || is(v, k, "}"))
+            if (--d == 0)
+                return k;
+    }
+    return v->n;
+}
+
+static const char *const type_words[] = {
+    "const",      "volatile",     "void",     "float",         "double",
+    "int",        "char",         "short",    "long",          "unsigned",
+    "signed",     "bool",         "auto",     "struct",        "class",
+    "size_t",     "half",         "__half",   "__nv_bfloat16", "nv_bfloat16",
+    "int8_t",     "uint8_t",      "int16_t",  "uint16_t",      "int32_t",
+    "uint32_t",   "int64_t",      "uint64_t", "static_cast",   "reinterpret_cast",
+    "const_cast", "dynamic_cast", "sizeof",   "nullptr",       "NULL",
+    "true",       "false",        "this",     "new",           "delete",
+    "typename",   "template",     NULL};
+
+static const char *const keywords[] = {"if",    "for",   "while",   "switch",    "do",       "else",
+                                       "try",   "catch", "return",  "break",     "continue", "goto",
+                                       "throw", "case",  "default", "co_return", "co_yield", NULL};
+
+/* A head: an identifier that names a variable, not the member after . or ->,
+ * not a call, a type, a keyword or a namespace. */
+static int is_head(const sview *v, size_t i)
+{
+    if (!ident(v, i) || in_words(v, i, type_words) || in_words(v, i, keywords))
+        return 0;
+    if (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::")))
+        return 0;
+    if (is(v, i + 1, "(") || is(v, i + 1, "::") || is(v, i + 1, "<<<"))
+        return 0;
+    /* (T *)x and static_cast<T *>(x): a type */
+    size_t k = i + 1;
+    while (is(v, k, "*") || is(v, k, "&"))
+        k++;
+    if (k > i + 1 && (is(v, k, ")") || is(v, k, ">")))
+        return 0;
+    if (is(v, i + 1, ">") && i > 0 && (is(v, i - 1, "<") || is(v, i - 1, ",")))
+        return 0;
+    return 1;
+}
+
+/* The first head of the expression [a, b), and those after ?, : at its top. */
+static int expr_heads(const sview *v, size_t a, size_t b, cuco_strlist *out, int all)
+{
+    int want = 1, d = 0;
+    for (size_t i = a; i < b; i++) {
+        if (is(v, i, "(") || is(v, i, "[") || is(v, i, "{"))
+            d++;
+        else if (is(v, i, ")") || is(v, i, "]") || is(v, i, "}"))
+            d--;
+        else if (d == 0 && (is(v, i, "?") || is(v, i, ":") || is(v, i, ",")))
+            want = 1;
+        if ((want || all) && is_head(v, i)) {
+            char *s = cuco_strndup(v->src + tk(v, i)->off, tk(v, i)->len);
+            if (!s || cuco_strlist_push(out, s) != 0) {
+                free(s);
+                return CUCO_ENOMEM;
+            }
+            free(s);
+            want = 0;
+        }
+    }
+    return 0;
+}
+
+/* ---- statements ----------------------------------------------------------- */
+
+/* Index after the statement that starts at i, inside a block closing at end. */
+static size_t stmt_after(const sview *v, size_t i, size_t end)
+{
+    if (i >= end)
+        return end;
+    if (is(v, i, "{"))
+        return close_of(v, i) + 1;
+    if (is(v, i, "if") || is(v, i, "for") || is(v, i, "while") || is(v, i, "switch") ||
+        is(v, i, "catch")) {
+        size_t k = i + 1;
+        if (is(v, k, "constexpr"))
+            k++;
+        if (!is(v, k, "("))
+            return end;
+        size_t b = stmt_after(v, close_of(v, k) + 1, end);
+        if (is(v, i, "if") && b < end && is(v, b, "else"))
+            b = stmt_after(v, b + 1, end);
+        return b;
+    }
+    if (is(v, i, "do")) {
+        size_t b = stmt_after(v, i + 1, end);
+        if (is(v, b, "while") && is(v, b + 1, "("))
+            b = close_of(v, b + 1) + 1;
+        return b < end && is(v, b, ";") ? b + 1 : b;
+    }
+    if (is(v, i, "try")) {
+        size_t b = stmt_after(v, i + 1, end);
+        while (b < end && is(v, b, "catch"))
+            b = stmt_after(v, b, end);
+        return b;
+    }
+    if (is(v, i, "case") || is(v, i, "default") || (ident(v, i) && is(v, i + 1, ":"))) {
+        size_t k = i;
+        while (k < end && !is(v, k, ":"))
+            k++;
+        return k < end ? k + 1 : end;
+    }
+    int d = 0;
+    for (size_t k = i; k < end; k++) {
+        if (is(v, k, "(") || is(v, k, "[") || is(v, k, "{"))
+            d++;
+        else if (is(v, k, ")") || is(v, k, "]") || is(v, k, "}"))
+            d--;
+        else if (d == 0 && is(v, k, ";"))
+            return k + 1;
+    }
+    return end;
+}
+
+static const char *const sync_calls[] = {"cudaStreamSynchronize",
+                                         "cudaDeviceSynchronize",
+                                         "cudaEventSynchronize",
+                                         "cudaEventRecord",
+                                         "cudaEventRecordWithFlags",
+                                         "cudaStreamWaitEvent",
+                                         "cudaEventQuery",
+                                         "cudaStreamQuery",
+                                         "cudaEventElapsedTime",
+                                         "cudaMemcpy",
+                                         "cudaMemset",
+                                         "cudaMemcpyToSymbol",
+                                         "cudaMemcpyFromSymbol",
+                                         "cudaMemcpy2D",
+                                         "cudaFree",
+                                         "cudaFreeAsync",
+                                         "cudaFreeHost",
+                                         "cudaGraphLaunch",
+                                         "cudaStreamDestroy",
+                                         "cudaStreamBeginCapture",
+                                         "cudaStreamEndCapture",
+                                         "cudaDeviceReset",
+                                         "symm_free",
+                                         "symm_free_async",
+                                         "cudaMemPrefetchAsync",
+                                         "cudaLaunchHostFunc",
+                                         "cudaStreamAddCallback",
+                                         "cudaStreamAttachMemAsync",
+                                         "cudaMemcpyPeer",
+                                         NULL};
+static const char *const work_calls[] = {
+    "cudaMemcpyAsync",    "cudaMemsetAsync",  "cudaMemcpy2DAsync",
+    "cudaMemcpy3DAsync",  "cudaLaunchKernel", "cudaLaunchCooperativeKernel",
+    "cudaLaunchKernelEx", "cublasLtMatmul",   NULL};
+/* host calls that touch no device buffer but their arguments */
+static const char *const plain_calls[] = {"printf",
+                                          "fprintf",
+                                          "puts",
+                                          "snprintf",
+                                          "cudaGetLastError",
+                                          "cudaPeekAtLastError",
+                                          "cudaGetErrorString",
+                                          "cudaGetDevice",
+                                          "cudaSetDevice",
+                                          "cudaEventCreate",
+                                          "cudaEventCreateWithFlags",
+                                          "cudaStreamCreate",
+                                          "cudaStreamCreateWithFlags",
+                                          "cudaStreamCreateWithPriority",
+                                          "cudaMalloc",
+                                          "cudaMallocAsync",
+                                          "cublasSetStream",
+                                          "cublasSetMathMode",
+                                          "cublasSetWorkspace",
+                                          "dim3",
+                                          "min",
+                                          "max",
+                                          "abs",
+                                          "fabs",
+                                          "sqrt",
+                                          "ceil",
+                                          "floor",
+                                          "exp",
+                                          "log",
+                                          "make_float2",
+                                          "make_float4",
+                                          "__float2half",
+                                          "__half2float",
+                                          "std::min",
+                                          "std::max",
+                                          "std::abs",
+                                          "std::ceil",
+                                          "std::sqrt",
+                                          "std::move",
+                                          "std::to_string",
+                                          NULL};
+
+/* What one statement [a, b) is, for the placement. */
+typedef struct stmt {
+    size_t a, b;
+    cuco_sched_kind kind;
+    char *stream;       /* owned */
+    cuco_strlist heads; /* every head it names */
+    int calls;          /* calls of functions not in the lists above */
+    int method_calls;   /* obj.f(...), p->f(...) */
+} stmt;
+
+static void stmt_free(stmt *s)
+{
+    free(s->stream);
+    cuco_strlist_free(&s->heads);
+}
+
+static cuco_sched_kind stronger(cuco_sched_kind a, cuco_sched_kind b)
+{
+    static const int rank[] = {
+        [CUCO_SCHED_PLAIN] = 0, [CUCO_SCHED_WORK] = 1, [CUCO_SCHED_UNKNOWN] = 2,
+        [CUCO_SCHED_SYNC] = 3,  [CUCO_SCHED_COMM] = 4, [CUCO_SCHED_EXIT] = 5};
+    return rank[a] >= rank[b] ? a : b;
+}
+
+/* The text of argument k (0-based) of the call whose '(' or '<<<' is at open;
+ * NULL when it has fewer. */
+static char *arg_text(const sview *v, size_t open, int k, int want_last)
+{
+    size_t close = is(v, open, "<<<") ? open : close_of(v, open);
+    if (is(v, open, "<<<")) {
+        while (close < v->n && !is(v, close, ">>>"))
+            close++;
+    }
+    size_t from = open + 1, idx = 0, last_from = open + 1;
+    int d = 0;
+    for (size_t i = open + 1; i <= close && i < v->n; i++) {
+        int end = i == close;
+        if (!end && (is(v, i, "(") || is(v, i, "[") || is(v, i, "{")))
+            d++;
+        else if (!end && (is(v, i, ")") || is(v, i, "]") || is(v, i, "}")))
+            d--;
+        if (end || (d == 0 && is(v, i, ","))) {
+            if (i > from && (int)idx == k && !want_last)
+                return cuco_strndup(v->src + tk(v, from)->off,
+                                    tk(v, i - 1)->off + tk(v, i - 1)->len - tk(v, from)->off);
+            last_from = from;
+            idx++;
+            from = i + 1;
+            if (end && want_last && i > last_from)
+                return cuco_strndup(v->src + tk(v, last_from)->off,
+                                    tk(v, i - 1)->off + tk(v, i - 1)->len - tk(v, last_from)->off);
+        }
+    }
+    return NULL;
+}
+
+/* Qualified name ending at i ("std::min"), for the lists. */
+static int call_in(const sview *v, size_t i, const char *const *list)
+{
+    size_t q = i;
+    while (q >= 2 && is(v, q - 1, "::") && ident(v, q - 2))
+        q -= 2;
+    size_t len = tk(v, i)->off + tk(v, i)->len - tk(v, q)->off;
+    const char *s = v->src + tk(v, q)->off;
+    const char *base = v->src + tk(v, i)->off;
+    for (; *list; list++) {
+        size_t n = strlen(*list);
+        if ((n == len && memcmp(*list, s, n) == 0) ||
+            (n == tk(v, i)->len && memcmp(*list, base, n) == 0 && q == i))
+            return 1;
+    }
+    return 0;
+}
+
+static int push_text(cuco_strlist *l, const sview *v, size_t i)
+{
+    char *s = cuco_strndup(v->src + tk(v, i)->off, tk(v, i)->len);
+    int rc = s ? cuco_strlist_push(l, s) : CUCO_ENOMEM;
+    free(s);
+    return rc;
+}
+
+/* The '(' or '<<<' after the name of a call at i; v->n when i is no call. */
+static size_t call_open(const sview *v, size_t i)
+{
+    if (!ident(v, i) || in_words(v, i, keywords) || in_words(v, i, type_words))
+        return v->n;
+    if (is(v, i + 1, "(") || is(v, i + 1, "<<<"))
+        return i + 1;
+    if (is(v, i + 1, "<")) {
+        int d = 0;
+        for (size_t k = i + 1; k < v->n && k < i + 64; k++) {
+            if (is(v, k, "<"))
+                d++;
+            else if (is(v, k, ">") && --d == 0)
+                return is(v, k + 1, "(") || is(v, k + 1, "<<<") ? k + 1 : v->n;
+            else if (is(v, k, ";") || is(v, k, "{"))
+                break;
+        }
+    }
+    return v->n;
+}
+
+static int all_caps(const sview *v, size_t i)
+{
+    const cuco_tok *t = tk(v, i);
+    for (size_t k = 0; k < t->len; k++) {
+        char ch = v->src[t->off + k];
+        if (!((ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_'))
+            return 0;
+    }
+    return 1;
+}
+
+static int has_sub(const char *s, size_t n, const char *w)
+{
+    size_t wl = strlen(w);
+    for (size_t k = 0; k + wl <= n; k++)
+        if (memcmp(s + k, w, wl) == 0)
+            return 1;
+    return 0;
+}
+
+/* Kind and stream of the call named at i (open: its '(' or '<<<'). */
+static int classify_call(const sview *v, size_t i, size_t open, stmt *s)
+{
+    cuco_sched_kind k = CUCO_SCHED_PLAIN;
+    char *stream = NULL;
+    const cuco_tok *t = tk(v, i);
+    const char *name = v->src + t->off;
+    int qualified_tx = i >= 2 && is(v, i - 1, "::") && is(v, i - 2, "cuco_tx");
+    if (is(v, open, "<<<")) {
+        k = CUCO_SCHED_WORK;
+        stream = arg_text(v, open, 3, 0);
+        if (!stream)
+            stream = cuco_strdup("0");
+    } else if ((t->len > 4 && memcmp(name, "nccl", 4) == 0) ||
+               (t->len > 4 && memcmp(name, "MPI_", 4) == 0) || qualified_tx) {
+        k = CUCO_SCHED_COMM;
+    } else if (call_in(v, i, sync_calls)) {
+        k = CUCO_SCHED_SYNC;
+    } else if (call_in(v, i, work_calls)) {
+        k = CUCO_SCHED_WORK;
+        if (is(v, i, "cudaMemcpyAsync") || is(v, i, "cudaMemsetAsync"))
+            stream = arg_text(v, open, is(v, i, "cudaMemsetAsync") ? 3 : 4, 0);
+        if (!stream && !is(v, i, "cublasLtMatmul"))
+            stream = cuco_strdup("0");
+    } else if (t->len > 6 && memcmp(name, "cublas", 6) == 0 &&
+               (has_sub(name, t->len, "gemm") || has_sub(name, t->len, "Gemm"))) {
+        k = CUCO_SCHED_WORK; /* on the handle's stream: unknown here */
+    } else if (call_in(v, i, plain_calls) || (is(v, open, "(") && all_caps(v, i))) {
+        k = CUCO_SCHED_PLAIN;
+    } else {
+        s->calls++;
+        if (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->")))
+            s->method_calls++;
+    }
+    if (k == CUCO_SCHED_WORK && !s->stream && stream)
+        s->stream = stream;
+    else
+        free(stream);
+    s->kind = stronger(s->kind, k);
+    return 0;
+}
+
+/* A statement that only binds a pointer name ("float *p = a + off;",
+ * "p = q;"): no call and no store through a pointer. */
+static int binds_name(const sview *v, const stmt *s)
+{
+    if (s->calls || s->kind != CUCO_SCHED_PLAIN || is(v, s->a, "*"))
+        return 0;
+    for (size_t i = s->a; i + 1 < s->b; i++)
+        if (is(v, i + 1, "=") && ident(v, i))
+            return 1;
+    return 0;
+}
+
+static int stmt_classify(const sview *v, stmt *s)
+{
+    int rc = 0;
+    for (size_t i = s->a; i < s->b && rc == 0; i++) {
+        if (in_words(v, i,
+                     (const char *const[]){"return", "break", "continue", "goto", "throw",
+                                           "co_return", "case", NULL}) ||
+            (is(v, i, "default") && is(v, i + 1, ":")) ||
+            (ident(v, i) && i == s->a && is(v, i + 1, ":")))
+            s->kind = stronger(s->kind, CUCO_SCHED_EXIT);
+        size_t open = call_open(v, i);
+        if (open < v->n)
+            rc = classify_call(v, i, open, s);
+        if (rc == 0 && is_head(v, i))
+            rc = push_text(&s->heads, v, i);
+    }
+    if (rc == 0 && binds_name(v, s))
+        cuco_strlist_free(&s->heads);
+    return rc;
+}
+
+/* ---- the enclosing function and its aliases ------------------------------- */
+
+/* The '{' of the block that holds token i (v->n: none). */
+static size_t block_open(const sview *v, size_t i)
+{
+    int d = 0;
+    for (size_t k = i; k-- > 0;) {
+        if (is(v, k, "}"))
+            d++;
+        else if (is(v, k, "{") && d-- == 0)
+            return k;
+    }
+    return v->n;
+}
+
+/* The '(' of the parameter list when the block at brace is a function's (or
+ * a lambda's: *lambda = 1) body; v->n otherwise. */
+static size_t params_of(const sview *v, size_t brace, int *lambda)
+{
+    size_t k = brace;
+    *lambda = 0;
+    while (k > 0 && in_words(v, k - 1,
+                             (const char *const[]){"const", "noexcept", "override", "final",
+                                                   "mutable", NULL}))
+        k--;
+    if (k == 0 || !is(v, k - 1, ")"))
+        return v->n;
+    int d = 0;
+    size_t o = k - 1;
+    for (;; o--) {
+        if (is(v, o, ")"))
+            d++;
+        else if (is(v, o, "(") && --d == 0)
+            break;
+        if (o == 0)
+            return v->n;
+    }
+    if (o == 0)
+        return v->n;
+    if (is(v, o - 1, "]")) {
+        *lambda = 1;
+        return o;
+    }
+    if (!ident(v, o - 1) || in_words(v, o - 1, keywords))
+        return v->n;
+    return o;
+}
+
+typedef struct fn_scope {
+    size_t params, body, body_end; /* '(' of the parameters, '{' and '}' of the body */
+    cuco_strlist alias_a, alias_b;
+    cuco_strlist locals, pointer_params;
+} fn_scope;
+
+static void fn_scope_free(fn_scope *f)
+{
+    cuco_strlist_free(&f->alias_a);
+    cuco_strlist_free(&f->alias_b);
+    cuco_strlist_free(&f->locals);
+    cuco_strlist_free(&f->pointer_params);
+}
+
+static int add_pairs(fn_scope *f, const sview *v, size_t lhs, const cuco_strlist *rhs)
+{
+    int rc = 0;
+    for (size_t k = 0; k < rhs->n && rc == 0; k++) {
+        rc = push_text(&f->alias_a, v, lhs);
+        if (rc == 0)
+            rc = cuco_strlist_push(&f->alias_b, rhs->items[k]);
+    }
+    return rc;
+}
+
+/* The head of the name chain that ends right before '=' at eq (p.buf, L->x);
+ * v->n for a store through a pointer or an element (*p = v, a[i] = v). */
+static size_t lhs_head(const sview *v, size_t eq)
+{
+    size_t k = eq;
+    while (k > 0 && (ident(v, k - 1) || is(v, k - 1, ".") || is(v, k - 1, "->"))) {
+        k--;
+        if (ident(v, k) && !(k > 0 && (is(v, k - 1, ".") || is(v, k - 1, "->"))))
+            break;
+    }
+    if (k == eq || !ident(v, k) || in_words(v, k, type_words))
+        return v->n;
+    if (k > 0 && is(v, k - 1, "*") && !(k > 1 && (ident(v, k - 2) || is(v, k - 2, ">"))))
+        return v->n;
+    return k;
+}
+
+/* Pointer assignments, tables, swaps and range-for bindings of [a, b). */
+static int scan_aliases(fn_scope *f, const sview *v, size_t a, size_t b)
+{
+    int rc = 0;
+    for (size_t i = a; i < b && rc == 0; i++) {
+        cuco_strlist rhs = {0};
+        size_t lhs = v->n;
+        if (is(v, i, "=")) {
+            lhs = lhs_head(v, i);
+            size_t e = i + 1;
+            int d = 0;
+            while (e < b && !(d == 0 && (is(v, e, ";") || is(v, e, ",") || is(v, e, ")")))) {
+                d += is(v, e, "(") || is(v, e, "[") || is(v, e, "{");
+                d -= is(v, e, ")") || is(v, e, "]") || is(v, e, "}");
+                e++;
+            }
+            if (lhs < v->n)
+                rc = is(v, i + 1, "{") ? expr_heads(v, i + 2, close_of(v, i + 1), &rhs, 0)
+                                       : expr_heads(v, i + 1, e, &rhs, 0);
+        } else if (is(v, i, "swap") && is(v, i + 1, "(") && ident(v, i + 2)) {
+            lhs = i + 2;
+            rc = expr_heads(v, i + 3, close_of(v, i + 1), &rhs, 0);
+        } else if (is(v, i, ":") && ident(v, i - 1) && !is(v, i + 1, ":")) {
+            size_t k = i; /* range-for: "for (auto &b : buckets)" */
+            while (k > a && !is(v, k, "(") && !is(v, k, ";") && !is(v, k, "{"))
+                k--;
+            if (is(v, k, "(") && k > 0 && is(v, k - 1, "for")) {
+                lhs = i - 1;
+                rc = expr_heads(v, i + 1, close_of(v, k), &rhs, 0);
+            }
+        }
+        if (rc == 0 && lhs < v->n)
+            rc = add_pairs(f, v, lhs, &rhs);
+        cuco_strlist_free(&rhs);
+    }
+    return rc;
+}
+
+/* Declared names of [a, b) ("T *x =", "T x;", parameters). */
+static int scan_locals(fn_scope *f, const sview *v, size_t a, size_t b)
+{
+    int rc = 0;
+    for (size_t i = a + 1; i < b && rc == 0; i++) {
+        if (!is_head(v, i) ||
+            !(is(v, i + 1, "=") || is(v, i + 1, ";") || is(v, i + 1, ",") || is(v, i + 1, "[") ||
+              is(v, i + 1, ")") || is(v, i + 1, "{") || is(v, i + 1, ":")))
+            continue;
+        int ptr = is(v, i - 1, "*") || is(v, i - 1, "&") || is(v, i - 1, "&&");
+        size_t p = i - 1;
+        while (p > a && (is(v, p, "*") || is(v, p, "&") || is(v, p, "&&")))
+            p--;
+        if (!(ident(v, p) || is(v, p, ">")) || in_words(v, p, keywords))
+            continue;
+        rc = push_text(&f->locals, v, i);
+        if (rc == 0 && ptr && i < f->body)
+            rc = push_text(&f->pointer_params, v, i);
+    }
+    return rc;
+}
+
+/* The function around block brace (through lambdas, to the named function). */
+static int fn_scope_find(fn_scope *f, const sview *v, size_t brace)
+{
+    memset(f, 0, sizeof(*f));
+    for (size_t o = brace; o < v->n; o = block_open(v, o)) {
+        int lambda = 0;
+        size_t p = params_of(v, o, &lambda);
+        if (p < v->n && !lambda) {
+            f->params = p;
+            f->body = o;
+            f->body_end = close_of(v, o);
+            int rc = scan_aliases(f, v, p, f->body_end);
+            if (rc == 0)
+                rc = scan_locals(f, v, p, f->body_end);
+            if (rc != 0)
+                fn_scope_free(f);
+            return rc;
+        }
+        if (o == 0)
+            break;
+    }
+    return CUCO_ENOTFOUND;
+}
+
+/* ---- the plan ------------------------------------------------------------- */
+
+typedef struct api_args {
+    const char *api;
+    int send, recv; /* argument positions; -1: none */
+} api_args;
+
+static const api_args api_table[] = {
+    {"ncclAllGather", 0, 1}, {"ncclReduceScatter", 0, 1}, {"ncclAllReduce", 0, 1},
+    {"ncclBroadcast", 0, 1}, {"ncclBcast", 0, 0},         {"ncclAlltoAll", 0, 1},
+    {"ncclAllToAll", 0, 1},  {"ncclGather", 0, 1},        {"ncclScatter", 0, 1},
+    {"ncclSend", 0, -1},     {"ncclRecv", -1, 0},         {NULL, 0, 0}};
+
+/* Token range [*a, *b) of argument k of the call whose '(' is at open. */
+static int arg_range(const sview *v, size_t open, int k, size_t *a, size_t *b)
+{
+    size_t close = close_of(v, open), from = open + 1;
+    int idx = 0, d = 0;
+    for (size_t i = open + 1; i <= close && i < v->n; i++) {
+        if (i < close && (is(v, i, "(") || is(v, i, "[") || is(v, i, "{")))
+            d++;
+        else if (i < close && (is(v, i, ")") || is(v, i, "]") || is(v, i, "}")))
+            d--;
+        if (i == close || (d == 0 && is(v, i, ","))) {
+            if (idx == k || (k < 0 && i == close)) {
+                *a = from;
+                *b = i;
+                return i > from;
+            }
+            idx++;
+            from = i + 1;
+        }
+    }
+    return 0;
+}
+
+typedef struct scan {
+    const sview *v;
+    fn_scope fn;
+    stmt *stmts;
+    size_t n, call; /* statements of the block; the call's */
+    size_t block, block_end;
+    cuco_strlist send, recv;
+    char *stream;
+    int globals;      /* a buffer of the call may be reached by any call (not a local) */
+    cuco_strlist all; /* the call's buffers and their aliases */
+    size_t gemm;      /* the split GEMM's name token (schedule (b)) */
+    size_t call_tok;  /* the communication call's name token */
+} scan;
+
+static int listed(const cuco_strlist *l, const char *s)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->items[i], s) == 0)
+            return 1;
+    return 0;
+}
+
+/* Position of parameter name among the parameters at '(' open; -1: none. */
+static int param_pos(const sview *v, size_t open, const char *name)
+{
+    size_t close = close_of(v, open), last = v->n;
+    int idx = 0, d = 0;
+    for (size_t i = open + 1; i <= close && i < v->n; i++) {
+        d += is(v, i, "(") || is(v, i, "[") || is(v, i, "<");
+        d -= (is(v, i, ")") && i < close) || is(v, i, "]") || is(v, i, ">");
+        if (i == close || (d == 0 && (is(v, i, ",") || is(v, i, "=")))) {
+            if (last < v->n && tk(v, last)->len == strlen(name) &&
+                memcmp(v->src + tk(v, last)->off, name, tk(v, last)->len) == 0)
+                return idx;
+            if (!is(v, i, "=")) {
+                idx++;
+                last = v->n;
+            } else {
+                while (i < close && !(d == 0 && is(v, i, ",")))
+                    i++;
+                idx++;
+                last = v->n;
+            }
+        } else if (d == 0 && ident(v, i)) {
+            last = i;
+        }
+    }
+    return -1;
+}
+
+static int heads_connected(const fn_scope *f, const char *a, const char *b)
+{
+    cuco_strlist seen = {0};
+    int found = strcmp(a, b) == 0;
+    if (!found && cuco_strlist_push(&seen, a) != 0)
+        return 1;
+    for (int grew = 1; grew && !found;) {
+        grew = 0;
+        for (size_t i = 0; i < f->alias_a.n && !found; i++) {
+            const char *x = f->alias_a.items[i], *y = f->alias_b.items[i];
+            if (listed(&seen, x) != listed(&seen, y)) {
+                const char *nw = listed(&seen, x) ? y : x;
+                if (cuco_strlist_push(&seen, nw) != 0) {
+                    cuco_strlist_free(&seen);
+                    return 1;
+                }
+                found = strcmp(nw, b) == 0;
+                grew = 1;
+            }
+        }
+    }
+    cuco_strlist_free(&seen);
+    return found;
+}
+
+/* Whether pointer parameters p and q of fn may be the same buffer: unless at
+ * every call of fn in the text (one at least) their arguments have heads
+ * that the caller's aliases do not connect. */
+static int params_may_alias(const sview *v, const fn_scope *fn, const char *p, const char *q)
+{
+    size_t name = fn->params - 1;
+    int pp = param_pos(v, fn->params, p), pq = param_pos(v, fn->params, q), calls = 0;
+    if (pp < 0 || pq < 0 || !ident(v, name))
+        return 1;
+    for (size_t k = 0; k + 1 < v->n; k++) {
+        if (k == name || !is(v, k + 1, "(") || tk(v, k)->len != tk(v, name)->len ||
+            memcmp(v->src + tk(v, k)->off, v->src + tk(v, name)->off, tk(v, k)->len) != 0 ||
+            (k > 0 && (is(v, k - 1, ".") || is(v, k - 1, "->"))))
+            continue;
+        size_t blk = block_open(v, k);
+        if (blk >= v->n)
+            continue; /* a declaration at file scope */
+        size_t a1, b1, a2, b2;
+        cuco_strlist h1 = {0}, h2 = {0};
+        fn_scope caller;
+        int alias = 1;
+        if (arg_range(v, k + 1, pp, &a1, &b1) && arg_range(v, k + 1, pq, &a2, &b2) &&
+            expr_heads(v, a1, b1, &h1, 0) == 0 && expr_heads(v, a2, b2, &h2, 0) == 0 && h1.n == 1 &&
+            h2.n == 1 && fn_scope_find(&caller, v, blk) == 0) {
+            alias = heads_connected(&caller, h1.items[0], h2.items[0]);
+            fn_scope_free(&caller);
+        }
+        cuco_strlist_free(&h1);
+        cuco_strlist_free(&h2);
+        if (alias)
+            return 1;
+        calls++;
+    }
+    return calls == 0;
+}
+
+/* The call's buffers through the aliases; whether one is not local; a
+ * parameter buffer may alias any pointer parameter. */
+static int buffers_closure(scan *s)
+{
+    cuco_strlist all = {0};
+    int rc = 0;
+    for (size_t i = 0; i < s->send.n && rc == 0; i++)
+        rc = cuco_strlist_push(&all, s->send.items[i]);
+    for (size_t i = 0; i < s->recv.n && rc == 0; i++)
+        rc = cuco_strlist_push(&all, s->recv.items[i]);
+    for (int grew = 1; grew && rc == 0;) {
+        grew = 0;
+        for (size_t i = 0; i < s->fn.alias_a.n && rc == 0; i++) {
+            const char *a = s->fn.alias_a.items[i], *b = s->fn.alias_b.items[i];
+            if (listed(&all, a) != listed(&all, b)) {
+                rc = cuco_strlist_push(&all, listed(&all, a) ? b : a);
+                grew = 1;
+            }
+        }
+        for (size_t i = 0; i < all.n && rc == 0 && !grew; i++)
+            if (listed(&s->fn.pointer_params, all.items[i]))
+                for (size_t k = 0; k < s->fn.pointer_params.n && rc == 0; k++) {
+                    const char *q = s->fn.pointer_params.items[k];
+                    if (listed(&all, q) || !params_may_alias(s->v, &s->fn, all.items[i], q))
+                        continue;
+                    rc = cuco_strlist_push(&all, q);
+                    if (rc == 0)
+                        rc = cuco_strlist_push(&s->fn.alias_a, all.items[i]);
+                    if (rc == 0)
+                        rc = cuco_strlist_push(&s->fn.alias_b, q);
+                    grew = 1;
+                }
+    }
+    for (size_t i = 0; i < all.n; i++)
+        if (!listed(&s->fn.locals, all.items[i]))
+            s->globals = 1;
+    s->all = all;
+    return rc;
+}
+
+/* The statements of the call's block, classified; the call's node. */
+static int scan_block(scan *s, size_t call_stmt)
+{
+    const sview *v = s->v;
+    int rc = 0;
+    for (size_t i = s->block + 1; i < s->block_end && rc == 0;) {
+        size_t j = stmt_after(v, i, s->block_end);
+        if (j <= i)
+            j = i + 1;
+        if (j > s->block_end)
+            j = s->block_end;
+        stmt *grown = realloc(s->stmts, (s->n + 1) * sizeof(*grown));
+        if (!grown)
+            return CUCO_ENOMEM;
+        s->stmts = grown;
+        stmt *st = &s->stmts[s->n];
+        memset(st, 0, sizeof(*st));
+        st->a = i;
+        st->b = j;
+        if (i == call_stmt) {
+            s->call = s->n;
+            st->kind = CUCO_SCHED_COMM;
+        } else {
+            rc = stmt_classify(v, st);
+            if (rc == 0 && st->calls && (s->globals || st->method_calls))
+                st->kind = stronger(st->kind, CUCO_SCHED_UNKNOWN);
+        }
+        s->n++;
+        i = j;
+    }
+    return rc;
+}
+
+static int sview_open(sview *v, const char *src, cuco_err *e)
+{
+    memset(v, 0, sizeof(*v));
+    v->src = src;
+    int rc = cuco_lex_run(&v->lx, src, strlen(src), e);
+    if (rc != 0)
+        return rc;
+    v->ix = malloc((v->lx.ntoks + 1) * sizeof(size_t));
+    if (!v->ix)
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    for (size_t i = 0; i < v->lx.ntoks; i++)
+        if (v->lx.toks[i].kind != CUCO_TOK_COMMENT && v->lx.toks[i].kind != CUCO_TOK_PREPROC)
+            v->ix[v->n++] = i;
+    return 0;
+}
+
+static void sview_close(sview *v)
+{
+    cuco_lex_free(&v->lx);
+    free(v->ix);
+}
+
+/* Sets why the schedule does not apply: returns 1 (stop), or CUCO_ENOMEM. */
+static int plan_note(cuco_sched_plan *p, const char *fmt, int line)
+{
+    free(p->note);
+    p->note = cuco_sprintf(fmt, line);
+    return p->note ? 1 : CUCO_ENOMEM;
+}
+
+static int plan_edit(cuco_sched_plan *p, size_t off, size_t len, char *text, size_t stmt_off)
+{
+    if (!text)
+        return CUCO_ENOMEM;
+    cuco_sched_edit *g = realloc(p->edits, (p->nedits + 1) * sizeof(*g));
+    if (!g) {
+        free(text);
+        return CUCO_ENOMEM;
+    }
+    p->edits = g;
+    p->edits[p->nedits++] = (cuco_sched_edit){off, len, text, stmt_off};
+    return 0;
+}
+
+/* `if (cond) call;` (no braces, no else) at s0 with the call at c in its
+ * body: the if statement stands for the call, whose effects happen or not;
+ * v->n otherwise. */
+static size_t guarded_stmt(const sview *v, size_t s0, size_t c)
+{
+    if (!is(v, s0 + 1, "("))
+        return v->n;
+    size_t body = close_of(v, s0 + 1) + 1;
+    if (body >= v->n || body > c || is(v, body, "{") || in_words(v, body, keywords))
+        return v->n;
+    int d = 0;
+    for (size_t k = body; k < c; k++) {
+        d += is(v, k, "(") - is(v, k, ")");
+        if (d < 0)
+            return v->n;
+    }
+    size_t end = stmt_after(v, body, v->n);
+    return end < v->n && is(v, end, "else") ? v->n : s0;
+}
+
+/* Where the call statement starts (v->n: it is not a plain statement, e.g. a
+ * condition or the body of an unbraced for, or of an if with an else). */
+static size_t plain_stmt_start(const sview *v, size_t c)
+{
+    size_t s0 = c;
+    while (s0 > 0 && !is(v, s0 - 1, ";") && !is(v, s0 - 1, "{") && !is(v, s0 - 1, "}"))
+        s0--;
+    if (s0 > 0 && is(v, s0, "if"))
+        return guarded_stmt(v, s0, c);
+    if (s0 == 0 || in_words(v, s0, keywords))
+        return v->n;
+    int d = 0;
+    for (size_t k = s0; k < c; k++) {
+        d += is(v, k, "(") - is(v, k, ")");
+        if (d < 0)
+            return v->n;
+    }
+    return s0;
+}
+
+/* Whether the '{' at b opens code (not an initializer list). */
+static int code_block(const sview *v, size_t b)
+{
+    static const char *const before[] = {")",        "else",  "do",      "try",   "{",
+                                         "}",        ";",     "]",       "const", "noexcept",
+                                         "override", "final", "mutable", NULL};
+    return b > 0 && b < v->n && in_words(v, b - 1, before);
+}
+
+/* The graph of the block, placed: fills *pl. */
+static int place(scan *s, cuco_sched_place *pl)
+{
+    size_t n = s->n;
+    cuco_sched_node *nodes = calloc(n ? n : 1, sizeof(*nodes));
+    if (!nodes)
+        return CUCO_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        stmt *st = &s->stmts[i];
+        nodes[i].kind = st->kind;
+        nodes[i].stream = i == s->call ? s->stream : st->stream;
+        nodes[i].line = tk(s->v, st->a)->line;
+        const cuco_strlist *r = i == s->call ? &s->send : &st->heads;
+        const cuco_strlist *w = i == s->call ? &s->recv : &st->heads;
+        nodes[i].reads = (const char *const *)r->items;
+        nodes[i].nreads = r->n;
+        nodes[i].writes = (const char *const *)w->items;
+        nodes[i].nwrites = w->n;
+    }
+    cuco_sched_graph g = {nodes, n, (const char *const *)s->fn.alias_a.items,
+                          (const char *const *)s->fn.alias_b.items, s->fn.alias_a.n};
+    int rc = cuco_sched_place_call(&g, s->call, pl);
+    free(nodes);
+    return rc;
+}
+
+/* The start of the line of token i when only blanks precede it there (with
+ * that indentation in *indent, caller frees), else the token's offset. */
+static size_t line_slot(const sview *v, size_t i, char **indent)
+{
+    size_t off = tk(v, i)->off, ls = off;
+    while (ls > 0 && (v->src[ls - 1] == ' ' || v->src[ls - 1] == '\t'))
+        ls--;
+    if (ls == 0 || v->src[ls - 1] == '\n') {
+        *indent = cuco_strndup(v->src + ls, off - ls);
+        return ls;
+    }
+    *indent = NULL;
+    return off;
+}
+
+/* The edits: the stream argument through early_start, the wait before node
+ * pl->wait (or the block's '}'). */
+static int plan_edits(scan *s, const cuco_sched_place *pl, size_t open, int site,
+                      cuco_sched_plan *p)
+{
+    const sview *v = s->v;
+    size_t a, b;
+    if (!arg_range(v, open, -1, &a, &b))
+        return 0;
+    size_t aoff = tk(v, a)->off, aend = tk(v, b - 1)->off + tk(v, b - 1)->len;
+    int rc = plan_edit(p, aoff, aend - aoff,
+                       cuco_sprintf("cuco_tx::early_start(%d, CUCO_EARLY_%d, %.*s)", site, site,
+                                    (int)(aend - aoff), v->src + aoff),
+                       aoff);
+    size_t at = pl->wait < s->n ? s->stmts[pl->wait].a : s->block_end;
+    const char *cs = pl->wait < s->n ? s->stmts[pl->wait].stream : NULL;
+    char *call = cs && s->stream && strcmp(cs, s->stream) != 0
+                     ? cuco_sprintf("cuco_tx::early_wait(%d, CUCO_EARLY_%d, %s);", site, site, cs)
+                     : cuco_sprintf("cuco_tx::early_wait(%d, CUCO_EARLY_%d);", site, site);
+    char *indent = NULL;
+    size_t off = line_slot(v, at, &indent);
+    if (pl->wait >= s->n && indent) {
+        free(indent);
+        char *ci = NULL;
+        line_slot(v, s->stmts[s->call].a, &ci);
+        indent = ci;
+    }
+    size_t stmt_off = tk(v, at)->off;
+    int after_last = pl->wait >= s->n && indent && s->n > 0 && is(v, s->stmts[s->n - 1].b - 1, ";");
+    if (after_last) {
+        /* right after the block's last statement, on a line of its own: an
+         * edit of that statement (the '}' line may be frozen code) */
+        const cuco_tok *semi = tk(v, s->stmts[s->n - 1].b - 1);
+        off = semi->off + semi->len;
+        stmt_off = semi->off;
+    }
+    char *text = !call        ? NULL
+                 : after_last ? cuco_sprintf("\n%s%s", indent, call)
+                 : indent     ? cuco_sprintf("%s%s\n", indent, call)
+                              : cuco_sprintf("%s ", call);
+    if (rc == 0)
+        rc = plan_edit(p, off, 0, text, stmt_off);
+    else
+        free(text);
+    free(call);
+    free(indent);
+    p->wait_line = tk(v, at)->line;
+    return rc;
+}
+
+/* The call's buffers and stream from its arguments. */
+static int call_buffers(scan *s, size_t open, const char *api)
+{
+    const api_args *x = api_table;
+    while (x->api && strcmp(x->api, api) != 0)
+        x++;
+    if (!x->api)
+        return CUCO_ENOTFOUND;
+    size_t a, b;
+    int rc = 0;
+    if (x->send >= 0 && arg_range(s->v, open, x->send, &a, &b))
+        rc = expr_heads(s->v, a, b, &s->send, 0);
+    if (rc == 0 && x->recv >= 0 && arg_range(s->v, open, x->recv, &a, &b))
+        rc = expr_heads(s->v, a, b, &s->recv, 0);
+    if (rc == 0 && arg_range(s->v, open, -1, &a, &b))
+        s->stream = cuco_strndup(s->v->src + tk(s->v, a)->off,
+                                 tk(s->v, b - 1)->off + tk(s->v, b - 1)->len - tk(s->v, a)->off);
+    return rc != 0 ? rc : s->stream ? 0 : CUCO_ENOMEM;
+}
+
+/* When the block at brace is the body of `if (cond) { call; }` (no else)
+ * and holds only the statement at st: that if statement, which stands for
+ * the call in the enclosing block; v->n otherwise. */
+static size_t braced_guard(const sview *v, size_t brace, size_t st)
+{
+    if (brace == 0 || !is(v, brace - 1, ")") || st != brace + 1)
+        return v->n;
+    size_t end = close_of(v, brace);
+    if (end >= v->n || stmt_after(v, st, end) != end || is(v, end + 1, "else"))
+        return v->n;
+    size_t o = brace - 1;
+    for (int d = 0;; o--) {
+        d += is(v, o, ")") - is(v, o, "(");
+        if (d == 0 || o == 0)
+            break;
+    }
+    if (o == 0 || !is(v, o, "(") || !is(v, o - 1, "if"))
+        return v->n;
+    size_t s0 = o - 1;
+    return s0 > 0 && (is(v, s0 - 1, ";") || is(v, s0 - 1, "{") || is(v, s0 - 1, "}")) ? s0 : v->n;
+}
+
+/* Finds the call's statement, block and function; 1 when the schedule
+ * cannot apply (p->note says why). */
+static int locate(scan *s, size_t c, cuco_sched_plan *p, size_t *call_stmt)
+{
+    const sview *v = s->v;
+    *call_stmt = plain_stmt_start(v, c);
+    if (*call_stmt >= v->n)
+        return plan_note(p,
+                         "the call is not a statement of its own (a condition, or the body "
+                         "of a loop, or of an if with an else, without braces)",
+                         0);
+    s->block = block_open(v, *call_stmt);
+    while (s->block < v->n && braced_guard(v, s->block, *call_stmt) < v->n) {
+        *call_stmt = braced_guard(v, s->block, *call_stmt);
+        s->block = block_open(v, *call_stmt);
+    }
+    if (s->block >= v->n || !code_block(v, s->block))
+        return plan_note(p, "the call is not in a braced block", 0);
+    s->block_end = close_of(v, s->block);
+    if (s->block_end >= v->n)
+        return plan_note(p, "the call's block is not closed", 0);
+    int rc = fn_scope_find(&s->fn, v, s->block);
+    if (rc == CUCO_ENOTFOUND)
+        return plan_note(p, "the call is not inside a function body", 0);
+    return rc;
+}
+
+/* ---- schedule (b): consumer split by source -------------------------------- */
+
+typedef struct gemm_api {
+    const char *name, *glue;
+    int nargs, a, b; /* argument count, positions of the operands A and B */
+} gemm_api;
+
+static const gemm_api gemm_table[] = {
+    {"cublasGemmEx", "cuco_tx::gemm_ex_split", 19, 7, 10},
+    {"cublasGemmStridedBatchedEx", "cuco_tx::gemm_strided_batched_ex_split", 23, 7, 11},
+    {"cublasSgemm", "cuco_tx::sgemm_split", 14, 7, 9},
+    {"cublasHgemm", "cuco_tx::hgemm_split", 14, 7, 9},
+    {NULL, NULL, 0, 0, 0}};
+
+static const gemm_api *gemm_at(const sview *v, size_t i)
+{
+    if (!ident(v, i) || !is(v, i + 1, "(") ||
+        (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::"))))
+        return NULL;
+    for (const gemm_api *g = gemm_table; g->name; g++)
+        if (is(v, i, g->name))
+            return g;
+    return NULL;
+}
+
+static int count_args(const sview *v, size_t open)
+{
+    int n = 0;
+    size_t a, b;
+    while (arg_range(v, open, n, &a, &b))
+        n++;
+    return n;
+}
+
+/* Whether argument k of the call at open names one of the call's buffers. */
+static int arg_names_buffer(const scan *s, size_t open, int k, int *hit)
+{
+    size_t a, b;
+    cuco_strlist h = {0};
+    *hit = 0;
+    if (!arg_range(s->v, open, k, &a, &b))
+        return 0;
+    int rc = expr_heads(s->v, a, b, &h, 1);
+    for (size_t i = 0; rc == 0 && i < h.n; i++)
+        if (listed(&s->all, h.items[i]))
+            *hit = 1;
+    cuco_strlist_free(&h);
+    return rc;
+}
+
+/* The GEMM call of statement st when st is that call alone (in macros, or as
+ * the body of an unbraced if without else); v->n with *why set otherwise. */
+static size_t split_gemm(const scan *s, const stmt *st, const char **why)
+{
+    const sview *v = s->v;
+    size_t g = v->n;
+    int semis = 0;
+    *why = "is not a cuBLAS GEMM call (cublasGemmEx, cublasGemmStridedBatchedEx, cublasSgemm, "
+           "cublasHgemm)";
+    for (size_t i = st->a; i < st->b; i++) {
+        if (is(v, i, "{") || is(v, i, "else") || is(v, i, "for") || is(v, i, "while") ||
+            is(v, i, "do") || is(v, i, "switch"))
+            return v->n;
+        semis += is(v, i, ";");
+        if (gemm_at(v, i)) {
+            if (g < v->n) {
+                *why = "holds more than one GEMM";
+                return v->n;
+            }
+            g = i;
+        }
+    }
+    if (g >= v->n)
+        return v->n;
+    if (semis != 1 || st->calls || st->kind != CUCO_SCHED_WORK) {
+        *why = "is a GEMM inside a larger statement";
+        return v->n;
+    }
+    const gemm_api *api = gemm_at(v, g);
+    if (count_args(v, g + 1) != api->nargs) {
+        *why = "is a GEMM whose arguments could not be read";
+        return v->n;
+    }
+    return g;
+}
+
+/* The one call of statement st to a function of the program that the lists
+ * do not know (its name token); v->n when there is not exactly one. */
+static size_t helper_callee(const sview *v, const stmt *st)
+{
+    size_t f = v->n;
+    if (st->calls != 1 || st->method_calls)
+        return v->n;
+    for (size_t i = st->a; i < st->b; i++) {
+        size_t open = call_open(v, i);
+        if (open >= v->n || !is(v, open, "(") || is(v, i + 1, "<") || call_in(v, i, sync_calls) ||
+            call_in(v, i, work_calls) || call_in(v, i, plain_calls) || all_caps(v, i) ||
+            (tk(v, i)->len > 4 && memcmp(v->src + tk(v, i)->off, "nccl", 4) == 0) ||
+            (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::"))))
+            continue;
+        if (f < v->n)
+            return v->n;
+        f = i;
+    }
+    return f;
+}
+
+static int same_tok(const sview *v, size_t a, size_t b)
+{
+    return tk(v, a)->len == tk(v, b)->len &&
+           memcmp(v->src + tk(v, a)->off, v->src + tk(v, b)->off, tk(v, a)->len) == 0;
+}
+
+/* The '{' of the body of the file-scope function named like token f, when
+ * it has one definition and is called once (from inside a function); v->n
+ * otherwise. */
+static size_t helper_body(const sview *v, size_t f)
+{
+    size_t body = v->n;
+    int calls = 0;
+    for (size_t i = 0; i + 1 < v->n; i++) {
+        if (!is(v, i + 1, "(") || !same_tok(v, i, f) ||
+            (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::"))))
+            continue;
+        size_t after = close_of(v, i + 1) + 1;
+        if (block_open(v, i) < v->n) {
+            calls++;
+        } else if (after < v->n && is(v, after, "{")) {
+            if (body < v->n)
+                return v->n;
+            body = after;
+        }
+    }
+    return calls == 1 ? body : v->n;
+}
+
+/* When statement st calls a helper whose body is plain host code and one
+ * cuBLAS GEMM statement: that GEMM's name token; v->n otherwise (*why). */
+static size_t helper_gemm(const scan *s, const stmt *st, const char **why)
+{
+    const sview *v = s->v;
+    size_t f = helper_callee(v, st), body = f < v->n ? helper_body(v, f) : v->n;
+    if (body >= v->n)
+        return v->n;
+    size_t end = close_of(v, body), g = v->n;
+    *why = "calls a helper that is not plain host code and one cuBLAS GEMM";
+    for (size_t i = body + 1; i < end;) {
+        stmt h;
+        memset(&h, 0, sizeof(h));
+        h.a = i;
+        h.b = stmt_after(v, i, end);
+        if (h.b <= i)
+            h.b = i + 1;
+        int rc = stmt_classify(v, &h);
+        const char *ignored = NULL;
+        size_t hg = rc == 0 && h.kind == CUCO_SCHED_WORK ? split_gemm(s, &h, &ignored) : v->n;
+        int plain = rc == 0 && h.kind == CUCO_SCHED_PLAIN && h.calls == 0;
+        stmt_free(&h);
+        if ((hg >= v->n && !plain) || (hg < v->n && g < v->n))
+            return v->n;
+        if (hg < v->n)
+            g = hg;
+        i = h.b;
+    }
+    return g;
+}
+
+/* Sets plan->split_note to why the split does not apply: 1 (stop), or
+ * CUCO_ENOMEM. */
+static int split_no(cuco_sched_plan *p, const char *why, int line)
+{
+    free(p->split_note);
+    p->split_note = cuco_sprintf("its first consumer (line %d) %s", line, why);
+    return p->split_note ? 1 : CUCO_ENOMEM;
+}
+
+/* The split's edits: the GEMM through its glue with site and knob in front,
+ * the all-gather with split_site(...) as its first argument. */
+static int split_edits(scan *s, size_t call_open, size_t g, int site, cuco_sched_plan *p)
+{
+    const sview *v = s->v;
+    const gemm_api *api = gemm_at(v, g);
+    size_t a, b, ga, gb;
+    if (!arg_range(v, call_open, 0, &a, &b) || !arg_range(v, g + 1, 0, &ga, &gb))
+        return CUCO_EINVAL;
+    size_t goff = tk(v, g)->off;
+    int rc = plan_edit(p, goff, tk(v, g)->len, cuco_strdup(api->glue), goff);
+    if (rc == 0)
+        rc = plan_edit(p, tk(v, ga)->off, 0, cuco_sprintf("%d, CUCO_SPLIT_%d, ", site, site), goff);
+    if (rc == 0)
+        rc = plan_edit(p, tk(v, a)->off, 0,
+                       cuco_sprintf("cuco_tx::split_site(%d, CUCO_SPLIT_%d), ", site, site),
+                       tk(v, a)->off);
+    return rc;
+}
+
+/* When the consumer found by *pl is a GEMM reading the gathered buffer: the
+ * GEMM stops being a consumer (it waits per source rank itself), the wait is
+ * placed again after it, and the split's edits go into the plan. Returns 0
+ * (plan->split says whether it applies), or a negative error. */
+static int try_split(scan *s, cuco_sched_place *pl, int site, int (*editable)(void *, size_t),
+                     void *ctx, cuco_sched_plan *p)
+{
+    const sview *v = s->v;
+    if (pl->wait >= s->n) {
+        free(p->split_note);
+        p->split_note = cuco_strdup("no later statement of its block reads the gathered buffer");
+        return p->split_note ? 0 : CUCO_ENOMEM;
+    }
+    stmt *st = &s->stmts[pl->wait];
+    int line = tk(v, st->a)->line;
+    const char *why = NULL;
+    size_t g = split_gemm(s, st, &why);
+    int helper = 0;
+    if (g >= v->n && helper_callee(v, st) < v->n) {
+        g = helper_gemm(s, st, &why);
+        helper = g < v->n;
+    }
+    if (g >= v->n)
+        return split_no(p, why, line) > 0 ? 0 : CUCO_ENOMEM;
+    const gemm_api *api = gemm_at(v, g);
+    int ha = 0, hb = 0, rc = 0;
+    if (helper) /* its operands are the helper's names: the glue checks at run time */
+        ha = 1;
+    if (rc == 0 && !helper)
+        rc = arg_names_buffer(s, g + 1, api->a, &ha);
+    if (rc == 0 && !helper)
+        rc = arg_names_buffer(s, g + 1, api->b, &hb);
+    if (rc != 0)
+        return rc;
+    if (!ha && !hb)
+        return split_no(p, "does not read the gathered buffer through operand A or B", line) > 0
+                   ? 0
+                   : CUCO_ENOMEM;
+    if (editable && !editable(ctx, tk(v, g)->off))
+        return split_no(p, "is in frozen code", line) > 0 ? 0 : CUCO_ENOMEM;
+    /* the GEMM no longer consumes the gather: only what it writes remains */
+    cuco_strlist keep = {0};
+    for (size_t i = 0; rc == 0 && i < st->heads.n; i++)
+        if (!listed(&s->all, st->heads.items[i]))
+            rc = cuco_strlist_push(&keep, st->heads.items[i]);
+    if (rc != 0) {
+        cuco_strlist_free(&keep);
+        return rc;
+    }
+    cuco_strlist_free(&st->heads);
+    st->heads = keep;
+    st->kind = CUCO_SCHED_WORK; /* a helper's body was checked: plain code and the GEMM */
+    rc = place(s, pl);
+    if (rc != 0)
+        return rc;
+    p->split = 1;
+    s->gemm = g;
+    p->split_line = tk(v, g)->line;
+    free(p->split_note);
+    p->split_note = cuco_sprintf("%s at line %d consumes ncclAllGather at line %d per source rank "
+                                 "(own rows first)%s",
+                                 api->name, p->split_line, tk(v, s->call_tok)->line,
+                                 helper ? ", in the helper its first consumer calls" : "");
+    return p->split_note ? 0 : CUCO_ENOMEM;
+}
+
+/* The split does not apply because schedule (a) does not (plan->note says
+ * why): keeps rc, or CUCO_ENOMEM. */
+static int split_fails(cuco_sched_plan *p, int rc)
+{
+    const char *why = p->note ? p->note : "the call could not be placed";
+    char *n = p->split        ? cuco_sprintf("the wait after the GEMM cannot be placed: %s", why)
+              : p->split_note ? NULL
+                              : cuco_strdup(why);
+    if (!n && (p->split || !p->split_note))
+        return CUCO_ENOMEM;
+    if (n) {
+        free(p->split_note);
+        p->split_note = n;
+    }
+    p->split = 0;
+    return rc;
+}
+
+/* The report line of a plan that applies. */
+static int applied_note(scan *s, const cuco_sched_place *pl, const char *api, cuco_sched_plan *p)
+{
+    const sview *v = s->v;
+    int line = tk(v, s->call_tok)->line;
+    char *where = pl->wait < s->n ? cuco_sprintf("before the statement at line %d", p->wait_line)
+                                  : cuco_sprintf("to the end of its block (line %d)", p->wait_line);
+    free(p->note);
+    p->note =
+        where ? cuco_sprintf("early_start_late_wait: %s at line %d issued on a "
+                             "side stream, wait moved %s (%zu independent launch%s in "
+                             "between, %zu on its stream%s)",
+                             api, line, where, pl->independent, pl->independent == 1 ? "" : "es",
+                             pl->same_stream, pl->knob_default ? "" : "; knob default 0")
+              : NULL;
+    free(where);
+    return p->note ? 0 : CUCO_ENOMEM;
+}
+
+int cuco_sched_scan(const char *text, size_t call_off, const char *api, int site,
+                    int (*editable)(void *ctx, size_t off), void *ctx, cuco_sched_plan *plan,
+                    cuco_err *e)
+{
+    memset(plan, 0, sizeof(*plan));
+    sview v;
+    int rc = sview_open(&v, text, e);
+    scan s = {.v = &v, .call = (size_t)-1};
+    size_t c = 0, call_stmt = 0;
+    while (rc == 0 && c < v.n && tk(&v, c)->off != call_off)
+        c++;
+    if (rc == 0 && (c >= v.n || !is(&v, c + 1, "(")))
+        rc = cuco_err_set(e, CUCO_EINVAL, "no call at byte %zu", call_off);
+    s.call_tok = c;
+    if (rc == 0)
+        rc = locate(&s, c, plan, &call_stmt);
+    if (rc == 0)
+        rc = call_buffers(&s, c + 1, api);
+    if (rc == 0)
+        rc = buffers_closure(&s);
+    if (rc == 0)
+        rc = scan_block(&s, call_stmt);
+    cuco_sched_place pl = {0};
+    if (rc == 0 && s.call >= s.n)
+        rc = plan_note(plan, "the call's statement was not found in its block", 0);
+    if (rc == 0)
+        rc = place(&s, &pl);
+    int gather = strcmp(api, "ncclAllGather") == 0;
+    if (rc == 0 && gather)
+        rc = try_split(&s, &pl, site, editable, ctx, plan);
+    if (rc == 0 && pl.independent == 0)
+        rc = pl.wait < s.n ? plan_note(plan,
+                                       "no independent work between the call and its first "
+                                       "consumer (line %d)",
+                                       tk(&v, s.stmts[pl.wait].a)->line)
+                           : plan_note(plan,
+                                       "no independent work between the call and the end "
+                                       "of its block (line %d)",
+                                       tk(&v, s.block_end)->line);
+    size_t at = rc == 0 ? (pl.wait < s.n ? s.stmts[pl.wait].a : s.block_end) : 0;
+    if (rc == 0 && editable && !editable(ctx, tk(&v, at)->off))
+        rc = plan_note(plan, "its first consumer (line %d) is in frozen code", tk(&v, at)->line);
+    if (rc == 0)
+        rc = plan_edits(&s, &pl, c + 1, site, plan);
+    if (rc == 0 && plan->split)
+        rc = split_edits(&s, c + 1, s.gemm, site, plan);
+    if (rc == 0)
+        rc = applied_note(&s, &pl, api, plan);
+    if (rc == 0) {
+        plan->applies = 1;
+        plan->knob_default = pl.knob_default;
+        plan->independent = pl.independent;
+        plan->same_stream = pl.same_stream;
+        plan->consumer_end = pl.wait >= s.n;
+    }
+    if (rc >= 0 && gather && !plan->applies)
+        rc = split_fails(plan, rc);
+    for (size_t i = 0; i < s.n; i++)
+        stmt_free(&s.stmts[i]);
+    free(s.stmts);
+    fn_scope_free(&s.fn);
+    cuco_strlist_free(&s.send);
+    cuco_strlist_free(&s.recv);
+    cuco_strlist_free(&s.all);
+    free(s.stream);
+    sview_close(&v);
+    return rc > 0 ? 0 : rc;
+}

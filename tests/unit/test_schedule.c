@@ -1,0 +1,371 @@
+/* test_schedule.c: schedule (a) early start / late wait. The placement
+ * (cuco_sched_place_call) on synthetic dependency graphs: a start is never
+ * before its producer, a wait never after a consumer, also through aliases,
+ * across streams, at a host synchronisation and in a loop body; and the text
+ * scan (cuco_sched_scan, through cuco_transform_rules) on small programs. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuco/buf.h"
+#include "cuco/program.h"
+#include "cuco/transform.h"
+
+#define NAMES(...)                                                                                 \
+    ((const char *const[]){__VA_ARGS__}), (sizeof((const char *[]){__VA_ARGS__}) / sizeof(char *))
+#define NONE NULL, 0
+
+static cuco_sched_node node(cuco_sched_kind k, const char *stream, const char *const *r, size_t nr,
+                            const char *const *w, size_t nw)
+{
+    cuco_sched_node n = {k, stream, r, nr, w, nw, 0};
+    return n;
+}
+
+static cuco_sched_place place(const cuco_sched_node *nodes, size_t n, size_t call,
+                              const char *const *a, const char *const *b, size_t naliases)
+{
+    cuco_sched_graph g = {nodes, n, a, b, naliases};
+    cuco_sched_place p;
+    memset(&p, 0xff, sizeof(p));
+    assert_int_equal(cuco_sched_place_call(&g, call, &p), 0);
+    return p;
+}
+
+/* produce(x) on s; allreduce(x -> y) on s; two independent launches; read(y) */
+static void test_wait_before_consumer(void **state)
+{
+    (void)state;
+    cuco_sched_node g[] = {
+        node(CUCO_SCHED_WORK, "s", NONE, NAMES("x")),
+        node(CUCO_SCHED_COMM, "s", NAMES("x"), NAMES("y")),
+        node(CUCO_SCHED_WORK, "s", NAMES("a"), NAMES("b")),
+        node(CUCO_SCHED_WORK, "s", NAMES("b"), NAMES("c")),
+        node(CUCO_SCHED_WORK, "s", NAMES("y", "c"), NAMES("z")),
+        node(CUCO_SCHED_WORK, "s", NAMES("a"), NAMES("d")),
+    };
+    cuco_sched_place p = place(g, 6, 1, NULL, NULL, 0);
+    assert_int_equal(p.issue, 1); /* never before its producer */
+    assert_int_equal(p.wait, 4);  /* before the reader of y, not after */
+    assert_int_equal(p.independent, 2);
+    assert_int_equal(p.same_stream, 2);
+    assert_int_equal(p.knob_default, 1);
+}
+
+/* independent work before the call lets it start earlier, but not before
+ * the producer of what it sends nor before a reader of what it receives */
+static void test_start_after_producer(void **state)
+{
+    (void)state;
+    cuco_sched_node g[] = {
+        node(CUCO_SCHED_WORK, "s", NONE, NAMES("x")),       /* producer of the send buffer */
+        node(CUCO_SCHED_WORK, "s", NAMES("x"), NAMES("q")), /* reads x: no conflict */
+        node(CUCO_SCHED_WORK, "s", NAMES("a"), NAMES("b")),
+        node(CUCO_SCHED_COMM, "s", NAMES("x"), NAMES("y")),
+    };
+    cuco_sched_place p = place(g, 4, 3, NULL, NULL, 0);
+    assert_int_equal(p.issue, 1);
+    assert_int_equal(p.wait, 4); /* the end of the scope */
+    assert_int_equal(p.independent, 0);
+    assert_int_equal(p.knob_default, 0);
+    g[1] = node(CUCO_SCHED_WORK, "s", NAMES("y"), NAMES("q")); /* reads the receive buffer */
+    p = place(g, 4, 3, NULL, NULL, 0);
+    assert_int_equal(p.issue, 2);
+}
+
+/* the consumer reads the received buffer through an alias (view = y + off)
+ * and writes the send buffer through another (w = x): both keep their order */
+static void test_consumer_through_alias(void **state)
+{
+    (void)state;
+    cuco_sched_node g[] = {
+        node(CUCO_SCHED_COMM, "s", NAMES("x"), NAMES("y")),
+        node(CUCO_SCHED_WORK, "s", NAMES("a"), NAMES("b")),
+        node(CUCO_SCHED_WORK, "s", NAMES("view"), NAMES("out")),
+    };
+    const char *const a[] = {"view"}, *const b[] = {"y"};
+    cuco_sched_place p = place(g, 3, 0, a, b, 1);
+    assert_int_equal(p.wait, 2);
+    assert_int_equal(p.independent, 1);
+    /* without the alias the reader would look independent */
+    p = place(g, 3, 0, NULL, NULL, 0);
+    assert_int_equal(p.wait, 3);
+    /* a chain of aliases: w -> t -> x, a write of the send buffer */
+    cuco_sched_node h[] = {
+        node(CUCO_SCHED_COMM, "s", NAMES("x"), NAMES("y")),
+        node(CUCO_SCHED_WORK, "s", NAMES("a"), NAMES("b")),
+        node(CUCO_SCHED_WORK, "s", NONE, NAMES("w")),
+    };
+    const char *const a2[] = {"w", "t"}, *const b2[] = {"t", "x"};
+    p = place(h, 3, 0, a2, b2, 2);
+    assert_int_equal(p.wait, 2);
+}
+
+/* a consumer on another stream still gets the wait before it; independent
+ * work on another stream does not make the knob default to 1 */
+static void test_other_stream(void **state)
+{
+    (void)state;
+    cuco_sched_node g[] = {
+        node(CUCO_SCHED_COMM, "s", NAMES("x"), NAMES("y")),
+        node(CUCO_SCHED_WORK, "aux", NAMES("a"), NAMES("b")),
+        node(CUCO_SCHED_WORK, "aux", NAMES("y"), NAMES("c")),
+        node(CUCO_SCHED_WORK, "s", NAMES("a"), NAMES("d")),
+    };
+    cuco_sched_place p = place(g, 4, 0, NULL, NULL, 0);
+    assert_int_equal(p.wait, 2);
+    assert_int_equal(p.independent, 1);
+    assert_int_equal(p.same_stream, 0);
+    assert_int_equal(p.knob_default, 0);
+}
+
+/* a host synchronisation, another collective, an exit and an opaque call are
+ * consumers even when they name no buffer */
+static void test_barriers(void **state)
+{
+    (void)state;
+    const cuco_sched_kind kinds[] = {CUCO_SCHED_SYNC, CUCO_SCHED_COMM, CUCO_SCHED_EXIT,
+                                     CUCO_SCHED_UNKNOWN};
+    for (size_t k = 0; k < 4; k++) {
+        cuco_sched_node g[] = {
+            node(CUCO_SCHED_COMM, "s", NAMES("x"), NAMES("y")),
+            node(CUCO_SCHED_WORK, "s", NAMES("a"), NAMES("b")),
+            node(kinds[k], NULL, NONE, NONE),
+            node(CUCO_SCHED_WORK, "s", NAMES("a"), NAMES("c")),
+        };
+        cuco_sched_place p = place(g, 4, 0, NULL, NULL, 0);
+        assert_int_equal(p.wait, 2);
+        assert_int_equal(p.knob_default, 1);
+    }
+    /* plain host code that names no buffer is not a consumer */
+    cuco_sched_node g[] = {
+        node(CUCO_SCHED_COMM, "s", NAMES("x"), NAMES("y")),
+        node(CUCO_SCHED_PLAIN, NULL, NAMES("n"), NAMES("n")),
+        node(CUCO_SCHED_PLAIN, NULL, NAMES("y"), NONE),
+    };
+    cuco_sched_place p = place(g, 3, 0, NULL, NULL, 0);
+    assert_int_equal(p.wait, 2);
+    assert_int_equal(p.independent, 0);
+    assert_int_equal(p.knob_default, 0);
+}
+
+/* one iteration of a loop body: nothing after the call reads y, so the wait
+ * is at the end of the iteration (before the next iteration's producer) */
+static void test_loop_body(void **state)
+{
+    (void)state;
+    cuco_sched_node g[] = {
+        node(CUCO_SCHED_WORK, "s", NAMES("y"), NAMES("x")),
+        node(CUCO_SCHED_COMM, "s", NAMES("x"), NAMES("y")),
+        node(CUCO_SCHED_WORK, "s", NAMES("a"), NAMES("b")),
+    };
+    cuco_sched_place p = place(g, 3, 1, NULL, NULL, 0);
+    assert_int_equal(p.issue, 1);
+    assert_int_equal(p.wait, 3);
+    assert_int_equal(p.independent, 1);
+    assert_int_equal(p.knob_default, 1);
+}
+
+static void test_bad_input(void **state)
+{
+    (void)state;
+    cuco_sched_node g[] = {node(CUCO_SCHED_WORK, "s", NONE, NONE)};
+    cuco_sched_graph gr = {g, 1, NULL, NULL, 0};
+    cuco_sched_place p;
+    assert_int_equal(cuco_sched_place_call(&gr, 0, &p), CUCO_EINVAL);
+    assert_int_equal(cuco_sched_place_call(&gr, 1, &p), CUCO_EINVAL);
+}
+
+static int has_note(const cuco_tx_notes *l, int line, const char *needle)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->items[i].kind, "schedule") == 0 && (line == 0 || l->items[i].line == line) &&
+            strstr(l->items[i].text, needle))
+            return 1;
+    return 0;
+}
+
+static const char *const prog_alias =
+    "#include <nccl.h>\n"
+    "__global__ void k(float *a, size_t n);\n"
+    "static void step(float *x, float *y, float *a, float *b, size_t n, ncclComm_t c, cudaStream_t "
+    "s)\n"
+    "{\n"
+    "    for (int i = 0; i < 3; i++) {\n"
+    "        k<<<1, 32, 0, s>>>(x, n);\n"
+    "        ncclAllGather(x, y, n, ncclFloat, c, s);\n"
+    "        float *view = y + 4;\n"
+    "        k<<<1, 32, 0, s>>>(a, n);\n"
+    "        k<<<1, 32, 0, s>>>(b, n);\n"
+    "        k<<<1, 32, 0, s>>>(view, n);\n"
+    "        k<<<1, 32, 0, s>>>(a, n);\n"
+    "    }\n"
+    "}\n"
+    "int main() {\n"
+    "    float *x, *y, *a, *b; ncclComm_t c; cudaStream_t s;\n"
+    "    cudaMalloc(&x, 64); cudaMalloc(&y, 256); cudaMalloc(&a, 64); cudaMalloc(&b, 64);\n"
+    "    step(x, y, a, b, 16, c, s);\n"
+    "    cudaStreamSynchronize(s);\n"
+    "    return 0;\n"
+    "}\n";
+
+/* the text route: the stream argument goes through early_start, the wait
+ * goes right before the launch that reads y through 'view', the knob is
+ * declared with default 1 */
+static void test_scan_alias_program(void **state)
+{
+    (void)state;
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("p.cu", prog_alias, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    assert_non_null(strstr(r.program, "cuco_tx::all_gather(x, y, n, ncclFloat, c, "
+                                      "cuco_tx::early_start(0, CUCO_EARLY_0, s))"));
+    const char *w = strstr(r.program, "cuco_tx::early_wait(0, CUCO_EARLY_0);");
+    const char *consumer = strstr(r.program, "k<<<1, 32, 0, s>>>(view, n);");
+    const char *before = strstr(r.program, "k<<<1, 32, 0, s>>>(b, n);");
+    assert_non_null(w);
+    assert_true(before < w && w < consumer);
+    assert_non_null(strstr(r.program, "#define CUCO_EARLY_0 1 // cuco:knob 0 1"));
+    assert_true(has_note(&r.notes, 7, "early_start_late_wait: ncclAllGather at line 7"));
+    assert_true(has_note(&r.notes, 7, "before the statement at line 11 (2 independent launches"));
+    cuco_knob *k = NULL;
+    size_t nk = 0;
+    assert_int_equal(cuco_program_knobs(r.program, &k, &nk, &e), 0);
+    int early = 0;
+    for (size_t i = 0; i < nk; i++)
+        early += strcmp(k[i].name, "CUCO_EARLY_0") == 0 && k[i].value_in_choices;
+    assert_int_equal(early, 1);
+    cuco_knobs_free(k, nk);
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
+/* the same program with x and y passed as one buffer: the helper's two
+ * pointer parameters may alias, so the first launch that names a is a
+ * consumer: no independent work before it, no knob */
+static void test_scan_params_alias(void **state)
+{
+    (void)state;
+    char *text = cuco_strdup(prog_alias);
+    char *call = strstr(text, "step(x, y, a, b");
+    assert_non_null(call);
+    memcpy(call, "step(a, y, a, b", 15);
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("p.cu", text, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    assert_true(has_note(&r.notes, 7,
+                         "does not apply to ncclAllGather: no independent work "
+                         "between the call and its first consumer (line 9)"));
+    assert_null(strstr(r.program, "CUCO_EARLY_0"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+    free(text);
+}
+
+/* a host sync of the stream, a call inside a condition, an unknown function
+ * that takes the buffer, and a group */
+static void test_scan_not_applied(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        "#include <nccl.h>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "void use(float *p);\n"
+        "static void f(float *x, float *y, float *a, size_t n, ncclComm_t c, cudaStream_t s)\n"
+        "{\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    use(y);\n"
+        "    if (ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s) != ncclSuccess) return;\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    cudaStreamSynchronize(s);\n"
+        "    ncclGroupStart();\n"
+        "    ncclSend(x, n, ncclFloat, 1, c, s);\n"
+        "    ncclGroupEnd();\n"
+        "}\n"
+        "int main() { float *x, *y, *a; ncclComm_t c; cudaStream_t s;\n"
+        "    cudaMalloc(&x, 64); cudaMalloc(&y, 64); cudaMalloc(&a, 64);\n"
+        "    f(x, y, a, 16, c, s); return 0; }\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("p.cu", prog, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    /* the unknown call use(y) is the consumer, after one independent launch */
+    assert_true(has_note(&r.notes, 6, "wait moved before the statement at line 8 (1 independent"));
+    assert_true(has_note(&r.notes, 9, "not a statement of its own"));
+    assert_true(has_note(&r.notes, 10,
+                         "no independent work between the call and its first consumer (line 11)"));
+    assert_true(has_note(&r.notes, 13, "inside ncclGroupStart/ncclGroupEnd"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
+/* a consumer on another stream: the wait names that stream too; a method
+ * call is a consumer (its object may hold the buffers); with a buffer that is
+ * not a local (a global), any unknown call is one */
+static void test_scan_streams_and_calls(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        "#include <nccl.h>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "struct Model { void step(); };\n"
+        "float *g_buf;\n"
+        "void helper(int n);\n"
+        "static void f(float *x, float *y, float *a, size_t n, ncclComm_t c, cudaStream_t s,\n"
+        "              cudaStream_t s2, Model &m)\n"
+        "{\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    k<<<1, 32, 0, s2>>>(y, n);\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    m.step();\n"
+        "    ncclAllReduce(g_buf, g_buf, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    helper(3);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "}\n"
+        "int main() { float *x, *y, *a; ncclComm_t c; cudaStream_t s; Model m;\n"
+        "    cudaMalloc(&x, 64); cudaMalloc(&y, 64); cudaMalloc(&a, 64); cudaMalloc(&g_buf, 64);\n"
+        "    f(x, y, a, 16, c, s, s, m); return 0; }\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("p.cu", prog, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    assert_true(has_note(&r.notes, 9, "wait moved before the statement at line 11 (1 independent"));
+    assert_non_null(strstr(r.program, "cuco_tx::early_wait(0, CUCO_EARLY_0, s2);\n"
+                                      "    k<<<1, 32, 0, s2>>>(y, n);"));
+    assert_true(
+        has_note(&r.notes, 12, "wait moved before the statement at line 14 (1 independent"));
+    assert_true(
+        has_note(&r.notes, 15, "wait moved before the statement at line 17 (1 independent"));
+    assert_non_null(strstr(r.program, "#define CUCO_EARLY_2 1 // cuco:knob 0 1"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_wait_before_consumer),
+        cmocka_unit_test(test_start_after_producer),
+        cmocka_unit_test(test_consumer_through_alias),
+        cmocka_unit_test(test_other_stream),
+        cmocka_unit_test(test_barriers),
+        cmocka_unit_test(test_loop_body),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_scan_alias_program),
+        cmocka_unit_test(test_scan_params_alias),
+        cmocka_unit_test(test_scan_not_applied),
+        cmocka_unit_test(test_scan_streams_and_calls),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,282 @@
+/* test_split.c: schedule (b), consumer split by source, through
+ * cuco_transform_rules on small programs: an all-gather whose first consumer
+ * is a cuBLAS GEMM reading the gathered buffer (directly, through an alias,
+ * as the body of an unbraced if) gets the split (GEMM glue, split_site on the
+ * all-gather, the CUCO_SPLIT knob, the wait after the GEMM); a GEMM that is
+ * not the first reader, or that reads neither operand from the buffer, does
+ * not. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuco/buf.h"
+#include "cuco/program.h"
+#include "cuco/transform.h"
+
+static int has_note(const cuco_tx_notes *l, int line, const char *needle)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->items[i].kind, "schedule") == 0 && (line == 0 || l->items[i].line == line) &&
+            strstr(l->items[i].text, needle))
+            return 1;
+    return 0;
+}
+
+/* Transforms text; the result must not be refused. */
+static void transform(const char *text, cuco_tx_result *r)
+{
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("p.cu", text, r, &e), 0);
+    assert_int_equal(r->refused, 0);
+    assert_non_null(r->program);
+    cuco_err_clear(&e);
+}
+
+/* Whether the program declares knob name among its knobs. */
+static int has_knob(const char *program, const char *name)
+{
+    cuco_err e = CUCO_ERR_INIT;
+    cuco_knob *k = NULL;
+    size_t nk = 0;
+    assert_int_equal(cuco_program_knobs(program, &k, &nk, &e), 0);
+    int found = 0;
+    for (size_t i = 0; i < nk; i++)
+        found += strcmp(k[i].name, name) == 0 && k[i].value_in_choices;
+    cuco_knobs_free(k, nk);
+    cuco_err_clear(&e);
+    return found == 1;
+}
+
+#define PROG_HEAD                                                                                  \
+    "#include <nccl.h>\n"                                                                          \
+    "#include <cublas_v2.h>\n"                                                                     \
+    "__global__ void k(float *a, size_t n);\n"                                                     \
+    "static void step(cublasHandle_t h, float *x, float *g, float *w, float *y, int m, int kk,\n"  \
+    "                 ncclComm_t c, cudaStream_t s)\n"                                             \
+    "{\n"                                                                                          \
+    "    const float one = 1.0f, zero = 0.0f;\n"
+#define PROG_TAIL                                                                                  \
+    "    k<<<1, 32, 0, s>>>(g, 4);\n"                                                              \
+    "}\n"                                                                                          \
+    "int main() {\n"                                                                               \
+    "    float *x, *g, *w, *y; ncclComm_t c; cudaStream_t s; cublasHandle_t h;\n"                  \
+    "    cudaMalloc(&x, 64); cudaMalloc(&g, 256); cudaMalloc(&w, 64); cudaMalloc(&y, 64);\n"       \
+    "    step(h, x, g, w, y, 16, 4, c, s);\n"                                                      \
+    "    cudaStreamSynchronize(s);\n"                                                              \
+    "    return 0;\n"                                                                              \
+    "}\n"
+
+/* line 8: the all-gather; line 9: the GEMM reading g as operand B; line 11:
+ * the next reader of g */
+static const char *const prog_direct =
+    PROG_HEAD "    ncclAllGather(x, g, 16, ncclFloat, c, s);\n"
+              "    cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 8, m, kk, &one, w, CUDA_R_32F, 8, g,\n"
+              "                 CUDA_R_32F, kk, &zero, y, CUDA_R_32F, 8, CUBLAS_COMPUTE_32F,\n"
+              "                 CUBLAS_GEMM_DEFAULT);\n" PROG_TAIL;
+
+static void test_split_direct(void **state)
+{
+    (void)state;
+    cuco_tx_result r;
+    transform(prog_direct, &r);
+    const char *ag = strstr(r.program, "cuco_tx::all_gather(cuco_tx::split_site(0, CUCO_SPLIT_0), "
+                                       "x, g, 16, ncclFloat, c, "
+                                       "cuco_tx::early_start(0, CUCO_EARLY_0, s))");
+    const char *gemm = strstr(r.program, "cuco_tx::gemm_ex_split(0, CUCO_SPLIT_0, h, CUBLAS_OP_N");
+    const char *wait = strstr(r.program, "cuco_tx::early_wait(0, CUCO_EARLY_0);");
+    const char *next = strstr(r.program, "k<<<1, 32, 0, s>>>(g, 4);");
+    assert_non_null(ag);
+    assert_non_null(gemm);
+    assert_non_null(wait);
+    /* the wait is after the GEMM, before the next reader of g */
+    assert_true(ag < gemm && gemm < wait && wait < next);
+    assert_non_null(strstr(r.program, "#define CUCO_TX_GEMM_SPLIT 1"));
+    assert_non_null(strstr(r.program, "#define CUCO_SPLIT_0 1 // cuco:knob 0 1"));
+    assert_true(has_knob(r.program, "CUCO_SPLIT_0"));
+    assert_true(has_knob(r.program, "CUCO_EARLY_0"));
+    assert_true(has_note(&r.notes, 9,
+                         "consumer_split_by_source: cublasGemmEx at line 9 consumes "
+                         "ncclAllGather at line 8 per source rank (own rows first) "
+                         "(knob CUCO_SPLIT_0)"));
+    assert_true(has_note(&r.notes, 8, "wait moved before the statement at line 12"));
+    cuco_tx_result_free(&r);
+}
+
+/* the GEMM reads the gathered buffer through an alias (float *rows = g) */
+static void test_split_alias(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        PROG_HEAD "    ncclAllGather(x, g, 16, ncclFloat, c, s);\n"
+                  "    cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 8, m, kk, &one, w, 8, rows, kk, "
+                  "&zero, y, 8);\n" PROG_TAIL;
+    char *text = cuco_sprintf("%s", prog);
+    assert_non_null(text);
+    /* declare the alias before the all-gather */
+    char *at = strstr(text, "    ncclAllGather");
+    assert_non_null(at);
+    char *full = cuco_sprintf("%.*s    float *rows = g;\n%s", (int)(at - text), text, at);
+    assert_non_null(full);
+    cuco_tx_result r;
+    transform(full, &r);
+    assert_non_null(strstr(r.program, "cuco_tx::sgemm_split(0, CUCO_SPLIT_0, h,"));
+    assert_true(has_note(&r.notes, 10, "consumer_split_by_source: cublasSgemm at line 10"));
+    cuco_tx_result_free(&r);
+    free(full);
+    free(text);
+}
+
+/* the workloads' style: both calls are bodies of unbraced ifs, in macros */
+static void test_split_unbraced_if(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        PROG_HEAD "    if (m > 0) CHECK(ncclAllGather(x, g, 16, ncclFloat, c, s));\n"
+                  "    if (kk > 0)\n"
+                  "        CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 8, m, kk, &one, w, "
+                  "CUDA_R_32F, 8,\n"
+                  "                           g, CUDA_R_32F, kk, &zero, y, CUDA_R_32F, 8, "
+                  "CUBLAS_COMPUTE_32F,\n"
+                  "                           CUBLAS_GEMM_DEFAULT));\n" PROG_TAIL;
+    cuco_tx_result r;
+    transform(prog, &r);
+    assert_non_null(strstr(r.program, "CHECK(cuco_tx::all_gather(cuco_tx::split_site(0, "
+                                      "CUCO_SPLIT_0), x, g, 16, ncclFloat, c, "
+                                      "cuco_tx::early_start(0, CUCO_EARLY_0, s)));"));
+    const char *gemm = strstr(r.program, "CHECK(cuco_tx::gemm_ex_split(0, CUCO_SPLIT_0, h,");
+    const char *wait = strstr(r.program, "cuco_tx::early_wait(0, CUCO_EARLY_0);");
+    assert_non_null(gemm);
+    assert_non_null(wait);
+    assert_true(gemm < wait);
+    assert_true(has_note(&r.notes, 10,
+                         "consumer_split_by_source: cublasGemmEx at line 10 "
+                         "consumes ncclAllGather at line 8"));
+    cuco_tx_result_free(&r);
+}
+
+/* an unbraced if as a plain schedule (a) issue point: a launch that does not
+ * read the buffer runs in between; an if with an else is still refused */
+static void test_unbraced_if_schedule(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        PROG_HEAD "    if (m > 0) ncclAllGather(x, g, 16, ncclFloat, c, s);\n"
+                  "    k<<<1, 32, 0, s>>>(w, 4);\n"
+                  "    if (m > 1) ncclAllGather(x, g, 16, ncclFloat, c, s); else k<<<1, 32, 0, "
+                  "s>>>(w, 4);\n" PROG_TAIL;
+    cuco_tx_result r;
+    transform(prog, &r);
+    assert_true(has_note(&r.notes, 8, "early_start_late_wait: ncclAllGather at line 8"));
+    assert_true(has_note(&r.notes, 8, "wait moved before the statement at line 10"));
+    assert_true(has_note(&r.notes, 10, "not a statement of its own"));
+    assert_true(has_note(&r.notes, 10, "consumer_split_by_source does not apply"));
+    cuco_tx_result_free(&r);
+}
+
+/* another statement reads the buffer before the GEMM: no split; a GEMM that
+ * reads the buffer through neither operand: no split */
+static void test_split_not_first(void **state)
+{
+    (void)state;
+    static const char *const prog = PROG_HEAD
+        "    ncclAllGather(x, g, 16, ncclFloat, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(g, 4);\n"
+        "    cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 8, m, kk, &one, w, CUDA_R_32F, 8, g,\n"
+        "                 CUDA_R_32F, kk, &zero, y, CUDA_R_32F, 8, CUBLAS_COMPUTE_32F,\n"
+        "                 CUBLAS_GEMM_DEFAULT);\n"
+        "    ncclAllGather(x, g, 16, ncclFloat, c, s);\n"
+        "    cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 8, m, kk, &one, w, CUDA_R_32F, 8, w,\n"
+        "                 CUDA_R_32F, kk, &zero, g, CUDA_R_32F, 8, CUBLAS_COMPUTE_32F,\n"
+        "                 CUBLAS_GEMM_DEFAULT);\n" PROG_TAIL;
+    cuco_tx_result r;
+    transform(prog, &r);
+    assert_null(strstr(r.program, "cuco_tx::gemm_ex_split("));
+    assert_null(strstr(r.program, "#define CUCO_SPLIT_"));
+    assert_null(strstr(r.program, "#define CUCO_TX_GEMM_SPLIT"));
+    assert_true(has_note(&r.notes, 8,
+                         "consumer_split_by_source does not apply to ncclAllGather: its first "
+                         "consumer (line 9) is not a cuBLAS GEMM call"));
+    assert_true(has_note(&r.notes, 13,
+                         "consumer (line 14) does not read the gathered buffer "
+                         "through operand A or B"));
+    cuco_tx_result_free(&r);
+}
+
+/* the GEMM sits in a helper called once, whose body is plain host code and
+ * the GEMM; the all-gather is the only statement of a braced if */
+static void test_split_helper(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        "#include <nccl.h>\n"
+        "#include <cublas_v2.h>\n"
+        "struct St { cublasHandle_t h; float *x, *g, *w, *y; int m, kk; };\n"
+        "static void gemm(St &s, cudaStream_t st)\n"
+        "{\n"
+        "    const float one = 1.0f, zero = 0.0f;\n"
+        "    cublasSetStream(s.h, st);\n"
+        "    cublasGemmEx(s.h, CUBLAS_OP_N, CUBLAS_OP_N, 8, s.m, s.kk, &one, s.w, CUDA_R_32F, 8,\n"
+        "                 s.g, CUDA_R_32F, s.kk, &zero, s.y, CUDA_R_32F, 8, CUBLAS_COMPUTE_32F,\n"
+        "                 CUBLAS_GEMM_DEFAULT);\n"
+        "}\n"
+        "static void run(St &s, unsigned parts, ncclComm_t c, cudaStream_t st)\n"
+        "{\n"
+        "    if (parts & 2) {\n"
+        "        ncclAllGather(s.x, s.g, 16, ncclFloat, c, st);\n"
+        "    }\n"
+        "    if (parts & 1)\n"
+        "        gemm(s, st);\n"
+        "}\n"
+        "int main() {\n"
+        "    St s; ncclComm_t c; cudaStream_t st;\n"
+        "    cudaMalloc(&s.x, 64); cudaMalloc(&s.g, 256);\n"
+        "    run(s, 3, c, st);\n"
+        "    return 0;\n"
+        "}\n";
+    cuco_tx_result r;
+    transform(prog, &r);
+    const char *gemm = strstr(r.program, "cuco_tx::gemm_ex_split(0, CUCO_SPLIT_0, s.h,");
+    const char *call = strstr(r.program, "        gemm(s, st);");
+    const char *wait = strstr(r.program, "cuco_tx::early_wait(0, CUCO_EARLY_0);");
+    assert_non_null(gemm);
+    assert_non_null(call);
+    assert_non_null(wait);
+    assert_true(call < wait); /* the wait follows the helper's call */
+    assert_true(has_note(&r.notes, 8,
+                         "consumer_split_by_source: cublasGemmEx at line 8 consumes "
+                         "ncclAllGather at line 15 per source rank (own rows first), "
+                         "in the helper its first consumer calls"));
+    cuco_tx_result_free(&r);
+}
+
+/* other collectives get no split line */
+static void test_split_only_gathers(void **state)
+{
+    (void)state;
+    static const char *const prog = PROG_HEAD
+        "    ncclAllReduce(x, g, 16, ncclFloat, ncclSum, c, s);\n"
+        "    cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 8, m, kk, &one, w, CUDA_R_32F, 8, g,\n"
+        "                 CUDA_R_32F, kk, &zero, y, CUDA_R_32F, 8, CUBLAS_COMPUTE_32F,\n"
+        "                 CUBLAS_GEMM_DEFAULT);\n" PROG_TAIL;
+    cuco_tx_result r;
+    transform(prog, &r);
+    assert_false(has_note(&r.notes, 0, "consumer_split_by_source"));
+    assert_null(strstr(r.program, "cuco_tx::gemm_ex_split("));
+    cuco_tx_result_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_split_direct),      cmocka_unit_test(test_split_alias),
+        cmocka_unit_test(test_split_unbraced_if), cmocka_unit_test(test_unbraced_if_schedule),
+        cmocka_unit_test(test_split_not_first),   cmocka_unit_test(test_split_only_gathers),
+        cmocka_unit_test(test_split_helper),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
