@@ -11,6 +11,8 @@
  * the namespace, setsid() daemons included. Inside:
  *   - every mount is read-only except the `writable` folders (and the
  *     command's $TMPDIR), a fresh tmpfs on /tmp and /dev/shm, and /dev;
+ *   - the `hidden` folders are empty (a tmpfs over each), but for the
+ *     `visible` and `writable` folders inside them, bound back;
  *   - /proc is the namespace's own (cuco's processes and their fds unseen);
  *   - the network is only a loopback, brought up for mpirun's PMIx;
  *   - the environment has no secrets (cuco_confine_env_keep);
@@ -33,10 +35,13 @@
 typedef struct cuco_confine {
     int enabled;                     /* 0: run as today, unconfined */
     const char *const *writable;     /* folders left writable (NULL-terminated) or NULL */
-    const char *const *visible;      /* folders that stay readable where the fresh /tmp or
-                                        /dev/shm would hide them (a workload under /tmp),
-                                        NULL-terminated, or NULL; elsewhere everything is
-                                        readable anyway */
+    const char *const *hidden;       /* folders replaced by an empty tmpfs (the user's home,
+                                        cuco's tree and workspace: what a candidate has no
+                                        business reading), NULL-terminated, or NULL */
+    const char *const *visible;      /* folders that stay readable where /tmp, /dev/shm or a
+                                        hidden folder would hide them (the workload, the
+                                        build's include folders), NULL-terminated, or NULL;
+                                        elsewhere everything is readable anyway */
     int allow_network;               /* 1: keep the host's network (no new net namespace) */
     int host_tmp;                    /* 1: /tmp and /dev/shm stay the host's, writable, instead
                                         of fresh ones (ranks confined one by one, under

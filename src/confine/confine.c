@@ -93,8 +93,11 @@ struct cuco_confine_plan {
     const cuco_confine *c;
     char **writable; /* resolved, NULL-terminated */
     int n_writable;
-    char **visible; /* resolved folders under /tmp or /dev/shm, bound back read-only */
+    char **visible; /* resolved folders under /tmp, /dev/shm or a hidden one: bound back
+                       read-only */
     int n_visible;
+    char **hidden; /* resolved folders an empty tmpfs covers */
+    int n_hidden;
     int need_userns;
     char uid_map[64];
     char gid_map[64];
@@ -111,6 +114,9 @@ void cuco_confine_plan_free(cuco_confine_plan *p)
     for (int i = 0; i < p->n_visible; i++)
         free(p->visible[i]);
     free(p->visible);
+    for (int i = 0; i < p->n_hidden; i++)
+        free(p->hidden[i]);
+    free(p->hidden);
     free(p);
 }
 
@@ -142,13 +148,54 @@ static int plan_add_writable(cuco_confine_plan *p, const char *dir, int must_exi
     return 0;
 }
 
-/* A folder to keep readable: only one under /tmp or /dev/shm needs binding
- * back (elsewhere the read-only root shows it); a missing one is skipped. */
+/* Whether path is dir or inside it. */
+static int is_within(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    return !strncmp(path, dir, n) && (path[n] == '/' || path[n] == '\0' || n == 1);
+}
+
+/* A folder to hide: an existing one other than / and the system's own. */
+static void plan_add_hidden(cuco_confine_plan *p, const char *dir)
+{
+    static const char *const never[] = {"/",     "/usr", "/etc", "/lib",  "/lib64", "/bin",
+                                        "/sbin", "/opt", "/dev", "/proc", "/sys",   NULL};
+    char *real = dir && *dir ? realpath(dir, NULL) : NULL;
+    struct stat st;
+    int ok = real && stat(real, &st) == 0 && S_ISDIR(st.st_mode);
+    for (size_t i = 0; ok && never[i]; i++)
+        ok = strcmp(real, never[i]) != 0;
+    /* already out of sight: under the fresh /tmp, or under a hidden one */
+    ok = ok && (p->c->host_tmp || (!is_within(real, "/tmp") && !is_within(real, "/dev/shm")));
+    for (int i = 0; ok && i < p->n_hidden; i++)
+        ok = !is_within(real, p->hidden[i]);
+    if (!ok) {
+        free(real);
+        return;
+    }
+    /* one inside it is covered by it */
+    int kept = 0;
+    for (int i = 0; i < p->n_hidden; i++) {
+        if (is_within(p->hidden[i], real))
+            free(p->hidden[i]);
+        else
+            p->hidden[kept++] = p->hidden[i];
+    }
+    p->n_hidden = kept;
+    p->hidden[p->n_hidden++] = real;
+}
+
+/* A folder to keep readable: only one under /tmp, /dev/shm or a hidden
+ * folder needs binding back (elsewhere the read-only root shows it); a
+ * missing one is skipped. */
 static void plan_add_visible(cuco_confine_plan *p, const char *dir)
 {
     char *real = realpath(dir, NULL);
-    int hidden = real && (!strncmp(real, "/tmp/", 5) || !strncmp(real, "/dev/shm/", 9));
-    if (!hidden || p->c->host_tmp) {
+    int hidden =
+        real && !p->c->host_tmp && (is_within(real, "/tmp") || is_within(real, "/dev/shm"));
+    for (int i = 0; real && !hidden && i < p->n_hidden; i++)
+        hidden = is_within(real, p->hidden[i]);
+    if (!hidden) {
         free(real);
         return;
     }
@@ -171,16 +218,19 @@ int cuco_confine_plan_new(const cuco_confine *c, char *const *env, cuco_confine_
 {
     *out = NULL;
     cuco_confine_plan *p = calloc(1, sizeof *p);
-    size_t n = 0, n_visible = 0;
+    size_t n = 0, n_visible = 0, n_hidden = 0;
     while (c->writable && c->writable[n])
         n++;
     while (c->visible && c->visible[n_visible])
         n_visible++;
+    while (c->hidden && c->hidden[n_hidden])
+        n_hidden++;
     if (p) {
         p->writable = calloc(n + 4, sizeof *p->writable);
         p->visible = calloc(n_visible + 1, sizeof *p->visible);
+        p->hidden = calloc(n_hidden + 1, sizeof *p->hidden);
     }
-    if (!p || !p->writable || !p->visible) {
+    if (!p || !p->writable || !p->visible || !p->hidden) {
         cuco_confine_plan_free(p);
         return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
     }
@@ -188,6 +238,8 @@ int cuco_confine_plan_new(const cuco_confine *c, char *const *env, cuco_confine_
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++)
         rc = plan_add_writable(p, c->writable[i], 1, e);
+    for (size_t i = 0; i < n_hidden; i++)
+        plan_add_hidden(p, c->hidden[i]);
     for (size_t i = 0; i < n_visible; i++)
         plan_add_visible(p, c->visible[i]);
     /* Compilers and mpirun keep their temporary files in $TMPDIR (the local
@@ -484,7 +536,7 @@ static void fresh_tmpfs(const char *path, int optional)
 
 static void setup_mounts(const cuco_confine_plan *p)
 {
-    int fds[64], vis_fds[16];
+    int fds[64], vis_fds[64];
     if (p->n_writable > (int)(sizeof fds / sizeof fds[0]) ||
         p->n_visible > (int)(sizeof vis_fds / sizeof vis_fds[0])) {
         errno = E2BIG;
@@ -505,6 +557,9 @@ static void setup_mounts(const cuco_confine_plan *p)
         fresh_tmpfs("/tmp", 0);
         fresh_tmpfs("/dev/shm", 1);
     }
+    for (int i = 0; i < p->n_hidden; i++)
+        if (mount("tmpfs", p->hidden[i], "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0)
+            fail("mount a tmpfs to hide", p->hidden[i]);
     /* read-only ones first: a writable build folder inside a visible
      * workload folder must end up writable */
     for (int i = 0; i < p->n_visible; i++)

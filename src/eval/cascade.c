@@ -20,6 +20,7 @@
 #include "cuco/redact.h"
 #include "cuco/stats.h"
 #include "cuco/toolchain.h"
+#include "sight.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -27,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 enum { EXCERPT_CAP = 4096, COMPILE_EXCERPT_LINES = 40 };
@@ -50,8 +52,8 @@ typedef struct cascade {
     cuco_strlist run_env; /* NAME=VALUE for every run */
     cuco_confine confine; /* of the build and the runs: only build_dir is writable */
     const char *writable[2];
-    const char *visible[3]; /* the workload folder and cuco's tree stay readable */
-    char *leftovers;        /* the first "cuco: ended N processes ..." line of a run, or NULL */
+    eval_sight sight; /* what the build and the runs may read */
+    char *leftovers;  /* the first "cuco: ended N processes ..." line of a run, or NULL */
 } cascade;
 
 static void progress(cascade *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -79,6 +81,7 @@ static void cascade_free(cascade *c)
     cuco_strlist_free(&c->mpi_compile);
     cuco_strlist_free(&c->mpi_link);
     cuco_strlist_free(&c->run_env);
+    eval_sight_free(&c->sight);
 }
 
 /* Keeps valid UTF-8 and printable ASCII (plus \n and \t); anything else
@@ -387,6 +390,9 @@ static int make_run_env(cascade *c, cuco_err *e)
     }
     for (size_t i = 0; c->o && c->o->env_set && c->o->env_set[i]; i++)
         cuco_strlist_push(&c->run_env, c->o->env_set[i]);
+    /* libraries the runs load (LD_LIBRARY_PATH) stay in their sight */
+    if (eval_sight_add_env(&c->sight, &c->run_env) == 0 && c->confine.visible)
+        c->confine.visible = c->sight.visible_view;
     return 0;
 }
 
@@ -655,6 +661,9 @@ static int level_compile(cascade *c, cuco_err *e)
         rc = 0;
         goto out;
     }
+    /* the folders the build names stay in its sight */
+    if (eval_sight_add_args(&c->sight, &argv) == 0)
+        c->confine.visible = c->sight.visible_view;
     const char **args = argv_of(&argv);
     char *shown = cuco_proc_argv_string(args);
     progress(c, "L1 compile: %s", shown);
@@ -758,9 +767,30 @@ static char *vouch_exec_path(void)
  * passes it to drop_nonce_file), or NULL (no nonce file: the workload does
  * not vouch, or the file could not be written and the nonce then goes
  * through the environment). */
+/* A copy of cuco-vouch-exec in the build folder, made once per evaluation:
+ * the confined runs see the build folder, not cuco's own (which may sit in a
+ * hidden folder, and which holds more than the runs need). Caller frees;
+ * NULL when cuco-vouch-exec is not found or cannot be copied. */
+static char *staged_vouch_exec(cascade *c)
+{
+    char *staged = cuco_path_join(c->build_dir, ".cuco-vouch-exec");
+    if (staged && access(staged, X_OK) == 0)
+        return staged;
+    char *found = vouch_exec_path();
+    cuco_err ce = CUCO_ERR_INIT;
+    int ok = found && staged && cuco_fs_copy(found, staged, &ce) == 0 && chmod(staged, 0755) == 0;
+    cuco_err_clear(&ce);
+    free(found);
+    if (!ok) {
+        free(staged);
+        return NULL;
+    }
+    return staged;
+}
+
 static char *push_vouch_exec(cascade *c, const char *nonce, cuco_strlist *argv)
 {
-    char *self = vouch_exec_path();
+    char *self = staged_vouch_exec(c);
     if (!self) {
         progress(c, "cuco-vouch-exec not found beside cuco: ranks start directly%s",
                  c->w->vouch ? " and the nonce goes through the environment" : "");
@@ -1060,10 +1090,10 @@ static void setup_confine(cascade *c)
     c->writable[0] = c->build_dir;
     c->writable[1] = NULL;
     const char *repo = getenv("CUCO_REPO");
-    c->visible[0] = c->w->dir;
-    c->visible[1] = repo && *repo ? repo : CUCO_SOURCE_DIR;
-    c->visible[2] = NULL;
-    c->confine.visible = c->visible;
+    if (eval_sight_init(&c->sight, c->w, repo && *repo ? repo : CUCO_SOURCE_DIR) == 0) {
+        c->confine.hidden = c->sight.hidden_view;
+        c->confine.visible = c->sight.visible_view;
+    }
     c->confine.enabled = !(c->o && c->o->no_confine) && cuco_confine_default_enabled();
     c->confine.writable = c->writable;
     c->confine.secret_names = c->o ? c->o->secret_names : NULL;

@@ -482,6 +482,31 @@ static int is_function_definition(const guard *g, size_t i, size_t end)
     return j < end && tok_eq(g, &g->lx.toks[j], "{");
 }
 
+/* 1 when token i is the name a declaration declares: an identifier after a
+ * type word or '*' / '&', followed by '[', '=', ';' or ','
+ * ("static unsigned char key[64];", "int n = 0;", "T *p, q;"). */
+static int is_declared_name(const guard *g, size_t i, size_t start, size_t end)
+{
+    if (i <= start || i + 1 >= end)
+        return 0;
+    /* a parameter of a prototype is inside parentheses of its statement */
+    int depth = 0;
+    for (size_t j = i; j-- > start;) {
+        const cuco_tok *t = &g->lx.toks[j];
+        if (tok_eq(g, t, ";") || tok_eq(g, t, "{") || tok_eq(g, t, "}"))
+            break;
+        if (tok_eq(g, t, ")"))
+            depth++;
+        else if (tok_eq(g, t, "(") && depth-- == 0)
+            return 0;
+    }
+    const cuco_tok *prev = &g->lx.toks[i - 1], *next = &g->lx.toks[i + 1];
+    int after_type = prev->kind == CUCO_TOK_IDENT || tok_eq(g, prev, "*") || tok_eq(g, prev, "&");
+    int declarator_end = tok_eq(g, next, "[") || tok_eq(g, next, "=") || tok_eq(g, next, ";") ||
+                         tok_eq(g, next, ",");
+    return after_type && declarator_end;
+}
+
 /* Whether the token just before i is '::' or '.'/'->' (a member, not the
  * global name). */
 static int is_qualified(const guard *g, size_t i, size_t start)
@@ -564,6 +589,15 @@ static int check_code_token(guard *g, size_t i, scan *sc)
             return violation(g, t->line,
                              "defines a function named '%.*s', a name the frozen code uses "
                              "(it would replace the library's or the harness's)",
+                             (int)t->len, s);
+        /* a file-scope variable of the frozen code declared again here is
+         * the same object in C: the block could read or write it */
+        if (sc->scope_depth == 0 && name_set_has(&g->frozen, s, t->len) &&
+            !name_set_has(&g->seed_defs, s, t->len) && !is_qualified(g, i, start) &&
+            is_declared_name(g, i, start, end))
+            return violation(g, t->line,
+                             "declares '%.*s' at file scope, a name the frozen code uses "
+                             "(it would be the frozen code's own variable)",
                              (int)t->len, s);
         return 0;
     }
@@ -687,8 +721,8 @@ static int add_seed_directive(guard *g, const char *s, size_t len)
     return rc;
 }
 
-/* The functions and macros the seed's blocks define (hooks and knobs the
- * frozen code uses). The seed's text must outlive the guard. */
+/* The functions, variables and macros the seed's blocks define (hooks and
+ * knobs the frozen code uses). The seed's text must outlive the guard. */
 static int collect_seed_defs(guard *g, const char *seed, cuco_lex *slx)
 {
     cuco_block *sb = NULL;
@@ -707,7 +741,8 @@ static int collect_seed_defs(guard *g, const char *seed, cuco_lex *slx)
         const cuco_tok *t = &slx->toks[i];
         if (block_of(&sg, t->off) < 0)
             continue;
-        if (t->kind == CUCO_TOK_IDENT && is_function_definition(&sg, i, slx->ntoks))
+        if (t->kind == CUCO_TOK_IDENT &&
+            (is_function_definition(&sg, i, slx->ntoks) || is_declared_name(&sg, i, 0, slx->ntoks)))
             rc = name_set_add(&g->seed_defs, seed + t->off, t->len);
         else if (t->kind == CUCO_TOK_PREPROC)
             rc = add_seed_directive(g, seed + t->off, t->len);

@@ -96,7 +96,7 @@ run_broken() { # run_broken FILE EXPECTED_STATUS EXCERPT_REGEX
 run_broken compile_error.c compile_error "error: .b_row. undeclared"
 run_broken segfault.c run_error "Segmentation fault|SIGSEGV|signal 11"
 run_broken hang.c timeout "timed out after 3"
-run_broken wrong_answer.c wrong_answer "Verification: FAIL C\[[0-9]+\]\[[0-9]+\]"
+run_broken wrong_answer.c wrong_answer "Verification: FAIL (timed step [0-9]+: )?C\[[0-9]+\]\[[0-9]+\]"
 run_broken missing_result.c bad_output "no 'Verification: PASS\|FAIL' line"
 run_broken frozen_edit.c frozen_violation "line [0-9]+ of the candidate differs"
 check "frozen_edit: not built" test "$(json_get "$TMP/frozen_edit.json" 'j["level"] == 0 and j["compile_s"] == 0')" = True

@@ -175,6 +175,9 @@ static const struct hostile {
     const char *reason; /* a part of the message */
 } hostile[] = {
     {"#define fabs(x) 0.0\n", "#define fabs: the frozen code uses 'fabs'"},
+    /* C: the same static declared first in the block is the frozen one */
+    {"static unsigned char nonce_masked[64], nonce_key[64];\n", "declares 'nonce_masked'"},
+    {"static size_t nonce_len;\n", "declares 'nonce_len'"},
     {"static double fake_clock(void) { return 1.0; }\n#define MPI_Wtime fake_clock\n",
      "#define MPI_Wtime"},
     {"#define return return 0;\n", "#define return"},
@@ -265,7 +268,9 @@ static void test_block_guard_accepts_knobs(void **state)
         "namespace cuco_lib {\nstatic int printf(int x) { return x; }\n}\n"
         "static int cuco_twice(int x)\n{\n#pragma unroll\n"
         "    for (int i = 0; i < 1; i++)\n        x += x;\n"
-        "    __asm__ volatile(\"\" ::: \"memory\");\n    return cuco_min(x, CUCO_WIDE);\n}\n";
+        "    __asm__ volatile(\"\" ::: \"memory\");\n    return cuco_min(x, CUCO_WIDE);\n}\n"
+        /* parameters named like frozen variables declare nothing at file scope */
+        "extern int cuco_link(const char *nonce_len, const char *nonce_key);\n";
     char *cand = with_block_lines(seed, legal, 0);
     cuco_err e = CUCO_ERR_INIT;
     if (cuco_patch_guard(seed, cand, &e) != 0)
