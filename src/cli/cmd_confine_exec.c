@@ -92,15 +92,6 @@ static int parse(int argc, char **argv, cuco_confine *c, const char **writable,
     return -1;
 }
 
-int cli_unconfined(int no_confine_flag)
-{
-    if (no_confine_flag)
-        fprintf(stderr, "warning: candidates run unconfined (--no-confine)\n");
-    else if (!cuco_confine_default_enabled())
-        fprintf(stderr, "warning: candidates run unconfined (CUCO_CONFINE=0)\n");
-    return no_confine_flag || !cuco_confine_default_enabled();
-}
-
 int cmd_confine_exec(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) {

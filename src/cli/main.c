@@ -41,17 +41,6 @@ static void usage(FILE *out)
                  "CUCO_CONFINE=0 (build and run candidates unconfined, as --no-confine).\n");
 }
 
-int cli_wants_help(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--"))
-            return 0;
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
-            return 1;
-    }
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     if (argc < 2) {

@@ -1,0 +1,192 @@
+// split_predict.cu: a one-GPU prediction of what the consumer-split schedule
+// (CUCO_SPLIT_n: the GEMM's own rows first while the peer's rows are pulled
+// by the copy engine, then the peer's rows) takes at 2 ranks, for a GEMM that
+// consumes an all-gathered operand. The peer's NVLink traffic is stood in for
+// by a local copy-engine copy of the same bytes, paced to a given rate (the
+// host enqueues each chunk at its time, so the pacing takes no SM), so the
+// GEMM shares the GPU with a copy of the right size and speed. A local copy
+// reads and writes this GPU's memory where a pull only writes it, so the
+// stand-in costs the GEMM more than the real pull: the prediction errs slow.
+// Measured, median over iterations (ms):
+//   gemm_full   the whole GEMM (m rows): the seed's computation
+//   gemm_half   one rank's block (m/2 rows)
+//   copy        the paced copy alone
+//   own_end     the own block's GEMM beside the paced copy (same start)
+//   copy_end    the paced copy beside it
+//   split       own_end or copy_end, the later, plus gemm_half (the peer's
+//               block waits for its rows, then runs alone)
+// Usage: split_predict --out FILE.json [--m 8192] [--k 28672] [--n 4096]
+//        [--rate-gbps 250] [--chunks 16] [--iters 20]
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <string>
+#include <vector>
+
+#define CK(call)                                                                            \
+  do {                                                                                      \
+    cudaError_t e_ = (call);                                                                \
+    if (e_ != cudaSuccess) {                                                                \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      exit(1);                                                                              \
+    }                                                                                       \
+  } while (0)
+#define CB(call)                                                                  \
+  do {                                                                            \
+    cublasStatus_t s_ = (call);                                                   \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                            \
+      fprintf(stderr, "%s:%d: %s: cuBLAS %d\n", __FILE__, __LINE__, #call, (int)s_); \
+      exit(1);                                                                    \
+    }                                                                             \
+  } while (0)
+
+// Uniform values in [-1, 1) from a hash of the index, as bf16: a GEMM's power,
+// and so its clock, depends on its data (constant inputs run faster).
+__global__ void fill(__nv_bfloat16* p, size_t n, unsigned salt) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
+    unsigned x = (unsigned)i * 0x9E3779B9u ^ salt;
+    x ^= x >> 16;
+    x *= 0x7FEB352Du;
+    x ^= x >> 15;
+    p[i] = __float2bfloat16((float)(x % 2001u) / 1000.0f - 1.0f);
+  }
+}
+
+static double host_s() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+struct Bench {
+  long m = 8192, k = 28672, n = 4096;
+  double rate_gbps = 250;
+  int chunks = 16, iters = 20;
+  cublasHandle_t blas;
+  cudaStream_t sa, sb;
+  __nv_bfloat16 *x, *w, *y;
+  char *src, *dst;
+  size_t bytes() const { return (size_t)(m / 2) * k * sizeof(__nv_bfloat16); }
+};
+
+// Y[rows] = X[rows] * W on stream st (row-major, as gemm_allgather computes it).
+static void gemm(Bench& b, long rows, long row0, cudaStream_t st) {
+  const float one = 1.f, zero = 0.f;
+  CB(cublasSetStream(b.blas, st));
+  CB(cublasGemmEx(b.blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)b.n, (int)rows, (int)b.k, &one, b.w,
+                  CUDA_R_16BF, (int)b.n, b.x + row0 * b.k, CUDA_R_16BF, (int)b.k, &zero,
+                  b.y + row0 * b.n, CUDA_R_16BF, (int)b.n, CUBLAS_COMPUTE_32F,
+                  CUBLAS_GEMM_DEFAULT));
+}
+
+// The peer's rows, chunk by chunk, each enqueued at its time from t0 (the
+// host waits; the copy engine starts a chunk as soon as it is enqueued).
+static void paced_copy(Bench& b, cudaStream_t st, double t0) {
+  size_t per = b.bytes() / b.chunks;
+  double chunk_s = per / (b.rate_gbps * 1e9);
+  for (int i = 0; i < b.chunks; i++) {
+    while (host_s() < t0 + i * chunk_s) {
+    }
+    CK(cudaMemcpyAsync(b.dst + i * per, b.src + i * per, per, cudaMemcpyDeviceToDevice, st));
+  }
+}
+
+static double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int main(int argc, char** argv) {
+  Bench b;
+  std::string out = "split_predict.json";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i];
+    const char* v = argv[i + 1];
+    if (a == "--out") out = v;
+    else if (a == "--m") b.m = strtol(v, nullptr, 10);
+    else if (a == "--k") b.k = strtol(v, nullptr, 10);
+    else if (a == "--n") b.n = strtol(v, nullptr, 10);
+    else if (a == "--rate-gbps") b.rate_gbps = strtod(v, nullptr);
+    else if (a == "--chunks") b.chunks = (int)strtol(v, nullptr, 10);
+    else if (a == "--iters") b.iters = (int)strtol(v, nullptr, 10);
+    else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
+  }
+  CB(cublasCreate(&b.blas));
+  CK(cudaStreamCreateWithFlags(&b.sa, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&b.sb, cudaStreamNonBlocking));
+  CK(cudaMalloc(&b.x, (size_t)b.m * b.k * 2));
+  CK(cudaMalloc(&b.w, (size_t)b.k * b.n * 2));
+  CK(cudaMalloc(&b.y, (size_t)b.m * b.n * 2));
+  CK(cudaMalloc(&b.src, b.bytes()));
+  CK(cudaMalloc(&b.dst, b.bytes()));
+  fill<<<1024, 256>>>(b.x, (size_t)b.m * b.k, 1);
+  fill<<<1024, 256>>>(b.w, (size_t)b.k * b.n, 2);
+  CK(cudaGetLastError());
+  CK(cudaMemset(b.src, 1, b.bytes()));
+  cudaEvent_t e0, ea, eb;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&ea));
+  CK(cudaEventCreate(&eb));
+  std::vector<double> full, half, copy, own_end, copy_end;
+  for (int it = -3; it < b.iters; it++) {
+    float ms;
+    // alone
+    CK(cudaEventRecord(e0, b.sa));
+    gemm(b, b.m, 0, b.sa);
+    CK(cudaEventRecord(ea, b.sa));
+    CK(cudaEventSynchronize(ea));
+    CK(cudaEventElapsedTime(&ms, e0, ea));
+    if (it >= 0) full.push_back(ms);
+    CK(cudaEventRecord(e0, b.sa));
+    gemm(b, b.m / 2, 0, b.sa);
+    CK(cudaEventRecord(ea, b.sa));
+    CK(cudaEventSynchronize(ea));
+    CK(cudaEventElapsedTime(&ms, e0, ea));
+    if (it >= 0) half.push_back(ms);
+    CK(cudaEventRecord(e0, b.sb));
+    paced_copy(b, b.sb, host_s());
+    CK(cudaEventRecord(eb, b.sb));
+    CK(cudaEventSynchronize(eb));
+    CK(cudaEventElapsedTime(&ms, e0, eb));
+    if (it >= 0) copy.push_back(ms);
+    // together, from one start
+    CK(cudaDeviceSynchronize());
+    CK(cudaEventRecord(e0, b.sa));
+    CK(cudaStreamWaitEvent(b.sb, e0, 0));
+    gemm(b, b.m / 2, 0, b.sa);
+    paced_copy(b, b.sb, host_s());
+    CK(cudaEventRecord(ea, b.sa));
+    CK(cudaEventRecord(eb, b.sb));
+    CK(cudaDeviceSynchronize());
+    float a_ms, b_ms;
+    CK(cudaEventElapsedTime(&a_ms, e0, ea));
+    CK(cudaEventElapsedTime(&b_ms, e0, eb));
+    if (it >= 0) {
+      own_end.push_back(a_ms);
+      copy_end.push_back(b_ms);
+    }
+  }
+  double f = median(full), h = median(half), c = median(copy), oe = median(own_end),
+         ce = median(copy_end);
+  double split = std::max(oe, ce) + h;
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  FILE* fo = fopen(out.c_str(), "w");
+  if (!fo) { perror(out.c_str()); return 1; }
+  fprintf(fo,
+          "{\"gpu\":\"%s\",\"m\":%ld,\"k\":%ld,\"n\":%ld,\"peer_bytes\":%zu,\"rate_gbps\":%.1f,"
+          "\"chunks\":%d,\"iters\":%d,\"gemm_full_ms\":%.4f,\"gemm_half_ms\":%.4f,"
+          "\"copy_ms\":%.4f,\"own_end_ms\":%.4f,\"copy_end_ms\":%.4f,\"split_ms\":%.4f}\n",
+          prop.name, b.m, b.k, b.n, b.bytes(), b.rate_gbps, b.chunks, b.iters, f, h, c, oe, ce,
+          split);
+  fclose(fo);
+  printf("gemm_full %.4f gemm_half %.4f copy %.4f own_end %.4f copy_end %.4f split %.4f ms\n", f,
+         h, c, oe, ce, split);
+  return 0;
+}
