@@ -883,6 +883,42 @@ static void note_leftovers(cascade *c, const cuco_proc_result *pr, const char *w
     }
 }
 
+/* How one run ended, from its process and its parsed output, in the order
+ * that decides: too much output, the timeout, a failed verification, a
+ * crash or non-zero exit, missing or malformed result lines. The excerpt
+ * says why when it is not OK. */
+static cuco_eval_status classify_run(cascade *c, const cuco_proc_result *pr,
+                                     const cuco_run_output *parsed, const char *what,
+                                     int need_verification)
+{
+    char *how = cuco_proc_describe(pr), *head = NULL;
+    cuco_eval_status st = CUCO_EVAL_OK;
+    if (pr->output_exceeded || pr->timed_out) {
+        st = pr->output_exceeded ? CUCO_EVAL_BAD_OUTPUT : CUCO_EVAL_TIMEOUT;
+        head = cuco_sprintf("%s %s", what, how);
+    } else if (parsed->has_verification && !parsed->verified) {
+        st = CUCO_EVAL_WRONG_ANSWER;
+        head = cuco_sprintf("%s: Verification: FAIL %s (%s)", what, parsed->fail_reason, how);
+    } else if (!pr->exited || pr->exit_code != 0) {
+        st = CUCO_EVAL_RUN_ERROR;
+        head = cuco_sprintf("%s: %s", what, how);
+    } else if (need_verification && !parsed->has_verification) {
+        st = CUCO_EVAL_BAD_OUTPUT;
+        head = cuco_sprintf("%s: no 'Verification: PASS|FAIL' line in the output", what);
+    } else if (parsed->parse_error) {
+        st = CUCO_EVAL_BAD_OUTPUT;
+        head = cuco_sprintf("%s: %s", what, parsed->parse_error);
+    }
+    if (head) {
+        char *x = run_excerpt(head, pr);
+        set_excerpt(c, x);
+        free(x);
+        free(head);
+    }
+    free(how);
+    return st;
+}
+
 /* Runs the binary once with a level's args. Returns the status of the run;
  * on OK, *parsed holds the output (caller frees it). */
 static cuco_eval_status run_once(cascade *c, const cuco_run_level *lv, const char *what,
@@ -948,54 +984,10 @@ static cuco_eval_status run_once(cascade *c, const cuco_run_level *lv, const cha
     memset(&lr.proc, 0, sizeof lr.proc);
     cuco_launch_result_free(&lr);
     *wall = pr.wall_s;
-    char *how = cuco_proc_describe(&pr);
     cuco_run_output_parse(pr.out, parsed);
-    if (pr.output_exceeded) {
-        st = CUCO_EVAL_BAD_OUTPUT;
-        char *head = cuco_sprintf("%s %s", what, how);
-        char *x = run_excerpt(head, &pr);
-        set_excerpt(c, x);
-        free(x);
-        free(head);
-    } else if (pr.timed_out) {
-        st = CUCO_EVAL_TIMEOUT;
-        char *head = cuco_sprintf("%s %s", what, how);
-        char *x = run_excerpt(head, &pr);
-        set_excerpt(c, x);
-        free(x);
-        free(head);
-    } else if (parsed->has_verification && !parsed->verified) {
-        st = CUCO_EVAL_WRONG_ANSWER;
-        char *head = cuco_sprintf("%s: Verification: FAIL %s (%s)", what, parsed->fail_reason, how);
-        char *x = run_excerpt(head, &pr);
-        set_excerpt(c, x);
-        free(x);
-        free(head);
-    } else if (!pr.exited || pr.exit_code != 0) {
-        st = CUCO_EVAL_RUN_ERROR;
-        char *head = cuco_sprintf("%s: %s", what, how);
-        char *x = run_excerpt(head, &pr);
-        set_excerpt(c, x);
-        free(x);
-        free(head);
-    } else if (need_verification && !parsed->has_verification) {
-        st = CUCO_EVAL_BAD_OUTPUT;
-        char *head = cuco_sprintf("%s: no 'Verification: PASS|FAIL' line in the output", what);
-        char *x = run_excerpt(head, &pr);
-        set_excerpt(c, x);
-        free(x);
-        free(head);
-    } else if (parsed->parse_error) {
-        st = CUCO_EVAL_BAD_OUTPUT;
-        char *head = cuco_sprintf("%s: %s", what, parsed->parse_error);
-        char *x = run_excerpt(head, &pr);
-        set_excerpt(c, x);
-        free(x);
-        free(head);
-    }
+    st = classify_run(c, &pr, parsed, what, need_verification);
     check_vouch(c, &pr, nonce, what, &st);
     note_leftovers(c, &pr, what, &st);
-    free(how);
     cuco_proc_result_free(&pr);
     if (st != CUCO_EVAL_OK)
         cuco_run_output_free(parsed);
