@@ -107,8 +107,12 @@ int cmd_confine_exec(int argc, char **argv)
         return 2;
     }
     char cwd[4096];
+    /* the working folder stays in sight where the private /tmp would hide
+     * it (a job started from a folder under /tmp) */
+    const char *visible[] = {getcwd(cwd, sizeof cwd), NULL};
+    c.visible = visible;
     cuco_proc_opts o = {.argv = (const char *const *)argv + first,
-                        .cwd = getcwd(cwd, sizeof cwd),
+                        .cwd = visible[0],
                         .capture_cap = 64 * 1024,
                         .echo = 1,
                         .confine = &c};

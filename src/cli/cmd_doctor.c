@@ -69,7 +69,7 @@ typedef struct doctor_facts {
     /* Slurm */
     char *sbatch, *srun;
     /* LLM keys: set or not */
-    int key_anthropic, key_openai, key_base_url;
+    int key_anthropic, key_openai, base_url_openai, base_url_anthropic;
     /* confinement of builds and runs (cuco/confine.h) */
     int confine_off;    /* CUCO_CONFINE=0 */
     int confine_ok;     /* a confined `true` ran */
@@ -472,10 +472,11 @@ static void judge(doctor_facts *f)
              "confinement unavailable (%s): every evaluation ends as infra_error unless run "
              "with --no-confine",
              f->confine_what ? f->confine_what : "unknown reason");
-    if (!f->key_anthropic && !f->key_openai && !f->key_base_url)
-        wont(f, "no LLM key (ANTHROPIC_API_KEY, OPENAI_API_KEY or CUCO_LLM_BASE_URL): LLM mutators "
-                "and the "
-                "LLM transform cannot run; the offline knob mutator can");
+    /* a local OpenAI-compatible server (vLLM, Ollama) needs no key */
+    if (!f->key_anthropic && !f->key_openai && !f->base_url_openai)
+        wont(f, "no LLM key or server (ANTHROPIC_API_KEY, OPENAI_API_KEY or a local "
+                "CUCO_OPENAI_BASE_URL): LLM mutators and the LLM transform cannot run; the "
+                "offline knob mutator can");
 }
 
 static void facts_gather(doctor_facts *f)
@@ -493,7 +494,8 @@ static void facts_gather(doctor_facts *f)
     f->srun = cuco_which("srun");
     f->key_anthropic = env_set_nonempty("ANTHROPIC_API_KEY");
     f->key_openai = env_set_nonempty("OPENAI_API_KEY");
-    f->key_base_url = env_set_nonempty("CUCO_LLM_BASE_URL");
+    f->base_url_openai = env_set_nonempty("CUCO_OPENAI_BASE_URL");
+    f->base_url_anthropic = env_set_nonempty("CUCO_ANTHROPIC_BASE_URL");
     f->confine_off = !cuco_confine_default_enabled();
     f->confine_ok = cuco_confine_probe(&f->confine_what) == 0;
     judge(f);
@@ -681,7 +683,8 @@ static void print_text(const doctor_facts *f)
     printf("\nLLM keys (names only)\n");
     printf("  ANTHROPIC_API_KEY   %s\n", f->key_anthropic ? "set" : "not set");
     printf("  OPENAI_API_KEY      %s\n", f->key_openai ? "set" : "not set");
-    printf("  CUCO_LLM_BASE_URL   %s\n", f->key_base_url ? "set" : "not set");
+    printf("  CUCO_OPENAI_BASE_URL     %s\n", f->base_url_openai ? "set" : "not set");
+    printf("  CUCO_ANTHROPIC_BASE_URL  %s\n", f->base_url_anthropic ? "set" : "not set");
 
     printf("\nWhat will not work here:\n");
     if (f->n_wont == 0)
@@ -775,9 +778,10 @@ static json_t *facts_json(const doctor_facts *f)
                         json_pack("{s:o, s:o}", "sbatch", json_str_or_null(f->sbatch), "srun",
                                   json_str_or_null(f->srun)));
     json_object_set_new(root, "llm_keys",
-                        json_pack("{s:b, s:b, s:b}", "ANTHROPIC_API_KEY", f->key_anthropic,
-                                  "OPENAI_API_KEY", f->key_openai, "CUCO_LLM_BASE_URL",
-                                  f->key_base_url));
+                        json_pack("{s:b, s:b, s:b, s:b}", "ANTHROPIC_API_KEY", f->key_anthropic,
+                                  "OPENAI_API_KEY", f->key_openai, "CUCO_OPENAI_BASE_URL",
+                                  f->base_url_openai, "CUCO_ANTHROPIC_BASE_URL",
+                                  f->base_url_anthropic));
     json_object_set_new(root, "confinement",
                         json_pack("{s:s, s:b, s:o}", "mode", confine_mode(f), "in_force",
                                   !f->confine_off && f->confine_ok, "detail",

@@ -1092,6 +1092,25 @@ static void setup_confine(cascade *c)
     c->confine.as_bytes = c->w->gpu ? 0 : CUCO_CONFINE_CPU_AS;
 }
 
+/* A GPU workload run by the local launcher needs a GPU here: without one the
+ * run would end in MPI's and CUDA's errors; say it plainly instead (a Slurm
+ * launcher's runs go to nodes that have them). 0 after setting the status. */
+static int gpu_visible_for(cascade *c)
+{
+    const cuco_launcher *l = c->o ? c->o->launcher : NULL;
+    if (!c->w->gpu || (l && strcmp(cuco_launcher_name(l), "local") != 0) ||
+        cuco_launch_visible_gpus() > 0)
+        return 1;
+    cuco_err e = CUCO_ERR_INIT;
+    cuco_err_set(&e, CUCO_EUNSUPPORTED,
+                 "no GPU visible here (nvidia-smi -L lists none%s): a GPU workload is built "
+                 "but not run; run it on a machine with a GPU, or with --launcher slurm",
+                 getenv("CUDA_VISIBLE_DEVICES") ? ", within CUDA_VISIBLE_DEVICES" : "");
+    infra_failure(c, "L2 verify", &e);
+    cuco_err_clear(&e);
+    return 0;
+}
+
 int cuco_eval_program(const cuco_workload *w, const char *program_text, const cuco_eval_opts *o,
                       cuco_eval_result *r, cuco_err *e)
 {
@@ -1134,6 +1153,8 @@ int cuco_eval_program(const cuco_workload *w, const char *program_text, const cu
     }
     rc = level_compile(&c, e);
     if (rc || r->level < 1 || max_level < 2)
+        goto done;
+    if (!gpu_visible_for(&c))
         goto done;
     level_verify(&c);
     if (!w->vouch && r->status != CUCO_EVAL_TIMEOUT && r->status != CUCO_EVAL_INFRA_ERROR)

@@ -101,9 +101,9 @@ has "$tmp/mixed.txt" "nccl.h is 2.28.9 but $tmp/nccl/lib/libnccl.so.2 is 2.28.3:
 anthropic_value="sk-ant-doctor-test-$$-$RANDOM"
 openai_value="sk-openai-doctor-test-$$-$RANDOM"
 base_value="http://127.0.0.1:9/doctor-test-$$-$RANDOM"
-ANTHROPIC_API_KEY="$anthropic_value" OPENAI_API_KEY="$openai_value" CUCO_LLM_BASE_URL="$base_value" \
+ANTHROPIC_API_KEY="$anthropic_value" OPENAI_API_KEY="$openai_value" CUCO_OPENAI_BASE_URL="$base_value" \
     "$CUCO_BIN" doctor >"$tmp/keys.txt" 2>&1
-ANTHROPIC_API_KEY="$anthropic_value" OPENAI_API_KEY="$openai_value" CUCO_LLM_BASE_URL="$base_value" \
+ANTHROPIC_API_KEY="$anthropic_value" OPENAI_API_KEY="$openai_value" CUCO_OPENAI_BASE_URL="$base_value" \
     "$CUCO_BIN" doctor --json >"$tmp/keys.json" 2>"$tmp/keys.err"
 for f in "$tmp/keys.txt" "$tmp/keys.json" "$tmp/keys.err"; do
     hasnt "$f" "$anthropic_value"
@@ -112,8 +112,11 @@ for f in "$tmp/keys.txt" "$tmp/keys.json" "$tmp/keys.err"; do
 done
 has "$tmp/keys.txt" "ANTHROPIC_API_KEY   set"
 hasnt "$tmp/keys.txt" "no LLM key"
-json_check "$tmp/keys.json" 'd["llm_keys"] == {"ANTHROPIC_API_KEY": True, "OPENAI_API_KEY": True, "CUCO_LLM_BASE_URL": True}'
-env -u ANTHROPIC_API_KEY -u OPENAI_API_KEY -u CUCO_LLM_BASE_URL "$CUCO_BIN" doctor --json >"$tmp/nokeys.json"
+json_check "$tmp/keys.json" 'd["llm_keys"] == {"ANTHROPIC_API_KEY": True, "OPENAI_API_KEY": True, "CUCO_OPENAI_BASE_URL": True, "CUCO_ANTHROPIC_BASE_URL": False}'
+# a local OpenAI-compatible server alone (vLLM, no key) is enough for the LLM mutators
+env -u ANTHROPIC_API_KEY -u OPENAI_API_KEY CUCO_OPENAI_BASE_URL=http://127.0.0.1:8000 "$CUCO_BIN" doctor >"$tmp/server.txt"
+hasnt "$tmp/server.txt" "no LLM key or server"
+env -u ANTHROPIC_API_KEY -u OPENAI_API_KEY -u CUCO_OPENAI_BASE_URL -u CUCO_ANTHROPIC_BASE_URL "$CUCO_BIN" doctor --json >"$tmp/nokeys.json"
 json_check "$tmp/nokeys.json" 'not any(d["llm_keys"].values()) and any(w.startswith("no LLM key") for w in d["will_not_work"])'
 
 # --- confinement: which is in force, off, or unavailable (and why) ---

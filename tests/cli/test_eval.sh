@@ -234,4 +234,18 @@ if [ -x "${CUCO_TEST_HELPERS:-}/no_unshare" ]; then
     check "no namespaces, --no-confine: status ok" test "$(json_get "$TMP/nons2.json" 'j["status"]')" = ok
 fi
 
+# A GPU workload where no GPU is visible: built, then stopped with a plain
+# reason instead of MPI's and CUDA's errors (cpu_demo marked gpu: true
+# stands in; where a GPU is visible the check does not apply).
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    GW="$TMP/gpuwl"
+    mkdir -p "$GW"
+    cp "$WL/main.c" "$GW/"
+    sed 's/^gpu: false/gpu: true/' "$WL/workload.yaml" >"$GW/workload.yaml"
+    "$CUCO_BIN" eval "$GW" --json --level 2 --quiet --work-dir "$TMP/work" >"$TMP/nogpu.json" 2>/dev/null
+    check "no GPU: status infra_error" test "$(json_get "$TMP/nogpu.json" 'j["status"]')" = infra_error
+    check "no GPU: built first" test "$(json_get "$TMP/nogpu.json" 'j["level"]')" = 1
+    check "no GPU: the excerpt says so" grep -q "no GPU visible here" <(json_get "$TMP/nogpu.json" 'j["excerpt"]')
+fi
+
 exit $fail

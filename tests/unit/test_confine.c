@@ -55,7 +55,13 @@ static int run_sh(const char *script, int confined, const char *const *env_set, 
 {
     const char *writable[] = {work_dir, NULL};
     const char *secret_names[] = {"MY_LLM_KEY", NULL};
-    cuco_confine c = {.enabled = confined, .writable = writable, .secret_names = secret_names};
+    /* the test's folders and helpers stay in sight where the private /tmp
+     * would hide them (a checkout under /tmp) */
+    const char *visible[] = {outside_dir, getenv("CUCO_TEST_HELPERS"), NULL};
+    cuco_confine c = {.enabled = confined,
+                      .writable = writable,
+                      .visible = visible,
+                      .secret_names = secret_names};
     const char *argv[] = {"sh", "-c", script, NULL};
     cuco_proc_opts o = {.argv = argv,
                         .cwd = work_dir,
