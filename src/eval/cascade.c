@@ -190,6 +190,14 @@ static char *run_excerpt(const char *headline, const cuco_proc_result *pr)
     return cuco_buf_detach(&b);
 }
 
+/* The evaluation's excerpt: headline, then the tail of the run's output. */
+static void set_run_excerpt(cascade *c, const char *headline, const cuco_proc_result *pr)
+{
+    char *x = run_excerpt(headline, pr);
+    set_excerpt(c, x);
+    free(x);
+}
+
 static int need_toolchain(cascade *c, cuco_err *e)
 {
     if (c->tc_done)
@@ -687,9 +695,7 @@ static int level_compile(cascade *c, cuco_err *e)
         c->r->status = CUCO_EVAL_TIMEOUT;
         char *how = cuco_proc_describe(&pr);
         char *head = cuco_sprintf("compile %s", how);
-        char *x = run_excerpt(head, &pr);
-        set_excerpt(c, x);
-        free(x);
+        set_run_excerpt(c, head, &pr);
         free(head);
         free(how);
     } else if (!pr.exited || pr.exit_code != 0) {
@@ -844,9 +850,7 @@ static void check_vouch(cascade *c, const cuco_proc_result *pr, const char *nonc
     }
     if (head) {
         *st = CUCO_EVAL_BAD_OUTPUT;
-        char *x = run_excerpt(head, pr);
-        set_excerpt(c, x);
-        free(x);
+        set_run_excerpt(c, head, pr);
         free(head);
     }
     free(why);
@@ -871,9 +875,7 @@ static void note_leftovers(cascade *c, const cuco_proc_result *pr, const char *w
         if (strstr(line, "(rank ") && *st == CUCO_EVAL_OK) {
             *st = CUCO_EVAL_RUN_ERROR;
             char *head = cuco_sprintf("%s: the program left processes running (%s)", what, line);
-            char *x = run_excerpt(head, pr);
-            set_excerpt(c, x);
-            free(x);
+            set_run_excerpt(c, head, pr);
             free(head);
         }
         if (!c->leftovers)
@@ -910,9 +912,7 @@ static cuco_eval_status classify_run(cascade *c, const cuco_proc_result *pr,
         head = cuco_sprintf("%s: %s", what, parsed->parse_error);
     }
     if (head) {
-        char *x = run_excerpt(head, pr);
-        set_excerpt(c, x);
-        free(x);
+        set_run_excerpt(c, head, pr);
         free(head);
     }
     free(how);
