@@ -108,4 +108,11 @@ int cuco_effects_repeat(const cuco_db_program *ps, size_t i);
 int cuco_effects_format(const cuco_effects *fx, const char *prefix, size_t max_pairs,
                         cuco_buf *out);
 
+/* The effects table of run run_id in the database at db_path, as
+ * cuco_effects_format lines with prefix (what `cuco report` and `cuco serve`
+ * show). 0 with *n_obs the measured programs used and out empty when the run
+ * has no knobs or too few measured programs; negative on a database error. */
+int cuco_effects_lines_of_run(const char *db_path, int64_t run_id, const char *prefix,
+                              size_t max_pairs, cuco_buf *out, size_t *n_obs, cuco_err *e);
+
 #endif

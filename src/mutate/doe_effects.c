@@ -570,3 +570,21 @@ out:
     db_programs_free(ps, np);
     return rc;
 }
+
+int cuco_effects_lines_of_run(const char *db_path, int64_t run_id, const char *prefix,
+                              size_t max_pairs, cuco_buf *out, size_t *n_obs, cuco_err *e)
+{
+    cuco_db *db = NULL;
+    cuco_effects *fx = NULL;
+    *n_obs = 0;
+    int rc = db_open(db_path, 1, &db, e);
+    if (rc == 0)
+        rc = cuco_effects_of_run(db, run_id, &fx, e);
+    if (rc == 0 && fx && fx->n_mains) {
+        *n_obs = fx->n_obs;
+        rc = cuco_effects_format(fx, prefix, max_pairs, out);
+    }
+    cuco_effects_free(fx);
+    db_close(db);
+    return rc;
+}

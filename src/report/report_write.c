@@ -333,21 +333,16 @@ static void html_paragraph(cuco_buf *html, const char *id, const char *text)
  * NULL when the run has no knobs or too few measured programs. Caller frees. */
 static char *effects_text(const char *db_path, int64_t run_id)
 {
-    cuco_db *db = NULL;
-    cuco_effects *fx = NULL;
     cuco_err e = CUCO_ERR_INIT;
-    cuco_buf b = CUCO_BUF_INIT;
-    if (db_open(db_path, 1, &db, &e) == 0 && cuco_effects_of_run(db, run_id, &fx, &e) == 0 && fx &&
-        fx->n_mains) {
+    cuco_buf lines = CUCO_BUF_INIT, b = CUCO_BUF_INIT;
+    size_t n_obs = 0;
+    if (cuco_effects_lines_of_run(db_path, run_id, "- ", 4, &lines, &n_obs, &e) == 0 && lines.len)
         cuco_buf_printf(&b,
                         "Knob effects, from %zu measured programs (least squares of log time):"
                         " the change of time when a knob takes a value alone, and with another"
-                        " knob's value, ± one standard error:\n\n",
-                        fx->n_obs);
-        cuco_effects_format(fx, "- ", 4, &b);
-    }
-    cuco_effects_free(fx);
-    db_close(db);
+                        " knob's value, ± one standard error:\n\n%s",
+                        n_obs, cuco_buf_str(&lines));
+    cuco_buf_free(&lines);
     cuco_err_clear(&e);
     return b.len ? cuco_buf_detach(&b) : NULL;
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cuco/buf.h"
+#include "cuco/doe.h"
 #include "cuco/embedded.h"
 #include "cuco/report.h"
 
@@ -625,6 +626,42 @@ static int api_summary(request *rq)
     return respond_json(rq, 200, s);
 }
 
+/* The run's knob effects (cuco/doe.h): what each knob's values do alone and
+ * the strongest two-knob interactions, one line each, as in `cuco report`. */
+static int api_effects(request *rq)
+{
+    static const char *const allowed[] = {"run", NULL};
+    if (reject_unknown_params(rq, allowed))
+        return 0;
+    int64_t run_id;
+    int rc;
+    if ((rc = open_db(rq)) != 0 || resolve_run(rq, &run_id))
+        return rc < 0 ? rc : 0;
+    cuco_buf text = CUCO_BUF_INIT;
+    size_t n_obs = 0;
+    cuco_err e = CUCO_ERR_INIT;
+    if (cuco_effects_lines_of_run(rq->db_path, run_id, "", 4, &text, &n_obs, &e) < 0) {
+        rc = respond_error(rq, 500, "%s", cuco_err_msg(&e));
+        cuco_err_clear(&e);
+        cuco_buf_free(&text);
+        return rc;
+    }
+    json_t *lines = json_array();
+    for (char *line = text.len ? text.data : NULL, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        if (*line)
+            json_array_append_new(lines, json_string(line));
+        if (!next)
+            break;
+    }
+    cuco_buf_free(&text);
+    return respond_json(rq, 200,
+                        json_pack("{s:I, s:I, s:o}", "run", (json_int_t)run_id, "programs",
+                                  (json_int_t)n_obs, "lines", lines));
+}
+
 static const char *content_type_of(const char *name)
 {
     if (cuco_str_ends_with(name, ".html"))
@@ -681,6 +718,8 @@ static int dispatch(request *rq, const char *method, const char *path)
         return api_meta(rq);
     if (!strcmp(ep, "summary"))
         return api_summary(rq);
+    if (!strcmp(ep, "effects"))
+        return api_effects(rq);
     return respond_error(rq, 404, "no such endpoint %s", path);
 }
 

@@ -250,6 +250,16 @@ static void test_evaluations_llm_meta(void **state)
     assert_int_equal(integer(s0, "generation"), 2);
     assert_non_null(strstr(json_string_value(json_object_get(s0, "text")), "Smaller chunks"));
     json_decref(v);
+    /* the knob effects: the same lines as cuco report's (cli/test_search_planted
+     * checks their content on a real search); this fixture's programs all
+     * record one setting, so there is nothing to fit */
+    v = get_json("GET", "/api/effects", 200, "run", "1", NULL);
+    assert_int_equal(integer(v, "run"), 1);
+    assert_int_equal(json_array_size(json_object_get(v, "lines")), 0);
+    assert_true(json_is_integer(json_object_get(v, "programs")));
+    json_decref(v);
+    json_decref(get_json("GET", "/api/effects", 400, "bogus", "1", NULL));
+    json_decref(get_json("GET", "/api/effects", 404, "run", "42", NULL));
 }
 
 static void test_summary(void **state)

@@ -302,6 +302,15 @@ function drawSpend(llm) {
   }));
 }
 
+// Each knob value's effect alone and the strongest two-knob interactions,
+// measured over the run's programs (the same lines as cuco report's).
+function drawEffects(fx) {
+  if (fx.lines.length === 0) { $("effects").replaceChildren(el("p", { class: "muted" }, "too few measured programs yet")); return; }
+  $("effects").replaceChildren(
+    el("p", { class: "muted" }, `from ${fx.programs} measured programs (least squares of log time, ± one standard error)`),
+    el("pre", { id: "effects-lines" }, fx.lines.join("\n")));
+}
+
 function drawMeta(meta) {
   if (meta.summaries.length === 0) { $("meta").replaceChildren(el("p", { class: "muted" }, "none yet")); return; }
   $("meta").replaceChildren(...meta.summaries.map(m => {
@@ -375,9 +384,10 @@ async function refresh() {
       sel.replaceChildren(...runs.runs.map(r => el("option", { value: r.id }, `${r.id}: ${r.workload}`)));
     sel.value = state.run;
     if (state.run === null) { $("status-line").textContent = "no run in the database yet"; return; }
-    const [summary, evals, programs, llm, meta] = await Promise.all([
+    const [summary, evals, programs, llm, meta, effects] = await Promise.all([
       api("/api/summary" + runParam()), api("/api/evaluations" + runParam()),
       api("/api/programs" + runParam()), api("/api/llm" + runParam()), api("/api/meta" + runParam()),
+      api("/api/effects" + runParam()),
     ]);
     state.evaluations = evals.evaluations;
     state.programs = programs.programs;
@@ -387,6 +397,7 @@ async function refresh() {
     drawLineage();
     drawTable();
     drawSpend(llm);
+    drawEffects(effects);
     drawMeta(meta);
     const plural = (n, w) => `${n} ${w}${n === 1 ? "" : "s"}`;
     const live = summary.run.status === "running" ? `live, every ${POLL_MS / 1000} s; ` : "";
