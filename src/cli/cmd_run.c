@@ -385,15 +385,26 @@ static int confirm_step(const struct run_opts *o, const cuco_workload *w, const 
         json_t *root = json_loads(json, 0, NULL);
         json_t *b = json_object_get(root, "bound");
         if (json_is_object(b)) {
-            printf("  bound  %9.4f ms  (the seed's own compute %.4f, comm %.4f): ceiling %.3fx",
+            printf("  bound  %9.4f ms  (the seed's own compute %.4f, comm %.4f): ",
                    json_number_value(json_object_get(b, "bound_ms")),
                    json_number_value(json_object_get(b, "compute_ms")),
-                   json_number_value(json_object_get(b, "comm_ms")),
-                   json_number_value(json_object_get(b, "ceiling")));
+                   json_number_value(json_object_get(b, "comm_ms")));
+            json_t *ceiling = json_object_get(b, "ceiling");
+            if (json_is_number(ceiling))
+                printf("ceiling %.3fx", json_number_value(ceiling));
+            else
+                printf("%s", json_string_value(json_object_get(b, "note")));
             const char *label;
             json_t *g;
             json_object_foreach(json_object_get(b, "gap_closed"), label, g)
-                printf("; %s closes %.1f%% of the gap", label, 100 * json_number_value(g));
+            {
+                if (json_is_number(g))
+                    printf("; %s closes %.1f%% of the gap", label, 100 * json_number_value(g));
+                else
+                    printf("; %s: faster than the seed's computation alone (the computation "
+                           "changed), the bound does not apply",
+                           label);
+            }
             printf("\n");
         }
         json_decref(root);

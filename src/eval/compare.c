@@ -117,6 +117,38 @@ static json_t *num_or_null(double v)
     return v >= 0 ? json_real(v) : json_null();
 }
 
+/* The ceiling and the share of the gap each program closed, or why they do
+ * not apply: a seed whose timed parts took longer than its whole step
+ * (clocks and power differ between them) has no gap to close, and a program
+ * faster than the seed's computation alone changed that computation, so
+ * the bound says nothing about it (its gap is null, its label in
+ * "bound_does_not_apply"). */
+static void bound_figures(json_t *b, json_t *gap, double ref_ms, double bound,
+                          const cuco_compare_entry *entries, size_t n)
+{
+    if (ref_ms <= bound) {
+        json_object_set_new(b, "ceiling", json_null());
+        json_object_set_new(b, "note",
+                            json_string("the seed's timed parts took longer than its whole step "
+                                        "(clock and power differ between them): no bound applies"));
+        return;
+    }
+    json_object_set_new(b, "ceiling", json_real(ref_ms / bound));
+    json_t *changed = json_array();
+    for (size_t i = 1; i < n; i++) {
+        if (entries[i].median_ms <= 0)
+            continue;
+        if (entries[i].median_ms < bound) {
+            json_object_set_new(gap, entries[i].label, json_null());
+            json_array_append_new(changed, json_string(entries[i].label));
+        } else {
+            json_object_set_new(gap, entries[i].label,
+                                json_real((ref_ms - entries[i].median_ms) / (ref_ms - bound)));
+        }
+    }
+    json_object_set_new(b, "bound_does_not_apply", changed);
+}
+
 char *cuco_compare_json(const cuco_workload *w, const cuco_compare_entry *entries, size_t n,
                         int rounds)
 {
@@ -181,12 +213,7 @@ char *cuco_compare_json(const cuco_workload *w, const cuco_compare_entry *entrie
         json_object_set_new(b, "compute_ms", json_real(compute));
         json_object_set_new(b, "comm_ms", json_real(comm));
         json_object_set_new(b, "bound_ms", json_real(bound));
-        json_object_set_new(b, "ceiling", json_real(ref->median_ms / bound));
-        for (size_t i = 1; i < n && ref->median_ms > bound; i++)
-            if (entries[i].median_ms > 0)
-                json_object_set_new(
-                    gap, entries[i].label,
-                    json_real((ref->median_ms - entries[i].median_ms) / (ref->median_ms - bound)));
+        bound_figures(b, gap, ref->median_ms, bound, entries, n);
         json_object_set_new(b, "gap_closed", gap);
         json_object_set_new(root, "bound", b);
     } else

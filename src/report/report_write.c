@@ -161,6 +161,43 @@ static const char html_style[] =
 
 /* The side-by-side times of 'cuco run' (confirm.json) as a markdown table
  * and an HTML table; nothing when the summary has none. */
+/* The confirm step's bound paragraph: the bound from the first program's
+ * own breakdown, its ceiling (or why none applies), and each program's
+ * share of the gap (or why the bound does not apply to it). */
+static void confirm_bound_text(json_t *b, const char *first_label, cuco_buf *md, cuco_buf *html)
+{
+    json_t *ceiling = json_object_get(b, "ceiling");
+    char *head = cuco_sprintf("Overlap bound from the %s's own breakdown in these runs: compute "
+                              "%.4f ms, communication %.4f ms, bound %.4f ms",
+                              first_label, jnum(b, "compute_ms", 0), jnum(b, "comm_ms", 0),
+                              jnum(b, "bound_ms", 0));
+    char *tail = json_is_number(ceiling)
+                     ? cuco_sprintf(", ceiling %.3fx.", json_number_value(ceiling))
+                     : cuco_sprintf(": %s.", jstr(b, "note", "no bound applies"));
+    cuco_buf_printf(md, "\n%s%s", head, tail);
+    cuco_buf_puts(html, "<p>");
+    html_escape(html, head);
+    html_escape(html, tail);
+    free(head);
+    free(tail);
+    const char *label;
+    json_t *g;
+    json_object_foreach(json_object_get(b, "gap_closed"), label, g)
+    {
+        char *line =
+            json_is_number(g)
+                ? cuco_sprintf(" Gap closed by %s: %.1f%%.", label, 100 * json_number_value(g))
+                : cuco_sprintf(" %s is faster than the computation alone: the "
+                               "computation changed, the bound does not apply.",
+                               label);
+        cuco_buf_puts(md, line);
+        html_escape(html, line);
+        free(line);
+    }
+    cuco_buf_puts(md, "\n");
+    cuco_buf_puts(html, "</p>\n");
+}
+
 static void side_by_side_write(json_t *s, cuco_buf *md, cuco_buf *html)
 {
     json_t *c = json_object_get(s, "side_by_side");
@@ -221,30 +258,8 @@ static void side_by_side_write(json_t *s, cuco_buf *md, cuco_buf *html)
     }
     cuco_buf_puts(html, "</table>\n");
     json_t *b = json_object_get(c, "bound");
-    if (json_is_object(b)) {
-        cuco_buf_printf(md,
-                        "\nOverlap bound from the %s's own breakdown in these runs: compute %.4f"
-                        " ms, communication %.4f ms, bound %.4f ms, ceiling %.3fx.",
-                        first ? jstr(first, "label", "first") : "first", jnum(b, "compute_ms", 0),
-                        jnum(b, "comm_ms", 0), jnum(b, "bound_ms", 0), jnum(b, "ceiling", 0));
-        cuco_buf_printf(html,
-                        "<p>Overlap bound from the first program's own breakdown in these runs:"
-                        " compute %.4f ms, communication %.4f ms, bound %.4f ms, ceiling"
-                        " %.3f&times;.",
-                        jnum(b, "compute_ms", 0), jnum(b, "comm_ms", 0), jnum(b, "bound_ms", 0),
-                        jnum(b, "ceiling", 0));
-        const char *label;
-        json_t *g;
-        json_object_foreach(json_object_get(b, "gap_closed"), label, g)
-        {
-            cuco_buf_printf(md, " Gap closed by %s: %.1f%%.", label, 100 * json_number_value(g));
-            cuco_buf_puts(html, " Gap closed by ");
-            html_escape(html, label);
-            cuco_buf_printf(html, ": <b>%.1f%%</b>.", 100 * json_number_value(g));
-        }
-        cuco_buf_puts(md, "\n");
-        cuco_buf_puts(html, "</p>\n");
-    }
+    if (json_is_object(b))
+        confirm_bound_text(b, first ? jstr(first, "label", "first") : "first", md, html);
     if (json_is_true(json_object_get(c, "stale"))) {
         const char *note = "The search's best program is none of these: the search went on"
                            " after they were timed (run 'cuco run' again to time it).";

@@ -69,6 +69,34 @@ static void test_json_speedups_and_gap(void **state)
     json_t *gap = json_object_get(b, "gap_closed");
     assert_true(fabs(num(gap, "best") - (11.0 - 8.4) / 3.0) < 1e-9);
     assert_true(fabs(num(gap, "gen_0") - 0.5 / 3.0) < 1e-9);
+    assert_int_equal(json_array_size(json_object_get(b, "bound_does_not_apply")), 0);
+    json_decref(j);
+    free(text);
+
+    /* faster than the seed's computation alone: the computation changed, and
+     * the gap's share would mean nothing */
+    double best_ms = c[2].median_ms;
+    c[2].median_ms = 7.0;
+    text = cuco_compare_json(&w, c, 3, 3);
+    j = json_loads(text, 0, NULL);
+    b = json_object_get(j, "bound");
+    assert_true(json_is_null(json_object_get(json_object_get(b, "gap_closed"), "best")));
+    assert_string_equal(
+        json_string_value(json_array_get(json_object_get(b, "bound_does_not_apply"), 0)), "best");
+    assert_true(fabs(num(json_object_get(b, "gap_closed"), "gen_0") - 0.5 / 3.0) < 1e-9);
+    json_decref(j);
+    free(text);
+    c[2].median_ms = best_ms;
+
+    /* timed parts slower than the whole step: no ceiling, a note why */
+    free(c[0].metrics_json);
+    c[0].metrics_json = strdup("{\"time_ms\": 11.0, \"compute_ms\": 11.5, \"comm_ms\": 3.0}");
+    text = cuco_compare_json(&w, c, 3, 3);
+    j = json_loads(text, 0, NULL);
+    b = json_object_get(j, "bound");
+    assert_true(json_is_null(json_object_get(b, "ceiling")));
+    assert_non_null(strstr(json_string_value(json_object_get(b, "note")), "no bound applies"));
+    assert_int_equal(json_object_size(json_object_get(b, "gap_closed")), 0);
     json_decref(j);
     free(text);
 

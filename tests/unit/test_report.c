@@ -346,13 +346,13 @@ static void test_summary_champion(void **state)
                  " WHERE run_id=1; UPDATE programs SET evaluated_at=evaluated_at - 3.5 WHERE id=7;"
                  " UPDATE retimings SET runs=4, rounds=2 WHERE challenger_id=7");
     s = summary_of(dir, db);
-    assert_int_equal(json_integer_value(json_object_get(json_object_get(s, "to_95pct"), "program_id")),
-                     4);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(s, "to_95pct"), "program_id")), 4);
     json_decref(s);
     exec_sql(db, "UPDATE retimings SET runs=0 WHERE challenger_id=7"); /* not yet re-timed */
     s = summary_of(dir, db);
-    assert_int_equal(json_integer_value(json_object_get(json_object_get(s, "to_95pct"), "program_id")),
-                     7);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(s, "to_95pct"), "program_id")), 7);
     json_decref(s);
     exec_sql(db, "UPDATE retimings SET runs=4 WHERE challenger_id=7");
     sqlite3 *h;
@@ -413,6 +413,25 @@ static void test_summary_side_by_side(void **state)
     assert_non_null(strstr(md, "Gap closed by best: 80.0%."));
     assert_null(strstr(md, "the search went on"));
     free(md);
+    /* a best faster than the computation alone, and a seed whose timed parts
+     * ran longer than its step: said, not printed as figures */
+    const char *cj2 =
+        "{\"version\": 1, \"rounds\": 3, \"programs\": ["
+        "{\"label\": \"seed\", \"status\": \"ok\", \"program_hash\": \"00000000000000a1\","
+        " \"median_ms\": 12.0, \"min_ms\": 11.5, \"max_ms\": 12.5},"
+        "{\"label\": \"best\", \"status\": \"ok\", \"program_hash\": \"00000000000000b7\","
+        " \"median_ms\": 6.0, \"min_ms\": 5.9, \"max_ms\": 6.2}],"
+        " \"bound\": {\"compute_ms\": 7.0, \"comm_ms\": 5.0, \"bound_ms\": 7.0,"
+        " \"ceiling\": 1.7142857, \"gap_closed\": {\"best\": null},"
+        " \"bound_does_not_apply\": [\"best\"]}}";
+    assert_int_equal(cuco_fs_write(confirm, cj2, strlen(cj2), &e), 0);
+    report_result_free(&r);
+    assert_int_equal(report_write(&o, &r, &e), 0);
+    assert_int_equal(cuco_fs_read(r.md_path, &md, &len, &e), 0);
+    assert_non_null(strstr(md, "best is faster than the computation alone: the computation "
+                               "changed, the bound does not apply."));
+    assert_null(strstr(md, "Gap closed by best"));
+    free(md);
     char *html = NULL;
     assert_int_equal(cuco_fs_read(r.html_path, &html, &len, &e), 0);
     assert_non_null(strstr(html, "<table id=\"side-by-side\">"));
@@ -437,8 +456,8 @@ static void test_summary_side_by_side(void **state)
     int warned = 0;
     size_t i;
     json_t *w;
-    json_array_foreach(json_object_get(s, "warnings"), i, w)
-        warned |= strstr(json_string_value(w), "cannot read confirm.json") != NULL;
+    json_array_foreach(json_object_get(s, "warnings"), i, w) warned |=
+        strstr(json_string_value(w), "cannot read confirm.json") != NULL;
     assert_true(warned);
     json_decref(s);
     cuco_fs_remove_tree(dir, &e);
