@@ -87,52 +87,6 @@ static void parse_result(const char *json_text, cuco_run_output *out)
     json_decref(root);
 }
 
-void cuco_run_output_parse(const char *text, cuco_run_output *out)
-{
-    memset(out, 0, sizeof *out);
-    out->time_ms = -1;
-    const char *verdict = NULL, *result = NULL;
-    size_t verdict_len = 0, result_len = 0;
-    for (const char *p = text ? text : ""; *p;) {
-        const char *nl = strchr(p, '\n');
-        size_t n = nl ? (size_t)(nl - p) : strlen(p);
-        const char *s = p;
-        while (s < p + n && (*s == ' ' || *s == '\t'))
-            s++;
-        size_t left = n - (size_t)(s - p);
-        if (left >= 13 && !memcmp(s, "Verification:", 13)) {
-            verdict = s + 13;
-            verdict_len = left - 13;
-        } else if (left >= 11 && !memcmp(s, "CUCO_RESULT", 11) &&
-                   (left == 11 || s[11] == ' ' || s[11] == '\t' || s[11] == '\r')) {
-            result = s + 11;
-            result_len = left - 11;
-        }
-        p = nl ? nl + 1 : p + n;
-    }
-    if (verdict) {
-        char *v = trimmed_copy(verdict, verdict_len);
-        out->has_verification = 1;
-        if (!strcmp(v, "PASS") || cuco_str_starts_with(v, "PASS ")) {
-            out->verified = 1;
-        } else if (!strcmp(v, "FAIL") || cuco_str_starts_with(v, "FAIL")) {
-            char *reason = cuco_strdup(v + 4);
-            cuco_str_trim(reason);
-            out->fail_reason = *reason ? reason : (free(reason), cuco_strdup("(no reason given)"));
-        } else {
-            out->fail_reason = cuco_sprintf("unrecognized verdict '%s' (expected PASS or FAIL)", v);
-        }
-        free(v);
-    }
-    if (!result) {
-        out->parse_error = cuco_strdup("no CUCO_RESULT line in the output");
-        return;
-    }
-    char *json_text = trimmed_copy(result, result_len);
-    parse_result(json_text, out);
-    free(json_text);
-}
-
 int cuco_vouch_new_nonce(char nonce[CUCO_NONCE_LEN + 1], cuco_err *e)
 {
     unsigned char raw[CUCO_NONCE_LEN / 2];
@@ -193,14 +147,15 @@ static enum line_kind line_kind_of(const char *s, size_t left)
     return LINE_OTHER;
 }
 
-/* The lines of one output that the vouch is checked against: views of the
- * text after each line's leading blanks, to the end of the line. */
-typedef struct vouch_lines {
+/* The lines of one output that cuco reads (the result and the vouch is
+ * checked against): views of the text after each line's leading blanks, to
+ * the end of the line. */
+typedef struct result_lines {
     const char *verdict, *result, *vouch; /* the last of each kind, or NULL */
     size_t verdict_len, result_len, vouch_len;
     int verdict_at, result_at, vouch_at; /* their line numbers */
     int nonce_seen;                      /* some CUCO_VOUCH line carries the nonce */
-} vouch_lines;
+} result_lines;
 
 /* Whether a CUCO_VOUCH line (from its first field) carries nonce. */
 static int carries_nonce(const char *s, size_t n, const char *nonce)
@@ -212,7 +167,7 @@ static int carries_nonce(const char *s, size_t n, const char *nonce)
            (n - i == k || s[i + k] == ' ' || s[i + k] == '\t' || s[i + k] == '\r');
 }
 
-static void find_vouch_lines(const char *text, const char *nonce, vouch_lines *vl)
+static void find_result_lines(const char *text, const char *nonce, result_lines *vl)
 {
     memset(vl, 0, sizeof *vl);
     int at = 0;
@@ -239,6 +194,37 @@ static void find_vouch_lines(const char *text, const char *nonce, vouch_lines *v
         }
         p = nl ? nl + 1 : p + n;
     }
+}
+
+void cuco_run_output_parse(const char *text, cuco_run_output *out)
+{
+    memset(out, 0, sizeof *out);
+    out->time_ms = -1;
+    result_lines rl;
+    find_result_lines(text, "", &rl);
+    const char *verdict = rl.verdict, *result = rl.result;
+    size_t verdict_len = rl.verdict_len, result_len = rl.result_len;
+    if (verdict) {
+        char *v = trimmed_copy(verdict, verdict_len);
+        out->has_verification = 1;
+        if (!strcmp(v, "PASS") || cuco_str_starts_with(v, "PASS ")) {
+            out->verified = 1;
+        } else if (!strcmp(v, "FAIL") || cuco_str_starts_with(v, "FAIL")) {
+            char *reason = cuco_strdup(v + 4);
+            cuco_str_trim(reason);
+            out->fail_reason = *reason ? reason : (free(reason), cuco_strdup("(no reason given)"));
+        } else {
+            out->fail_reason = cuco_sprintf("unrecognized verdict '%s' (expected PASS or FAIL)", v);
+        }
+        free(v);
+    }
+    if (!result) {
+        out->parse_error = cuco_strdup("no CUCO_RESULT line in the output");
+        return;
+    }
+    char *json_text = trimmed_copy(result, result_len);
+    parse_result(json_text, out);
+    free(json_text);
 }
 
 /* The fields of a CUCO_VOUCH line: nonce, hash, verdict; 0 when there are
@@ -273,7 +259,7 @@ static cuco_vouch vouch_fail(char **why, cuco_vouch v, const char *what)
 
 /* Whether the last CUCO_VOUCH line's hash and verdict match the last
  * CUCO_RESULT and Verification lines. */
-static cuco_vouch vouch_matches(const vouch_lines *vl, char **why)
+static cuco_vouch vouch_matches(const result_lines *vl, char **why)
 {
     char *f[3] = {NULL, NULL, NULL};
     cuco_vouch v = CUCO_VOUCH_OK;
@@ -304,8 +290,8 @@ out:
 cuco_vouch cuco_run_output_vouch(const char *text, const char *nonce, char **why)
 {
     *why = NULL;
-    vouch_lines vl;
-    find_vouch_lines(text, nonce ? nonce : "", &vl);
+    result_lines vl;
+    find_result_lines(text, nonce ? nonce : "", &vl);
     if (!nonce || !*nonce || !vl.nonce_seen)
         return vouch_fail(why, CUCO_VOUCH_NONE, "no CUCO_VOUCH line");
     if (!carries_nonce(vl.vouch, vl.vouch_len, nonce) ||
