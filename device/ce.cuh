@@ -1,12 +1,23 @@
-// Copy-engine transport: moves data into the peers' windows with
-// cudaMemcpyAsync on their LSA addresses, so the DMA engines carry it over
+// Copy-engine transport: moves data into the peers' windows with copies on
+// their LSA addresses (ce_copy), so the DMA engines carry it over
 // NVLink and no SM is spent on the copy. A compute kernel running beside it
 // keeps every SM; an SM-driven copy (launch.cuh) competes with it for them,
 // and a kernel that holds every SM (a large GEMM) can keep it from starting
-// at all. The ranks meet at one-CTA LSA barriers before and after the copies
-// (the only SM work), so completion has the same meaning as the SM path's.
+// at all.
+//
+// The ranks meet at a rendezvous that takes no SM (ce_rendezvous): each rank
+// writes a sequence number into its word of every peer's window with a
+// stream memory operation (cuStreamWriteValue64), and the stream waits
+// (cuStreamWaitValue64, GEQ) until every peer's word in its own window has
+// reached the same number. Data copied to a peer before the stamp on the
+// same stream has landed there when the peer sees the stamp.
+// Rendezvous of one window are issued from one stream at a time (the ranks
+// count them in the same order). CUCO_CE_SYNC=0 in the environment uses the
+// one-CTA LSA barrier kernel instead.
 #pragma once
 #include <cstdint>
+#include <cstdlib>
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include "check.cuh"
 #include "host.cuh"
@@ -39,27 +50,158 @@ inline int lsa_peer_bases(Symm& s) {
   return 0;
 }
 
+// The driver's stream memory operations, looked up once through the runtime
+// (nothing links libcuda). ok is false where the driver has none.
+struct StreamMemOps {
+  using WriteFn = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
+  using WaitFn = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
+  WriteFn write64 = nullptr;
+  WaitFn wait64 = nullptr;
+  bool ok = false;
+};
+
+inline const StreamMemOps& stream_mem_ops() {
+  static StreamMemOps ops = [] {
+    StreamMemOps o;
+    void* w = nullptr;
+    void* t = nullptr;
+    cudaDriverEntryPointQueryResult qw, qt;
+    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &w, 12000, cudaEnableDefault, &qw) ==
+            cudaSuccess &&
+        cudaGetDriverEntryPointByVersion("cuStreamWaitValue64", &t, 12000, cudaEnableDefault, &qt) ==
+            cudaSuccess &&
+        qw == cudaDriverEntryPointSuccess && qt == cudaDriverEntryPointSuccess && w && t) {
+      o.write64 = reinterpret_cast<StreamMemOps::WriteFn>(w);
+      o.wait64 = reinterpret_cast<StreamMemOps::WaitFn>(t);
+      o.ok = true;
+    }
+    return o;
+  }();
+  return ops;
+}
+
+// One copy for the copy engine: cudaMemcpyBatchAsync with the hint that it
+// should overlap compute (cudaMemcpyFlagPreferOverlapWithCompute). Measured
+// on an H200 (tests/gpu/ce_sync_test.cu): a copy within one GPU does not
+// complete while a kernel holds every SM, with or without the hint, so it is
+// run by a kernel; copies to a peer's memory over NVLink are the ones the
+// copy engines carry (NCCL's zero-CTA collectives rely on it; not measurable
+// on one GPU). CUCO_CE_HINT=0 in the environment uses plain cudaMemcpyAsync.
+inline int ce_copy(void* dst, const void* src, size_t bytes, cudaStream_t st) {
+  static const bool hint = [] {
+    const char* v = std::getenv("CUCO_CE_HINT");
+    return !(v && v[0] == '0' && v[1] == '\0');
+  }();
+  if (bytes == 0) return 0;
+  if (!hint) {
+    CUCO_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st));
+    return 0;
+  }
+  cudaMemcpyAttributes attr = {};
+  attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
+  size_t attrIdx = 0;
+  void* dsts[1] = {dst};
+  const void* srcs[1] = {src};
+  size_t sizes[1] = {bytes};
+  CUCO_CUDA_TRY(cudaMemcpyBatchAsync(dsts, srcs, sizes, 1, &attr, &attrIdx, 1, st));
+  return 0;
+}
+
+// Whether rendezvous use stream memory operations (the default) or the
+// one-CTA LSA barrier kernel (CUCO_CE_SYNC=0, or no stream memory operations).
+inline bool ce_sync_zero_sm() {
+  static const bool on = [] {
+    const char* v = std::getenv("CUCO_CE_SYNC");
+    return !(v && v[0] == '0' && v[1] == '\0');
+  }();
+  return on && stream_mem_ops().ok;
+}
+
+// The rendezvous primitive on raw addresses, so that it can be exercised
+// without a communicator: writes `seq` into peerWord[p] for every p != me
+// (the word for `me` in peer p's memory) with a stream memory operation, then
+// waits until myWords[p] >= seq for every p != me. Both are carried out by
+// the GPU's front end: no SM, no copy (a device-to-device copy within one
+// GPU is run by a kernel, tests/gpu/ce_sync_test.cu shows). The write has
+// the default memory barrier: what the stream wrote before it is visible
+// first.
+inline int stamp_and_wait(uint64_t seq, void* const* peerWord, const uint64_t* myWords, int me, int n,
+                          cudaStream_t st) {
+  const StreamMemOps& ops = stream_mem_ops();
+  CUCO_ARG_TRY(ops.ok, "stream memory operations are not available from this driver");
+  CUstream cs = reinterpret_cast<CUstream>(st);
+  for (int k = 1; k < n; k++) {
+    int p = (me + k) % n;
+    CUdeviceptr w = reinterpret_cast<CUdeviceptr>(peerWord[p]);
+    CUCO_ARG_TRY(ops.write64(cs, w, seq, CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS,
+                 "cuStreamWriteValue64 to peer %d failed", p);
+  }
+  for (int k = 1; k < n; k++) {
+    int p = (me + k) % n;
+    CUdeviceptr w = reinterpret_cast<CUdeviceptr>(myWords + p);
+    CUCO_ARG_TRY(ops.wait64(cs, w, seq, CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS,
+                 "cuStreamWaitValue64 failed");
+  }
+  return 0;
+}
+
+// Every rank's earlier work on stream st (copies to peers included) is done
+// before any rank's later work on st starts. No SM is used unless
+// ce_sync_zero_sm() is false.
+inline int ce_rendezvous(Symm& s, cudaStream_t st) {
+  if (!ce_sync_zero_sm()) return device_barrier(s, st);
+  if (s.nranks <= 1) return 0;
+  CUCO_TRY(lsa_peer_bases(s));
+  uint64_t seq = ++s.ceSeq;
+  uint64_t* words = s.local<uint64_t>(s.ceOff);
+  void* peerWord[kMaxLsaRanks];
+  for (int p = 0; p < s.nranks; p++)
+    peerWord[p] = static_cast<char*>(s.lsaBase[p]) + s.ceOff + (size_t)s.rank * sizeof(uint64_t);
+  return stamp_and_wait(seq, peerWord, words, s.rank, s.nranks, st);
+}
+
 // All-gather of `bytes` per rank with the copy engine: rank r's block (src,
 // or in place at outOff + r*bytes when src is nullptr) lands at outOff +
-// r*bytes in every rank's window. On stream st: an LSA barrier (every rank
+// r*bytes in every rank's window. On stream st: a rendezvous (every rank
 // has reached the call, so its earlier work on the output is done), one
 // cudaMemcpyAsync per destination rank, starting with the next rank so that
-// no rank is every rank's first target, and a second barrier (every block
-// has landed everywhere). The copies to the peers follow one another on st.
+// no rank is every rank's first target, and a second rendezvous (every block
+// has landed everywhere). The window's offsets are the same on every rank.
 inline int all_gather_ce(Symm& s, const void* src, size_t outOff, size_t bytes, cudaStream_t st) {
   CUCO_ARG_TRY(outOff + bytes * (size_t)s.nranks <= s.dataBytes, "all_gather_ce: %zu bytes per rank at %zu "
                "do not fit the window's %zu", bytes, outOff, s.dataBytes);
   if (bytes == 0) return 0;
   CUCO_TRY(lsa_peer_bases(s));
-  CUCO_TRY(device_barrier(s, st));
+  CUCO_TRY(ce_rendezvous(s, st));
   const void* from = src ? src : s.local<char>(outOff + (size_t)s.rank * bytes);
   for (int k = 1; k <= s.nranks; k++) {
     int p = (s.rank + k) % s.nranks;
     if (p == s.rank && !src) continue;  // in place: the block is already there
     char* to = static_cast<char*>(s.lsaBase[p]) + outOff + (size_t)s.rank * bytes;
-    CUCO_CUDA_TRY(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, st));
+    CUCO_TRY(ce_copy(to, from, bytes, st));
   }
-  CUCO_TRY(device_barrier(s, st));
+  CUCO_TRY(ce_rendezvous(s, st));
+  return 0;
+}
+
+// All-to-all of `rowBytes` per (source, destination) pair with the copy
+// engine: block p of src (src + p*rowBytes) lands at outOff + rank*rowBytes
+// in rank p's window. Same rendezvous and order as all_gather_ce; src must
+// not overlap the output.
+inline int all_to_all_ce(Symm& s, const void* src, size_t outOff, size_t rowBytes, cudaStream_t st) {
+  CUCO_ARG_TRY(outOff + rowBytes * (size_t)s.nranks <= s.dataBytes, "all_to_all_ce: %zu bytes per rank at %zu "
+               "do not fit the window's %zu", rowBytes, outOff, s.dataBytes);
+  if (rowBytes == 0) return 0;
+  CUCO_TRY(lsa_peer_bases(s));
+  CUCO_TRY(ce_rendezvous(s, st));
+  for (int k = 1; k <= s.nranks; k++) {
+    int p = (s.rank + k) % s.nranks;
+    const char* from = static_cast<const char*>(src) + (size_t)p * rowBytes;
+    char* to = static_cast<char*>(s.lsaBase[p]) + outOff + (size_t)s.rank * rowBytes;
+    CUCO_TRY(ce_copy(to, from, rowBytes, st));
+  }
+  CUCO_TRY(ce_rendezvous(s, st));
   return 0;
 }
 

@@ -3,8 +3,10 @@
 //
 // Window layout (same on every rank):
 //   [0, dataBytes)                     data, addressed by byte offset
-//   [slotOff, slotOff + slotBytes)     uint64 signal slots: slot s from source
+//   [slotOff, ceOff)                   uint64 signal slots: slot s from source
 //                                      rank r lives at slotOff + (s*nranks + r)*8
+//   [ceOff, ceOff + nranks*8)          copy-engine rendezvous (ce.cuh): word r
+//                                      is the last sequence number rank r reached
 // Ownership: symm_create allocates everything; symm_destroy releases it in
 // the order NCCL needs (DevCommDestroy -> stream sync + barrier ->
 // WindowDeregister -> MemFree). The ncclComm_t stays the caller's.
@@ -39,6 +41,8 @@ struct Symm {
   size_t bytes = 0;         // whole window
   size_t dataBytes = 0;     // data part
   size_t slotOff = 0;       // signal slots start here
+  size_t ceOff = 0;         // copy-engine rendezvous words start here
+  uint64_t ceSeq = 0;       // last copy-engine rendezvous issued (ce.cuh)
   int nslots = 0;
   int barriers = 0;         // lsaBarrierCount requested
   int rank = 0, nranks = 0;
@@ -92,7 +96,8 @@ inline int symm_create(ncclComm_t comm, size_t dataBytes, int maxBarriers, int n
   s.dataBytes = round_up(dataBytes ? dataBytes : 1, NCCL_WIN_REQUIRED_ALIGNMENT);
   s.slotOff = s.dataBytes;
   s.nslots = nslots;
-  size_t slotBytes = round_up((size_t)nslots * s.nranks * sizeof(uint64_t) + 1,
+  s.ceOff = s.slotOff + (size_t)nslots * s.nranks * sizeof(uint64_t);
+  size_t slotBytes = round_up((size_t)(nslots + 1) * s.nranks * sizeof(uint64_t),
                               NCCL_WIN_REQUIRED_ALIGNMENT);
   s.bytes = s.dataBytes + slotBytes;
   s.barriers = maxBarriers;

@@ -15,6 +15,9 @@
 //   copy_end    the paced copy beside it
 //   split       own_end or copy_end, the later, plus gemm_half (the peer's
 //               block waits for its rows, then runs alone)
+//   scheduled   the schedule run whole from one start: own GEMM, paced copy
+//               with an event per chunk, the peer's block as 1, 2 or 4 GEMMs
+//               each after the chunk its rows need (CUCO_SPLIT_CHUNKS)
 // Usage: split_predict --out FILE.json [--m 8192] [--k 28672] [--n 4096]
 //        [--rate-gbps 250] [--chunks 16] [--iters 20]
 #include <cublas_v2.h>
@@ -97,6 +100,45 @@ static void paced_copy(Bench& b, cudaStream_t st, double t0) {
   }
 }
 
+// The whole schedule as the transformed program runs it, from one start:
+// the own block's GEMM on sa; the peer's rows paced on sb, an event after
+// each chunk; the peer's block as peerChunks GEMMs on sa, each after the
+// event of the last copy chunk its rows need. Returns the span in ms.
+static float scheduled(Bench& b, int peerChunks, cudaEvent_t e0, cudaEvent_t ea) {
+  std::vector<cudaEvent_t> ev(b.chunks);
+  for (auto& e : ev) CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  CK(cudaDeviceSynchronize());
+  CK(cudaEventRecord(e0, b.sa));
+  CK(cudaStreamWaitEvent(b.sb, e0, 0));
+  gemm(b, b.m / 2, 0, b.sa);
+  size_t per = b.bytes() / b.chunks;
+  double chunk_s = per / (b.rate_gbps * 1e9), t0 = host_s();
+  long half = b.m / 2;
+  int next = 0;  // next peer GEMM chunk to issue
+  for (int i = 0; i < b.chunks; i++) {
+    while (host_s() < t0 + i * chunk_s) {
+    }
+    CK(cudaMemcpyAsync(b.dst + i * per, b.src + i * per, per, cudaMemcpyDeviceToDevice, b.sb));
+    CK(cudaEventRecord(ev[i], b.sb));
+    // issue every GEMM chunk whose rows have all arrived with chunk i
+    while (next < peerChunks) {
+      long hi = half * (next + 1) / peerChunks;
+      size_t need = (size_t)hi * b.k * sizeof(__nv_bfloat16);
+      if (need > (size_t)(i + 1) * per && i + 1 < b.chunks) break;
+      long lo = half * next / peerChunks;
+      CK(cudaStreamWaitEvent(b.sa, ev[i], 0));
+      gemm(b, hi - lo, half + lo, b.sa);
+      next++;
+    }
+  }
+  CK(cudaEventRecord(ea, b.sa));
+  CK(cudaDeviceSynchronize());
+  float ms;
+  CK(cudaEventElapsedTime(&ms, e0, ea));
+  for (auto& e : ev) CK(cudaEventDestroy(e));
+  return ms;
+}
+
 static double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -133,7 +175,7 @@ int main(int argc, char** argv) {
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&ea));
   CK(cudaEventCreate(&eb));
-  std::vector<double> full, half, copy, own_end, copy_end;
+  std::vector<double> full, half, copy, own_end, copy_end, sched1, sched2, sched4;
   for (int it = -3; it < b.iters; it++) {
     float ms;
     // alone
@@ -171,10 +213,17 @@ int main(int argc, char** argv) {
       own_end.push_back(a_ms);
       copy_end.push_back(b_ms);
     }
+    float s1 = scheduled(b, 1, e0, ea), s2 = scheduled(b, 2, e0, ea), s4 = scheduled(b, 4, e0, ea);
+    if (it >= 0) {
+      sched1.push_back(s1);
+      sched2.push_back(s2);
+      sched4.push_back(s4);
+    }
   }
   double f = median(full), h = median(half), c = median(copy), oe = median(own_end),
          ce = median(copy_end);
   double split = std::max(oe, ce) + h;
+  double s1 = median(sched1), s2 = median(sched2), s4 = median(sched4);
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   FILE* fo = fopen(out.c_str(), "w");
@@ -182,11 +231,13 @@ int main(int argc, char** argv) {
   fprintf(fo,
           "{\"gpu\":\"%s\",\"m\":%ld,\"k\":%ld,\"n\":%ld,\"peer_bytes\":%zu,\"rate_gbps\":%.1f,"
           "\"chunks\":%d,\"iters\":%d,\"gemm_full_ms\":%.4f,\"gemm_half_ms\":%.4f,"
-          "\"copy_ms\":%.4f,\"own_end_ms\":%.4f,\"copy_end_ms\":%.4f,\"split_ms\":%.4f}\n",
+          "\"copy_ms\":%.4f,\"own_end_ms\":%.4f,\"copy_end_ms\":%.4f,\"split_ms\":%.4f,"
+          "\"scheduled_ms\":{\"1\":%.4f,\"2\":%.4f,\"4\":%.4f}}\n",
           prop.name, b.m, b.k, b.n, b.bytes(), b.rate_gbps, b.chunks, b.iters, f, h, c, oe, ce,
-          split);
+          split, s1, s2, s4);
   fclose(fo);
-  printf("gemm_full %.4f gemm_half %.4f copy %.4f own_end %.4f copy_end %.4f split %.4f ms\n", f,
-         h, c, oe, ce, split);
+  printf("gemm_full %.4f gemm_half %.4f copy %.4f own_end %.4f copy_end %.4f split %.4f ms; "
+         "scheduled (peer block in 1/2/4 GEMMs) %.4f %.4f %.4f ms\n",
+         f, h, c, oe, ce, split, s1, s2, s4);
   return 0;
 }

@@ -74,6 +74,10 @@ typedef struct cuco_evolve_config {
 
 /* Fills the defaults (mutators: knob 1.0). Free with cuco_config_free(). */
 int cuco_config_defaults(cuco_evolve_config *c, cuco_err *e);
+/* Bench repeats of each evaluation: c->repeats when set; otherwise 1 when
+ * apparent improvements are re-timed (retime_rounds > 0: a single timing
+ * screens, the re-timing races the contenders), else 0 (the manifest's). */
+int cuco_config_screen_repeats(const cuco_evolve_config *c);
 /* Reads path over the values already in c. Errors carry path:line; unknown
  * keys are errors. */
 int cuco_config_load(const char *path, cuco_evolve_config *c, cuco_err *e);

@@ -206,8 +206,12 @@ int db_run_champion(cuco_db *db, int64_t run_id, int64_t *program_id, char **cod
 int db_run_retimings(cuco_db *db, int64_t run_id, long *retimings, long *held, long *runs,
                      cuco_err *e);
 
-/* Transactions (the engine groups a generation's writes). */
+/* Transactions (BEGIN IMMEDIATE: the one writer takes the lock at once).
+ * Every error path after db_begin() calls db_rollback(), which ends the
+ * transaction when one is open (a no-op otherwise); a failed db_commit()
+ * rolls back itself. */
 int db_begin(cuco_db *db, cuco_err *e);
 int db_commit(cuco_db *db, cuco_err *e);
+void db_rollback(cuco_db *db);
 
 #endif

@@ -82,8 +82,14 @@ typedef struct cuco_eval_result {
 int cuco_eval_program(const cuco_workload *w, const char *program_text, const cuco_eval_opts *o,
                       cuco_eval_result *r, cuco_err *e);
 void cuco_eval_result_free(cuco_eval_result *r);
-/* Makes WORKSPACE/build-cache the build cache of this process and its
- * children (sets CUCO_BUILD_CACHE) unless CUCO_BUILD_CACHE is already set. */
+/* The build cache folder for a workspace: $CUCO_BUILD_CACHE when set, else
+ * WORKSPACE/build-cache (created), absolute; NULL when none. Caller frees;
+ * pass it as cuco_eval_opts.build_cache. */
+char *cuco_eval_build_cache_dir(const char *workspace);
+/* Makes cuco_eval_build_cache_dir(workspace) the default of this process's
+ * evaluations that name no build_cache. Call from the main thread before
+ * evaluations start (no environment variable is set: worker threads read
+ * the value, never the environment written under them). */
 void cuco_eval_default_build_cache(const char *workspace);
 /* The result as one JSON object (caller frees). */
 char *cuco_eval_result_json(const cuco_eval_result *r);

@@ -33,14 +33,6 @@ int report_workspace_find(const char *arg, char **workspace, char **db_path, cuc
  * database has none, or when the given id does not exist). */
 int report_run_resolve(struct sqlite3 *h, int64_t *run_id, cuco_err *e);
 
-/* A line diff of a against b (Myers/LCS on lines), unified format with
- * `context` lines of context and "--- a_name" / "+++ b_name" headers.
- * Appends to out; *added / *removed (may be NULL) receive the line counts.
- * Identical inputs give no hunk (only the headers are omitted too: out is
- * left unchanged). */
-int report_diff_lines(const char *a, const char *b, const char *a_name, const char *b_name,
-                      int context, cuco_buf *out, size_t *added, size_t *removed, cuco_err *e);
-
 /* The summary of a run as a new JSON object (caller json_decref's *out):
  *   run {id, workload, status, seed, started_at, ended_at, config},
  *   baseline_ms, programs {total, by_status {...}},

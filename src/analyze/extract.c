@@ -839,6 +839,188 @@ static void handle_group_end(struct scan *S, size_t name_tok, size_t close)
     S->group = NULL;
 }
 
+/* A collective or point-to-point call: its buffers, stream, communicator,
+ * group, and its node of the dependency graph. */
+static void on_comm_call(struct scan *S, const struct api *a, const char *name, json_t *rec,
+                         const struct arg_range *args, size_t nargs, int line)
+{
+    struct src_file *F = S->F;
+    struct analysis *A = S->A;
+    struct node proto;
+    memset(&proto, 0, sizeof proto);
+    json_object_set_new(rec, "id", json_integer((json_int_t)json_array_size(A->collectives)));
+    const char *st = field_text(rec, "stream");
+    char *ns = norm_stream(st);
+    json_object_set_new(rec, "stream", json_string(ns));
+    free(ns);
+    const char *comm = field_base(rec, "comm");
+    json_object_set_new(rec, "comm", comm ? json_string(comm) : json_null());
+    static const char *const bufs[] = {"sendbuff", "recvbuff", "buff"};
+    for (int b = 0; b < 3; b++) {
+        if (field_index(a, bufs[b]) < 0)
+            continue;
+        const char *base = field_base(rec, bufs[b]);
+        if (!base)
+            note(A, F->path, line, "%s: %s '%s' does not resolve to a variable", name, bufs[b],
+                 field_text(rec, bufs[b]) ? field_text(rec, bufs[b]) : "(missing)");
+        else if (b == 0)
+            str_list_add(&proto.reads, &proto.nreads, base);
+        else if (b == 1)
+            str_list_add(&proto.writes, &proto.nwrites, base);
+        else {
+            str_list_add(&proto.reads, &proto.nreads, base);
+            str_list_add(&proto.writes, &proto.nwrites, base);
+        }
+    }
+    if ((size_t)nargs != (size_t)(field_index(a, "stream") + 1))
+        note(A, F->path, line, "%s has %zu arguments, nccl.h declares %d", name, nargs,
+             field_index(a, "stream") + 1);
+    /* a data type or reduction computed by an expression (a traits member, a
+     * mapping function) is known only at run time */
+    static const char *const consts[] = {"datatype", "op"};
+    for (int q = 0; q < 2; q++) {
+        int fi = field_index(a, consts[q]);
+        if (fi >= 0 && (size_t)fi < nargs && args[fi].a != args[fi].b)
+            note(A, F->path, line,
+                 "%s: %s '%s' is an expression, not an NCCL constant: its value is known "
+                 "only at run time",
+                 name, consts[q], field_text(rec, consts[q]));
+    }
+    if (S->group_depth > 0) {
+        json_object_set_new(rec, "group", json_integer(S->group_id));
+        const struct brace *l = cur_loop(S);
+        json_object_set_new(rec, "loop_in_group",
+                            json_boolean(l && l->loop_tok > S->group_start_tok));
+        json_array_append_new(json_object_get(S->group, "members"),
+                              json_integer((json_int_t)json_array_size(A->collectives)));
+    } else {
+        json_object_set_new(rec, "group", json_null());
+        json_object_set_new(rec, "classification",
+                            json_string(a->cls == API_P2P ? "point_to_point" : a->kind));
+    }
+    char *label = cuco_sprintf("%s(%s)", a->kind, comm ? comm : "?");
+    add_node(S, rec, a->cls == API_P2P ? "p2p" : "collective", label ? label : a->kind, st, &proto);
+    free(label);
+    json_array_append(A->collectives, rec);
+}
+
+static void on_group_start(struct scan *S, json_t *rec, size_t k, int line)
+{
+    if (S->group_depth++ != 0)
+        return;
+    S->group_id = S->A->group_id++;
+    S->group_start_tok = k;
+    S->group =
+        json_pack("{s:i,s:s,s:i,s:o,s:o,s:o}", "id", (int)S->group_id, "file", S->F->path, "line",
+                  line, "function", cur_function(S) ? json_string(cur_function(S)) : json_null(),
+                  "start", json_incref(json_object_get(rec, "statement")), "members", json_array());
+}
+
+static void on_alloc(struct scan *S, const struct api *a, const char *name, json_t *rec, size_t k,
+                     int line)
+{
+    struct src_file *F = S->F;
+    struct analysis *A = S->A;
+    const char *var = field_base(rec, "ptr");
+    char *owned = NULL;
+    if (field_index(a, "ptr") < 0) {
+        /* p = (T*)malloc(n): the variable left of '=' in the statement. */
+        size_t ss = stmt_start(F, k);
+        for (size_t i = k; i-- > ss;)
+            if (tis(F, i, "=")) {
+                for (size_t m = i; m-- > ss;)
+                    if (tident(F, m)) {
+                        owned = ttext(F, m);
+                        break;
+                    }
+                break;
+            }
+        var = owned;
+    }
+    json_object_set_new(rec, "var", var ? json_string(var) : json_null());
+    if (!var)
+        note(A, F->path, line, "%s: cannot tell which variable receives the allocation", name);
+    free(owned);
+    json_array_append(A->allocations, rec);
+}
+
+/* cudaEventRecord marks the last node of its stream; cudaStreamWaitEvent
+ * waits for the node its event marked. */
+static void on_event(struct scan *S, const struct api *a, json_t *rec)
+{
+    struct analysis *A = S->A;
+    const char *fn = cur_function(S) ? cur_function(S) : "";
+    if (!strcmp(a->kind, "event_record")) {
+        char *st = norm_stream(field_text(rec, "stream"));
+        long last = -1;
+        for (size_t i = A->ngraph; i-- > 0;)
+            if (!strcmp(A->graph[i].stream, st) && !strcmp(A->graph[i].function, fn)) {
+                last = (long)i;
+                break;
+            }
+        struct event_mark *m = realloc(A->marks, (A->nmarks + 1) * sizeof *m);
+        if (m) {
+            A->marks = m;
+            m[A->nmarks].event =
+                cuco_strdup(field_base(rec, "event") ? field_base(rec, "event") : "?");
+            m[A->nmarks].function = cuco_strdup(fn);
+            m[A->nmarks].node = last;
+            A->nmarks++;
+        }
+        free(st);
+    } else if (!strcmp(a->kind, "stream_wait_event")) {
+        const char *ev = field_base(rec, "event");
+        long node = -1;
+        for (size_t i = A->nmarks; ev && i-- > 0;)
+            if (!strcmp(A->marks[i].event, ev) && !strcmp(A->marks[i].function, fn)) {
+                node = A->marks[i].node;
+                break;
+            }
+        struct pending_wait *w = realloc(A->waits, (A->nwaits + 1) * sizeof *w);
+        if (w) {
+            A->waits = w;
+            w[A->nwaits].stream = norm_stream(field_text(rec, "stream"));
+            w[A->nwaits].function = cuco_strdup(fn);
+            w[A->nwaits].node = node;
+            A->nwaits++;
+        }
+    }
+    json_array_append(A->events, rec);
+}
+
+/* A library computation (cuBLAS) or a kernel launched through an API. */
+static void on_launch(struct scan *S, const struct api *a, const char *name, json_t *rec, int line)
+{
+    struct src_file *F = S->F;
+    struct analysis *A = S->A;
+    struct node proto;
+    memset(&proto, 0, sizeof proto);
+    const char *st = field_text(rec, "stream");
+    if (!st && field_base(rec, "handle"))
+        st = json_string_value(json_object_get(A->cublas_streams, field_base(rec, "handle")));
+    char *ns = norm_stream(st);
+    json_object_set_new(rec, "stream", json_string(ns));
+    free(ns);
+    if (a->cls == API_COMPUTE) {
+        static const char *const reads[] = {"A", "B", NULL};
+        for (int i = 0; reads[i]; i++)
+            str_list_add(&proto.reads, &proto.nreads, field_base(rec, reads[i]));
+        const char *out = field_index(a, "D") >= 0 ? "D" : "C";
+        if (field_index(a, "D") >= 0)
+            str_list_add(&proto.reads, &proto.nreads, field_base(rec, "C"));
+        str_list_add(&proto.writes, &proto.nwrites, field_base(rec, out));
+        json_object_set_new(rec, "launch", json_string("library"));
+    } else {
+        const char *fnb = field_base(rec, "func");
+        json_object_set_new(rec, "kernel", fnb ? json_string(fnb) : json_null());
+        json_object_set_new(rec, "launch", json_string("api"));
+        note(A, F->path, line, "%s: kernel arguments are passed through '%s'; buffers not resolved",
+             name, field_text(rec, "args") ? field_text(rec, "args") : "?");
+    }
+    add_node(S, rec, a->cls == API_COMPUTE ? "compute" : "kernel", name, st, &proto);
+    json_array_append(A->launches, rec);
+}
+
 static void handle_call(struct scan *S, const struct api *a, const char *name, size_t k,
                         size_t open, size_t close)
 {
@@ -850,78 +1032,14 @@ static void handle_call(struct scan *S, const struct api *a, const char *name, s
     add_fields(F, rec, a, args, nargs);
     json_object_set_new(rec, "kind", json_string(a->kind));
     int line = T(F, k)->line;
-    struct node proto;
-    memset(&proto, 0, sizeof proto);
 
     switch (a->cls) {
     case API_COLL:
-    case API_P2P: {
-        json_object_set_new(rec, "id", json_integer((json_int_t)json_array_size(A->collectives)));
-        const char *st = field_text(rec, "stream");
-        char *ns = norm_stream(st);
-        json_object_set_new(rec, "stream", json_string(ns));
-        free(ns);
-        const char *comm = field_base(rec, "comm");
-        json_object_set_new(rec, "comm", comm ? json_string(comm) : json_null());
-        static const char *const bufs[] = {"sendbuff", "recvbuff", "buff"};
-        for (int b = 0; b < 3; b++) {
-            if (field_index(a, bufs[b]) < 0)
-                continue;
-            const char *base = field_base(rec, bufs[b]);
-            if (!base)
-                note(A, F->path, line, "%s: %s '%s' does not resolve to a variable", name, bufs[b],
-                     field_text(rec, bufs[b]) ? field_text(rec, bufs[b]) : "(missing)");
-            else if (b == 0)
-                str_list_add(&proto.reads, &proto.nreads, base);
-            else if (b == 1)
-                str_list_add(&proto.writes, &proto.nwrites, base);
-            else {
-                str_list_add(&proto.reads, &proto.nreads, base);
-                str_list_add(&proto.writes, &proto.nwrites, base);
-            }
-        }
-        if ((size_t)nargs != (size_t)(field_index(a, "stream") + 1))
-            note(A, F->path, line, "%s has %zu arguments, nccl.h declares %d", name, nargs,
-                 field_index(a, "stream") + 1);
-        /* a data type or reduction computed by an expression (a traits member, a
-         * mapping function) is known only at run time */
-        static const char *const consts[] = {"datatype", "op"};
-        for (int q = 0; q < 2; q++) {
-            int fi = field_index(a, consts[q]);
-            if (fi >= 0 && (size_t)fi < nargs && args[fi].a != args[fi].b)
-                note(A, F->path, line,
-                     "%s: %s '%s' is an expression, not an NCCL constant: its value is known "
-                     "only at run time",
-                     name, consts[q], field_text(rec, consts[q]));
-        }
-        if (S->group_depth > 0) {
-            json_object_set_new(rec, "group", json_integer(S->group_id));
-            const struct brace *l = cur_loop(S);
-            json_object_set_new(rec, "loop_in_group",
-                                json_boolean(l && l->loop_tok > S->group_start_tok));
-            json_array_append_new(json_object_get(S->group, "members"),
-                                  json_integer((json_int_t)json_array_size(A->collectives)));
-        } else {
-            json_object_set_new(rec, "group", json_null());
-            json_object_set_new(rec, "classification",
-                                json_string(a->cls == API_P2P ? "point_to_point" : a->kind));
-        }
-        char *label = cuco_sprintf("%s(%s)", a->kind, comm ? comm : "?");
-        add_node(S, rec, a->cls == API_P2P ? "p2p" : "collective", label ? label : a->kind, st,
-                 &proto);
-        free(label);
-        json_array_append(A->collectives, rec);
+    case API_P2P:
+        on_comm_call(S, a, name, rec, args, nargs, line);
         break;
-    }
     case API_GROUP_START:
-        if (S->group_depth++ == 0) {
-            S->group_id = A->group_id++;
-            S->group_start_tok = k;
-            S->group = json_pack(
-                "{s:i,s:s,s:i,s:o,s:o,s:o}", "id", (int)S->group_id, "file", F->path, "line", line,
-                "function", cur_function(S) ? json_string(cur_function(S)) : json_null(), "start",
-                json_incref(json_object_get(rec, "statement")), "members", json_array());
-        }
+        on_group_start(S, rec, k, line);
         break;
     case API_GROUP_END:
         handle_group_end(S, k, close);
@@ -929,73 +1047,15 @@ static void handle_call(struct scan *S, const struct api *a, const char *name, s
     case API_COMM:
         json_array_append(A->comm_calls, rec);
         break;
-    case API_ALLOC: {
-        const char *var = field_base(rec, "ptr");
-        char *owned = NULL;
-        if (field_index(a, "ptr") < 0) {
-            /* p = (T*)malloc(n): the variable left of '=' in the statement. */
-            size_t ss = stmt_start(F, k);
-            for (size_t i = k; i-- > ss;)
-                if (tis(F, i, "=")) {
-                    for (size_t m = i; m-- > ss;)
-                        if (tident(F, m)) {
-                            owned = ttext(F, m);
-                            break;
-                        }
-                    break;
-                }
-            var = owned;
-        }
-        json_object_set_new(rec, "var", var ? json_string(var) : json_null());
-        if (!var)
-            note(A, F->path, line, "%s: cannot tell which variable receives the allocation", name);
-        free(owned);
-        json_array_append(A->allocations, rec);
+    case API_ALLOC:
+        on_alloc(S, a, name, rec, k, line);
         break;
-    }
     case API_STREAM:
         json_array_append(A->streams, rec);
         break;
-    case API_EVENT: {
-        const char *fn = cur_function(S) ? cur_function(S) : "";
-        if (!strcmp(a->kind, "event_record")) {
-            char *st = norm_stream(field_text(rec, "stream"));
-            long last = -1;
-            for (size_t i = A->ngraph; i-- > 0;)
-                if (!strcmp(A->graph[i].stream, st) && !strcmp(A->graph[i].function, fn)) {
-                    last = (long)i;
-                    break;
-                }
-            struct event_mark *m = realloc(A->marks, (A->nmarks + 1) * sizeof *m);
-            if (m) {
-                A->marks = m;
-                m[A->nmarks].event =
-                    cuco_strdup(field_base(rec, "event") ? field_base(rec, "event") : "?");
-                m[A->nmarks].function = cuco_strdup(fn);
-                m[A->nmarks].node = last;
-                A->nmarks++;
-            }
-            free(st);
-        } else if (!strcmp(a->kind, "stream_wait_event")) {
-            const char *ev = field_base(rec, "event");
-            long node = -1;
-            for (size_t i = A->nmarks; ev && i-- > 0;)
-                if (!strcmp(A->marks[i].event, ev) && !strcmp(A->marks[i].function, fn)) {
-                    node = A->marks[i].node;
-                    break;
-                }
-            struct pending_wait *w = realloc(A->waits, (A->nwaits + 1) * sizeof *w);
-            if (w) {
-                A->waits = w;
-                w[A->nwaits].stream = norm_stream(field_text(rec, "stream"));
-                w[A->nwaits].function = cuco_strdup(fn);
-                w[A->nwaits].node = node;
-                A->nwaits++;
-            }
-        }
-        json_array_append(A->events, rec);
+    case API_EVENT:
+        on_event(S, a, rec);
         break;
-    }
     case API_SYNC:
         if (!strcmp(a->kind, "capture_begin"))
             note(A, F->path, line,
@@ -1014,34 +1074,9 @@ static void handle_call(struct scan *S, const struct api *a, const char *name, s
                 json_string(field_text(rec, "stream") ? field_text(rec, "stream") : "0"));
         break;
     case API_COMPUTE:
-    case API_LAUNCH: {
-        const char *st = field_text(rec, "stream");
-        if (!st && field_base(rec, "handle"))
-            st = json_string_value(json_object_get(A->cublas_streams, field_base(rec, "handle")));
-        char *ns = norm_stream(st);
-        json_object_set_new(rec, "stream", json_string(ns));
-        free(ns);
-        if (a->cls == API_COMPUTE) {
-            static const char *const reads[] = {"A", "B", NULL};
-            for (int i = 0; reads[i]; i++)
-                str_list_add(&proto.reads, &proto.nreads, field_base(rec, reads[i]));
-            const char *out = field_index(a, "D") >= 0 ? "D" : "C";
-            if (field_index(a, "D") >= 0)
-                str_list_add(&proto.reads, &proto.nreads, field_base(rec, "C"));
-            str_list_add(&proto.writes, &proto.nwrites, field_base(rec, out));
-            json_object_set_new(rec, "launch", json_string("library"));
-        } else {
-            const char *fnb = field_base(rec, "func");
-            json_object_set_new(rec, "kernel", fnb ? json_string(fnb) : json_null());
-            json_object_set_new(rec, "launch", json_string("api"));
-            note(A, F->path, line,
-                 "%s: kernel arguments are passed through '%s'; buffers not resolved", name,
-                 field_text(rec, "args") ? field_text(rec, "args") : "?");
-        }
-        add_node(S, rec, a->cls == API_COMPUTE ? "compute" : "kernel", name, st, &proto);
-        json_array_append(A->launches, rec);
+    case API_LAUNCH:
+        on_launch(S, a, name, rec, line);
         break;
-    }
     }
     json_decref(rec);
     free(args);

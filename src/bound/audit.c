@@ -3,7 +3,9 @@
  * depends on a comparison of computed results. From each success string the
  * audit climbs the enclosing conditions (if/else, ternaries, early returns
  * before it in its blocks) and asks of each condition whether it depends on
- * results: it holds a comparison between two computed values, a call to a
+ * results: it holds a comparison between two computed values (counts of
+ * GPUs and ranks, argc, are not: "if (nDev < nRanks)" decides nothing about
+ * results), a call to a
  * difference function (fabs, memcmp, ...), a helper whose returns do, or a
  * variable written from such an expression (assignments, counters bumped
  * under such a condition, out-parameters of a call fed by one, parameters
@@ -320,6 +322,50 @@ static int is_diff_func(const char *name)
     return 0;
 }
 
+/* Is the name at token i a count or an id of the machine rather than a
+ * result: filled by a query of GPUs, ranks or communicators (cudaGetDeviceCount
+ * (&n), MPI_Comm_size(.., &n), n = omp_get_num_threads()...), or argc? A guard
+ * such as "if (nDev < nRanks)" compares such names and decides nothing about
+ * the results. */
+static int is_setup_var(const bl_source *s, int i)
+{
+    static const char *const queries[] = {"cudaGetDeviceCount",
+                                          "cuDeviceGetCount",
+                                          "cudaGetDevice",
+                                          "MPI_Comm_size",
+                                          "MPI_Comm_rank",
+                                          "ncclCommCount",
+                                          "ncclCommUserRank",
+                                          "ncclCommCuDevice",
+                                          "omp_get_num_threads",
+                                          "omp_get_thread_num",
+                                          "nvmlDeviceGetCount",
+                                          "getDeviceCount",
+                                          NULL};
+    if (bl_is(s, i, "argc"))
+        return 1;
+    for (int j = 0; j + 1 < s->n; j++) {
+        if (!bl_is_ident(s, j) || s->tok[j].len != s->tok[i].len ||
+            memcmp(s->text + s->tok[j].off, s->text + s->tok[i].off, s->tok[i].len) != 0)
+            continue;
+        int lp = -1;
+        if (bl_is(s, j + 1, "=") && j + 3 < s->n && bl_is(s, j + 3, "("))
+            lp = j + 3; /* n = query(...) */
+        else
+            for (int k = j - 1; k > 0 && k > j - 24; k--)
+                if (bl_is(s, k, "(") && s->tok[k].match > j) {
+                    lp = k; /* query(..., &n) */
+                    break;
+                }
+        if (lp < 1)
+            continue;
+        for (int q = 0; queries[q]; q++)
+            if (bl_is(s, lp - 1, queries[q]))
+                return 1;
+    }
+    return 0;
+}
+
 /* Does the operand of a comparison at op (scanning in dir) hold a computed value? */
 static int operand_is_data(const bl_source *s, int op, int dir, int a, int b)
 {
@@ -336,7 +382,7 @@ static int operand_is_data(const bl_source *s, int op, int dir, int a, int b)
              bl_is(s, j, ",") || bl_is(s, j, "=") || bl_is(s, j, ";")))
             break;
         if (bl_is_ident(s, j) && !is_const_word(s, j) && !bl_is(s, j + 1, "::") &&
-            !bl_is(s, j + 1, "("))
+            !bl_is(s, j + 1, "(") && !is_setup_var(s, j))
             return 1;
     }
     return 0;

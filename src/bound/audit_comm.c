@@ -6,7 +6,8 @@
  * receive buffer's name and looks for a read of it: copied out
  * (cudaMemcpy* source), given to a kernel launch, to another collective as
  * its send buffer, to any call that is not an allocation, free or memset, or
- * used in an expression. Through a parameter the search continues in the
+ * used in an expression. Registering it (ncclCommRegister, a window) is
+ * no read. Through a parameter the search continues in the
  * callers (whose call passing the buffer on is not itself a read). A buffer
  * that is written by the collective and otherwise only allocated, cleared and
  * freed is never read: the program's PASS cannot depend on what was
@@ -53,6 +54,9 @@ static int is_neutral_call(const char *name)
                                            "ncclMemAlloc",
                                            "ncclMemFree",
                                            "ncclCommWindow",
+                                           "ncclCommRegister",
+                                           "ncclCommDeregister",
+                                           "cudaHostUnregister",
                                            "cudaPointerGetAttributes",
                                            NULL};
     for (int k = 0; prefixes[k]; k++)

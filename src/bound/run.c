@@ -525,327 +525,421 @@ int cuco_bound_build(const cuco_workload *w, const cuco_bound_opts *o, char **te
     return rc ? rc : failed;
 }
 
-int cuco_bound_run(const cuco_workload *w, const cuco_bound_opts *o, char **json_out,
-                   char **text_out, cuco_err *e)
-{
-    *json_out = *text_out = NULL;
+/* One 'cuco bound' of a workload: what its steps share. */
+typedef struct bound_job {
+    const cuco_workload *w;
+    const cuco_bound_opts *o;
     cuco_toolchain tc;
-    memset(&tc, 0, sizeof tc);
-    int rc = cuco_toolchain_detect(&tc, e);
-    if (rc)
-        return rc;
     cuco_audit audit;
-    memset(&audit, 0, sizeof audit);
     cuco_bound_timeline tl;
-    memset(&tl, 0, sizeof tl);
-    tl.critical = -1;
-    measured m[3] = {{.what = "program"}, {.what = "comm_removed"}, {.what = "compute_removed"}};
-    char *seed = NULL, *work = NULL, *tdir = NULL, *inject = NULL, *tl_error = NULL;
-    char *advice = NULL, *analysis_error = NULL;
-    json_t *analysis = NULL;
-    cuco_strlist dirs = {0};
-    json_t *root = json_object();
-    cuco_buf text = CUCO_BUF_INIT, warn = CUCO_BUF_INIT;
+    measured m[3]; /* the program, communication removed, computation removed */
+    char *seed, *work, *tdir, *inject, *tl_error, *advice, *analysis_error;
+    json_t *analysis, *root;
+    cuco_strlist dirs;
+    cuco_buf text, warn;
+    const char *dynamic; /* the dynamic audit's verdict */
+    int dynamic_finding;
+} bound_job;
 
-    rc = cuco_fs_mkdirs(o->workspace, e);
-    if (!rc)
-        rc = cuco_workload_read_seed(w, &seed, e);
-    if (rc)
-        goto out;
-    include_dirs(w, &tc, &dirs);
-    char *evolve = cuco_path_join(w->dir, w->evolve_file);
-    const char **dv = calloc(dirs.n + 1, sizeof *dv);
-    for (size_t i = 0; dv && i < dirs.n; i++)
-        dv[i] = dirs.items[i];
-    say(o, "static audit of %s", evolve);
-    rc = cuco_bound_audit_static(evolve, dv, &audit, e);
+/* The headline figures: the timeline's critical rank, else the program's
+ * own breakdown. */
+typedef struct headline {
+    double share, ceiling, top_share, comp_ms, comm_ms, step_ms;
+    const char *top_name, *source;
+    int top_comm, per_step;
+    const char *note; /* why the ceiling is not a measured figure, or NULL */
+} headline;
+
+/* The static audit of the program's verification. */
+static int bound_static_audit(bound_job *bj, cuco_err *e)
+{
+    include_dirs(bj->w, &bj->tc, &bj->dirs);
+    char *evolve = cuco_path_join(bj->w->dir, bj->w->evolve_file);
+    const char **dv = calloc(bj->dirs.n + 1, sizeof *dv);
+    for (size_t i = 0; dv && i < bj->dirs.n; i++)
+        dv[i] = bj->dirs.items[i];
+    say(bj->o, "static audit of %s", evolve);
+    int rc = cuco_bound_audit_static(evolve, dv, &bj->audit, e);
     free(dv);
     free(evolve);
-    if (rc)
-        goto out;
-    if (audit.finding)
-        cuco_buf_printf(&warn, "WARNING: verification audit (static): %s\n", audit.summary);
+    if (rc == 0 && bj->audit.finding)
+        cuco_buf_printf(&bj->warn, "WARNING: verification audit (static): %s\n", bj->audit.summary);
+    return rc;
+}
 
-    int dynamic_finding = 0;
-    const char *dynamic = "not_run";
-    if (!o->static_only) {
-        work = cuco_path_join(o->workspace, "bound");
-        tdir = cuco_path_join(work, "timeline");
-        cuco_fs_remove_tree(tdir, NULL);
-        if ((rc = cuco_fs_mkdirs(tdir, e)))
-            goto out;
-        char *abs_t = cuco_path_abs(tdir);
-        free(tdir);
-        tdir = abs_t;
-        inject = find_injection(o);
-        if (!inject)
-            cuco_buf_printf(&warn, "note: libcuco_timeline.so not found (build it where CUPTI "
+/* The program at bench size, with the timeline library loaded when found. */
+static int bound_measure_program(bound_job *bj, cuco_err *e)
+{
+    bj->work = cuco_path_join(bj->o->workspace, "bound");
+    bj->tdir = cuco_path_join(bj->work, "timeline");
+    cuco_fs_remove_tree(bj->tdir, NULL);
+    int rc = cuco_fs_mkdirs(bj->tdir, e);
+    if (rc)
+        return rc;
+    char *abs_t = cuco_path_abs(bj->tdir);
+    free(bj->tdir);
+    bj->tdir = abs_t;
+    bj->inject = find_injection(bj->o);
+    if (!bj->inject)
+        cuco_buf_printf(&bj->warn, "note: libcuco_timeline.so not found (build it where CUPTI "
                                    "exists, or set CUCO_TIMELINE_LIB): no kernel timeline\n");
-        if ((rc = measure(w, seed, o, &tc, work, tdir, inject, &m[0], e)))
-            goto out;
-        if (inject && m[0].ran) {
-            cuco_err te = CUCO_ERR_INIT;
-            if (cuco_bound_timeline_load(tdir, NULL, BOUND_TOP_KERNELS, &tl, &te))
-                tl_error = cuco_strdup(cuco_err_msg(&te));
-            cuco_err_clear(&te);
-        }
-        /* The analysis's call spans join the variant builder's own. */
-        if (!o->skip_variants)
-            analysis = analyze_evolve(w, &analysis_error);
-        for (int v = 1; v <= 2 && !o->skip_variants; v++) {
-            char *vt = NULL;
-            rc = cuco_bound_variant_from(seed, w->evolve_file, analysis,
+    if ((rc = measure(bj->w, bj->seed, bj->o, &bj->tc, bj->work, bj->tdir, bj->inject, &bj->m[0],
+                      e)))
+        return rc;
+    if (bj->inject && bj->m[0].ran) {
+        cuco_err te = CUCO_ERR_INIT;
+        if (cuco_bound_timeline_load(bj->tdir, NULL, BOUND_TOP_KERNELS, &bj->tl, &te))
+            bj->tl_error = cuco_strdup(cuco_err_msg(&te));
+        cuco_err_clear(&te);
+    }
+    return 0;
+}
+
+/* The two variants (communication removed, computation removed), then the
+ * dynamic audit: the first must fail its verification. */
+static int bound_measure_variants(bound_job *bj, cuco_err *e)
+{
+    measured *m = bj->m;
+    /* The analysis's call spans join the variant builder's own. */
+    bj->analysis = analyze_evolve(bj->w, &bj->analysis_error);
+    for (int v = 1; v <= 2; v++) {
+        char *vt = NULL;
+        int rc = cuco_bound_variant_from(bj->seed, bj->w->evolve_file, bj->analysis,
                                          v == 1 ? CUCO_VARIANT_NO_COMM : CUCO_VARIANT_NO_COMPUTE,
                                          &vt, &m[v].n_removed, e);
-            if (rc)
-                goto out;
-            if (m[v].n_removed > 0)
-                rc = measure(w, vt, o, &tc, work, NULL, NULL, &m[v], e);
-            else
-                m[v].error = cuco_strdup("no call to remove was found");
-            free(vt);
-            if (rc)
-                goto out;
-        }
-        if (!o->skip_variants) {
-            if (m[1].n_removed == 0) {
-                dynamic = "no_collective";
-            } else if (!m[1].ran || !m[1].has_verification) {
-                dynamic = "inconclusive";
-            } else if (m[1].verified) {
-                dynamic = "passes_without_communication";
-                dynamic_finding = 1;
-                cuco_buf_printf(&warn,
-                                "WARNING: verification audit (dynamic): the program still prints "
-                                "PASS with its %d communication call%s removed: its verification "
-                                "does not check communicated data, so speedups of transformed "
-                                "programs are not proven correct\n",
-                                m[1].n_removed, m[1].n_removed == 1 ? "" : "s");
-            } else {
-                dynamic = "fails_without_communication";
-            }
-        }
+        if (rc)
+            return rc;
+        if (m[v].n_removed > 0)
+            rc = measure(bj->w, vt, bj->o, &bj->tc, bj->work, NULL, NULL, &m[v], e);
+        else
+            m[v].error = cuco_strdup("no call to remove was found");
+        free(vt);
+        if (rc)
+            return rc;
     }
+    if (m[1].n_removed == 0) {
+        bj->dynamic = "no_collective";
+    } else if (!m[1].ran || !m[1].has_verification) {
+        bj->dynamic = "inconclusive";
+    } else if (m[1].verified) {
+        bj->dynamic = "passes_without_communication";
+        bj->dynamic_finding = 1;
+        cuco_buf_printf(&bj->warn,
+                        "WARNING: verification audit (dynamic): the program still prints "
+                        "PASS with its %d communication call%s removed: its verification "
+                        "does not check communicated data, so speedups of transformed "
+                        "programs are not proven correct\n",
+                        m[1].n_removed, m[1].n_removed == 1 ? "" : "s");
+    } else {
+        bj->dynamic = "fails_without_communication";
+    }
+    return 0;
+}
 
-    /* The report. */
+/* bound.json: the audits, the analysis used, the three measurements and
+ * the timeline. */
+static void bound_json_measurements(bound_job *bj)
+{
+    json_t *root = bj->root;
+    const measured *m = bj->m;
     json_object_set_new(root, "version", json_integer(1));
-    json_object_set_new(root, "workload", json_string(w->name));
-    json_object_set_new(root, "ranks", json_integer(w->ranks));
+    json_object_set_new(root, "workload", json_string(bj->w->name));
+    json_object_set_new(root, "ranks", json_integer(bj->w->ranks));
     json_t *ver = json_object();
-    json_object_set_new(ver, "warning", json_boolean(audit.finding || dynamic_finding));
-    json_object_set_new(ver, "static", audit_json(&audit));
+    json_object_set_new(ver, "warning", json_boolean(bj->audit.finding || bj->dynamic_finding));
+    json_object_set_new(ver, "static", audit_json(&bj->audit));
     json_t *dyn = json_object();
-    json_object_set_new(dyn, "result", json_string(dynamic));
-    json_object_set_new(dyn, "finding", json_boolean(dynamic_finding));
+    json_object_set_new(dyn, "result", json_string(bj->dynamic));
+    json_object_set_new(dyn, "finding", json_boolean(bj->dynamic_finding));
     json_object_set_new(ver, "dynamic", dyn);
-    json_object_set_new(ver, "message", json_string(warn.len ? cuco_buf_str(&warn) : ""));
+    json_object_set_new(ver, "message", json_string(bj->warn.len ? cuco_buf_str(&bj->warn) : ""));
     json_object_set_new(root, "verification_audit", ver);
     json_t *an = json_object();
-    json_object_set_new(an, "used", json_boolean(analysis != NULL));
+    json_object_set_new(an, "used", json_boolean(bj->analysis != NULL));
     json_object_set_new(
         an, "collectives",
-        json_integer((json_int_t)json_array_size(json_object_get(analysis, "collectives"))));
+        json_integer((json_int_t)json_array_size(json_object_get(bj->analysis, "collectives"))));
     json_object_set_new(
         an, "launches",
-        json_integer((json_int_t)json_array_size(json_object_get(analysis, "launches"))));
-    json_object_set_new(an, "error", analysis_error ? json_string(analysis_error) : json_null());
+        json_integer((json_int_t)json_array_size(json_object_get(bj->analysis, "launches"))));
+    json_object_set_new(an, "error",
+                        bj->analysis_error ? json_string(bj->analysis_error) : json_null());
     json_object_set_new(root, "analysis", an);
-    json_object_set_new(root, "single_run", json_boolean(o->single_run));
+    json_object_set_new(root, "single_run", json_boolean(bj->o->single_run));
     json_object_set_new(root, "program", measured_json(&m[0]));
     /* The program itself built, ran and did not fail its verification (the
      * variants are expected to fail theirs). */
     json_object_set_new(
         root, "program_ok",
-        json_boolean(o->static_only || (m[0].built && m[0].ran && !m[0].error &&
-                                        (!m[0].has_verification || m[0].verified))));
+        json_boolean(bj->o->static_only || (m[0].built && m[0].ran && !m[0].error &&
+                                            (!m[0].has_verification || m[0].verified))));
     json_object_set_new(root, "comm_removed", measured_json(&m[1]));
     json_object_set_new(root, "compute_removed", measured_json(&m[2]));
     json_t *tj = json_object();
-    json_object_set_new(tj, "available", json_boolean(tl.n_ranks > 0));
-    json_object_set_new(tj, "error", tl_error ? json_string(tl_error) : json_null());
-    json_object_set_new(tj, "files", json_integer((json_int_t)tl.n_files));
-    json_object_set_new(tj, "dropped", json_integer(tl.dropped));
+    json_object_set_new(tj, "available", json_boolean(bj->tl.n_ranks > 0));
+    json_object_set_new(tj, "error", bj->tl_error ? json_string(bj->tl_error) : json_null());
+    json_object_set_new(tj, "files", json_integer((json_int_t)bj->tl.n_files));
+    json_object_set_new(tj, "dropped", json_integer(bj->tl.dropped));
     json_t *ranks = json_array();
-    for (size_t r = 0; r < tl.n_ranks; r++)
-        json_array_append_new(ranks, rank_json(&tl.ranks[r]));
+    for (size_t r = 0; r < bj->tl.n_ranks; r++)
+        json_array_append_new(ranks, rank_json(&bj->tl.ranks[r]));
     json_object_set_new(tj, "ranks", ranks);
-    json_object_set_new(tj, "critical", tl.critical >= 0 ? json_integer(tl.critical) : json_null());
+    json_object_set_new(tj, "critical",
+                        bj->tl.critical >= 0 ? json_integer(bj->tl.critical) : json_null());
     json_object_set_new(root, "timeline", tj);
+}
 
-    /* Headline figures: the timeline's critical rank, else the program's own breakdown. */
-    double share = -1, ceiling = -1, top_share = 0;
-    const char *top_name = NULL;
-    int top_comm = 0;
-    double comp_ms = -1, comm_ms = -1;
-    const char *source = "none";
-    int per_step = 0;
-    double step_ms = -1; /* the full step's time, when the ceiling is time / bound */
-    if (tl.critical >= 0) {
-        /* One step as the program timed it when the timeline has its timed
-         * intervals (set-up and verification left out), else the whole run.
-         * When the program also times computation alone and communication
-         * alone, those parts give the bound: inside a full step the kernels
-         * run faster than back to back (a GPU at its power limit clocks
-         * higher while it waits on communication), so the full step's busy
-         * times make the ceiling look higher than any overlap can reach. */
-        const cuco_bound_rank *c = &tl.ranks[tl.critical];
-        const cuco_bound_timed *full = &c->timed[CUCO_TIMED_FULL];
-        const cuco_bound_timed *co = &c->timed[CUCO_TIMED_COMPUTE_ONLY];
-        const cuco_bound_timed *mo = &c->timed[CUCO_TIMED_COMM_ONLY];
-        double full_ms = full->event_ms > 0 ? full->event_ms : full->span_ms;
-        if (full->n > 0 && co->n > 0 && mo->n > 0 && full_ms > 0 &&
-            co->compute_ms + mo->comm_ms > 0) {
-            comp_ms = co->compute_ms;
-            comm_ms = mo->comm_ms;
-            step_ms = full_ms;
-            source = "timeline_parts";
-            per_step = 1;
-        } else if (full->n > 0 && full->compute_ms + full->comm_ms > 0) {
-            comp_ms = full->compute_ms;
-            comm_ms = full->comm_ms;
-            source = "timeline_steps";
-            per_step = 1;
-        } else {
-            comp_ms = c->compute_ms;
-            comm_ms = c->comm_ms;
-            source = "timeline";
-        }
-        double big = comp_ms > comm_ms ? comp_ms : comm_ms;
-        share = comp_ms + comm_ms > 0 ? comm_ms / (comp_ms + comm_ms) : 0;
-        ceiling = big > 0 ? (step_ms > 0 ? step_ms : comp_ms + comm_ms) / big : 1.0;
-        if (ceiling < 1.0)
-            ceiling = 1.0; /* a step faster than its slower part: nothing to gain */
-        if (c->n_top) {
-            top_name = c->top[0].name;
-            top_share = c->top[0].share;
-            top_comm = c->top[0].comm;
-        }
-    } else if (m[0].compute_ms >= 0 && m[0].comm_ms >= 0 && m[0].compute_ms + m[0].comm_ms > 0) {
-        double big = m[0].compute_ms > m[0].comm_ms ? m[0].compute_ms : m[0].comm_ms;
-        share = m[0].comm_ms / (m[0].compute_ms + m[0].comm_ms);
-        ceiling = (m[0].compute_ms + m[0].comm_ms) / big;
-        comp_ms = m[0].compute_ms;
-        comm_ms = m[0].comm_ms;
-        source = "program_breakdown";
-        per_step = 1;
+/* The headline from the timeline's critical rank. One step as the program
+ * timed it when the timeline has its timed intervals (set-up and
+ * verification left out), else the whole run. When the program also times
+ * computation alone and communication alone, those parts give the bound:
+ * inside a full step the kernels run faster than back to back (a GPU at its
+ * power limit clocks higher while it waits on communication), so the full
+ * step's busy times make the ceiling look higher than any overlap can
+ * reach. */
+static void headline_of_timeline(const cuco_bound_rank *c, headline *h)
+{
+    const cuco_bound_timed *full = &c->timed[CUCO_TIMED_FULL];
+    const cuco_bound_timed *co = &c->timed[CUCO_TIMED_COMPUTE_ONLY];
+    const cuco_bound_timed *mo = &c->timed[CUCO_TIMED_COMM_ONLY];
+    double full_ms = full->event_ms > 0 ? full->event_ms : full->span_ms;
+    if (full->n > 0 && co->n > 0 && mo->n > 0 && full_ms > 0 && co->compute_ms + mo->comm_ms > 0) {
+        h->comp_ms = co->compute_ms;
+        h->comm_ms = mo->comm_ms;
+        h->step_ms = full_ms;
+        h->source = "timeline_parts";
+        h->per_step = 1;
+    } else if (full->n > 0 && full->compute_ms + full->comm_ms > 0) {
+        h->comp_ms = full->compute_ms;
+        h->comm_ms = full->comm_ms;
+        h->source = "timeline_steps";
+        h->per_step = 1;
+    } else {
+        h->comp_ms = c->compute_ms;
+        h->comm_ms = c->comm_ms;
+        h->source = "timeline";
     }
+    double big = h->comp_ms > h->comm_ms ? h->comp_ms : h->comm_ms;
+    h->share = h->comp_ms + h->comm_ms > 0 ? h->comm_ms / (h->comp_ms + h->comm_ms) : 0;
+    h->ceiling = big > 0 ? (h->step_ms > 0 ? h->step_ms : h->comp_ms + h->comm_ms) / big : 1.0;
+    if (h->ceiling < 1.0) {
+        h->ceiling = 1.0; /* a step faster than its slower part: nothing to gain */
+        h->note = "the full step took less time than its slower part timed alone (clock and "
+                  "power differ between the timed parts): no bound applies, the ceiling is "
+                  "set to 1";
+    }
+    if (c->n_top) {
+        h->top_name = c->top[0].name;
+        h->top_share = c->top[0].share;
+        h->top_comm = c->top[0].comm;
+    }
+}
+
+static headline headline_of(const bound_job *bj)
+{
+    headline h = {-1, -1, 0, -1, -1, -1, NULL, "none", 0, 0, NULL};
+    const measured *p = &bj->m[0];
+    if (bj->tl.critical >= 0) {
+        headline_of_timeline(&bj->tl.ranks[bj->tl.critical], &h);
+    } else if (p->compute_ms >= 0 && p->comm_ms >= 0 && p->compute_ms + p->comm_ms > 0) {
+        double big = p->compute_ms > p->comm_ms ? p->compute_ms : p->comm_ms;
+        h.share = p->comm_ms / (p->compute_ms + p->comm_ms);
+        h.ceiling = (p->compute_ms + p->comm_ms) / big;
+        h.comp_ms = p->compute_ms;
+        h.comm_ms = p->comm_ms;
+        h.source = "program_breakdown";
+        h.per_step = 1;
+    }
+    return h;
+}
+
+/* bound.json's "bound" and "advice". */
+static void bound_json_headline(bound_job *bj)
+{
+    headline h = headline_of(bj);
+    const measured *m = bj->m;
     json_t *b = json_object();
-    json_object_set_new(b, "source", json_string(source));
-    json_object_set_new(b, "per_step", json_boolean(per_step));
-    json_object_set_new(b, "compute_ms", num_or_null(comp_ms));
-    json_object_set_new(b, "comm_ms", num_or_null(comm_ms));
-    json_object_set_new(b, "step_ms", num_or_null(step_ms));
-    json_object_set_new(b, "comm_share", num_or_null(share));
-    json_object_set_new(b, "ceiling", num_or_null(ceiling));
-    if (m[0].time_ms > 0 && ceiling > 0)
-        json_object_set_new(b, "bound_time_ms", json_real(m[0].time_ms / ceiling));
+    json_object_set_new(b, "source", json_string(h.source));
+    json_object_set_new(b, "per_step", json_boolean(h.per_step));
+    json_object_set_new(b, "compute_ms", num_or_null(h.comp_ms));
+    json_object_set_new(b, "comm_ms", num_or_null(h.comm_ms));
+    json_object_set_new(b, "step_ms", num_or_null(h.step_ms));
+    json_object_set_new(b, "comm_share", num_or_null(h.share));
+    json_object_set_new(b, "ceiling", num_or_null(h.ceiling));
+    json_object_set_new(b, "note", h.note ? json_string(h.note) : json_null());
+    if (m[0].time_ms > 0 && h.ceiling > 0)
+        json_object_set_new(b, "bound_time_ms", json_real(m[0].time_ms / h.ceiling));
     if (m[0].time_ms > 0 && m[1].time_ms >= 0 && m[2].time_ms >= 0 && m[1].ran && m[2].ran) {
         double big = m[1].time_ms > m[2].time_ms ? m[1].time_ms : m[2].time_ms;
         json_object_set_new(b, "variants_bound_ms", json_real(big));
         if (big > 0)
             json_object_set_new(b, "variants_ceiling", json_real(m[0].time_ms / big));
     }
-    json_object_set_new(root, "bound", b);
-    if (share >= 0) {
-        advice = cuco_bound_advice(share, ceiling, top_name, top_share, top_comm);
-        json_object_set_new(root, "advice", json_string(advice));
+    json_object_set_new(bj->root, "bound", b);
+    if (h.share >= 0) {
+        bj->advice = cuco_bound_advice(h.share, h.ceiling, h.top_name, h.top_share, h.top_comm);
+        json_object_set_new(bj->root, "advice", json_string(bj->advice));
     } else {
-        json_object_set_new(root, "advice", json_null());
+        json_object_set_new(bj->root, "advice", json_null());
     }
+}
 
-    /* Text. */
-    cuco_buf_printf(&text, "cuco bound: %s (%d ranks)\n", w->name, w->ranks);
-    if (warn.len)
-        cuco_buf_printf(&text, "\n%s\n", cuco_buf_str(&warn));
-    cuco_buf_printf(&text, "verification (static): %s\n", audit.summary);
-    for (size_t k = 0; k < audit.n_sites; k++)
-        cuco_buf_printf(&text, "  %s:%d %s: %s: %s\n", audit.sites[k].file, audit.sites[k].line,
-                        audit.sites[k].text, cuco_audit_verdict_name(audit.sites[k].verdict),
-                        audit.sites[k].why);
-    for (size_t k = 0; k < audit.n_comm; k++)
-        cuco_buf_printf(&text, "  %s:%d %s into %s: %s%s\n", audit.comm[k].file, audit.comm[k].line,
-                        audit.comm[k].call, audit.comm[k].buffer,
-                        audit.comm[k].read ? "received data read at " : "received data never read",
-                        audit.comm[k].read && audit.comm[k].read_at ? audit.comm[k].read_at : "");
-    if (!o->static_only) {
-        cuco_buf_printf(&text, "verification (dynamic): %s\n", dynamic);
-        for (int v = 0; v < 3; v++) {
-            cuco_buf_printf(&text, "%-16s ", m[v].what);
-            if (m[v].ran && m[v].time_ms >= 0)
-                cuco_buf_printf(&text, "time %.3f ms", m[v].time_ms);
-            if (m[v].ran && m[v].compute_ms >= 0 && m[v].comm_ms >= 0)
-                cuco_buf_printf(&text, "  (its own compute %.3f, comm %.3f)", m[v].compute_ms,
-                                m[v].comm_ms);
-            if (m[v].ran)
-                cuco_buf_printf(&text, "  verification %s",
-                                !m[v].has_verification ? "none"
-                                : m[v].verified        ? "PASS"
-                                                       : "FAIL");
-            if (v)
-                cuco_buf_printf(&text, "  [%d calls removed]", m[v].n_removed);
-            /* A variant that ran to its verdict failed it as expected: its
-             * exit status and mpirun's complaint about it are no news. */
-            if (m[v].error && !(v && m[v].ran && m[v].has_verification))
-                cuco_buf_printf(&text, "  error: %.300s", m[v].error);
-            cuco_buf_putc(&text, '\n');
-        }
-        if (tl_error)
-            cuco_buf_printf(&text, "timeline: %s\n", tl_error);
-        for (size_t r = 0; r < tl.n_ranks; r++) {
-            const cuco_bound_rank *c = &tl.ranks[r];
-            cuco_buf_printf(&text,
-                            "rank %d dev %d%s: span %.3f ms, compute %.3f, comm %.3f, overlapped "
-                            "%.3f, bound %.3f, ceiling %.3fx, waiting %.3f\n",
-                            c->rank, c->device, (int)r == tl.critical ? " (critical)" : "",
-                            c->span_ms, c->compute_ms, c->comm_ms, c->overlap_ms, c->bound_ms,
-                            c->ceiling, c->wait_ms);
-            static const char *const kind_names[] = {"full step", "computation only",
-                                                     "communication only"};
-            for (int k = 0; k < CUCO_TIMED_KINDS; k++)
-                if (c->timed[k].n)
-                    cuco_buf_printf(&text,
-                                    "    per step (%s, median of %d timed by the program): "
-                                    "compute %.3f ms, comm %.3f ms, span %.3f ms, program's "
-                                    "own %.3f ms\n",
-                                    kind_names[k], c->timed[k].n, c->timed[k].compute_ms,
-                                    c->timed[k].comm_ms, c->timed[k].span_ms, c->timed[k].event_ms);
-            if ((int)r == tl.critical)
-                for (size_t k = 0; k < c->n_top; k++)
-                    cuco_buf_printf(&text, "    %5.1f%%  %8.3f ms  x%-5d %s%.100s\n",
-                                    c->top[k].share * 100, c->top[k].total_ms, c->top[k].count,
-                                    c->top[k].comm ? "[comm] " : "", c->top[k].name);
-        }
+/* The text: the static audit's sites. */
+static void bound_text_audit(bound_job *bj)
+{
+    const cuco_audit *a = &bj->audit;
+    cuco_buf *text = &bj->text;
+    cuco_buf_printf(text, "cuco bound: %s (%d ranks)\n", bj->w->name, bj->w->ranks);
+    if (bj->warn.len)
+        cuco_buf_printf(text, "\n%s\n", cuco_buf_str(&bj->warn));
+    cuco_buf_printf(text, "verification (static): %s\n", a->summary);
+    for (size_t k = 0; k < a->n_sites; k++)
+        cuco_buf_printf(text, "  %s:%d %s: %s: %s\n", a->sites[k].file, a->sites[k].line,
+                        a->sites[k].text, cuco_audit_verdict_name(a->sites[k].verdict),
+                        a->sites[k].why);
+    for (size_t k = 0; k < a->n_comm; k++)
+        cuco_buf_printf(text, "  %s:%d %s into %s: %s%s\n", a->comm[k].file, a->comm[k].line,
+                        a->comm[k].call, a->comm[k].buffer,
+                        a->comm[k].read ? "received data read at " : "received data never read",
+                        a->comm[k].read && a->comm[k].read_at ? a->comm[k].read_at : "");
+}
+
+/* The text: one line per measurement. */
+static void bound_text_measured(bound_job *bj)
+{
+    cuco_buf *text = &bj->text;
+    cuco_buf_printf(text, "verification (dynamic): %s\n", bj->dynamic);
+    for (int v = 0; v < 3; v++) {
+        const measured *m = &bj->m[v];
+        cuco_buf_printf(text, "%-16s ", m->what);
+        if (m->ran && m->time_ms >= 0)
+            cuco_buf_printf(text, "time %.3f ms", m->time_ms);
+        if (m->ran && m->compute_ms >= 0 && m->comm_ms >= 0)
+            cuco_buf_printf(text, "  (its own compute %.3f, comm %.3f)", m->compute_ms, m->comm_ms);
+        if (m->ran)
+            cuco_buf_printf(text, "  verification %s",
+                            !m->has_verification ? "none"
+                            : m->verified        ? "PASS"
+                                                 : "FAIL");
+        if (v)
+            cuco_buf_printf(text, "  [%d calls removed]", m->n_removed);
+        /* A variant that ran to its verdict failed it as expected: its
+         * exit status and mpirun's complaint about it are no news. */
+        if (m->error && !(v && m->ran && m->has_verification))
+            cuco_buf_printf(text, "  error: %.300s", m->error);
+        cuco_buf_putc(text, '\n');
     }
-    if (advice)
-        cuco_buf_printf(&text, "\nadvice: %s\n", advice);
+}
 
-    char *dump = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    char *path = cuco_path_join(o->workspace, "bound.json");
-    rc = dump ? cuco_fs_write(path, dump, strlen(dump), e) : cuco_err_set(e, CUCO_ENOMEM, "json");
+/* The text: the timeline, rank by rank, the critical rank's top kernels. */
+static void bound_text_timeline(bound_job *bj)
+{
+    static const char *const kind_names[] = {"full step", "computation only", "communication only"};
+    cuco_buf *text = &bj->text;
+    if (bj->tl_error)
+        cuco_buf_printf(text, "timeline: %s\n", bj->tl_error);
+    for (size_t r = 0; r < bj->tl.n_ranks; r++) {
+        const cuco_bound_rank *c = &bj->tl.ranks[r];
+        int critical = (int)r == bj->tl.critical;
+        cuco_buf_printf(text,
+                        "rank %d dev %d%s: span %.3f ms, compute %.3f, comm %.3f, overlapped "
+                        "%.3f, bound %.3f, ceiling %.3fx, waiting %.3f\n",
+                        c->rank, c->device, critical ? " (critical)" : "", c->span_ms,
+                        c->compute_ms, c->comm_ms, c->overlap_ms, c->bound_ms, c->ceiling,
+                        c->wait_ms);
+        for (int k = 0; k < CUCO_TIMED_KINDS; k++)
+            if (c->timed[k].n)
+                cuco_buf_printf(text,
+                                "    per step (%s, median of %d timed by the program): "
+                                "compute %.3f ms, comm %.3f ms, span %.3f ms, program's "
+                                "own %.3f ms\n",
+                                kind_names[k], c->timed[k].n, c->timed[k].compute_ms,
+                                c->timed[k].comm_ms, c->timed[k].span_ms, c->timed[k].event_ms);
+        for (size_t k = 0; critical && k < c->n_top; k++)
+            cuco_buf_printf(text, "    %5.1f%%  %8.3f ms  x%-5d %s%.100s\n", c->top[k].share * 100,
+                            c->top[k].total_ms, c->top[k].count, c->top[k].comm ? "[comm] " : "",
+                            c->top[k].name);
+    }
+}
+
+/* bound.json into the workspace; *json_out and *text_out on success. */
+static int bound_write(bound_job *bj, char **json_out, char **text_out, cuco_err *e)
+{
+    char *dump = json_dumps(bj->root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    char *path = cuco_path_join(bj->o->workspace, "bound.json");
+    int rc =
+        dump ? cuco_fs_write(path, dump, strlen(dump), e) : cuco_err_set(e, CUCO_ENOMEM, "json");
     free(path);
     if (!rc) {
         *json_out = dump;
         dump = NULL;
-        *text_out = cuco_buf_detach(&text);
+        *text_out = cuco_buf_detach(&bj->text);
     }
     free(dump);
-out:
-    json_decref(root);
-    cuco_buf_free(&text);
-    cuco_buf_free(&warn);
+    return rc;
+}
+
+static void bound_job_free(bound_job *bj)
+{
+    json_decref(bj->root);
+    cuco_buf_free(&bj->text);
+    cuco_buf_free(&bj->warn);
     for (int v = 0; v < 3; v++)
-        free(m[v].error);
-    free(advice);
-    free(analysis_error);
-    json_decref(analysis);
-    free(tl_error);
-    cuco_bound_timeline_free(&tl);
-    cuco_audit_free(&audit);
-    cuco_strlist_free(&dirs);
-    cuco_toolchain_free(&tc);
-    free(seed);
-    free(work);
-    free(tdir);
-    free(inject);
+        free(bj->m[v].error);
+    free(bj->advice);
+    free(bj->analysis_error);
+    json_decref(bj->analysis);
+    free(bj->tl_error);
+    cuco_bound_timeline_free(&bj->tl);
+    cuco_audit_free(&bj->audit);
+    cuco_strlist_free(&bj->dirs);
+    cuco_toolchain_free(&bj->tc);
+    free(bj->seed);
+    free(bj->work);
+    free(bj->tdir);
+    free(bj->inject);
+}
+
+int cuco_bound_run(const cuco_workload *w, const cuco_bound_opts *o, char **json_out,
+                   char **text_out, cuco_err *e)
+{
+    *json_out = *text_out = NULL;
+    bound_job bj;
+    memset(&bj, 0, sizeof bj);
+    bj.w = w;
+    bj.o = o;
+    bj.tl.critical = -1;
+    bj.m[0].what = "program";
+    bj.m[1].what = "comm_removed";
+    bj.m[2].what = "compute_removed";
+    bj.dynamic = "not_run";
+    bj.root = json_object();
+    int rc = cuco_toolchain_detect(&bj.tc, e);
+    if (rc) {
+        json_decref(bj.root);
+        return rc;
+    }
+    if ((rc = cuco_fs_mkdirs(o->workspace, e)) || (rc = cuco_workload_read_seed(w, &bj.seed, e)) ||
+        (rc = bound_static_audit(&bj, e)))
+        goto out;
+    if (!o->static_only && ((rc = bound_measure_program(&bj, e)) ||
+                            (!o->skip_variants && (rc = bound_measure_variants(&bj, e)))))
+        goto out;
+    bound_json_measurements(&bj);
+    bound_json_headline(&bj);
+    bound_text_audit(&bj);
+    if (!o->static_only) {
+        bound_text_measured(&bj);
+        bound_text_timeline(&bj);
+    }
+    const char *note =
+        json_string_value(json_object_get(json_object_get(bj.root, "bound"), "note"));
+    if (note)
+        cuco_buf_printf(&bj.text, "\nbound: %s\n", note);
+    if (bj.advice)
+        cuco_buf_printf(&bj.text, "\nadvice: %s\n", bj.advice);
+    rc = bound_write(&bj, json_out, text_out, e);
+out:
+    bound_job_free(&bj);
     return rc;
 }

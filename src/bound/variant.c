@@ -5,11 +5,13 @@
  * its order. */
 #include "cuco/bound.h"
 
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bound_int.h"
 #include "cuco/buf.h"
+#include "cuco/fs.h"
 #include "cuco/program.h"
 
 static const char *const comm_calls[] = {"ncclAllGather",     "ncclAllReduce",
@@ -145,6 +147,216 @@ static void add_analysis_edits(const char *text, const char *path, const json_t 
     }
 }
 
+/* ---- computation launched through wrappers in the program's other files ---- */
+
+/* A function of another source of the program (a .cu, a header) that
+ * launches computation (a kernel, a cuBLAS call, or another such function)
+ * and communicates nothing, or the reverse, with what a call of it is
+ * replaced by in the variant that removes that part. */
+typedef struct wrapper {
+    char *name;
+    const char *with; /* by its return type: ((void)0), cudaSuccess, ... */
+    int included;     /* defined in a header the program includes */
+} wrapper;
+
+typedef struct wrappers {
+    wrapper *v;
+    size_t n;
+} wrappers;
+
+static const wrapper *wrapper_find(const wrappers *w, const char *name)
+{
+    for (size_t i = 0; i < w->n; i++)
+        if (!strcmp(w->v[i].name, name))
+            return &w->v[i];
+    return NULL;
+}
+
+/* What a call of the function f stands for when it is removed, from its
+ * return type; NULL for a type with no neutral value known here. */
+static const char *neutral_of(const bl_source *s, const bl_func *f)
+{
+    int j = f->params_lp - 2; /* before the name */
+    while (j > 0 && bl_is(s, j, "::") && bl_is_ident(s, j - 1))
+        j -= 2; /* Class::method */
+    if (bl_is(s, j, "*") || bl_is(s, j, "&"))
+        return NULL;
+    static const char *const types[][2] = {{"void", "((void)0)"},
+                                           {"cudaError_t", "cudaSuccess"},
+                                           {"cublasStatus_t", "CUBLAS_STATUS_SUCCESS"},
+                                           {"ncclResult_t", "ncclSuccess"},
+                                           {"int", "0"},
+                                           {"bool", "true"},
+                                           {NULL, NULL}};
+    for (int t = 0; types[t][0]; t++)
+        if (bl_is(s, j, types[t][0]))
+            return types[t][1];
+    return NULL;
+}
+
+/* 1 when the body of f does the variant's part (kind NO_COMPUTE: launches
+ * computation; NO_COMM: calls a collective or a point-to-point), directly or
+ * through a known wrapper, and none of the other part; else 0. */
+static int body_only(const bl_source *s, const bl_func *f, const wrappers *known,
+                     cuco_bound_variant_kind kind)
+{
+    int computes = 0, comms = 0;
+    for (int i = f->open + 1; i < f->close; i++) {
+        if (bl_is(s, i, "<<<")) {
+            computes = 1;
+            continue;
+        }
+        if (!bl_is_ident(s, i) || !bl_is(s, i + 1, "("))
+            continue;
+        char *name = bl_text(s, i);
+        if (!name)
+            return 0;
+        int known_one = wrapper_find(known, name) != NULL;
+        computes |= is_blas_compute(name) || !strncmp(name, "cudaLaunch", 10) ||
+                    (known_one && kind == CUCO_VARIANT_NO_COMPUTE);
+        comms |= in_list(name, comm_calls) || (known_one && kind == CUCO_VARIANT_NO_COMM);
+        free(name);
+    }
+    return kind == CUCO_VARIANT_NO_COMPUTE ? computes && !comms : comms && !computes;
+}
+
+/* Whether the program text defines a function of this name itself (its own
+ * definition wins over another file's of the same name). */
+static int bl_func_defines(const bl_source *s, const char *name)
+{
+    for (int i = 0; i < s->n_funcs; i++)
+        if (!strcmp(s->funcs[i].name, name))
+            return 1;
+    return 0;
+}
+
+/* Whether the program text declares a function of this name ("void f(int);"
+ * outside any body): one of another file that it calls. */
+static int bl_declares(const bl_source *s, const char *name)
+{
+    for (int i = 1; i + 1 < s->n; i++) {
+        int close = s->tok[i + 1].match;
+        if (bl_is(s, i, name) && bl_is(s, i + 1, "(") && close > 0 && bl_is(s, close + 1, ";") &&
+            (bl_is_ident(s, i - 1) || bl_is(s, i - 1, "*") || bl_is(s, i - 1, "&")) &&
+            !bl_is(s, i - 1, "return") && !bl_func_at(s, i))
+            return 1;
+    }
+    return 0;
+}
+
+static int source_ext(const char *name)
+{
+    static const char *const exts[] = {".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp", NULL};
+    for (int i = 0; exts[i]; i++)
+        if (cuco_str_ends_with(name, exts[i]))
+            return 1;
+    return 0;
+}
+
+/* The program's other sources: the files with a source extension in the
+ * folder of the analyzed evolve file (the analysis's first file named
+ * like path), that file left out. Scanned; *n_out of them. */
+static bl_source *sibling_sources(const json_t *analysis, const char *path, int *n_out)
+{
+    *n_out = 0;
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    const char *base = slash ? slash + 1 : path ? path : "";
+    const char *full = NULL;
+    size_t i;
+    json_t *f;
+    json_array_foreach(json_object_get(analysis, "files"), i, f)
+    {
+        const char *p = json_string_value(json_object_get(f, "path"));
+        const char *ps = p ? strrchr(p, '/') : NULL;
+        if (p && !full && !strcmp(ps ? ps + 1 : p, base))
+            full = p;
+    }
+    char *dir = full ? cuco_path_dirname(full) : NULL;
+    DIR *d = dir ? opendir(dir) : NULL;
+    bl_source *v = NULL;
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (de->d_name[0] == '.' || !source_ext(de->d_name) || !strcmp(de->d_name, base))
+            continue;
+        bl_source s = {0};
+        cuco_err e = CUCO_ERR_INIT;
+        s.path = cuco_path_join(dir, de->d_name);
+        bl_source *grown = s.path ? realloc(v, ((size_t)*n_out + 1) * sizeof *grown) : NULL;
+        if (grown && !cuco_fs_is_dir(s.path) && !cuco_fs_read(s.path, &s.text, &s.len, &e) &&
+            !bl_scan(&s, &e)) {
+            v = grown;
+            v[(*n_out)++] = s;
+        } else {
+            if (grown)
+                v = grown;
+            bl_source_free(&s);
+        }
+        cuco_err_clear(&e);
+    }
+    if (d)
+        closedir(d);
+    free(dir);
+    return v;
+}
+
+/* The wrappers of the variant's part defined in the program's other
+ * sources (see body_only), followed through wrappers of wrappers (to a
+ * fixed point). */
+static void find_wrappers(const json_t *analysis, const char *path, cuco_bound_variant_kind kind,
+                          wrappers *w)
+{
+    int n = 0;
+    bl_source *src = analysis ? sibling_sources(analysis, path, &n) : NULL;
+    int *included = calloc((size_t)n + 1, sizeof *included);
+    for (int k = 0; included && k < n; k++) {
+        size_t i;
+        json_t *f;
+        json_array_foreach(json_object_get(analysis, "files"), i, f)
+        {
+            const char *p = json_string_value(json_object_get(f, "path"));
+            included[k] |= p && !strcmp(p, src[k].path);
+        }
+    }
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int k = 0; k < n; k++)
+            for (int q = 0; q < src[k].n_funcs; q++) {
+                const bl_func *f = &src[k].funcs[q];
+                const char *with = neutral_of(&src[k], f);
+                if (!with || wrapper_find(w, f->name) || !body_only(&src[k], f, w, kind))
+                    continue;
+                wrapper *grown = realloc(w->v, (w->n + 1) * sizeof *grown);
+                char *name = cuco_strdup(f->name);
+                if (!grown || !name) {
+                    free(name);
+                    if (grown)
+                        w->v = grown;
+                    continue;
+                }
+                w->v = grown;
+                w->v[w->n++] = (wrapper){name, with, 0};
+                changed = 1;
+            }
+    }
+    /* a call in the program text is of one of these when a header it includes
+     * declares or defines it (or the text itself declares it) */
+    for (size_t q = 0; q < w->n; q++)
+        for (int k = 0; included && k < n && !w->v[q].included; k++)
+            w->v[q].included = included[k] && (bl_func_defines(&src[k], w->v[q].name) ||
+                                               bl_declares(&src[k], w->v[q].name));
+    for (int k = 0; k < n; k++)
+        bl_source_free(&src[k]);
+    free(src);
+    free(included);
+}
+
+static void wrappers_free(wrappers *w)
+{
+    for (size_t i = 0; i < w->n; i++)
+        free(w->v[i].name);
+    free(w->v);
+}
+
 int cuco_bound_variant(const char *text, const char *path, cuco_bound_variant_kind kind, char **out,
                        int *n_removed, cuco_err *e)
 {
@@ -164,6 +376,7 @@ int cuco_bound_variant_from(const char *text, const char *path, const json_t *an
     size_t nb = 0;
     edit *edits = NULL;
     size_t n_edits = 0;
+    wrappers wraps = {NULL, 0};
     int rc = bl_scan(&s, e);
     if (rc)
         goto out;
@@ -172,6 +385,7 @@ int cuco_bound_variant_from(const char *text, const char *path, const json_t *an
         cuco_err_prefix(e, "%s", s.path);
         goto out;
     }
+    find_wrappers(analysis, path, kind, &wraps);
     edits = calloc((size_t)s.n + 1, sizeof *edits);
     if (!edits) {
         rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
@@ -210,6 +424,9 @@ int cuco_bound_variant_from(const char *text, const char *path, const json_t *an
                  (!strcmp(name, "cudaLaunchKernel") || !strcmp(name, "cudaLaunchKernelEx") ||
                   !strcmp(name, "cudaLaunchCooperativeKernel")))
             with = "cudaSuccess";
+        else if (wrapper_find(&wraps, name) && !bl_func_defines(&s, name) &&
+                 (wrapper_find(&wraps, name)->included || bl_declares(&s, name)))
+            with = wrapper_find(&wraps, name)->with;
         free(name);
         if (!with)
             continue;
@@ -240,6 +457,7 @@ int cuco_bound_variant_from(const char *text, const char *path, const json_t *an
     *n_removed = (int)n_edits;
     rc = 0;
 out:
+    wrappers_free(&wraps);
     free(edits);
     free(blocks);
     bl_source_free(&s);

@@ -1,5 +1,6 @@
-/* cmd_analyze.c: 'cuco analyze PROGRAM... [-o analysis.json] [--json]':
+/* cmd_analyze.c: 'cuco analyze PROGRAM... [-o FILE] [--json]':
  * runs the extractor, writes analysis.json and prints a summary. */
+#include "cli_options.h"
 #include "commands.h"
 #include "cuco/analyze.h"
 #include "cuco/fs.h"
@@ -8,67 +9,46 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *out)
-{
-    fprintf(out, "usage: cuco analyze PROGRAM... [-o FILE] [--json]\n"
-                 "\n"
-                 "Finds NCCL communicators, collectives and send/recv groups, allocations,\n"
-                 "kernel and library launches, streams and events in CUDA C++ sources, and\n"
-                 "their dependency graph. PROGRAM is a file or a folder (every .cu/.cuh/.cpp/\n"
-                 ".cc/.c/.h in it); local #include \"...\" files are followed.\n"
-                 "\n"
-                 "  -o FILE    write the analysis JSON to FILE (default: analysis.json,\n"
-                 "             unless --json is given)\n"
-                 "  --json     print the JSON on stdout instead of the summary; no file is\n"
-                 "             written unless -o names one\n"
-                 "  -h, --help this text\n"
-                 "\n"
-                 "Exit status: 0 ok, 2 bad arguments or an unreadable file.\n");
-}
+static const cli_command analyze_command = {
+    "analyze",
+    "PROGRAM... [OPTIONS]",
+    "Finds NCCL communicators, collectives and send/recv groups, allocations,\n"
+    "kernel and library launches, streams and events in CUDA C++ sources, and\n"
+    "their dependency graph. PROGRAM is a file or a folder (every .cu/.cuh/.cpp/\n"
+    ".cc/.c/.h in it); local #include \"...\" files are followed.\n",
+    "Exit status: 0 ok, 2 bad arguments or an unreadable file.\n",
+    "PROGRAM",
+    1,
+    -1,
+    0};
 
 int cmd_analyze(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
     const char *out_path = NULL;
     int print_json = 0;
-    const char **paths = calloc((size_t)argc, sizeof *paths);
-    size_t npaths = 0;
-    int rc = 2;
+    const cli_option options[] = {
+        CLI_OPT_STRING(
+            "output", 'o', &out_path, "FILE",
+            "write the analysis JSON to FILE (default: analysis.json,\nunless --json is given)"),
+        CLI_OPT_FLAG(
+            "json", 0, &print_json,
+            "print the JSON on stdout instead of the summary; no file is\nwritten unless -o names "
+            "one"),
+        CLI_OPT_END};
+    cli_args args;
+    int rc = cli_parse(&analyze_command, options, argc, argv, &args);
     json_t *an = NULL;
     char *text = NULL;
     cuco_err e = CUCO_ERR_INIT;
     cuco_buf sum = CUCO_BUF_INIT;
-    if (!paths)
-        return 2;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-o")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "cuco analyze: -o needs a file name\n");
-                goto out;
-            }
-            out_path = argv[++i];
-        } else if (!strcmp(argv[i], "--json")) {
-            print_json = 1;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "cuco analyze: unknown option '%s'\n", argv[i]);
-            usage(stderr);
-            goto out;
-        } else {
-            paths[npaths++] = argv[i];
-        }
-    }
-    if (!npaths) {
-        usage(stderr);
+    if (rc != CLI_CONTINUE)
         goto out;
-    }
+    rc = CLI_EXIT_USAGE;
     /* --json alone prints and writes nothing: it must not overwrite a file
      * the user did not name. */
     if (!out_path && !print_json)
         out_path = "analysis.json";
-    if (cuco_analyze_paths(paths, npaths, &an, &e)) {
+    if (cuco_analyze_paths(args.pos, (size_t)args.n_pos, &an, &e)) {
         cuco_err_print(&e, "cuco analyze", stderr);
         goto out;
     }
@@ -95,6 +75,6 @@ out:
     json_decref(an);
     cuco_buf_free(&sum);
     cuco_err_clear(&e);
-    free(paths);
+    cli_args_free(&args);
     return rc;
 }

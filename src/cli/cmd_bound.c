@@ -3,6 +3,7 @@
  * variants with communication or computation removed) and audits the
  * program's verification; writes WORKSPACE/bound.json and prints a summary
  * with warnings and advice (or the JSON with --json). */
+#include "cli_options.h"
 #include "commands.h"
 #include "cuco/analyze.h"
 #include "cuco/bound.h"
@@ -15,70 +16,47 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *out)
+static const cli_command bound_command = {
+    "bound",
+    "WORKLOAD|PROGRAM.cu [OPTIONS] [-- PROGRAM-ARGS...]",
+    "Runs the program at its bench size with a CUPTI timeline library loaded\n"
+    "(libcuco_timeline.so through CUDA_INJECTION64_PATH) and reports per rank and\n"
+    "for the critical rank: busy compute and communication time (unions of\n"
+    "kernel intervals), the overlap bound max(compute, comm), the ceiling, the\n"
+    "time ranks wait for each other, and the top kernels. Two variants, with the\n"
+    "collectives removed and with the kernels/cuBLAS calls removed, are built and\n"
+    "timed beside it. The verification is audited: statically (the PASS line must\n"
+    "depend on a comparison of results) and dynamically (the variant without\n"
+    "communication must fail verification). Results go to WORKSPACE/bound.json.\n"
+    "\n"
+    "WORKLOAD is a folder holding workload.yaml (or the manifest): built and run\n"
+    "as the manifest says, at its bench size. Any other PROGRAM.cu (one CUDA\n"
+    "source of a host-driven MPI + NCCL program, unchanged) is built with\n"
+    "  nvcc -std=c++17 -arch=sm_90 -O3 -I<its folder> -I<NCCL include> <mpicc\n"
+    "  --showme:compile> [--nvcc-flags] PROGRAM.cu -L<NCCL lib> -l:libnccl.so.2\n"
+    "  -lcublas -lcublasLt <mpicc --showme:link>\n"
+    "(NCCL from $NCCL_HOME, else the CUDA toolkit or the system, as 'cuco doctor'\n"
+    "shows) and run as 'mpirun -np N PROGRAM ARGS' with the NCCL library on\n"
+    "LD_LIBRARY_PATH. Its success line must say PASS (or OK/success) and it may\n"
+    "print 'CUCO_RESULT {\"time_ms\":...}' for its own timing; without that line\n"
+    "the kernel timeline still gives the bound.\n",
+    "Exit status: 0 report written without warnings, 1 report written with a\n"
+    "verification warning or a failed run, 2 bad usage or input.\n",
+    "WORKLOAD or PROGRAM",
+    1,
+    1,
+    1};
+
+/* --part P of --build-only: dst is the bit set of cuco_bound_opts.build_parts. */
+static int opt_part(const char *cmd, void *dst, const char *v)
 {
-    fprintf(
-        out,
-        "usage: cuco bound WORKLOAD|PROGRAM.cu [OPTIONS] [-- PROGRAM-ARGS...]\n"
-        "\n"
-        "Runs the program at its bench size with a CUPTI timeline library loaded\n"
-        "(libcuco_timeline.so through CUDA_INJECTION64_PATH) and reports per rank and\n"
-        "for the critical rank: busy compute and communication time (unions of\n"
-        "kernel intervals), the overlap bound max(compute, comm), the ceiling, the\n"
-        "time ranks wait for each other, and the top kernels. Two variants, with the\n"
-        "collectives removed and with the kernels/cuBLAS calls removed, are built and\n"
-        "timed beside it. The verification is audited: statically (the PASS line must\n"
-        "depend on a comparison of results) and dynamically (the variant without\n"
-        "communication must fail verification). Results go to WORKSPACE/bound.json.\n"
-        "\n"
-        "WORKLOAD is a folder holding workload.yaml (or the manifest): built and run\n"
-        "as the manifest says, at its bench size. Any other PROGRAM.cu (one CUDA\n"
-        "source of a host-driven MPI + NCCL program, unchanged) is built with\n"
-        "  nvcc -std=c++17 -arch=sm_90 -O3 -I<its folder> -I<NCCL include> <mpicc\n"
-        "  --showme:compile> [--nvcc-flags] PROGRAM.cu -L<NCCL lib> -l:libnccl.so.2\n"
-        "  -lcublas -lcublasLt <mpicc --showme:link>\n"
-        "(NCCL from $NCCL_HOME, else the CUDA toolkit or the system, as 'cuco doctor'\n"
-        "shows) and run as 'mpirun -np N PROGRAM ARGS' with the NCCL library on\n"
-        "LD_LIBRARY_PATH. Its success line must say PASS (or OK/success) and it may\n"
-        "print 'CUCO_RESULT {\"time_ms\":...}' for its own timing; without that line\n"
-        "the kernel timeline still gives the bound.\n"
-        "\n"
-        "Options:\n"
-        "  --json            print the report as one JSON object (bound.json)\n"
-        "  --workspace DIR   where bound.json and run folders go\n"
-        "                    (default ./cuco-out/<workload name>)\n"
-        "  --ranks N         ranks for a bare PROGRAM.cu (mpirun -np N; default 2), or\n"
-        "                    a workload's instead of its manifest's\n"
-        "  --args \"A B ...\"  arguments of a bare PROGRAM.cu's run, split at spaces\n"
-        "                    (or give them after '--')\n"
-        "  --nvcc-flags \"F ...\"  extra compile/link flags for a bare PROGRAM.cu\n"
-        "                    (e.g. \"-I../include -lcurand\"), split at spaces\n"
-        "  --static-only     only the static verification audit; run nothing\n"
-        "  --no-variants     skip the communication-/computation-removed variants\n"
-        "                    (and so the dynamic audit)\n"
-        "  --emit-variants DIR  write the communication-removed and computation-removed\n"
-        "                    programs to DIR (NAME.comm_removed.EXT, NAME.compute_removed.EXT)\n"
-        "                    and stop\n"
-        "  --timeout S       limit of each run of the program or a variant, seconds\n"
-        "                    (default: the manifest's bench timeout; 300 for a bare\n"
-        "                    program); a run past it is killed and reported\n"
-        "  --single-run      run the program once, with the timeline library loaded\n"
-        "                    (default: once without it for its own timing, once with)\n"
-        "  --build-only      build the program and its two variants into WORKSPACE and\n"
-        "                    stop; a later 'cuco bound' with the same WORKSPACE reuses\n"
-        "                    builds of the same text (so builds can run in parallel)\n"
-        "  --part P          with --build-only: only program, comm_removed or\n"
-        "                    compute_removed (repeatable)\n"
-        "  --injection LIB   the timeline library (default: beside the cuco binary,\n"
-        "                    or $CUCO_TIMELINE_LIB)\n"
-        "  --quiet           no progress lines on stderr\n"
-        "  --no-confine      build and run the program unconfined: with cuco's\n"
-        "                    environment, network and file system (warns; also\n"
-        "                    CUCO_CONFINE=0; docs/launch.md)\n"
-        "  -h, --help        this text\n"
-        "\n"
-        "Exit status: 0 report written without warnings, 1 report written with a\n"
-        "verification warning or a failed run, 2 bad usage or input.\n");
+    static const char *const parts[] = {"program", "comm_removed", "compute_removed"};
+    for (unsigned i = 0; i < 3; i++)
+        if (!strcmp(v, parts[i])) {
+            *(unsigned *)dst |= 1u << i;
+            return 0;
+        }
+    return cli_usage_error(cmd, "--part is program, comm_removed or compute_removed, not '%s'", v);
 }
 
 static void print_progress(void *ctx, const char *line)
@@ -134,105 +112,103 @@ static int emit_variants(const cuco_workload *w, const char *dir, cuco_err *e)
     return rc;
 }
 
+/* Measures and prints the report (its JSON with --json); returns the exit
+ * status: 1 for a verification warning or a failed run of the program. */
+static int bound_measure(const cuco_workload *w, const cuco_bound_opts *o, int json, int quiet)
+{
+    char *report = NULL, *text = NULL;
+    cuco_err e = CUCO_ERR_INIT;
+    int rc = cuco_bound_run(w, o, &report, &text, &e);
+    int status = 0;
+    if (rc) {
+        cuco_err_print(&e, "cuco bound", stderr);
+        status = rc == CUCO_EINVAL || rc == CUCO_ENOTFOUND ? 2 : 1;
+    } else {
+        if (json)
+            printf("%s\n", report);
+        else
+            fputs(text, stdout);
+        /* A verification warning or a failed run of the program makes the
+         * exit status 1 (the variants are meant to fail verification). */
+        if (strstr(report, "\"warning\": true") || !strstr(report, "\"program_ok\": true"))
+            status = 1;
+        if (!quiet)
+            fprintf(stderr, "cuco bound: wrote %s/bound.json\n", o->workspace);
+    }
+    free(report);
+    free(text);
+    cuco_err_clear(&e);
+    return status;
+}
+
 int cmd_bound(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
-    const char *target = NULL, *workspace = NULL, *injection = NULL, *emit = NULL;
+    const char *workspace = NULL, *injection = NULL, *emit = NULL, *ranks_text = NULL;
     const char *prog_args = NULL, *nvcc_flags = NULL;
-    int json = 0, quiet = 0, ranks = 2, prog_argc = 0, timeout_s = 0;
-    int ranks_given = 0; /* --ranks: also overrides a workload's manifest */
-    char **prog_argv = NULL;
+    int json = 0, timeout_s = 0;
     cuco_bound_opts o = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--")) {
-            prog_argc = argc - i - 1;
-            prog_argv = argv + i + 1;
-            break;
-        } else if (!strcmp(a, "--json")) {
-            json = 1;
-        } else if (!strcmp(a, "--quiet")) {
-            quiet = 1;
-        } else if (!strcmp(a, "--static-only")) {
-            o.static_only = 1;
-        } else if (!strcmp(a, "--no-variants")) {
-            o.skip_variants = 1;
-        } else if (!strcmp(a, "--single-run")) {
-            o.single_run = 1;
-        } else if (!strcmp(a, "--build-only")) {
-            o.build_only = 1;
-        } else if (!strcmp(a, "--no-confine")) {
-            o.no_confine = 1;
-        } else if (!strcmp(a, "--timeout") && i + 1 < argc) {
-            char *end = NULL;
-            long t = strtol(argv[++i], &end, 10);
-            if (!*argv[i] || *end || t < 1 || t > 86400) {
-                fprintf(stderr, "cuco bound: --timeout needs seconds >= 1, not '%s'\n", argv[i]);
-                return 2;
-            }
-            timeout_s = (int)t;
-        } else if (!strcmp(a, "--part") && i + 1 < argc) {
-            const char *v = argv[++i];
-            if (!strcmp(v, "program"))
-                o.build_parts |= 1u;
-            else if (!strcmp(v, "comm_removed"))
-                o.build_parts |= 2u;
-            else if (!strcmp(v, "compute_removed"))
-                o.build_parts |= 4u;
-            else {
-                fprintf(stderr,
-                        "cuco bound: --part is program, comm_removed or compute_removed, "
-                        "not '%s'\n",
-                        v);
-                return 2;
-            }
-        } else if ((!strcmp(a, "--workspace") || !strcmp(a, "--ranks") ||
-                    !strcmp(a, "--injection") || !strcmp(a, "--emit-variants") ||
-                    !strcmp(a, "--args") || !strcmp(a, "--nvcc-flags")) &&
-                   i + 1 < argc) {
-            const char *v = argv[++i];
-            if (!strcmp(a, "--args"))
-                prog_args = v;
-            else if (!strcmp(a, "--nvcc-flags"))
-                nvcc_flags = v;
-            else if (!strcmp(a, "--emit-variants"))
-                emit = v;
-            else if (!strcmp(a, "--workspace"))
-                workspace = v;
-            else if (!strcmp(a, "--injection"))
-                injection = v;
-            else {
-                char *end = NULL;
-                long n = strtol(v, &end, 10);
-                if (!*v || *end || n < 1 || n > 4096) {
-                    fprintf(stderr, "cuco bound: --ranks needs a number >= 1, not '%s'\n", v);
-                    return 2;
-                }
-                ranks = (int)n;
-                ranks_given = 1;
-            }
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "cuco bound: unknown or incomplete option '%s'\n\n", a);
-            usage(stderr);
-            return 2;
-        } else if (!target) {
-            target = a;
-        } else {
-            fprintf(stderr, "cuco bound: one WORKLOAD or PROGRAM only ('%s')\n", a);
-            return 2;
-        }
-    }
-    if (!target) {
-        usage(stderr);
-        return 2;
-    }
+    const cli_option options[] = {
+        CLI_OPT_FLAG("json", 0, &json, "print the report as one JSON object (bound.json)"),
+        CLI_OPT_STRING("workspace", 0, &workspace, "DIR",
+                       "where bound.json and run folders go\n(default ./cuco-out/<workload name>)"),
+        CLI_OPT_CALL(
+            "ranks", 0, &ranks_text, "N",
+            "ranks for a bare PROGRAM.cu (mpirun -np N; default 2), or\na workload's instead of "
+            "its manifest's",
+            cli_opt_ranks),
+        CLI_OPT_STRING(
+            "args", 0, &prog_args, "\"A B ...\"",
+            "arguments of a bare PROGRAM.cu's run, split at spaces\n(or give them after '--')"),
+        CLI_OPT_STRING(
+            "nvcc-flags", 0, &nvcc_flags, "\"F ...\"",
+            "extra compile/link flags for a bare PROGRAM.cu\n(e.g. \"-I../include -lcurand\"), "
+            "split at spaces"),
+        CLI_OPT_FLAG("static-only", 0, &o.static_only,
+                     "only the static verification audit; run nothing"),
+        CLI_OPT_FLAG(
+            "no-variants", 0, &o.skip_variants,
+            "skip the communication-/computation-removed variants\n(and so the dynamic audit)"),
+        CLI_OPT_STRING("emit-variants", 0, &emit, "DIR",
+                       "write the communication-removed and computation-removed\nprograms to DIR "
+                       "(NAME.comm_removed.EXT, NAME.compute_removed.EXT)\nand stop"),
+        CLI_OPT_INT(
+            "timeout", 0, &timeout_s, "S",
+            "limit of each run of the program or a variant, seconds\n(default: the manifest's "
+            "bench timeout; 300 for a bare\nprogram); a run past it is killed and reported",
+            1, 86400),
+        CLI_OPT_FLAG(
+            "single-run", 0, &o.single_run,
+            "run the program once, with the timeline library loaded\n(default: once without it "
+            "for its own timing, once with)"),
+        CLI_OPT_FLAG(
+            "build-only", 0, &o.build_only,
+            "build the program and its two variants into WORKSPACE and\nstop; a later 'cuco "
+            "bound' with the same WORKSPACE reuses\nbuilds of the same text (so builds can run in "
+            "parallel)"),
+        CLI_OPT_CALL(
+            "part", 0, &o.build_parts, "P",
+            "with --build-only: only program, comm_removed or\ncompute_removed (repeatable)",
+            opt_part),
+        CLI_OPT_STRING(
+            "injection", 0, &injection, "LIB",
+            "the timeline library (default: beside the cuco binary,\nor $CUCO_TIMELINE_LIB)"),
+        CLI_OPT_FLAG(
+            "no-confine", 0, &o.no_confine,
+            "build and run the program unconfined: with cuco's\nenvironment, network and file "
+            "system (warns; also\nCUCO_CONFINE=0; docs/launch.md)"),
+        CLI_OPT_END};
+    cli_args args;
+    int rc = cli_parse(&bound_command, options, argc, argv, &args);
+    if (rc != CLI_CONTINUE)
+        return rc;
+    const char *target = args.pos[0];
+    int quiet = args.quiet, prog_argc = args.n_rest, ranks_given = ranks_text != NULL;
+    int ranks = ranks_given ? cuco_workload_parse_ranks(ranks_text) : 2;
+    char **prog_argv = args.rest;
+    cli_args_free(&args);
     o.no_confine = cli_unconfined(o.no_confine);
     cuco_err e = CUCO_ERR_INIT;
     cuco_workload *w = NULL;
-    int rc;
     int is_manifest = cuco_fs_is_dir(target) || cuco_str_ends_with(target, ".yaml") ||
                       cuco_str_ends_with(target, ".yml");
     if (is_manifest && (prog_args || nvcc_flags || prog_argc)) {
@@ -270,7 +246,7 @@ int cmd_bound(int argc, char **argv)
     if (!quiet) {
         o.progress = print_progress;
     }
-    char *report = NULL, *text = NULL;
+    char *text = NULL;
     if (o.build_only) {
         rc = cuco_bound_build(w, &o, &text, &e);
         if (rc < 0)
@@ -283,25 +259,7 @@ int cmd_bound(int argc, char **argv)
         cuco_workload_free(w);
         return rc < 0 ? 2 : rc;
     }
-    rc = cuco_bound_run(w, &o, &report, &text, &e);
-    int status = 0;
-    if (rc) {
-        cuco_err_print(&e, "cuco bound", stderr);
-        status = rc == CUCO_EINVAL || rc == CUCO_ENOTFOUND ? 2 : 1;
-    } else {
-        if (json)
-            printf("%s\n", report);
-        else
-            fputs(text, stdout);
-        /* A verification warning or a failed run of the program makes the
-         * exit status 1 (the variants are meant to fail verification). */
-        if (strstr(report, "\"warning\": true") || !strstr(report, "\"program_ok\": true"))
-            status = 1;
-        if (!quiet)
-            fprintf(stderr, "cuco bound: wrote %s/bound.json\n", ws);
-    }
-    free(report);
-    free(text);
+    int status = bound_measure(w, &o, json, quiet);
     free(ws);
     cuco_err_clear(&e);
     cuco_workload_free(w);

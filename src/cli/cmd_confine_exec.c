@@ -3,10 +3,12 @@
  * (cuco/confine.h) and exits with its status. The Slurm launcher's batch
  * scripts start the program through it, so that runs on compute nodes are
  * confined too. Not listed in `cuco --help`: only cuco writes these lines. */
+#include "cli_options.h"
 #include "commands.h"
 #include "cuco/confine.h"
 #include "cuco/err.h"
 #include "cuco/proc.h"
+#include "cuco/workload.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -14,25 +16,18 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CONFINE_EXEC_MAX_LIST 64
-
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: cuco confine-exec [OPTIONS] -- PROGRAM [ARGS...]\n"
-            "\n"
-            "Runs PROGRAM confined (namespaces, read-only file system, no network, no\n"
-            "secrets in the environment, rlimits; docs/launch.md) and exits with its\n"
-            "status. Used by the batch scripts of the Slurm launcher.\n"
-            "\n"
-            "Options:\n"
-            "  --write DIR     DIR stays writable (repeatable)\n"
-            "  --secret NAME   also drop the variable NAME from the environment (repeatable)\n"
-            "  --net           keep the host's network\n"
-            "  --host-tmp      keep the host's /tmp and /dev/shm (writable) instead of fresh ones\n"
-            "  --as BYTES      cap the address space (not for GPU programs)\n"
-            "  -h, --help      this text\n");
-}
+static const cli_command confine_exec_command = {
+    "confine-exec",
+    "[OPTIONS] -- PROGRAM [ARGS...]",
+    "Runs PROGRAM confined (namespaces, read-only file system, no network, no\n"
+    "secrets in the environment, rlimits; docs/launch.md) and exits with its\n"
+    "status. Used by the batch scripts of the Slurm launcher.\n",
+    "Exit status: PROGRAM's (128 + N when signal N ended it), 127 when it could\n"
+    "not start, 2 bad usage.\n",
+    "PROGRAM",
+    0,
+    0,
+    1};
 
 /* Exits the way the program ended: its code, or its signal. */
 static int exit_like(const cuco_proc_result *r)
@@ -46,72 +41,61 @@ static int exit_like(const cuco_proc_result *r)
     return r->exited ? r->exit_code : 1;
 }
 
-static int push(const char **list, int *n, const char *value)
+/* The lists of --write and --secret as the NULL-terminated arrays of c. */
+static int confine_lists(cuco_confine *c, const cuco_strlist *writable, const cuco_strlist *secrets)
 {
-    if (*n >= CONFINE_EXEC_MAX_LIST - 1) {
-        fprintf(stderr, "cuco confine-exec: too many --write or --secret options\n");
+    const char **w = calloc(writable->n + 1, sizeof *w);
+    const char **s = calloc(secrets->n + 1, sizeof *s);
+    if (!w || !s) {
+        free(w);
+        free(s);
         return -1;
     }
-    list[(*n)++] = value;
-    list[*n] = NULL;
+    for (size_t i = 0; i < writable->n; i++)
+        w[i] = writable->items[i];
+    for (size_t i = 0; i < secrets->n; i++)
+        s[i] = secrets->items[i];
+    c->writable = w;
+    c->secret_names = s;
     return 0;
-}
-
-/* Parses the options before "--" into c; returns the index of ARGV, or -1. */
-static int parse(int argc, char **argv, cuco_confine *c, const char **writable,
-                 const char **secrets)
-{
-    int n_write = 0, n_secret = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has_value = i + 1 < argc;
-        if (!strcmp(a, "--"))
-            return i + 1 < argc ? i + 1 : -1;
-        if (!strcmp(a, "--net")) {
-            c->allow_network = 1;
-        } else if (!strcmp(a, "--host-tmp")) {
-            c->host_tmp = 1;
-        } else if (!strcmp(a, "--write") && has_value) {
-            if (push(writable, &n_write, argv[++i]) != 0)
-                return -1;
-        } else if (!strcmp(a, "--secret") && has_value) {
-            if (push(secrets, &n_secret, argv[++i]) != 0)
-                return -1;
-        } else if (!strcmp(a, "--as") && has_value) {
-            char *end = NULL;
-            c->as_bytes = strtoull(argv[++i], &end, 10);
-            if (!*argv[i] || *end || !c->as_bytes) {
-                fprintf(stderr, "cuco confine-exec: --as needs a byte count, not '%s'\n", argv[i]);
-                return -1;
-            }
-        } else {
-            fprintf(stderr, "cuco confine-exec: unknown option or missing value: %s\n", a);
-            return -1;
-        }
-    }
-    return -1;
 }
 
 int cmd_confine_exec(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
+    cuco_strlist writable = {0}, secrets = {0};
+    long as = 0;
+    cuco_confine c = {.enabled = 1};
+    const cli_option options[] = {
+        CLI_OPT_LIST("write", 0, &writable, "DIR", "DIR stays writable (repeatable)"),
+        CLI_OPT_LIST("secret", 0, &secrets, "NAME",
+                     "also drop the variable NAME from the environment (repeatable)"),
+        CLI_OPT_FLAG("net", 0, &c.allow_network, "keep the host's network"),
+        CLI_OPT_FLAG("host-tmp", 0, &c.host_tmp,
+                     "keep the host's /tmp and /dev/shm (writable) instead of fresh ones"),
+        CLI_OPT_LONG("as", 0, &as, "BYTES", "cap the address space (not for GPU programs)", 1,
+                     9.2e18),
+        CLI_OPT_END};
+    cli_args args;
+    int code = cli_parse(&confine_exec_command, options, argc, argv, &args);
+    if (code == CLI_CONTINUE && args.n_rest == 0)
+        code = cli_usage_error("confine-exec", "no PROGRAM given after '--'");
+    if (code == CLI_CONTINUE && confine_lists(&c, &writable, &secrets) != 0) {
+        fprintf(stderr, "cuco confine-exec: out of memory\n");
+        code = CLI_EXIT_FAILED;
     }
-    const char *writable[CONFINE_EXEC_MAX_LIST] = {NULL};
-    const char *secrets[CONFINE_EXEC_MAX_LIST] = {NULL};
-    cuco_confine c = {.enabled = 1, .writable = writable, .secret_names = secrets};
-    int first = parse(argc, argv, &c, writable, secrets);
-    if (first < 0) {
-        usage(stderr);
-        return 2;
+    if (code != CLI_CONTINUE) {
+        cuco_strlist_free(&writable);
+        cuco_strlist_free(&secrets);
+        cli_args_free(&args);
+        return code;
     }
+    c.as_bytes = (unsigned long long)as;
     char cwd[4096];
     /* the working folder stays in sight where the private /tmp would hide
      * it (a job started from a folder under /tmp) */
     const char *visible[] = {getcwd(cwd, sizeof cwd), NULL};
     c.visible = visible;
-    cuco_proc_opts o = {.argv = (const char *const *)argv + first,
+    cuco_proc_opts o = {.argv = (const char *const *)args.rest,
                         .cwd = visible[0],
                         .capture_cap = 64 * 1024,
                         .echo = 1,
@@ -121,9 +105,15 @@ int cmd_confine_exec(int argc, char **argv)
     if (cuco_proc_run(&o, &r, &e) != 0) {
         fprintf(stderr, "cuco confine-exec: %s\n", cuco_err_msg(&e));
         cuco_err_clear(&e);
-        return 127;
+        code = 127;
+    } else {
+        code = exit_like(&r);
+        cuco_proc_result_free(&r);
     }
-    int code = exit_like(&r);
-    cuco_proc_result_free(&r);
+    free((void *)c.writable);
+    free((void *)c.secret_names);
+    cuco_strlist_free(&writable);
+    cuco_strlist_free(&secrets);
+    cli_args_free(&args);
     return code;
 }

@@ -8,6 +8,7 @@
  * failure means "no GPU". API keys are reported by name only: their values
  * never reach the output.
  */
+#include "cli_options.h"
 #include "commands.h"
 
 #include <ctype.h>
@@ -79,21 +80,21 @@ typedef struct doctor_facts {
     size_t n_wont;
 } doctor_facts;
 
-static void usage(FILE *out)
-{
-    fprintf(out, "usage: cuco doctor [--json]\n"
-                 "\n"
-                 "Shows what this machine has for cuco: GPUs (model, memory, SM count,\n"
-                 "NVLink/P2P between each pair), nvcc, NCCL (version, where it was found,\n"
-                 "device API and GIN headers), RDMA NICs, MPI, Slurm, which LLM API keys are\n"
-                 "set (names only, never values), and this build; then what will not work here.\n"
-                 "\n"
-                 "Options:\n"
-                 "  --json      print one JSON object with the same facts\n"
-                 "  -h, --help  show this help\n"
-                 "\n"
-                 "Environment: NCCL_HOME, CUDA_HOME (where to look for NCCL and nvcc), PATH.\n");
-}
+static const cli_command doctor_command = {
+    "doctor",
+    "[OPTIONS]",
+    "Shows what this machine has for cuco: GPUs (model, memory, SM count,\n"
+    "NVLink/P2P between each pair), nvcc, NCCL (version, where it was found,\n"
+    "device API and GIN headers), RDMA NICs, MPI, Slurm, which LLM API keys are\n"
+    "set (names only, never values), and this build; then what will not work here.\n",
+    "Environment: NCCL_HOME, CUDA_HOME (where to look for NCCL and nvcc), PATH.\n"
+    "\n"
+    "Exit status: 0 the facts were printed (whatever they say), 1 they could not\n"
+    "be, 2 bad usage.\n",
+    NULL,
+    0,
+    0,
+    0};
 
 static int push_str(char ***list, size_t *n, char *s)
 {
@@ -796,23 +797,18 @@ static json_t *facts_json(const doctor_facts *f)
 int cmd_doctor(int argc, char **argv)
 {
     int as_json = 0;
-    if (cli_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) {
-            as_json = 1;
-        } else {
-            fprintf(stderr, "cuco doctor: unknown argument '%s'\n\n", argv[i]);
-            usage(stderr);
-            return 2;
-        }
-    }
+    const cli_option options[] = {
+        CLI_OPT_FLAG("json", 0, &as_json, "print one JSON object with the same facts"),
+        CLI_OPT_END};
+    cli_args args;
+    int rc = cli_parse(&doctor_command, options, argc, argv, &args);
+    if (rc != CLI_CONTINUE)
+        return rc;
+    cli_args_free(&args);
 
     doctor_facts facts;
     facts_gather(&facts);
-    int rc = 0;
+    rc = CLI_EXIT_OK;
     if (as_json) {
         json_t *root = facts_json(&facts);
         char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;

@@ -2,6 +2,7 @@
  * (frozen check, compile, run + verify, benchmark) on one program and prints
  * a summary or one JSON object. Exit 0: status ok; 1: the candidate failed;
  * 2: bad usage or a bad manifest. */
+#include "cli_options.h"
 #include "commands.h"
 #include "cuco/buf.h"
 #include "cuco/err.h"
@@ -15,70 +16,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: cuco eval WORKLOAD [PROGRAM] [OPTIONS]\n"
-            "\n"
-            "Evaluates PROGRAM (default: the workload's own evolve file) through the\n"
-            "cascade: frozen check, L1 compile, L2 run + verify, L3 benchmark.\n"
-            "WORKLOAD is a folder holding workload.yaml, or the manifest itself.\n"
-            "\n"
-            "Options:\n"
-            "  --json              print exactly one JSON object (status, level, time_ms,\n"
-            "                      time_ms_min, time_ms_max, spread, times_ms, metrics,\n"
-            "                      excerpt, program_hash, compile_s, verify_s, bench_s)\n"
-            "  --level N           stop after level N (1 compile, 2 verify, 3 bench; default 3)\n"
-            "  --repeats N         benchmark repeats (default: the manifest's bench.repeats)\n"
-            "  --verify-timeout S  override the manifest's verify.timeout_s (seconds)\n"
-            "  --ranks N           run at N ranks instead of the manifest's\n"
-            "  --frozen-ref FILE   the text whose frozen part PROGRAM must keep (default: the\n"
-            "                      workload's seed); for a transformed program of a seed that\n"
-            "                      marks no EVOLVE-BLOCK, its gen_0 (WORKSPACE/gen_0/...)\n"
-            "  --work-dir D        make the build folder under D (default: $TMPDIR or /tmp)\n"
-            "  --keep-build        keep the build folder even when the program passes\n"
-            "  --launcher KIND     local (default: mpirun here) or slurm (sbatch; --work-dir\n"
-            "                      must then be on a file system the nodes share)\n"
-            "  --quiet             no progress lines on stderr\n"
-            "  --no-confine        build and run the program unconfined: with cuco's\n"
-            "                      environment, network and file system (warns; also\n"
-            "                      CUCO_CONFINE=0; docs/launch.md)\n"
-            "  -h, --help          this text\n"
-            "\n"
-            "Exit status: 0 status ok, 1 the program failed (compile_error, run_error,\n"
-            "timeout, wrong_answer, frozen_violation, bad_output, infra_error),\n"
-            "2 bad usage or bad manifest.\n");
-}
+static const cli_command eval_command = {
+    "eval",
+    "WORKLOAD [PROGRAM] [OPTIONS]",
+    "Evaluates PROGRAM (default: the workload's own evolve file) through the\n"
+    "cascade: frozen check, L1 compile, L2 run + verify, L3 benchmark.\n"
+    "WORKLOAD is a folder holding workload.yaml, or the manifest itself.\n",
+    "Exit status: 0 status ok, 1 the program failed (compile_error, run_error,\n"
+    "timeout, wrong_answer, frozen_violation, bad_output, infra_error),\n"
+    "2 bad usage or bad manifest.\n",
+    "WORKLOAD",
+    1,
+    2,
+    0};
 
 static void print_progress(void *ctx, const char *line)
 {
     (void)ctx;
     fprintf(stderr, "cuco eval: %s\n", line);
-}
-
-static int parse_positive(const char *opt, const char *text, double max, double *out)
-{
-    char *end = NULL;
-    double v = strtod(text, &end);
-    if (!*text || *end || !(v > 0) || v > max) {
-        fprintf(stderr, "cuco eval: %s needs a number > 0, not '%s'\n", opt, text);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static int parse_whole(const char *opt, const char *text, long max, int *out)
-{
-    char *end = NULL;
-    long v = strtol(text, &end, 10);
-    if (!*text || *end || v < 1 || v > max) {
-        fprintf(stderr, "cuco eval: %s needs a whole number from 1 to %ld, not '%s'\n", opt, max,
-                text);
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
 }
 
 static void print_summary(const cuco_workload *w, const cuco_eval_result *r)
@@ -114,82 +69,59 @@ static void print_summary(const cuco_workload *w, const cuco_eval_result *r)
 
 int cmd_eval(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
-    const char *workload_arg = NULL, *program_arg = NULL, *work_dir = NULL, *launcher_kind = NULL;
-    const char *frozen_ref_arg = NULL;
-    int json = 0, quiet = 0, keep_build = 0, level = 3, repeats = 0, ranks = 0, no_confine = 0;
+    const char *work_dir = NULL, *launcher_kind = NULL, *frozen_ref_arg = NULL, *ranks = NULL;
+    int json = 0, keep_build = 0, level = 3, repeats = 0, no_confine = 0;
     double verify_timeout = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--json")) {
-            json = 1;
-        } else if (!strcmp(a, "--quiet")) {
-            quiet = 1;
-        } else if (!strcmp(a, "--keep-build")) {
-            keep_build = 1;
-        } else if (!strcmp(a, "--no-confine")) {
-            no_confine = 1;
-        } else if (!strcmp(a, "--level") || !strcmp(a, "--repeats") ||
-                   !strcmp(a, "--verify-timeout") || !strcmp(a, "--work-dir") ||
-                   !strcmp(a, "--launcher") || !strcmp(a, "--ranks") ||
-                   !strcmp(a, "--frozen-ref")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "cuco eval: %s needs a value\n", a);
-                return 2;
-            }
-            const char *val = argv[++i];
-            if (!strcmp(a, "--work-dir")) {
-                work_dir = val;
-            } else if (!strcmp(a, "--frozen-ref")) {
-                frozen_ref_arg = val;
-            } else if (!strcmp(a, "--ranks")) {
-                if ((ranks = cuco_workload_parse_ranks(val)) < 0) {
-                    fprintf(stderr, "cuco eval: --ranks needs a number from 1 to 65536, not '%s'\n",
-                            val);
-                    return 2;
-                }
-            } else if (!strcmp(a, "--launcher")) {
-                launcher_kind = val;
-            } else if (!strcmp(a, "--verify-timeout")) {
-                if (parse_positive(a, val, 1e9, &verify_timeout))
-                    return 2;
-            } else if (!strcmp(a, "--level")) {
-                if (parse_whole(a, val, 3, &level))
-                    return 2;
-            } else if (parse_whole(a, val, 1000, &repeats)) {
-                return 2;
-            }
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "cuco eval: unknown option '%s' (see cuco eval --help)\n", a);
-            return 2;
-        } else if (!workload_arg) {
-            workload_arg = a;
-        } else if (!program_arg) {
-            program_arg = a;
-        } else {
-            fprintf(stderr, "cuco eval: unexpected argument '%s'\n", a);
-            return 2;
-        }
-    }
-    if (!workload_arg) {
-        usage(stderr);
-        return 2;
-    }
+    const cli_option options[] = {
+        CLI_OPT_FLAG(
+            "json", 0, &json,
+            "print exactly one JSON object (status, level, time_ms,\ntime_ms_min, time_ms_max, "
+            "spread, times_ms, metrics,\nexcerpt, program_hash, compile_s, verify_s, bench_s)"),
+        CLI_OPT_INT("level", 0, &level, "N",
+                    "stop after level N (1 compile, 2 verify, 3 bench; default 3)", 1, 3),
+        CLI_OPT_INT("repeats", 0, &repeats, "N",
+                    "benchmark repeats (default: the manifest's bench.repeats)", 1, 1000),
+        CLI_OPT_DOUBLE("verify-timeout", 0, &verify_timeout, "S",
+                       "override the manifest's verify.timeout_s (seconds)", 1e-3, 1e9),
+        CLI_OPT_CALL("ranks", 0, &ranks, "N", "run at N ranks instead of the manifest's",
+                     cli_opt_ranks),
+        CLI_OPT_STRING(
+            "frozen-ref", 0, &frozen_ref_arg, "FILE",
+            "the text whose frozen part PROGRAM must keep (default: the\nworkload's seed); for a "
+            "transformed program of a seed that\nmarks no EVOLVE-BLOCK, its gen_0 "
+            "(WORKSPACE/gen_0/...)"),
+        CLI_OPT_STRING("work-dir", 0, &work_dir, "D",
+                       "make the build folder under D (default: $TMPDIR or /tmp)"),
+        CLI_OPT_FLAG("keep-build", 0, &keep_build,
+                     "keep the build folder even when the program passes"),
+        CLI_OPT_STRING(
+            "launcher", 0, &launcher_kind, "KIND",
+            "local (default: mpirun here) or slurm (sbatch; --work-dir\nmust then be on a file "
+            "system the nodes share)"),
+        CLI_OPT_FLAG(
+            "no-confine", 0, &no_confine,
+            "build and run the program unconfined: with cuco's\nenvironment, network and file "
+            "system (warns; also\nCUCO_CONFINE=0; docs/launch.md)"),
+        CLI_OPT_END};
+    cli_args args;
+    int code = cli_parse(&eval_command, options, argc, argv, &args);
+    if (code != CLI_CONTINUE)
+        return code;
+    const char *workload_arg = args.pos[0], *program_arg = args.n_pos > 1 ? args.pos[1] : NULL;
+    int quiet = args.quiet;
+    cli_args_free(&args);
     no_confine = cli_unconfined(no_confine);
 
     cuco_err e = CUCO_ERR_INIT;
     cuco_workload *w = NULL;
     cuco_launcher *launcher = NULL;
     char *program = NULL, *frozen_ref = NULL;
-    int code = 2;
+    code = CLI_EXIT_USAGE;
     if (cuco_workload_load(workload_arg, &w, &e) != 0) {
         cuco_err_print(&e, "cuco eval", stderr);
         goto out;
     }
-    if (ranks && cuco_workload_override_ranks(w, ranks, &e) != 0) {
+    if (ranks && cuco_workload_override_ranks(w, cuco_workload_parse_ranks(ranks), &e) != 0) {
         cuco_err_print(&e, "cuco eval", stderr);
         goto out;
     }

@@ -2,8 +2,10 @@
  * program with the evolution engine (libcuco evolve/), storing every
  * candidate in WORKSPACE/runs.db, resuming an unfinished run, and writing the
  * best program to WORKSPACE/best.EXT. */
+#include "cli_options.h"
 #include "commands.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,139 +20,81 @@
 #include "cuco/launch.h"
 #include "cuco/llm.h"
 #include "cuco/llm_mutate.h"
+#include "cuco/num.h"
 #include "cuco/patch.h"
 #include "cuco/program.h"
 #include "cuco/toolchain.h"
 #include "cuco/workload.h"
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: cuco evolve WORKLOAD [options]\n"
-            "\n"
-            "Searches faster variants of WORKLOAD's program (a workload folder or\n"
-            "manifest; a bare name is looked up under ./workloads/). Every candidate\n"
-            "goes through the evaluation cascade (see cuco eval) and is stored in\n"
-            "WORKSPACE/runs.db; an unfinished run found there is resumed. At the end\n"
-            "the best program is written to WORKSPACE/best.EXT (EXT of the evolve file).\n"
-            "\n"
-            "options:\n"
-            "  --config F        search configuration (YAML, keys below)\n"
-            "  --workspace D     workspace folder (default ./cuco-out/WORKLOAD-NAME/)\n"
-            "  --generations N   budget: generations (config budget.generations)\n"
-            "  --evaluations N   budget: real evaluations (config budget.evaluations)\n"
-            "  --time S          budget: wall seconds (config budget.wall_s)\n"
-            "  --budget-usd X    budget: money for LLM mutators (config budget.usd)\n"
-            "  --islands N       number of islands (config islands)\n"
-            "  --slots N|auto    concurrent evaluations (config slots); with --slots,\n"
-            "                    --launcher, --gpus or --shared-bench, runs go through a\n"
-            "                    launcher: local runs take N slots, each on its own GPUs\n"
-            "                    (auto: GPUs / ranks, or cores / ranks for CPU\n"
-            "                    workloads) while compiling uses max(N, cores) threads\n"
-            "  --launcher KIND   local (mpirun here, GPU slots) or slurm (sbatch; the\n"
-            "                    workspace must be on a file system the nodes share;\n"
-            "                    partition, gres, account: CUCO_SLURM_* variables);\n"
-            "                    see docs/launch.md\n"
-            "  --gpus N          GPUs on this host for local slots (default: the\n"
-            "                    entries of CUDA_VISIBLE_DEVICES when set, else\n"
-            "                    nvidia-smi -L)\n"
-            "  --shared-bench    benchmarks share the host with other runs (default:\n"
-            "                    a benchmark waits for, and holds off, all other runs)\n"
-            "  --seed N          PRNG seed (config seed)\n"
-            "  --ranks N         run the workload at N ranks instead of the manifest's\n"
-            "                    (a separate workload NAME@N in the database)\n"
-            "  --repeats N       bench repeats per evaluation (config repeats;\n"
-            "                    default the manifest's)\n"
-            "  --retime-rounds N a candidate whose time beats the run's best is re-timed\n"
-            "                    side by side with it in N interleaved rounds (each a\n"
-            "                    full evaluation) before it counts as the best; times are\n"
-            "                    then medians of all of a program's timings, and one that\n"
-            "                    fails on re-timing is marked failed (config\n"
-            "                    retime_rounds; default 2; 0: trust single measurements)\n"
-            "  --mutator NAME    use only this mutator: knob (default, the offline\n"
-            "                    design-space search: knobs the program never reads are\n"
-            "                    held, a two-level screen estimates each knob's effect and\n"
-            "                    the two-knob interactions, then it refines along the\n"
-            "                    strongest; never measures a setting twice), or an LLM\n"
-            "                    mutator (needs --model):\n"
-            "                    llm_diff (SEARCH/REPLACE edits), llm_full (rewrites the\n"
-            "                    EVOLVE-BLOCKs), llm_cross (combines two parents), llm\n"
-            "                    (cross with two parents, else full or diff); test_garbage\n"
-            "                    and test_outside exist for tests only (a garbage answer,\n"
-            "                    an edit outside the EVOLVE-BLOCKs)\n"
-            "  --model SPEC      LLM model for the LLM mutators, \"anthropic:NAME\" or\n"
-            "                    \"openai:NAME\" (any OpenAI-compatible server: vLLM,\n"
-            "                    Ollama...), or a bare name (claude* goes to Anthropic);\n"
-            "                    repeat or separate with commas for several (a bandit\n"
-            "                    picks among them by improvement per dollar)\n"
-            "  --price SPEC      \"model=IN,OUT[,CACHED]\" in $ per million tokens, ';'-\n"
-            "                    separated (also $CUCO_LLM_PRICES); a --budget-usd needs a\n"
-            "                    price for every model (current Claude and GPT models are\n"
-            "                    built in)\n"
-            "  --base-url URL    where the models' API is (default https://api.anthropic.com\n"
-            "                    and https://api.openai.com, or $CUCO_ANTHROPIC_BASE_URL and\n"
-            "                    $CUCO_OPENAI_BASE_URL)\n"
-            "  --max-tokens N    answer limit per LLM call (default 8192); each call is\n"
-            "                    admitted against the budget with this many output tokens\n"
-            "  --init FILE       generation-0 program instead of the workload's seed\n"
-            "                    (e.g. the output of cuco transform); it must keep the\n"
-            "                    seed's frozen text (exit 2 otherwise)\n"
-            "  --fresh           start a new run even if an unfinished one exists\n"
-            "  --quiet           print nothing but errors and the final result\n"
-            "  --json            progress and result as JSON lines\n"
-            "  --no-confine      build and run candidates unconfined: with cuco's environment,\n"
-            "                    network and file system (warns; also CUCO_CONFINE=0;\n"
-            "                    docs/launch.md)\n"
-            "\n"
-            "config keys (YAML; all optional):\n"
-            "  islands: 2              number of islands\n"
-            "  children_per_island: 2  children per island per generation\n"
-            "  migration_interval: 3   copy each island's best to the next every N\n"
-            "                          generations (ring); 0 never\n"
-            "  selection: power_law    power_law | fitness | hill_climb\n"
-            "  explore_fraction: 0.3   share of the budget explored before exploiting\n"
-            "  novelty_threshold: 0.95 MinHash Jaccard at which a code edit is rejected\n"
-            "                          as a near-duplicate\n"
-            "  novelty_judge: false    with LLM mutators: a code edit whose similarity is\n"
-            "                          in [threshold - band, threshold) is shown with its\n"
-            "                          nearest program to the model, which answers NOVEL\n"
-            "                          (evaluated) or DUPLICATE (rejected as a near-duplicate)\n"
-            "  novelty_judge_band: 0.05 width of that band\n"
-            "  archive_size: 8         elites per island for parent selection\n"
-            "  slots: 1                concurrent evaluations\n"
-            "  seed: 1                 PRNG seed\n"
-            "  repeats: 0              bench repeats (0: the manifest's)\n"
-            "  retime_rounds: 2        see --retime-rounds\n"
-            "  retime_per_generation: 2 re-timings after each generation at most (the\n"
-            "                          rest wait; all are settled when the run ends, even\n"
-            "                          past a time budget); they do not count against\n"
-            "                          budget evaluations\n"
-            "  budget: {evaluations: 30, generations: 20, wall_s: 0, usd: 0}\n"
-            "                          0 means unlimited\n"
-            "  mutators: {knob: 1.0}   mutator name -> weight (knob, llm, llm_diff,\n"
-            "                          llm_full, llm_cross)\n"
-            "  models: [NAME, ...]     LLM models (as --model)\n"
-            "  prices: \"m=in,out;...\" prices (as --price)\n"
-            "  meta_interval: 5        summary of the run for the prompts every N\n"
-            "                          generations (by the model with LLM mutators); 0 never\n"
-            "\n"
-            "LLM keys come from the environment only and are never stored or printed:\n"
-            "ANTHROPIC_API_KEY for Anthropic, OPENAI_API_KEY for api.openai.com (local\n"
-            "OpenAI-compatible servers need none). Every call is stored with its tokens\n"
-            "and cost in WORKSPACE/runs.db (table llm_calls); a call is sent only if it\n"
-            "cannot take the spend past --budget-usd, and the run ends at the first\n"
-            "refusal. Timeouts and retries: $CUCO_LLM_TIMEOUT_S (300), $CUCO_LLM_RETRIES\n"
-            "(4), $CUCO_LLM_BACKOFF_S (1), $CUCO_LLM_PARALLEL (8). A missing key is a\n"
-            "usage error (exit status 2, before the run). A key or model the server\n"
-            "refuses, or a server that cannot be reached, stops the LLM mutators after\n"
-            "that call with an error (exit status 1); its candidate is stored as failed.\n"
-            "Calls that time out or fail otherwise only fail their candidate. See\n"
-            "docs/llm.md.\n"
-            "\n"
-            "Exit status: 0 done, 1 the run failed (e.g. the initial program does not\n"
-            "pass its evaluation, or the LLM calls cannot work), 2 bad usage or config,\n"
-            "3 the workspace is in use.\n");
-}
+static const cli_command evolve_command = {
+    "evolve",
+    "WORKLOAD [OPTIONS]",
+    "Searches faster variants of WORKLOAD's program (a workload folder or\n"
+    "manifest; a bare name is looked up under ./workloads/). Every candidate\n"
+    "goes through the evaluation cascade (see cuco eval) and is stored in\n"
+    "WORKSPACE/runs.db; an unfinished run found there is resumed. At the end\n"
+    "the best program is written to WORKSPACE/best.EXT (EXT of the evolve file).\n",
+    "config keys (YAML; all optional):\n"
+    "  islands: 2              number of islands\n"
+    "  children_per_island: 2  children per island per generation\n"
+    "  migration_interval: 3   copy each island's best to the next every N\n"
+    "                          generations (ring); 0 never\n"
+    "  selection: power_law    power_law | fitness | hill_climb\n"
+    "  explore_fraction: 0.3   share of the budget explored before exploiting\n"
+    "  novelty_threshold: 0.95 MinHash Jaccard at which a code edit is rejected\n"
+    "                          as a near-duplicate\n"
+    "  novelty_judge: false    with LLM mutators: a code edit whose similarity is\n"
+    "                          in [threshold - band, threshold) is shown with its\n"
+    "                          nearest program to the model, which answers NOVEL\n"
+    "                          (evaluated) or DUPLICATE (rejected as a near-duplicate)\n"
+    "  novelty_judge_band: 0.05 width of that band\n"
+    "  archive_size: 8         elites per island for parent selection\n"
+    "  slots: 1                concurrent evaluations\n"
+    "  seed: 1                 PRNG seed\n"
+    "  repeats: 0              bench repeats (0: 1 with re-timing on, else the\n"
+    "                          manifest's)\n"
+    "  retime_rounds: 2        see --retime-rounds\n"
+    "  retime_per_generation: 2 re-timings after each generation at most (the\n"
+    "                          rest wait; all are settled when the run ends, even\n"
+    "                          past a time budget); they do not count against\n"
+    "                          budget evaluations\n"
+    "  budget: {evaluations: 30, generations: 20, wall_s: 0, usd: 0}\n"
+    "                          0 means unlimited\n"
+    "  mutators: {knob: 1.0}   mutator name -> weight (knob, llm, llm_diff,\n"
+    "                          llm_full, llm_cross)\n"
+    "  models: [NAME, ...]     LLM models (as --model)\n"
+    "  prices: \"m=in,out;...\" prices (as --price)\n"
+    "  meta_interval: 5        summary of the run for the prompts every N\n"
+    "                          generations (by the model with LLM mutators); 0 never\n"
+    "\n"
+    "LLM keys come from the environment only and are never stored or printed:\n"
+    "ANTHROPIC_API_KEY for Anthropic, OPENAI_API_KEY for api.openai.com (local\n"
+    "OpenAI-compatible servers need none). Every call is stored with its tokens\n"
+    "and cost in WORKSPACE/runs.db (table llm_calls); a call is sent only if it\n"
+    "cannot take the spend past --budget-usd, and the run ends at the first\n"
+    "refusal. Timeouts and retries: $CUCO_LLM_TIMEOUT_S (300), $CUCO_LLM_RETRIES\n"
+    "(4), $CUCO_LLM_BACKOFF_S (1), $CUCO_LLM_PARALLEL (8). A missing key is a\n"
+    "usage error (exit status 2, before the run). A key or model the server\n"
+    "refuses, or a server that cannot be reached, stops the LLM mutators after\n"
+    "that call with an error (exit status 1); its candidate is stored as failed.\n"
+    "Calls that time out or fail otherwise only fail their candidate. See\n"
+    "docs/llm.md.\n"
+    "\n"
+    "Exit status: 0 done, 1 the run failed (e.g. the initial program does not\n"
+    "pass its evaluation, or the LLM calls cannot work), 2 bad usage or config,\n"
+    "4 the workspace is in use by another cuco process.\n",
+    "WORKLOAD",
+    1,
+    1,
+    0};
+
+/* Where the time of the cascade runs went (the evaluating threads add to it;
+ * cache hits cost nothing and are not here; re-timings are). */
+typedef struct eval_clock {
+    pthread_mutex_t lock;
+    double compile_s, verify_s, bench_s;
+    long runs;
+} eval_clock;
 
 typedef struct eval_ctx {
     const cuco_workload *w;
@@ -159,6 +103,7 @@ typedef struct eval_ctx {
     const cuco_launcher *launcher; /* NULL: mpirun directly */
     const char *frozen_ref;        /* the --init program; NULL: the seed */
     int no_confine;                /* --no-confine: candidates run unconfined */
+    eval_clock *clock;
 } eval_ctx;
 
 /* The verification audit's warning of 'cuco bound' (WORKSPACE/bound.json)
@@ -228,6 +173,12 @@ static int real_eval(void *ctx, int slot, const char *text, cuco_eval_outcome *o
     free(dir);
     if (rc < 0)
         return rc;
+    pthread_mutex_lock(&c->clock->lock);
+    c->clock->compile_s += r.compile_s;
+    c->clock->verify_s += r.verify_s;
+    c->clock->bench_s += r.bench_s;
+    c->clock->runs++;
+    pthread_mutex_unlock(&c->clock->lock);
     out->status = r.status;
     out->time_ms = r.time_ms;
     out->metrics_json = r.metrics_json;
@@ -260,10 +211,11 @@ static void on_progress(void *ctx, const cuco_evolve_progress *p)
             snprintf(eta, sizeof eta, "%.0fs", p->eta_s);
         else
             snprintf(eta, sizeof eta, "?");
-        printf("gen %3d  best %.3fx  ok %d failed %d  evals %ld (cached %ld)  retimed %ld  "
-               "%.0fs elapsed, eta %s  $%.2f  %s\n",
-               p->generation, p->best_speedup, p->ok, p->failed, p->evaluations, p->cached,
-               p->retimings, p->elapsed_s, eta, p->usd, p->exploit ? "exploit" : "explore");
+        fprintf(stderr,
+                "gen %3d  best %.3fx  ok %d failed %d  evals %ld (cached %ld)  retimed %ld  "
+                "%.0fs elapsed, eta %s  $%.2f  %s\n",
+                p->generation, p->best_speedup, p->ok, p->failed, p->evaluations, p->cached,
+                p->retimings, p->elapsed_s, eta, p->usd, p->exploit ? "exploit" : "explore");
     }
     fflush(stdout);
 }
@@ -286,31 +238,6 @@ static void print_llm_summary(const cuco_llm_session *s, int json, int quiet)
     cuco_llm_session_summary(s, &text);
     fputs(cuco_buf_str(&text), stderr);
     cuco_buf_free(&text);
-}
-
-static int parse_long(const char *opt, const char *v, long lo, long hi, long *out)
-{
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || x < lo || x > hi) {
-        fprintf(stderr, "cuco evolve: %s needs a whole number from %ld to %ld, not '%s'\n", opt, lo,
-                hi, v);
-        return -1;
-    }
-    *out = x;
-    return 0;
-}
-
-static int parse_double(const char *opt, const char *v, double *out)
-{
-    char *end;
-    double x = strtod(v, &end);
-    if (!*v || *end || !(x >= 0)) {
-        fprintf(stderr, "cuco evolve: %s needs a number >= 0, not '%s'\n", opt, v);
-        return -1;
-    }
-    *out = x;
-    return 0;
 }
 
 /* Names that would only fail once the run started (exit 1) are bad usage
@@ -337,389 +264,464 @@ static int check_names(const cuco_evolve_config *cfg, cuco_err *e)
     return rc;
 }
 
-int cmd_evolve(int argc, char **argv)
+/* The options of 'cuco evolve'; a number left at -1 was not given (the
+ * config's value stays). */
+typedef struct evolve_args {
+    const char *workload, *config, *workspace, *mutator, *init, *slots, *launcher, *base_url;
+    const char *ranks;
+    long generations, evaluations, seed;
+    double wall_s, budget_usd;
+    int islands, repeats, max_tokens, retime_rounds, gpus;
+    int json, quiet, fresh, shared_bench, no_confine;
+    cuco_strlist models, prices; /* repeatable: kept in order */
+} evolve_args;
+
+static int evolve_parse(int argc, char **argv, evolve_args *a)
 {
-    if (cli_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
+    const cli_option options[] = {
+        CLI_OPT_STRING("config", 0, &a->config, "F", "search configuration (YAML, keys below)"),
+        CLI_OPT_STRING("workspace", 0, &a->workspace, "D",
+                       "workspace folder (default ./cuco-out/WORKLOAD-NAME/)"),
+        CLI_OPT_LONG("generations", 0, &a->generations, "N",
+                     "budget: generations (config budget.generations)", 0, 1e6),
+        CLI_OPT_LONG("evaluations", 0, &a->evaluations, "N",
+                     "budget: real evaluations (config budget.evaluations)", 0, 1e8),
+        CLI_OPT_DOUBLE("time", 0, &a->wall_s, "S", "budget: wall seconds (config budget.wall_s)", 0,
+                       1e9),
+        CLI_OPT_DOUBLE("budget-usd", 0, &a->budget_usd, "X",
+                       "budget: money for LLM mutators (config budget.usd)", 0, 1e12),
+        CLI_OPT_INT("islands", 0, &a->islands, "N", "number of islands (config islands)", 1, 64),
+        CLI_OPT_CALL(
+            "slots", 0, &a->slots, "N|auto",
+            "concurrent evaluations (config slots); with --slots,\n--launcher, --gpus or "
+            "--shared-bench, runs go through a\nlauncher: local runs take N slots, each on its own "
+            "GPUs\n(auto: GPUs / ranks, or cores / ranks for CPU\nworkloads) while compiling uses "
+            "max(N, cores) threads",
+            cli_opt_slots),
+        CLI_OPT_STRING(
+            "launcher", 0, &a->launcher, "KIND",
+            "local (mpirun here, GPU slots) or slurm (sbatch; the\nworkspace must be on a file "
+            "system the nodes share;\npartition, gres, account: CUCO_SLURM_* variables);\nsee "
+            "docs/launch.md"),
+        CLI_OPT_INT(
+            "gpus", 0, &a->gpus, "N",
+            "GPUs on this host for local slots (default: the\nentries of CUDA_VISIBLE_DEVICES when "
+            "set, else\nnvidia-smi -L)",
+            0, 1024),
+        CLI_OPT_FLAG(
+            "shared-bench", 0, &a->shared_bench,
+            "benchmarks share the host with other runs (default:\na benchmark waits for, and holds "
+            "off, all other runs)"),
+        CLI_OPT_LONG("seed", 0, &a->seed, "N", "PRNG seed (config seed)", 0, 0x7fffffff),
+        CLI_OPT_CALL(
+            "ranks", 0, &a->ranks, "N",
+            "run the workload at N ranks instead of the manifest's\n(a separate workload NAME@N in "
+            "the database)",
+            cli_opt_ranks),
+        CLI_OPT_INT(
+            "repeats", 0, &a->repeats, "N",
+            "bench repeats per evaluation (config repeats;\ndefault 1 while re-timing is on: one "
+            "timing\nscreens, re-timing races the contenders; else the\nmanifest's)",
+            1, 1000),
+        CLI_OPT_INT(
+            "retime-rounds", 0, &a->retime_rounds, "N",
+            "a candidate whose time beats the run's best is re-timed\nside by side with it in N "
+            "interleaved rounds (each a\nfull evaluation) before it counts as the best; times are\n"
+            "then medians of all of a program's timings, and one that\nfails on re-timing is "
+            "marked failed (config\nretime_rounds; default 2; 0: trust single measurements)",
+            0, 100),
+        CLI_OPT_STRING(
+            "mutator", 0, &a->mutator, "NAME",
+            "use only this mutator: knob (default, the offline\ndesign-space search: knobs the "
+            "program never reads are\nheld, a two-level screen estimates each knob's effect and\n"
+            "the two-knob interactions, then it refines along the\nstrongest; never measures a "
+            "setting twice), or an LLM\nmutator (needs --model):\nllm_diff (SEARCH/REPLACE edits), "
+            "llm_full (rewrites the\nEVOLVE-BLOCKs), llm_cross (combines two parents), llm\n(cross "
+            "with two parents, else full or diff); test_garbage\nand test_outside exist for tests "
+            "only (a garbage answer,\nan edit outside the EVOLVE-BLOCKs)"),
+        CLI_OPT_LIST("model", 0, &a->models, "SPEC",
+                     "LLM model for the LLM mutators, \"anthropic:NAME\" or\n\"openai:NAME\" (any "
+                     "OpenAI-compatible server: vLLM,\nOllama...), or a bare name (claude* goes to "
+                     "Anthropic);\nrepeat or separate with commas for several (a bandit\npicks "
+                     "among them by "
+                     "improvement per dollar)"),
+        CLI_OPT_LIST(
+            "price", 0, &a->prices, "SPEC",
+            "\"model=IN,OUT[,CACHED]\" in $ per million tokens, ';'-\nseparated (also "
+            "$CUCO_LLM_PRICES); a --budget-usd needs a\nprice for every model (current Claude and "
+            "GPT models are\nbuilt in)"),
+        CLI_OPT_STRING(
+            "base-url", 0, &a->base_url, "URL",
+            "where the models' API is (default https://api.anthropic.com\nand "
+            "https://api.openai.com, or $CUCO_ANTHROPIC_BASE_URL and\n$CUCO_OPENAI_BASE_URL)"),
+        CLI_OPT_INT(
+            "max-tokens", 0, &a->max_tokens, "N",
+            "answer limit per LLM call (default 8192); each call is\nadmitted against the budget "
+            "with this many output tokens",
+            1, 1e6),
+        CLI_OPT_STRING(
+            "init", 0, &a->init, "FILE",
+            "generation-0 program instead of the workload's seed\n(e.g. the output of cuco "
+            "transform); it must keep the\nseed's frozen text (exit 2 otherwise)"),
+        CLI_OPT_FLAG("fresh", 0, &a->fresh, "start a new run even if an unfinished one exists"),
+        CLI_OPT_FLAG("json", 0, &a->json, "progress and result as JSON lines on stdout"),
+        CLI_OPT_FLAG(
+            "no-confine", 0, &a->no_confine,
+            "build and run candidates unconfined: with cuco's environment,\nnetwork and file "
+            "system (warns; also CUCO_CONFINE=0;\ndocs/launch.md)"),
+        CLI_OPT_END};
+    cli_args args;
+    int rc = cli_parse(&evolve_command, options, argc, argv, &args);
+    if (rc == CLI_CONTINUE) {
+        a->workload = args.pos[0];
+        a->quiet = args.quiet;
+        cli_args_free(&args);
     }
-    const char *wl_arg = NULL, *config = NULL, *workspace = NULL, *mutator = NULL, *init = NULL;
-    const char *opt_val[20] = {0};
-    static const char *const opts_with_value[] = {
-        "--config",   "--workspace", "--generations", "--evaluations", "--time",  "--budget-usd",
-        "--islands",  "--slots",     "--seed",        "--mutator",     "--init",  "--repeats",
-        "--launcher", "--gpus",      "--base-url",    "--max-tokens",  "--ranks", "--retime-rounds",
-        NULL};
-    /* --model and --price may be repeated: kept in order */
-    const char **model_args = calloc((size_t)argc + 1, sizeof *model_args);
-    const char **price_args = calloc((size_t)argc + 1, sizeof *price_args);
-    size_t n_model_args = 0, n_price_args = 0;
-    if (!model_args || !price_args) {
-        free(model_args);
-        free(price_args);
-        fprintf(stderr, "cuco evolve: out of memory\n");
-        return 1;
-    }
-    int json = 0, quiet = 0, fresh = 0, shared_bench = 0, run_slots = 0, gpus = -1;
-    int no_confine = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int k = -1;
-        for (int j = 0; opts_with_value[j]; j++)
-            if (!strcmp(a, opts_with_value[j]))
-                k = j;
-        int repeated = !strcmp(a, "--model") || !strcmp(a, "--price");
-        if (k >= 0 || repeated) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "cuco evolve: %s needs a value\n", a);
-                free(model_args);
-                free(price_args);
-                return 2;
-            }
-            if (!strcmp(a, "--model"))
-                model_args[n_model_args++] = argv[++i];
-            else if (!strcmp(a, "--price"))
-                price_args[n_price_args++] = argv[++i];
-            else
-                opt_val[k] = argv[++i];
-        } else if (!strcmp(a, "--json")) {
-            json = 1;
-        } else if (!strcmp(a, "--quiet")) {
-            quiet = 1;
-        } else if (!strcmp(a, "--fresh")) {
-            fresh = 1;
-        } else if (!strcmp(a, "--shared-bench")) {
-            shared_bench = 1;
-        } else if (!strcmp(a, "--no-confine")) {
-            no_confine = 1;
-        } else if (a[0] == '-') {
-            fprintf(stderr, "cuco evolve: unknown option %s (see cuco evolve --help)\n", a);
-            free(model_args);
-            free(price_args);
-            return 2;
-        } else if (!wl_arg) {
-            wl_arg = a;
-        } else {
-            fprintf(stderr, "cuco evolve: unexpected argument %s\n", a);
-            free(model_args);
-            free(price_args);
-            return 2;
-        }
-    }
-    if (!wl_arg) {
-        usage(stderr);
-        free(model_args);
-        free(price_args);
-        return 2;
-    }
-    no_confine = cli_unconfined(no_confine);
-    config = opt_val[0];
-    workspace = opt_val[1];
-    mutator = opt_val[9];
-    init = opt_val[10];
+    return rc;
+}
 
-    cuco_err e = CUCO_ERR_INIT;
-    cuco_evolve_config cfg;
-    cuco_workload *w = NULL;
-    cuco_db *db = NULL;
-    cuco_launcher *launcher = NULL;
-    char *seed = NULL, *init_text = NULL, *ws = NULL, *dbpath = NULL, *lockpath = NULL;
-    char *evaldir = NULL;
-    cuco_llm_run llm;
-    memset(&llm, 0, sizeof llm);
-    int max_tokens = 0;
-    int lockfd = -1, code = 2;
-    if (cuco_config_defaults(&cfg, &e) < 0)
-        goto fail;
-    if (config && cuco_config_load(config, &cfg, &e) < 0)
-        goto fail;
-    long lv;
-    double dv;
-    if (opt_val[2]) {
-        if (parse_long("--generations", opt_val[2], 0, 1000000, &lv))
-            goto out;
-        cfg.budget_generations = (int)lv;
-    }
-    if (opt_val[3]) {
-        if (parse_long("--evaluations", opt_val[3], 0, 100000000, &lv))
-            goto out;
-        cfg.budget_evaluations = lv;
-    }
-    if (opt_val[4]) {
-        if (parse_double("--time", opt_val[4], &dv))
-            goto out;
-        cfg.budget_wall_s = dv;
-    }
-    if (opt_val[5]) {
-        if (parse_double("--budget-usd", opt_val[5], &dv))
-            goto out;
-        cfg.budget_usd = dv;
-    }
-    if (opt_val[6]) {
-        if (parse_long("--islands", opt_val[6], 1, 64, &lv))
-            goto out;
-        cfg.islands = (int)lv;
-    }
-    if (opt_val[7] && strcmp(opt_val[7], "auto")) {
-        if (parse_long("--slots", opt_val[7], 1, 256, &lv))
-            goto out;
-        cfg.slots = (int)lv;
-        run_slots = (int)lv;
-    }
-    if (opt_val[13]) {
-        if (parse_long("--gpus", opt_val[13], 0, 1024, &lv))
-            goto out;
-        gpus = (int)lv;
-    }
-    if (opt_val[8]) {
-        if (parse_long("--seed", opt_val[8], 0, 0x7fffffffL, &lv))
-            goto out;
-        cfg.seed = (uint64_t)lv;
-    }
-    if (opt_val[11]) {
-        if (parse_long("--repeats", opt_val[11], 1, 1000, &lv))
-            goto out;
-        cfg.repeats = (int)lv;
-    }
-    if (opt_val[15]) {
-        if (parse_long("--max-tokens", opt_val[15], 1, 1000000, &lv))
-            goto out;
-        max_tokens = (int)lv;
-    }
-    if (opt_val[17]) {
-        if (parse_long("--retime-rounds", opt_val[17], 0, 100, &lv))
-            goto out;
-        cfg.retime_rounds = (int)lv;
-    }
-    for (size_t i = 0; i < n_model_args; i++)
-        if (cuco_config_add_models(&cfg, model_args[i], &e) < 0)
-            goto fail;
-    for (size_t i = 0; i < n_price_args; i++)
-        if (cuco_config_add_prices(&cfg, price_args[i], &e) < 0)
-            goto fail;
-    if (mutator && cuco_config_set_mutator(&cfg, mutator, &e) < 0)
-        goto fail;
-    if (cuco_config_validate(&cfg, &e) < 0 || check_names(&cfg, &e) < 0)
-        goto fail;
+/* The config (defaults, the --config file) with the options over it. */
+static int evolve_config(const evolve_args *a, cuco_evolve_config *cfg, cuco_err *e)
+{
+    if (cuco_config_defaults(cfg, e) < 0 || (a->config && cuco_config_load(a->config, cfg, e) < 0))
+        return -1;
+    if (a->generations >= 0)
+        cfg->budget_generations = (int)a->generations;
+    if (a->evaluations >= 0)
+        cfg->budget_evaluations = a->evaluations;
+    if (a->wall_s >= 0)
+        cfg->budget_wall_s = a->wall_s;
+    if (a->budget_usd >= 0)
+        cfg->budget_usd = a->budget_usd;
+    if (a->islands > 0)
+        cfg->islands = a->islands;
+    if (a->slots && strcmp(a->slots, "auto"))
+        cfg->slots = (int)strtol(a->slots, NULL, 10); /* checked by cli_opt_slots */
+    if (a->seed >= 0)
+        cfg->seed = (uint64_t)a->seed;
+    if (a->repeats > 0)
+        cfg->repeats = a->repeats;
+    if (a->retime_rounds >= 0)
+        cfg->retime_rounds = a->retime_rounds;
+    for (size_t i = 0; i < a->models.n; i++)
+        if (cuco_config_add_models(cfg, a->models.items[i], e) < 0)
+            return -1;
+    for (size_t i = 0; i < a->prices.n; i++)
+        if (cuco_config_add_prices(cfg, a->prices.items[i], e) < 0)
+            return -1;
+    if (a->mutator && cuco_config_set_mutator(cfg, a->mutator, e) < 0)
+        return -1;
+    if (cuco_config_validate(cfg, e) < 0 || check_names(cfg, e) < 0)
+        return -1;
+    return 0;
+}
 
-    if (cuco_workload_load(wl_arg, &w, &e) < 0) {
-        char *alt = cuco_sprintf("workloads/%s", wl_arg);
-        int ok = alt && !strchr(wl_arg, '/') && cuco_fs_is_dir(alt);
+/* The workload (a bare name is looked up under ./workloads/), at --ranks,
+ * and its seed (caller frees). */
+static int evolve_workload(const evolve_args *a, cuco_workload **w, char **seed, cuco_err *e)
+{
+    if (cuco_workload_load(a->workload, w, e) < 0) {
+        char *alt = cuco_sprintf("workloads/%s", a->workload);
+        int ok = alt && !strchr(a->workload, '/') && cuco_fs_is_dir(alt);
         if (ok) {
-            cuco_err_clear(&e);
-            ok = cuco_workload_load(alt, &w, &e) == 0;
+            cuco_err_clear(e);
+            ok = cuco_workload_load(alt, w, e) == 0;
         }
         free(alt);
         if (!ok)
-            goto fail;
+            return -1;
     }
-    if (opt_val[16]) {
-        int r = cuco_workload_parse_ranks(opt_val[16]);
-        if (r < 0) {
-            fprintf(stderr, "cuco evolve: --ranks needs a number from 1 to 65536, not '%s'\n",
-                    opt_val[16]);
-            goto out;
-        }
-        if (cuco_workload_override_ranks(w, r, &e) < 0)
-            goto fail;
-    }
-    if (cuco_workload_read_seed(w, &seed, &e) < 0)
-        goto fail;
-    /* 'slots: N' of the config file means the same as --slots N: runs go
-     * through the local launcher, so concurrent GPU runs get disjoint GPUs */
-    if (!opt_val[7] && !opt_val[12] && cfg.slots > 1)
-        run_slots = cfg.slots;
-    if (opt_val[12] || opt_val[7] || opt_val[13] || shared_bench || run_slots > 1) {
-        if (cuco_launcher_from_kind(opt_val[12], w->gpu, w->ranks, run_slots, gpus, shared_bench,
-                                    &launcher, &e) < 0)
-            goto fail;
-        /* Runs are gated by the launcher's slots; compiling needs no slot, so
-         * the threads that evaluate are at least as many as the cores. */
-        int n = cuco_launcher_slots(launcher), cores = cuco_launch_detect_cores();
-        if (n <= 0)
-            n = run_slots > 0 ? run_slots : 4;
-        cfg.slots = n > cores ? n : cores;
-        if (!quiet)
-            fprintf(stderr, "cuco evolve: launcher %s, %d run slot%s, %d evaluation threads\n",
-                    cuco_launcher_name(launcher), n, n == 1 ? "" : "s", cfg.slots);
-    }
-    if (init && (cuco_fs_read(init, &init_text, NULL, &e) < 0 ||
-                 check_init(w, seed, init_text, init, &e) < 0))
-        goto fail;
+    if (a->ranks && cuco_workload_override_ranks(*w, cuco_workload_parse_ranks(a->ranks), e) < 0)
+        return -1;
+    return cuco_workload_read_seed(*w, seed, e);
+}
 
-    ws = workspace ? cuco_strdup(workspace) : cuco_sprintf("cuco-out/%s", w->name);
-    dbpath = cuco_path_join(ws, "runs.db");
-    lockpath = cuco_path_join(ws, "lock");
-    evaldir = cuco_path_join(ws, "eval");
-    if (!ws || !dbpath || !lockpath || !evaldir) {
-        cuco_err_set(&e, CUCO_ENOMEM, "out of memory");
-        goto fail;
-    }
-    if (cuco_fs_mkdirs(ws, &e) < 0 || cuco_fs_mkdirs(evaldir, &e) < 0)
-        goto fail;
-    cuco_eval_default_build_cache(ws);
+/* With --slots, --launcher, --gpus, --shared-bench or 'slots: N' in the
+ * config, runs go through a launcher, so concurrent GPU runs get disjoint
+ * GPUs; compiling needs no slot, so the evaluation threads are at least as
+ * many as the cores. *launcher stays NULL otherwise. */
+static int evolve_launcher(const evolve_args *a, const cuco_workload *w, cuco_evolve_config *cfg,
+                           cuco_launcher **launcher, cuco_err *e)
+{
+    int run_slots = a->slots && strcmp(a->slots, "auto") ? cfg->slots : 0;
+    if (!a->slots && !a->launcher && cfg->slots > 1)
+        run_slots = cfg->slots;
+    if (!a->launcher && !a->slots && a->gpus < 0 && !a->shared_bench && run_slots <= 1)
+        return 0;
+    if (cuco_launcher_from_kind(a->launcher, w->gpu, w->ranks, run_slots, a->gpus, a->shared_bench,
+                                launcher, e) < 0)
+        return -1;
+    int n = cuco_launcher_slots(*launcher), cores = cuco_launch_detect_cores();
+    if (n <= 0)
+        n = run_slots > 0 ? run_slots : 4;
+    cfg->slots = n > cores ? n : cores;
+    if (!a->quiet)
+        fprintf(stderr, "cuco evolve: launcher %s, %d run slot%s, %d evaluation threads\n",
+                cuco_launcher_name(*launcher), n, n == 1 ? "" : "s", cfg->slots);
+    return 0;
+}
 
-    if (db_lock_acquire(lockpath, &lockfd, &e) < 0) {
-        cuco_err_print(&e, "cuco evolve", stderr);
-        code = 3;
-        goto out;
+/* The LLM session of the LLM mutators; a resumed run keeps what it already
+ * spent under its budget. Nothing to do without an LLM mutator. */
+static int evolve_llm_init(const evolve_args *a, const cuco_evolve_config *cfg, cuco_db *db,
+                           const cuco_workload *w, cuco_llm_run *llm, cuco_err *e)
+{
+    if (!cuco_llm_run_needed((const char *const *)cfg->mutators, cfg->n_mutators))
+        return 0;
+    double spent = 0;
+    cuco_db_run prev;
+    if (!a->fresh && db_run_find(db, w->name, &prev, e) == 0) {
+        if (!strcmp(prev.status, "running") && db_run_cost(db, prev.id, &spent, e) < 0)
+            spent = 0;
+        db_run_free(&prev);
     }
-    if (db_open(dbpath, 0, &db, &e) < 0)
-        goto fail;
-
-    if (cuco_llm_run_needed((const char *const *)cfg.mutators, cfg.n_mutators)) {
-        double spent = 0;
-        cuco_db_run prev;
-        /* a resumed run keeps what it already spent under its budget */
-        if (!fresh && db_run_find(db, w->name, &prev, &e) == 0) {
-            if (!strcmp(prev.status, "running") && db_run_cost(db, prev.id, &spent, &e) < 0)
-                spent = 0;
-            db_run_free(&prev);
-        }
-        cuco_err_clear(&e);
-        cuco_toolchain tc;
-        cuco_buf hw = CUCO_BUF_INIT;
-        if (cuco_toolchain_detect(&tc, &e) == 0) {
-            cuco_llm_format_hardware(&tc, NULL, &hw);
-            cuco_toolchain_free(&tc);
-        }
-        cuco_err_clear(&e);
-        cuco_llm_run_opts lo;
-        memset(&lo, 0, sizeof lo);
-        lo.mutators = (const char *const *)cfg.mutators;
-        lo.n_mutators = cfg.n_mutators;
-        lo.models = (const char *const *)cfg.models;
-        lo.n_models = cfg.n_models;
-        lo.prices = cfg.prices;
-        lo.budget_usd = cfg.budget_usd;
-        lo.spent_usd = spent;
-        lo.base_url = opt_val[14];
-        lo.max_tokens = max_tokens;
-        lo.hardware = hw.len ? cuco_buf_str(&hw) : NULL;
-        lo.db = db;
-        lo.workload = w->name;
-        int lrc = cuco_llm_run_init(&llm, &lo, &e);
-        cuco_buf_free(&hw);
-        if (lrc < 0)
-            goto fail;
+    cuco_err_clear(e);
+    cuco_toolchain tc;
+    cuco_buf hw = CUCO_BUF_INIT;
+    if (cuco_toolchain_detect(&tc, e) == 0) {
+        cuco_llm_format_hardware(&tc, NULL, &hw);
+        cuco_toolchain_free(&tc);
     }
+    cuco_err_clear(e);
+    cuco_llm_run_opts lo;
+    memset(&lo, 0, sizeof lo);
+    lo.mutators = (const char *const *)cfg->mutators;
+    lo.n_mutators = cfg->n_mutators;
+    lo.models = (const char *const *)cfg->models;
+    lo.n_models = cfg->n_models;
+    lo.prices = cfg->prices;
+    lo.budget_usd = cfg->budget_usd;
+    lo.spent_usd = spent;
+    lo.base_url = a->base_url;
+    lo.max_tokens = a->max_tokens;
+    lo.hardware = hw.len ? cuco_buf_str(&hw) : NULL;
+    lo.db = db;
+    lo.workload = w->name;
+    int rc = cuco_llm_run_init(llm, &lo, e);
+    cuco_buf_free(&hw);
+    return rc;
+}
 
-    eval_ctx ec = {w, evaldir, cfg.repeats, launcher, init_text, no_confine};
-    progress_ctx pc = {json, quiet};
+/* What one run of the search needs, set up by cmd_evolve. */
+typedef struct evolve_state {
+    evolve_args args;
+    cuco_evolve_config cfg;
+    cuco_workload *w;
+    cuco_db *db;
+    cuco_launcher *launcher;
+    cuco_llm_run llm;
+    char *seed, *init_text, *ws, *dbpath, *lockpath, *evaldir;
+    int lockfd;
+    eval_clock clock;
+} evolve_state;
+
+/* Runs the engine over the state; r receives its result. */
+static int evolve_search(evolve_state *st, cuco_evolve_result *r, cuco_err *e)
+{
+    eval_ctx ec = {.w = st->w,
+                   .work_dir = st->evaldir,
+                   .repeats = cuco_config_screen_repeats(&st->cfg),
+                   .launcher = st->launcher,
+                   .frozen_ref = st->init_text,
+                   .no_confine = st->args.no_confine,
+                   .clock = &st->clock};
+    progress_ctx pc = {st->args.json, st->args.quiet};
     cuco_evolve_opts o;
     memset(&o, 0, sizeof o);
-    o.cfg = &cfg;
-    o.db = db;
-    o.workload_name = w->name;
+    o.cfg = &st->cfg;
+    o.db = st->db;
+    o.workload_name = st->w->name;
     /* cached results count only for the same manifest, harness and headers */
     char digest[17], *scope = NULL;
     cuco_err de = CUCO_ERR_INIT;
-    if (cuco_eval_inputs_digest(w, digest, &de) == 0)
-        scope = cuco_sprintf("%s#%s", w->name, digest);
+    if (cuco_eval_inputs_digest(st->w, digest, &de) == 0)
+        scope = cuco_sprintf("%s#%s", st->w->name, digest);
     else
         cuco_err_print(&de, "cuco evolve: the evaluation cache is keyed by the workload name only",
                        stderr);
     cuco_err_clear(&de);
     o.cache_scope = scope;
-    o.workload = w;
+    o.workload = st->w;
     /* an --init program (e.g. the transformed gen_0) is the frozen reference
      * of its descendants: its blocks may differ from the seed's */
-    o.seed_text = init_text ? init_text : seed;
-    o.init_text = init_text;
+    o.seed_text = st->init_text ? st->init_text : st->seed;
+    o.init_text = st->init_text;
     o.evaluate = real_eval;
     o.eval_ctx = &ec;
-    o.fresh = fresh;
+    o.fresh = st->args.fresh;
     o.progress = on_progress;
     o.progress_ctx = &pc;
-    if (llm.session) {
-        o.mutators = llm.mutators;
-        o.run_id_out = &llm.sink.run_id;
+    if (st->llm.session) {
+        o.mutators = st->llm.mutators;
+        o.run_id_out = &st->llm.sink.run_id;
         o.meta_fn = cuco_llm_db_meta_llm;
-        o.meta_ctx = &llm.meta_ctx;
-        o.meta_summary = &llm.meta_summary;
-        if (cfg.novelty_judge) {
+        o.meta_ctx = &st->llm.meta_ctx;
+        o.meta_summary = &st->llm.meta_summary;
+        if (st->cfg.novelty_judge) {
             o.judge_fn = cuco_llm_run_judge;
-            o.judge_ctx = &llm;
+            o.judge_ctx = &st->llm;
         }
     }
-    cuco_evolve_result r;
-    int run_rc = cuco_evolve_run(&o, &r, &e);
+    int rc = cuco_evolve_run(&o, r, e);
     free(scope);
-    if (run_rc == 0)
-        record_bound_warning(db, r.run_id, ws);
-    if (llm.session)
-        print_llm_summary(llm.session, json, quiet);
-    /* the engine saw the LLM mutators run dry; say why instead */
-    if (run_rc == 0 && llm.session && cuco_llm_session_fatal(llm.session))
-        snprintf(r.stop_reason, sizeof r.stop_reason, "stopped: the LLM calls cannot work");
-    if (run_rc < 0) {
-        cuco_err_print(&e, "cuco evolve", stderr);
-        code = 1;
-        goto out;
-    }
+    return rc;
+}
+
+/* Writes the best program to WORKSPACE/best.EXT and prints the result (a
+ * JSON line with --json). Returns the exit status. */
+static int evolve_finish(evolve_state *st, const cuco_evolve_result *r, cuco_err *e)
+{
     cuco_db_program best;
-    if (r.best_id <= 0 || db_program_get(db, r.best_id, &best, &e) < 0) {
-        cuco_err_print(&e, "cuco evolve", stderr);
-        code = 1;
-        goto out;
+    if (r->best_id <= 0 || db_program_get(st->db, r->best_id, &best, e) < 0) {
+        cuco_err_print(e, "cuco evolve", stderr);
+        return CLI_EXIT_FAILED;
     }
-    const char *dot = strrchr(w->evolve_file, '.');
+    const char *dot = strrchr(st->w->evolve_file, '.');
     char *bestname = cuco_sprintf("best%s", dot ? dot : "");
-    char *bestpath = bestname ? cuco_path_join(ws, bestname) : NULL;
-    int wrc = bestpath ? cuco_fs_write(bestpath, best.code, strlen(best.code), &e)
-                       : cuco_err_set(&e, CUCO_ENOMEM, "out of memory");
-    if (wrc == 0) {
-        if (json)
-            printf("{\"event\":\"done\",\"run_id\":%lld,\"best_id\":%lld,\"speedup\":%.6f,"
-                   "\"time_ms\":%.6f,\"baseline_ms\":%.6f,\"evaluations\":%ld,\"cached\":%ld,"
-                   "\"generations\":%d,\"stop\":\"%s\",\"knobs\":%s,\"best_file\":\"%s\","
-                   "\"retimings\":%ld,\"retimings_held\":%ld,\"retiming_runs\":%ld}\n",
-                   (long long)r.run_id, (long long)best.id, r.best_score, r.best_time_ms,
-                   r.baseline_ms, r.evaluations, r.cached, r.generations, r.stop_reason,
-                   best.knobs_json ? best.knobs_json : "{}", bestpath, r.retimings,
-                   r.retimings_held, r.retiming_runs);
-        else
-            printf("run %lld: %s after %d generations, %ld evaluations (%ld cached)\n"
-                   "re-timed %ld apparent improvements beside the best (%ld runs): %ld held\n"
-                   "best program %lld: %.3fx (%.4f ms vs baseline %.4f ms; %s)\n"
-                   "knobs %s\nwritten to %s\n",
-                   (long long)r.run_id, r.stop_reason, r.generations, r.evaluations, r.cached,
-                   r.retimings, r.retiming_runs, r.retimings_held, (long long)best.id, r.best_score,
-                   r.best_time_ms, r.baseline_ms,
-                   cfg.retime_rounds > 0 ? "medians of all their timings"
+    char *bestpath = bestname ? cuco_path_join(st->ws, bestname) : NULL;
+    int wrc = bestpath ? cuco_fs_write(bestpath, best.code, strlen(best.code), e)
+                       : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    const char *knobs = best.knobs_json ? best.knobs_json : "{}";
+    const eval_clock *t = &st->clock;
+    if (wrc == 0 && st->args.json)
+        printf("{\"event\":\"done\",\"run_id\":%lld,\"best_id\":%lld,\"speedup\":%.6f,"
+               "\"time_ms\":%.6f,\"baseline_ms\":%.6f,\"evaluations\":%ld,\"cached\":%ld,"
+               "\"generations\":%d,\"stop\":\"%s\",\"knobs\":%s,\"best_file\":\"%s\","
+               "\"retimings\":%ld,\"retimings_held\":%ld,\"retiming_runs\":%ld,"
+               "\"cascade_runs\":%ld,\"compile_s\":%.3f,\"verify_s\":%.3f,\"bench_s\":%.3f}\n",
+               (long long)r->run_id, (long long)best.id, r->best_score, r->best_time_ms,
+               r->baseline_ms, r->evaluations, r->cached, r->generations, r->stop_reason, knobs,
+               bestpath, r->retimings, r->retimings_held, r->retiming_runs, t->runs, t->compile_s,
+               t->verify_s, t->bench_s);
+    else if (wrc == 0)
+        printf("run %lld: %s after %d generations, %ld evaluations (%ld cached)\n"
+               "re-timed %ld apparent improvements beside the best (%ld runs): %ld held\n"
+               "best program %lld: %.3fx (%.4f ms vs baseline %.4f ms; %s)\n"
+               "knobs %s\nwritten to %s\n",
+               (long long)r->run_id, r->stop_reason, r->generations, r->evaluations, r->cached,
+               r->retimings, r->retiming_runs, r->retimings_held, (long long)best.id, r->best_score,
+               r->best_time_ms, r->baseline_ms,
+               st->cfg.retime_rounds > 0 ? "medians of all their timings"
                                          : "single measurements: --retime-rounds 0",
-                   best.knobs_json ? best.knobs_json : "{}", bestpath);
-        code = 0;
-    } else {
-        cuco_err_print(&e, "cuco evolve", stderr);
-        code = 1;
-    }
+               knobs, bestpath);
+    if (wrc == 0 && !st->args.json)
+        printf("time in the cascade: build %.1fs, verify %.1fs, bench %.1fs over %ld runs "
+               "(re-timings included, cache hits cost nothing)\n",
+               t->compile_s, t->verify_s, t->bench_s, t->runs);
+    else if (wrc != 0)
+        cuco_err_print(e, "cuco evolve", stderr);
     free(bestname);
     free(bestpath);
     db_program_free(&best);
-    if (llm.session && cuco_llm_session_fatal(llm.session)) {
-        fprintf(stderr, "cuco evolve: the LLM calls cannot work: %s\n",
-                cuco_llm_session_fatal(llm.session));
-        code = 1;
+    return wrc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILED;
+}
+
+/* The workspace's paths, its lock (CLI_EXIT_BUSY when another process holds
+ * it) and its database. Returns CLI_CONTINUE or the exit status. */
+static int evolve_open_workspace(evolve_state *st, cuco_err *e)
+{
+    st->ws = st->args.workspace ? cuco_strdup(st->args.workspace)
+                                : cuco_sprintf("cuco-out/%s", st->w->name);
+    st->dbpath = st->ws ? cuco_path_join(st->ws, "runs.db") : NULL;
+    st->lockpath = st->ws ? cuco_path_join(st->ws, "lock") : NULL;
+    st->evaldir = st->ws ? cuco_path_join(st->ws, "eval") : NULL;
+    if (!st->ws || !st->dbpath || !st->lockpath || !st->evaldir)
+        cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    else if (cuco_fs_mkdirs(st->ws, e) == 0 && cuco_fs_mkdirs(st->evaldir, e) == 0) {
+        cuco_eval_default_build_cache(st->ws);
+        if (db_lock_acquire(st->lockpath, &st->lockfd, e) < 0) {
+            cuco_err_print(e, "cuco evolve", stderr);
+            return CLI_EXIT_BUSY;
+        }
+        if (db_open(st->dbpath, 0, &st->db, e) == 0)
+            return CLI_CONTINUE;
     }
-    goto out;
-fail:
-    cuco_err_print(&e, "cuco evolve", stderr);
+    cuco_err_print(e, "cuco evolve", stderr);
+    return CLI_EXIT_USAGE;
+}
+
+/* Everything before the search: options, config, workload, launcher,
+ * --init, workspace, LLM session. Returns CLI_CONTINUE or the exit status. */
+static int evolve_setup(evolve_state *st, int argc, char **argv, cuco_err *e)
+{
+    evolve_args *a = &st->args;
+    int rc = evolve_parse(argc, argv, a);
+    if (rc != CLI_CONTINUE)
+        return rc;
+    a->no_confine = cli_unconfined(a->no_confine);
+    if (evolve_config(a, &st->cfg, e) < 0 || evolve_workload(a, &st->w, &st->seed, e) < 0 ||
+        evolve_launcher(a, st->w, &st->cfg, &st->launcher, e) < 0 ||
+        (a->init && (cuco_fs_read(a->init, &st->init_text, NULL, e) < 0 ||
+                     check_init(st->w, st->seed, st->init_text, a->init, e) < 0))) {
+        cuco_err_print(e, "cuco evolve", stderr);
+        return CLI_EXIT_USAGE;
+    }
+    rc = evolve_open_workspace(st, e);
+    if (rc == CLI_CONTINUE && evolve_llm_init(a, &st->cfg, st->db, st->w, &st->llm, e) < 0) {
+        cuco_err_print(e, "cuco evolve", stderr);
+        rc = CLI_EXIT_USAGE;
+    }
+    return rc;
+}
+
+static void evolve_state_free(evolve_state *st)
+{
+    cuco_llm_run_free(&st->llm);
+    cuco_strlist_free(&st->args.models);
+    cuco_strlist_free(&st->args.prices);
+    db_close(st->db);
+    db_lock_release(st->lockfd);
+    cuco_launcher_free(st->launcher);
+    cuco_config_free(&st->cfg);
+    cuco_workload_free(st->w);
+    free(st->seed);
+    free(st->init_text);
+    free(st->ws);
+    free(st->dbpath);
+    free(st->lockpath);
+    free(st->evaldir);
+    pthread_mutex_destroy(&st->clock.lock);
+}
+
+int cmd_evolve(int argc, char **argv)
+{
+    evolve_state st;
+    memset(&st, 0, sizeof st);
+    st.lockfd = -1;
+    pthread_mutex_init(&st.clock.lock, NULL);
+    st.args = (evolve_args){.generations = -1,
+                            .evaluations = -1,
+                            .seed = -1,
+                            .wall_s = -1,
+                            .budget_usd = -1,
+                            .retime_rounds = -1,
+                            .gpus = -1};
+    cuco_err e = CUCO_ERR_INIT;
+    int code = evolve_setup(&st, argc, argv, &e);
+    if (code != CLI_CONTINUE)
+        goto out;
+    cuco_evolve_result r;
+    int run_rc = evolve_search(&st, &r, &e);
+    if (run_rc == 0)
+        record_bound_warning(st.db, r.run_id, st.ws);
+    if (st.llm.session)
+        print_llm_summary(st.llm.session, st.args.json, st.args.quiet);
+    const char *fatal = st.llm.session ? cuco_llm_session_fatal(st.llm.session) : NULL;
+    /* the engine saw the LLM mutators run dry; say why instead */
+    if (run_rc == 0 && fatal)
+        snprintf(r.stop_reason, sizeof r.stop_reason, "stopped: the LLM calls cannot work");
+    if (run_rc < 0) {
+        cuco_err_print(&e, "cuco evolve", stderr);
+        code = CLI_EXIT_FAILED;
+        goto out;
+    }
+    code = evolve_finish(&st, &r, &e);
+    if (fatal) {
+        fprintf(stderr, "cuco evolve: the LLM calls cannot work: %s\n", fatal);
+        code = CLI_EXIT_FAILED;
+    }
 out:
-    cuco_llm_run_free(&llm);
-    free(model_args);
-    free(price_args);
-    db_close(db);
-    db_lock_release(lockfd);
-    cuco_launcher_free(launcher);
-    cuco_config_free(&cfg);
-    cuco_workload_free(w);
-    free(seed);
-    free(init_text);
-    free(ws);
-    free(dbpath);
-    free(lockpath);
-    free(evaldir);
+    evolve_state_free(&st);
     cuco_err_clear(&e);
     return code;
 }

@@ -1,4 +1,5 @@
 /* cmd_serve.c: 'cuco serve': the web UI over a run's database until Ctrl-C. */
+#include "cli_options.h"
 #include "commands.h"
 
 #include <signal.h>
@@ -18,65 +19,48 @@ static void on_stop_signal(int sig)
     stop_requested = 1;
 }
 
-static void usage(FILE *out)
-{
-    fprintf(out, "usage: cuco serve [WORKSPACE] [--port N] [--host ADDR]\n"
-                 "\n"
-                 "Serves a web UI over the run database of WORKSPACE (a folder with runs.db,\n"
-                 "or the database file itself; default: ./runs.db or the only\n"
-                 "./cuco-out/NAME/): live score plots, the lineage tree, each program's\n"
-                 "code and diff, failures and spend. Read-only; works while 'cuco evolve'\n"
-                 "writes, and the open page updates itself every 3 s. Stop with Ctrl-C.\n"
-                 "\n"
-                 "Options:\n"
-                 "  --port N     port to listen on (default 8765; 0: any free port)\n"
-                 "  --host ADDR  address to bind (default 127.0.0.1; use 0.0.0.0 to expose\n"
-                 "               it to the network, at your own risk: there is no login)\n"
-                 "  -h, --help   this help\n"
-                 "\n"
-                 "Watching a run on a remote machine: keep the default host and forward the\n"
-                 "port, e.g. 'ssh -L 8765:127.0.0.1:8765 gpu-box', then open\n"
-                 "http://127.0.0.1:8765/ here. The URL #program=ID opens one program.\n"
-                 "The API (JSON, GET only) is described in docs/web.md.\n");
-}
+static const cli_command serve_command = {
+    "serve",
+    "[WORKSPACE] [OPTIONS]",
+    "Serves a web UI over the run database of WORKSPACE (a folder with runs.db,\n"
+    "or the database file itself; default: ./runs.db or the only\n"
+    "./cuco-out/NAME/): live score plots, the lineage tree, each program's\n"
+    "code and diff, failures and spend. Read-only; works while 'cuco evolve'\n"
+    "writes, and the open page updates itself every 3 s. Stop with Ctrl-C.\n",
+    "Watching a run on a remote machine: keep the default host and forward the\n"
+    "port, e.g. 'ssh -L 8765:127.0.0.1:8765 gpu-box', then open\n"
+    "http://127.0.0.1:8765/ here. The URL #program=ID opens one program.\n"
+    "The API (JSON, GET only) is described in docs/web.md.\n"
+    "\n"
+    "Exit status: 0 stopped by Ctrl-C, 1 it could not serve, 2 bad usage or no\n"
+    "run database found.\n",
+    "WORKSPACE",
+    0,
+    1,
+    0};
 
 int cmd_serve(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
-    const char *workspace_arg = NULL, *host = "127.0.0.1";
-    long port = 8765;
-    for (int i = 1; i < argc; i++) {
-        if ((!strcmp(argv[i], "--port") || !strcmp(argv[i], "--host")) && i + 1 >= argc) {
-            fprintf(stderr, "cuco serve: %s needs a value\n", argv[i]);
-            return 2;
-        }
-        if (!strcmp(argv[i], "--port")) {
-            char *end;
-            port = strtol(argv[++i], &end, 10);
-            if (*end || end == argv[i] || port < 0 || port > 65535) {
-                fprintf(stderr, "cuco serve: bad port '%s' (0..65535)\n", argv[i]);
-                return 2;
-            }
-        } else if (!strcmp(argv[i], "--host"))
-            host = argv[++i];
-        else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "cuco serve: unknown option %s\n\n", argv[i]);
-            usage(stderr);
-            return 2;
-        } else if (!workspace_arg)
-            workspace_arg = argv[i];
-        else {
-            fprintf(stderr, "cuco serve: one workspace only\n");
-            return 2;
-        }
-    }
+    const char *host = "127.0.0.1";
+    int port = 8765;
+    const cli_option options[] = {
+        CLI_OPT_INT("port", 0, &port, "N", "port to listen on (default 8765; 0: any free port)", 0,
+                    65535),
+        CLI_OPT_STRING(
+            "host", 0, &host, "ADDR",
+            "address to bind (default 127.0.0.1; use 0.0.0.0 to expose\nit to the network, at "
+            "your own risk: there is no login)"),
+        CLI_OPT_END};
+    cli_args args;
+    int code = cli_parse(&serve_command, options, argc, argv, &args);
+    if (code != CLI_CONTINUE)
+        return code;
+    const char *workspace_arg = args.n_pos ? args.pos[0] : NULL;
+    cli_args_free(&args);
     cuco_err e = CUCO_ERR_INIT;
     char *workspace = NULL, *db_path = NULL;
     cuco_web_server *server = NULL;
-    int code = 1;
+    code = CLI_EXIT_FAILED;
     if (report_workspace_find(workspace_arg, &workspace, &db_path, &e) < 0) {
         cuco_err_print(&e, "cuco serve", stderr);
         code = 2;
@@ -89,7 +73,7 @@ int cmd_serve(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    cuco_web_opts opts = {db_path, workspace, host, (int)port};
+    cuco_web_opts opts = {db_path, workspace, host, port};
     if (web_server_start(&opts, &server, &e) < 0) {
         cuco_err_print(&e, "cuco serve", stderr);
         code = e.code == CUCO_EINVAL ? 2 : 1; /* a bad --host or --port is bad usage */

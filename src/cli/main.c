@@ -35,8 +35,21 @@ static void usage(FILE *out)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n"
-                 "Run 'cuco COMMAND --help' for a command's options.\n"
-                 "Options for every command: -h/--help.  'cuco --version' prints the version.\n"
+                 "Run 'cuco COMMAND --help' for a command's options. Options of every\n"
+                 "command: -h/--help, -q/--quiet (only errors and the final result),\n"
+                 "-v/--verbose (the debug log). A value may follow its option or be joined\n"
+                 "to it: --workspace DIR or --workspace=DIR. 'cuco --version' prints the\n"
+                 "version.\n"
+                 "\n"
+                 "Progress goes to stderr; results (tables, summaries, --json) to stdout.\n"
+                 "\n"
+                 "Exit status (every command):\n"
+                 "  0  done\n"
+                 "  1  the work failed (a step, the program, the run)\n"
+                 "  2  bad usage or bad input (options, manifest, config), before any work\n"
+                 "  3  built but not verified: no GPU visible here (cuco transform)\n"
+                 "  4  the workspace is in use by another cuco process (cuco evolve, run)\n"
+                 "\n"
                  "Environment: CUCO_LOG=error|warn|info|debug, NCCL_HOME (NCCL to build with),\n"
                  "CUCO_CONFINE=0 (build and run candidates unconfined, as --no-confine).\n");
 }
@@ -68,7 +81,6 @@ int main(int argc, char **argv)
     /* Not in the table: only cuco's own batch scripts call it. */
     if (!strcmp(argv[1], "confine-exec"))
         return cmd_confine_exec(argc - 1, argv + 1);
-    fprintf(stderr, "cuco: unknown command '%s'\n\n", argv[1]);
-    usage(stderr);
+    fprintf(stderr, "cuco: unknown command '%s'\nTry 'cuco --help'.\n", argv[1]);
     return 2;
 }

@@ -220,7 +220,15 @@ int db_begin(cuco_db *db, cuco_err *e)
 }
 int db_commit(cuco_db *db, cuco_err *e)
 {
-    return exec(db, "COMMIT", e);
+    int rc = exec(db, "COMMIT", e);
+    if (rc < 0)
+        db_rollback(db); /* a failed COMMIT leaves the transaction open */
+    return rc;
+}
+void db_rollback(cuco_db *db)
+{
+    if (db && !sqlite3_get_autocommit(db->h))
+        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
 }
 
 int db_prepare(cuco_db *db, const char *sql, sqlite3_stmt **st, cuco_err *e)

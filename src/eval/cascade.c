@@ -49,8 +49,9 @@ typedef struct cascade {
     int tc_done;
     cuco_strlist mpi_compile, mpi_link;
     int mpi_compile_done, mpi_link_done;
-    cuco_strlist run_env; /* NAME=VALUE for every run */
-    cuco_confine confine; /* of the build and the runs: only build_dir is writable */
+    cuco_strlist run_env;  /* NAME=VALUE for every run */
+    cuco_strlist knob_env; /* CUCO_KNOB_<NAME>=VALUE of the run knobs (cuco/program.h) */
+    cuco_confine confine;  /* of the build and the runs: only build_dir is writable */
     const char *writable[2];
     eval_sight sight; /* what the build and the runs may read */
     char *leftovers;  /* the first "cuco: ended N processes ..." line of a run, or NULL */
@@ -81,6 +82,7 @@ static void cascade_free(cascade *c)
     cuco_strlist_free(&c->mpi_compile);
     cuco_strlist_free(&c->mpi_link);
     cuco_strlist_free(&c->run_env);
+    cuco_strlist_free(&c->knob_env);
     eval_sight_free(&c->sight);
 }
 
@@ -362,7 +364,16 @@ static int stage_sources(cascade *c, const char *text, cuco_err *e)
         int rc = cuco_fs_mkdirs(dst_dir, e);
         free(dst_dir);
         if (!rc && !strcmp(rel, w->evolve_file)) {
-            rc = cuco_fs_write(dst, text, strlen(text), e);
+            /* run knobs are read from the environment: one build serves
+             * every value (the build cache key is the staged text) */
+            char *staged = NULL;
+            rc = cuco_program_stage_run_knobs(text, &staged, &c->knob_env, e);
+            if (!rc && staged)
+                progress(c, "%zu run knob%s passed at run time", c->knob_env.n,
+                         c->knob_env.n == 1 ? "" : "s");
+            if (!rc)
+                rc = cuco_fs_write(dst, staged ? staged : text, strlen(staged ? staged : text), e);
+            free(staged);
         } else if (!rc) {
             char *src = cuco_path_join(w->dir, rel);
             rc = cuco_fs_copy(src, dst, e);
@@ -396,6 +407,8 @@ static int make_run_env(cascade *c, cuco_err *e)
         free(kv);
         cuco_strlist_free(&value);
     }
+    for (size_t i = 0; i < c->knob_env.n; i++)
+        cuco_strlist_push(&c->run_env, c->knob_env.items[i]);
     for (size_t i = 0; c->o && c->o->env_set && c->o->env_set[i]; i++)
         cuco_strlist_push(&c->run_env, c->o->env_set[i]);
     /* libraries the runs load (LD_LIBRARY_PATH) stay in their sight */
@@ -459,6 +472,11 @@ static void key_toolchain_env(cuco_buf *key)
     cuco_buf_printf(key, "\n%s\n%s\n", nccl ? nccl : "", path ? path : "");
 }
 
+/* The process's default build cache (cuco_eval_default_build_cache): set
+ * by the main thread before evaluations start, only read after, so the
+ * worker threads that read it need no environment variable. */
+static char *default_build_cache;
+
 /* The build cache: binaries of programs already built, keyed by the xxh3 of
  * the staged sources (the program text among them), the local headers they
  * include, the build command template, the output name and the
@@ -467,7 +485,9 @@ static void key_toolchain_env(cuco_buf *key)
  * successful build. */
 static char *cache_path(cascade *c)
 {
-    const char *dir = c->o && c->o->build_cache ? c->o->build_cache : getenv("CUCO_BUILD_CACHE");
+    const char *dir = c->o && c->o->build_cache ? c->o->build_cache : default_build_cache;
+    if (!dir)
+        dir = getenv("CUCO_BUILD_CACHE"); /* read only: nothing in cuco sets it */
     if (!dir || !*dir)
         return NULL;
     /* the staged sources: the candidate's text (the evolve file is one of
@@ -609,18 +629,28 @@ static int guard_blocks(cascade *c, const char *frozen_ref, const char *text)
     return rc;
 }
 
-void cuco_eval_default_build_cache(const char *workspace)
+char *cuco_eval_build_cache_dir(const char *workspace)
 {
-    if (!workspace || getenv("CUCO_BUILD_CACHE"))
-        return;
+    const char *env = getenv("CUCO_BUILD_CACHE");
+    if (env && *env)
+        return cuco_strdup(env);
+    if (!workspace)
+        return NULL;
     char *bc = cuco_path_join(workspace, "build-cache");
     cuco_err be = CUCO_ERR_INIT;
     char *abs = bc && cuco_fs_mkdirs(bc, &be) == 0 ? cuco_path_abs(bc) : NULL;
-    if (abs)
-        setenv("CUCO_BUILD_CACHE", abs, 0);
     cuco_err_clear(&be);
-    free(abs);
     free(bc);
+    return abs;
+}
+
+void cuco_eval_default_build_cache(const char *workspace)
+{
+    char *dir = cuco_eval_build_cache_dir(workspace);
+    if (!dir)
+        return;
+    free(default_build_cache);
+    default_build_cache = dir;
 }
 
 static int level_compile_cached(cascade *c, const char *cached)

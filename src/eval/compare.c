@@ -2,6 +2,7 @@
  * interleaved rounds (see cuco/compare.h). */
 #include "cuco/compare.h"
 #include "cuco/buf.h"
+#include "cuco/run_view.h"
 #include "cuco/stats.h"
 
 #include <jansson.h>
@@ -126,24 +127,26 @@ static json_t *num_or_null(double v)
 static void bound_figures(json_t *b, json_t *gap, double ref_ms, double bound,
                           const cuco_compare_entry *entries, size_t n)
 {
-    if (ref_ms <= bound) {
+    run_view_bound vb;
+    run_view_bound_of(ref_ms, bound, bound, -1, &vb); /* cuco/run_view.h: one rule */
+    if (!vb.has_ceiling) {
         json_object_set_new(b, "ceiling", json_null());
         json_object_set_new(b, "note",
                             json_string("the seed's timed parts took longer than its whole step "
                                         "(clock and power differ between them): no bound applies"));
         return;
     }
-    json_object_set_new(b, "ceiling", json_real(ref_ms / bound));
+    json_object_set_new(b, "ceiling", json_real(vb.ceiling));
     json_t *changed = json_array();
     for (size_t i = 1; i < n; i++) {
         if (entries[i].median_ms <= 0)
             continue;
-        if (entries[i].median_ms < bound) {
+        run_view_bound_of(ref_ms, bound, bound, entries[i].median_ms, &vb);
+        if (!vb.has_gap) {
             json_object_set_new(gap, entries[i].label, json_null());
             json_array_append_new(changed, json_string(entries[i].label));
         } else {
-            json_object_set_new(gap, entries[i].label,
-                                json_real((ref_ms - entries[i].median_ms) / (ref_ms - bound)));
+            json_object_set_new(gap, entries[i].label, json_real(vb.gap_closed));
         }
     }
     json_object_set_new(b, "bound_does_not_apply", changed);

@@ -9,6 +9,7 @@
 #include "cuco/log.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,15 +56,53 @@ static int marker_kind(const char *text, const line_span *l)
     return 0;
 }
 
+/* A file with START markers and no END marker at all (the layout of some
+ * other evolution tools): each block runs from its START line to the next
+ * START line, or to the end of the file. */
+static int start_only_blocks(const char *text, cuco_block **blocks, size_t *n, cuco_err *e)
+{
+    size_t len = strlen(text), count = 0, cap = 0, open_body = 0;
+    cuco_block *list = NULL;
+    int open_line = 0, lineno = 0;
+    line_span l;
+    for (size_t pos = 0; next_line(text, len, pos, &l); pos = l.next) {
+        lineno++;
+        if (marker_kind(text, &l) != 1)
+            continue;
+        if (open_line && CUCO_GROW(list, cap, count + 1, 4) != 0)
+            goto nomem;
+        if (open_line)
+            list[count++] = (cuco_block){open_body, l.start, open_line, lineno};
+        open_line = lineno;
+        open_body = l.next;
+    }
+    if (CUCO_GROW(list, cap, count + 1, 4) != 0)
+        goto nomem;
+    list[count++] = (cuco_block){open_body, len, open_line, lineno + 1};
+    *blocks = list;
+    *n = count;
+    return 0;
+nomem:
+    free(list);
+    return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+}
+
 int cuco_program_blocks(const char *text, cuco_block **blocks, size_t *n, cuco_err *e)
 {
     *blocks = NULL;
     *n = 0;
     size_t len = strlen(text), count = 0, cap = 0;
     cuco_block *list = NULL;
-    int open = 0, open_line = 0, lineno = 0;
+    int open = 0, open_line = 0, lineno = 0, starts = 0, ends = 0;
     size_t open_body = 0;
     line_span l;
+    for (size_t pos = 0; next_line(text, len, pos, &l); pos = l.next) {
+        int kind = marker_kind(text, &l);
+        starts += kind == 1;
+        ends += kind == 2;
+    }
+    if (starts > 0 && ends == 0)
+        return start_only_blocks(text, blocks, n, e);
     for (size_t pos = 0; next_line(text, len, pos, &l); pos = l.next) {
         lineno++;
         int kind = marker_kind(text, &l);
@@ -72,8 +111,10 @@ int cuco_program_blocks(const char *text, cuco_block **blocks, size_t *n, cuco_e
                 free(list);
                 return cuco_err_set(e, CUCO_EINVAL,
                                     "line %d: EVOLVE-BLOCK-START inside the block opened at line "
-                                    "%d (blocks do not nest)",
-                                    lineno, open_line);
+                                    "%d (blocks do not nest): put // EVOLVE-BLOCK-END before line "
+                                    "%d, or drop every END marker (then each block runs to the "
+                                    "next START or the end of the file)",
+                                    lineno, open_line, lineno);
             }
             open = 1;
             open_line = lineno;
@@ -96,7 +137,9 @@ int cuco_program_blocks(const char *text, cuco_block **blocks, size_t *n, cuco_e
     if (open) {
         free(list);
         return cuco_err_set(e, CUCO_EINVAL,
-                            "line %d: EVOLVE-BLOCK-START is never closed by an EVOLVE-BLOCK-END",
+                            "line %d: EVOLVE-BLOCK-START is never closed by an EVOLVE-BLOCK-END "
+                            "(the file has END markers: close this block too, or drop every END "
+                            "marker so that each block runs to the next START)",
                             open_line);
     }
     *blocks = list;
@@ -224,6 +267,17 @@ static size_t token_end(const char *t, size_t i, size_t end)
     return i;
 }
 
+/* A whole decimal or 0x integer, optionally signed. */
+static int is_integer(const char *s)
+{
+    if (!s || !*s)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    (void)strtoll(s, &end, 0);
+    return errno == 0 && end && *end == '\0';
+}
+
 /* Parses one knob line. Returns 1 and fills k (and the value's byte range)
  * when it is a knob, 0 when it is not, negative on a malformed knob. */
 static int parse_knob_line(const char *t, const line_span *l, int lineno, cuco_knob *k,
@@ -253,6 +307,11 @@ static int parse_knob_line(const char *t, const line_span *l, int lineno, cuco_k
     if (end - c < sizeof tag - 1 || memcmp(t + c, tag, sizeof tag - 1))
         return 0;
     c += sizeof tag - 1;
+    skip_space(t, &c, end);
+    int run = end - c >= 3 && !memcmp(t + c, "run", 3) &&
+              (c + 3 == end || isspace((unsigned char)t[c + 3]));
+    if (run)
+        c += 3;
     i += 6;
     skip_space(t, &i, comment);
     size_t name_end = i;
@@ -296,6 +355,15 @@ static int parse_knob_line(const char *t, const line_span *l, int lineno, cuco_k
     k->value_in_choices = 0;
     for (size_t j = 0; j < k->choices.n; j++)
         k->value_in_choices |= !strcmp(k->choices.items[j], k->value);
+    k->run = run && is_integer(k->value);
+    for (size_t j = 0; k->run && j < k->choices.n; j++)
+        k->run = is_integer(k->choices.items[j]);
+    if (run && !k->run)
+        cuco_warn("line %d: knob %s is marked run but its values are not all integers: it is "
+                  "built in",
+                  lineno, k->name);
+    k->value_off = v;
+    k->value_len = v_end - v;
     *value_start = v;
     *value_end = v_end;
     return 1;
@@ -402,5 +470,51 @@ int cuco_program_set_knob(const char *text, const char *name, const char *value,
     cuco_buf_puts(&b, value);
     cuco_buf_puts(&b, text + ve);
     *out = cuco_buf_detach(&b);
+    return 0;
+}
+
+/* Declares cuco_run_knob before the program's first line; #line 1 restores
+ * the program's own numbering for the compiler's messages. */
+static const char run_knob_prelude[] =
+    "#include <stdlib.h>\n"
+    "static inline long long cuco_run_knob(const char *name, long long fallback)\n"
+    "{\n"
+    "    const char *v = getenv(name);\n"
+    "    return v && *v ? strtoll(v, NULL, 0) : fallback;\n"
+    "}\n"
+    "#line 1\n";
+
+int cuco_program_stage_run_knobs(const char *text, char **staged, cuco_strlist *env, cuco_err *e)
+{
+    *staged = NULL;
+    cuco_knob *k = NULL;
+    size_t n = 0;
+    int rc = cuco_program_knobs(text, &k, &n, e);
+    if (rc)
+        return rc;
+    size_t runs = 0;
+    for (size_t i = 0; i < n; i++)
+        runs += k[i].run;
+    if (!runs) {
+        cuco_knobs_free(k, n);
+        return 0;
+    }
+    cuco_buf b = CUCO_BUF_INIT;
+    cuco_buf_puts(&b, run_knob_prelude);
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!k[i].run)
+            continue;
+        cuco_buf_append(&b, text + at, k[i].value_off - at);
+        cuco_buf_printf(&b, "cuco_run_knob(\"CUCO_KNOB_%s\", %s)", k[i].name,
+                        k[i].choices.items[0]);
+        at = k[i].value_off + k[i].value_len;
+        char *kv = cuco_sprintf("CUCO_KNOB_%s=%s", k[i].name, k[i].value);
+        cuco_strlist_push(env, kv);
+        free(kv);
+    }
+    cuco_buf_puts(&b, text + at);
+    cuco_knobs_free(k, n);
+    *staged = cuco_buf_detach(&b);
     return 0;
 }

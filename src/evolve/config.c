@@ -49,6 +49,13 @@ int cuco_config_defaults(cuco_evolve_config *c, cuco_err *e)
     return cuco_config_set_mutator(c, "knob", e);
 }
 
+int cuco_config_screen_repeats(const cuco_evolve_config *c)
+{
+    if (c->repeats > 0)
+        return c->repeats;
+    return c->retime_rounds > 0 ? 1 : 0;
+}
+
 int cuco_config_is_llm_mutator(const char *name)
 {
     return name && (!strcmp(name, "llm") || !strcmp(name, "llm_diff") ||

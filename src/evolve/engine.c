@@ -1,14 +1,14 @@
-/* engine.c: the island-based evolution loop (see evolve.h): generation 0
- * baseline, proposals, duplicate/novelty/frozen checks, concurrent
- * evaluation with the cache (each result recorded as it finishes),
- * migration, budgets and resume. */
+/* engine.c: the engine, the island-based evolution loop (see evolve.h):
+ * generation 0 baseline, proposals, duplicate/novelty/frozen checks,
+ * concurrent evaluation with the cache (each result recorded as it
+ * finishes), migration, budgets and resume. */
 #define _GNU_SOURCE
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
+#include <time.h>
 
 #include "cuco/buf.h"
 #include "cuco/evolve.h"
@@ -18,13 +18,16 @@
 #include "cuco/mutate.h"
 #include "cuco/patch.h"
 #include "cuco/redact.h"
+#include "cuco/run_view.h"
 #include "retime.h"
 
+/* Seconds on the monotonic clock: budgets and the ETA measure elapsed time,
+ * which a change of the wall clock must not move. */
 static double now_s(void)
 {
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (double)tv.tv_sec + tv.tv_usec / 1e6;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 typedef struct job {
@@ -113,8 +116,10 @@ static int record_job(recorder *r, job *j, cuco_err *e)
                           j->out.metrics_json, j->out.error};
         rc = db_eval_store(o->db, cache_scope(o), j->hash, &v, e);
     }
-    if (rc < 0)
+    if (rc < 0) {
+        db_rollback(o->db);
         return rc;
+    }
     if (good)
         r->ok++;
     else
@@ -422,47 +427,76 @@ static int finish_generation_zero(const cuco_evolve_opts *o, int64_t run_id, dou
     }
     if (rc == 0)
         rc = db_commit(o->db, e);
+    else
+        db_rollback(o->db);
 out:
     db_programs_free(ps, n);
     return rc;
 }
 
-/* Copies the best of island i to island i+1 (ring) unless already there. */
+/* The best program of island i that counts (not held back: cuco/run_view.h),
+ * among its top `MIGRATION_LOOK` by score; *found 0 when none. */
+#define MIGRATION_LOOK 8
+static int island_best(const cuco_evolve_opts *o, int64_t run_id, int island, cuco_db_program **top,
+                       size_t *ntop, size_t *best, int *found, cuco_err *e)
+{
+    *found = 0;
+    int rc = db_programs_top(o->db, run_id, island, MIGRATION_LOOK, top, ntop, e);
+    for (size_t j = 0; rc == 0 && j < *ntop && !*found; j++) {
+        int held = 0;
+        rc = db_program_held_back(o->db, (*top)[j].id, &held, e);
+        if (rc == 0 && !held) {
+            *best = j;
+            *found = 1;
+        }
+    }
+    return rc;
+}
+
+/* 1 when island dest has a correct program with the code of hash. */
+static int island_has(const cuco_evolve_opts *o, int64_t run_id, int dest, const char *hash,
+                      int *there, cuco_err *e)
+{
+    cuco_db_program *dt;
+    size_t nd;
+    *there = 0;
+    int rc = db_programs_list(o->db, run_id, "ok", &dt, &nd, e);
+    if (rc < 0)
+        return rc;
+    for (size_t j = 0; j < nd; j++)
+        if (dt[j].island == dest && dt[j].code_hash && hash && !strcmp(dt[j].code_hash, hash))
+            *there = 1;
+    db_programs_free(dt, nd);
+    return 0;
+}
+
+/* Copies the best of island i that counts to island i+1 (ring) unless
+ * already there. A program held back by its re-timing does not migrate: its
+ * score did not hold. */
 static int migrate(const cuco_evolve_opts *o, int64_t run_id, int gen, cuco_err *e)
 {
     int k = o->cfg->islands, rc = 0;
     for (int i = 0; i < k && rc == 0; i++) {
-        cuco_db_program *best;
-        size_t nb;
-        if ((rc = db_programs_top(o->db, run_id, i, 1, &best, &nb, e)) < 0)
-            return rc;
-        if (nb == 1) {
-            int dest = (i + 1) % k;
-            cuco_db_program *dt;
-            size_t nd;
-            int there = 0;
-            rc = db_programs_list(o->db, run_id, "ok", &dt, &nd, e);
-            for (size_t j = 0; rc == 0 && j < nd; j++)
-                if (dt[j].island == dest && dt[j].code_hash && best[0].code_hash &&
-                    !strcmp(dt[j].code_hash, best[0].code_hash))
-                    there = 1;
-            if (rc == 0)
-                db_programs_free(dt, nd);
-            if (rc == 0 && !there) {
-                cuco_db_program c = best[0];
-                c.id = 0;
-                c.parent_id = best[0].id;
-                c.second_parent_id = 0;
-                c.island = dest;
-                c.generation = gen;
-                c.mutator = "migration";
-                c.patch_type = NULL;
-                c.description = "best of the previous island";
-                c.cached = 0;
-                rc = db_program_insert(o->db, &c, NULL, e);
-            }
+        cuco_db_program *top = NULL;
+        size_t ntop = 0, b = 0;
+        int found = 0, there = 0, dest = (i + 1) % k;
+        rc = island_best(o, run_id, i, &top, &ntop, &b, &found, e);
+        if (rc == 0 && found)
+            rc = island_has(o, run_id, dest, top[b].code_hash, &there, e);
+        if (rc == 0 && found && !there) {
+            cuco_db_program c = top[b];
+            c.id = 0;
+            c.parent_id = top[b].id;
+            c.second_parent_id = 0;
+            c.island = dest;
+            c.generation = gen;
+            c.mutator = "migration";
+            c.patch_type = NULL;
+            c.description = "best of the previous island";
+            c.cached = 0;
+            rc = db_program_insert(o->db, &c, NULL, e);
         }
-        db_programs_free(best, nb);
+        db_programs_free(top, ntop);
     }
     return rc;
 }
@@ -577,6 +611,23 @@ static int recent_failures(const cuco_evolve_opts *o, int64_t run_id, cuco_db_pr
     return 0;
 }
 
+/* Stores a proposed child and links the LLM calls made for it, in one short
+ * transaction of its own: the mutator (an LLM call included) ran outside
+ * any transaction, so the live view sees each child once it is proposed. */
+static int store_child(const cuco_evolve_opts *o, cuco_db_program *c, int64_t calls_before,
+                       int64_t *id, cuco_err *e)
+{
+    int rc = db_begin(o->db, e);
+    if (rc == 0)
+        rc = insert_program(o, c, id, e);
+    if (rc == 0)
+        rc = db_llm_calls_link(o->db, c->run_id, calls_before, *id, e);
+    if (rc == 0)
+        return db_commit(o->db, e);
+    db_rollback(o->db);
+    return rc;
+}
+
 /* Proposes one child; inserts it (pending or a rejection). *pending_id > 0
  * when it must be evaluated; *exhausted set when the mutator has nothing new;
  * *budget_stop set (nothing inserted) when the mutator's money budget
@@ -644,9 +695,7 @@ static int propose_child(const cuco_evolve_opts *o, cuco_mutator **muts, int64_t
         c.status = rc == CUCO_ENET ? "infra_error" : "patch_failed";
         c.error = (char *)cuco_err_msg(&me);
         int64_t fid;
-        rc = insert_program(o, &c, &fid, e);
-        if (rc == 0)
-            rc = db_llm_calls_link(o->db, run_id, calls_before, fid, e);
+        rc = store_child(o, &c, calls_before, &fid, e);
         cuco_err_clear(&me);
         return rc;
     }
@@ -688,9 +737,7 @@ static int propose_child(const cuco_evolve_opts *o, cuco_mutator **muts, int64_t
         }
     }
     int64_t id;
-    rc = insert_program(o, &c, &id, e);
-    if (rc == 0)
-        rc = db_llm_calls_link(o->db, run_id, calls_before, id, e);
+    rc = store_child(o, &c, calls_before, &id, e);
     if (rc == 0 && !strcmp(c.status, "pending"))
         *pending_id = id;
 out:
@@ -724,56 +771,324 @@ static int write_meta_summary(const cuco_evolve_opts *o, int64_t run_id, int gen
     return rc;
 }
 
-/* With re-timing, the best is the champion: the program that last won a
- * re-timing, else the initial program (db_run_champion). */
-static int champion_of_run(const cuco_evolve_opts *o, int64_t run_id, cuco_evolve_result *r,
-                           cuco_err *e)
-{
-    int64_t id = 0;
-    char *hash = NULL;
-    int rc = db_run_champion(o->db, run_id, &id, &hash, e);
-    free(hash);
-    cuco_db_program p;
-    if (rc < 0 || id <= 0 || (rc = db_program_get(o->db, id, &p, e)) < 0)
-        return rc;
-    r->best_id = p.id;
-    r->best_score = p.score;
-    r->best_time_ms = p.time_ms;
-    db_program_free(&p);
-    return 0;
-}
-
+/* The run's best as every view names it (cuco/run_view.h). */
 static int best_of_run(const cuco_evolve_opts *o, int64_t run_id, cuco_evolve_result *r,
                        cuco_err *e)
 {
-    if (o->cfg->retime_rounds > 0)
-        return champion_of_run(o, run_id, r, e);
-    cuco_db_program *b;
-    size_t nb;
-    int rc = db_programs_top(o->db, run_id, -1, 1, &b, &nb, e);
+    run_view_best best;
+    int rc = db_run_best(o->db, run_id, &best, e);
+    if (rc < 0 || best.id <= 0)
+        return rc;
+    r->best_id = best.id;
+    r->best_score = best.score;
+    r->best_time_ms = best.time_ms;
+    return 0;
+}
+
+/* One search: what the steps of cuco_evolve_run share. */
+typedef struct search {
+    const cuco_evolve_opts *o;
+    const cuco_evolve_config *cfg;
+    cuco_mutator **muts; /* the mutators in use (borrowed) */
+    cuco_evolve_result *r;
+    int64_t run_id;
+    double t0;       /* monotonic start (now_s) */
+    double baseline; /* the initial program's time */
+    int gen;         /* the last generation proposed */
+    long pending_made;
+} search;
+
+/* Finds the run to resume (the workload's latest, still 'running', unless
+ * o->fresh) or creates one. */
+static int open_run(search *sr, int *resumed, cuco_err *e)
+{
+    const cuco_evolve_opts *o = sr->o;
+    cuco_db_run run;
+    *resumed = 0;
+    if (!o->fresh && db_run_find(o->db, o->workload_name, &run, e) == 0) {
+        if (!strcmp(run.status, "running")) {
+            sr->run_id = run.id;
+            *resumed = 1;
+        }
+        db_run_free(&run);
+    }
+    cuco_err_clear(e);
+    if (!sr->run_id) {
+        char *cj = cuco_config_json(sr->cfg);
+        int rc = db_run_create(o->db, o->workload_name, cj, sr->cfg->seed, &sr->run_id, e);
+        free(cj);
+        if (rc < 0)
+            return rc;
+    }
+    sr->r->run_id = sr->run_id;
+    if (o->run_id_out)
+        *o->run_id_out = sr->run_id;
+    return 0;
+}
+
+/* Evaluates the run's pending programs (left by a crash); only the first
+ * when first_only (generation 0's, which needs no baseline). */
+static int eval_pending(search *sr, int first_only, cuco_err *e)
+{
+    cuco_db_program *ps;
+    size_t n;
+    int rc = db_programs_pending(sr->o->db, sr->run_id, &ps, &n, e);
     if (rc < 0)
         return rc;
-    if (nb) {
-        r->best_id = b[0].id;
-        r->best_score = b[0].score;
-        r->best_time_ms = b[0].time_ms;
-        /* prefer the original over its copies */
-        if (b[0].parent_id &&
-            (!strcmp(b[0].mutator, "copy") || !strcmp(b[0].mutator, "migration"))) {
-            cuco_db_program *all;
-            size_t na;
-            if (db_programs_list(o->db, run_id, "ok", &all, &na, e) == 0) {
-                for (size_t i = 0; i < na; i++)
-                    if (!strcmp(all[i].code_hash, b[0].code_hash)) {
-                        r->best_id = all[i].id;
-                        break;
-                    }
-                db_programs_free(all, na);
-            }
+    int ok = 0, failed = 0;
+    if (!first_only)
+        rc = eval_programs(sr->o, ps, n, sr->baseline, &ok, &failed, e);
+    else if (n && ps[0].generation == 0)
+        rc = eval_programs(sr->o, ps, 1, 1.0, &ok, &failed, e);
+    db_programs_free(ps, n);
+    return rc;
+}
+
+/* Generation 0 (or, on resume, its pending program), the baseline, then the
+ * pending programs a crash left. */
+static int start_run(search *sr, int resumed, cuco_err *e)
+{
+    const cuco_evolve_opts *o = sr->o;
+    cuco_db_program *ps = NULL;
+    size_t n = 0;
+    int rc = db_programs_list(o->db, sr->run_id, NULL, &ps, &n, e);
+    if (rc < 0)
+        return rc;
+    sr->gen = max_generation(ps, n);
+    db_programs_free(ps, n);
+    if (sr->gen < 0) {
+        if ((rc = generation_zero(o, sr->run_id, e)) < 0)
+            return rc;
+        sr->gen = 0;
+    } else if (resumed && (rc = eval_pending(sr, 1, e)) < 0) {
+        return rc;
+    }
+    if ((rc = finish_generation_zero(o, sr->run_id, &sr->baseline, e)) < 0) {
+        if (rc == CUCO_EINVAL) {
+            cuco_err se = CUCO_ERR_INIT;
+            db_run_set_status(o->db, sr->run_id, "failed", &se);
+            cuco_err_clear(&se);
+        }
+        return rc;
+    }
+    sr->r->baseline_ms = sr->baseline;
+    return resumed ? eval_pending(sr, 0, e) : 0;
+}
+
+/* Counts what the run spent and sets *stop when a budget is reached;
+ * *fraction is the share of the budget spent (budget_fraction). */
+static int check_budgets(search *sr, const char **stop, double *fraction, cuco_err *e)
+{
+    const cuco_evolve_config *cfg = sr->cfg;
+    long evals, cached;
+    double usd;
+    int rc;
+    if ((rc = db_run_evaluations(sr->o->db, sr->run_id, &evals, &cached, e)) < 0 ||
+        (rc = db_run_cost(sr->o->db, sr->run_id, &usd, e)) < 0)
+        return rc;
+    sr->r->evaluations = evals;
+    sr->r->cached = cached;
+    double wall = now_s() - sr->t0;
+    if (cfg->budget_evaluations > 0 && evals >= cfg->budget_evaluations)
+        *stop = "evaluation budget reached";
+    else if (cfg->budget_generations > 0 && sr->gen >= cfg->budget_generations)
+        *stop = "generation budget reached";
+    else if (cfg->budget_wall_s > 0 && wall >= cfg->budget_wall_s)
+        *stop = "time budget reached";
+    else if (cfg->budget_usd > 0 && usd >= cfg->budget_usd)
+        *stop = "money budget reached";
+    *fraction = budget_fraction(cfg, evals, sr->gen, wall, usd);
+    return 0;
+}
+
+/* Migration in a transaction of its own. */
+static int migrate_now(search *sr, cuco_err *e)
+{
+    const cuco_evolve_config *cfg = sr->cfg;
+    if (!(cfg->migration_interval > 0 && cfg->islands > 1 &&
+          sr->gen % cfg->migration_interval == 0))
+        return 0;
+    int rc = db_begin(sr->o->db, e);
+    if (rc == 0)
+        rc = migrate(sr->o, sr->run_id, sr->gen, e);
+    if (rc == 0)
+        return db_commit(sr->o->db, e);
+    db_rollback(sr->o->db);
+    return rc;
+}
+
+/* The children of one island, appended to *ids (pending ones only). */
+static int propose_island(search *sr, int island, int exploit, cuco_rng *rng, long room,
+                          int64_t **ids, size_t *nids, size_t *cap, int *exhausted,
+                          int *budget_stop, cuco_err *e)
+{
+    const cuco_evolve_config *cfg = sr->cfg;
+    cuco_db_program *top;
+    size_t ntop;
+    int rc =
+        db_programs_top(sr->o->db, sr->run_id, island, (size_t)cfg->archive_size, &top, &ntop, e);
+    if (rc < 0)
+        return rc;
+    for (int c = 0; c < cfg->children_per_island && ntop && rc == 0 && !*budget_stop; c++) {
+        if (room >= 0 && (long)*nids >= room)
+            break;
+        int64_t id = 0;
+        rc = propose_child(sr->o, sr->muts, sr->run_id, sr->gen, island, exploit, rng, top, ntop,
+                           &id, exhausted, budget_stop, e);
+        if (rc == 0 && id > 0) {
+            if (CUCO_GROW(*ids, *cap, *nids + 1, 8) < 0)
+                rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+            else
+                (*ids)[(*nids)++] = id;
         }
     }
-    db_programs_free(b, nb);
+    db_programs_free(top, ntop);
+    return rc;
+}
+
+/* Migration, then every island's children: *ids (malloc'd) the pending
+ * ones to evaluate. */
+static int propose_generation(search *sr, int exploit, cuco_rng *rng, int64_t **ids, size_t *nids,
+                              int *exhausted, int *budget_stop, cuco_err *e)
+{
+    const cuco_evolve_config *cfg = sr->cfg;
+    size_t cap = 0;
+    *ids = NULL;
+    *nids = 0;
+    long room = cfg->budget_evaluations > 0 ? cfg->budget_evaluations - sr->r->evaluations : -1;
+    int rc = migrate_now(sr, e);
+    for (int isl = 0; isl < cfg->islands && rc == 0 && !*budget_stop; isl++)
+        rc =
+            propose_island(sr, isl, exploit, rng, room, ids, nids, &cap, exhausted, budget_stop, e);
+    if (rc < 0) {
+        free(*ids);
+        *ids = NULL;
+        *nids = 0;
+    }
+    return rc;
+}
+
+/* Evaluates the generation's pending programs, then re-times the apparent
+ * improvements. */
+static int evaluate_generation(search *sr, const int64_t *ids, size_t nids, int *ok, int *failed,
+                               cuco_err *e)
+{
+    cuco_db_program *gp = calloc(nids ? nids : 1, sizeof *gp);
+    if (!gp)
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    int rc = 0;
+    size_t got = 0;
+    for (size_t i = 0; i < nids && rc == 0; i++, got++)
+        rc = db_program_get(sr->o->db, ids[i], &gp[i], e);
+    if (rc == 0)
+        rc = eval_programs(sr->o, gp, nids, sr->baseline, ok, failed, e);
+    db_programs_free(gp, got);
+    if (rc == 0)
+        rc = cuco_evolve_retime(sr->o, sr->run_id, sr->gen, sr->cfg->retime_per_generation,
+                                &sr->baseline, e);
+    return rc;
+}
+
+/* Tells o->progress where the search stands after a generation. */
+static void report_progress(search *sr, int exploit, int ok, int failed, cuco_err *e)
+{
+    const cuco_evolve_opts *o = sr->o;
+    if (!o->progress)
+        return;
+    cuco_evolve_progress pr;
+    memset(&pr, 0, sizeof pr);
+    best_of_run(o, sr->run_id, sr->r, e);
+    db_run_evaluations(o->db, sr->run_id, &pr.evaluations, &pr.cached, e);
+    db_run_cost(o->db, sr->run_id, &pr.usd, e);
+    pr.generation = sr->gen;
+    pr.best_speedup = sr->r->best_score;
+    pr.ok = ok;
+    pr.failed = failed;
+    pr.elapsed_s = now_s() - sr->t0;
+    double f = budget_fraction(sr->cfg, pr.evaluations, sr->gen, pr.elapsed_s, pr.usd);
+    pr.eta_s = f > 0 ? pr.elapsed_s * (1 - f) / f : -1;
+    pr.exploit = exploit;
+    long held = 0;
+    db_run_retimings(o->db, sr->run_id, &pr.retimings, &held, &pr.retiming_runs, e);
+    o->progress(o->progress_ctx, &pr);
+}
+
+/* The meta summary every meta_interval generations; *budget_stop set when
+ * the money budget refused it. */
+static int meta_step(search *sr, int *budget_stop, cuco_err *e)
+{
+    if (*budget_stop || sr->cfg->meta_interval <= 0 || sr->gen % sr->cfg->meta_interval != 0)
+        return 0;
+    int rc = write_meta_summary(sr->o, sr->run_id, sr->gen, e);
+    if (rc == CUCO_EBUDGET) {
+        cuco_err_clear(e);
+        *budget_stop = 1;
+        return 0;
+    }
+    return rc;
+}
+
+/* One generation: propose, evaluate, re-time, report, summarize. *stop set
+ * (into stop_text when it needs words of its own) when the search ends. */
+static int run_generation(search *sr, double fraction, const char **stop, char *stop_text,
+                          size_t stop_size, cuco_err *e)
+{
+    const cuco_evolve_config *cfg = sr->cfg;
+    sr->gen++;
+    int exploit = fraction >= cfg->explore_fraction;
+    cuco_rng rng;
+    cuco_rng_seed(&rng, cfg->seed * 0x9e3779b97f4a7c15ULL + (uint64_t)sr->gen);
+    int64_t *ids;
+    size_t nids;
+    int exhausted = 0, budget_stop = 0, ok = 0, failed = 0;
+    int rc = propose_generation(sr, exploit, &rng, &ids, &nids, &exhausted, &budget_stop, e);
+    if (rc < 0)
+        return rc;
+    sr->pending_made += (long)nids;
+    if (sr->o->crash_after_pending > 0 && sr->pending_made >= sr->o->crash_after_pending) {
+        free(ids);
+        sr->r->crashed = 1;
+        snprintf(sr->r->stop_reason, sizeof sr->r->stop_reason, "simulated crash");
+        return 0;
+    }
+    rc = evaluate_generation(sr, ids, nids, &ok, &failed, e);
+    free(ids);
+    if (rc < 0)
+        return rc;
+    sr->r->generations = sr->gen;
+    report_progress(sr, exploit, ok, failed, e);
+    if ((rc = meta_step(sr, &budget_stop, e)) < 0)
+        return rc;
+    if (budget_stop) {
+        double spent = 0;
+        db_run_cost(sr->o->db, sr->run_id, &spent, e);
+        snprintf(stop_text, stop_size, "budget reached: $%.4f of $%.4f spent", spent,
+                 cfg->budget_usd);
+        *stop = stop_text;
+    } else if (nids == 0 && exhausted) {
+        *stop = "space exhausted";
+    }
     return 0;
+}
+
+/* The last re-timing (no apparent improvement is left unconfirmed), the
+ * run marked done, and the result filled. */
+static int finish_run(search *sr, const char *stop, cuco_err *e)
+{
+    const cuco_evolve_opts *o = sr->o;
+    cuco_evolve_result *r = sr->r;
+    int rc = cuco_evolve_retime(o, sr->run_id, sr->gen, LONG_MAX, &sr->baseline, e);
+    if (rc < 0)
+        return rc;
+    r->baseline_ms = sr->baseline;
+    if ((rc = db_run_set_status(o->db, sr->run_id, "done", e)) < 0)
+        return rc;
+    snprintf(r->stop_reason, sizeof r->stop_reason, "%s", stop ? stop : "done");
+    r->generations = sr->gen;
+    rc = best_of_run(o, sr->run_id, r, e);
+    db_run_evaluations(o->db, sr->run_id, &r->evaluations, &r->cached, e);
+    db_run_retimings(o->db, sr->run_id, &r->retimings, &r->retimings_held, &r->retiming_runs, e);
+    return rc;
 }
 
 int cuco_evolve_run(const cuco_evolve_opts *o, cuco_evolve_result *r, cuco_err *e)
@@ -789,222 +1104,31 @@ int cuco_evolve_run(const cuco_evolve_opts *o, cuco_evolve_result *r, cuco_err *
     for (size_t i = 0; i < cfg->n_mutators && !o->mutators; i++)
         if ((rc = cuco_mutator_create(cfg->mutators[i], &muts[i], e)) < 0)
             goto done;
-    cuco_mutator **use = o->mutators ? (cuco_mutator **)o->mutators : muts;
-
-    double t0 = now_s();
-    int64_t run_id = 0;
-    cuco_db_run run;
+    search sr = {o, cfg, o->mutators ? (cuco_mutator **)o->mutators : muts, r, 0, now_s(), -1,
+                 0, 0};
     int resumed = 0;
-    if (!o->fresh && db_run_find(o->db, o->workload_name, &run, e) == 0) {
-        if (!strcmp(run.status, "running")) {
-            run_id = run.id;
-            resumed = 1;
-        }
-        db_run_free(&run);
-    }
-    cuco_err_clear(e);
-    if (!run_id) {
-        char *cj = cuco_config_json(cfg);
-        rc = db_run_create(o->db, o->workload_name, cj, cfg->seed, &run_id, e);
-        free(cj);
-        if (rc < 0)
-            goto done;
-    }
-    r->run_id = run_id;
-    if (o->run_id_out)
-        *o->run_id_out = run_id;
-
-    /* pending programs left by a crash: evaluate them first */
-    cuco_db_program *ps = NULL;
-    size_t n = 0;
-    double baseline = -1;
-    if ((rc = db_programs_list(o->db, run_id, NULL, &ps, &n, e)) < 0)
+    if ((rc = open_run(&sr, &resumed, e)) < 0 || (rc = start_run(&sr, resumed, e)) < 0)
         goto done;
-    int gen = max_generation(ps, n);
-    db_programs_free(ps, n);
-    if (gen < 0) {
-        if ((rc = generation_zero(o, run_id, e)) < 0)
-            goto done;
-        gen = 0;
-    } else if (resumed) {
-        /* re-queue generation 0's pending first (needs no baseline) */
-        if ((rc = db_programs_pending(o->db, run_id, &ps, &n, e)) < 0)
-            goto done;
-        if (n && ps[0].generation == 0) {
-            int ok = 0, failed = 0;
-            rc = eval_programs(o, ps, 1, 1.0, &ok, &failed, e);
-        }
-        db_programs_free(ps, n);
-        if (rc < 0)
-            goto done;
-    }
-    if ((rc = finish_generation_zero(o, run_id, &baseline, e)) < 0) {
-        if (rc == CUCO_EINVAL) {
-            cuco_err se = CUCO_ERR_INIT;
-            db_run_set_status(o->db, run_id, "failed", &se);
-            cuco_err_clear(&se);
-        }
-        goto done;
-    }
-    r->baseline_ms = baseline;
-    if (resumed) {
-        if ((rc = db_programs_pending(o->db, run_id, &ps, &n, e)) < 0)
-            goto done;
-        int ok = 0, failed = 0;
-        rc = eval_programs(o, ps, n, baseline, &ok, &failed, e);
-        db_programs_free(ps, n);
-        if (rc < 0)
-            goto done;
-    }
-
-    long pending_made = 0;
     const char *stop = NULL;
     char stop_text[sizeof r->stop_reason];
     for (;;) {
-        long evals, cached;
-        double usd;
-        if ((rc = db_run_evaluations(o->db, run_id, &evals, &cached, e)) < 0 ||
-            (rc = db_run_cost(o->db, run_id, &usd, e)) < 0)
+        double fraction = 0;
+        if ((rc = check_budgets(&sr, &stop, &fraction, e)) < 0)
             goto done;
-        r->evaluations = evals;
-        r->cached = cached;
-        double wall = now_s() - t0;
-        if (cfg->budget_evaluations > 0 && evals >= cfg->budget_evaluations)
-            stop = "evaluation budget reached";
-        else if (cfg->budget_generations > 0 && gen >= cfg->budget_generations)
-            stop = "generation budget reached";
-        else if (cfg->budget_wall_s > 0 && wall >= cfg->budget_wall_s)
-            stop = "time budget reached";
-        else if (cfg->budget_usd > 0 && usd >= cfg->budget_usd)
-            stop = "money budget reached";
         if (stop)
             break;
-        gen++;
-        double frac = budget_fraction(cfg, evals, gen - 1, wall, usd);
-        int exploit = frac >= cfg->explore_fraction;
-        cuco_rng rng;
-        cuco_rng_seed(&rng, cfg->seed * 0x9e3779b97f4a7c15ULL + (uint64_t)gen);
-
-        if ((rc = db_begin(o->db, e)) < 0)
+        if ((rc = run_generation(&sr, fraction, &stop, stop_text, sizeof stop_text, e)) < 0 ||
+            r->crashed)
             goto done;
-        if (cfg->migration_interval > 0 && cfg->islands > 1 && gen % cfg->migration_interval == 0)
-            rc = migrate(o, run_id, gen, e);
-        int64_t *ids = NULL;
-        size_t nids = 0, cap = 0;
-        int exhausted = 0, budget_stop = 0;
-        long room = cfg->budget_evaluations > 0 ? cfg->budget_evaluations - evals : -1;
-        for (int isl = 0; isl < cfg->islands && rc == 0 && !budget_stop; isl++) {
-            cuco_db_program *top;
-            size_t ntop;
-            if ((rc = db_programs_top(o->db, run_id, isl, (size_t)cfg->archive_size, &top, &ntop,
-                                      e)) < 0)
-                break;
-            for (int c = 0; c < cfg->children_per_island && ntop && rc == 0 && !budget_stop; c++) {
-                if (room >= 0 && (long)nids >= room)
-                    break;
-                int64_t id = 0;
-                rc = propose_child(o, use, run_id, gen, isl, exploit, &rng, top, ntop, &id,
-                                   &exhausted, &budget_stop, e);
-                if (rc == 0 && id > 0) {
-                    if (CUCO_GROW(ids, cap, nids + 1, 8) < 0) {
-                        rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-                        break;
-                    }
-                    ids[nids++] = id;
-                }
-            }
-            db_programs_free(top, ntop);
-        }
-        if (rc < 0) {
-            free(ids);
-            goto done;
-        }
-        if ((rc = db_commit(o->db, e)) < 0) {
-            free(ids);
-            goto done;
-        }
-        pending_made += (long)nids;
-        if (o->crash_after_pending > 0 && pending_made >= o->crash_after_pending) {
-            free(ids);
-            r->crashed = 1;
-            snprintf(r->stop_reason, sizeof r->stop_reason, "simulated crash");
-            rc = 0;
-            goto done;
-        }
-        /* evaluate this generation */
-        cuco_db_program *gp = calloc(nids ? nids : 1, sizeof *gp);
-        int ok = 0, failed = 0;
-        if (!gp)
-            rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-        size_t got = 0;
-        for (size_t i = 0; i < nids && rc == 0; i++, got++)
-            rc = db_program_get(o->db, ids[i], &gp[i], e);
-        free(ids);
-        if (rc == 0)
-            rc = eval_programs(o, gp, nids, baseline, &ok, &failed, e);
-        db_programs_free(gp, got);
-        if (rc == 0)
-            rc = cuco_evolve_retime(o, run_id, gen, cfg->retime_per_generation, &baseline, e);
-        if (rc < 0)
-            goto done;
-        r->generations = gen;
-        if (o->progress) {
-            cuco_evolve_progress pr;
-            memset(&pr, 0, sizeof pr);
-            best_of_run(o, run_id, r, e);
-            db_run_evaluations(o->db, run_id, &pr.evaluations, &pr.cached, e);
-            db_run_cost(o->db, run_id, &pr.usd, e);
-            pr.generation = gen;
-            pr.best_speedup = r->best_score;
-            pr.ok = ok;
-            pr.failed = failed;
-            pr.elapsed_s = now_s() - t0;
-            double f = budget_fraction(cfg, pr.evaluations, gen, pr.elapsed_s, pr.usd);
-            pr.eta_s = f > 0 ? pr.elapsed_s * (1 - f) / f : -1;
-            pr.exploit = exploit;
-            long held = 0;
-            db_run_retimings(o->db, run_id, &pr.retimings, &held, &pr.retiming_runs, e);
-            o->progress(o->progress_ctx, &pr);
-        }
-        if (!budget_stop && cfg->meta_interval > 0 && gen % cfg->meta_interval == 0) {
-            rc = write_meta_summary(o, run_id, gen, e);
-            if (rc == CUCO_EBUDGET) {
-                cuco_err_clear(e);
-                budget_stop = 1;
-                rc = 0;
-            } else if (rc < 0) {
-                goto done;
-            }
-        }
-        if (budget_stop) {
-            double spent = 0;
-            db_run_cost(o->db, run_id, &spent, e);
-            snprintf(stop_text, sizeof stop_text, "budget reached: $%.4f of $%.4f spent", spent,
-                     cfg->budget_usd);
-            stop = stop_text;
+        if (stop)
             break;
-        }
-        if (nids == 0 && exhausted) {
-            stop = "space exhausted";
-            break;
-        }
     }
-    /* no apparent improvement is left unconfirmed when the run ends */
-    if ((rc = cuco_evolve_retime(o, run_id, gen, LONG_MAX, &baseline, e)) < 0)
-        goto done;
-    r->baseline_ms = baseline;
-    if ((rc = db_run_set_status(o->db, run_id, "done", e)) < 0)
-        goto done;
-    snprintf(r->stop_reason, sizeof r->stop_reason, "%s", stop ? stop : "done");
-    r->generations = gen;
-    rc = best_of_run(o, run_id, r, e);
-    db_run_evaluations(o->db, run_id, &r->evaluations, &r->cached, e);
-    db_run_retimings(o->db, run_id, &r->retimings, &r->retimings_held, &r->retiming_runs, e);
+    rc = finish_run(&sr, stop, e);
 done:
     for (size_t i = 0; i < cfg->n_mutators; i++)
         cuco_mutator_free(muts[i]);
     free(muts);
     if (r->crashed)
-        best_of_run(o, run_id, r, e);
+        best_of_run(o, r->run_id, r, e);
     return rc;
 }

@@ -216,6 +216,8 @@ static int challenge(pass *ps, entry *c, entry *x, entry **winner, cuco_err *e)
         rc = db_retiming_finish(ps->o->db, id, &r, e);
     if (rc == 0)
         rc = db_commit(ps->o->db, e);
+    else
+        db_rollback(ps->o->db);
     *winner = r.held ? x : (c->n_timings < 0 ? NULL : c);
     if (infra) /* the evaluator cannot run now: no more re-timing in this pass */
         *winner = NULL;
@@ -239,8 +241,10 @@ int cuco_evolve_retime(const cuco_evolve_opts *o, int64_t run_id, int generation
         if (all[i].generation == 0 && all[i].code_hash)
             ps.initial_hash = all[i].code_hash;
     if ((rc = db_begin(o->db, e)) < 0 || (rc = load(&ps, all, n, e)) < 0 ||
-        (rc = db_commit(o->db, e)) < 0)
+        (rc = db_commit(o->db, e)) < 0) {
+        db_rollback(o->db);
         goto out;
+    }
     entry *champ = NULL;
     if ((rc = champion(&ps, &champ, e)) < 0)
         goto out;

@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "cuco/buf.h"
+#include "cuco/diff.h"
 #include "cuco/log.h"
-#include "cuco/report.h"
 
 static int is_llm_name(const char *name)
 {
@@ -189,8 +189,8 @@ int cuco_llm_run_judge(void *ctx, int64_t run_id, const char *candidate, const c
     int rc = cuco_llm_template_load("novelty_judge.md", &tmpl, e);
     if (rc)
         goto out;
-    if ((rc = report_diff_lines(neighbour, candidate, "existing", "candidate", 3, &diff, NULL, NULL,
-                                e)))
+    if ((rc = cuco_diff_lines(neighbour, candidate, "existing", "candidate", 3, &diff, NULL, NULL,
+                              e)))
         goto out;
     while (diff.len && diff.data[diff.len - 1] == '\n')
         diff.data[--diff.len] = '\0'; /* the template closes the fence */

@@ -205,13 +205,34 @@ static int is_library_include(const char *norm)
     return 0;
 }
 
-/* An #include a block may keep: one of the seed's blocks' or a library's. */
+/* Whether the frozen text before offset `before` has the same #include
+ * (norm): including it again adds nothing the program does not have there. */
+static int frozen_include_before(const guard *g, const char *norm, size_t before)
+{
+    int found = 0;
+    for (size_t i = 0; i < g->lx.ntoks && !found; i++) {
+        const cuco_tok *t = &g->lx.toks[i];
+        if (t->off >= before)
+            break;
+        if (t->kind != CUCO_TOK_PREPROC || block_of(g, t->off) >= 0)
+            continue;
+        char *other = directive_normalized(g->cand + t->off, t->len);
+        found = other && !strcmp(other, norm);
+        free(other);
+    }
+    return found;
+}
+
+/* An #include a block may keep: one of the seed's blocks', a library's, or
+ * one the frozen text already makes before the block. */
 static int is_seed_include(const guard *g, const cuco_tok *t)
 {
     char *norm = directive_normalized(g->cand + t->off, t->len);
     int found = norm && is_library_include(norm);
     for (size_t i = 0; norm && i < g->seed_includes.n && !found; i++)
         found = !strcmp(norm, g->seed_includes.items[i]);
+    if (norm && !found && !strncmp(norm, "include ", 8))
+        found = frozen_include_before(g, norm, t->off);
     free(norm);
     return found;
 }

@@ -350,253 +350,300 @@ static int make_pipe(int fds[2], cuco_err *e)
     return 0;
 }
 
+/* One call of cuco_proc_run: what its steps share. */
+typedef struct spawn {
+    const cuco_proc_opts *opts;
+    const char *prog;
+    double grace, timeout;
+    int in_fd, out_p[2], err_p[2], report_p[2], pidfd;
+    char **env;
+    cuco_confine_plan *plan;
+    char *chunk;
+    capture cap_out, cap_err;
+    pid_t pid;
+    double start;
+    /* the watch: the leader is only reaped at the very end */
+    int ended, status, term_sent, kill_sent;
+    double term_at, kill_at;
+} spawn;
+
+/* stdin, the pipes, the environment, the confinement plan, the read
+ * buffer: everything that allocates, before fork(). */
+static int spawn_prepare(spawn *s, cuco_err *e)
+{
+    const cuco_proc_opts *opts = s->opts;
+    const char *in_path = opts->stdin_path ? opts->stdin_path : "/dev/null";
+    int rc;
+    s->in_fd = open(in_path, O_RDONLY | O_CLOEXEC);
+    if (s->in_fd < 0)
+        return errno == ENOENT
+                   ? cuco_err_set(e, CUCO_ENOTFOUND, "stdin file %s does not exist", in_path)
+                   : cuco_err_errno(e, "cannot open stdin file %s", in_path);
+    if ((rc = make_pipe(s->out_p, e)) != 0 || (rc = make_pipe(s->report_p, e)) != 0)
+        return rc;
+    if (!opts->merge_stderr && (rc = make_pipe(s->err_p, e)) != 0)
+        return rc;
+    /* A larger pipe means fewer wake-ups for chatty children; best effort. */
+    fcntl(s->out_p[0], F_SETPIPE_SZ, (int)PROC_READ_CHUNK);
+    if (s->err_p[0] >= 0)
+        fcntl(s->err_p[0], F_SETPIPE_SZ, (int)PROC_READ_CHUNK);
+    const cuco_confine *confine = opts->confine && opts->confine->enabled ? opts->confine : NULL;
+    int own_env = opts->env_set || confine;
+    s->env = own_env ? build_env(opts->env_set, confine, e) : NULL;
+    if (own_env && !s->env)
+        return e && e->code ? e->code : CUCO_ENOMEM;
+    if (confine && (rc = cuco_confine_plan_new(confine, s->env, &s->plan, e)) != 0)
+        return rc;
+    s->chunk = malloc(PROC_READ_CHUNK);
+    return s->chunk ? 0 : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+}
+
+/* The error of a child that reported a failure before exec. */
+static int child_failure_error(const spawn *s, const child_failure *failure, cuco_err *e)
+{
+    errno = failure->err;
+    if (failure->stage == STAGE_EXEC && (failure->err == ENOENT || failure->err == ENOTDIR))
+        return cuco_err_set(e, CUCO_ENOTFOUND, "program not found: %s", s->prog);
+    if (failure->stage == STAGE_EXEC)
+        return cuco_err_errno(e, "cannot run %s", s->prog);
+    if (failure->stage == STAGE_CHDIR && failure->err == ENOENT)
+        return cuco_err_set(e, CUCO_ENOTFOUND, "working folder %s does not exist (running %s)",
+                            s->opts->cwd, s->prog);
+    if (failure->stage == STAGE_CHDIR)
+        return cuco_err_errno(e, "cannot enter %s to run %s", s->opts->cwd, s->prog);
+    if (failure->stage == STAGE_CONFINE)
+        return cuco_err_set(e, CUCO_EUNSUPPORTED,
+                            "confinement unavailable: %.*s: %s; run with --no-confine to run "
+                            "candidates unconfined",
+                            (int)sizeof failure->step, failure->step, strerror(failure->err));
+    return cuco_err_errno(e, "cannot set up the standard streams of %s", s->prog);
+}
+
+/* Forks and execs the child in its own process group; waits for exec (EOF
+ * on the report pipe) or the child's report of why it could not. */
+static int spawn_start(spawn *s, cuco_err *e)
+{
+    const cuco_proc_opts *opts = s->opts;
+    s->start = now_s();
+    pid_t parent = getpid();
+    s->pid = fork();
+    if (s->pid < 0)
+        return cuco_err_errno(e, "fork for %s", s->prog);
+    if (s->pid == 0)
+        child_run(opts, s->plan, s->env ? s->env : environ, s->in_fd, s->out_p[1],
+                  opts->merge_stderr ? s->out_p[1] : s->err_p[1], s->report_p[1], parent);
+    /* Both sides set the group, so that whichever runs first, a kill(-pid)
+     * from here never reaches a group that does not exist yet. */
+    setpgid(s->pid, s->pid);
+    close_fd(&s->in_fd);
+    close_fd(&s->out_p[1]);
+    close_fd(&s->err_p[1]);
+    close_fd(&s->report_p[1]);
+    child_failure failure;
+    ssize_t got;
+    do
+        got = read(s->report_p[0], &failure, sizeof failure);
+    while (got < 0 && errno == EINTR);
+    close_fd(&s->report_p[0]);
+    if (got == (ssize_t)sizeof failure) {
+        int status;
+        while (waitpid(s->pid, &status, 0) < 0 && errno == EINTR)
+            ;
+        return child_failure_error(s, &failure, e);
+    }
+    fcntl(s->out_p[0], F_SETFL, fcntl(s->out_p[0], F_GETFL) | O_NONBLOCK);
+    if (s->err_p[0] >= 0)
+        fcntl(s->err_p[0], F_SETFL, fcntl(s->err_p[0], F_GETFL) | O_NONBLOCK);
+    s->pidfd = pidfd_for(s->pid);
+    return 0;
+}
+
+/* Timeout, cancel and output limit: SIGTERM to the group, SIGKILL after the
+ * grace. Returns 1 when the pipes have been drained long enough after
+ * SIGKILL (whoever still holds them is outside the group: stop reading). */
+static int enforce_limits(spawn *s, cuco_proc_result *res, double t)
+{
+    const cuco_proc_opts *opts = s->opts;
+    int stop = 0;
+    if (!s->term_sent && s->timeout > 0 && t - s->start >= s->timeout) {
+        res->timed_out = 1;
+        stop = 1;
+    }
+    if (!s->term_sent && opts->cancel && *opts->cancel) {
+        res->cancelled = 1;
+        stop = 1;
+    }
+    if (!s->term_sent && opts->output_limit &&
+        s->cap_out.total + s->cap_err.total > opts->output_limit) {
+        res->output_exceeded = 1;
+        stop = 1;
+    }
+    if (stop) {
+        kill(-s->pid, SIGTERM);
+        s->term_sent = 1;
+        s->term_at = t;
+    }
+    if (s->term_sent && !s->kill_sent && t - s->term_at >= s->grace) {
+        kill(-s->pid, SIGKILL);
+        s->kill_sent = 1;
+        s->kill_at = t;
+    }
+    if (s->kill_sent && t - s->kill_at >= PROC_DRAIN_AFTER_KILL_S) {
+        close_fd(&s->out_p[0]);
+        close_fd(&s->err_p[0]);
+        return 1;
+    }
+    return 0;
+}
+
+/* How long poll may sleep: until the next moment something must happen
+ * without an fd waking us (-1: none). */
+static int next_wait_ms(const spawn *s, double t)
+{
+    int has_wake = 1;
+    double wake = 0;
+    if (!s->term_sent && s->timeout > 0)
+        wake = s->start + s->timeout - t;
+    else if (s->term_sent && !s->kill_sent)
+        wake = s->term_at + s->grace - t;
+    else if (s->kill_sent)
+        wake = s->kill_at + PROC_DRAIN_AFTER_KILL_S - t;
+    else
+        has_wake = 0;
+    if (wake < 0)
+        wake = 0;
+    if (wake > 60.0)
+        wake = 60.0; /* recomputed on the next turn; keeps the int small */
+    int wait_ms = has_wake ? (int)(wake * 1000.0) + 1 : -1;
+    if ((!s->ended && s->pidfd < 0) || (s->opts->cancel && !s->term_sent))
+        wait_ms = (wait_ms < 0 || wait_ms > PROC_TICK_MS) ? PROC_TICK_MS : wait_ms;
+    return wait_ms;
+}
+
+/* Waits up to wait_ms for output or the leader's exit and reads what came. */
+static int poll_outputs(spawn *s, int wait_ms, cuco_err *e)
+{
+    struct pollfd pfd[3];
+    int np = 0, i_out = -1, i_err = -1;
+    if (s->out_p[0] >= 0) {
+        i_out = np;
+        pfd[np++] = (struct pollfd){.fd = s->out_p[0], .events = POLLIN};
+    }
+    if (s->err_p[0] >= 0) {
+        i_err = np;
+        pfd[np++] = (struct pollfd){.fd = s->err_p[0], .events = POLLIN};
+    }
+    if (!s->ended && s->pidfd >= 0)
+        pfd[np++] = (struct pollfd){.fd = s->pidfd, .events = POLLIN};
+    if (np == 0) {
+        /* Pipes closed, leader alive and no pidfd: sleep one tick. */
+        struct timespec ts = {0, (long)(wait_ms < 0 ? PROC_TICK_MS : wait_ms) * 1000000L};
+        nanosleep(&ts, NULL);
+        return 0;
+    }
+    if (poll(pfd, (nfds_t)np, wait_ms) < 0)
+        return errno == EINTR ? 0 : cuco_err_errno(e, "poll on the output of %s", s->prog);
+    int echo = s->opts->echo;
+    if (i_out >= 0 && pfd[i_out].revents &&
+        drain_fd(&s->out_p[0], &s->cap_out, s->chunk, echo ? 1 : -1) != 0)
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory capturing the output of %s", s->prog);
+    if (i_err >= 0 && pfd[i_err].revents &&
+        drain_fd(&s->err_p[0], &s->cap_err, s->chunk, echo ? 2 : -1) != 0)
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory capturing the errors of %s", s->prog);
+    return 0;
+}
+
+/* Reads the child's output until the leader has ended and the pipes are
+ * closed, enforcing the limits. While the leader is a zombie its pid, which
+ * is also the group id, cannot be reused, so every kill(-pid) reaches our
+ * group and nobody else's. */
+static int spawn_watch(spawn *s, cuco_proc_result *res, cuco_err *e)
+{
+    for (;;) {
+        if (!s->ended) {
+            siginfo_t si;
+            memset(&si, 0, sizeof si);
+            if (waitid(P_PID, (id_t)s->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+                si.si_pid == s->pid) {
+                s->ended = 1;
+                close_fd(&s->pidfd); /* stays readable from now on */
+            }
+        }
+        if (s->ended && s->out_p[0] < 0 && s->err_p[0] < 0)
+            return 0;
+        double t = now_s();
+        if (enforce_limits(s, res, t))
+            return 0;
+        int rc = poll_outputs(s, next_wait_ms(s, t), e);
+        if (rc != 0) {
+            reap_group(s->pid, &s->status);
+            return rc;
+        }
+    }
+}
+
+/* The exit status and the captured output, into res. */
+static int spawn_collect(spawn *s, cuco_proc_result *res, cuco_err *e)
+{
+    /* Leftovers of the group (a grandchild that let go of the pipes) must
+     * not outlive the call. */
+    reap_group(s->pid, &s->status);
+    record_status(res, s->status);
+    res->wall_s = now_s() - s->start;
+    res->out = capture_finish(&s->cap_out, &res->out_len);
+    res->out_total = s->cap_out.total;
+    res->err = capture_finish(&s->cap_err, &res->err_len);
+    res->err_total = s->cap_err.total;
+    if (res->out && res->err)
+        return 0;
+    cuco_proc_result_free(res);
+    return cuco_err_set(e, CUCO_ENOMEM, "out of memory capturing the output of %s", s->prog);
+}
+
+static void spawn_free(spawn *s)
+{
+    close_fd(&s->in_fd);
+    for (int i = 0; i < 2; i++) {
+        close_fd(&s->out_p[i]);
+        close_fd(&s->err_p[i]);
+        close_fd(&s->report_p[i]);
+    }
+    close_fd(&s->pidfd);
+    capture_free(&s->cap_out);
+    capture_free(&s->cap_err);
+    free(s->env);
+    cuco_confine_plan_free(s->plan);
+    free(s->chunk);
+}
+
 int cuco_proc_run(const cuco_proc_opts *opts, cuco_proc_result *res, cuco_err *e)
 {
     memset(res, 0, sizeof *res);
     if (!opts || !opts->argv || !opts->argv[0] || !opts->argv[0][0])
         return cuco_err_set(e, CUCO_EINVAL, "cuco_proc_run: empty argv");
-
-    const char *prog = opts->argv[0];
+    spawn s;
+    memset(&s, 0, sizeof s);
+    s.opts = opts;
+    s.prog = opts->argv[0];
+    s.grace = opts->kill_grace_s > 0 ? opts->kill_grace_s : PROC_DEFAULT_GRACE_S;
+    s.timeout = opts->timeout_s > 0 ? opts->timeout_s : 0;
+    s.in_fd = s.pidfd = -1;
+    for (int i = 0; i < 2; i++)
+        s.out_p[i] = s.err_p[i] = s.report_p[i] = -1;
     size_t cap = opts->capture_cap ? opts->capture_cap : PROC_DEFAULT_CAP;
-    double grace = opts->kill_grace_s > 0 ? opts->kill_grace_s : PROC_DEFAULT_GRACE_S;
-    double timeout = opts->timeout_s > 0 ? opts->timeout_s : 0;
-
-    int rc = 0;
-    int in_fd = -1, out_p[2] = {-1, -1}, err_p[2] = {-1, -1}, report_p[2] = {-1, -1};
-    int pidfd = -1;
-    char **env = NULL;
-    cuco_confine_plan *plan = NULL;
-    char *chunk = NULL;
-    capture cap_out, cap_err;
-    capture_init(&cap_out, cap);
-    capture_init(&cap_err, cap);
-
-    const char *in_path = opts->stdin_path ? opts->stdin_path : "/dev/null";
-    in_fd = open(in_path, O_RDONLY | O_CLOEXEC);
-    if (in_fd < 0) {
-        rc = errno == ENOENT
-                 ? cuco_err_set(e, CUCO_ENOTFOUND, "stdin file %s does not exist", in_path)
-                 : cuco_err_errno(e, "cannot open stdin file %s", in_path);
-        goto out;
+    capture_init(&s.cap_out, cap);
+    capture_init(&s.cap_err, cap);
+    int rc = spawn_prepare(&s, e);
+    if (rc == 0)
+        rc = spawn_start(&s, e);
+    if (rc == 0) {
+        res->timeout_s = s.timeout;
+        res->output_limit = opts->output_limit;
+        rc = spawn_watch(&s, res, e);
     }
-    if ((rc = make_pipe(out_p, e)) != 0 || (rc = make_pipe(report_p, e)) != 0)
-        goto out;
-    if (!opts->merge_stderr && (rc = make_pipe(err_p, e)) != 0)
-        goto out;
-    /* A larger pipe means fewer wake-ups for chatty children; best effort. */
-    fcntl(out_p[0], F_SETPIPE_SZ, (int)PROC_READ_CHUNK);
-    if (err_p[0] >= 0)
-        fcntl(err_p[0], F_SETPIPE_SZ, (int)PROC_READ_CHUNK);
-    const cuco_confine *confine = opts->confine && opts->confine->enabled ? opts->confine : NULL;
-    int own_env = opts->env_set || confine;
-    env = own_env ? build_env(opts->env_set, confine, e) : NULL;
-    if (own_env && !env) {
-        rc = e && e->code ? e->code : CUCO_ENOMEM;
-        goto out;
-    }
-    if (confine && (rc = cuco_confine_plan_new(confine, env, &plan, e)) != 0)
-        goto out;
-    chunk = malloc(PROC_READ_CHUNK);
-    if (!chunk) {
-        rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-        goto out;
-    }
-
-    double start = now_s();
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        rc = cuco_err_errno(e, "fork for %s", prog);
-        goto out;
-    }
-    if (pid == 0)
-        child_run(opts, plan, env ? env : environ, in_fd, out_p[1],
-                  opts->merge_stderr ? out_p[1] : err_p[1], report_p[1], parent);
-
-    /* Both sides set the group, so that whichever runs first, a kill(-pid)
-     * from here never reaches a group that does not exist yet. */
-    setpgid(pid, pid);
-    close_fd(&in_fd);
-    close_fd(&out_p[1]);
-    close_fd(&err_p[1]);
-    close_fd(&report_p[1]);
-
-    child_failure failure;
-    ssize_t got;
-    do
-        got = read(report_p[0], &failure, sizeof failure);
-    while (got < 0 && errno == EINTR);
-    close_fd(&report_p[0]);
-    if (got == (ssize_t)sizeof failure) {
-        int status;
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-            ;
-        errno = failure.err;
-        if (failure.stage == STAGE_EXEC && (failure.err == ENOENT || failure.err == ENOTDIR))
-            rc = cuco_err_set(e, CUCO_ENOTFOUND, "program not found: %s", prog);
-        else if (failure.stage == STAGE_EXEC)
-            rc = cuco_err_errno(e, "cannot run %s", prog);
-        else if (failure.stage == STAGE_CHDIR && failure.err == ENOENT)
-            rc = cuco_err_set(e, CUCO_ENOTFOUND, "working folder %s does not exist (running %s)",
-                              opts->cwd, prog);
-        else if (failure.stage == STAGE_CHDIR)
-            rc = cuco_err_errno(e, "cannot enter %s to run %s", opts->cwd, prog);
-        else if (failure.stage == STAGE_CONFINE)
-            rc = cuco_err_set(e, CUCO_EUNSUPPORTED,
-                              "confinement unavailable: %.*s: %s; run with --no-confine to run "
-                              "candidates unconfined",
-                              (int)sizeof failure.step, failure.step, strerror(failure.err));
-        else
-            rc = cuco_err_errno(e, "cannot set up the standard streams of %s", prog);
-        goto out;
-    }
-
-    fcntl(out_p[0], F_SETFL, fcntl(out_p[0], F_GETFL) | O_NONBLOCK);
-    if (err_p[0] >= 0)
-        fcntl(err_p[0], F_SETFL, fcntl(err_p[0], F_GETFL) | O_NONBLOCK);
-    pidfd = pidfd_for(pid);
-
-    /* The leader is only reaped at the very end: while it is a zombie its
-     * pid, which is also the group id, cannot be reused, so every kill(-pid)
-     * below reaches our group and nobody else's. */
-    int ended = 0, status = 0;
-    int term_sent = 0, kill_sent = 0;
-    double term_at = 0, kill_at = 0;
-    res->timeout_s = timeout;
-    res->output_limit = opts->output_limit;
-
-    for (;;) {
-        if (!ended) {
-            siginfo_t si;
-            memset(&si, 0, sizeof si);
-            if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-                si.si_pid == pid) {
-                ended = 1;
-                close_fd(&pidfd); /* stays readable from now on */
-            }
-        }
-        if (ended && out_p[0] < 0 && err_p[0] < 0)
-            break;
-
-        double t = now_s();
-        int stop = 0;
-        if (!term_sent && timeout > 0 && t - start >= timeout) {
-            res->timed_out = 1;
-            stop = 1;
-        }
-        if (!term_sent && opts->cancel && *opts->cancel) {
-            res->cancelled = 1;
-            stop = 1;
-        }
-        if (!term_sent && opts->output_limit &&
-            cap_out.total + cap_err.total > opts->output_limit) {
-            res->output_exceeded = 1;
-            stop = 1;
-        }
-        if (stop) {
-            kill(-pid, SIGTERM);
-            term_sent = 1;
-            term_at = t;
-        }
-        if (term_sent && !kill_sent && t - term_at >= grace) {
-            kill(-pid, SIGKILL);
-            kill_sent = 1;
-            kill_at = t;
-        }
-        if (kill_sent && t - kill_at >= PROC_DRAIN_AFTER_KILL_S) {
-            /* Whoever still holds the pipes is outside the group: stop. */
-            close_fd(&out_p[0]);
-            close_fd(&err_p[0]);
-            break;
-        }
-
-        /* Next moment something must happen without an fd waking us. */
-        int has_wake = 1;
-        double wake = 0;
-        if (!term_sent && timeout > 0)
-            wake = start + timeout - t;
-        else if (term_sent && !kill_sent)
-            wake = term_at + grace - t;
-        else if (kill_sent)
-            wake = kill_at + PROC_DRAIN_AFTER_KILL_S - t;
-        else
-            has_wake = 0;
-        if (wake < 0)
-            wake = 0;
-        if (wake > 60.0)
-            wake = 60.0; /* recomputed on the next turn; keeps the int small */
-        int wait_ms = has_wake ? (int)(wake * 1000.0) + 1 : -1;
-        if ((!ended && pidfd < 0) || (opts->cancel && !term_sent))
-            wait_ms = (wait_ms < 0 || wait_ms > PROC_TICK_MS) ? PROC_TICK_MS : wait_ms;
-
-        struct pollfd pfd[3];
-        int np = 0, i_out = -1, i_err = -1;
-        if (out_p[0] >= 0) {
-            i_out = np;
-            pfd[np++] = (struct pollfd){.fd = out_p[0], .events = POLLIN};
-        }
-        if (err_p[0] >= 0) {
-            i_err = np;
-            pfd[np++] = (struct pollfd){.fd = err_p[0], .events = POLLIN};
-        }
-        if (!ended && pidfd >= 0)
-            pfd[np++] = (struct pollfd){.fd = pidfd, .events = POLLIN};
-        if (np == 0) {
-            /* Pipes closed, leader alive and no pidfd: sleep one tick. */
-            struct timespec ts = {0, (long)(wait_ms < 0 ? PROC_TICK_MS : wait_ms) * 1000000L};
-            nanosleep(&ts, NULL);
-            continue;
-        }
-        int pr = poll(pfd, (nfds_t)np, wait_ms);
-        if (pr < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = cuco_err_errno(e, "poll on the output of %s", prog);
-            reap_group(pid, &status);
-            goto out;
-        }
-        if (i_out >= 0 && pfd[i_out].revents &&
-            drain_fd(&out_p[0], &cap_out, chunk, opts->echo ? 1 : -1) != 0) {
-            rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory capturing the output of %s", prog);
-            reap_group(pid, &status);
-            goto out;
-        }
-        if (i_err >= 0 && pfd[i_err].revents &&
-            drain_fd(&err_p[0], &cap_err, chunk, opts->echo ? 2 : -1) != 0) {
-            rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory capturing the errors of %s", prog);
-            reap_group(pid, &status);
-            goto out;
-        }
-    }
-
-    /* Leftovers of the group (a grandchild that let go of the pipes) must
-     * not outlive the call. */
-    reap_group(pid, &status);
-    record_status(res, status);
-    res->wall_s = now_s() - start;
-    res->out = capture_finish(&cap_out, &res->out_len);
-    res->out_total = cap_out.total;
-    res->err = capture_finish(&cap_err, &res->err_len);
-    res->err_total = cap_err.total;
-    if (!res->out || !res->err) {
-        cuco_proc_result_free(res);
-        rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory capturing the output of %s", prog);
-    }
-
-out:
-    close_fd(&in_fd);
-    close_fd(&out_p[0]);
-    close_fd(&out_p[1]);
-    close_fd(&err_p[0]);
-    close_fd(&err_p[1]);
-    close_fd(&report_p[0]);
-    close_fd(&report_p[1]);
-    close_fd(&pidfd);
-    capture_free(&cap_out);
-    capture_free(&cap_err);
-    free(env);
-    cuco_confine_plan_free(plan);
-    free(chunk);
+    if (rc == 0)
+        rc = spawn_collect(&s, res, e);
+    spawn_free(&s);
     if (rc != 0)
         memset(res, 0, sizeof *res);
     return rc;

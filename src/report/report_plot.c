@@ -5,6 +5,7 @@
  * a report never lacks its plots. */
 #include "cuco/report.h"
 
+#include <math.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,62 +15,47 @@
 #include "cuco/grow.h"
 #include "cuco/log.h"
 #include "cuco/proc.h"
+#include "cuco/run_view.h"
 
 typedef struct plot_program {
     int64_t id, parent, parent2;
     int island, generation, ok;
     int held_back; /* re-timed beside the run's best and did not hold */
     double score;  /* < 0 when none */
+    double best;   /* best score so far (cuco/run_view.h); < 0 while none */
     double x, y;   /* lineage position */
 } plot_program;
 
-/* The run's evaluated programs in id order; *out malloc'd. */
+/* The run's evaluated programs in id order, as every view sees them
+ * (cuco/run_view.h: held back, best so far); *out malloc'd. */
 static int load_programs(sqlite3 *h, int64_t run_id, plot_program **out, size_t *n, cuco_err *e)
 {
-    sqlite3_stmt *st;
+    run_view_program *view;
+    size_t nview;
     *out = NULL;
     *n = 0;
-    /* the re-timings table exists from schema 5 on; before it, nothing was held back */
-    static const char *const queries[] = {
-        "SELECT id, coalesce(parent_id,0), coalesce(second_parent_id,0), island, generation,"
-        " status='ok' AND score IS NOT NULL, coalesce(score,-1),"
-        " EXISTS (SELECT 1 FROM retimings t WHERE t.challenger_id = programs.id"
-        "  AND t.held = 0 AND t.runs > 0)"
-        " FROM programs WHERE run_id=? AND status<>'pending' ORDER BY id",
-        "SELECT id, coalesce(parent_id,0), coalesce(second_parent_id,0), island, generation,"
-        " status='ok' AND score IS NOT NULL, coalesce(score,-1), 0"
-        " FROM programs WHERE run_id=? AND status<>'pending' ORDER BY id",
-    };
-    if (sqlite3_prepare_v2(h, queries[0], -1, &st, NULL) != SQLITE_OK &&
-        sqlite3_prepare_v2(h, queries[1], -1, &st, NULL) != SQLITE_OK)
-        return cuco_err_set(e, CUCO_EDB, "database: plot data: %s", sqlite3_errmsg(h));
-    sqlite3_bind_int64(st, 1, run_id);
-    size_t cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (cuco_grow(out, &cap, *n + 1, sizeof **out, 64) < 0) {
-            sqlite3_finalize(st);
-            free(*out);
-            *out = NULL;
-            return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-        }
-        plot_program *p = &(*out)[(*n)++];
-        memset(p, 0, sizeof *p);
-        p->id = sqlite3_column_int64(st, 0);
-        p->parent = sqlite3_column_int64(st, 1);
-        p->parent2 = sqlite3_column_int64(st, 2);
-        p->island = sqlite3_column_int(st, 3);
-        p->generation = sqlite3_column_int(st, 4);
-        p->ok = sqlite3_column_int(st, 5);
-        p->score = sqlite3_column_double(st, 6);
-        p->held_back = sqlite3_column_int(st, 7);
+    int rc = run_view_programs(h, run_id, &view, &nview, e);
+    if (rc < 0)
+        return rc;
+    *out = calloc(nview ? nview : 1, sizeof **out);
+    if (!*out) {
+        run_view_programs_free(view, nview);
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
     }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
-        free(*out);
-        *out = NULL;
-        return cuco_err_set(e, CUCO_EDB, "database: plot data: %s", sqlite3_errmsg(h));
+    for (size_t i = 0; i < nview; i++) {
+        plot_program *p = &(*out)[i];
+        p->id = view[i].id;
+        p->parent = view[i].parent_id;
+        p->parent2 = view[i].second_parent_id;
+        p->island = view[i].island;
+        p->generation = view[i].generation;
+        p->ok = view[i].ok;
+        p->held_back = view[i].held_back;
+        p->score = view[i].score;
+        p->best = view[i].best_so_far;
     }
+    *n = nview;
+    run_view_programs_free(view, nview);
     return 0;
 }
 
@@ -183,63 +169,100 @@ static void svg_header(cuco_buf *out, int w, int hgt, const char *title)
                     w, hgt, w, hgt, title, w, hgt);
 }
 
-int report_plot_curve(sqlite3 *h, int64_t run_id, int gnuplot, cuco_buf *out, int *used_gnuplot,
-                      cuco_err *e)
+/* A y axis that fits the scores: from a round value at or under the lowest
+ * to one at or over the highest, in 3 to 6 steps of 1, 2, 2.5 or 5 times a
+ * power of ten (so ticks read 1.2, 1.4, ..., not 0.45, 0.91). */
+typedef struct axis {
+    double lo, hi, step;
+} axis;
+
+static axis nice_axis(double lo, double hi)
 {
-    plot_program *ps;
-    size_t n;
-    int rc = load_programs(h, run_id, &ps, &n, e);
-    if (rc < 0)
-        return rc;
-    double best = -1, ymax = 0;
-    for (size_t i = 0; i < n; i++)
-        if (ps[i].ok && ps[i].score > ymax)
-            ymax = ps[i].score;
-    if (gnuplot) {
-        cuco_buf s = CUCO_BUF_INIT;
-        cuco_buf_puts(&s,
-                      "set terminal svg size 640,320 dynamic font 'sans,10' background '#ffffff'\n"
-                      "set xlabel 'evaluation'\nset ylabel 'speedup over the baseline'\n"
-                      "set key left top\nset grid ytics\nset yrange [0:*]\n$best << EOD\n");
-        for (size_t i = 0; i < n; i++) {
-            if (ps[i].ok && !ps[i].held_back && ps[i].score > best)
-                best = ps[i].score;
-            if (best > 0)
-                cuco_buf_printf(&s, "%zu %.6g\n", i + 1, best);
-        }
-        cuco_buf_puts(&s, "EOD\n$score << EOD\n");
-        for (size_t i = 0; i < n; i++)
-            if (ps[i].ok)
-                cuco_buf_printf(&s, "%zu %.6g\n", i + 1, ps[i].score);
-        cuco_buf_puts(
-            &s, "EOD\nplot $best using 1:2 with steps lw 2 lc rgb '#1d2430' title 'best so far', "
-                "$score using 1:2 with points pt 7 ps 0.6 lc rgb '#2f6fde' title 'score'\n");
-        int used = best > 0 && run_gnuplot(cuco_buf_str(&s), out);
-        cuco_buf_free(&s);
-        if (used) {
-            *used_gnuplot = 1;
-            free(ps);
-            return 0;
-        }
+    if (!(hi > lo)) {
+        lo = lo > 0.5 ? lo - 0.5 : 0;
+        hi = lo + 1;
     }
-    /* built-in */
+    double raw = (hi - lo) / 4, pow10 = 1;
+    while (pow10 * 10 <= raw)
+        pow10 *= 10;
+    while (pow10 > raw)
+        pow10 /= 10;
+    static const double mult[] = {1, 2, 2.5, 5, 10};
+    double step = pow10 * 10;
+    for (size_t i = 0; i < sizeof mult / sizeof mult[0]; i++)
+        if (pow10 * mult[i] >= raw) {
+            step = pow10 * mult[i];
+            break;
+        }
+    axis a = {floor(lo / step) * step, ceil(hi / step) * step, step};
+    if (a.lo < 0 && lo >= 0)
+        a.lo = 0;
+    return a;
+}
+
+/* The axis of the curve: every correct program's score. */
+static axis curve_axis(const plot_program *ps, size_t n)
+{
+    double lo = -1, hi = -1;
+    for (size_t i = 0; i < n; i++)
+        if (ps[i].ok) {
+            if (lo < 0 || ps[i].score < lo)
+                lo = ps[i].score;
+            if (ps[i].score > hi)
+                hi = ps[i].score;
+        }
+    if (lo < 0)
+        lo = hi = 1;
+    double pad = (hi - lo) * 0.05;
+    return nice_axis(lo - pad < 0 ? 0 : lo - pad, hi + pad);
+}
+
+/* gnuplot's script of the curve: the best-so-far steps, counted points
+ * filled, held back points hollow (as the caption says). */
+static void curve_gnuplot_script(const plot_program *ps, size_t n, axis a, cuco_buf *s)
+{
+    cuco_buf_printf(s,
+                    "set terminal svg size 640,320 dynamic font 'sans,10' background '#ffffff'\n"
+                    "set xlabel 'evaluation'\nset ylabel 'speedup over the baseline'\n"
+                    "set key left top\nset grid ytics\nset yrange [%g:%g]\nset ytics %g\n"
+                    "$best << EOD\n",
+                    a.lo, a.hi, a.step);
+    for (size_t i = 0; i < n; i++)
+        if (ps[i].best > 0)
+            cuco_buf_printf(s, "%zu %.6g\n", i + 1, ps[i].best);
+    for (int held = 0; held < 2; held++) {
+        cuco_buf_puts(s, held ? "EOD\n$held << EOD\n" : "EOD\n$score << EOD\n");
+        int any = 0;
+        for (size_t i = 0; i < n; i++)
+            if (ps[i].ok && ps[i].held_back == held) {
+                cuco_buf_printf(s, "%zu %.6g\n", i + 1, ps[i].score);
+                any = 1;
+            }
+        if (!any) /* gnuplot refuses an empty data block: a point off the axis */
+            cuco_buf_printf(s, "0 %g\n", a.lo - a.step);
+    }
+    cuco_buf_printf(s, "EOD\nset xrange [0.5:%g]\n", (double)n + 0.5);
+    cuco_buf_puts(s, "plot $best using 1:2 with steps lw 2 lc rgb '#1d2430' title 'best so far', "
+                     "$score using 1:2 with points pt 7 ps 0.6 lc rgb '#2f6fde' title 'score', "
+                     "$held using 1:2 with points pt 6 ps 0.6 lc rgb '#2f6fde'"
+                     " title 'did not hold when re-timed'\n");
+}
+
+/* The built-in SVG of the curve. */
+static void curve_svg(const plot_program *ps, size_t n, axis a, cuco_buf *out)
+{
     const int W = 640, H = 320, L = 56, R = 16, T = 16, B = 44;
     double xmax = n > 1 ? (double)n : 2;
-    if (ymax <= 0)
-        ymax = 1;
-    ymax *= 1.1;
 #define SX(x) (L + ((x)-1) / (xmax - 1) * (W - L - R))
-#define SY(y) (H - B - (y) / ymax * (H - T - B))
+#define SY(y) (H - B - ((y)-a.lo) / (a.hi - a.lo) * (H - T - B))
     svg_header(out, W, H, "search curve: best score over evaluations");
     cuco_buf_printf(out, "<path d=\"M%d,%d V%d H%d\" stroke=\"#888\" fill=\"none\"/>\n", L, T,
                     H - B, W - R);
-    for (int k = 0; k <= 4; k++) {
-        double y = ymax * k / 4;
+    for (double y = a.lo; y <= a.hi + a.step / 1000; y += a.step)
         cuco_buf_printf(out,
                         "<path d=\"M%d,%.1f H%d\" stroke=\"#eee\"/><text x=\"%d\" y=\"%.1f\""
-                        " text-anchor=\"end\">%.2f</text>\n",
-                        L, SY(y), W - R, L - 6, SY(y) + 4, y);
-    }
+                        " text-anchor=\"end\">%g</text>\n",
+                        L, SY(y), W - R, L - 6, SY(y) + 4, round(y / a.step) * a.step);
     cuco_buf_printf(
         out,
         "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">evaluation (1..%zu)</text>\n"
@@ -248,17 +271,13 @@ int report_plot_curve(sqlite3 *h, int64_t run_id, int gnuplot, cuco_buf *out, in
         (L + W - R) / 2, H - 10, n, (T + H - B) / 2, (T + H - B) / 2);
     cuco_buf_puts(out,
                   "<path class=\"best\" fill=\"none\" stroke=\"#1d2430\" stroke-width=\"2\" d=\"");
-    best = -1;
     int started = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (ps[i].ok && !ps[i].held_back && ps[i].score > best)
-            best = ps[i].score;
-        if (best > 0) {
+    for (size_t i = 0; i < n; i++)
+        if (ps[i].best > 0) {
             cuco_buf_printf(out, "%c%.1f,%.1f ", started ? 'L' : 'M', SX((double)(i + 1)),
-                            SY(best));
+                            SY(ps[i].best));
             started = 1;
         }
-    }
     cuco_buf_puts(out, "\"/>\n");
     for (size_t i = 0; i < n; i++)
         if (ps[i].ok)
@@ -273,6 +292,30 @@ int report_plot_curve(sqlite3 *h, int64_t run_id, int gnuplot, cuco_buf *out, in
     cuco_buf_puts(out, "</svg>\n");
 #undef SX
 #undef SY
+}
+
+int report_plot_curve(sqlite3 *h, int64_t run_id, int gnuplot, cuco_buf *out, int *used_gnuplot,
+                      cuco_err *e)
+{
+    plot_program *ps;
+    size_t n;
+    int rc = load_programs(h, run_id, &ps, &n, e);
+    if (rc < 0)
+        return rc;
+    axis a = curve_axis(ps, n);
+    int any_best = n > 0 && ps[n - 1].best > 0;
+    if (gnuplot && any_best) {
+        cuco_buf s = CUCO_BUF_INIT;
+        curve_gnuplot_script(ps, n, a, &s);
+        int used = run_gnuplot(cuco_buf_str(&s), out);
+        cuco_buf_free(&s);
+        if (used) {
+            *used_gnuplot = 1;
+            free(ps);
+            return 0;
+        }
+    }
+    curve_svg(ps, n, a, out);
     free(ps);
     return 0;
 }
@@ -320,8 +363,9 @@ int report_plot_lineage(sqlite3 *h, int64_t run_id, int gnuplot, cuco_buf *out, 
                 color = (unsigned)strtoul(island_colors[(unsigned)ps[i].island % N_COLORS] + 1,
                                           NULL, 16);
             if (ps[i].ok)
-                cuco_buf_printf(&s, "%g %g %u \"#%lld %.2fx\"\n", ps[i].x, ps[i].y, color,
-                                (long long)ps[i].id, ps[i].score);
+                cuco_buf_printf(&s, "%g %g %u \"#%lld %.2fx%s\"\n", ps[i].x, ps[i].y, color,
+                                (long long)ps[i].id, ps[i].score,
+                                ps[i].held_back ? " (did not hold)" : "");
             else
                 cuco_buf_printf(&s, "%g %g %u \"#%lld failed\"\n", ps[i].x, ps[i].y, color,
                                 (long long)ps[i].id);
@@ -372,7 +416,7 @@ int report_plot_lineage(sqlite3 *h, int64_t run_id, int gnuplot, cuco_buf *out, 
                         ps[i].ok ? "#1d2430" : "#c0362c", X0 + DX * ps[i].x + 10,
                         Y0 + DY * ps[i].y + 4, (long long)ps[i].id);
         if (ps[i].ok)
-            cuco_buf_printf(out, " %.2fx", ps[i].score);
+            cuco_buf_printf(out, " %.2fx%s", ps[i].score, ps[i].held_back ? " (did not hold)" : "");
         else
             cuco_buf_puts(out, " failed");
         cuco_buf_printf(out, "</text><title>island %d, generation %d</title></g>\n", ps[i].island,

@@ -11,6 +11,7 @@
 
 #include "cuco/db.h"
 #include "cuco/fs.h"
+#include "cuco/run_view.h"
 
 int report_db_open(const char *db_path, sqlite3 **out, cuco_err *e)
 {
@@ -263,14 +264,7 @@ static json_t *time_to_95(sqlite3 *h, int64_t run_id, double best_score, double 
     const char *filter = " FROM programs WHERE run_id=? AND code IS NOT NULL"
                          " AND status NOT IN ('pending','rejected_duplicate','rejected_novelty',"
                          "'patch_failed') AND coalesce(mutator,'') NOT IN ('copy','migration')";
-    /* A program re-timed beside the best that did not hold has not reached
-     * anything (schema 5 on; evaluated_at from schema 4 on). */
-    const char *held = " AND NOT EXISTS (SELECT 1 FROM retimings t WHERE t.challenger_id ="
-                       " programs.id AND t.held = 0 AND t.runs > 0)";
-    char *q[3] = {
-        cuco_sprintf("SELECT id, status, score, cached, evaluated_at%s%s"
-                     " ORDER BY coalesce(evaluated_at, created_at), id",
-                     filter, held),
+    char *q[2] = {
         cuco_sprintf("SELECT id, status, score, cached, evaluated_at%s"
                      " ORDER BY coalesce(evaluated_at, created_at), id",
                      filter),
@@ -278,12 +272,20 @@ static json_t *time_to_95(sqlite3 *h, int64_t run_id, double best_score, double 
     };
     sqlite3_stmt *st = NULL;
     int prepared = 0;
-    for (int i = 0; i < 3 && !prepared; i++)
+    for (int i = 0; i < 2 && !prepared; i++)
         prepared = q[i] && sqlite3_prepare_v2(h, q[i], -1, &st, NULL) == SQLITE_OK;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 2; i++)
         free(q[i]);
-    if (!prepared)
+    /* a program re-timed beside the best that did not hold has not reached
+     * anything (cuco/run_view.h) */
+    run_view_program *view = NULL;
+    size_t nview = 0;
+    cuco_err ve = CUCO_ERR_INIT;
+    if (!prepared || run_view_programs(h, run_id, &view, &nview, &ve) < 0) {
+        cuco_err_clear(&ve);
+        sqlite3_finalize(st);
         return NULL;
+    }
     sqlite3_bind_int64(st, 1, run_id);
     json_t *r = NULL;
     long evaluations = 0;
@@ -291,8 +293,9 @@ static json_t *time_to_95(sqlite3 *h, int64_t run_id, double best_score, double 
         if (!sqlite3_column_int(st, 3))
             evaluations++;
         const char *status = (const char *)sqlite3_column_text(st, 1);
+        const run_view_program *v = run_view_find(view, nview, sqlite3_column_int64(st, 0));
         if (!status || strcmp(status, "ok") || sqlite3_column_type(st, 2) == SQLITE_NULL ||
-            sqlite3_column_double(st, 2) < threshold)
+            sqlite3_column_double(st, 2) < threshold || (v && v->held_back))
             continue;
         double at = sqlite3_column_type(st, 4) == SQLITE_NULL ? -1 : sqlite3_column_double(st, 4);
         r = json_pack("{s:I, s:I, s:f}", "program_id", (json_int_t)sqlite3_column_int64(st, 0),
@@ -302,6 +305,7 @@ static json_t *time_to_95(sqlite3 *h, int64_t run_id, double best_score, double 
         break;
     }
     sqlite3_finalize(st);
+    run_view_programs_free(view, nview);
     return r;
 }
 
@@ -344,273 +348,287 @@ static json_t *retiming_summary(sqlite3 *h, int64_t run_id)
     return r;
 }
 
-int report_summary(sqlite3 *h, int64_t run_id, const char *workspace, json_t **out, cuco_err *e)
+/* What report_summary gathers as it goes, step by step. */
+typedef struct summary {
+    sqlite3 *h;
+    int64_t run_id;
+    const char *workspace;
+    json_t *s, *warnings;
+    json_t *config;      /* borrowed from s.run */
+    double run_baseline; /* runs.baseline_ms; < 0 when not measured */
+    double best_ms;      /* < 0 without a best */
+    int64_t root_id;     /* 0 without programs */
+    int root_is_seed;
+    json_t *root_metrics; /* owned; NULL when none */
+    json_t *bound_file;   /* owned; NULL when none */
+} summary;
+
+/* s.run and the run's own warning (schema >= 3). */
+static int summary_run(summary *c, cuco_err *e)
 {
     sqlite3_stmt *st = NULL;
-    int found = 0, rc;
-    json_t *s = json_object();
-    json_t *warnings = json_array();
-    double baseline = -1, best_ms = -1;
-    *out = NULL;
-    if (!s || !warnings) {
-        rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-        goto fail;
-    }
-    json_object_set_new(s, "warnings", warnings);
-
-    if ((rc = query_one(h,
-                        "SELECT id, workload, status, seed, started_at, ended_at, config,"
-                        " baseline_ms FROM runs WHERE id=?",
-                        run_id, &st, &found, e)) < 0)
-        goto fail;
+    int found = 0;
+    int rc = query_one(c->h,
+                       "SELECT id, workload, status, seed, started_at, ended_at, config,"
+                       " baseline_ms FROM runs WHERE id=?",
+                       c->run_id, &st, &found, e);
+    if (rc < 0)
+        return rc;
     if (!found) {
         sqlite3_finalize(st);
-        rc = cuco_err_set(e, CUCO_ENOTFOUND, "no run %lld", (long long)run_id);
-        goto fail;
+        return cuco_err_set(e, CUCO_ENOTFOUND, "no run %lld", (long long)c->run_id);
     }
-    json_t *config = NULL;
     const unsigned char *cfg = sqlite3_column_text(st, 6);
-    if (cfg)
-        config = json_loads((const char *)cfg, 0, NULL);
-    json_object_set_new(s, "run",
-                        json_pack("{s:I, s:o, s:o, s:I, s:o, s:o, s:o}", "id", (json_int_t)run_id,
-                                  "workload", col_json_text(st, 1), "status", col_json_text(st, 2),
-                                  "seed", (json_int_t)sqlite3_column_int64(st, 3), "started_at",
-                                  col_json_real(st, 4), "ended_at", col_json_real(st, 5), "config",
-                                  config ? config : json_null()));
-    if (sqlite3_column_type(st, 7) != SQLITE_NULL)
-        baseline = sqlite3_column_double(st, 7);
+    c->config = cfg ? json_loads((const char *)cfg, 0, NULL) : NULL;
+    json_object_set_new(
+        c->s, "run",
+        json_pack("{s:I, s:o, s:o, s:I, s:o, s:o, s:o}", "id", (json_int_t)c->run_id, "workload",
+                  col_json_text(st, 1), "status", col_json_text(st, 2), "seed",
+                  (json_int_t)sqlite3_column_int64(st, 3), "started_at", col_json_real(st, 4),
+                  "ended_at", col_json_real(st, 5), "config", c->config ? c->config : json_null()));
+    c->run_baseline = sqlite3_column_type(st, 7) != SQLITE_NULL ? sqlite3_column_double(st, 7) : -1;
     sqlite3_finalize(st);
-    /* the verification audit's warning recorded with the run (schema >= 3) */
-    if (sqlite3_prepare_v2(h, "SELECT warning FROM runs WHERE id=?", -1, &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, run_id);
+    if (sqlite3_prepare_v2(c->h, "SELECT warning FROM runs WHERE id=?", -1, &st, NULL) ==
+        SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, c->run_id);
         if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
-            add_warning(warnings, (const char *)sqlite3_column_text(st, 0));
+            add_warning(c->warnings, (const char *)sqlite3_column_text(st, 0));
         sqlite3_finalize(st);
     }
+    return 0;
+}
 
-    /* programs by status */
-    json_t *by_status = json_object();
-    json_int_t total = 0;
-    if (sqlite3_prepare_v2(h,
+/* s.programs: how many, by status. */
+static int summary_counts(summary *c, cuco_err *e)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(c->h,
                            "SELECT status, count(*) FROM programs WHERE run_id=?"
                            " GROUP BY status ORDER BY status",
-                           -1, &st, NULL) != SQLITE_OK) {
-        json_decref(by_status);
-        rc = dberr(h, e, "counting programs");
-        goto fail;
-    }
-    sqlite3_bind_int64(st, 1, run_id);
+                           -1, &st, NULL) != SQLITE_OK)
+        return dberr(c->h, e, "counting programs");
+    json_t *by_status = json_object();
+    json_int_t total = 0;
+    sqlite3_bind_int64(st, 1, c->run_id);
     while (sqlite3_step(st) == SQLITE_ROW) {
         const unsigned char *name = sqlite3_column_text(st, 0);
-        json_int_t c = sqlite3_column_int64(st, 1);
-        json_object_set_new(by_status, name ? (const char *)name : "(none)", json_integer(c));
-        total += c;
+        json_int_t n = sqlite3_column_int64(st, 1);
+        json_object_set_new(by_status, name ? (const char *)name : "(none)", json_integer(n));
+        total += n;
     }
     sqlite3_finalize(st);
-    json_object_set_new(s, "programs",
+    json_object_set_new(c->s, "programs",
                         json_pack("{s:I, s:o}", "total", total, "by_status", by_status));
+    return 0;
+}
 
-    const char *brief_cols = "SELECT id, time_ms, score, island, generation, mutator FROM programs";
-    char *sql;
-    /* With re-timing (config retime_rounds > 0, view run_champions of schema
-     * 6) the best is the run's champion: the latest re-timing winner still
-     * correct, else the program the search started from; otherwise the
-     * highest score. */
-    json_t *retime_rounds = json_object_get(config, "retime_rounds");
-    sqlite3_stmt *probe = NULL;
-    int has_view =
-        sqlite3_prepare_v2(h, "SELECT 1 FROM run_champions", -1, &probe, NULL) == SQLITE_OK;
-    sqlite3_finalize(probe);
-    if (has_view && json_is_integer(retime_rounds) && json_integer_value(retime_rounds) > 0)
-        sql =
-            cuco_sprintf("%s WHERE run_id=?1 AND status='ok' AND score IS NOT NULL AND id = (SELECT"
-                         " coalesce(challenger_id, root_id) FROM run_champions WHERE run_id=?1)",
-                         brief_cols);
-    else
-        sql = cuco_sprintf("%s WHERE run_id=? AND status='ok' AND score IS NOT NULL"
-                           " ORDER BY score DESC, id LIMIT 1",
-                           brief_cols);
-    if (!sql || (rc = query_one(h, sql, run_id, &st, &found, e)) < 0) {
-        free(sql);
-        rc = sql ? rc : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-        goto fail;
-    }
-    free(sql);
-    if (found && sqlite3_column_type(st, 1) != SQLITE_NULL)
-        best_ms = sqlite3_column_double(st, 1);
-    json_object_set_new(s, "best", found ? program_brief(st) : json_null());
+#define BRIEF_COLS "SELECT id, time_ms, score, island, generation, mutator"
+
+/* s.best: the run's best as every view names it (cuco/run_view.h). */
+static int summary_best(summary *c, cuco_err *e)
+{
+    run_view_best best;
+    sqlite3_stmt *st = NULL;
+    int found = 0;
+    int rc = run_view_best_get(c->h, c->run_id, &best, e);
+    if (rc == 0 && best.id > 0)
+        rc = query_one(c->h, BRIEF_COLS " FROM programs WHERE id=?", best.id, &st, &found, e);
+    if (rc < 0)
+        return rc;
+    c->best_ms = found ? best.time_ms : -1;
+    json_object_set_new(c->s, "best", found ? program_brief(st) : json_null());
     sqlite3_finalize(st);
+    return 0;
+}
 
-    /* the root: the program the search started from. Its metrics carry the
-     * compute-only and communication-only times when the workload reports
-     * them. When it is the workload's own program ('seed') it is the
-     * host-driven baseline; any other (given with --init, as 'cuco run' gives
-     * the fast path's gen_0) is the fast-path result. */
-    json_t *root_metrics = NULL, *fast = NULL, *start = NULL;
-    int root_is_seed = 0;
-    int64_t root_id = 0;
-    if ((rc = query_one(h,
-                        "SELECT id, time_ms, score, island, generation, mutator, metrics, status"
-                        " FROM programs WHERE run_id=? AND parent_id IS NULL ORDER BY id LIMIT 1",
-                        run_id, &st, &found, e)) < 0)
-        goto fail;
+/* s.root_id, s.start, s.fast_path: the program the search started from.
+ * Its metrics carry the compute-only and communication-only times when the
+ * workload reports them. When it is the workload's own program ('seed') it
+ * is the host-driven baseline; any other (given with --init, as 'cuco run'
+ * gives the fast path's gen_0) is the fast-path result. */
+static int summary_start(summary *c, cuco_err *e)
+{
+    sqlite3_stmt *st = NULL;
+    int found = 0;
+    json_t *fast = NULL, *start = NULL;
+    int rc = query_one(c->h,
+                       BRIEF_COLS ", metrics, status, error FROM programs WHERE run_id=?"
+                                  " AND parent_id IS NULL ORDER BY id LIMIT 1",
+                       c->run_id, &st, &found, e);
+    if (rc < 0)
+        return rc;
     if (found) {
-        root_id = sqlite3_column_int64(st, 0);
+        c->root_id = sqlite3_column_int64(st, 0);
         const char *mut = (const char *)sqlite3_column_text(st, 5);
         const char *status = (const char *)sqlite3_column_text(st, 7);
-        root_is_seed = mut && !strcmp(mut, "seed");
+        c->root_is_seed = mut && !strcmp(mut, "seed");
         start = program_brief(st);
-        if (!root_is_seed && status && !strcmp(status, "ok"))
+        json_object_set_new(start, "status", col_json_text(st, 7));
+        if (!status || strcmp(status, "ok")) {
+            char *line = error_reason((const char *)sqlite3_column_text(st, 8));
+            json_object_set_new(start, "error_line", line ? json_string(line) : json_null());
+            free(line);
+        }
+        if (!c->root_is_seed && status && !strcmp(status, "ok"))
             fast = program_brief(st);
         if (sqlite3_column_text(st, 6))
-            root_metrics = json_loads((const char *)sqlite3_column_text(st, 6), 0, NULL);
+            c->root_metrics = json_loads((const char *)sqlite3_column_text(st, 6), 0, NULL);
     }
     sqlite3_finalize(st);
-    json_object_set_new(s, "root_id", found ? json_integer(root_id) : json_null());
-    json_object_set_new(s, "start", start ? start : json_null());
-    json_object_set_new(s, "fast_path", fast ? fast : json_null());
+    json_object_set_new(c->s, "root_id", found ? json_integer(c->root_id) : json_null());
+    json_object_set_new(c->s, "start", start ? start : json_null());
+    json_object_set_new(c->s, "fast_path", fast ? fast : json_null());
+    return 0;
+}
 
-    double compute = -1, comm = -1;
-    const char *bound_source = NULL;
-    json_t *bound_file = NULL;
-    if (workspace) {
-        char *bpath = cuco_path_join(workspace, "bound.json");
-        if (bpath && cuco_fs_exists(bpath)) {
-            json_error_t jerr;
-            bound_file = json_load_file(bpath, 0, &jerr);
-            if (!bound_file) {
-                char *w =
-                    cuco_sprintf("%s:%d: cannot read bound.json: %s", bpath, jerr.line, jerr.text);
-                if (w)
-                    json_array_append_new(warnings, json_string(w));
-                free(w);
-            }
-        }
-        free(bpath);
+/* s.failed: why a failed run failed (its start did not pass, or it
+ * stopped on an error), for the banner of the report and the web view;
+ * null unless the run's status is 'failed'. */
+static void summary_failed(summary *c)
+{
+    json_t *run = json_object_get(c->s, "run"), *start = json_object_get(c->s, "start");
+    const char *status = json_string_value(json_object_get(run, "status"));
+    char *why = NULL;
+    if (status && !strcmp(status, "failed")) {
+        const char *start_status = json_string_value(json_object_get(start, "status"));
+        if (json_is_object(start) && start_status && strcmp(start_status, "ok"))
+            why = cuco_sprintf("the program the search started from (#%lld, %s) did not pass: "
+                               "%s: %s",
+                               (long long)c->root_id,
+                               c->root_is_seed ? "the workload's program" : "given with --init",
+                               start_status,
+                               json_string_value(json_object_get(start, "error_line"))
+                                   ? json_string_value(json_object_get(start, "error_line"))
+                                   : "(no error text)");
+        else if (!json_is_object(start))
+            why = cuco_strdup("the run failed before its first program was stored");
+        else
+            why = cuco_strdup("the run stopped on an error (see the log of cuco evolve)");
     }
-    if (bound_file) {
-        bound_source = bound_from_file(bound_file, &compute, &comm);
-        /* the verification audit's finding, shown next to the speedups */
-        json_t *audit = json_object_get(bound_file, "verification_audit");
-        if (json_is_object(audit) && json_is_true(json_object_get(audit, "warning"))) {
-            const char *msg = json_string_value(json_object_get(audit, "message"));
-            add_warning(warnings, msg && *msg ? msg
-                                              : "the verification audit (bound.json) found that"
-                                                " verification may not check the results");
+    json_object_set_new(c->s, "failed", why ? json_string(why) : json_null());
+    free(why);
+}
+
+/* WORKSPACE/bound.json ('cuco bound') when there is one, and the warnings
+ * it carries (the verification audit's finding, its "warnings"). */
+static void summary_bound_file(summary *c)
+{
+    if (!c->workspace)
+        return;
+    char *bpath = cuco_path_join(c->workspace, "bound.json");
+    if (bpath && cuco_fs_exists(bpath)) {
+        json_error_t jerr;
+        c->bound_file = json_load_file(bpath, 0, &jerr);
+        if (!c->bound_file) {
+            char *w =
+                cuco_sprintf("%s:%d: cannot read bound.json: %s", bpath, jerr.line, jerr.text);
+            if (w)
+                json_array_append_new(c->warnings, json_string(w));
+            free(w);
         }
-        size_t i;
-        json_t *w;
-        json_t *ws = json_object_get(bound_file, "warnings");
-        if (json_is_array(ws))
-            json_array_foreach(ws, i, w) if (json_is_string(w))
-                add_warning(warnings, json_string_value(w));
     }
-    /* the host-driven baseline: the run's own measure of the workload's
-     * program when the search started from it, else what 'cuco bound'
-     * measured of that program, else (not measured) the search's start */
+    free(bpath);
+    if (!c->bound_file)
+        return;
+    json_t *audit = json_object_get(c->bound_file, "verification_audit");
+    if (json_is_object(audit) && json_is_true(json_object_get(audit, "warning"))) {
+        const char *msg = json_string_value(json_object_get(audit, "message"));
+        add_warning(c->warnings, msg && *msg ? msg
+                                             : "the verification audit (bound.json) found that"
+                                               " verification may not check the results");
+    }
+    size_t i;
+    json_t *w;
+    json_t *ws = json_object_get(c->bound_file, "warnings");
+    if (json_is_array(ws))
+        json_array_foreach(ws, i, w) if (json_is_string(w))
+            add_warning(c->warnings, json_string_value(w));
+}
+
+/* s.baseline_ms, s.baseline_source and each program's speedup over it
+ * ('score' stays the search's own: over the run's baseline, the time of its
+ * first program). Returns the baseline (< 0: none). */
+static double summary_baseline(summary *c)
+{
     double host_ms = -1;
-    if (bound_file) {
-        json_t *prog = json_object_get(bound_file, "program");
-        if (json_is_true(json_object_get(prog, "ran")))
-            host_ms = metric(prog, "time_ms");
-    }
-    char *baseline_source = NULL;
-    if (!root_is_seed && root_id && host_ms > 0) {
-        baseline = host_ms;
-        baseline_source = cuco_strdup("host-driven program, measured by cuco bound (bound.json)");
-    } else if (baseline > 0 && root_is_seed)
-        baseline_source =
-            cuco_sprintf("host-driven program #%lld, measured by the search", (long long)root_id);
+    json_t *prog = json_object_get(c->bound_file, "program");
+    if (json_is_true(json_object_get(prog, "ran")))
+        host_ms = metric(prog, "time_ms");
+    run_view_baseline_source source;
+    double baseline =
+        c->root_id ? run_view_baseline(c->root_is_seed, c->run_baseline, host_ms, &source) : -1;
+    char *text = NULL;
+    if (baseline > 0 && source == RUN_VIEW_BASELINE_BOUND)
+        text = cuco_strdup("host-driven program, measured by cuco bound (bound.json)");
+    else if (baseline > 0 && source == RUN_VIEW_BASELINE_SEARCH)
+        text = cuco_sprintf("host-driven program #%lld, measured by the search",
+                            (long long)c->root_id);
     else if (baseline > 0)
-        baseline_source =
-            cuco_sprintf("program #%lld, the search's start: the host-driven program was not"
-                         " measured (cuco bound writes it to bound.json)",
-                         (long long)root_id);
-    json_object_set_new(s, "baseline_ms", baseline > 0 ? json_real(baseline) : json_null());
-    json_object_set_new(s, "baseline_source",
-                        baseline_source ? json_string(baseline_source) : json_null());
-    free(baseline_source);
-    /* speedups over that baseline ('score' stays the search's own: over the
-     * run's baseline, the time of its first program) */
-    json_t *ranked[] = {json_object_get(s, "fast_path"), json_object_get(s, "best"),
-                        json_object_get(s, "start")};
+        text = cuco_sprintf("program #%lld, the search's start: the host-driven program was not"
+                            " measured (cuco bound writes it to bound.json)",
+                            (long long)c->root_id);
+    json_object_set_new(c->s, "baseline_ms", baseline > 0 ? json_real(baseline) : json_null());
+    json_object_set_new(c->s, "baseline_source", text ? json_string(text) : json_null());
+    free(text);
+    json_t *ranked[] = {json_object_get(c->s, "fast_path"), json_object_get(c->s, "best"),
+                        json_object_get(c->s, "start")};
     for (size_t k = 0; k < sizeof ranked / sizeof ranked[0]; k++) {
         double t = metric(ranked[k], "time_ms");
         if (json_is_object(ranked[k]))
             json_object_set_new(ranked[k], "speedup",
                                 baseline > 0 && t > 0 ? json_real(baseline / t) : json_null());
     }
-    if (!bound_source && root_metrics) {
-        compute = metric(root_metrics, "compute_ms");
-        comm = metric(root_metrics, "comm_ms");
-        if (compute > 0 && comm > 0)
-            bound_source = "root program metrics";
-    }
-    json_decref(root_metrics);
-    json_decref(bound_file);
-    if (bound_source) {
-        double bound = compute > comm ? compute : comm;
-        json_t *b = json_pack("{s:f, s:f, s:f, s:s}", "compute_ms", compute, "comm_ms", comm,
-                              "bound_ms", bound, "source", bound_source);
-        json_object_set_new(b, "ceiling", baseline > 0 ? json_real(baseline / bound) : json_null());
-        json_object_set_new(b, "gap_closed",
-                            (baseline > bound && best_ms > 0)
-                                ? json_real((baseline - best_ms) / (baseline - bound))
-                                : json_null());
-        json_object_set_new(s, "bound", b);
-        if (best_ms > 0 && best_ms < bound) {
-            char *w = cuco_sprintf(
-                "the best program (%.3f ms) is faster than the overlap bound (%.3f ms): the bound"
-                " takes the baseline's computation and communication times as fixed, and the"
-                " search made them faster, so a gap closed above 100%% only says that this bound"
-                " no longer applies",
-                best_ms, bound);
-            if (w)
-                json_array_append_new(warnings, json_string(w));
-            free(w);
-        }
-    } else
-        json_object_set_new(s, "bound", json_null());
+    return baseline;
+}
 
-    /* failures grouped by status and the first line of the error */
-    json_t *failures = json_array();
-    json_object_set_new(s, "failures", failures);
-    if (sqlite3_prepare_v2(h,
-                           "SELECT id, status, error FROM programs WHERE run_id=? AND"
-                           " status NOT IN ('ok','pending') ORDER BY id",
-                           -1, &st, NULL) != SQLITE_OK) {
-        rc = dberr(h, e, "reading failures");
-        goto fail;
+/* s.bound: the overlap bound of the baseline, its ceiling and the share of
+ * the gap the best closed (cuco/run_view.h), or why they do not apply. */
+static void summary_bound(summary *c, double baseline)
+{
+    double compute = -1, comm = -1;
+    const char *source = c->bound_file ? bound_from_file(c->bound_file, &compute, &comm) : NULL;
+    if (!source && c->root_metrics) {
+        compute = metric(c->root_metrics, "compute_ms");
+        comm = metric(c->root_metrics, "comm_ms");
+        if (compute > 0 && comm > 0)
+            source = "root program metrics";
     }
-    sqlite3_bind_int64(st, 1, run_id);
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        const char *status = (const char *)sqlite3_column_text(st, 1);
-        char *reason = error_reason((const char *)sqlite3_column_text(st, 2));
-        if (!reason)
-            continue;
-        size_t i;
-        json_t *f, *hit = NULL;
-        json_array_foreach(failures, i, f)
-        {
-            if (!strcmp(json_string_value(json_object_get(f, "status")), status ? status : "") &&
-                !strcmp(json_string_value(json_object_get(f, "reason")), reason)) {
-                hit = f;
-                break;
-            }
+    if (!source) {
+        json_object_set_new(c->s, "bound", json_null());
+        return;
+    }
+    run_view_bound vb;
+    run_view_bound_of(baseline, compute, comm, c->best_ms, &vb);
+    json_t *b = json_pack("{s:f, s:f, s:f, s:s}", "compute_ms", compute, "comm_ms", comm,
+                          "bound_ms", vb.bound_ms, "source", source);
+    json_object_set_new(b, "ceiling", vb.has_ceiling ? json_real(vb.ceiling) : json_null());
+    json_object_set_new(b, "gap_closed", vb.has_gap ? json_real(vb.gap_closed) : json_null());
+    json_object_set_new(b, "note", vb.note && baseline > 0 ? json_string(vb.note) : json_null());
+    json_object_set_new(c->s, "bound", b);
+}
+
+/* Adds one failure (status, first line of its error) to its group. */
+static void failure_add(json_t *failures, int64_t id, const char *status, char *reason)
+{
+    size_t i;
+    json_t *f;
+    json_array_foreach(failures, i, f)
+    {
+        if (!strcmp(json_string_value(json_object_get(f, "status")), status ? status : "") &&
+            !strcmp(json_string_value(json_object_get(f, "reason")), reason)) {
+            json_object_set_new(f, "count",
+                                json_integer(json_integer_value(json_object_get(f, "count")) + 1));
+            return;
         }
-        if (hit)
-            json_object_set_new(
-                hit, "count", json_integer(json_integer_value(json_object_get(hit, "count")) + 1));
-        else
-            json_array_append_new(failures,
-                                  json_pack("{s:s, s:s, s:i, s:I}", "status", status ? status : "",
-                                            "reason", reason, "count", 1, "example_id",
-                                            (json_int_t)sqlite3_column_int64(st, 0)));
-        free(reason);
     }
-    sqlite3_finalize(st);
-    /* most frequent first (stable for equal counts: insertion sort) */
+    json_array_append_new(failures,
+                          json_pack("{s:s, s:s, s:i, s:I}", "status", status ? status : "",
+                                    "reason", reason, "count", 1, "example_id", (json_int_t)id));
+}
+
+/* Most frequent first (stable for equal counts: insertion sort). */
+static void failures_sort(json_t *failures)
+{
     size_t nf = json_array_size(failures);
     for (size_t i = 1; i < nf; i++)
         for (size_t j = i; j > 0; j--) {
@@ -622,29 +640,83 @@ int report_summary(sqlite3 *h, int64_t run_id, const char *workspace, json_t **o
             json_array_set(failures, j - 1, y);
             json_array_set_new(failures, j, x);
         }
+}
 
-    json_t *best_obj = json_object_get(s, "best");
-    json_t *t95 = time_to_95(h, run_id, metric(best_obj, "score"),
-                             metric(json_object_get(s, "run"), "started_at"));
-    json_object_set_new(s, "to_95pct", t95 ? t95 : json_null());
-    json_t *rt = retiming_summary(h, run_id);
-    json_object_set_new(s, "retiming", rt ? rt : json_null());
-    json_t *sbs = side_by_side(h, (int64_t)json_integer_value(json_object_get(best_obj, "id")),
-                               workspace, warnings);
-    json_object_set_new(s, "side_by_side", sbs ? sbs : json_null());
-
-    if ((rc = query_one(h,
-                        "SELECT count(*), coalesce(sum(cost_usd),0) FROM llm_calls WHERE run_id=?",
-                        run_id, &st, &found, e)) < 0)
-        goto fail;
-    json_object_set_new(s, "llm_calls", json_integer(found ? sqlite3_column_int64(st, 0) : 0));
-    json_object_set_new(s, "spend_usd", json_real(found ? sqlite3_column_double(st, 1) : 0.0));
+/* s.failures: grouped by status and the first line of the error. */
+static int summary_failures(summary *c, cuco_err *e)
+{
+    json_t *failures = json_array();
+    json_object_set_new(c->s, "failures", failures);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(c->h,
+                           "SELECT id, status, error FROM programs WHERE run_id=? AND"
+                           " status NOT IN ('ok','pending') ORDER BY id",
+                           -1, &st, NULL) != SQLITE_OK)
+        return dberr(c->h, e, "reading failures");
+    sqlite3_bind_int64(st, 1, c->run_id);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        char *reason = error_reason((const char *)sqlite3_column_text(st, 2));
+        if (!reason)
+            continue;
+        failure_add(failures, sqlite3_column_int64(st, 0), (const char *)sqlite3_column_text(st, 1),
+                    reason);
+        free(reason);
+    }
     sqlite3_finalize(st);
-
-    *out = s;
+    failures_sort(failures);
     return 0;
-fail:
-    json_decref(s);
+}
+
+/* s.to_95pct, s.retiming, s.side_by_side, s.llm_calls and s.spend_usd. */
+static int summary_search(summary *c, cuco_err *e)
+{
+    json_t *best_obj = json_object_get(c->s, "best");
+    json_t *t95 = time_to_95(c->h, c->run_id, metric(best_obj, "score"),
+                             metric(json_object_get(c->s, "run"), "started_at"));
+    json_object_set_new(c->s, "to_95pct", t95 ? t95 : json_null());
+    json_t *rt = retiming_summary(c->h, c->run_id);
+    json_object_set_new(c->s, "retiming", rt ? rt : json_null());
+    json_t *sbs = side_by_side(c->h, (int64_t)json_integer_value(json_object_get(best_obj, "id")),
+                               c->workspace, c->warnings);
+    json_object_set_new(c->s, "side_by_side", sbs ? sbs : json_null());
+    sqlite3_stmt *st = NULL;
+    int found = 0;
+    int rc =
+        query_one(c->h, "SELECT count(*), coalesce(sum(cost_usd),0) FROM llm_calls WHERE run_id=?",
+                  c->run_id, &st, &found, e);
+    if (rc < 0)
+        return rc;
+    json_object_set_new(c->s, "llm_calls", json_integer(found ? sqlite3_column_int64(st, 0) : 0));
+    json_object_set_new(c->s, "spend_usd", json_real(found ? sqlite3_column_double(st, 1) : 0.0));
+    sqlite3_finalize(st);
+    return 0;
+}
+
+int report_summary(sqlite3 *h, int64_t run_id, const char *workspace, json_t **out, cuco_err *e)
+{
+    summary c = {h, run_id, workspace, json_object(), json_array(), NULL, -1, -1, 0, 0, NULL, NULL};
+    int rc = 0;
+    *out = NULL;
+    if (!c.s || !c.warnings) {
+        json_decref(c.warnings);
+        rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+        goto out;
+    }
+    json_object_set_new(c.s, "warnings", c.warnings);
+    if ((rc = summary_run(&c, e)) < 0 || (rc = summary_counts(&c, e)) < 0 ||
+        (rc = summary_best(&c, e)) < 0 || (rc = summary_start(&c, e)) < 0)
+        goto out;
+    summary_failed(&c);
+    summary_bound_file(&c);
+    summary_bound(&c, summary_baseline(&c));
+    if ((rc = summary_failures(&c, e)) < 0 || (rc = summary_search(&c, e)) < 0)
+        goto out;
+    *out = c.s;
+    c.s = NULL;
+out:
+    json_decref(c.root_metrics);
+    json_decref(c.bound_file);
+    json_decref(c.s);
     return rc;
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cuco/db.h"
+#include "cuco/diff.h"
 #include "cuco/doe.h"
 #include "cuco/fs.h"
 
@@ -385,358 +386,426 @@ static void html_diff(cuco_buf *html, const char *diff)
     }
 }
 
-int report_write(const cuco_report_opts *opts, cuco_report_result *res, cuco_err *e)
+/* A report being written: report.md and report.html grow side by side,
+ * section by section, from the run's summary. */
+typedef struct report_doc {
+    cuco_buf md, html;
+    json_t *s; /* the summary (report_summary) */
+    int64_t run_id, root_id, best_id;
+    double baseline;
+} report_doc;
+
+/* The run's state in plain text (no markup: it goes in both files). */
+static void run_state_text(json_t *s, cuco_buf *state)
 {
-    memset(res, 0, sizeof *res);
-    sqlite3 *h = NULL;
-    json_t *s = NULL;
-    cuco_buf md = CUCO_BUF_INIT, html = CUCO_BUF_INIT, curve = CUCO_BUF_INIT,
-             lineage = CUCO_BUF_INIT, diff = CUCO_BUF_INIT, sbs_html = CUCO_BUF_INIT;
-    char *db_path = NULL, *root_code = NULL, *best_code = NULL, *ext = NULL;
-    const char *out_dir = opts->out_dir ? opts->out_dir : opts->workspace;
-    int rc, gp_curve = 0, gp_lineage = 0;
-    int64_t run_id = opts->run_id;
-
-    db_path =
-        opts->db_path ? cuco_strdup(opts->db_path) : cuco_path_join(opts->workspace, "runs.db");
-    if (!db_path || !out_dir) {
-        rc = cuco_err_set(e, CUCO_EINVAL, "report: no workspace or output folder");
-        goto out;
-    }
-    if ((rc = report_db_open(db_path, &h, e)) < 0 || (rc = report_run_resolve(h, &run_id, e)) < 0 ||
-        (rc = report_summary(h, run_id, opts->workspace, &s, e)) < 0 ||
-        (rc = report_plot_curve(h, run_id, !opts->no_gnuplot, &curve, &gp_curve, e)) < 0 ||
-        (rc = report_plot_lineage(h, run_id, !opts->no_gnuplot, &lineage, &gp_lineage, e)) < 0 ||
-        (rc = cuco_fs_mkdirs(out_dir, e)) < 0)
-        goto out;
-    res->used_gnuplot = gp_curve && gp_lineage;
-
-    /* absent parts are JSON null in the summary: NULL here */
-    json_t *run = json_object_get(s, "run"), *best = json_object_get(s, "best");
-    json_t *fast = json_object_get(s, "fast_path"), *bound = json_object_get(s, "bound");
-    if (!json_is_object(best))
-        best = NULL;
-    if (!json_is_object(fast))
-        fast = NULL;
-    if (!json_is_object(bound))
-        bound = NULL;
-    json_t *warnings = json_object_get(s, "warnings");
-    const char *workload = json_string_value(json_object_get(run, "workload"));
-    double baseline = jnum(s, "baseline_ms", -1);
-    int64_t root_id = (int64_t)json_integer_value(json_object_get(s, "root_id"));
-    int64_t best_id = best ? (int64_t)json_integer_value(json_object_get(best, "id")) : 0;
-
-    if (root_id && (rc = program_code(h, root_id, &root_code, e)) < 0)
-        goto out;
-    if (best_id && (rc = program_code(h, best_id, &best_code, e)) < 0)
-        goto out;
-    if (root_code && best_code && root_id != best_id) {
-        char *an = cuco_sprintf("program %lld (start of the search)", (long long)root_id);
-        char *bn = cuco_sprintf("program %lld (best)", (long long)best_id);
-        rc = report_diff_lines(root_code, best_code, an, bn, 3, &diff, NULL, NULL, e);
-        free(an);
-        free(bn);
-        if (rc < 0)
-            goto out;
-    }
-
-    /* ---- report.md ---- */
-    cuco_buf_printf(&md, "# cuco report: %s (run %lld)\n\n", workload ? workload : "?",
-                    (long long)run_id);
-    /* the run's state, in both files (plain text: no markup in it) */
-    cuco_buf state = CUCO_BUF_INIT;
+    json_t *run = json_object_get(s, "run"), *programs = json_object_get(s, "programs");
     const char *run_status = jstr(run, "status", "?");
-    cuco_buf_printf(
-        &state, "Run status: %s. Programs: %lld", run_status,
-        (long long)json_integer_value(json_object_get(json_object_get(s, "programs"), "total")));
+    cuco_buf_printf(state, "Run status: %s. Programs: %lld", run_status,
+                    (long long)json_integer_value(json_object_get(programs, "total")));
     const char *key;
     json_t *val;
-    json_object_foreach(json_object_get(json_object_get(s, "programs"), "by_status"), key, val)
-        cuco_buf_printf(&state, ", %s %lld", key, (long long)json_integer_value(val));
-    cuco_buf_puts(&state, ".");
+    json_object_foreach(json_object_get(programs, "by_status"), key, val)
+        cuco_buf_printf(state, ", %s %lld", key, (long long)json_integer_value(val));
+    cuco_buf_puts(state, ".");
     if (!strcmp(run_status, "running"))
-        cuco_buf_puts(&state, " The run is still going: this report is a snapshot; run cuco report"
-                              " again when it has ended.");
-    cuco_buf_printf(&md, "%s\n\n## Result\n\n", cuco_buf_str(&state));
+        cuco_buf_puts(state, " The run is still going: this report is a snapshot; run cuco report"
+                             " again when it has ended.");
+}
+
+/* Title, the run's state, and the banners: why a failed run failed, then
+ * the warnings. */
+static void write_head(report_doc *d)
+{
+    const char *workload =
+        json_string_value(json_object_get(json_object_get(d->s, "run"), "workload"));
+    cuco_buf state = CUCO_BUF_INIT;
+    run_state_text(d->s, &state);
+    cuco_buf_printf(&d->md, "# cuco report: %s (run %lld)\n\n%s\n\n## Result\n\n",
+                    workload ? workload : "?", (long long)d->run_id, cuco_buf_str(&state));
+    cuco_buf_puts(
+        &d->html,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>cuco report: ");
+    html_escape(&d->html, workload);
+    cuco_buf_printf(&d->html,
+                    "</title>\n<style>%s</style></head><body>\n<h1>cuco report: ", html_style);
+    html_escape(&d->html, workload);
+    cuco_buf_printf(&d->html, " <span class=\"muted\">(run %lld)</span></h1>\n<p id=\"run-state\">",
+                    (long long)d->run_id);
+    html_escape(&d->html, cuco_buf_str(&state));
+    cuco_buf_puts(&d->html, "</p>\n<h2>Result</h2>\n");
+    cuco_buf_free(&state);
+    const char *failed = json_string_value(json_object_get(d->s, "failed"));
+    if (failed) {
+        cuco_buf_printf(&d->md, "> **RUN FAILED:** %s\n>\n", failed);
+        cuco_buf_puts(&d->html, "<div class=\"warning\" id=\"run-failed\">&#9888; RUN FAILED: ");
+        html_escape(&d->html, failed);
+        cuco_buf_puts(&d->html, "</div>\n");
+    }
+    json_t *warnings = json_object_get(d->s, "warnings"), *val;
     size_t i;
     json_array_foreach(warnings, i, val)
-        cuco_buf_printf(&md, "> **WARNING:** %s\n>\n", json_string_value(val));
-    if (json_array_size(warnings))
-        cuco_buf_puts(&md, "\n");
-    cuco_buf_puts(&md, "| program | time (ms) | speedup |\n|---|---:|---:|\n");
-    if (baseline > 0)
-        cuco_buf_printf(&md, "| baseline | %.3f | 1.000x |\n", baseline);
-    else
-        cuco_buf_puts(&md, "| baseline | not measured | - |\n");
-    if (fast)
-        cuco_buf_printf(&md, "| fast path (#%lld, generation 0) | %.3f | %s |\n",
-                        (long long)json_integer_value(json_object_get(fast, "id")),
-                        jnum(fast, "time_ms", 0), speedup_text(fast, "x"));
-    else
-        cuco_buf_puts(&md, "| fast path | none: the search started from the workload's own"
-                           " program | - |\n");
-    if (best)
-        cuco_buf_printf(
-            &md, "| **best** (#%lld, generation %lld, island %lld, %s) | %.3f | **%s** |\n",
-            (long long)best_id, (long long)json_integer_value(json_object_get(best, "generation")),
-            (long long)json_integer_value(json_object_get(best, "island")),
-            jstr(best, "mutator", "?"), jnum(best, "time_ms", 0), speedup_text(best, "x"));
-    else
-        cuco_buf_puts(&md, "| best | no correct program yet | - |\n");
-    if (baseline > 0)
-        cuco_buf_printf(&md, "\nBaseline: %s. Speedup = baseline time / program time.\n",
-                        jstr(s, "baseline_source", "?"));
-    side_by_side_write(s, &md, &sbs_html);
-    cuco_buf_puts(&md, "\n## Overlap bound\n\n");
-    if (bound) {
-        cuco_buf_printf(&md,
-                        "From %s: compute alone %.3f ms, communication alone %.3f ms, so the ideal"
-                        " overlap takes max = **%.3f ms**.\n\n",
-                        json_string_value(json_object_get(bound, "source")),
-                        jnum(bound, "compute_ms", 0), jnum(bound, "comm_ms", 0),
-                        jnum(bound, "bound_ms", 0));
-        if (json_is_number(json_object_get(bound, "ceiling")))
-            cuco_buf_printf(&md, "- ceiling (baseline / bound): %.3fx\n",
-                            jnum(bound, "ceiling", 0));
-        if (json_is_number(json_object_get(bound, "gap_closed")))
-            cuco_buf_printf(
-                &md, "- gap closed by the best ((baseline - best) / (baseline - bound)): %.1f%%\n",
-                100 * jnum(bound, "gap_closed", 0));
-        else
-            cuco_buf_puts(&md, "- gap closed: not computable (no best, or the baseline is"
-                               " already at the bound)\n");
-    } else
-        cuco_buf_puts(&md, "Not known: neither bound.json nor the baseline program's metrics give"
-                           " compute_ms and comm_ms.\n");
-    cuco_buf_printf(&md,
-                    "\n## Search\n\nThe search curve and the lineage are SVG plots in report.html"
-                    " (made with %s).\n\n",
-                    res->used_gnuplot ? "gnuplot" : "the built-in SVG writer");
-    char *t95 = to_95_text(s);
-    if (t95)
-        cuco_buf_printf(&md, "%s\n\n", t95);
-    char *retimed = retiming_text(s);
-    if (retimed)
-        cuco_buf_printf(&md, "%s\n\n", retimed);
-    char *effects = effects_text(db_path, run_id);
-    if (effects)
-        cuco_buf_printf(&md, "%s\n", effects);
-    cuco_buf_puts(&md, "## Failures by reason\n\n");
-    json_t *failures = json_object_get(s, "failures");
-    if (json_array_size(failures)) {
-        cuco_buf_puts(&md, "| status | reason | count | example |\n|---|---|---:|---|\n");
-        json_array_foreach(failures, i, val)
-        {
-            cuco_buf_printf(&md, "| %s | ", json_string_value(json_object_get(val, "status")));
-            md_cell(&md, json_string_value(json_object_get(val, "reason")));
-            cuco_buf_printf(&md, " | %lld | #%lld |\n",
-                            (long long)json_integer_value(json_object_get(val, "count")),
-                            (long long)json_integer_value(json_object_get(val, "example_id")));
-        }
-    } else
-        cuco_buf_puts(&md, "None.\n");
-    cuco_buf_printf(&md, "\n## LLM spend\n\nTotal: $%.4f over %lld calls.\n\n",
-                    jnum(s, "spend_usd", 0),
-                    (long long)json_integer_value(json_object_get(s, "llm_calls")));
-
-    /* ---- report.html (the parts shared with the md are built alongside) ---- */
-    cuco_buf spend_md = CUCO_BUF_INIT, spend_html = CUCO_BUF_INIT;
-    spend_rows(h, run_id, &spend_md, &spend_html);
-    if (spend_md.len)
-        cuco_buf_printf(&md,
-                        "| model | calls | input tokens | output tokens | cost ($) |\n"
-                        "|---|---:|---:|---:|---:|\n%s\n",
-                        cuco_buf_str(&spend_md));
-
-    cuco_buf_puts(
-        &html,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>cuco report: ");
-    html_escape(&html, workload);
-    cuco_buf_printf(&html,
-                    "</title>\n<style>%s</style></head><body>\n<h1>cuco report: ", html_style);
-    html_escape(&html, workload);
-    cuco_buf_printf(&html, " <span class=\"muted\">(run %lld)</span></h1>\n<p id=\"run-state\">",
-                    (long long)run_id);
-    html_escape(&html, cuco_buf_str(&state));
-    cuco_buf_puts(&html, "</p>\n<h2>Result</h2>\n");
-    cuco_buf_free(&state);
-    json_array_foreach(warnings, i, val)
     {
-        cuco_buf_puts(&html, "<div class=\"warning\">&#9888; WARNING: ");
-        html_escape(&html, json_string_value(val));
-        cuco_buf_puts(&html, "</div>\n");
+        cuco_buf_printf(&d->md, "> **WARNING:** %s\n>\n", json_string_value(val));
+        cuco_buf_puts(&d->html, "<div class=\"warning\">&#9888; WARNING: ");
+        html_escape(&d->html, json_string_value(val));
+        cuco_buf_puts(&d->html, "</div>\n");
     }
+    if (failed || json_array_size(warnings))
+        cuco_buf_puts(&d->md, "\n");
+}
+
+/* Why there is no fast-path result (caller frees). */
+static char *fast_path_absent_text(json_t *s)
+{
+    json_t *start = json_object_get(s, "start");
+    if (!json_is_object(start))
+        return cuco_strdup("none: the run has no program yet");
+    if (!strcmp(jstr(start, "mutator", ""), "seed"))
+        return cuco_strdup("none: the search started from the workload's own program");
+    return cuco_sprintf("none: the search's start (#%lld, given with --init) did not pass (%s)",
+                        (long long)json_integer_value(json_object_get(start, "id")),
+                        jstr(start, "status", "?"));
+}
+
+/* The result table: baseline, fast path, best. */
+static void write_result_table(report_doc *d)
+{
+    json_t *fast = json_object_get(d->s, "fast_path"), *best = json_object_get(d->s, "best");
+    const char *status = jstr(json_object_get(d->s, "run"), "status", "?");
+    const char *no_best =
+        !strcmp(status, "running") ? "no correct program yet" : "no correct program";
+    cuco_buf_puts(&d->md, "| program | time (ms) | speedup |\n|---|---:|---:|\n");
     cuco_buf_puts(
-        &html,
+        &d->html,
         "<table id=\"result\"><tr><th>program</th><th>time (ms)</th><th>speedup</th></tr>\n");
-    if (baseline > 0)
-        cuco_buf_printf(&html,
+    if (d->baseline > 0) {
+        cuco_buf_printf(&d->md, "| baseline | %.3f | 1.000x |\n", d->baseline);
+        cuco_buf_printf(&d->html,
                         "<tr><td>baseline</td><td class=\"num\">%.3f</td><td "
                         "class=\"num\">1.000&times;</td></tr>\n",
-                        baseline);
-    else
-        cuco_buf_puts(&html, "<tr><td>baseline</td><td>not measured</td><td>-</td></tr>\n");
-    if (fast)
-        cuco_buf_printf(
-            &html,
-            "<tr><td>fast path (#%lld, generation 0)</td><td class=\"num\">%.3f</td><td "
-            "class=\"num\">%s</td></tr>\n",
-            (long long)json_integer_value(json_object_get(fast, "id")), jnum(fast, "time_ms", 0),
-            speedup_text(fast, "&times;"));
-    else
-        cuco_buf_puts(&html, "<tr><td>fast path</td><td colspan=\"2\">none: the search started"
-                             " from the workload's own program</td></tr>\n");
-    if (best) {
-        cuco_buf_printf(&html, "<tr><td><b>best</b> (#%lld, generation %lld, island %lld, ",
-                        (long long)best_id,
-                        (long long)json_integer_value(json_object_get(best, "generation")),
-                        (long long)json_integer_value(json_object_get(best, "island")));
-        html_escape(&html, json_string_value(json_object_get(best, "mutator")));
-        cuco_buf_printf(&html,
+                        d->baseline);
+    } else {
+        cuco_buf_puts(&d->md, "| baseline | not measured | - |\n");
+        cuco_buf_puts(&d->html, "<tr><td>baseline</td><td>not measured</td><td>-</td></tr>\n");
+    }
+    if (json_is_object(fast)) {
+        long long id = (long long)json_integer_value(json_object_get(fast, "id"));
+        cuco_buf_printf(&d->md, "| fast path (#%lld, generation 0) | %.3f | %s |\n", id,
+                        jnum(fast, "time_ms", 0), speedup_text(fast, "x"));
+        cuco_buf_printf(&d->html,
+                        "<tr><td>fast path (#%lld, generation 0)</td><td class=\"num\">%.3f</td>"
+                        "<td class=\"num\">%s</td></tr>\n",
+                        id, jnum(fast, "time_ms", 0), speedup_text(fast, "&times;"));
+    } else {
+        char *why = fast_path_absent_text(d->s);
+        cuco_buf_printf(&d->md, "| fast path | %s | - |\n", why ? why : "none");
+        cuco_buf_puts(&d->html, "<tr><td>fast path</td><td colspan=\"2\">");
+        html_escape(&d->html, why ? why : "none");
+        cuco_buf_puts(&d->html, "</td></tr>\n");
+        free(why);
+    }
+    if (json_is_object(best)) {
+        long long gen = (long long)json_integer_value(json_object_get(best, "generation"));
+        long long isl = (long long)json_integer_value(json_object_get(best, "island"));
+        cuco_buf_printf(&d->md,
+                        "| **best** (#%lld, generation %lld, island %lld, %s) | %.3f | **%s** |\n",
+                        (long long)d->best_id, gen, isl, jstr(best, "mutator", "?"),
+                        jnum(best, "time_ms", 0), speedup_text(best, "x"));
+        cuco_buf_printf(&d->html, "<tr><td><b>best</b> (#%lld, generation %lld, island %lld, ",
+                        (long long)d->best_id, gen, isl);
+        html_escape(&d->html, json_string_value(json_object_get(best, "mutator")));
+        cuco_buf_printf(&d->html,
                         ")</td><td class=\"num\">%.3f</td><td class=\"num\"><b>%s</b></td></tr>\n",
                         jnum(best, "time_ms", 0), speedup_text(best, "&times;"));
-    } else
-        cuco_buf_puts(&html,
-                      "<tr><td>best</td><td colspan=\"2\">no correct program yet</td></tr>\n");
-    cuco_buf_puts(&html, "</table>\n");
-    if (baseline > 0) {
-        cuco_buf_puts(&html, "<p class=\"muted\">Baseline: ");
-        html_escape(&html, jstr(s, "baseline_source", "?"));
-        cuco_buf_puts(&html, ". Speedup = baseline time / program time.</p>\n");
+    } else {
+        cuco_buf_printf(&d->md, "| best | %s | - |\n", no_best);
+        cuco_buf_printf(&d->html, "<tr><td>best</td><td colspan=\"2\">%s</td></tr>\n", no_best);
     }
-    cuco_buf_puts(&html, cuco_buf_str(&sbs_html));
-    cuco_buf_free(&sbs_html);
-    cuco_buf_puts(&html, "<h2>Overlap bound</h2>\n");
-    if (bound) {
-        cuco_buf_puts(&html, "<p>From ");
-        html_escape(&html, json_string_value(json_object_get(bound, "source")));
-        cuco_buf_printf(&html, ": compute %.3f ms, communication %.3f ms, bound <b>%.3f ms</b>",
-                        jnum(bound, "compute_ms", 0), jnum(bound, "comm_ms", 0),
-                        jnum(bound, "bound_ms", 0));
-        if (json_is_number(json_object_get(bound, "ceiling")))
-            cuco_buf_printf(&html, "; ceiling %.3f&times;", jnum(bound, "ceiling", 0));
-        if (json_is_number(json_object_get(bound, "gap_closed")))
-            cuco_buf_printf(&html, "; gap closed by the best: <b>%.1f%%</b>",
-                            100 * jnum(bound, "gap_closed", 0));
-        cuco_buf_puts(&html, ".</p>\n");
+    cuco_buf_puts(&d->html, "</table>\n");
+    if (d->baseline > 0) {
+        cuco_buf_printf(&d->md, "\nBaseline: %s. Speedup = baseline time / program time.\n",
+                        jstr(d->s, "baseline_source", "?"));
+        cuco_buf_puts(&d->html, "<p class=\"muted\">Baseline: ");
+        html_escape(&d->html, jstr(d->s, "baseline_source", "?"));
+        cuco_buf_puts(&d->html, ". Speedup = baseline time / program time.</p>\n");
+    }
+}
+
+/* The overlap bound of the baseline, its ceiling and the gap closed, or why
+ * they do not apply (cuco/run_view.h). The side-by-side times of 'cuco run'
+ * carry their own bound: when they do, that one is shown and this section
+ * only points to it, so a report shows one bound. */
+static void write_bound(report_doc *d)
+{
+    json_t *bound = json_object_get(d->s, "bound");
+    json_t *sbs_bound = json_object_get(json_object_get(d->s, "side_by_side"), "bound");
+    cuco_buf_puts(&d->md, "\n## Overlap bound\n\n");
+    cuco_buf_puts(&d->html, "<h2>Overlap bound</h2>\n");
+    if (json_is_object(sbs_bound)) {
+        const char *t = "See the side-by-side times above: the bound from the seed's own"
+                        " breakdown in those runs.";
+        cuco_buf_printf(&d->md, "%s\n", t);
+        cuco_buf_printf(&d->html, "<p>%s</p>\n", t);
+        return;
+    }
+    if (!json_is_object(bound)) {
+        cuco_buf_puts(&d->md, "Not known: neither bound.json nor the baseline program's metrics"
+                              " give compute_ms and comm_ms.\n");
+        cuco_buf_puts(&d->html, "<p class=\"muted\">Not known (no bound.json, no compute_ms/"
+                                "comm_ms in the baseline's metrics).</p>\n");
+        return;
+    }
+    const char *source = jstr(bound, "source", "?"), *note = jstr(bound, "note", NULL);
+    cuco_buf_printf(&d->md,
+                    "From %s: compute alone %.3f ms, communication alone %.3f ms, so the ideal"
+                    " overlap takes max = **%.3f ms**.\n\n",
+                    source, jnum(bound, "compute_ms", 0), jnum(bound, "comm_ms", 0),
+                    jnum(bound, "bound_ms", 0));
+    cuco_buf_puts(&d->html, "<p>From ");
+    html_escape(&d->html, source);
+    cuco_buf_printf(&d->html, ": compute %.3f ms, communication %.3f ms, bound <b>%.3f ms</b>",
+                    jnum(bound, "compute_ms", 0), jnum(bound, "comm_ms", 0),
+                    jnum(bound, "bound_ms", 0));
+    if (json_is_number(json_object_get(bound, "ceiling"))) {
+        cuco_buf_printf(&d->md, "- ceiling (baseline / bound): %.3fx\n", jnum(bound, "ceiling", 0));
+        cuco_buf_printf(&d->html, "; ceiling %.3f&times;", jnum(bound, "ceiling", 0));
+    }
+    if (json_is_number(json_object_get(bound, "gap_closed"))) {
+        cuco_buf_printf(&d->md,
+                        "- gap closed by the best ((baseline - best) / (baseline - bound)):"
+                        " %.1f%%\n",
+                        100 * jnum(bound, "gap_closed", 0));
+        cuco_buf_printf(&d->html, "; gap closed by the best: <b>%.1f%%</b>",
+                        100 * jnum(bound, "gap_closed", 0));
+    } else if (note) {
+        cuco_buf_printf(&d->md, "- %s\n", note);
+        cuco_buf_puts(&d->html, "; ");
+        html_escape(&d->html, note);
     } else
-        cuco_buf_puts(&html, "<p class=\"muted\">Not known (no bound.json, no compute_ms/comm_ms "
-                             "in the baseline's metrics).</p>\n");
+        cuco_buf_puts(&d->md, "- gap closed: not computable (no best, or no baseline)\n");
+    cuco_buf_puts(&d->html, ".</p>\n");
+}
+
+/* The search: the plots, the time to 95% of the gain, the re-timings, the
+ * knob effects. */
+static void write_search(report_doc *d, const char *db_path, const cuco_buf *curve,
+                         const cuco_buf *lineage, int used_gnuplot)
+{
+    const char *maker = used_gnuplot ? "gnuplot" : "the built-in SVG writer";
+    cuco_buf_printf(&d->md,
+                    "\n## Search\n\nThe search curve and the lineage are SVG plots in report.html"
+                    " (made with %s).\n\n",
+                    maker);
     cuco_buf_printf(
-        &html,
+        &d->html,
         "<h2>Search</h2>\n<p class=\"muted\">Plots made with %s.</p>\n"
         "<figure id=\"curve\"><figcaption>Best score so far over evaluations (points: each"
         " correct program; hollow: re-timed beside the best and did not hold, so not counted"
         " in the line)</figcaption>\n%s</figure>\n"
         "<figure id=\"lineage\"><figcaption>Lineage: programs by generation, islands as"
         " bands, an edge from each parent</figcaption>\n%s</figure>\n",
-        res->used_gnuplot ? "gnuplot" : "the built-in SVG writer", cuco_buf_str(&curve),
-        cuco_buf_str(&lineage));
-    html_paragraph(&html, "to-95", t95);
-    html_paragraph(&html, "retiming", retimed);
+        maker, cuco_buf_str(curve), cuco_buf_str(lineage));
+    char *t95 = to_95_text(d->s), *retimed = retiming_text(d->s);
+    char *effects = effects_text(db_path, d->run_id);
+    if (t95)
+        cuco_buf_printf(&d->md, "%s\n\n", t95);
+    if (retimed)
+        cuco_buf_printf(&d->md, "%s\n\n", retimed);
+    if (effects)
+        cuco_buf_printf(&d->md, "%s\n", effects);
+    html_paragraph(&d->html, "to-95", t95);
+    html_paragraph(&d->html, "retiming", retimed);
     if (effects) {
-        cuco_buf_puts(&html, "<pre id=\"effects\">");
-        html_escape(&html, effects);
-        cuco_buf_puts(&html, "</pre>\n");
+        cuco_buf_puts(&d->html, "<pre id=\"effects\">");
+        html_escape(&d->html, effects);
+        cuco_buf_puts(&d->html, "</pre>\n");
     }
     free(t95);
     free(retimed);
     free(effects);
-    cuco_buf_puts(&html, "<h2>Failures by reason</h2>\n");
-    if (json_array_size(failures)) {
-        cuco_buf_puts(
-            &html,
-            "<table><tr><th>status</th><th>reason</th><th>count</th><th>example</th></tr>\n");
-        json_array_foreach(failures, i, val)
-        {
-            cuco_buf_puts(&html, "<tr><td>");
-            html_escape(&html, json_string_value(json_object_get(val, "status")));
-            cuco_buf_puts(&html, "</td><td>");
-            html_escape(&html, json_string_value(json_object_get(val, "reason")));
-            cuco_buf_printf(&html, "</td><td class=\"num\">%lld</td><td>#%lld</td></tr>\n",
-                            (long long)json_integer_value(json_object_get(val, "count")),
-                            (long long)json_integer_value(json_object_get(val, "example_id")));
-        }
-        cuco_buf_puts(&html, "</table>\n");
-    } else
-        cuco_buf_puts(&html, "<p>None.</p>\n");
-    cuco_buf_printf(&html, "<h2>LLM spend</h2>\n<p>Total: $%.4f over %lld calls.</p>\n",
-                    jnum(s, "spend_usd", 0),
-                    (long long)json_integer_value(json_object_get(s, "llm_calls")));
+}
+
+/* Failures grouped by reason. */
+static void write_failures(report_doc *d)
+{
+    json_t *failures = json_object_get(d->s, "failures"), *val;
+    size_t i;
+    cuco_buf_puts(&d->md, "## Failures by reason\n\n");
+    cuco_buf_puts(&d->html, "<h2>Failures by reason</h2>\n");
+    if (!json_array_size(failures)) {
+        cuco_buf_puts(&d->md, "None.\n");
+        cuco_buf_puts(&d->html, "<p>None.</p>\n");
+        return;
+    }
+    cuco_buf_puts(&d->md, "| status | reason | count | example |\n|---|---|---:|---|\n");
+    cuco_buf_puts(&d->html,
+                  "<table><tr><th>status</th><th>reason</th><th>count</th><th>example</th></tr>\n");
+    json_array_foreach(failures, i, val)
+    {
+        long long count = (long long)json_integer_value(json_object_get(val, "count"));
+        long long example = (long long)json_integer_value(json_object_get(val, "example_id"));
+        cuco_buf_printf(&d->md, "| %s | ", json_string_value(json_object_get(val, "status")));
+        md_cell(&d->md, json_string_value(json_object_get(val, "reason")));
+        cuco_buf_printf(&d->md, " | %lld | #%lld |\n", count, example);
+        cuco_buf_puts(&d->html, "<tr><td>");
+        html_escape(&d->html, json_string_value(json_object_get(val, "status")));
+        cuco_buf_puts(&d->html, "</td><td>");
+        html_escape(&d->html, json_string_value(json_object_get(val, "reason")));
+        cuco_buf_printf(&d->html, "</td><td class=\"num\">%lld</td><td>#%lld</td></tr>\n", count,
+                        example);
+    }
+    cuco_buf_puts(&d->html, "</table>\n");
+}
+
+/* LLM spend, in total and by model. */
+static void write_spend(report_doc *d, sqlite3 *h)
+{
+    double usd = jnum(d->s, "spend_usd", 0);
+    long long calls = (long long)json_integer_value(json_object_get(d->s, "llm_calls"));
+    cuco_buf spend_md = CUCO_BUF_INIT, spend_html = CUCO_BUF_INIT;
+    spend_rows(h, d->run_id, &spend_md, &spend_html);
+    cuco_buf_printf(&d->md, "\n## LLM spend\n\nTotal: $%.4f over %lld calls.\n\n", usd, calls);
+    if (spend_md.len)
+        cuco_buf_printf(&d->md,
+                        "| model | calls | input tokens | output tokens | cost ($) |\n"
+                        "|---|---:|---:|---:|---:|\n%s\n",
+                        cuco_buf_str(&spend_md));
+    cuco_buf_printf(&d->html, "<h2>LLM spend</h2>\n<p>Total: $%.4f over %lld calls.</p>\n", usd,
+                    calls);
     if (spend_html.len)
-        cuco_buf_printf(&html,
+        cuco_buf_printf(&d->html,
                         "<table><tr><th>model</th><th>calls</th><th>input tokens</th>"
                         "<th>output tokens</th><th>cost ($)</th></tr>\n%s</table>\n",
                         cuco_buf_str(&spend_html));
     cuco_buf_free(&spend_md);
     cuco_buf_free(&spend_html);
+}
 
-    /* the diff and the export, in both */
-    if (diff.len) {
-        cuco_buf_printf(&md,
+/* The diff from the start of the search to the best. */
+static int write_diff(report_doc *d, const char *root_code, const char *best_code, cuco_err *e)
+{
+    if (d->best_id && d->best_id == d->root_id) {
+        cuco_buf_puts(&d->md, "## Diff\n\nThe best program is the baseline program itself.\n\n");
+        cuco_buf_puts(&d->html,
+                      "<h2>Diff</h2><p>The best program is the baseline program itself.</p>\n");
+        return 0;
+    }
+    if (!root_code || !best_code)
+        return 0;
+    cuco_buf diff = CUCO_BUF_INIT;
+    char *an = cuco_sprintf("program %lld (start of the search)", (long long)d->root_id);
+    char *bn = cuco_sprintf("program %lld (best)", (long long)d->best_id);
+    int rc = cuco_diff_lines(root_code, best_code, an, bn, 3, &diff, NULL, NULL, e);
+    free(an);
+    free(bn);
+    if (rc == 0 && diff.len) {
+        cuco_buf_printf(&d->md,
                         "## Diff from the start of the search (#%lld) to the best "
                         "(#%lld)\n\n```diff\n%s```\n\n",
-                        (long long)root_id, (long long)best_id, cuco_buf_str(&diff));
-        cuco_buf_printf(
-            &html,
-            "<h2>Diff from the start of the search (#%lld) to the best (#%lld)</h2>\n<pre "
-            "id=\"diff\">",
-            (long long)root_id, (long long)best_id);
-        html_diff(&html, cuco_buf_str(&diff));
-        cuco_buf_puts(&html, "</pre>\n");
-    } else if (best_id && best_id == root_id) {
-        cuco_buf_puts(&md, "## Diff\n\nThe best program is the baseline program itself.\n\n");
-        cuco_buf_puts(&html,
-                      "<h2>Diff</h2><p>The best program is the baseline program itself.</p>\n");
+                        (long long)d->root_id, (long long)d->best_id, cuco_buf_str(&diff));
+        cuco_buf_printf(&d->html,
+                        "<h2>Diff from the start of the search (#%lld) to the best (#%lld)</h2>\n"
+                        "<pre id=\"diff\">",
+                        (long long)d->root_id, (long long)d->best_id);
+        html_diff(&d->html, cuco_buf_str(&diff));
+        cuco_buf_puts(&d->html, "</pre>\n");
     }
-    if (best_code) {
-        ext = best_extension(s, best_code);
-        char *name = ext ? cuco_sprintf("best.%s", ext) : NULL;
-        res->best_path = name ? cuco_path_join(out_dir, name) : NULL;
-        if (!res->best_path) {
-            free(name);
-            rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-            goto out;
-        }
-        if ((rc = cuco_fs_write(res->best_path, best_code, strlen(best_code), e)) < 0) {
-            free(name);
-            goto out;
-        }
-        cuco_buf_printf(&md, "## Best program\n\nProgram #%lld, exported to `%s`.\n",
-                        (long long)best_id, name);
-        cuco_buf_printf(
-            &html,
-            "<h2>Best program</h2>\n<p>Program #%lld, exported to %s.</p>\n<pre id=\"best-code\">",
-            (long long)best_id, name);
-        html_escape(&html, best_code);
-        cuco_buf_puts(&html, "</pre>\n");
-        free(name);
-    }
-    cuco_buf_puts(&html, "</body></html>\n");
+    cuco_buf_free(&diff);
+    return rc;
+}
 
+/* best.<ext> in out_dir, and the section that names it. */
+static int write_best_export(report_doc *d, const char *best_code, const char *out_dir,
+                             cuco_report_result *res, cuco_err *e)
+{
+    char *ext = best_extension(d->s, best_code);
+    char *name = ext ? cuco_sprintf("best.%s", ext) : NULL;
+    free(ext);
+    res->best_path = name ? cuco_path_join(out_dir, name) : NULL;
+    if (!res->best_path) {
+        free(name);
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    }
+    int rc = cuco_fs_write(res->best_path, best_code, strlen(best_code), e);
+    if (rc == 0) {
+        cuco_buf_printf(&d->md, "## Best program\n\nProgram #%lld, exported to `%s`.\n",
+                        (long long)d->best_id, name);
+        cuco_buf_printf(
+            &d->html,
+            "<h2>Best program</h2>\n<p>Program #%lld, exported to %s.</p>\n<pre id=\"best-code\">",
+            (long long)d->best_id, name);
+        html_escape(&d->html, best_code);
+        cuco_buf_puts(&d->html, "</pre>\n");
+    }
+    free(name);
+    return rc;
+}
+
+/* report.md and report.html into out_dir. */
+static int write_files(report_doc *d, const char *out_dir, cuco_report_result *res, cuco_err *e)
+{
     res->md_path = cuco_path_join(out_dir, "report.md");
     res->html_path = cuco_path_join(out_dir, "report.html");
-    if (!res->md_path || !res->html_path || !md.data || !html.data) {
-        rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    if (!res->md_path || !res->html_path || !d->md.data || !d->html.data)
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    int rc = cuco_fs_write(res->md_path, d->md.data, d->md.len, e);
+    return rc < 0 ? rc : cuco_fs_write(res->html_path, d->html.data, d->html.len, e);
+}
+
+int report_write(const cuco_report_opts *opts, cuco_report_result *res, cuco_err *e)
+{
+    memset(res, 0, sizeof *res);
+    sqlite3 *h = NULL;
+    report_doc d = {CUCO_BUF_INIT, CUCO_BUF_INIT, NULL, opts->run_id, 0, 0, -1};
+    cuco_buf curve = CUCO_BUF_INIT, lineage = CUCO_BUF_INIT, sbs_html = CUCO_BUF_INIT;
+    char *root_code = NULL, *best_code = NULL;
+    const char *out_dir = opts->out_dir ? opts->out_dir : opts->workspace;
+    int rc, gp_curve = 0, gp_lineage = 0;
+    char *db_path =
+        opts->db_path ? cuco_strdup(opts->db_path) : cuco_path_join(opts->workspace, "runs.db");
+    if (!db_path || !out_dir) {
+        rc = cuco_err_set(e, CUCO_EINVAL, "report: no workspace or output folder");
         goto out;
     }
-    if ((rc = cuco_fs_write(res->md_path, md.data, md.len, e)) < 0 ||
-        (rc = cuco_fs_write(res->html_path, html.data, html.len, e)) < 0)
+    if ((rc = report_db_open(db_path, &h, e)) < 0 ||
+        (rc = report_run_resolve(h, &d.run_id, e)) < 0 ||
+        (rc = report_summary(h, d.run_id, opts->workspace, &d.s, e)) < 0 ||
+        (rc = report_plot_curve(h, d.run_id, !opts->no_gnuplot, &curve, &gp_curve, e)) < 0 ||
+        (rc = report_plot_lineage(h, d.run_id, !opts->no_gnuplot, &lineage, &gp_lineage, e)) < 0 ||
+        (rc = cuco_fs_mkdirs(out_dir, e)) < 0)
         goto out;
+    res->used_gnuplot = gp_curve && gp_lineage;
+    d.baseline = jnum(d.s, "baseline_ms", -1);
+    d.root_id = (int64_t)json_integer_value(json_object_get(d.s, "root_id"));
+    d.best_id = (int64_t)json_integer_value(json_object_get(json_object_get(d.s, "best"), "id"));
+    if ((d.root_id && (rc = program_code(h, d.root_id, &root_code, e)) < 0) ||
+        (d.best_id && (rc = program_code(h, d.best_id, &best_code, e)) < 0))
+        goto out;
+    write_head(&d);
+    write_result_table(&d);
+    side_by_side_write(d.s, &d.md, &sbs_html);
+    cuco_buf_puts(&d.html, cuco_buf_str(&sbs_html));
+    write_bound(&d);
+    write_search(&d, db_path, &curve, &lineage, res->used_gnuplot);
+    write_failures(&d);
+    write_spend(&d, h);
+    if ((rc = write_diff(&d, root_code, best_code, e)) < 0 ||
+        (best_code && (rc = write_best_export(&d, best_code, out_dir, res, e)) < 0))
+        goto out;
+    cuco_buf_puts(&d.html, "</body></html>\n");
+    rc = write_files(&d, out_dir, res, e);
 out:
     if (rc < 0)
         report_result_free(res);
-    json_decref(s);
+    json_decref(d.s);
     report_db_close(h);
-    cuco_buf_free(&md);
-    cuco_buf_free(&html);
+    cuco_buf_free(&d.md);
+    cuco_buf_free(&d.html);
     cuco_buf_free(&curve);
     cuco_buf_free(&lineage);
-    cuco_buf_free(&diff);
     cuco_buf_free(&sbs_html);
     free(db_path);
     free(root_code);
     free(best_code);
-    free(ext);
     return rc;
 }

@@ -1,9 +1,11 @@
 /* check.c: the static device-initiated check of a transformed program,
  * whatever route made it. It re-lexes the program and rejects host
- * collectives left on the path, host copies standing in for communication,
- * and a program that never creates a device communicator.
+ * collectives left on the path, host copies into received buffers standing
+ * in for communication (not the seed's own copies: packing a send buffer is
+ * local), and a program that never creates a device communicator.
  */
 #include "cuco/transform.h"
+#include "tx_common.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -53,13 +55,13 @@ static int member(const code *c, size_t i)
     return i > 0 && (is(c, i - 1, ".") || is(c, i - 1, "->") || is(c, i - 1, "::"));
 }
 
-/* Last identifier of the leading lvalue chain of each of the first nargs
- * arguments (the buffers), appended to names. */
-static int arg_bases(const code *c, size_t open, int nargs, cuco_strlist *names)
+/* Last identifier of the leading lvalue chain of each argument from..nargs-1
+ * (the buffers), appended to names. */
+static int arg_bases(const code *c, size_t open, int from, int nargs, cuco_strlist *names)
 {
     int d = 0, argi = 0;
     size_t j = open + 1;
-    int want = 1; /* at the start of an argument */
+    int want = from == 0; /* at the start of an argument */
     for (; j < c->n; j++) {
         if (is(c, j, "(") || is(c, j, "[")) {
             d++;
@@ -71,7 +73,7 @@ static int arg_bases(const code *c, size_t open, int nargs, cuco_strlist *names)
             continue;
         }
         if (d == 0 && is(c, j, ",")) {
-            want = ++argi < nargs;
+            want = ++argi < nargs && argi >= from;
             continue;
         }
         if (want && tk(c, j)->kind == CUCO_TOK_IDENT) {
@@ -94,6 +96,54 @@ static int arg_bases(const code *c, size_t open, int nargs, cuco_strlist *names)
     return 0;
 }
 
+/* The tokens of the call whose name is at i, up to its closing ')', one
+ * space apart (comments and layout do not count). Caller frees. */
+static char *call_text(const code *c, size_t i)
+{
+    cuco_buf b = CUCO_BUF_INIT;
+    int d = 0;
+    for (size_t j = i; j < c->n; j++) {
+        cuco_buf_printf(&b, "%s%.*s", j > i ? " " : "", (int)tk(c, j)->len,
+                        c->lx->src + tk(c, j)->off);
+        if (is(c, j, "("))
+            d++;
+        else if (is(c, j, ")") && --d == 0)
+            break;
+    }
+    return cuco_buf_detach(&b);
+}
+
+static int is_copy(const code *c, size_t i)
+{
+    return (is(c, i, "cudaMemcpy") || is(c, i, "cudaMemcpyAsync")) && is(c, i + 1, "(") &&
+           !(member(c, i) && !is(c, i - 1, "::"));
+}
+
+/* The device-to-device copies the seed itself makes, as call_text. */
+static int seed_copies(const char *seed, cuco_strlist *out, cuco_err *e)
+{
+    cuco_lex lx;
+    int rc = cuco_lex_run(&lx, seed, strlen(seed), e);
+    if (rc != 0)
+        return rc;
+    code c = {&lx, malloc((lx.ntoks + 1) * sizeof(size_t)), 0};
+    for (size_t i = 0; c.ix && i < lx.ntoks; i++)
+        if (lx.toks[i].kind != CUCO_TOK_COMMENT && lx.toks[i].kind != CUCO_TOK_PREPROC)
+            c.ix[c.n++] = i;
+    for (size_t i = 0; c.ix && rc == 0 && i + 1 < c.n; i++) {
+        if (!is_copy(&c, i))
+            continue;
+        char *t = call_text(&c, i);
+        rc = t ? cuco_strlist_push(out, t) : CUCO_ENOMEM;
+        free(t);
+    }
+    if (!c.ix)
+        rc = CUCO_ENOMEM;
+    free(c.ix);
+    cuco_lex_free(&lx);
+    return rc;
+}
+
 static int listed(const cuco_strlist *l, const char *s, size_t n)
 {
     for (size_t i = 0; i < l->n; i++)
@@ -105,14 +155,22 @@ static int listed(const cuco_strlist *l, const char *s, size_t n)
 int cuco_transform_check(const char *file_name, const char *text, int *passed, cuco_tx_notes *notes,
                          cuco_err *e)
 {
+    return cuco_tx_check_seed(file_name, NULL, text, passed, notes, e);
+}
+
+int cuco_tx_check_seed(const char *file_name, const char *seed, const char *text, int *passed,
+                       cuco_tx_notes *notes, cuco_err *e)
+{
     (void)file_name;
     cuco_lex lx;
-    cuco_strlist buffers = {NULL, 0};
+    cuco_strlist buffers = {NULL, 0}, own_copies = {NULL, 0};
     code c = {&lx, NULL, 0};
     size_t before = notes->n;
-    int rc = cuco_lex_run(&lx, text, strlen(text), e);
-    if (rc != 0)
+    int rc = seed ? seed_copies(seed, &own_copies, e) : 0;
+    if (rc != 0 || (rc = cuco_lex_run(&lx, text, strlen(text), e)) != 0) {
+        cuco_strlist_free(&own_copies);
         return rc;
+    }
     c.ix = malloc((lx.ntoks + 1) * sizeof(size_t));
     if (!c.ix) {
         rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
@@ -166,11 +224,11 @@ int cuco_transform_check(const char *file_name, const char *text, int *passed, c
         } else if (in(&c, i, device_calls) && i >= 2 && is(&c, i - 1, "::") &&
                    (is(&c, i - 2, "cuco_tx") || is(&c, i - 2, "cuco"))) {
             device_comm_calls++;
-            if (is(&c, i - 2, "cuco_tx") && in(&c, i, glue_calls))
-                rc = arg_bases(&c, open,
-                               (is(&c, i, "send") || is(&c, i, "recv") || is(&c, i, "bcast")) ? 1
-                                                                                              : 2,
-                               &buffers);
+            /* the received buffer: the second argument, the only one of recv
+             * and bcast; send receives nothing */
+            int one = is(&c, i, "recv") || is(&c, i, "bcast");
+            if (is(&c, i - 2, "cuco_tx") && in(&c, i, glue_calls) && !is(&c, i, "send"))
+                rc = arg_bases(&c, open, one ? 0 : 1, one ? 1 : 2, &buffers);
         }
     }
     /* host copies of communicated buffers standing in for communication */
@@ -186,21 +244,37 @@ int cuco_transform_check(const char *file_name, const char *text, int *passed, c
         }
         if (!(is(&c, i, "cudaMemcpy") || is(&c, i, "cudaMemcpyAsync")) || !is(&c, i + 1, "("))
             continue;
-        int d = 0, dtod = 0, touches = 0;
+        /* Only a copy into a received buffer can stand in for receiving it:
+         * packing a send buffer or unpacking a received one is local work,
+         * and a copy the seed itself makes is the program's own. */
+        int d = 0, dtod = 0, into = 0, first = 1;
         for (size_t j = i + 1; j < c.n; j++) {
             if (is(&c, j, "("))
                 d++;
             else if (is(&c, j, ")") && --d == 0)
                 break;
+            if (d == 1 && is(&c, j, ","))
+                first = 0;
             if (is(&c, j, "cudaMemcpyDeviceToDevice") || is(&c, j, "cudaMemcpyDefault"))
                 dtod = 1;
-            if (tk(&c, j)->kind == CUCO_TOK_IDENT &&
+            if (first && tk(&c, j)->kind == CUCO_TOK_IDENT &&
                 listed(&buffers, text + tk(&c, j)->off, tk(&c, j)->len))
-                touches = 1;
+                into = 1;
         }
-        if (dtod && touches)
+        if (dtod && into && own_copies.n > 0) {
+            char *ct = call_text(&c, i);
+            if (!ct) {
+                rc = CUCO_ENOMEM;
+                break;
+            }
+            for (size_t k = 0; k < own_copies.n && into; k++)
+                into = strcmp(own_copies.items[k], ct) != 0;
+            free(ct);
+        }
+        if (dtod && into)
             rc = cuco_tx_notes_add(notes, t->line, "error",
-                                   "%.*s of a communicated buffer stands in for communication",
+                                   "%.*s into a received buffer stands in for communication "
+                                   "(a copy the seed does not make)",
                                    (int)t->len, text + t->off);
     }
     if (rc == 0 && !devcomm)
@@ -222,6 +296,7 @@ int cuco_transform_check(const char *file_name, const char *text, int *passed, c
 out:
     free(c.ix);
     cuco_strlist_free(&buffers);
+    cuco_strlist_free(&own_copies);
     cuco_lex_free(&lx);
     return rc;
 }

@@ -20,16 +20,26 @@
 // posts, sends, waits, so no pair of ranks can wait on each other.
 // All-to-all, broadcast, gather and scatter are groups of these.
 //
-// CUCO_COPY_ENGINE 1: all-gathers move their blocks with the copy engines
-// (cuco::all_gather_ce: cudaMemcpyAsync into the peers' windows between two
-// one-CTA barriers) instead of CUCO_COMM_CTAS CTAs, leaving the SMs to the
-// computation that overlaps them.
-#define CUCO_COMM_CTAS 0          // cuco:knob 0 8 16 32 64 128
-#define CUCO_COMM_THREADS 512     // cuco:knob 256 512 1024
+// CUCO_COPY_ENGINE 1: all-gathers and all-to-alls move their blocks with the
+// copy engines (cuco::all_gather_ce, all_to_all_ce: cudaMemcpyAsync into the
+// peers' windows between two rendezvous made of stream memory operations)
+// instead of CUCO_COMM_CTAS CTAs: no SM is taken, so the computation that
+// overlaps them keeps every SM.
+#define CUCO_COMM_CTAS 0          // cuco:knob run 0 8 16 32 64 128
+#define CUCO_COMM_THREADS 512     // cuco:knob run 256 512 1024
 #define CUCO_COMM_UNROLL 4        // cuco:knob 1 2 4 8
-#define CUCO_CHUNK_BYTES 0        // cuco:knob 0 65536 262144 1048576 4194304
-#define CUCO_P2P_CTAS 8           // cuco:knob 1 2 4 8 16 32
-#define CUCO_COPY_ENGINE 0        // cuco:knob 0 1
+#define CUCO_CHUNK_BYTES 0        // cuco:knob run 0 65536 262144 1048576 4194304
+#define CUCO_P2P_CTAS 8           // cuco:knob run 1 2 4 8 16 32
+#define CUCO_COPY_ENGINE 0        // cuco:knob run 0 1
+// Transport by message size (from the 2-rank collectives sweep,
+// bench/results/2026-11-23-device-lib-h200x2-defaults.json: the device put
+// beats NCCL's send up to 256 KiB, 7.95 vs 9.19 us, and loses from 2 MiB on,
+// 47.8 vs 19.4 us). Sends and receives of at least CUCO_P2P_NCCL_FROM bytes
+// go through NCCL's own send/recv (0: never); an all-reduce whose input lies
+// outside its output's window goes through NCCL's all-reduce from
+// CUCO_STAGED_NCCL_FROM bytes on (0: never) instead of a staging copy.
+#define CUCO_P2P_NCCL_FROM 1048576     // cuco:knob run 0 262144 1048576 4194304 67108864
+#define CUCO_STAGED_NCCL_FROM 4194304  // cuco:knob run 0 65536 4194304 67108864
 
 // Only the kernels of this unroll are compiled (device/launch.cuh); a value
 // other than 1, 2, 4 or 8 runs as 4.
@@ -37,6 +47,7 @@
   (CUCO_COMM_UNROLL == 1 || CUCO_COMM_UNROLL == 2 || CUCO_COMM_UNROLL == 8 ? CUCO_COMM_UNROLL : 4)
 #include "cuco_device.cuh"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -140,7 +151,7 @@ inline cudaError_t symm_malloc(void** p, size_t bytes) {
   b->bytes = bytes;
   b->dataBytes = cuco::round_up(bytes ? bytes : 1, NCCL_WIN_REQUIRED_ALIGNMENT);
   // the slot area is sized for up to 64 ranks (comm_setup refuses more)
-  size_t slotBytes = cuco::round_up((size_t)kSlots * 64 * sizeof(uint64_t), NCCL_WIN_REQUIRED_ALIGNMENT);
+  size_t slotBytes = cuco::round_up(((size_t)kSlots * 64 + 64) * sizeof(uint64_t), NCCL_WIN_REQUIRED_ALIGNMENT);
   if (ncclMemAlloc(&b->base, b->dataBytes + slotBytes) != ncclSuccess) {
     delete b;
     return cudaErrorMemoryAllocation;
@@ -221,6 +232,7 @@ inline ncclResult_t windows_register(ncclComm_t c) {
     s.dataBytes = b->dataBytes;
     s.slotOff = b->dataBytes;
     s.nslots = kSlots;
+    s.ceOff = s.slotOff + (size_t)kSlots * x->nranks * sizeof(uint64_t);
     s.barriers = kBarriers;
     s.rank = x->rank;
     s.nranks = x->nranks;
@@ -344,6 +356,8 @@ inline ncclResult_t all_reduce(const void* sendbuff, void* recvbuff, size_t coun
   if (bs == b) {
     inOff = (size_t)(static_cast<const char*>(sendbuff) - static_cast<char*>(b->base));
   } else if (sendbuff != recvbuff) {
+    if (CUCO_STAGED_NCCL_FROM > 0 && bytes >= (size_t)CUCO_STAGED_NCCL_FROM)
+      return ::ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
     // the input lives outside the output's window: stage it locally, reduce in place
     void* stage_dst = recvbuff;
     const void* stage_src = sendbuff;
@@ -503,11 +517,43 @@ inline ncclResult_t p2p_self(const std::vector<P2pOp>& ops) {
   return ncclSuccess;
 }
 
+// Whether a send or receive goes through NCCL's own send/recv (its size is
+// past CUCO_P2P_NCCL_FROM). Both ends of a pair decide alike: NCCL requires
+// a send and its receive to have the same size.
+inline bool via_nccl(const P2pOp& op) {
+  return CUCO_P2P_NCCL_FROM > 0 && op.bytes >= (size_t)CUCO_P2P_NCCL_FROM && op.peer != comm_rank(op.comm);
+}
+
+// The group's sends and receives that go through NCCL, as one NCCL group,
+// after the device ones (every rank issues them in the same order).
+inline ncclResult_t p2p_nccl(const std::vector<P2pOp>& ops) {
+  bool any = false;
+  for (const P2pOp& op : ops) any = any || via_nccl(op);
+  if (!any) return ncclSuccess;
+  ncclResult_t r = ::ncclGroupStart();
+  for (const P2pOp& op : ops) {
+    if (r != ncclSuccess || !via_nccl(op)) continue;
+    r = op.isSend ? ::ncclSend(op.buf, op.bytes, ncclInt8, op.peer, op.comm, op.stream)
+                  : ::ncclRecv(const_cast<void*>(op.buf), op.bytes, ncclInt8, op.peer, op.comm, op.stream);
+  }
+  ncclResult_t g = ::ncclGroupEnd();
+  return r != ncclSuccess ? r : g;
+}
+
 // Posts every receive, then issues every send, then waits for every receive,
-// so no two ranks can wait on each other.
+// so no two ranks can wait on each other; then the ones NCCL carries.
 inline ncclResult_t p2p_flush() {
   std::vector<P2pOp> ops;
   ops.swap(pending());
+  std::vector<P2pOp> viaNccl;
+  for (size_t i = 0; i < ops.size();) {
+    if (comm_setup(ops[i].comm) == ncclSuccess && via_nccl(ops[i])) {
+      viaNccl.push_back(ops[i]);
+      ops.erase(ops.begin() + (long)i);
+    } else {
+      i++;
+    }
+  }
   ncclResult_t r = ncclSuccess;
   std::vector<int> posted(kMaxRanks, 0);
   for (const P2pOp& op : ops) {
@@ -522,6 +568,7 @@ inline ncclResult_t p2p_flush() {
   if (r == ncclSuccess) r = p2p_self(ops);
   for (const P2pOp& op : ops)
     if (r == ncclSuccess && !op.isSend && op.peer != comm_rank(op.comm)) r = p2p_wait(op);
+  if (r == ncclSuccess) r = p2p_nccl(viaNccl);
   return r;
 }
 
@@ -556,6 +603,18 @@ inline ncclResult_t all_to_all(const void* sendbuff, void* recvbuff, size_t coun
   int n = 0;
   size_t es = dtype_size(datatype);
   if (!es || ncclCommCount(comm, &n) != ncclSuccess) return CUCO_TX_FAIL("all_to_all: bad arguments");
+  if (CUCO_COPY_ENGINE && group_depth() == 0 && count > 0) {
+    size_t row = count * es;
+    Buf* b = nullptr;
+    const char* s = static_cast<const char*>(sendbuff);
+    const char* d = static_cast<const char*>(recvbuff);
+    bool apart = s + row * (size_t)n <= d || d + row * (size_t)n <= s;
+    if (apart && comm_setup(comm) == ncclSuccess && window_of(recvbuff, row * (size_t)n, comm, &b) == ncclSuccess) {
+      size_t outOff = (size_t)(d - static_cast<char*>(b->base));
+      CUCO_TX_TRY(cuco::all_to_all_ce(b->symm, sendbuff, outOff, row, stream));
+      return ncclSuccess;
+    }
+  }
   group_start();
   ncclResult_t r = ncclSuccess;
   for (int p = 0; p < n && r == ncclSuccess; p++) {
@@ -767,6 +826,17 @@ inline void early_wait(int site, int on) {
 // buffer, then each peer's once its event has fired. With the knob at 0 (or
 // when the layout does not split), the GEMM waits for the whole gather and
 // runs unchanged.
+// CUCO_SPLIT_CHUNKS (set by the transform beside CUCO_TX_GEMM_SPLIT): each
+// peer's block is pulled in that many pieces, an event after each, and its
+// GEMM runs as that many GEMMs, each after the piece its rows need.
+#ifndef CUCO_SPLIT_CHUNKS
+#define CUCO_SPLIT_CHUNKS 1
+#endif
+constexpr int kMaxSplitChunks = 8;
+inline int split_chunks() {
+  return CUCO_SPLIT_CHUNKS < 1 ? 1 : (CUCO_SPLIT_CHUNKS > kMaxSplitChunks ? kMaxSplitChunks : CUCO_SPLIT_CHUNKS);
+}
+
 struct SplitSite {
   int site, on;
 };
@@ -778,6 +848,8 @@ struct SplitRec {
   size_t bytes = 0;            // per rank
   int rank = 0, nranks = 0;
   cudaEvent_t arrived[kMaxRanks] = {};
+  cudaEvent_t piece[kMaxRanks][kMaxSplitChunks] = {};  // piece j of peer p landed
+  size_t pieceBytes = 0;                                // bytes of each piece but the last
   bool fresh = false;          // gathered and not consumed yet
   bool warned = false;         // the fallback was reported
 };
@@ -799,15 +871,22 @@ inline ncclResult_t all_gather_pull(SplitRec* r, Buf* b, const char* send, size_
   if (send != own && cudaMemcpyAsync(own, send, r->bytes, cudaMemcpyDeviceToDevice, stream) != cudaSuccess)
     return CUCO_TX_FAIL("all_gather (split): local copy failed");
   if (cudaEventRecord(r->arrived[r->rank], stream) != cudaSuccess) return CUCO_TX_FAIL("all_gather (split): event record failed");
-  CUCO_TX_TRY(cuco::device_barrier(s, stream));
+  CUCO_TX_TRY(cuco::ce_rendezvous(s, stream));
+  int pieces = split_chunks();
+  r->pieceBytes = (r->bytes + pieces - 1) / pieces;
   for (int k = 1; k < r->nranks; k++) {
     int p = (r->rank + k) % r->nranks;
     const char* from = static_cast<const char*>(s.lsaBase[p]) + outOff + (size_t)p * r->bytes;
-    if (cudaMemcpyAsync(recv + (size_t)p * r->bytes, from, r->bytes, cudaMemcpyDeviceToDevice, stream) != cudaSuccess ||
-        cudaEventRecord(r->arrived[p], stream) != cudaSuccess)
+    char* to = recv + (size_t)p * r->bytes;
+    for (int j = 0; j < pieces; j++) {
+      size_t lo = (size_t)j * r->pieceBytes, hi = std::min(r->bytes, lo + r->pieceBytes);
+      if (cuco::ce_copy(to + lo, from + lo, hi - lo, stream) != 0 || cudaEventRecord(r->piece[p][j], stream) != cudaSuccess)
+        return CUCO_TX_FAIL("all_gather (split): pull from a peer failed");
+    }
+    if (cudaEventRecord(r->arrived[p], stream) != cudaSuccess)
       return CUCO_TX_FAIL("all_gather (split): pull from a peer failed");
   }
-  CUCO_TX_TRY(cuco::device_barrier(s, stream));
+  CUCO_TX_TRY(cuco::ce_rendezvous(s, stream));
   return ncclSuccess;
 }
 
@@ -825,9 +904,13 @@ inline ncclResult_t all_gather(SplitSite ss, const void* sendbuff, void* recvbuf
   if (window_of(recvbuff, bytes * x->nranks, comm, &b) != ncclSuccess) return ncclInvalidUsage;
   size_t outOff = (size_t)(static_cast<char*>(recvbuff) - static_cast<char*>(b->base));
   if (outOff + bytes * (size_t)x->nranks > b->symm.dataBytes) return CUCO_TX_FAIL("all_gather (split): output past the window");
-  for (int p = 0; p < x->nranks; p++)
+  for (int p = 0; p < x->nranks; p++) {
     if (!r->arrived[p] && cudaEventCreateWithFlags(&r->arrived[p], cudaEventDisableTiming) != cudaSuccess)
       return CUCO_TX_FAIL("all_gather (split): cannot create its events");
+    for (int j = 0; j < split_chunks(); j++)
+      if (!r->piece[p][j] && cudaEventCreateWithFlags(&r->piece[p][j], cudaEventDisableTiming) != cudaSuccess)
+        return CUCO_TX_FAIL("all_gather (split): cannot create its events");
+  }
   r->recv = static_cast<const char*>(recvbuff);
   r->send = sendbuff;
   r->bytes = bytes;
@@ -941,22 +1024,32 @@ inline cublasStatus_t split_run(int site, int on, cublasHandle_t h, const GemmVi
     return gemm(g);
   }
   r->fresh = false;
+  size_t colBytes = sh.operand == 1 ? (size_t)g.ldb * g.esB : (size_t)g.lda * g.esA;
   for (int k = 0; k < r->nranks; k++) {
     int p = (r->rank + k) % r->nranks;
-    if (k > 0 && cudaStreamWaitEvent(st, r->arrived[p], 0) != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
-    GemmView v = g;
+    int parts = k == 0 ? 1 : std::min<int>(split_chunks(), (int)sh.span);
     const char* block = k == 0 ? static_cast<const char*>(r->send) : r->recv + (size_t)p * r->bytes;
-    if (sh.operand == 1) {
-      v.B = block;
-      v.n = (int)sh.span;
-      v.C = g.C + (size_t)p * sh.span * g.ldc * g.esC;
-    } else {
-      v.A = block;
-      v.m = (int)sh.span;
-      v.C = g.C + (size_t)p * sh.span * g.esC;
+    for (int j = 0; j < parts; j++) {
+      long lo = sh.span * j / parts, hi = sh.span * (j + 1) / parts;
+      if (k > 0) {  // wait for the piece holding this part's last column
+        size_t last = (size_t)hi * colBytes - 1;
+        int piece = r->pieceBytes ? (int)std::min<size_t>(last / r->pieceBytes, kMaxSplitChunks - 1) : 0;
+        cudaEvent_t ev = parts == 1 ? r->arrived[p] : r->piece[p][piece];
+        if (cudaStreamWaitEvent(st, ev, 0) != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
+      }
+      GemmView v = g;
+      if (sh.operand == 1) {
+        v.B = block + (size_t)lo * colBytes;
+        v.n = (int)(hi - lo);
+        v.C = g.C + (size_t)(p * sh.span + lo) * g.ldc * g.esC;
+      } else {
+        v.A = block + (size_t)lo * colBytes;
+        v.m = (int)(hi - lo);
+        v.C = g.C + (size_t)(p * sh.span + lo) * g.esC;
+      }
+      cublasStatus_t rc = gemm(v);
+      if (rc != CUBLAS_STATUS_SUCCESS) return rc;
     }
-    cublasStatus_t rc = gemm(v);
-    if (rc != CUBLAS_STATUS_SUCCESS) return rc;
   }
   return CUBLAS_STATUS_SUCCESS;
 }

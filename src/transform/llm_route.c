@@ -58,6 +58,16 @@ struct route {
     json_t *calls; /* every call as recorded */
     json_t *steps; /* every attempt and what became of it */
     char *stop;    /* why the route stopped early (budget, calls failing), or NULL */
+    /* the route's state, step by step (cuco_transform_llm) */
+    char *ws, *gen0, *prog_path, *seed_copy, *diff, *program;
+    char *fb_a, *fb_b, *judge_text, *judge_fail; /* the stages' last feedback, the judge's word */
+    cuco_tx_notes notes;
+    cuco_eval_result prog_r, seed_r;
+    int have_prog_r, have_seed_r;
+    int64_t run_id, prog_id;
+    int att_a, att_b, done_a, done_b, judged, judge_pass, passed, transformed;
+    const char *verification;
+    double t0;
 };
 
 static void say(const struct route *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -495,54 +505,34 @@ static double calls_usd(const json_t *calls)
     return usd;
 }
 
-int cuco_transform_llm(const cuco_workload *w, const cuco_transform_llm_opts *o,
-                       cuco_transform_outcome *outcome, char **report_json, cuco_err *e)
+/* The LLM route's paths, session and system prompt. */
+static int route_setup(struct route *r, cuco_err *e)
 {
-    struct route r;
-    memset(&r, 0, sizeof r);
-    r.w = w;
-    r.o = o;
-    r.calls = json_array();
-    r.steps = json_array();
-    char *ws = NULL, *gen0 = NULL, *prog_path = NULL, *seed_copy = NULL, *diff = NULL;
-    char *program = NULL, *fb_a = NULL, *fb_b = NULL, *judge_text = NULL, *judge_fail = NULL;
-    cuco_tx_notes notes;
-    memset(&notes, 0, sizeof notes);
-    cuco_eval_result prog_r, seed_r;
-    int have_prog_r = 0, have_seed_r = 0;
-    int64_t run_id = 0, prog_id = 0;
-    int att_a = 0, att_b = 0, done_a = 0, done_b = 0, judged = 0, judge_pass = 0, passed = 0;
-    const char *verification = "not run";
-    double t0 = cuco_tx_now_s();
+    const cuco_workload *w = r->w;
+    const cuco_transform_llm_opts *o = r->o;
     int rc;
-
-    *outcome = CUCO_TX_REFUSED;
-    if (report_json)
-        *report_json = NULL;
-    if (!o->models || !o->models[0]) {
-        rc = cuco_err_set(e, CUCO_EINVAL, "the LLM route needs a model (--model)");
-        goto out;
-    }
-    if ((rc = cuco_workload_read_seed(w, &r.seed, e)))
-        goto out;
-    ws = o->workspace ? cuco_strdup(o->workspace) : cuco_sprintf("cuco-out/%s", w->name);
-    gen0 = ws ? cuco_path_join(ws, "gen_0") : NULL;
-    prog_path = gen0 ? cuco_path_join(gen0, w->evolve_file) : NULL;
-    seed_copy = gen0 ? cuco_path_join(gen0, "seed.orig") : NULL;
-    r.llm_dir = gen0 ? cuco_path_join(gen0, "llm") : NULL;
-    r.work = o->work_dir ? cuco_strdup(o->work_dir) : (ws ? cuco_path_join(ws, "eval") : NULL);
-    program = cuco_strdup(r.seed);
-    if (!prog_path || !seed_copy || !r.llm_dir || !r.work || !program || !r.calls || !r.steps) {
-        rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-        goto out;
-    }
-    cuco_fs_remove_tree(r.llm_dir, e);
+    if (!o->models || !o->models[0])
+        return cuco_err_set(e, CUCO_EINVAL, "the LLM route needs a model (--model)");
+    if ((rc = cuco_workload_read_seed(w, &r->seed, e)))
+        return rc;
+    r->ws = o->workspace ? cuco_strdup(o->workspace) : cuco_sprintf("cuco-out/%s", w->name);
+    r->gen0 = r->ws ? cuco_path_join(r->ws, "gen_0") : NULL;
+    r->prog_path = r->gen0 ? cuco_path_join(r->gen0, w->evolve_file) : NULL;
+    r->seed_copy = r->gen0 ? cuco_path_join(r->gen0, "seed.orig") : NULL;
+    r->llm_dir = r->gen0 ? cuco_path_join(r->gen0, "llm") : NULL;
+    r->work =
+        o->work_dir ? cuco_strdup(o->work_dir) : (r->ws ? cuco_path_join(r->ws, "eval") : NULL);
+    r->program = cuco_strdup(r->seed);
+    if (!r->prog_path || !r->seed_copy || !r->llm_dir || !r->work || !r->program || !r->calls ||
+        !r->steps)
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    cuco_fs_remove_tree(r->llm_dir, e);
     cuco_err_clear(e);
-    if ((rc = cuco_fs_mkdirs(r.llm_dir, e)) || (rc = cuco_fs_mkdirs(r.work, e)))
-        goto out;
-    remove(prog_path); /* a refused run must not leave an older program claimed */
-    r.gpu = cuco_tx_have_gpu() || !w->gpu;
-    r.has_blocks = cuco_llm_block_count(r.seed) > 0;
+    if ((rc = cuco_fs_mkdirs(r->llm_dir, e)) || (rc = cuco_fs_mkdirs(r->work, e)))
+        return rc;
+    remove(r->prog_path); /* a refused run must not leave an older program claimed */
+    r->gpu = cuco_tx_have_gpu() || !w->gpu;
+    r->has_blocks = cuco_llm_block_count(r->seed) > 0;
 
     cuco_llm_session_opts so;
     memset(&so, 0, sizeof so);
@@ -554,228 +544,295 @@ int cuco_transform_llm(const cuco_workload *w, const cuco_transform_llm_opts *o,
     so.client.anthropic_base_url = o->base_url;
     so.client.openai_base_url = o->base_url;
     so.record = record_call;
-    so.record_ctx = &r;
-    if ((rc = cuco_llm_session_new(&so, &r.session, e)) ||
-        (rc = cuco_llm_session_check_keys(r.session, e)))
-        goto out;
-    if ((rc = build_system(&r, &notes, e)) ||
-        (rc = write_transcript(&r, "system", "prompt", r.system, e)))
-        goto out;
+    so.record_ctx = r;
+    if ((rc = cuco_llm_session_new(&so, &r->session, e)) ||
+        (rc = cuco_llm_session_check_keys(r->session, e)))
+        return rc;
+    if ((rc = build_system(r, &r->notes, e)))
+        return rc;
+    return write_transcript(r, "system", "prompt", r->system, e);
+}
 
-    if ((rc = run_stage(&r, 0, &program, &att_a, &done_a, &fb_a, e)))
-        goto out;
-    if (done_a && (rc = run_stage(&r, 1, &program, &att_b, &done_b, &fb_b, e)))
-        goto out;
-    if (done_b) {
-        if ((rc = cuco_transform_check(w->evolve_file, program, &passed, &notes, e)))
-            goto out;
-        char *tmpl = NULL;
-        cuco_buf user = CUCO_BUF_INIT;
-        const char *build = r.gpu ? "It built, ran on the GPUs and passed its verification."
-                                  : "It built. (No GPU here: it was not run.)";
-        cuco_llm_var vars[] = {{"seed", r.seed}, {"program", program}, {"build", build}};
-        if ((rc = cuco_llm_template_load("transform_judge.md", &tmpl, e)) == 0)
-            rc = cuco_llm_template_fill(tmpl, "transform_judge.md", vars, 3, &user, e);
-        free(tmpl);
-        if (rc == 0) {
-            say(&r, "judge: asking the model to review the result");
-            rc = ask(&r, "transform_judge", cuco_buf_str(&user), &judge_text, &judge_fail, e);
-        }
-        cuco_buf_free(&user);
-        if (rc)
-            goto out;
-        if (judge_text) {
-            cuco_err ve = CUCO_ERR_INIT;
-            judged = cuco_transform_llm_verdict(judge_text, &judge_pass, &ve) == 0;
-            if (!judged)
-                judge_fail = cuco_strdup(cuco_err_msg(&ve));
-            cuco_err_clear(&ve);
-        }
+/* After both stages: the static check, then the model's review. */
+static int route_judge(struct route *r, cuco_err *e)
+{
+    int rc = cuco_transform_check(r->w->evolve_file, r->program, &r->passed, &r->notes, e);
+    if (rc)
+        return rc;
+    char *tmpl = NULL;
+    cuco_buf user = CUCO_BUF_INIT;
+    const char *build = r->gpu ? "It built, ran on the GPUs and passed its verification."
+                               : "It built. (No GPU here: it was not run.)";
+    cuco_llm_var vars[] = {{"seed", r->seed}, {"program", r->program}, {"build", build}};
+    if ((rc = cuco_llm_template_load("transform_judge.md", &tmpl, e)) == 0)
+        rc = cuco_llm_template_fill(tmpl, "transform_judge.md", vars, 3, &user, e);
+    free(tmpl);
+    if (rc == 0) {
+        say(r, "judge: asking the model to review the result");
+        rc = ask(r, "transform_judge", cuco_buf_str(&user), &r->judge_text, &r->judge_fail, e);
     }
-    int transformed = done_a && done_b && judge_pass && passed;
+    cuco_buf_free(&user);
+    if (rc || !r->judge_text)
+        return rc;
+    cuco_err ve = CUCO_ERR_INIT;
+    r->judged = cuco_transform_llm_verdict(r->judge_text, &r->judge_pass, &ve) == 0;
+    if (!r->judged)
+        r->judge_fail = cuco_strdup(cuco_err_msg(&ve));
+    cuco_err_clear(&ve);
+    return 0;
+}
 
-    if (transformed) {
-        if ((rc = cuco_fs_write(prog_path, program, strlen(program), e)) ||
-            (rc = cuco_fs_write(seed_copy, r.seed, strlen(r.seed), e)) ||
-            (rc = cuco_tx_make_diff(seed_copy, prog_path, w->evolve_file, &diff, e)))
-            goto out;
-        remove(seed_copy);
-        char *dpath = cuco_path_join(gen0, "program.diff");
-        rc = dpath ? cuco_fs_write(dpath, diff, strlen(diff), e)
-                   : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-        free(dpath);
-        if (rc)
-            goto out;
-        if (!r.gpu) {
-            verification = "built, not verified: no GPU";
-            *outcome = CUCO_TX_UNVERIFIED;
-        } else {
-            cuco_eval_opts eo;
-            memset(&eo, 0, sizeof eo);
-            eo.work_dir = r.work;
-            eo.max_level = 3;
-            eo.frozen_ref = program;
-            eo.progress = o->progress;
-            eo.progress_ctx = o->progress_ctx;
-            say(&r, "benchmarking the transformed program and the seed");
-            if ((rc = cuco_eval_program(w, program, &eo, &prog_r, e)))
-                goto out;
-            have_prog_r = 1;
-            if (prog_r.status != CUCO_EVAL_OK) {
-                verification = "built, failed verification or run";
-            } else {
-                eo.frozen_ref = NULL;
-                if ((rc = cuco_eval_program(w, NULL, &eo, &seed_r, e)))
-                    goto out;
-                have_seed_r = 1;
-                verification = "built, ran and verified";
-                *outcome = CUCO_TX_VERIFIED;
-                char *rel = cuco_path_join("gen_0", w->evolve_file);
-                double seed_ms = seed_r.status == CUCO_EVAL_OK ? seed_r.time_ms : -1;
-                rc = rel ? register_root(&r, ws, rel, program, seed_ms, &prog_r, &run_id, &prog_id,
-                                         e)
-                         : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-                free(rel);
-                if (rc)
-                    goto out;
-            }
-        }
-    } else if (done_a && done_b) {
-        verification = r.gpu ? "built and verified, but not accepted" : "built, but not accepted";
-    } else {
-        verification = "did not converge";
+/* The accepted program: written as gen_0 with its diff, then (with a GPU)
+ * benchmarked beside the seed and registered as a run's root. */
+static int route_accept(struct route *r, cuco_transform_outcome *outcome, cuco_err *e)
+{
+    const cuco_workload *w = r->w;
+    int rc;
+    if ((rc = cuco_fs_write(r->prog_path, r->program, strlen(r->program), e)) ||
+        (rc = cuco_fs_write(r->seed_copy, r->seed, strlen(r->seed), e)) ||
+        (rc = cuco_tx_make_diff(r->seed_copy, r->prog_path, w->evolve_file, &r->diff, e)))
+        return rc;
+    remove(r->seed_copy);
+    char *dpath = cuco_path_join(r->gen0, "program.diff");
+    rc = dpath ? cuco_fs_write(dpath, r->diff, strlen(r->diff), e)
+               : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    free(dpath);
+    if (rc)
+        return rc;
+    if (!r->gpu) {
+        r->verification = "built, not verified: no GPU";
+        *outcome = CUCO_TX_UNVERIFIED;
+        return 0;
     }
+    cuco_eval_opts eo;
+    memset(&eo, 0, sizeof eo);
+    eo.work_dir = r->work;
+    eo.max_level = 3;
+    eo.frozen_ref = r->program;
+    eo.progress = r->o->progress;
+    eo.progress_ctx = r->o->progress_ctx;
+    say(r, "benchmarking the transformed program and the seed");
+    if ((rc = cuco_eval_program(w, r->program, &eo, &r->prog_r, e)))
+        return rc;
+    r->have_prog_r = 1;
+    if (r->prog_r.status != CUCO_EVAL_OK) {
+        r->verification = "built, failed verification or run";
+        return 0;
+    }
+    eo.frozen_ref = NULL;
+    if ((rc = cuco_eval_program(w, NULL, &eo, &r->seed_r, e)))
+        return rc;
+    r->have_seed_r = 1;
+    r->verification = "built, ran and verified";
+    *outcome = CUCO_TX_VERIFIED;
+    char *rel = cuco_path_join("gen_0", w->evolve_file);
+    double seed_ms = r->seed_r.status == CUCO_EVAL_OK ? r->seed_r.time_ms : -1;
+    rc = rel ? register_root(r, r->ws, rel, r->program, seed_ms, &r->prog_r, &r->run_id,
+                             &r->prog_id, e)
+             : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    free(rel);
+    return rc;
+}
 
-    /* why it was not transformed, as notes like the rule route's */
-    if (r.stop)
-        cuco_tx_notes_add(&notes, 0, "refused", "stopped: %s", r.stop);
-    if (!done_a && !r.stop)
-        cuco_tx_notes_add(&notes, 0, "refused", "stage A did not succeed in %d attempts: %s", att_a,
-                          fb_a ? fb_a : "no usable edit");
-    if (done_a && !done_b && !r.stop)
-        cuco_tx_notes_add(&notes, 0, "refused", "stage B did not succeed in %d attempts: %s", att_b,
-                          fb_b ? fb_b : "no usable edit");
-    if (done_b && !judge_pass)
-        cuco_tx_notes_add(&notes, 0, "refused", "the judge did not pass it: %s",
-                          judge_text   ? judge_text
-                          : judge_fail ? judge_fail
-                                       : "no answer");
-    if (done_b && !passed)
-        cuco_tx_notes_add(&notes, 0, "refused", "the static device-initiated check failed");
+/* Why it was not transformed, as notes like the rule route's. */
+static void route_refusal_notes(struct route *r)
+{
+    cuco_tx_notes *notes = &r->notes;
+    if (r->stop)
+        cuco_tx_notes_add(notes, 0, "refused", "stopped: %s", r->stop);
+    if (!r->done_a && !r->stop)
+        cuco_tx_notes_add(notes, 0, "refused", "stage A did not succeed in %d attempts: %s",
+                          r->att_a, r->fb_a ? r->fb_a : "no usable edit");
+    if (r->done_a && !r->done_b && !r->stop)
+        cuco_tx_notes_add(notes, 0, "refused", "stage B did not succeed in %d attempts: %s",
+                          r->att_b, r->fb_b ? r->fb_b : "no usable edit");
+    if (r->done_b && !r->judge_pass)
+        cuco_tx_notes_add(notes, 0, "refused", "the judge did not pass it: %s",
+                          r->judge_text   ? r->judge_text
+                          : r->judge_fail ? r->judge_fail
+                                          : "no answer");
+    if (r->done_b && !r->passed)
+        cuco_tx_notes_add(notes, 0, "refused", "the static device-initiated check failed");
+}
 
+static int route_has_speedup(const struct route *r)
+{
+    return r->have_seed_r && r->have_prog_r && r->seed_r.status == CUCO_EVAL_OK &&
+           r->prog_r.time_ms > 0;
+}
+
+/* The report's stages, steps, judge and LLM calls. */
+static void route_report_llm(const struct route *r, json_t *rep)
+{
+    json_object_set_new(rep, "stages",
+                        json_pack("{s:{s:i, s:b}, s:{s:i, s:b}}", "A", "attempts", r->att_a, "done",
+                                  r->done_a, "B", "attempts", r->att_b, "done", r->done_b));
+    json_object_set_new(rep, "steps", json_incref(r->steps));
+    json_object_set_new(rep, "judge",
+                        json_pack("{s:s, s:s?}", "verdict",
+                                  !r->done_b      ? "not asked"
+                                  : !r->judged    ? "no verdict"
+                                  : r->judge_pass ? "PASS"
+                                                  : "FAIL",
+                                  "text", r->judge_text ? r->judge_text : r->judge_fail));
+    json_t *models = json_array();
+    for (size_t i = 0; r->o->models[i]; i++)
+        json_array_append_new(models, json_string(r->o->models[i]));
+    json_object_set_new(rep, "llm",
+                        json_pack("{s:o, s:f, s:i, s:O}", "models", models, "usd",
+                                  calls_usd(r->calls), "calls_made", (int)json_array_size(r->calls),
+                                  "calls", r->calls));
+    if (r->stop)
+        json_object_set_new(rep, "stopped", json_string(r->stop));
+}
+
+/* transform.json's object (caller json_decref's). */
+static json_t *route_report_json(const struct route *r, cuco_transform_outcome outcome)
+{
+    const cuco_workload *w = r->w;
     json_t *rep = json_object();
     json_object_set_new(rep, "workload", json_string(w->name));
     json_object_set_new(rep, "route", json_string("llm"));
-    json_object_set_new(rep, "iterations", json_integer(att_a + att_b));
+    json_object_set_new(rep, "iterations", json_integer(r->att_a + r->att_b));
     json_object_set_new(rep, "evolve_file", json_string(w->evolve_file));
-    json_object_set_new(rep, "transformed", json_boolean(transformed));
-    json_object_set_new(rep, "program", transformed ? json_string(prog_path) : json_null());
+    json_object_set_new(rep, "transformed", json_boolean(r->transformed));
+    json_object_set_new(rep, "program", r->transformed ? json_string(r->prog_path) : json_null());
     json_object_set_new(rep, "static_check",
-                        json_string(!done_b  ? "not run"
-                                    : passed ? "static check passed"
-                                             : "static check failed"));
-    json_object_set_new(rep, "verification", json_string(verification));
-    json_object_set_new(rep, "outcome", json_integer((int)*outcome));
+                        json_string(!r->done_b  ? "not run"
+                                    : r->passed ? "static check passed"
+                                                : "static check failed"));
+    json_object_set_new(rep, "verification", json_string(r->verification));
+    json_object_set_new(rep, "outcome", json_integer((int)outcome));
     json_t *nj = json_array();
-    for (size_t i = 0; i < notes.n; i++)
-        json_array_append_new(nj, json_pack("{s:s, s:s, s:i, s:s}", "kind", notes.items[i].kind,
-                                            "file", w->evolve_file, "line", notes.items[i].line,
-                                            "text", notes.items[i].text));
+    for (size_t i = 0; i < r->notes.n; i++)
+        json_array_append_new(nj, json_pack("{s:s, s:s, s:i, s:s}", "kind", r->notes.items[i].kind,
+                                            "file", w->evolve_file, "line", r->notes.items[i].line,
+                                            "text", r->notes.items[i].text));
     json_object_set_new(rep, "notes", nj);
-    json_object_set_new(rep, "stages",
-                        json_pack("{s:{s:i, s:b}, s:{s:i, s:b}}", "A", "attempts", att_a, "done",
-                                  done_a, "B", "attempts", att_b, "done", done_b));
-    json_object_set_new(rep, "steps", json_incref(r.steps));
-    json_object_set_new(rep, "judge",
-                        json_pack("{s:s, s:s?}", "verdict",
-                                  !done_b      ? "not asked"
-                                  : !judged    ? "no verdict"
-                                  : judge_pass ? "PASS"
-                                               : "FAIL",
-                                  "text", judge_text ? judge_text : judge_fail));
-    json_t *models = json_array();
-    for (size_t i = 0; o->models[i]; i++)
-        json_array_append_new(models, json_string(o->models[i]));
-    json_object_set_new(rep, "llm",
-                        json_pack("{s:o, s:f, s:i, s:O}", "models", models, "usd",
-                                  calls_usd(r.calls), "calls_made", (int)json_array_size(r.calls),
-                                  "calls", r.calls));
-    if (r.stop)
-        json_object_set_new(rep, "stopped", json_string(r.stop));
-    if (have_prog_r)
-        json_object_set_new(rep, "eval", cuco_tx_eval_json(&prog_r));
-    if (have_seed_r)
-        json_object_set_new(rep, "seed_eval", cuco_tx_eval_json(&seed_r));
-    if (have_seed_r && have_prog_r && seed_r.status == CUCO_EVAL_OK && prog_r.time_ms > 0)
-        json_object_set_new(rep, "speedup", json_real(seed_r.time_ms / prog_r.time_ms));
+    route_report_llm(r, rep);
+    if (r->have_prog_r)
+        json_object_set_new(rep, "eval", cuco_tx_eval_json(&r->prog_r));
+    if (r->have_seed_r)
+        json_object_set_new(rep, "seed_eval", cuco_tx_eval_json(&r->seed_r));
+    if (route_has_speedup(r))
+        json_object_set_new(rep, "speedup", json_real(r->seed_r.time_ms / r->prog_r.time_ms));
     json_object_set_new(rep, "registered",
-                        prog_id ? json_pack("{s:I, s:I}", "run_id", (json_int_t)run_id,
-                                            "program_id", (json_int_t)prog_id)
-                                : json_null());
-    json_object_set_new(rep, "seconds", json_real(cuco_tx_now_s() - t0));
+                        r->prog_id ? json_pack("{s:I, s:I}", "run_id", (json_int_t)r->run_id,
+                                               "program_id", (json_int_t)r->prog_id)
+                                   : json_null());
+    json_object_set_new(rep, "seconds", json_real(cuco_tx_now_s() - r->t0));
+    return rep;
+}
 
-    cuco_buf md = CUCO_BUF_INIT;
-    cuco_buf_printf(&md, "# Transform report: %s\n\n", w->name);
-    cuco_buf_printf(&md,
+/* transform.md from the report. */
+static void route_report_md(const struct route *r, json_t *rep, cuco_buf *md)
+{
+    const cuco_workload *w = r->w;
+    cuco_buf_printf(md, "# Transform report: %s\n\n", w->name);
+    cuco_buf_printf(md,
                     "- route: llm (stage A: %d attempt%s%s, stage B: %d attempt%s%s)\n"
                     "- file: `%s`\n- result: %s\n",
-                    att_a, att_a == 1 ? "" : "s", done_a ? ", done" : "", att_b,
-                    att_b == 1 ? "" : "s", done_b ? ", done" : "", w->evolve_file,
-                    transformed ? "transformed" : "not transformed");
-    cuco_buf_printf(&md, "- static check: %s\n- judge: %s\n- verification: %s\n",
+                    r->att_a, r->att_a == 1 ? "" : "s", r->done_a ? ", done" : "", r->att_b,
+                    r->att_b == 1 ? "" : "s", r->done_b ? ", done" : "", w->evolve_file,
+                    r->transformed ? "transformed" : "not transformed");
+    cuco_buf_printf(md, "- static check: %s\n- judge: %s\n- verification: %s\n",
                     json_string_value(json_object_get(rep, "static_check")),
                     json_string_value(json_object_get(json_object_get(rep, "judge"), "verdict")),
-                    verification);
-    cuco_buf_printf(&md, "- LLM: %zu calls, $%.6f\n", json_array_size(r.calls), calls_usd(r.calls));
-    if (have_seed_r && have_prog_r && seed_r.status == CUCO_EVAL_OK && prog_r.time_ms > 0)
-        cuco_buf_printf(&md, "- time: %.4f ms (seed %.4f ms, speedup %.3fx)\n", prog_r.time_ms,
-                        seed_r.time_ms, seed_r.time_ms / prog_r.time_ms);
-    if (prog_id)
-        cuco_buf_printf(&md, "- registered: run %lld, program %lld (generation 0) in runs.db\n",
-                        (long long)run_id, (long long)prog_id);
+                    r->verification);
+    cuco_buf_printf(md, "- LLM: %zu calls, $%.6f\n", json_array_size(r->calls),
+                    calls_usd(r->calls));
+    if (route_has_speedup(r))
+        cuco_buf_printf(md, "- time: %.4f ms (seed %.4f ms, speedup %.3fx)\n", r->prog_r.time_ms,
+                        r->seed_r.time_ms, r->seed_r.time_ms / r->prog_r.time_ms);
+    if (r->prog_id)
+        cuco_buf_printf(md, "- registered: run %lld, program %lld (generation 0) in runs.db\n",
+                        (long long)r->run_id, (long long)r->prog_id);
     else
-        cuco_buf_puts(&md, "- registered: no (only a verified program becomes the root)\n");
-    cuco_buf_puts(&md, "\n## Steps\n\n");
+        cuco_buf_puts(md, "- registered: no (only a verified program becomes the root)\n");
+    cuco_buf_puts(md, "\n## Steps\n\n");
     size_t si;
     json_t *sv;
-    json_array_foreach(r.steps, si, sv)
+    json_array_foreach(r->steps, si, sv)
     {
-        cuco_buf_printf(&md, "- stage %s, edit %d: %s\n",
+        cuco_buf_printf(md, "- stage %s, edit %d: %s\n",
                         json_string_value(json_object_get(sv, "stage")),
                         (int)json_integer_value(json_object_get(sv, "attempt")),
                         json_string_value(json_object_get(sv, "result")));
     }
-    if (notes.n) {
-        cuco_buf_puts(&md, "\n## Notes\n\n");
-        for (size_t i = 0; i < notes.n; i++)
-            cuco_buf_printf(&md, "- %s: %s\n", notes.items[i].kind, notes.items[i].text);
+    if (r->notes.n) {
+        cuco_buf_puts(md, "\n## Notes\n\n");
+        for (size_t i = 0; i < r->notes.n; i++)
+            cuco_buf_printf(md, "- %s: %s\n", r->notes.items[i].kind, r->notes.items[i].text);
     }
-    rc = cuco_tx_write_report(gen0, rep, cuco_buf_str(&md), report_json, e);
+}
+
+static void route_free(struct route *r)
+{
+    if (r->have_prog_r)
+        cuco_eval_result_free(&r->prog_r);
+    if (r->have_seed_r)
+        cuco_eval_result_free(&r->seed_r);
+    cuco_tx_notes_free(&r->notes);
+    cuco_llm_session_free(r->session);
+    json_decref(r->calls);
+    json_decref(r->steps);
+    free(r->seed);
+    free(r->system);
+    free(r->llm_dir);
+    free(r->work);
+    free(r->stop);
+    free(r->ws);
+    free(r->gen0);
+    free(r->prog_path);
+    free(r->seed_copy);
+    free(r->diff);
+    free(r->program);
+    free(r->fb_a);
+    free(r->fb_b);
+    free(r->judge_text);
+    free(r->judge_fail);
+}
+
+int cuco_transform_llm(const cuco_workload *w, const cuco_transform_llm_opts *o,
+                       cuco_transform_outcome *outcome, char **report_json, cuco_err *e)
+{
+    struct route r;
+    memset(&r, 0, sizeof r);
+    r.w = w;
+    r.o = o;
+    r.calls = json_array();
+    r.steps = json_array();
+    r.verification = "not run";
+    r.t0 = cuco_tx_now_s();
+    *outcome = CUCO_TX_REFUSED;
+    if (report_json)
+        *report_json = NULL;
+    int rc = route_setup(&r, e);
+    if (rc == 0)
+        rc = run_stage(&r, 0, &r.program, &r.att_a, &r.done_a, &r.fb_a, e);
+    if (rc == 0 && r.done_a)
+        rc = run_stage(&r, 1, &r.program, &r.att_b, &r.done_b, &r.fb_b, e);
+    if (rc == 0 && r.done_b)
+        rc = route_judge(&r, e);
+    if (rc)
+        goto out;
+    r.transformed = r.done_a && r.done_b && r.judge_pass && r.passed;
+    if (r.transformed) {
+        if ((rc = route_accept(&r, outcome, e)))
+            goto out;
+    } else if (r.done_a && r.done_b) {
+        r.verification = r.gpu ? "built and verified, but not accepted" : "built, but not accepted";
+    } else {
+        r.verification = "did not converge";
+    }
+    route_refusal_notes(&r);
+    json_t *rep = route_report_json(&r, *outcome);
+    cuco_buf md = CUCO_BUF_INIT;
+    route_report_md(&r, rep, &md);
+    rc = cuco_tx_write_report(r.gen0, rep, cuco_buf_str(&md), report_json, e);
     json_decref(rep);
     cuco_buf_free(&md);
 out:
-    if (have_prog_r)
-        cuco_eval_result_free(&prog_r);
-    if (have_seed_r)
-        cuco_eval_result_free(&seed_r);
-    cuco_tx_notes_free(&notes);
-    cuco_llm_session_free(r.session);
-    json_decref(r.calls);
-    json_decref(r.steps);
-    free(r.seed);
-    free(r.system);
-    free(r.llm_dir);
-    free(r.work);
-    free(r.stop);
-    free(ws);
-    free(gen0);
-    free(prog_path);
-    free(seed_copy);
-    free(diff);
-    free(program);
-    free(fb_a);
-    free(fb_b);
-    free(judge_text);
-    free(judge_fail);
+    route_free(&r);
     return rc;
 }

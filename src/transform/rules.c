@@ -15,8 +15,8 @@
 
 #include "cuco/analyze.h"
 #include "cuco/buf.h"
-#include "cuco/embedded.h"
 #include "cuco/program.h"
+#include "tx_common.h"
 
 /* ---- notes ---------------------------------------------------------------- */
 
@@ -68,13 +68,6 @@ void cuco_tx_result_free(cuco_tx_result *r)
     free(r->program);
     r->program = NULL;
     cuco_tx_notes_free(&r->notes);
-}
-
-const char *cuco_transform_runtime(void)
-{
-    size_t n = 0;
-    const unsigned char *t = cuco_embedded_find("src/transform/cuco_tx_runtime.cuh", &n);
-    return t ? (const char *)t : NULL;
 }
 
 /* ---- token view ----------------------------------------------------------- */
@@ -295,12 +288,15 @@ typedef struct ctx {
     cuco_strlist comm_names; /* communicators of the rewritten calls (helper params resolved) */
     cuco_strlist comm_texts; /* each one as the call writes it ("g.tp"), for messages */
     int *comm_lines;         /* the line of each one's first rewritten call */
-    size_t call_fn;          /* function (name token) of the call being resolved; n: any */
+    size_t *fn_of;           /* per code token: its innermost function's name token, or n */
     size_t *sched_toks;      /* rewritten communication calls, in program order */
     int *sched_group;        /* 1: inside ncclGroupStart/End */
     size_t nsched;
     cuco_buf knobs; /* CUCO_EARLY_<site> knob lines for the glue */
     int gemm_split; /* some GEMM goes through the split glue (CUCO_TX_GEMM_SPLIT) */
+    int nccl_mem;   /* some ncclMemAlloc became symmetric (symm_mem_alloc / _free glue) */
+    int staged;     /* some all-reduce on managed memory is staged (staged_all_reduce glue) */
+    int stage_call; /* the call being rewritten is one of them */
 } ctx;
 
 static int line_of(const ctx *c, size_t i)
@@ -407,11 +403,15 @@ static int add_alloc(ctx *c, size_t tok, const char *why)
     c->alloc_sites = s;
     c->alloc_sites[c->nalloc++] = tok;
     const cuco_tok *t = T(&c->v, tok);
-    if (add_edit(c, tok, t->off, t->len, "cuco_tx::symm_malloc") != 0)
+    /* ncclMemAlloc memory can back a window already: it becomes one of the
+     * runtime's windows, still answering ncclResult_t */
+    int nccl = is(&c->v, tok, "ncclMemAlloc");
+    const char *to = nccl ? "cuco_tx::symm_mem_alloc" : "cuco_tx::symm_malloc";
+    c->nccl_mem |= nccl;
+    if (add_edit(c, tok, t->off, t->len, to) != 0)
         return -1;
-    cuco_tx_notes_add(&c->r->notes, t->line, "symmetric",
-                      "%.*s -> cuco_tx::symm_malloc (symmetric window) for %s", (int)t->len,
-                      c->v.src + t->off, why);
+    cuco_tx_notes_add(&c->r->notes, t->line, "symmetric", "%.*s -> %s (symmetric window) for %s",
+                      (int)t->len, c->v.src + t->off, to, why);
     return 1;
 }
 
@@ -519,7 +519,9 @@ static int resolve_function(ctx *c, const char *fname, const char *why)
             continue; /* a call or prototype, not the definition */
         size_t body_end = match_close(v, body);
         for (size_t j = body + 1; j < body_end; j++) {
-            if (is(v, j, "cudaMalloc") && is(v, j + 1, "(")) {
+            if ((is(v, j, "cudaMalloc") || is(v, j, "cudaMallocAsync") ||
+                 is(v, j, "ncclMemAlloc")) &&
+                is(v, j + 1, "(")) {
                 int rc = add_alloc(c, j, why);
                 if (rc < 0)
                     return rc;
@@ -530,7 +532,7 @@ static int resolve_function(ctx *c, const char *fname, const char *why)
     return found;
 }
 
-static int resolve_buffer(ctx *c, const char *name, const char *why, int depth);
+static int resolve_buffer(ctx *c, const char *name, size_t at, const char *why, int depth);
 
 /* Index of the parameter called `name` in the parameter list opened at
  * token open, or -1 ("float *dst", "const T *x = nullptr", "float v[]"). */
@@ -557,10 +559,28 @@ static int param_index(const view *v, size_t open, const char *name)
     return -1;
 }
 
+/* Whether the function whose name is at token fn is used anywhere in the
+ * file but its own definition and declarations (called, or passed on). */
+static int has_caller(const ctx *c, size_t fn)
+{
+    const view *v = &c->v;
+    for (size_t j = 0; j + 1 < v->n; j++) {
+        if (j == fn || T(v, j)->len != T(v, fn)->len ||
+            memcmp(v->src + T(v, j)->off, v->src + T(v, fn)->off, T(v, fn)->len) != 0)
+            continue;
+        size_t open = call_open(v, j);
+        if (open < v->n &&
+            (function_body(v, open) || (j > 0 && is_ident(v, j - 1) && !is_keyword(v, j - 1))))
+            continue; /* another definition or a prototype */
+        return 1;
+    }
+    return 0;
+}
+
 /* A buffer that is a parameter of a function (at file or namespace scope) is
  * the argument its callers pass: "static void exchange(float *dst, ...)"
  * called as "exchange(nxt, ...)" resolves dst through nxt. */
-static int resolve_params(ctx *c, const char *name, const char *why, int depth)
+static int resolve_params(ctx *c, const char *name, size_t scope_fn, const char *why, int depth)
 {
     const view *v = &c->v;
     int found = 0;
@@ -568,8 +588,8 @@ static int resolve_params(ctx *c, const char *name, const char *why, int depth)
         size_t open = is_ident(v, i) && !is_keyword(v, i) ? def_params(v, i) : v->n;
         if (open >= v->n || !function_body(v, open))
             continue; /* not a definition of a function or a named lambda */
-        if (depth == 0 && c->call_fn < v->n && i != c->call_fn)
-            continue; /* the call's own buffer name is a parameter of its own function only */
+        if (scope_fn < v->n && i != scope_fn)
+            continue; /* a name declared in a function is a parameter of that function only */
         int k = param_index(v, open, name);
         if (k < 0)
             continue;
@@ -588,12 +608,14 @@ static int resolve_params(ctx *c, const char *name, const char *why, int depth)
             if (a.n <= k)
                 continue;
             size_t last = chain_last(v, a.first[k], a.last[k]);
-            if (last >= v->n || cuco_tok_is(&v->lx, T(v, last), name))
+            /* a caller's own variable of the same name is another variable */
+            if (last >= v->n || (cuco_tok_is(&v->lx, T(v, last), name) &&
+                                 (scope_fn >= v->n || c->fn_of[last] == scope_fn)))
                 continue;
             char *arg = cuco_strndup(v->src + T(v, last)->off, T(v, last)->len);
             if (!arg)
                 return CUCO_ENOMEM;
-            int rc = resolve_buffer(c, arg, why, depth + 1);
+            int rc = resolve_buffer(c, arg, last, why, depth + 1);
             free(arg);
             if (rc < 0)
                 return rc;
@@ -645,7 +667,7 @@ static int resolve_rhs(ctx *c, size_t rs, const char *why, int depth)
     if (after < re && is(v, after, "(") && base == chain_last(v, base, base))
         rc = resolve_function(c, bname, why); /* name = (T *)alloc_fn(...) */
     else
-        rc = resolve_buffer(c, bname, why, depth + 1);
+        rc = resolve_buffer(c, bname, base, why, depth + 1);
     free(bname);
     return rc;
 }
@@ -693,7 +715,7 @@ static int resolve_table(ctx *c, size_t brace, const char *member, const char *w
             if (last >= v->n)
                 continue;
             char *el = cuco_strndup(v->src + T(v, last)->off, T(v, last)->len);
-            int rc = el ? resolve_buffer(c, el, why, depth + 1) : CUCO_ENOMEM;
+            int rc = el ? resolve_buffer(c, el, last, why, depth + 1) : CUCO_ENOMEM;
             free(el);
             if (rc < 0)
                 return rc;
@@ -731,30 +753,128 @@ static int resolve_table(ctx *c, size_t brace, const char *member, const char *w
     return found;
 }
 
-/* Finds the allocation(s) behind buffer name; returns how many were made
- * symmetric (0: none found), negative on memory failure. */
-static int resolve_buffer(ctx *c, const char *name, const char *why, int depth)
+/* ---- scopes: a name is the variable of the function that declares it ------ */
+
+static int declares(const view *v, size_t i);
+
+/* Fills c->fn_of: for every code token the name token of the innermost
+ * function definition (or named lambda) holding it, n at file scope. */
+static int scope_map(ctx *c)
 {
     const view *v = &c->v;
-    if (depth == 0 && c->call_fn < v->n) {
-        /* a call's own name is resolved once per function: "buf" of two methods
-         * is two parameters, each with its own callers */
-        char *key = cuco_sprintf("%s@%zu", name, c->call_fn);
-        if (!key)
-            return CUCO_ENOMEM;
-        int seen = name_seen(&c->symm_names, key);
-        int rc = seen ? 0 : cuco_strlist_push(&c->symm_names, key);
-        free(key);
-        if (seen || rc != 0)
-            return rc != 0 ? CUCO_ENOMEM : 1;
-    } else if (depth > 8 || name_seen(&c->symm_names, name)) {
-        return name_seen(&c->symm_names, name) ? 1 : 0;
-    }
-    if (!name_seen(&c->symm_names, name) && cuco_strlist_push(&c->symm_names, name) != 0)
+    if (c->fn_of)
+        return 0;
+    c->fn_of = malloc((v->n + 1) * sizeof(*c->fn_of));
+    if (!c->fn_of)
         return CUCO_ENOMEM;
+    for (size_t i = 0; i <= v->n; i++)
+        c->fn_of[i] = v->n;
+    for (size_t f = 0; f + 1 < v->n; f++) {
+        size_t open = is_ident(v, f) && !is_keyword(v, f) ? def_params(v, f) : v->n;
+        size_t body = open < v->n ? function_body(v, open) : 0;
+        if (!body)
+            continue;
+        size_t end = match_close(v, body);
+        /* later (inner) definitions overwrite their outer function's tokens */
+        for (size_t t = open; t <= end && t < v->n; t++)
+            c->fn_of[t] = f;
+    }
+    return 0;
+}
+
+/* Whether the name at token i is declared there (declares), a name after a
+ * ',' only in a declaration list ("float *a = x, *b;"), not in the
+ * arguments of a call or the elements of an initializer ("f(a, b)",
+ * "{a, b}"): the statement it is in must start with a type. */
+static int declares_variable(const view *v, size_t i)
+{
+    if (!declares(v, i))
+        return 0;
+    size_t p = i - 1;
+    while (p > 0 && (is(v, p, "*") || is(v, p, "&")))
+        p--;
+    if (!is(v, p, ","))
+        return 1;
+    size_t k = i;
+    while (k > 0) {
+        size_t q = k - 1;
+        if (is(v, q, ")") || is(v, q, "]") || is(v, q, "}")) {
+            int d = 0; /* skip the group back to its opener */
+            for (; q > 0; q--) {
+                if (is(v, q, ")") || is(v, q, "]") || is(v, q, "}"))
+                    d++;
+                else if ((is(v, q, "(") || is(v, q, "[") || is(v, q, "{")) && --d == 0)
+                    break;
+            }
+            k = q;
+            continue;
+        }
+        if (is(v, q, "(") || is(v, q, "[") || is(v, q, "{") || is(v, q, ";") || is(v, q, ":"))
+            break;
+        k = q;
+    }
+    return is_ident(v, k) && !is_keyword(v, k) &&
+           (is_ident(v, k + 1) || is(v, k + 1, "*") || is(v, k + 1, "&") || is(v, k + 1, "<") ||
+            is(v, k + 1, "::"));
+}
+
+/* The scope of the name used at token at: the tokens [*lo, *hi) of the
+ * innermost function around it that declares the name (a local or a
+ * parameter), with its name token in *fn; the whole file and *fn = n for a
+ * name no enclosing function declares (a global, a member). Two functions
+ * with a variable of the same name (a reference solver beside the
+ * distributed one) are two buffers. */
+static void name_scope(const ctx *c, const char *name, size_t at, size_t *lo, size_t *hi,
+                       size_t *fn, int *param)
+{
+    const view *v = &c->v;
+    *lo = 0;
+    *hi = v->n;
+    *fn = v->n;
+    *param = 0;
+    size_t nl = strlen(name);
+    for (size_t f = at < v->n ? c->fn_of[at] : v->n; f < v->n; f = c->fn_of[f]) {
+        size_t open = def_params(v, f), end = match_close(v, function_body(v, open));
+        for (size_t t = open; t < end && t < v->n; t++) {
+            if (T(v, t)->len != nl || memcmp(v->src + T(v, t)->off, name, nl) != 0 ||
+                !declares_variable(v, t))
+                continue;
+            *lo = open;
+            *hi = end + 1;
+            *fn = f;
+            *param = t < function_body(v, open);
+            return;
+        }
+    }
+}
+
+/* Whether the name at token i, followed by '=', is dereferenced there
+ * ("*p = v", "*s->p = v", "*(s.p) = v"): a store into the buffer, not a new
+ * value of the pointer. */
+static int stores_through(const view *v, size_t i)
+{
+    size_t s = i;
+    while (s >= 2 && (is(v, s - 1, "->") || is(v, s - 1, ".")) && is_ident(v, s - 2))
+        s -= 2;
+    if (s > 0 && is(v, s - 1, "(") && is(v, i + 1, ")"))
+        s--;
+    if (s == 0 || !is(v, s - 1, "*"))
+        return 0;
+    /* after ';', '{', '}', ')' or '(' the '*' dereferences; after a type
+     * ("float *p = v") or a ',' of a declaration list it declares */
+    return s < 2 || is(v, s - 2, ";") || is(v, s - 2, "{") || is(v, s - 2, "}") ||
+           is(v, s - 2, ")") || is(v, s - 2, "(");
+}
+
+/* The allocations behind name found in tokens [lo, hi): its cudaMalloc,
+ * what it is assigned or swapped with, the tables that hold it. */
+static int resolve_range(ctx *c, const char *name, size_t lo, size_t hi, const char *why, int depth)
+{
+    const view *v = &c->v;
     int found = 0;
-    for (size_t i = 0; i + 1 < v->n; i++) {
-        if ((is(v, i, "cudaMalloc") || is(v, i, "cudaMallocAsync")) && is(v, i + 1, "(")) {
+    for (size_t i = lo; i + 1 < hi; i++) {
+        if ((is(v, i, "cudaMalloc") || is(v, i, "cudaMallocAsync") || is(v, i, "ncclMemAlloc")) &&
+            is(v, i + 1, "(")) {
             args a;
             call_args(v, i + 1, &a);
             if (a.n < 1)
@@ -787,7 +907,7 @@ static int resolve_buffer(ctx *c, const char *name, const char *why, int depth)
             char *oname = cuco_strndup(v->src + T(v, other)->off, T(v, other)->len);
             if (!oname)
                 return CUCO_ENOMEM;
-            int rc = resolve_buffer(c, oname, why, depth + 1);
+            int rc = resolve_buffer(c, oname, other, why, depth + 1);
             free(oname);
             if (rc < 0)
                 return rc;
@@ -813,16 +933,61 @@ static int resolve_buffer(ctx *c, const char *name, const char *why, int depth)
             found += rc;
             continue;
         }
-        /* name = RHS;  (not ==, not a declaration of a function parameter) */
-        if (!cuco_tok_is(&v->lx, T(v, i), name) || !is(v, i + 1, "="))
+        /* name = RHS;  (not ==, not a declaration of a function parameter, not
+         * a store through the pointer: "*s->name = v") */
+        if (!cuco_tok_is(&v->lx, T(v, i), name) || !is(v, i + 1, "=") || stores_through(v, i))
             continue;
         int rc = resolve_rhs(c, i + 2, why, depth);
         if (rc < 0)
             return rc;
         found += rc;
     }
-    int rc = resolve_params(c, name, why, depth);
-    return rc < 0 ? rc : found + rc;
+    return found;
+}
+
+/* Finds the allocation(s) behind buffer name, used at token at, in the scope
+ * of the variable it names (name_scope); returns how many were made
+ * symmetric (0: none found), negative on memory failure. */
+static int resolve_buffer(ctx *c, const char *name, size_t at, const char *why, int depth)
+{
+    const view *v = &c->v;
+    if (depth > 8)
+        return 0;
+    if (scope_map(c) != 0)
+        return CUCO_ENOMEM;
+    size_t lo, hi, fn;
+    int param;
+    name_scope(c, name, at, &lo, &hi, &fn, &param);
+    /* each variable is resolved once: "buf" of two functions is two variables */
+    char *key = cuco_sprintf("%s@%zu", name, fn);
+    if (!key)
+        return CUCO_ENOMEM;
+    int seen = name_seen(&c->symm_names, key);
+    int pushed = seen ? 0 : cuco_strlist_push(&c->symm_names, key);
+    free(key);
+    if (seen || pushed != 0)
+        return pushed != 0 ? CUCO_ENOMEM : 1;
+    /* the plain name too, for the frozen cudaFree check */
+    if (!name_seen(&c->symm_names, name) && cuco_strlist_push(&c->symm_names, name) != 0)
+        return CUCO_ENOMEM;
+    int found = resolve_range(c, name, lo, hi, why, depth);
+    if (found < 0)
+        return found;
+    int rc = resolve_params(c, name, fn, why, depth);
+    if (rc < 0)
+        return rc;
+    found += rc;
+    if (found == 0 && param && !has_caller(c, fn)) {
+        /* a parameter of a function nothing here calls: the same name's
+         * allocations in the rest of the file are a guess, said in the report */
+        found = resolve_range(c, name, 0, v->n, why, depth);
+        if (found > 0)
+            cuco_tx_notes_add(&c->r->notes, T(v, fn)->line, "note",
+                              "guessed: '%s' of %.*s (which no function of this file calls) is "
+                              "the buffer of the same name allocated elsewhere in the file",
+                              name, (int)T(v, fn)->len, v->src + T(v, fn)->off);
+    }
+    return found;
 }
 
 static int in_list(const char *const *l, const view *v, size_t i);
@@ -831,10 +996,13 @@ static int in_list(const char *const *l, const view *v, size_t i);
  * whose first argument names `name`; its token index, or n. */
 static size_t other_allocation(const ctx *c, const char *name)
 {
-    static const char *const others[] = {"cudaMallocManaged", "cudaMallocFromPoolAsync",
-                                         "cudaMallocHost",    "cudaHostAlloc",
-                                         "cudaMallocPitch",   "ncclMemAlloc",
-                                         "cuMemAlloc",        NULL};
+    static const char *const others[] = {"cudaMallocManaged",
+                                         "cudaMallocFromPoolAsync",
+                                         "cudaMallocHost",
+                                         "cudaHostAlloc",
+                                         "cudaMallocPitch",
+                                         "cuMemAlloc",
+                                         NULL};
     const view *v = &c->v;
     for (size_t i = 0; i + 1 < v->n; i++) {
         if (!is(v, i + 1, "(") || !in_list(others, v, i))
@@ -873,18 +1041,8 @@ static size_t enclosing_function(const view *v, size_t i)
 static int comm_collect(ctx *c, size_t first, size_t last, size_t fn, int line, int depth)
 {
     const view *v = &c->v;
-    for (size_t q = first; q <= last; q++)
-        if (is(v, q, "[")) {
-            /* "comms[i]": an element of an array of communicators, one per GPU */
-            size_t s0 = T(v, first)->off;
-            c->r->refused = 1;
-            return cuco_tx_notes_add(&c->r->notes, line, "refused",
-                                     "a collective on '%.*s', an element of an array of "
-                                     "communicators: one process drives several communicators "
-                                     "(one per GPU); the device runtime keeps one device "
-                                     "communicator per process",
-                                     (int)(tok_end(v, last) - s0), v->src + s0);
-        }
+    /* "comms[i]": an element of an array of communicators, one per GPU of this
+     * process (several_devices guards their number); the array is one name */
     size_t base = chain_last(v, first, last);
     if (base >= v->n || (base < last && is(v, base + 1, "(")))
         return 0; /* not a name (an accessor "ctx.comm()"): unknown, not counted */
@@ -1089,7 +1247,6 @@ static char *trace_hint(ctx *c, const char *name)
 static int need_symmetric(ctx *c, const args *a, int k, size_t call_tok, const char *call)
 {
     const view *v = &c->v;
-    c->call_fn = enclosing_function(v, call_tok);
     size_t last = chain_last(v, a->first[k], a->last[k]);
     char *text = arg_text(v, a, k);
     if (!text)
@@ -1101,14 +1258,23 @@ static int need_symmetric(ctx *c, const args *a, int k, size_t call_tok, const c
     }
     char *name = cuco_strndup(v->src + T(v, last)->off, T(v, last)->len);
     char *why = cuco_sprintf("'%s' of %s at line %d", text, call, line_of(c, call_tok));
-    int rc = (!name || !why) ? CUCO_ENOMEM : resolve_buffer(c, name, why, 0);
+    int rc = (!name || !why) ? CUCO_ENOMEM : resolve_buffer(c, name, last, why, 0);
     if (rc == 0) {
         size_t at = name ? other_allocation(c, name) : v->n;
-        if (at < v->n) {
+        if (at < v->n && is(v, at, "cudaMallocManaged") && strcmp(call, "ncclAllReduce") == 0) {
+            /* host-readable scratch (a loss or a norm summed over ranks): staged
+             * through a symmetric buffer of the glue */
+            c->staged = c->stage_call = 1;
+            rc = cuco_tx_notes_add(&c->r->notes, line_of(c, call_tok), "symmetric",
+                                   "'%s' comes from cudaMallocManaged at line %d (host-readable "
+                                   "memory, which cannot be a symmetric window): %s runs on a "
+                                   "symmetric staging buffer, copied in and out on its stream",
+                                   text, line_of(c, at), call);
+        } else if (at < v->n) {
             char *detail =
                 cuco_sprintf("'%s' comes from %.*s at line %d, which cannot back a symmetric "
-                             "window (only cudaMalloc allocations are rewritten to "
-                             "ncclMemAlloc)",
+                             "window (only cudaMalloc, cudaMallocAsync and ncclMemAlloc "
+                             "allocations become windows)",
                              text, (int)T(v, at)->len, v->src + T(v, at)->off, line_of(c, at));
             refuse(c, line_of(c, call_tok), "%s: buffer %s", call, detail ? detail : "?");
             free(detail);
@@ -1349,9 +1515,12 @@ static int rewrite_p2p(ctx *c, p2p_call *calls, size_t n)
     const view *v = &c->v;
     for (size_t i = 0; i < n; i++) {
         p2p_call *s = &calls[i];
+        size_t refusals = cuco_tx_notes_count(&c->r->notes, "refused");
         int rc = note_comm(c, &s->a, 4, s->tok);
         if (rc == 0 && !s->is_send)
             rc = need_symmetric(c, &s->a, 0, s->tok, "ncclRecv");
+        if (rc == 0 && cuco_tx_notes_count(&c->r->notes, "refused") > refusals)
+            continue; /* refused on its own line: no rewrite line */
         if (rc == 0)
             rc = add_edit(c, s->tok, T(v, s->tok)->off, T(v, s->tok)->len,
                           s->is_send ? "cuco_tx::send" : "cuco_tx::recv");
@@ -1419,6 +1588,103 @@ static int nonblocking_line(const ctx *c)
  * arguments they had when captured, while the runtime's point-to-point
  * protocol numbers each call on the host (and sets a communicator up on its
  * first call), so captured device calls would replay stale sequence numbers. */
+/* Whether the statement holding token i is the unbraced body of a control
+ * statement ("for (...) stmt;", "else stmt;"); *lo becomes its first byte. */
+static int control_body(const view *v, size_t i, size_t *lo)
+{
+    size_t s = i;
+    while (s > 0) {
+        size_t p = s - 1;
+        if (is(v, p, ";") || is(v, p, "{") || is(v, p, "}"))
+            break;
+        if (is(v, p, "else") || is(v, p, "do")) {
+            *lo = T(v, s)->off;
+            return 1;
+        }
+        if (is(v, p, ")")) {
+            int d = 0;
+            size_t q = p;
+            for (;; q--) {
+                if (is(v, q, ")"))
+                    d++;
+                else if (is(v, q, "(") && --d == 0)
+                    break;
+                if (q == 0)
+                    return 0;
+            }
+            if (q > 0 && (is(v, q - 1, "for") || is(v, q - 1, "while") || is(v, q - 1, "if") ||
+                          is(v, q - 1, "switch"))) {
+                *lo = T(v, s)->off;
+                return 1;
+            }
+            s = q;
+            continue;
+        }
+        s = p;
+    }
+    return 0;
+}
+
+/* The first line that starts a thread (pthread_create, std::thread), 0 when
+ * none: a program that makes a communicator per thread, one GPU each. */
+static int threads_line(const ctx *c)
+{
+    const view *v = &c->v;
+    for (size_t i = 0; i + 1 < v->n; i++)
+        if ((is(v, i, "pthread_create") && is(v, i + 1, "(")) ||
+            (is(v, i, "thread") && i > 1 && is(v, i - 1, "::") && is(v, i - 2, "std")))
+            return T(v, i)->line;
+    return 0;
+}
+
+/* One process driving several GPUs (ncclCommInitAll, or ncclCommInitRank
+ * per device in a loop, a group or a thread) at the call at token i. The
+ * device runtime sets up one device communicator (ncclDevCommCreate and
+ * window registration, both collective) per process, so the program is
+ * transformed for one device per process: the device communicator is made
+ * at the first device collective, and a guard after the call stops the
+ * program with a message when it makes a second communicator (rather than
+ * waiting forever on a collective setup that the other devices' setups,
+ * issued later by the same thread, would have to join). */
+static int several_devices(ctx *c, size_t i, const char *name, int init_all)
+{
+    const view *v = &c->v;
+    int line = T(v, i)->line;
+    if (!editable(c, i, name))
+        return 0;
+    args a;
+    call_args(v, i + 1, &a);
+    char *ndev = init_all && a.n == 3 ? arg_text(v, &a, 1) : NULL;
+    char *guard =
+        ndev ? cuco_sprintf(" if ((int)(%s) > 1) { fprintf(stderr, \"cuco_tx: %s at line %d "
+                            "makes %%d communicators in one process; the device runtime drives "
+                            "one GPU per process\\n\", (int)(%s)); exit(EXIT_FAILURE); }",
+                            ndev, name, line, ndev)
+             : cuco_sprintf(" { static int cuco_tx_comms_made = 0; if (__sync_add_and_fetch("
+                            "&cuco_tx_comms_made, 1) > 1) { fprintf(stderr, \"cuco_tx: %s at "
+                            "line %d makes a second communicator in this process; the device "
+                            "runtime drives one GPU per process\\n\"); exit(EXIT_FAILURE); } }",
+                            name, line);
+    free(ndev);
+    if (!guard)
+        return CUCO_ENOMEM;
+    size_t lo, hi;
+    stmt_span(c, i, &lo, &hi);
+    int rc = add_edit(c, i, hi, 0, guard);
+    free(guard);
+    if (rc == 0)
+        rc = cuco_tx_notes_add(
+            &c->r->notes, line, "note",
+            "%s: one process drives several GPUs; transformed for one GPU per process (the "
+            "device communicator is made at the first device collective) and guarded: with a "
+            "second communicator the program stops with a message. The device runtime sets up "
+            "one device communicator per process; ncclDevCommCreate and "
+            "ncclCommWindowRegister are collective, so several devices of one thread would "
+            "need each communicator's setup issued inside one ncclGroupStart/ncclGroupEnd",
+            name);
+    return rc;
+}
+
 static const char *const capture_calls[] = {
     "cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph", "cudaStreamBeginCapture_v2", NULL};
 
@@ -1466,7 +1732,7 @@ static int split_report(ctx *c, const cuco_sched_plan *plan, size_t k, int line,
     int rc = 0;
     if (split) {
         c->gemm_split = 1;
-        rc = cuco_buf_printf(&c->knobs, "#define CUCO_SPLIT_%zu 1 // cuco:knob 0 1\n", k);
+        rc = cuco_buf_printf(&c->knobs, "#define CUCO_SPLIT_%zu 1 // cuco:knob run 0 1\n", k);
     }
     if (rc == 0)
         rc = split ? cuco_tx_notes_add(&c->r->notes, plan->split_line, "schedule",
@@ -1510,7 +1776,7 @@ static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
                 LONG_MAX; /* inside a block that starts at the same place */
     }
     if (rc == 0 && plan.applies)
-        rc = cuco_buf_printf(&c->knobs, "#define CUCO_EARLY_%zu %d // cuco:knob 0 1\n", k,
+        rc = cuco_buf_printf(&c->knobs, "#define CUCO_EARLY_%zu %d // cuco:knob run 0 1\n", k,
                              plan.knob_default);
     if (rc == 0)
         rc = plan.applies ? cuco_tx_notes_add(&c->r->notes, line, "schedule",
@@ -1543,194 +1809,258 @@ static int sched_all(ctx *c, const char *text, cuco_err *e)
     return rc;
 }
 
+/* What scan_calls carries from call to call: the ncclGroupStart/End
+ * nesting and the point-to-point calls collected for rewrite_p2p. */
+typedef struct scan_state {
+    int group, group_depth, next_group;
+    p2p_call *p2p;
+    size_t np2p;
+} scan_state;
+
+static int scan_group_call(ctx *c, scan_state *st, size_t i, const char *name)
+{
+    const cuco_tok *t = T(&c->v, i);
+    int start = name[9] == 'S';
+    if (start && st->group_depth++ == 0)
+        st->group = ++st->next_group;
+    else if (!start && st->group_depth > 0 && --st->group_depth == 0)
+        st->group = 0;
+    if (!editable(c, i, name))
+        return 0;
+    int rc = add_edit(c, i, t->off, t->len, start ? "cuco_tx::group_start" : "cuco_tx::group_end");
+    if (rc == 0)
+        rc = cuco_tx_notes_add(&c->r->notes, t->line, "rewrite",
+                               "%s -> cuco_tx::%s (groups the device point-to-point calls)", name,
+                               start ? "group_start" : "group_end");
+    return rc;
+}
+
+/* ncclAllGather, ncclReduceScatter, ncclAllReduce -> the device collectives. */
+static int scan_collective(ctx *c, scan_state *st, size_t i, const char *name)
+{
+    const view *v = &c->v;
+    const cuco_tok *t = T(v, i);
+    args a;
+    call_args(v, i + 1, &a);
+    int ag = name[4] == 'A' && name[7] == 'G', rs = name[4] == 'R';
+    int want = ag ? 6 : 7;
+    if (a.n != want) {
+        refuse(c, t->line, "%s: expected its %s arguments", name, ag ? "6" : "7");
+        return 0;
+    }
+    if (!editable(c, i, name))
+        return 0;
+    size_t refusals = cuco_tx_notes_count(&c->r->notes, "refused");
+    int rc = 0;
+    if (!ag)
+        rc = check_reduce_args(c, &a, i, name);
+    c->stage_call = 0;
+    if (rc == 0)
+        rc = need_symmetric(c, &a, rs ? 0 : 1, i, name);
+    if (rc == 0 && cuco_tx_notes_count(&c->r->notes, "refused") > refusals)
+        return 0; /* this call is refused: its own line says why, no rewrite line */
+    if (rc == 0)
+        rc = note_comm(c, &a, want - 2, i);
+    const char *to = ag              ? "cuco_tx::all_gather"
+                     : rs            ? "cuco_tx::reduce_scatter"
+                     : c->stage_call ? "cuco_tx::staged_all_reduce"
+                                     : "cuco_tx::all_reduce";
+    if (rc == 0)
+        rc = add_edit(c, i, t->off, t->len, to);
+    if (rc == 0)
+        rc = sched_candidate(c, i, st->group);
+    if (rc == 0)
+        rc = cuco_tx_notes_add(&c->r->notes, t->line, "rewrite",
+                               "%s -> %s (device/ LSA kernel on the same stream)", name, to);
+    return rc;
+}
+
+/* Broadcast, all-to-all and the other calls of p2p_collectives. */
+static int scan_p2p_collective(ctx *c, scan_state *st, size_t i, const char *name)
+{
+    const view *v = &c->v;
+    const cuco_tok *t = T(v, i);
+    const p2p_collective *pc = p2p_collective_of(name);
+    args a;
+    call_args(v, i + 1, &a);
+    if (a.n != pc->nargs) {
+        char nbuf[16];
+        snprintf(nbuf, sizeof nbuf, "%d", pc->nargs);
+        refuse(c, t->line, "%s: expected its %s arguments", name, nbuf);
+        return 0;
+    }
+    if (!editable(c, i, name))
+        return 0;
+    size_t refusals = cuco_tx_notes_count(&c->r->notes, "refused");
+    int rc = need_symmetric(c, &a, pc->recv_arg, i, name);
+    if (rc == 0 && cuco_tx_notes_count(&c->r->notes, "refused") > refusals)
+        return 0; /* refused on its own line */
+    if (rc == 0)
+        rc = note_comm(c, &a, pc->nargs - 2, i);
+    if (rc == 0)
+        rc = add_edit(c, i, t->off, t->len, pc->to);
+    if (rc == 0)
+        rc = sched_candidate(c, i, st->group);
+    if (rc == 0)
+        rc = cuco_tx_notes_add(&c->r->notes, t->line, "rewrite",
+                               "%s -> %s (device point-to-point puts into the receivers' "
+                               "symmetric buffers)",
+                               name, pc->to);
+    return rc;
+}
+
+/* ncclSend / ncclRecv: collected, rewritten together by rewrite_p2p. */
+static int scan_p2p_call(ctx *c, scan_state *st, size_t i, const char *name)
+{
+    const view *v = &c->v;
+    p2p_call pc;
+    pc.tok = i;
+    pc.is_send = name[4] == 'S';
+    pc.group = st->group;
+    pc.top = (int)top_start(v, i);
+    call_args(v, i + 1, &pc.a);
+    if (pc.a.n != 6) {
+        refuse(c, T(v, i)->line, "%s: expected its 6 arguments%s", name, NULL);
+        return 0;
+    }
+    if (!editable(c, i, name))
+        return 0;
+    p2p_call *grown = realloc(st->p2p, (st->np2p + 1) * sizeof(*grown));
+    if (!grown)
+        return CUCO_ENOMEM;
+    st->p2p = grown;
+    st->p2p[st->np2p++] = pc;
+    return 0;
+}
+
+/* ncclCommInitRank / InitRankConfig / Split: the device communicator is
+ * set up right after the call. */
+static int scan_comm_init(ctx *c, scan_state *st, size_t i, const char *name)
+{
+    const view *v = &c->v;
+    const cuco_tok *t = T(v, i);
+    args a;
+    call_args(v, i + 1, &a);
+    int k = strcmp(name, "ncclCommSplit") == 0 ? 3 : 0;
+    int nonblocking = strcmp(name, "ncclCommInitRank") != 0 ? nonblocking_line(c) : 0;
+    if (st->group_depth > 0 || in_loop(v, i) || threads_line(c))
+        /* NCCL's own multi-device pattern: a communicator per GPU, made in a
+         * loop inside a group, or one per thread */
+        return several_devices(c, i, name, 0);
+    if (nonblocking) {
+        c->r->refused = 1;
+        return cuco_tx_notes_add(&c->r->notes, t->line, "refused",
+                                 "%s makes a non-blocking communicator (blocking = 0 at line "
+                                 "%d): the device runtime's setup (ncclDevCommCreate, window "
+                                 "registration) expects calls that complete on return, not "
+                                 "ncclInProgress; make the communicator blocking",
+                                 name, nonblocking);
+    }
+    if (a.n <= k || (c->nblocks != 0 && !in_block(c, t->off)))
+        return cuco_tx_notes_add(&c->r->notes, t->line, "note",
+                                 "%s is in frozen code: the device communicator is created at the "
+                                 "first device collective",
+                                 name);
+    char *comm = arg_text(v, &a, k);
+    size_t lo, hi;
+    stmt_span(c, i, &lo, &hi);
+    char *ins = comm ? cuco_sprintf(" cuco_tx::comm_setup(*(%s));", comm) : NULL;
+    /* the argument is a pointer to the communicator */
+    int rc = ins ? add_edit(c, i, hi, 0, ins) : CUCO_ENOMEM;
+    if (rc == 0)
+        rc = cuco_tx_notes_add(&c->r->notes, t->line, "setup",
+                               "device communicator created after %s", name);
+    free(comm);
+    free(ins);
+    return rc;
+}
+
+/* ncclCommDestroy / ncclCommAbort: the device state is released first. */
+static int scan_comm_destroy(ctx *c, size_t i, const char *name)
+{
+    const view *v = &c->v;
+    const cuco_tok *t = T(v, i);
+    args a;
+    call_args(v, i + 1, &a);
+    if (a.n != 1 || (c->nblocks != 0 && !in_block(c, t->off)))
+        return cuco_tx_notes_add(&c->r->notes, t->line, "note",
+                                 "%s is in frozen code: windows and the device communicator are "
+                                 "released by the last symmetric free",
+                                 name);
+    char *comm = arg_text(v, &a, 0);
+    size_t lo, hi;
+    stmt_span(c, i, &lo, &hi);
+    /* the body of "for (...) ncclCommDestroy(comms[i]);" gets braces */
+    int braces = control_body(v, i, &lo);
+    char *ins =
+        comm ? cuco_sprintf("%scuco_tx::comm_teardown(%s); ", braces ? "{ " : "", comm) : NULL;
+    int rc = ins ? add_edit(c, i, lo, 0, ins) : CUCO_ENOMEM;
+    if (rc == 0 && braces)
+        rc = add_edit(c, i, hi, 0, " }");
+    if (rc == 0)
+        rc = cuco_tx_notes_add(&c->r->notes, t->line, "teardown",
+                               "device communicator and windows released before %s", name);
+    free(comm);
+    free(ins);
+    return rc;
+}
+
+/* One identifier of the program: a call cuco rewrites or refuses, or nothing. */
+static int scan_one(ctx *c, scan_state *st, size_t i, const char *name, int called)
+{
+    const view *v = &c->v;
+    const cuco_tok *t = T(v, i);
+    if (in_list(host_collectives, v, i) && !called) {
+        refuse(c, t->line, "%s is used but not called (a function pointer or a macro argument?)%s",
+               name, NULL);
+        return 0;
+    }
+    if (in_list(unsupported_calls, v, i)) {
+        refuse(c, t->line,
+               "%s: device/ has no device-side %s; left host-driven, so the program is not "
+               "transformed",
+               name, name);
+        return 0;
+    }
+    if (!called)
+        return 0;
+    if (strcmp(name, "ncclGroupStart") == 0 || strcmp(name, "ncclGroupEnd") == 0)
+        return scan_group_call(c, st, i, name);
+    if (strcmp(name, "ncclAllGather") == 0 || strcmp(name, "ncclReduceScatter") == 0 ||
+        strcmp(name, "ncclAllReduce") == 0)
+        return scan_collective(c, st, i, name);
+    if (p2p_collective_of(name))
+        return scan_p2p_collective(c, st, i, name);
+    if (strcmp(name, "ncclSend") == 0 || strcmp(name, "ncclRecv") == 0)
+        return scan_p2p_call(c, st, i, name);
+    if (strcmp(name, "ncclCommInitAll") == 0)
+        return several_devices(c, i, name, 1);
+    if (strcmp(name, "ncclCommInitRank") == 0 || strcmp(name, "ncclCommInitRankConfig") == 0 ||
+        strcmp(name, "ncclCommSplit") == 0)
+        return scan_comm_init(c, st, i, name);
+    if (strcmp(name, "ncclCommDestroy") == 0 || strcmp(name, "ncclCommAbort") == 0)
+        return scan_comm_destroy(c, i, name);
+    return 0;
+}
+
 static int scan_calls(ctx *c)
 {
     const view *v = &c->v;
-    p2p_call *p2p = NULL;
-    size_t np2p = 0;
-    int group = 0, group_depth = 0, next_group = 0, rc = 0;
-    int capture_line = 0, collective_calls = 0;
-    for (size_t i = 0; i < v->n; i++) {
+    scan_state st;
+    memset(&st, 0, sizeof(st));
+    int rc = 0, capture_line = 0, collective_calls = 0;
+    for (size_t i = 0; i < v->n && rc == 0; i++) {
         if (!is_ident(v, i) ||
             (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::"))))
             continue;
         int called = is(v, i + 1, "(");
-        const cuco_tok *t = T(v, i);
         if (called && !capture_line && in_list(capture_calls, v, i))
-            capture_line = t->line;
+            capture_line = T(v, i)->line;
         if (called && in_list(host_collectives, v, i))
             collective_calls++;
-        char *name = cuco_strndup(v->src + t->off, t->len);
-        if (!name)
-            return CUCO_ENOMEM;
-        if (in_list(host_collectives, v, i) && !called) {
-            refuse(c, t->line,
-                   "%s is used but not called (a function pointer or a macro argument?)%s", name,
-                   NULL);
-        } else if (in_list(unsupported_calls, v, i)) {
-            refuse(c, t->line,
-                   "%s: device/ has no device-side %s; left host-driven, so the program is not "
-                   "transformed",
-                   name, name);
-        } else if (!called) {
-            /* nothing */
-        } else if (strcmp(name, "ncclGroupStart") == 0 || strcmp(name, "ncclGroupEnd") == 0) {
-            int start = name[9] == 'S';
-            if (start && group_depth++ == 0)
-                group = ++next_group;
-            else if (!start && group_depth > 0 && --group_depth == 0)
-                group = 0;
-            if (editable(c, i, name)) {
-                rc = add_edit(c, i, t->off, t->len,
-                              start ? "cuco_tx::group_start" : "cuco_tx::group_end");
-                if (rc == 0)
-                    rc = cuco_tx_notes_add(
-                        &c->r->notes, t->line, "rewrite",
-                        "%s -> cuco_tx::%s (groups the device point-to-point calls)", name,
-                        start ? "group_start" : "group_end");
-            }
-        } else if (strcmp(name, "ncclAllGather") == 0 || strcmp(name, "ncclReduceScatter") == 0 ||
-                   strcmp(name, "ncclAllReduce") == 0) {
-            args a;
-            call_args(v, i + 1, &a);
-            int ag = name[4] == 'A' && name[7] == 'G', rs = name[4] == 'R';
-            int want = ag ? 6 : 7;
-            if (a.n != want) {
-                refuse(c, t->line, "%s: expected its %s arguments", name, ag ? "6" : "7");
-            } else if (editable(c, i, name)) {
-                if (!ag)
-                    rc = check_reduce_args(c, &a, i, name);
-                if (rc == 0)
-                    rc = need_symmetric(c, &a, rs ? 0 : 1, i, name);
-                if (rc == 0)
-                    rc = note_comm(c, &a, want - 2, i);
-                const char *to = ag   ? "cuco_tx::all_gather"
-                                 : rs ? "cuco_tx::reduce_scatter"
-                                      : "cuco_tx::all_reduce";
-                if (rc == 0)
-                    rc = add_edit(c, i, t->off, t->len, to);
-                if (rc == 0)
-                    rc = sched_candidate(c, i, group);
-                if (rc == 0)
-                    rc = cuco_tx_notes_add(&c->r->notes, t->line, "rewrite",
-                                           "%s -> %s (device/ LSA kernel on the same stream)", name,
-                                           to);
-            }
-        } else if (p2p_collective_of(name)) {
-            const p2p_collective *pc = p2p_collective_of(name);
-            args a;
-            call_args(v, i + 1, &a);
-            if (a.n != pc->nargs) {
-                char nbuf[16];
-                snprintf(nbuf, sizeof nbuf, "%d", pc->nargs);
-                refuse(c, t->line, "%s: expected its %s arguments", name, nbuf);
-            } else if (editable(c, i, name)) {
-                rc = need_symmetric(c, &a, pc->recv_arg, i, name);
-                if (rc == 0)
-                    rc = note_comm(c, &a, pc->nargs - 2, i);
-                if (rc == 0)
-                    rc = add_edit(c, i, t->off, t->len, pc->to);
-                if (rc == 0)
-                    rc = sched_candidate(c, i, group);
-                if (rc == 0)
-                    rc = cuco_tx_notes_add(
-                        &c->r->notes, t->line, "rewrite",
-                        "%s -> %s (device point-to-point puts into the receivers' "
-                        "symmetric buffers)",
-                        name, pc->to);
-            }
-        } else if (strcmp(name, "ncclSend") == 0 || strcmp(name, "ncclRecv") == 0) {
-            p2p_call pc;
-            pc.tok = i;
-            pc.is_send = name[4] == 'S';
-            pc.group = group;
-            pc.top = (int)top_start(v, i);
-            call_args(v, i + 1, &pc.a);
-            if (pc.a.n != 6) {
-                refuse(c, t->line, "%s: expected its 6 arguments%s", name, NULL);
-            } else if (editable(c, i, name)) {
-                p2p_call *grown = realloc(p2p, (np2p + 1) * sizeof(*grown));
-                if (!grown)
-                    rc = CUCO_ENOMEM;
-                else {
-                    p2p = grown;
-                    p2p[np2p++] = pc;
-                }
-            }
-        } else if (strcmp(name, "ncclCommInitAll") == 0) {
-            refuse(c, t->line,
-                   "%s: one process drives several GPUs; the device runtime keeps one device "
-                   "communicator per process (one rank per process, e.g. under mpirun)%s",
-                   name, NULL);
-        } else if (strcmp(name, "ncclCommInitRank") == 0 ||
-                   strcmp(name, "ncclCommInitRankConfig") == 0 ||
-                   strcmp(name, "ncclCommSplit") == 0) {
-            args a;
-            call_args(v, i + 1, &a);
-            int k = strcmp(name, "ncclCommSplit") == 0 ? 3 : 0;
-            int nonblocking = strcmp(name, "ncclCommInitRank") != 0 ? nonblocking_line(c) : 0;
-            int loop = in_loop(v, i);
-            if (group_depth > 0 || loop) {
-                /* NCCL's own multi-device pattern: a communicator per GPU, made in a
-                 * loop, inside a group so that the inits do not wait on each other */
-                c->r->refused = 1;
-                rc = cuco_tx_notes_add(
-                    &c->r->notes, t->line, "refused",
-                    "%s %s: one process makes several communicators (one per "
-                    "GPU); the device runtime keeps one device communicator per "
-                    "process (one rank per process, e.g. under mpirun)",
-                    name, group_depth > 0 ? "inside ncclGroupStart/ncclGroupEnd" : "in a loop");
-            } else if (nonblocking) {
-                c->r->refused = 1;
-                rc = cuco_tx_notes_add(&c->r->notes, t->line, "refused",
-                                       "%s makes a non-blocking communicator (blocking = 0 at line "
-                                       "%d): the device runtime's setup (ncclDevCommCreate, window "
-                                       "registration) expects calls that complete on return, not "
-                                       "ncclInProgress; make the communicator blocking",
-                                       name, nonblocking);
-            } else if (a.n > k && (c->nblocks == 0 || in_block(c, t->off))) {
-                char *comm = arg_text(v, &a, k);
-                size_t lo, hi;
-                stmt_span(c, i, &lo, &hi);
-                char *ins = comm ? cuco_sprintf(" cuco_tx::comm_setup(*(%s));", comm) : NULL;
-                /* the argument is a pointer to the communicator */
-                rc = ins ? add_edit(c, i, hi, 0, ins) : CUCO_ENOMEM;
-                if (rc == 0)
-                    rc = cuco_tx_notes_add(&c->r->notes, t->line, "setup",
-                                           "device communicator created after %s", name);
-                free(comm);
-                free(ins);
-            } else {
-                cuco_tx_notes_add(&c->r->notes, t->line, "note",
-                                  "%s is in frozen code: the device communicator is created at the "
-                                  "first device collective",
-                                  name);
-            }
-        } else if (strcmp(name, "ncclCommDestroy") == 0 || strcmp(name, "ncclCommAbort") == 0) {
-            args a;
-            call_args(v, i + 1, &a);
-            if (a.n == 1 && (c->nblocks == 0 || in_block(c, t->off))) {
-                char *comm = arg_text(v, &a, 0);
-                size_t lo, hi;
-                stmt_span(c, i, &lo, &hi);
-                char *ins = comm ? cuco_sprintf("cuco_tx::comm_teardown(%s); ", comm) : NULL;
-                rc = ins ? add_edit(c, i, lo, 0, ins) : CUCO_ENOMEM;
-                if (rc == 0)
-                    rc = cuco_tx_notes_add(&c->r->notes, t->line, "teardown",
-                                           "device communicator and windows released before %s",
-                                           name);
-                free(comm);
-                free(ins);
-            } else {
-                cuco_tx_notes_add(&c->r->notes, t->line, "note",
-                                  "%s is in frozen code: windows and the device communicator are "
-                                  "released by the last symmetric free",
-                                  name);
-            }
-        }
+        char *name = cuco_strndup(v->src + T(v, i)->off, T(v, i)->len);
+        rc = name ? scan_one(c, &st, i, name, called) : CUCO_ENOMEM;
         free(name);
-        if (rc != 0)
-            break;
     }
     if (rc == 0 && capture_line && collective_calls)
         refuse(c, capture_line,
@@ -1740,10 +2070,10 @@ static int scan_calls(ctx *c)
                "the computation, or run without graphs%s%s",
                NULL, NULL);
     if (rc == 0)
-        rc = rewrite_p2p(c, p2p, np2p);
+        rc = rewrite_p2p(c, st.p2p, st.np2p);
     if (rc == 0)
         rc = check_one_comm(c);
-    free(p2p);
+    free(st.p2p);
     return rc;
 }
 
@@ -1755,12 +2085,15 @@ static int rewrite_frees(ctx *c)
     if (c->nalloc == 0)
         return 0;
     for (size_t i = 0; i + 1 < v->n; i++) {
-        int async = is(v, i, "cudaFreeAsync");
-        if (!(async || is(v, i, "cudaFree")) || !is(v, i + 1, "(") || (i > 0 && is(v, i - 1, "::")))
+        int async = is(v, i, "cudaFreeAsync"), nccl = c->nccl_mem && is(v, i, "ncclMemFree");
+        if (!(async || nccl || is(v, i, "cudaFree")) || !is(v, i + 1, "(") ||
+            (i > 0 && is(v, i - 1, "::")))
             continue;
         if (c->nblocks == 0 || in_block(c, T(v, i)->off)) {
             int rc = add_edit(c, i, T(v, i)->off, T(v, i)->len,
-                              async ? "cuco_tx::symm_free_async" : "cuco_tx::symm_free");
+                              async  ? "cuco_tx::symm_free_async"
+                              : nccl ? "cuco_tx::symm_mem_free"
+                                     : "cuco_tx::symm_free");
             if (rc != 0)
                 return rc;
             continue;
@@ -1771,8 +2104,8 @@ static int rewrite_frees(ctx *c)
         if (last < v->n) {
             char *nm = cuco_strndup(v->src + T(v, last)->off, T(v, last)->len);
             if (nm && name_seen(&c->symm_names, nm))
-                refuse(c, T(v, i)->line, "cudaFree(%s) of a symmetric buffer is in frozen code%s",
-                       nm, NULL);
+                refuse(c, T(v, i)->line, "%s(%s) of a symmetric buffer is in frozen code",
+                       nccl ? "ncclMemFree" : "cudaFree", nm);
             free(nm);
         }
     }
@@ -1856,8 +2189,15 @@ static int glue_position(ctx *c, size_t *pos, int *wrap)
     }
     size_t after = 0;
     const cuco_lex *lx = &v->lx;
+    static const char inlined[] = "// cuco: begin of the program's header";
     for (size_t i = 0; i < lx->ntoks; i++) {
         const cuco_tok *t = &lx->toks[i];
+        if (t->kind == CUCO_TOK_COMMENT && t->len >= sizeof(inlined) - 1 &&
+            memcmp(lx->src + t->off, inlined, sizeof(inlined) - 1) == 0) {
+            /* a header inlined by headers.c uses the glue: it goes before it */
+            after = line_start(lx->src, t->off);
+            break;
+        }
         if (t->kind == CUCO_TOK_PREPROC && t->dir_len == 7 &&
             memcmp(lx->src + t->dir_off, "include", 7) == 0)
             after = line_after(lx->src, t->off + t->len - (t->len > 0));
@@ -1866,6 +2206,36 @@ static int glue_position(ctx *c, size_t *pos, int *wrap)
     *wrap = 1;
     return 0;
 }
+
+/* An all-reduce on managed memory (host-readable scratch) through a
+ * symmetric staging buffer, made at the first such call: every rank makes
+ * the same calls with the same count, in the same order, as symmetric
+ * memory requires. */
+static const char staged_glue[] =
+    "// All-reduces on managed memory, staged through a symmetric buffer\n"
+    "namespace cuco_tx {\n"
+    "inline ncclResult_t staged_all_reduce(const void* sendbuff, void* recvbuff, size_t count,\n"
+    "                                      ncclDataType_t datatype, ncclRedOp_t op,\n"
+    "                                      ncclComm_t comm, cudaStream_t stream) {\n"
+    "  static void* stage = nullptr;\n"
+    "  static size_t stage_bytes = 0;\n"
+    "  size_t bytes = count * dtype_size(datatype);\n"
+    "  if (!bytes) return CUCO_TX_FAIL(\"staged_all_reduce: unsupported data type\");\n"
+    "  if (bytes > stage_bytes) {\n"
+    "    if (stage && symm_free(stage) != cudaSuccess) return CUCO_TX_FAIL(\"freeing the "
+    "stage\");\n"
+    "    if (symm_malloc(&stage, bytes) != cudaSuccess) return CUCO_TX_FAIL(\"no stage\");\n"
+    "    stage_bytes = bytes;\n"
+    "  }\n"
+    "  if (cudaMemcpyAsync(stage, sendbuff, bytes, cudaMemcpyDefault, stream) != cudaSuccess)\n"
+    "    return CUCO_TX_FAIL(\"staged_all_reduce: copy in\");\n"
+    "  ncclResult_t r = all_reduce(stage, stage, count, datatype, op, comm, stream);\n"
+    "  if (r != ncclSuccess) return r;\n"
+    "  if (cudaMemcpyAsync(recvbuff, stage, bytes, cudaMemcpyDefault, stream) != cudaSuccess)\n"
+    "    return CUCO_TX_FAIL(\"staged_all_reduce: copy out\");\n"
+    "  return ncclSuccess;\n"
+    "}\n"
+    "}  // namespace cuco_tx\n";
 
 static int assemble(ctx *c, const char *text)
 {
@@ -1880,11 +2250,33 @@ static int assemble(ctx *c, const char *text)
     if (wrap)
         cuco_buf_puts(&g, "// EVOLVE-BLOCK-START\n");
     if (c->gemm_split)
-        cuco_buf_puts(&g, "// Schedule consumer_split_by_source: the cuBLAS part of the glue\n"
-                          "#define CUCO_TX_GEMM_SPLIT 1\n");
+        cuco_buf_puts(&g, "// Schedule consumer_split_by_source: the cuBLAS part of the glue, and\n"
+                          "// the pieces each peer's block is pulled and consumed in\n"
+                          "#define CUCO_TX_GEMM_SPLIT 1\n"
+                          "#define CUCO_SPLIT_CHUNKS 2 // cuco:knob run 1 2 4\n");
     cuco_buf_puts(&g, glue);
     if (g.len && g.data[g.len - 1] != '\n')
         cuco_buf_putc(&g, '\n');
+    if (c->nccl_mem)
+        cuco_buf_puts(
+            &g, "// ncclMemAlloc / ncclMemFree of buffers made symmetric: the runtime's windows,\n"
+                "// answering ncclResult_t like the calls they replace\n"
+                "namespace cuco_tx {\n"
+                "inline ncclResult_t symm_mem_alloc(void** p, size_t bytes) {\n"
+                "  return symm_malloc(p, bytes) == cudaSuccess ? ncclSuccess : ncclSystemError;\n"
+                "}\n"
+                "template <typename T> inline ncclResult_t symm_mem_alloc(T** p, size_t bytes) {\n"
+                "  return symm_mem_alloc(reinterpret_cast<void**>(p), bytes);\n"
+                "}\n"
+                "inline ncclResult_t symm_mem_free(void* p) {\n"
+                "  for (Buf* b : bufs())\n"
+                "    if (b->base == p) return symm_free(p) == cudaSuccess ? ncclSuccess : "
+                "ncclSystemError;\n"
+                "  return ncclMemFree(p);\n"
+                "}\n"
+                "}  // namespace cuco_tx\n");
+    if (c->staged)
+        cuco_buf_puts(&g, staged_glue);
     if (c->knobs.len) {
         cuco_buf_puts(
             &g, "// Schedules early_start_late_wait (CUCO_EARLY_<n>, cuco_tx::early_start) and\n"
@@ -1991,6 +2383,7 @@ int cuco_transform_rules(const char *file_name, const char *text, cuco_tx_result
     if (rc == 0 && r->refused) {
         free(r->program);
         r->program = NULL;
+        rc = cuco_tx_notes_unapply(&r->notes); /* only rewrites that happened are listed */
     }
     if (rc == CUCO_ENOMEM)
         cuco_err_set(e, rc, "out of memory");
@@ -2002,6 +2395,7 @@ int cuco_transform_rules(const char *file_name, const char *text, cuco_tx_result
     free(c.edits);
     free(c.blocks);
     free(c.alloc_sites);
+    free(c.fn_of);
     cuco_strlist_free(&c.symm_names);
     cuco_strlist_free(&c.comm_names);
     cuco_strlist_free(&c.comm_texts);

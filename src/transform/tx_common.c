@@ -3,17 +3,349 @@
  * JSON. */
 #include "tx_common.h"
 
+#include "cuco/transform.h"
+
 #include "cuco/buf.h"
 #include "cuco/db.h"
+#include "cuco/embedded.h"
 #include "cuco/fs.h"
 #include "cuco/hash.h"
 #include "cuco/mutate.h"
 #include "cuco/proc.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+/* The runtime glue every rule-route program carries (embedded at build). */
+const char *cuco_transform_runtime(void)
+{
+    size_t n = 0;
+    const unsigned char *t = cuco_embedded_find("src/transform/cuco_tx_runtime.cuh", &n);
+    return t ? (const char *)t : NULL;
+}
+
+int cuco_tx_notes_unapply(cuco_tx_notes *notes)
+{
+    static const char *const planned[] = {"rewrite", "symmetric", "schedule",
+                                          "setup",   "teardown",  NULL};
+    for (size_t i = 0; i < notes->n; i++) {
+        cuco_tx_note *n = &notes->items[i];
+        for (const char *const *k = planned; *k; k++) {
+            if (strcmp(n->kind, *k) != 0)
+                continue;
+            char *kind = cuco_strdup("not applied");
+            char *text = cuco_sprintf("%s (not done: the program is not transformed)", n->text);
+            if (!kind || !text) {
+                free(kind);
+                free(text);
+                return CUCO_ENOMEM;
+            }
+            free(n->kind);
+            free(n->text);
+            n->kind = kind;
+            n->text = text;
+            break;
+        }
+    }
+    return 0;
+}
+
+/* Start offsets of the lines of s; count in *n. Caller frees. */
+static size_t *line_starts(const char *s, int *n)
+{
+    size_t len = strlen(s), k = 0;
+    int count = 1;
+    for (size_t i = 0; i < len; i++)
+        count += s[i] == '\n' && i + 1 < len;
+    size_t *at = malloc((size_t)count * sizeof(*at));
+    if (!at)
+        return NULL;
+    at[k++] = 0;
+    for (size_t i = 0; i < len; i++)
+        if (s[i] == '\n' && i + 1 < len)
+            at[k++] = i + 1;
+    *n = count;
+    return at;
+}
+
+static int same_line(const char *a, size_t ia, const char *b, size_t ib)
+{
+    size_t la = strcspn(a + ia, "\n"), lb = strcspn(b + ib, "\n");
+    return la == lb && memcmp(a + ia, b + ib, la) == 0;
+}
+
+/* FNV-1a of each of the n lines of s starting at at[]. Caller frees. */
+static uint64_t *line_hashes(const char *s, const size_t *at, int n)
+{
+    uint64_t *h = malloc(((size_t)n + 1) * sizeof(*h));
+    for (int k = 0; h && k < n; k++) {
+        h[k] = 1469598103934665603ull;
+        for (const char *c = s + at[k]; *c && *c != '\n'; c++)
+            h[k] = (h[k] ^ (unsigned char)*c) * 1099511628211ull;
+    }
+    return h;
+}
+
+/* Program lines [p0, p1) stand where seed lines [s0, s1) were: edited
+ * lines take the seed's in order; EVOLVE-BLOCK markers and lines beyond
+ * the seed's are insertions (0). */
+static void fill_gap(const char *program, const size_t *ps, int p0, int p1, int s0, int s1, int *m)
+{
+    for (int k = p0; k < p1; k++) {
+        size_t len = strcspn(program + ps[k], "\n");
+        const char *marker = strstr(program + ps[k], "EVOLVE-BLOCK-");
+        if ((marker && (size_t)(marker - (program + ps[k])) < len) || s0 >= s1)
+            m[k + 1] = 0;
+        else
+            m[k + 1] = ++s0;
+    }
+}
+
+int cuco_tx_line_map(const char *seed, const char *program, int **map, int *nlines, cuco_err *e)
+{
+    int ns = 0, np = 0, rc = 0;
+    size_t *ss = line_starts(seed, &ns), *ps = line_starts(program, &np);
+    uint64_t *hs = ss ? line_hashes(seed, ss, ns) : NULL,
+             *hp = ps ? line_hashes(program, ps, np) : NULL;
+    /* lcs[i][j]: longest common subsequence of seed lines i.. and program
+     * lines j..; quadratic, so past 24M pairs (a seed of some 5000 lines)
+     * nothing is mapped */
+    int too_big = ss && ps && (size_t)(ns + 1) * (size_t)(np + 1) > ((size_t)24 << 20);
+    unsigned *lcs =
+        ss && ps && !too_big ? calloc((size_t)(ns + 1) * (size_t)(np + 1), sizeof(*lcs)) : NULL;
+    int *m = calloc((size_t)np + 1, sizeof(*m));
+    if (m && too_big) {
+        *map = m;
+        *nlines = np;
+        goto out;
+    }
+    if (!lcs || !m || !hs || !hp) {
+        free(m);
+        rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+        goto out;
+    }
+    size_t w = (size_t)np + 1;
+    for (int i = ns - 1; i >= 0; i--)
+        for (int j = np - 1; j >= 0; j--) {
+            unsigned down = lcs[(size_t)(i + 1) * w + (size_t)j],
+                     right = lcs[(size_t)i * w + (size_t)j + 1];
+            lcs[(size_t)i * w + (size_t)j] =
+                hs[i] == hp[j] && same_line(seed, ss[i], program, ps[j])
+                    ? lcs[(size_t)(i + 1) * w + (size_t)j + 1] + 1
+                    : (down > right ? down : right);
+        }
+    /* walk the matches; the program lines between two of them take the
+     * seed lines between them (edited lines), the rest are insertions */
+    int i = 0, j = 0, gap_s = 0, gap_p = 0;
+    while (i < ns || j < np) {
+        if (i < ns && j < np && hs[i] == hp[j] && same_line(seed, ss[i], program, ps[j])) {
+            fill_gap(program, ps, gap_p, j, gap_s, i, m);
+            m[j + 1] = i + 1;
+            gap_s = ++i;
+            gap_p = ++j;
+        } else if (j >= np || (i < ns && lcs[(size_t)(i + 1) * w + (size_t)j] >=
+                                             lcs[(size_t)i * w + (size_t)j + 1])) {
+            i++;
+        } else {
+            j++;
+        }
+    }
+    fill_gap(program, ps, gap_p, np, gap_s, ns, m);
+    *map = m;
+    *nlines = np;
+out:
+    free(lcs);
+    free(ss);
+    free(ps);
+    free(hs);
+    free(hp);
+    return rc;
+}
+
+/* The self-check glue (C++), inserted after the runtime. */
+static const char self_check_glue[] =
+    "// Self-check (cuco transform): the seed prints no verification line, so the\n"
+    "// first CUCO_TX_SELF_CHECK device collectives are compared with host NCCL on\n"
+    "// the same inputs; each rank prints the verdict when the program exits.\n"
+    "#define CUCO_TX_SELF_CHECK 4\n"
+    "#include <cmath>\n"
+    "namespace cuco_tx {\n"
+    "struct SelfCheck {\n"
+    "  int checked = 0, bad = 0;\n"
+    "  char first[200] = \"\";\n"
+    "  ~SelfCheck() {\n"
+    "    if (bad)\n"
+    "      printf(\"Verification: FAIL %d of %d device collectives differ from host NCCL\"\n"
+    "             \" (first: %s)\\n\", bad, checked, first);\n"
+    "    else if (checked)\n"
+    "      printf(\"Verification: PASS %d device collectives match host NCCL on the same\"\n"
+    "             \" inputs\\n\", checked);\n"
+    "    else\n"
+    "      printf(\"Verification: FAIL no device collective ran\\n\");\n"
+    "    fflush(stdout);\n"
+    "  }\n"
+    "};\n"
+    "inline SelfCheck& self_check() { static SelfCheck s; return s; }\n"
+    "inline bool self_check_due() { return self_check().checked < CUCO_TX_SELF_CHECK; }\n"
+    "inline void self_check_fail(const char* what, const char* why) {\n"
+    "  SelfCheck& s = self_check();\n"
+    "  s.checked++;\n"
+    "  if (!s.bad++) snprintf(s.first, sizeof s.first, \"%s: %s\", what, why);\n"
+    "}\n"
+    "// got and want: n elements of t on the device, after the stream's work\n"
+    "inline void self_check_compare(const void* got, const void* want, size_t n,\n"
+    "                               ncclDataType_t t, cudaStream_t st, const char* what) {\n"
+    "  size_t es = dtype_size(t), wrong = 0;\n"
+    "  std::vector<char> a(n * es + 1), b(n * es + 1);\n"
+    "  if (cudaStreamSynchronize(st) != cudaSuccess ||\n"
+    "      cudaMemcpy(a.data(), got, n * es, cudaMemcpyDeviceToHost) != cudaSuccess ||\n"
+    "      cudaMemcpy(b.data(), want, n * es, cudaMemcpyDeviceToHost) != cudaSuccess)\n"
+    "    return self_check_fail(what, \"cannot read the results\");\n"
+    "  for (size_t i = 0; i < n; i++) {\n"
+    "    double x, y, tol = 0;\n"
+    "    if (t == ncclFloat32) {\n"
+    "      x = reinterpret_cast<const float*>(a.data())[i];\n"
+    "      y = reinterpret_cast<const float*>(b.data())[i], tol = 1e-4;\n"
+    "    } else if (t == ncclFloat16) {\n"
+    "      x = __half2float(reinterpret_cast<const __half*>(a.data())[i]);\n"
+    "      y = __half2float(reinterpret_cast<const __half*>(b.data())[i]), tol = 1e-2;\n"
+    "    } else if (t == ncclBfloat16) {\n"
+    "      x = __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(a.data())[i]);\n"
+    "      y = __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(b.data())[i]);\n"
+    "      tol = 2e-2;\n"
+    "    } else {\n"
+    "      wrong += memcmp(a.data() + i * es, b.data() + i * es, es) != 0;\n"
+    "      continue;\n"
+    "    }\n"
+    "    wrong += !(std::fabs(x - y) <= tol * (1 + std::fabs(y)));\n"
+    "  }\n"
+    "  SelfCheck& s = self_check();\n"
+    "  s.checked++;\n"
+    "  if (wrong && !s.bad++)\n"
+    "    snprintf(s.first, sizeof s.first, \"%s: %zu of %zu elements differ\", what, wrong,\n"
+    "             n);\n"
+    "}\n"
+    "// a device copy of n elements of t at p (nullptr: none), or of nothing\n"
+    "inline void* self_check_copy(const void* p, size_t bytes, cudaStream_t st) {\n"
+    "  void* q = nullptr;\n"
+    "  if (cudaMalloc(&q, bytes ? bytes : 1) != cudaSuccess) return nullptr;\n"
+    "  if (p && bytes) cudaMemcpyAsync(q, p, bytes, cudaMemcpyDeviceToDevice, st);\n"
+    "  return q;\n"
+    "}\n"
+    "inline int self_check_ranks(ncclComm_t c) {\n"
+    "  int n = 1;\n"
+    "  ncclCommCount(c, &n);\n"
+    "  return n;\n"
+    "}\n"
+    "inline ncclResult_t checked_all_reduce(const void* s, void* r, size_t n, ncclDataType_t t,\n"
+    "                                       ncclRedOp_t op, ncclComm_t c, cudaStream_t st) {\n"
+    "  if (!self_check_due() || !dtype_size(t)) return all_reduce(s, r, n, t, op, c, st);\n"
+    "  size_t bytes = n * dtype_size(t);\n"
+    "  void *in = self_check_copy(s, bytes, st), *ref = self_check_copy(nullptr, bytes, st);\n"
+    "  ncclResult_t rc = all_reduce(s, r, n, t, op, c, st);\n"
+    "  if (rc == ncclSuccess && in && ref &&\n"
+    "      (rc = ::ncclAllReduce(in, ref, n, t, op, c, st)) == ncclSuccess)\n"
+    "    self_check_compare(r, ref, n, t, st, \"all_reduce\");\n"
+    "  cudaFree(in), cudaFree(ref);\n"
+    "  return rc;\n"
+    "}\n"
+    "inline ncclResult_t checked_all_gather(const void* s, void* r, size_t n, ncclDataType_t t,\n"
+    "                                       ncclComm_t c, cudaStream_t st) {\n"
+    "  if (!self_check_due() || !dtype_size(t)) return all_gather(s, r, n, t, c, st);\n"
+    "  size_t bytes = n * dtype_size(t), all = bytes * self_check_ranks(c);\n"
+    "  void *in = self_check_copy(s, bytes, st), *ref = self_check_copy(nullptr, all, st);\n"
+    "  ncclResult_t rc = all_gather(s, r, n, t, c, st);\n"
+    "  if (rc == ncclSuccess && in && ref &&\n"
+    "      (rc = ::ncclAllGather(in, ref, n, t, c, st)) == ncclSuccess)\n"
+    "    self_check_compare(r, ref, n * self_check_ranks(c), t, st, \"all_gather\");\n"
+    "  cudaFree(in), cudaFree(ref);\n"
+    "  return rc;\n"
+    "}\n"
+    "inline ncclResult_t checked_reduce_scatter(const void* s, void* r, size_t n,\n"
+    "                                           ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,\n"
+    "                                           cudaStream_t st) {\n"
+    "  if (!self_check_due() || !dtype_size(t)) return reduce_scatter(s, r, n, t, op, c, st);\n"
+    "  size_t bytes = n * dtype_size(t), all = bytes * self_check_ranks(c);\n"
+    "  void *in = self_check_copy(s, all, st), *ref = self_check_copy(nullptr, bytes, st);\n"
+    "  ncclResult_t rc = reduce_scatter(s, r, n, t, op, c, st);\n"
+    "  if (rc == ncclSuccess && in && ref &&\n"
+    "      (rc = ::ncclReduceScatter(in, ref, n, t, op, c, st)) == ncclSuccess)\n"
+    "    self_check_compare(r, ref, n, t, st, \"reduce_scatter\");\n"
+    "  cudaFree(in), cudaFree(ref);\n"
+    "  return rc;\n"
+    "}\n"
+    "inline ncclResult_t checked_broadcast(const void* s, void* r, size_t n, ncclDataType_t t,\n"
+    "                                      int root, ncclComm_t c, cudaStream_t st) {\n"
+    "  if (!self_check_due() || !dtype_size(t)) return broadcast(s, r, n, t, root, c, st);\n"
+    "  size_t bytes = n * dtype_size(t);\n"
+    "  void* in = self_check_copy(comm_rank(c) == root ? s : nullptr, bytes, st);\n"
+    "  void* ref = self_check_copy(nullptr, bytes, st);\n"
+    "  ncclResult_t rc = broadcast(s, r, n, t, root, c, st);\n"
+    "  if (rc == ncclSuccess && in && ref &&\n"
+    "      (rc = ::ncclBroadcast(in, ref, n, t, root, c, st)) == ncclSuccess)\n"
+    "    self_check_compare(r, ref, n, t, st, \"broadcast\");\n"
+    "  cudaFree(in), cudaFree(ref);\n"
+    "  return rc;\n"
+    "}\n"
+    "inline ncclResult_t checked_bcast(void* b, size_t n, ncclDataType_t t, int root,\n"
+    "                                  ncclComm_t c, cudaStream_t st) {\n"
+    "  return checked_broadcast(b, b, n, t, root, c, st);\n"
+    "}\n"
+    "}  // namespace cuco_tx\n";
+
+int cuco_tx_self_check(char **program, int *added, cuco_err *e)
+{
+    static const char *const calls[] = {"all_reduce", "all_gather", "reduce_scatter",
+                                        "broadcast",  "bcast",      NULL};
+    static const char *const unchecked[] = {"cuco_tx::all_to_all(", "cuco_tx::gather(",
+                                            "cuco_tx::scatter(",    "cuco_tx::send(",
+                                            "cuco_tx::recv(",       NULL};
+    *added = 0;
+    const char *rt = cuco_transform_runtime(), *at = rt ? strstr(*program, rt) : NULL;
+    if (!at || strstr(*program, "#define CUCO_TX_GEMM_SPLIT 1"))
+        return 0; /* the split schedule's all-gather has no checked form */
+    size_t pos = (size_t)(at - *program) + strlen(rt);
+    pos += (*program)[pos] == '\n';
+    for (const char *const *u = unchecked; *u; u++)
+        if (strstr(*program + pos, *u))
+            return 0; /* calls without a host NCCL twin here: not checked */
+    cuco_buf out = CUCO_BUF_INIT;
+    cuco_buf_append(&out, *program, pos);
+    cuco_buf_puts(&out, self_check_glue);
+    for (const char *p = *program + pos; *p;) {
+        const char *hit = NULL, *name = NULL;
+        for (const char *const *c = calls; *c; c++) {
+            char *needle = cuco_sprintf("cuco_tx::%s(", *c);
+            const char *h = needle ? strstr(p, needle) : NULL;
+            free(needle);
+            if (h && (!hit || h < hit)) {
+                hit = h;
+                name = *c;
+            }
+        }
+        if (!hit) {
+            cuco_buf_puts(&out, p);
+            break;
+        }
+        cuco_buf_append(&out, p, (size_t)(hit - p));
+        cuco_buf_printf(&out, "cuco_tx::checked_%s(", name);
+        p = hit + strlen("cuco_tx::(") + strlen(name);
+        (*added)++;
+    }
+    char *text = cuco_buf_detach(&out);
+    if (!text)
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    if (*added == 0) {
+        free(text);
+        return 0;
+    }
+    free(*program);
+    *program = text;
+    return 0;
+}
 
 int cuco_tx_have_gpu(void)
 {

@@ -26,6 +26,33 @@ json_t *cuco_tx_eval_json(const cuco_eval_result *r);
 /* Wall-clock seconds (the database's timestamps). */
 double cuco_tx_now_s(void);
 
+struct cuco_tx_notes;
+/* After a refusal or a failed check nothing was rewritten: the notes of edits the rules had
+ * planned (rewrite, symmetric, schedule, setup, teardown) become kind
+ * "not applied", so that a report lists only rewrites that happened. */
+int cuco_tx_notes_unapply(struct cuco_tx_notes *notes);
+
+/* Line map of a program made from seed by insertions and in-line edits:
+ * (*map)[p] for the program's line p (1-based, p <= *nlines) is the seed's
+ * line it comes from, or 0 for a line the transform inserted. Lines are
+ * matched by a longest common subsequence; changed lines between two matched
+ * ones map to the seed's lines between them in order. *map caller frees. */
+int cuco_tx_line_map(const char *seed, const char *program, int **map, int *nlines, cuco_err *e);
+
+/* cuco_transform_check with the seed beside the program: a
+ * device-to-device copy the seed itself makes is the program's own work
+ * (seed NULL: no such exemption). */
+int cuco_tx_check_seed(const char *file_name, const char *seed, const char *text, int *passed,
+                       struct cuco_tx_notes *notes, cuco_err *e);
+
+/* A seed that prints no verification line gets one: the calls of *program
+ * that have a host NCCL twin (all_reduce, all_gather, reduce_scatter,
+ * broadcast, bcast) go through cuco_tx::checked_*, which compare the first
+ * CUCO_TX_SELF_CHECK of them with host NCCL on the same inputs and print
+ * "Verification: PASS|FAIL" at exit. *added: calls rerouted (0: *program
+ * unchanged, e.g. a point-to-point call that has no such twin). */
+int cuco_tx_self_check(char **program, int *added, cuco_err *e);
+
 struct cuco_db;
 /* The fast path's program as the root of a search: generation 0 of run
  * run_id, its hash and knobs taken from the text, score = seed_ms / time_ms

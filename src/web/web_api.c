@@ -12,9 +12,11 @@
 #include <string.h>
 
 #include "cuco/buf.h"
+#include "cuco/diff.h"
 #include "cuco/doe.h"
 #include "cuco/embedded.h"
 #include "cuco/report.h"
+#include "cuco/run_view.h"
 
 #define JSON_TYPE "application/json; charset=utf-8"
 
@@ -234,28 +236,21 @@ static int api_runs(request *rq)
     if (rc != 0)
         return rc < 0 ? rc : 0;
     sqlite3_stmt *st;
-    /* the best as cuco report names it: with re-timing (view run_champions,
-     * schema 6), the run's champion; else (and on older databases) the
-     * highest score */
-#define RUNS_SQL(best)                                                                             \
-    "SELECT r.id, r.workload, r.status, r.seed, r.baseline_ms, r.started_at, r.ended_at,"          \
-    " (SELECT count(*) FROM programs p WHERE p.run_id=r.id), " best ","                            \
-    " (SELECT coalesce(sum(cost_usd),0) FROM llm_calls c WHERE c.run_id=r.id)"                     \
-    " FROM runs r ORDER BY r.id"
-#define MAX_SCORE "(SELECT max(score) FROM programs p WHERE p.run_id=r.id AND p.status='ok')"
-    static const char *const with_champion = RUNS_SQL(
-        "CASE WHEN coalesce(json_extract(r.config, '$.retime_rounds'), 0) > 0 THEN"
-        " (SELECT p.score FROM programs p JOIN run_champions c"
-        "  ON p.id = coalesce(c.challenger_id, c.root_id) WHERE c.run_id=r.id AND p.status='ok')"
-        " ELSE " MAX_SCORE " END");
-    static const char *const by_score = RUNS_SQL(MAX_SCORE);
-#undef RUNS_SQL
-#undef MAX_SCORE
-    if (sqlite3_prepare_v2(rq->db, with_champion, -1, &st, NULL) != SQLITE_OK &&
-        sqlite3_prepare_v2(rq->db, by_score, -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(rq->db,
+                           "SELECT r.id, r.workload, r.status, r.seed, r.baseline_ms,"
+                           " r.started_at, r.ended_at,"
+                           " (SELECT count(*) FROM programs p WHERE p.run_id=r.id),"
+                           " (SELECT coalesce(sum(cost_usd),0) FROM llm_calls c"
+                           " WHERE c.run_id=r.id) FROM runs r ORDER BY r.id",
+                           -1, &st, NULL) != SQLITE_OK)
         return db_fail(rq, "listing runs");
     json_t *runs = json_array();
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+    run_view_best best = {0, -1, -1};
+    cuco_err e = CUCO_ERR_INIT;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        /* the best as every view names it (cuco/run_view.h) */
+        if (run_view_best_get(rq->db, sqlite3_column_int64(st, 0), &best, &e) < 0)
+            break;
         json_array_append_new(
             runs,
             json_pack("{s:I, s:o, s:o, s:I, s:o, s:o, s:o, s:I, s:o, s:f}", "id",
@@ -263,8 +258,16 @@ static int api_runs(request *rq)
                       "status", col_text(st, 2), "seed", (json_int_t)sqlite3_column_int64(st, 3),
                       "baseline_ms", col_real(st, 4), "started_at", col_real(st, 5), "ended_at",
                       col_real(st, 6), "programs", (json_int_t)sqlite3_column_int64(st, 7),
-                      "best_score", col_real(st, 8), "spend_usd", sqlite3_column_double(st, 9)));
+                      "best_score", best.id > 0 ? json_real(best.score) : json_null(), "spend_usd",
+                      sqlite3_column_double(st, 8)));
+    }
     sqlite3_finalize(st);
+    if (e.code) {
+        json_decref(runs);
+        rc = respond_error(rq, 500, "%s", cuco_err_msg(&e));
+        cuco_err_clear(&e);
+        return rc;
+    }
     if (rc != SQLITE_DONE) {
         json_decref(runs);
         return db_fail(rq, "listing runs");
@@ -304,6 +307,31 @@ static json_t *program_row(sqlite3_stmt *st)
     if (p)
         json_object_set_new(p, "error_line", first_line(st, 13));
     return p;
+}
+
+/* Sets "held_back" on each program row (objects with "id") of the run, as
+ * every view defines it (cuco/run_view.h). On a database error the error
+ * response is made and a negative code returned. */
+static int mark_held_back(request *rq, int64_t run_id, json_t *rows)
+{
+    run_view_program *ps;
+    size_t n;
+    cuco_err e = CUCO_ERR_INIT;
+    if (run_view_programs(rq->db, run_id, &ps, &n, &e) < 0) {
+        respond_error(rq, 500, "%s", cuco_err_msg(&e));
+        cuco_err_clear(&e);
+        return CUCO_EDB;
+    }
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row)
+    {
+        const run_view_program *v =
+            run_view_find(ps, n, (int64_t)json_integer_value(json_object_get(row, "id")));
+        json_object_set_new(row, "held_back", json_boolean(v && v->held_back));
+    }
+    run_view_programs_free(ps, n);
+    return 0;
 }
 
 static int api_programs(request *rq)
@@ -380,6 +408,10 @@ static int api_programs(request *rq)
         json_decref(list);
         return db_fail(rq, "listing programs");
     }
+    if (mark_held_back(rq, run_id, list) < 0) {
+        json_decref(list);
+        return rq->res->body ? 0 : CUCO_ENOMEM;
+    }
     return respond_json(rq, 200,
                         json_pack("{s:I, s:I, s:o}", "run", (json_int_t)run_id, "count",
                                   (json_int_t)json_array_size(list), "programs", list));
@@ -412,7 +444,8 @@ static int api_program(request *rq, const char *id_text)
         return db_fail(rq, "reading program");
     }
     json_t *p = program_row(st);
-    json_object_set_new(p, "run_id", json_integer(sqlite3_column_int64(st, 14)));
+    int64_t run_id = sqlite3_column_int64(st, 14);
+    json_object_set_new(p, "run_id", json_integer(run_id));
     json_object_set_new(p, "code", col_text(st, 15));
     json_object_set_new(p, "code_hash", col_text(st, 16));
     json_object_set_new(p, "metrics", col_json(st, 17));
@@ -427,7 +460,7 @@ static int api_program(request *rq, const char *id_text)
         char *an = cuco_sprintf("program %lld", (long long)sqlite3_column_int64(st, 1));
         char *bn = cuco_sprintf("program %lld", id);
         if (an && bn &&
-            report_diff_lines(parent_code, code, an, bn, 3, &diff, &added, &removed, &e) == 0) {
+            cuco_diff_lines(parent_code, code, an, bn, 3, &diff, &added, &removed, &e) == 0) {
             json_object_set_new(p, "diff", json_text(cuco_buf_str(&diff), diff.len));
             json_object_set_new(p, "diff_added", json_integer((json_int_t)added));
             json_object_set_new(p, "diff_removed", json_integer((json_int_t)removed));
@@ -452,6 +485,13 @@ static int api_program(request *rq, const char *id_text)
         sqlite3_finalize(st);
     }
     json_object_set_new(p, "children", children);
+    json_t *one = json_pack("[O]", p);
+    rc = one ? mark_held_back(rq, run_id, one) : CUCO_ENOMEM;
+    json_decref(one);
+    if (rc < 0) {
+        json_decref(p);
+        return rq->res->body ? 0 : rc;
+    }
     return respond_json(rq, 200, p);
 }
 
@@ -482,46 +522,49 @@ static int run_statement(request *rq, const char *sql, const char *older_sql, co
     return 1;
 }
 
-static int api_evaluations(request *rq)
+/* The evaluations in order, each with the best so far and its held back
+ * mark as every view defines them (cuco/run_view.h). */
+static json_t *evaluation_rows(const run_view_program *ps, size_t n)
 {
-    int64_t run_id;
-    sqlite3_stmt *st;
-    int rc;
-    /* the best-so-far line leaves out programs re-timed beside the run's
-     * best that did not hold (table retimings: schema 5 on) */
-    if (!run_statement(rq,
-                       "SELECT id, island, generation, status, score, time_ms, mutator,"
-                       " created_at, EXISTS (SELECT 1 FROM retimings t WHERE t.challenger_id ="
-                       " programs.id AND t.held = 0 AND t.runs > 0)"
-                       " FROM programs WHERE run_id=? AND status<>'pending' ORDER BY id",
-                       "SELECT id, island, generation, status, score, time_ms, mutator,"
-                       " created_at, 0 FROM programs WHERE run_id=? AND status<>'pending'"
-                       " ORDER BY id",
-                       "listing evaluations", &run_id, &st, &rc))
-        return rc;
     json_t *list = json_array();
-    double best = -1;
-    json_int_t n = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *status = (const char *)sqlite3_column_text(st, 3);
-        int ok = status && !strcmp(status, "ok") && sqlite3_column_type(st, 4) != SQLITE_NULL;
-        int held_back = sqlite3_column_int(st, 8);
-        if (ok && !held_back && sqlite3_column_double(st, 4) > best)
-            best = sqlite3_column_double(st, 4);
+    for (size_t i = 0; i < n && list; i++) {
+        const run_view_program *p = &ps[i];
         json_array_append_new(
             list,
-            json_pack("{s:I, s:I, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:b}", "n", ++n, "id",
-                      (json_int_t)sqlite3_column_int64(st, 0), "island", sqlite3_column_int(st, 1),
-                      "generation", sqlite3_column_int(st, 2), "status", col_text(st, 3), "score",
-                      col_real(st, 4), "time_ms", col_real(st, 5), "mutator", col_text(st, 6),
-                      "created_at", col_real(st, 7), "best",
-                      best > 0 ? json_real(best) : json_null(), "held_back", held_back));
+            json_pack("{s:I, s:I, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:b}", "n",
+                      (json_int_t)i + 1, "id", (json_int_t)p->id, "island", p->island, "generation",
+                      p->generation, "status",
+                      p->status ? json_text(p->status, strlen(p->status)) : json_null(), "score",
+                      p->score >= 0 ? json_real(p->score) : json_null(), "time_ms",
+                      p->time_ms >= 0 ? json_real(p->time_ms) : json_null(), "mutator",
+                      p->mutator ? json_text(p->mutator, strlen(p->mutator)) : json_null(),
+                      "created_at", p->created_at >= 0 ? json_real(p->created_at) : json_null(),
+                      "best", p->best_so_far > 0 ? json_real(p->best_so_far) : json_null(),
+                      "held_back", p->held_back));
     }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
-        json_decref(list);
-        return db_fail(rq, "listing evaluations");
+    return list;
+}
+
+static int api_evaluations(request *rq)
+{
+    static const char *const allowed[] = {"run", NULL};
+    if (reject_unknown_params(rq, allowed))
+        return 0;
+    int64_t run_id;
+    int rc;
+    if ((rc = open_db(rq)) != 0 || resolve_run(rq, &run_id))
+        return rc < 0 ? rc : 0;
+    run_view_program *ps;
+    size_t n;
+    cuco_err e = CUCO_ERR_INIT;
+    if (run_view_programs(rq->db, run_id, &ps, &n, &e) < 0) {
+        rc = respond_error(rq, 500, "%s", cuco_err_msg(&e));
+        cuco_err_clear(&e);
+        return rc;
     }
+    json_t *list = evaluation_rows(ps, n);
+    run_view_programs_free(ps, n);
+    sqlite3_stmt *st;
     /* the evaluation cache of the run's workload (under any inputs digest:
      * scopes are "NAME#DIGEST"), by status */
     json_t *cache = json_object();
@@ -539,8 +582,8 @@ static int api_evaluations(request *rq)
         sqlite3_finalize(st);
     }
     return respond_json(rq, 200,
-                        json_pack("{s:I, s:I, s:o, s:o}", "run", (json_int_t)run_id, "count", n,
-                                  "evaluations", list, "cache", cache));
+                        json_pack("{s:I, s:I, s:o, s:o}", "run", (json_int_t)run_id, "count",
+                                  (json_int_t)n, "evaluations", list, "cache", cache));
 }
 
 static int api_llm(request *rq)

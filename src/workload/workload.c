@@ -511,6 +511,39 @@ static int safe_relative(const char *p)
     return 1;
 }
 
+/* 1 when path names a C++ source (.cpp, .cc, .cxx, .c++, .C). */
+static int is_cxx(const char *path)
+{
+    static const char *const ext[] = {".cpp", ".cc", ".cxx", ".c++", ".C", NULL};
+    size_t n = strlen(path);
+    for (const char *const *x = ext; *x; x++)
+        if (n > strlen(*x) && strcmp(path + n - strlen(*x), *x) == 0)
+            return 1;
+    return 0;
+}
+
+/* A C++ evolve file built by nvcc is built as CUDA ("-x cu" after nvcc):
+ * the transform and the mutators put device code into it, which nvcc would
+ * hand to the host compiler as plain C++. The seed builds the same way. */
+static int cxx_as_cuda(cuco_workload *w)
+{
+    cuco_strlist *b = &w->build_command;
+    const char *cc = b->n ? b->items[0] : "";
+    const char *base = strrchr(cc, '/') ? strrchr(cc, '/') + 1 : cc;
+    if (!is_cxx(w->evolve_file) || strcmp(base, "nvcc") != 0)
+        return 0;
+    for (size_t i = 1; i < b->n; i++)
+        if (!strncmp(b->items[i], "-x", 2) || !strncmp(b->items[i], "--x", 3))
+            return 0; /* the language is chosen already */
+    if (cuco_strlist_push(b, "-x") != 0 || cuco_strlist_push(b, "cu") != 0)
+        return CUCO_ENOMEM;
+    char *x = b->items[b->n - 2], *cu = b->items[b->n - 1];
+    memmove(b->items + 3, b->items + 1, (b->n - 3) * sizeof(*b->items));
+    b->items[1] = x;
+    b->items[2] = cu;
+    return 0;
+}
+
 static int check_workload(manifest *m, struct top_ctx *t, const yaml_node_t *root)
 {
     cuco_workload *w = t->w;
@@ -552,7 +585,7 @@ static int check_workload(manifest *m, struct top_ctx *t, const yaml_node_t *roo
     if (!safe_relative(w->build_output) || strchr(w->build_output, '/'))
         return cuco_err_set_at(m->e, CUCO_EINVAL, m->path, t->build_line,
                                "build.output '%s' must be a plain file name", w->build_output);
-    return 0;
+    return cxx_as_cuda(w) != 0 ? cuco_err_set(m->e, CUCO_ENOMEM, "out of memory") : 0;
 }
 
 static int parse_document(manifest *m, const char *text, size_t len, cuco_workload *w)

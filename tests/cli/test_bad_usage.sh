@@ -2,7 +2,9 @@
 # test_bad_usage.sh: bad usage exits 2 with a message, before any work:
 #  - an unknown option or a bad value of every command (an unknown mutator
 #    and a price that does not parse included, which used to fail later with
-#    exit 1, and cuco run passing evolve's 2 on);
+#    exit 1, and cuco run passing evolve's 2 on), given apart or joined with
+#    '=', and one message for an unknown option in every command (the rest
+#    of the option table's behaviour: test_cli_options.sh);
 #  - a manifest with an unknown ('{nope}') or unclosed ('{out') placeholder
 #    is "workload.yaml:LINE: ..." with exit 2 in eval, evolve and run, and
 #    nothing is built;
@@ -54,6 +56,18 @@ usage2 serve --port 99999 "$WS"
 usage2 serve --bogus
 usage2 analyze --bogus
 usage2 doctor --bogus
+# the same values joined with '=', and the hidden confine-exec
+usage2 eval "$WL" --level=9
+usage2 evolve "$WL" --workspace="$WS" --slots=0
+usage2 run "$WL" --ranks=x
+usage2 report --run=0 "$WS"
+usage2 confine-exec --bogus -- true
+usage2 confine-exec --net
+# one message for an unknown option, whatever the command
+for cmd in analyze bound transform eval evolve report serve run doctor confine-exec; do
+    timeout 60 "$CUCO_BIN" $cmd --bogus >/dev/null 2>"$T/err"
+    check "cuco $cmd --bogus: the one message" grep -qx "cuco $cmd: unknown option '--bogus'" "$T/err"
+done
 check "no run was started by the bad usages" [ ! -e "$WS/runs.db" ]
 
 # manifests with bad placeholders: file:line, exit 2, nothing built

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test_bound.sh: 'cuco bound' without a GPU: --help, bad usage, the static
 # verification audit on the small programs of tests/data/bound (warning,
-# exit status and bound.json fields), --emit-variants, the measurement path
+# exit status and bound.json fields; a GPU-count guard and a registration
+# that decide and read nothing; a seed with block start markers only),
+# --emit-variants, the measurement path
 # end to end on cpu_demo (built and timed, no timeline since it uses no
 # GPU, no collective to remove), and the CUPTI injection library (built
 # where CUPTI exists; exports InitializeInjection).
@@ -61,6 +63,23 @@ check "hollow program: comm_finding in bound.json" test \
     "$(json_get "$TMP/ws5/bound.json" "j['verification_audit']['static']['comm_finding']")" = True
 check "hollow program: warning in bound.json" test \
     "$(json_get "$TMP/ws5/bound.json" "j['verification_audit']['warning']")" = True
+# Registering the received buffer (ncclCommRegister) is no read of it, and a
+# guard on the number of GPUs and ranks is no comparison of results.
+"$CUCO_BIN" bound "$D/audit_gpu_guard.cu" --static-only --quiet --workspace "$TMP/ws9" >"$TMP/out9"
+check "gpu guard: exit 1 (hollow)" test $? -eq 1
+check "gpu guard: the guard decides nothing" \
+    grep -q 'audit_gpu_guard.cu:37 "Verification: PASS\\n": unrelated: its conditions (nDev < nranks) do not' "$TMP/out9"
+check "gpu guard: ncclCommRegister is not the read of the gathered data" \
+    grep -q "audit_gpu_guard.cu:35 ncclAllGather into recvbuf: received data never read" "$TMP/out9"
+# A seed laid out with block start markers only (no END): still audited.
+"$CUCO_BIN" bound "$CUCO_TEST_DATA/transform/start_markers" --static-only --quiet --json \
+    --workspace "$TMP/ws10" >"$TMP/out10" 2>&1
+check "start markers only: audited (exit 0)" test $? -eq 0
+check "start markers only: its PASS is checked" test \
+    "$(json_get "$TMP/out10" "j['verification_audit']['static']['sites'][0]['verdict']")" = checked
+"$CUCO_BIN" bound "$CUCO_TEST_DATA/transform/start_markers/start_markers.cu" \
+    --emit-variants "$TMP/var10" >"$TMP/out10v" 2>&1
+check "start markers only: variants written" test -f "$TMP/var10/start_markers.comm_removed.cu"
 "$CUCO_BIN" bound "$CUCO_SRC/workloads/gemm_allgather" --static-only --quiet --json --workspace "$TMP/ws6" >"$TMP/out6"
 check "gemm_allgather: no static finding" test $? -eq 0
 check "gemm_allgather: its all-gather output is read" test \

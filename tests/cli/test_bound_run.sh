@@ -40,11 +40,11 @@ rc=$?
 check "low ceiling + llm: exit 1" test $rc -eq 1
 check "low ceiling + llm: asks for --force" grep -q -- "--force" "$TMP/err1"
 check "low ceiling + llm: ceiling named" grep -q "1.007x" "$TMP/err1"
-check "advice printed" grep -q "ADVICE-MARK" "$TMP/out1"
-check "warning printed" grep -q "^WARNING: verification may not check the results" "$TMP/out1"
-check "nothing after the gate ran (no analyze)" bash -c "! grep -q '== cuco run: analyze' '$TMP/out1'"
+check "advice printed (stderr: progress)" grep -q "ADVICE-MARK" "$TMP/err1"
+check "warning printed" grep -q "^WARNING: verification may not check the results" "$TMP/err1"
+check "nothing after the gate ran (no analyze)" bash -c "! grep -q '== cuco run: analyze' '$TMP/out1' '$TMP/err1'"
 check "no analysis.json written" test ! -f "$TMP/ws1/analysis.json"
-first=$(grep -n "ADVICE-MARK" "$TMP/out1" | head -1 | cut -d: -f1)
+first=$(grep -n "ADVICE-MARK" "$TMP/err1" | head -1 | cut -d: -f1)
 check "advice comes before any step" test -n "$first"
 
 # The same through a mutator passed on to evolve after '--'.
@@ -55,16 +55,16 @@ check "llm_diff after '--': named" grep -q "llm_diff" "$TMP/err2"
 # --force lets it go on (analyze runs; evolve then needs a real model and fails).
 "$CUCO_BIN" run "$WL" --workspace "$TMP/ws1" --mutator llm --model m --force --generations 1 \
     --evaluations 1 >"$TMP/out3" 2>"$TMP/err3"
-check "--force: goes past the gate" grep -q "searching anyway (--force)" "$TMP/out3"
-check "--force: analyze ran" grep -q "== cuco run: analyze" "$TMP/out3"
+check "--force: goes past the gate" grep -q "searching anyway (--force)" "$TMP/err3"
+check "--force: analyze ran" grep -q "== cuco run: analyze" "$TMP/err3"
 check "--force: the warning is repeated after the speedups" test \
-    "$(grep -c '^WARNING: verification may not check the results' "$TMP/out3")" -ge 2
+    "$(grep -c '^WARNING: verification may not check the results' "$TMP/err3")" -ge 2
 
 # A high ceiling does not stop an LLM search (analyze runs).
 bound_json "$TMP/ws2" 1.6 false
 "$CUCO_BIN" run "$WL" --workspace "$TMP/ws2" --mutator llm --model m --generations 1 \
     --evaluations 1 >"$TMP/out4" 2>"$TMP/err4"
 check "high ceiling: not stopped" bash -c "! grep -q 'Nothing was spent' '$TMP/err4'"
-check "high ceiling: analyze ran" grep -q "== cuco run: analyze" "$TMP/out4"
-check "no warning when the audit found none" bash -c "! grep -q '^WARNING' '$TMP/out4'"
+check "high ceiling: analyze ran" grep -q "== cuco run: analyze" "$TMP/err4"
+check "no warning when the audit found none" bash -c "! grep -q '^WARNING' '$TMP/out4' '$TMP/err4'"
 exit $fail

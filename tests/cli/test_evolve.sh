@@ -6,7 +6,7 @@
 #    and a search over the same single measurements (the evaluation cache)
 #    that finds the sweep's best setting with fewer programs than the sweep;
 #  - a changed manifest is a new scope for the cache (evaluated anew);
-#  - a second concurrent evolve on the same workspace is refused (exit 3);
+#  - a second concurrent evolve on the same workspace is refused (exit 4: the workspace is in use);
 #  - kill -9 mid-run, then resume: the same run finishes, nothing pending,
 #    the evaluation budget counted once;
 #  - the test-only mutators (garbage answer, edit outside the blocks) are
@@ -161,7 +161,7 @@ for _ in $(seq 1 300); do
     sleep 0.1
 done
 "$CUCO_BIN" evolve "$WL" --workspace "$WS2" --evaluations 6 >/dev/null 2>"$T/second.err"
-check "a second evolve on the same workspace is refused (exit 3)" [ $? -eq 3 ]
+check "a second evolve on the same workspace is refused (exit 4)" [ $? -eq 4 ]
 check "the refusal says the workspace is in use" grep -q 'in use' "$T/second.err"
 kill -9 $bg 2>/dev/null
 wait $bg 2>/dev/null

@@ -2,9 +2,9 @@
 # test_transform.sh: 'cuco transform --no-verify' (rules + static check, no
 # build) on every GPU workload under workloads/ and on the small programs of
 # tests/data/transform: gen_0/ holds the program, a diff and both reports,
-# the program is registered as generation 0 of a new run; ncclBroadcast and a
-# collective in frozen code are refused with their line and no program; bad
-# usage exits 2.
+# the program is registered as generation 0 of a new run; ncclReduce and a
+# collective in frozen code are refused with their line, no program and no
+# rewrite listed; bad usage exits 2.
 set -u
 : "${CUCO_BIN:?}" "${CUCO_SRC:?}" "${CUCO_TEST_DATA:?}" "${CUCO_TEST_TMP:?}"
 mkdir -p "$CUCO_TEST_TMP"
@@ -30,7 +30,7 @@ transformed_ok() { # transformed_ok WORKLOAD_DIR NAME EVOLVE_FILE
     check "$name: exit 0 (transformed, statically checked)" test "$rc" -eq 0
     check "$name: program written" test -s "$ws/gen_0/$file"
     check "$name: diff against the seed" grep -q "^+++ b/$file" "$ws/gen_0/program.diff"
-    check "$name: no host collective left" bash -c "! grep -Eq '\\bnccl(AllGather|ReduceScatter|AllReduce|Send|Recv)\\(' '$ws/gen_0/$file'"
+    check "$name: no host collective left (the glue's NCCL fallbacks are ::nccl*)" bash -c "! grep -Eq '(^|[^:])\\bnccl(AllGather|ReduceScatter|AllReduce|Send|Recv)\\(' '$ws/gen_0/$file'"
     check "$name: device library included" grep -q '#include "cuco_device.cuh"' "$ws/gen_0/$file"
     check "$name: knob declared" grep -Eq '^#define CUCO_COMM_CTAS [0-9]+ +// cuco:knob' "$ws/gen_0/$file"
     check "$name: json report says transformed" test "$(json_get "$ws/gen_0/transform_report.json" 'j["transformed"]')" = True
@@ -86,6 +86,8 @@ refused() { # refused NAME LINE NEEDLE
     check "$name: no program claimed" test ! -e "$ws/gen_0/$name.cu"
     check "$name: report written" grep -q "Not transformed" "$ws/gen_0/transform_report.md"
     check "$name: not registered" test ! -e "$ws/runs.db"
+    check "$name: no rewrite listed (nothing was rewritten)" \
+        bash -c "! grep -q ': rewrite: ' '$TMP/$name.out' && ! grep -q 'Rewritten calls' '$ws/gen_0/transform_report.md'"
 }
 refused reduce_root 54 "ncclReduce"
 refused frozen_collective 58 "outside the EVOLVE-BLOCKs"
@@ -112,7 +114,7 @@ schedule() { # schedule NAME LINE TEXT
 }
 check "overlap_alias: the all-gather overlaps the three launches, waited before the aliased read" \
     schedule overlap_alias 49 "early_start_late_wait: ncclAllGather at line 49 issued on a side stream, wait moved before the statement at line 54 (3 independent launches in between, 2 on its stream)"
-grep -q '^#define CUCO_EARLY_0 1 // cuco:knob 0 1' "$TMP/overlap_alias.sched/gen_0/overlap_alias.cu"
+grep -q '^#define CUCO_EARLY_0 1 // cuco:knob run 0 1' "$TMP/overlap_alias.sched/gen_0/overlap_alias.cu"
 check "overlap_alias: knob CUCO_EARLY_0 defaults to 1" test $? -eq 0
 python3 - "$TMP/overlap_alias.sched/gen_0/overlap_alias.cu" <<'PY'
 import sys

@@ -8,8 +8,18 @@
 # pointer arrays (plugin_allgather), a halo exchange of grouped
 # send/receive on a second stream (jacobi_halo); and three it must refuse
 # with the line and the reason: a second communicator from ncclCommSplit
-# (split_tp_dp), one process driving every GPU (init_all_single) and
-# buffers in thrust::device_vector (thrust_overlap). The five transformed
+# (split_tp_dp) and buffers in thrust::device_vector (thrust_overlap). One
+# process driving every GPU (init_all_single, a pthread per GPU in
+# thread_per_gpu) is transformed for one GPU per process; a reference
+# solver with the same buffer names in another function stays local
+# (ref_solver_scopes); collectives in the program's own header are
+# rewritten there (zero_header); cuco bound follows launch wrappers of
+# another file (wrapper_launch). Then programs in the
+# styles of issue 25: packing copies around an all-to-all on ncclMemAlloc
+# buffers (alltoall_pack), a .cpp source (cxx_allreduce), start markers
+# only (start_markers), a static-check error cited at the user's line
+# (peer_copy), no verification line (no_verify_line: cuco's own check is
+# added; a point-to-point one is only built). The transformed
 # programs are built with their manifests' nvcc command: without a GPU the
 # outcome is exit 3 ("built, not verified: no GPU", nothing registered);
 # with one they must build, run and verify (exit 0).
@@ -63,13 +73,116 @@ refused() { # refused NAME FILE:LINE TEXT
 }
 check "split_tp_dp: refused at the second communicator's collective, naming both" \
     refused split_tp_dp split_tp_dp.cu:122 "collectives on 2 communicators, 'g.tp' (line 94) and 'g.world' (line 122)"
-check "init_all_single: refused at ncclCommInitAll" \
-    refused init_all_single init_all_single.cu:94 "ncclCommInitAll: one process drives several GPUs"
+# one process driving several GPUs (ncclCommInitAll and comms[i], a pthread
+# per GPU): transformed for one GPU per process, guarded past it
+check "init_all_single: transformed, the buffers of the per-device loop symmetric" \
+    symmetric init_all_single 90
+check "init_all_single: the guard after ncclCommInitAll stops it at a second device" \
+    grep -qF 'NCCLCHECK(ncclCommInitAll(comms.data(), ndev, devs.data())); if ((int)(ndev) > 1)' \
+    "$TMP/init_all_single.nv/gen_0/init_all_single.cu"
+check "init_all_single: the note says what would lift the limit (file:line)" \
+    grep -qF "init_all_single.cu:94: note: ncclCommInitAll: one process drives several GPUs; transformed for one GPU per process" \
+    "$TMP/init_all_single.nv.out"
+check "init_all_single: the single-statement destroy loop gets braces around the teardown" \
+    grep -qF '{ cuco_tx::comm_teardown(comms[i]); ncclCommDestroy(comms[i]); }' \
+    "$TMP/init_all_single.nv/gen_0/init_all_single.cu"
+check "thread_per_gpu: transformed, the reduce-scatter input symmetric" symmetric thread_per_gpu 65
+check "thread_per_gpu: a second communicator of the process stops it" \
+    grep -qF 'if (__sync_add_and_fetch(&cuco_tx_comms_made, 1) > 1)' \
+    "$TMP/thread_per_gpu.nv/gen_0/thread_per_gpu.cu"
+
+# names are scoped: the reference solver's buffers (same names, another
+# function, its own device-to-device copies) stay plain cudaMalloc
+check "ref_solver_scopes: only the distributed solver's all-reduce output is symmetric" \
+    symmetric ref_solver_scopes 71
+check "ref_solver_scopes: the reference's copies pass the static check" \
+    grep -q "static check passed" "$TMP/ref_solver_scopes.nv/gen_0/transform_report.md"
+
+# collectives in the program's own header (zero.cuh): rewritten there,
+# gen_0 gets the edited header, notes cite its lines; the managed scalar is
+# all-reduced through a symmetric stage
+check "zero_header: the buffers behind the header's calls are symmetric" symmetric zero_header 21 62 63
+check "zero_header: the header's reduce-scatter rewritten, cited at its own line" \
+    grep -qF "zero_header.cu:21: rewrite: in zero.cuh line 54: ncclReduceScatter -> cuco_tx::reduce_scatter" \
+    "$TMP/zero_header.nv.out"
+check "zero_header: the managed scalar's all-reduce is staged" \
+    grep -qF "in zero.cuh line 70: ncclAllReduce -> cuco_tx::staged_all_reduce" "$TMP/zero_header.nv.out"
+check "zero_header: gen_0 holds the edited copy of zero.cuh" \
+    grep -q "cuco_tx::all_gather(params + z->rank" "$TMP/zero_header.nv/gen_0/zero.cuh"
+check "zero_header: no host collective left in the edited header" \
+    bash -c "! grep -q 'ZERO_NCCL(nccl\(AllReduce\|AllGather\|ReduceScatter\)' '$TMP/zero_header.nv/gen_0/zero.cuh'"
+check "zero_header: the workload's header itself is unchanged" \
+    grep -q "ZERO_NCCL(ncclAllGather(params" "$D/zero_header/zero.cuh"
+
+# cuco bound: the computation-removed variant follows launch wrappers
+# defined in another file of the program (kernels.cu)
+"$CUCO_BIN" bound "$D/wrapper_launch" --emit-variants "$TMP/wl-var" >"$TMP/wl-var.out" 2>&1
+check "wrapper_launch: two wrapper calls removed from the computation-removed variant" \
+    grep -qF "wrapper_launch.compute_removed.cu: 2 calls replaced" "$TMP/wl-var.out"
+check "  the void wrapper becomes ((void)0), the cudaError_t one cudaSuccess" \
+    bash -c "grep -q 'OK_CUDA(cudaSuccess);' '$TMP/wl-var/wrapper_launch.compute_removed.cu' && ! grep -q 'launch_fill(x' '$TMP/wl-var/wrapper_launch.compute_removed.cu'"
+check "  the all-reduce stays in it" grep -q "ncclAllReduce(x, x" "$TMP/wl-var/wrapper_launch.compute_removed.cu"
+"$CUCO_BIN" bound "$D/zero_header" --emit-variants "$TMP/zh-var" >"$TMP/zh-var.out" 2>&1
+check "zero_header: the communication-removed variant drops the header's communicating helpers" \
+    bash -c "grep -qF 'zero_header.comm_removed.cu: 4 calls replaced' '$TMP/zh-var.out' && ! grep -q 'gather_parameters(&z' '$TMP/zh-var/zero_header.comm_removed.cu'"
+check "  and the computation-removed one its launching helper (step), not the communicating ones" \
+    bash -c "! grep -q ' step(&z' '$TMP/zh-var/zero_header.compute_removed.cu' && grep -q 'reduce_gradients(&z' '$TMP/zh-var/zero_header.compute_removed.cu'"
 check "thrust_overlap: refused at the all-reduce, tracing its buffer to the thrust::device_vector" \
     refused thrust_overlap thrust_overlap.cu:73 "ncclAllReduce: cannot find the cudaMalloc of buffer 'g'; 'g' gets its value at line 69 from 'thrust::raw_pointer_cast(m.grads[l].data())'; 'grads' is declared at line 60 as 'std::vector<thrust::device_vector<float>> weights, grads;': the memory of a device_vector comes from its own allocator"
 
+# a refused call gets its refusal line and no rewrite line (nor does any
+# other call of a program that is not transformed)
+check "thrust_overlap: no rewrite line in a refused program" \
+    bash -c "! grep -q ': rewrite: ' '$TMP/thrust_overlap.nv.out'"
+check "thrust_overlap: the planned setup is listed as not applied" \
+    grep -q "thrust_overlap.cu:99: not applied: device communicator created" "$TMP/thrust_overlap.nv.out"
+
+# packing a send buffer and unpacking a received one with device-to-device
+# copies is local work the static check accepts; the exchange buffers come
+# from ncclMemAlloc on one path (windows registered) and cudaMalloc on the
+# other: both become symmetric, and ncclMemFree goes through the runtime
+check "alltoall_pack: both allocation paths of the exchange buffers (ncclMemAlloc, cudaMalloc)" \
+    symmetric alltoall_pack 51 54
+check "alltoall_pack: ncclMemAlloc -> symm_mem_alloc, ncclMemFree -> symm_mem_free" \
+    grep -q "NK(cuco_tx::symm_mem_free(p));" "$TMP/alltoall_pack.nv/gen_0/alltoall_pack.cu"
+check "alltoall_pack: the packing copies pass the static check" \
+    grep -q "static check passed" "$TMP/alltoall_pack.nv/gen_0/transform_report.md"
+
+# the static check's errors cite the user's file and line; the program it
+# rejected is kept and named
+check_error() { # check_error NAME FILE:LINE TEXT
+    local name=$1 ws="$TMP/$1.nv"
+    "$CUCO_BIN" transform "$D/$name" --workspace "$ws" --no-verify --quiet >"$TMP/$name.nv.out" 2>&1
+    [ $? -eq 1 ] || { cat "$TMP/$name.nv.out"; return 1; }
+    grep -qF "$2: error: $3" "$TMP/$name.nv.out" || { cat "$TMP/$name.nv.out"; return 1; }
+    grep -qF "kept as $ws/gen_0/rejected/$name.cu" "$TMP/$name.nv.out" || return 1
+    grep -q "cudaMemcpyPeer" "$ws/gen_0/rejected/$name.cu" || return 1
+    ! grep -q ': rewrite: ' "$TMP/$name.nv.out"
+}
+check "peer_copy: the static check's error at the seed's line 38, the rejected program kept" \
+    check_error peer_copy peer_copy.cu:38 "cudaMemcpyPeer copies between GPUs on the host path"
+
+# blocks marked by start markers only; a file with END markers that leaves
+# a START unclosed is refused at its line with the fix
+mkdir -p "$TMP/mixed"
+cp "$D/start_markers/workload.yaml" "$TMP/mixed/"
+sed '$a\// EVOLVE-BLOCK-END' "$D/start_markers/start_markers.cu" >"$TMP/mixed/start_markers.cu"
+"$CUCO_BIN" transform "$TMP/mixed" --workspace "$TMP/mixed.ws" --no-verify --quiet >"$TMP/mixed.out" 2>&1
+check "start and end markers mixed: refused (exit 1) at the line, with the fix" \
+    test $? -eq 1 -a -n "$(grep -F 'start_markers.cu: line 34: EVOLVE-BLOCK-START inside the block opened at line 17 (blocks do not nest): put // EVOLVE-BLOCK-END before line 34' "$TMP/mixed.out")"
+
+# a .cpp evolve file built by a host compiler cannot take device code:
+# refused, naming the manifest and the fix
+mkdir -p "$TMP/cxx_host"
+cp "$D/cxx_allreduce/cxx_allreduce.cpp" "$TMP/cxx_host/"
+sed 's/command: \[nvcc,/command: [mpicxx,/' "$D/cxx_allreduce/workload.yaml" >"$TMP/cxx_host/workload.yaml"
+"$CUCO_BIN" transform "$TMP/cxx_host" --workspace "$TMP/cxx_host.ws" --no-verify --quiet >"$TMP/cxx_host.out" 2>&1
+check "a .cpp built by mpicxx: refused (exit 1) with the fix" test $? -eq 1 -a -n \
+    "$(grep -F 'workload.yaml: build.command compiles cxx_allreduce.cpp with mpicxx, which cannot compile the CUDA device code' "$TMP/cxx_host.out")"
+
 # a collective in a header of the workload (a communicator class in comm.h)
-# is not in the evolve file the rules edit: refused at its file and line
+# is rewritten inside the evolve file; one in a source compiled on its own
+# (other.cu) is refused at its file and line
 mkdir -p "$TMP/hdr"
 cat >"$TMP/hdr/comm.h" <<'CU'
 // comm.h: the communicator wrapper of the trainer
@@ -81,17 +194,32 @@ struct Comm {
 CU
 cat >"$TMP/hdr/main.cu" <<'CU'
 #include "comm.h"
+#include <vector>
 int main() { Comm k; float *g; cudaMalloc(&g, 64); k.sum(g, 16); cudaFree(g); }
 CU
 printf 'name: hdr\nranks: 2\nsources: [main.cu, comm.h]\nevolve_file: main.cu\nbuild:\n  command: [nvcc, -o, "{out}", "{evolve_file}"]\n  output: prog\n' >"$TMP/hdr/workload.yaml"
 "$CUCO_BIN" transform "$TMP/hdr" --workspace "$TMP/hdr.ws" --no-verify --quiet >"$TMP/hdr.out" 2>&1
-check "a collective in another source of the workload: refused (exit 1) at its file and line" \
-    test $? -eq 1 -a -n "$(grep -F 'refused: comm.h:5: ncclAllReduce is in comm.h, which the rules do not edit' "$TMP/hdr.out")"
-grep -q "no NCCL collective" "$TMP/hdr.out"
-check "  and not reported as a program without collectives" test $? -ne 0
+check "a collective in the program's header: transformed (exit 0), cited at the header's line" \
+    test $? -eq 0 -a -n "$(grep -F 'main.cu:1: rewrite: in comm.h line 5: ncclAllReduce -> cuco_tx::all_reduce' "$TMP/hdr.out")"
+check "  the glue comes before the inlined header (it calls the glue)" python3 -c '
+import sys; t = open(sys.argv[1]).read()
+sys.exit(not (0 <= t.find("namespace cuco_tx {") < t.find("begin of the program'"'"'s header \"comm.h\"")))' \
+    "$TMP/hdr.ws/gen_0/main.cu"
+# (main.cu prints no verification line: the call takes cuco's checked form)
+check "  gen_0/comm.h is the edited header" grep -Eq "cuco_tx::(checked_)?all_reduce\(buf, buf" "$TMP/hdr.ws/gen_0/comm.h"
 "$CUCO_BIN" transform "$TMP/hdr/main.cu" --workspace "$TMP/hdr-bare.ws" --no-verify --quiet >"$TMP/hdr-bare.out" 2>&1
 check "  the same for a bare PROGRAM.cu whose local include holds the collective" \
-    test $? -eq 1 -a -n "$(grep -F 'refused: comm.h:5: ncclAllReduce is in comm.h' "$TMP/hdr-bare.out")"
+    test $? -eq 0 -a -n "$(grep -F 'rewrite: in comm.h line 5: ncclAllReduce' "$TMP/hdr-bare.out")"
+cat >"$TMP/hdr/other.cu" <<'CU'
+#include "comm.h"
+void twice(Comm &k, float *g) { k.sum(g, 16); ncclAllReduce(g, g, 16, ncclFloat, ncclSum, k.c, k.s); }
+CU
+printf 'name: hdr\nranks: 2\nsources: [main.cu, comm.h, other.cu]\nevolve_file: main.cu\nbuild:\n  command: [nvcc, -o, "{out}", "{evolve_file}", other.cu]\n  output: prog\n' >"$TMP/hdr/workload.yaml"
+"$CUCO_BIN" transform "$TMP/hdr" --workspace "$TMP/hdr2.ws" --no-verify --quiet >"$TMP/hdr2.out" 2>&1
+check "a collective in another source compiled on its own: refused (exit 1) at its file and line" \
+    test $? -eq 1 -a -n "$(grep -F 'refused: other.cu:2: ncclAllReduce is in other.cu' "$TMP/hdr2.out")"
+grep -q "no NCCL collective" "$TMP/hdr2.out"
+check "  and not reported as a program without collectives" test $? -ne 0
 
 # --- transform and build with nvcc
 if ! command -v nvcc >/dev/null || ! command -v mpicxx >/dev/null; then
@@ -103,10 +231,37 @@ fi
 # busy until the last one ends); with one, one program at a time so that
 # their runs do not share the GPUs. jacobi_halo's transform is checked above
 # (its symmetric buffers); its build is left out to keep the suite short.
-names="class_comm_allreduce llmc_grad_avg ddp_buckets plugin_allgather"
-for name in $names; do
+names="class_comm_allreduce llmc_grad_avg ddp_buckets plugin_allgather alltoall_pack cxx_allreduce
+start_markers ref_solver_scopes init_all_single thread_per_gpu zero_header wrapper_launch"
+# no verification line and only point-to-point calls (no host NCCL twin for
+# cuco's own check): sendrecv_pair without its line
+mkdir -p "$TMP/src/no_verify_p2p"
+sed -e 's/sendrecv_pair/no_verify_p2p/g' "$D/sendrecv_pair/workload.yaml" >"$TMP/src/no_verify_p2p/workload.yaml"
+sed -e '/Verification/d' "$D/sendrecv_pair/sendrecv_pair.cu" >"$TMP/src/no_verify_p2p/no_verify_p2p.cu"
+for name in $names no_verify_line; do
     if [ $gpu = 1 ]; then transform_bg "$D/$name"; else transform_bg "$D/$name" & fi
 done
+if [ $gpu = 1 ]; then transform_bg "$TMP/src/no_verify_p2p"; else transform_bg "$TMP/src/no_verify_p2p" & fi
 wait
 for name in $names; do built "$name"; done
+# a .cpp evolve file gets device code: nvcc builds it as CUDA, and says so
+check "cxx_allreduce: the output says it is built as CUDA (-x cu)" \
+    grep -q "note: cxx_allreduce.cpp is C++: .*nvcc builds it as CUDA (-x cu" "$TMP/cxx_allreduce.out"
+check "cxx_allreduce: the report too" grep -q "cxx_allreduce.cpp is C++: .*-x cu" \
+    "$TMP/cxx_allreduce/gen_0/transform_report.md"
+# no verification line: cuco's own check against host NCCL is added (built,
+# verified on a GPU), and the output says so
+built no_verify_line
+check "no_verify_line: the output says a check was added, naming the received buffer" grep -q \
+    "prints no 'Verification: PASS|FAIL' line: cuco added a check.*'weights' of ncclBroadcast at line 33" \
+    "$TMP/no_verify_line.out"
+check "no_verify_line: the broadcast goes through the checked form" \
+    grep -q "cuco_tx::checked_broadcast(weights, weights, count, ncclHalf, 0, comm, s);" \
+    "$TMP/no_verify_line/gen_0/no_verify_line.cu"
+# ... and where no such check exists (point-to-point), built only, and said
+cat "$TMP/no_verify_p2p.out"
+check "no_verify_p2p: built, not verifiable (exit 3, GPU or not)" test "$(cat "$TMP/no_verify_p2p.rc")" -eq 3
+check "no_verify_p2p: the report says why and names the received buffer" grep -q \
+    "prints no 'Verification: PASS|FAIL' line, so no run can be verified.*'msg' of ncclRecv" \
+    "$TMP/no_verify_p2p/gen_0/transform_report.md"
 exit $fail

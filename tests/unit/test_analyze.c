@@ -189,6 +189,34 @@ static void test_alias_edges(void **state)
     json_decref(an);
 }
 
+/* Variables of the same name in two functions are two buffers: the
+ * reference solver's kernels (d_cur, d_next, d_sum of solve_reference) feed
+ * no collective; the all-reduce's data edges come from solve_distributed. */
+static void test_scoped_edges(void **state)
+{
+    (void)state;
+    json_t *an = analyze_one("../transform/ref_solver_scopes/ref_solver_scopes.cu");
+    json_t *nodes = at(an, "graph.nodes");
+    json_int_t coll = json_integer_value(at(json_array_get(at(an, "collectives"), 0), "node"));
+    int into = 0;
+    size_t i;
+    json_t *edge;
+    json_array_foreach(at(an, "graph.edges"), i, edge)
+    {
+        json_t *from = json_array_get(nodes, (size_t)json_integer_value(json_object_get(edge, "from")));
+        json_t *to = json_array_get(nodes, (size_t)json_integer_value(json_object_get(edge, "to")));
+        assert_string_equal(json_string_value(json_object_get(from, "function")),
+                            json_string_value(json_object_get(to, "function")));
+        if (json_integer_value(json_object_get(edge, "to")) == coll &&
+            !strcmp(json_string_value(json_object_get(edge, "kind")), "data")) {
+            assert_string_equal(json_string_value(json_object_get(from, "function")), "solve_distributed");
+            into++;
+        }
+    }
+    assert_true(into > 0);
+    json_decref(an);
+}
+
 static void test_macros_and_comments(void **state)
 {
     (void)state;
@@ -414,6 +442,7 @@ int main(void)
         cmocka_unit_test(test_p2p_groups),
         cmocka_unit_test(test_foreign_programs),
         cmocka_unit_test(test_alias_edges),
+        cmocka_unit_test(test_scoped_edges),
         cmocka_unit_test(test_launch_graph),
         cmocka_unit_test(test_control_flow),
         cmocka_unit_test(test_no_nccl),

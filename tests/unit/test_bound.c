@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cuco/analyze.h"
 #include "cuco/bound.h"
 #include "cuco/buf.h"
 #include "cuco/fs.h"
@@ -260,6 +261,42 @@ static void test_variant_from_analysis(void **state)
     free(out);
     json_decref(analysis);
     free(json);
+}
+
+/* Kernels launched from another file of the program through wrapper
+ * functions (kernels.cu: launch_fill returns void, launch_scale a
+ * cudaError_t and calls another wrapper): the computation-removed variant
+ * replaces the wrapper calls by their neutral values and keeps the rest. */
+static void test_variant_follows_wrappers(void **state)
+{
+    (void)state;
+    const char *d = getenv("CUCO_TEST_DATA");
+    char *path = cuco_sprintf("%s/transform/wrapper_launch/wrapper_launch.cu",
+                              d ? d : CUCO_SOURCE_DIR "/tests/data");
+    char *text = NULL;
+    size_t len = 0;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_fs_read(path, &text, &len, &e), 0);
+    const char *paths[] = {path};
+    json_t *analysis = NULL;
+    assert_int_equal(cuco_analyze_paths(paths, 1, &analysis, &e), 0);
+    char *out = NULL;
+    int n = 0;
+    assert_int_equal(cuco_bound_variant_from(text, "wrapper_launch.cu", analysis, CUCO_VARIANT_NO_COMPUTE,
+                                             &out, &n, &e),
+                     0);
+    assert_int_equal(n, 2);
+    assert_null(strstr(out, "launch_fill(x, n, rank, s)"));
+    assert_non_null(strstr(out, "OK_CUDA(cudaSuccess);"));
+    assert_non_null(strstr(out, "ncclAllReduce(x, x, n"));
+    free(out);
+    /* without the analysis (no folder to look in) nothing is known of them */
+    assert_int_equal(cuco_bound_variant(text, "wrapper_launch.cu", CUCO_VARIANT_NO_COMPUTE, &out, &n, &e), 0);
+    assert_int_equal(n, 0);
+    free(out);
+    json_decref(analysis);
+    free(text);
+    free(path);
 }
 
 static void audit_one(const char *name, cuco_audit_verdict want, int finding)
@@ -505,6 +542,7 @@ int main(void)
         cmocka_unit_test(test_audit_small_programs), cmocka_unit_test(test_audit_workloads),
         cmocka_unit_test(test_audit_comm),
         cmocka_unit_test(test_variant_from_analysis),
+        cmocka_unit_test(test_variant_follows_wrappers),
         cmocka_unit_test(test_advice),         cmocka_unit_test(test_read_warning),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -119,9 +119,30 @@ static void test_errors(void **state)
     expect_error("seed: 1\nretime_per_generation: 0\n", 2, "out of range");
 }
 
+/* Screening repeats: set repeats win; unset, one timing while re-timing
+ * races the contenders, the manifest's when re-timing is off. */
+static void test_screen_repeats(void **state)
+{
+    (void)state;
+    cuco_evolve_config c;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_config_defaults(&c, &e), 0);
+    assert_int_equal(c.repeats, 0);
+    assert_true(c.retime_rounds > 0);
+    assert_int_equal(cuco_config_screen_repeats(&c), 1);
+    c.retime_rounds = 0;
+    assert_int_equal(cuco_config_screen_repeats(&c), 0);
+    c.repeats = 3;
+    assert_int_equal(cuco_config_screen_repeats(&c), 3);
+    c.retime_rounds = 2;
+    assert_int_equal(cuco_config_screen_repeats(&c), 3);
+    cuco_config_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_screen_repeats),
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_full_file),
         cmocka_unit_test(test_errors),

@@ -254,6 +254,33 @@ static void test_block_guard_refuses_what_escapes_the_block(void **state)
     free(seed);
 }
 
+/* A block may include a header the frozen text already includes before it
+ * (a transformed program's glue includes <cublas_v2.h> again), not one the
+ * frozen text includes only after it, nor one it never includes. */
+static void test_block_guard_frozen_includes(void **state)
+{
+    (void)state;
+    const char *seed = "#include <cublas_v2.h>\n// EVOLVE-BLOCK-START\nint f(void);\n"
+                       "// EVOLVE-BLOCK-END\n#include <zlib.h>\nint main(void) { return 0; }\n";
+    const char *again = "#include <cublas_v2.h>\n// EVOLVE-BLOCK-START\n#include <cublas_v2.h>\n"
+                        "int f(void);\n// EVOLVE-BLOCK-END\n#include <zlib.h>\n"
+                        "int main(void) { return 0; }\n";
+    const char *later = "#include <cublas_v2.h>\n// EVOLVE-BLOCK-START\n#include <zlib.h>\n"
+                        "int f(void);\n// EVOLVE-BLOCK-END\n#include <zlib.h>\n"
+                        "int main(void) { return 0; }\n";
+    const char *other = "#include <cublas_v2.h>\n// EVOLVE-BLOCK-START\n#include <unistd.h>\n"
+                        "int f(void);\n// EVOLVE-BLOCK-END\n#include <zlib.h>\n"
+                        "int main(void) { return 0; }\n";
+    cuco_err e = CUCO_ERR_INIT;
+    if (cuco_patch_guard(seed, again, &e) != 0)
+        fail_msg("re-including a frozen header refused: %s", cuco_err_msg(&e));
+    assert_int_equal(cuco_patch_guard(seed, later, &e), CUCO_EINVAL);
+    assert_non_null(strstr(cuco_err_msg(&e), "#include"));
+    cuco_err_clear(&e);
+    assert_int_equal(cuco_patch_guard(seed, other, &e), CUCO_EINVAL);
+    cuco_err_clear(&e);
+}
+
 static void test_block_guard_accepts_knobs(void **state)
 {
     (void)state;
@@ -351,6 +378,7 @@ int main(void)
         cmocka_unit_test(test_block_guard_refuses_hostile_lines),
         cmocka_unit_test(test_block_guard_refuses_what_escapes_the_block),
         cmocka_unit_test(test_block_guard_accepts_knobs),
+        cmocka_unit_test(test_block_guard_frozen_includes),
         cmocka_unit_test(test_block_guard_reads_the_headers),
         cmocka_unit_test(test_block_guard_accepts_the_seeds),
     };

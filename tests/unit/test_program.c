@@ -64,12 +64,46 @@ static void expect_blocks_error(const char *text, const char *needle)
 static void test_unbalanced_and_nested_markers(void **state)
 {
     (void)state;
-    expect_blocks_error("a\n// EVOLVE-BLOCK-START\nb\n",
-                        "line 2: EVOLVE-BLOCK-START is never closed");
+    /* START without END is a block to the end only when no END exists at all */
+    expect_blocks_error(
+        "a\n// EVOLVE-BLOCK-START\nb\n// EVOLVE-BLOCK-END\n// EVOLVE-BLOCK-START\nc\n",
+        "line 5: EVOLVE-BLOCK-START is never closed");
     expect_blocks_error("a\nb\n// EVOLVE-BLOCK-END\n", "line 3: EVOLVE-BLOCK-END without");
     expect_blocks_error("// EVOLVE-BLOCK-START\n// EVOLVE-BLOCK-START\n// EVOLVE-BLOCK-END\n"
                         "// EVOLVE-BLOCK-END\n",
                         "line 2: EVOLVE-BLOCK-START inside the block opened at line 1");
+}
+
+/* The layout of other evolution tools: START markers only, each block
+ * running to the next START or the end of the file. */
+static void test_start_only_markers(void **state)
+{
+    (void)state;
+    const char *text = "a\n// EVOLVE-BLOCK-START\nb\n// EVOLVE-BLOCK-START\nc\nd\n";
+    cuco_block *b = NULL;
+    size_t n = 0;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_program_blocks(text, &b, &n, &e), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(b[0].start_line, 2);
+    assert_int_equal(b[0].end_line, 4);
+    assert_true(!strncmp(text + b[0].body_start, "b\n", 2) && b[0].body_end - b[0].body_start == 2);
+    assert_int_equal(b[1].start_line, 4);
+    assert_true(!strcmp(text + b[1].body_start, "c\nd\n"));
+    assert_int_equal((int)b[1].body_end, (int)strlen(text));
+    free(b);
+    /* the frozen text is what precedes the first START, and the markers */
+    assert_int_equal(cuco_program_check_frozen(text,
+                                               "a\n// EVOLVE-BLOCK-START\nB\n// "
+                                               "EVOLVE-BLOCK-START\nC\n",
+                                               &e),
+                     0);
+    assert_int_equal(cuco_program_check_frozen(text,
+                                               "A\n// EVOLVE-BLOCK-START\nb\n// "
+                                               "EVOLVE-BLOCK-START\nc\nd\n",
+                                               &e),
+                     CUCO_EINVAL);
+    cuco_err_clear(&e);
 }
 
 static void test_marker_needs_line_comment(void **state)
@@ -119,6 +153,52 @@ static void test_crlf_line_endings(void **state)
     cuco_err_clear(&e);
 }
 
+/* Run knobs: two programs that differ only in a run knob's value stage to the
+ * same text, the value goes to the environment, and a run knob whose values
+ * are not integers stays a build knob. */
+static void test_run_knobs_stage(void **state)
+{
+    (void)state;
+    const char *a = "int x;\n// EVOLVE-BLOCK-START\n#define R 4 // cuco:knob run 1 4 16\n"
+                    "#define B 2 // cuco:knob 1 2\n#define S fast // cuco:knob run fast slow\n"
+                    "int y = R;\n// EVOLVE-BLOCK-END\n";
+    cuco_err e = CUCO_ERR_INIT;
+    cuco_knob *k = NULL;
+    size_t n = 0;
+    assert_int_equal(cuco_program_knobs(a, &k, &n, &e), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(k[0].run, 1);
+    assert_string_equal(k[0].choices.items[0], "1"); /* "run" is not a choice */
+    assert_int_equal(k[0].choices.n, 3);
+    assert_int_equal(k[1].run, 0);
+    assert_int_equal(k[2].run, 0); /* not integers: built in */
+    cuco_knobs_free(k, n);
+    char *b = NULL, *sa = NULL, *sb = NULL;
+    assert_int_equal(cuco_program_set_knob(a, "R", "16", &b, &e), 0);
+    cuco_strlist ea = {0}, eb = {0};
+    assert_int_equal(cuco_program_stage_run_knobs(a, &sa, &ea, &e), 0);
+    assert_int_equal(cuco_program_stage_run_knobs(b, &sb, &eb, &e), 0);
+    assert_non_null(sa);
+    assert_string_equal(sa, sb);
+    assert_non_null(strstr(sa, "#define R cuco_run_knob(\"CUCO_KNOB_R\", 1) // cuco:knob run"));
+    assert_non_null(strstr(sa, "#define B 2 //"));
+    assert_non_null(strstr(sa, "#line 1\nint x;\n"));
+    assert_int_equal(ea.n, 1);
+    assert_string_equal(ea.items[0], "CUCO_KNOB_R=4");
+    assert_string_equal(eb.items[0], "CUCO_KNOB_R=16");
+    /* a program without run knobs is built as it is */
+    char *none = NULL;
+    cuco_strlist en = {0};
+    assert_int_equal(cuco_program_stage_run_knobs(seed, &none, &en, &e), 0);
+    assert_null(none);
+    assert_int_equal(en.n, 0);
+    free(b);
+    free(sa);
+    free(sb);
+    cuco_strlist_free(&ea);
+    cuco_strlist_free(&eb);
+}
+
 static void test_frozen_check(void **state)
 {
     (void)state;
@@ -164,8 +244,11 @@ static void test_frozen_check(void **state)
     cuco_err_clear(&e);
 
     /* A candidate with broken markers is rejected with the reason. */
-    assert_int_equal(cuco_program_check_frozen(seed, "// EVOLVE-BLOCK-START\n", &e), CUCO_EINVAL);
-    assert_non_null(strstr(e.msg, "candidate program: line 1: EVOLVE-BLOCK-START is never closed"));
+    assert_int_equal(
+        cuco_program_check_frozen(
+            seed, "// EVOLVE-BLOCK-START\n// EVOLVE-BLOCK-END\n// EVOLVE-BLOCK-START\n", &e),
+        CUCO_EINVAL);
+    assert_non_null(strstr(e.msg, "candidate program: line 3: EVOLVE-BLOCK-START is never closed"));
     cuco_err_clear(&e);
 
     /* Text appended at the end is frozen too. */
@@ -280,10 +363,12 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blocks_found),
         cmocka_unit_test(test_unbalanced_and_nested_markers),
+        cmocka_unit_test(test_start_only_markers),
         cmocka_unit_test(test_marker_needs_line_comment),
         cmocka_unit_test(test_crlf_line_endings),
         cmocka_unit_test(test_frozen_check),
         cmocka_unit_test(test_knobs),
+        cmocka_unit_test(test_run_knobs_stage),
         cmocka_unit_test(test_knob_without_choices),
         cmocka_unit_test(test_value_not_among_choices_is_kept),
         cmocka_unit_test(test_set_knob),

@@ -231,7 +231,7 @@ static void test_scan_alias_program(void **state)
     const char *before = strstr(r.program, "k<<<1, 32, 0, s>>>(b, n);");
     assert_non_null(w);
     assert_true(before < w && w < consumer);
-    assert_non_null(strstr(r.program, "#define CUCO_EARLY_0 1 // cuco:knob 0 1"));
+    assert_non_null(strstr(r.program, "#define CUCO_EARLY_0 1 // cuco:knob run 0 1"));
     assert_true(has_note(&r.notes, 7, "early_start_late_wait: ncclAllGather at line 7"));
     assert_true(has_note(&r.notes, 7, "before the statement at line 11 (2 independent launches"));
     cuco_knob *k = NULL;
@@ -347,7 +347,7 @@ static void test_scan_streams_and_calls(void **state)
         has_note(&r.notes, 12, "wait moved before the statement at line 14 (1 independent"));
     assert_true(
         has_note(&r.notes, 15, "wait moved before the statement at line 17 (1 independent"));
-    assert_non_null(strstr(r.program, "#define CUCO_EARLY_2 1 // cuco:knob 0 1"));
+    assert_non_null(strstr(r.program, "#define CUCO_EARLY_2 1 // cuco:knob run 0 1"));
     cuco_tx_result_free(&r);
     cuco_err_clear(&e);
 }

@@ -96,7 +96,7 @@ static void test_split_direct(void **state)
     /* the wait is after the GEMM, before the next reader of g */
     assert_true(ag < gemm && gemm < wait && wait < next);
     assert_non_null(strstr(r.program, "#define CUCO_TX_GEMM_SPLIT 1"));
-    assert_non_null(strstr(r.program, "#define CUCO_SPLIT_0 1 // cuco:knob 0 1"));
+    assert_non_null(strstr(r.program, "#define CUCO_SPLIT_0 1 // cuco:knob run 0 1"));
     assert_true(has_knob(r.program, "CUCO_SPLIT_0"));
     assert_true(has_knob(r.program, "CUCO_EARLY_0"));
     assert_true(has_note(&r.notes, 9,
@@ -196,7 +196,8 @@ static void test_split_not_first(void **state)
     cuco_tx_result r;
     transform(prog, &r);
     assert_null(strstr(r.program, "cuco_tx::gemm_ex_split("));
-    assert_null(strstr(r.program, "#define CUCO_SPLIT_"));
+    assert_null(strstr(r.program, "#define CUCO_SPLIT_0"));
+    assert_null(strstr(r.program, "CUCO_SPLIT_CHUNKS 2 // cuco:knob"));
     assert_null(strstr(r.program, "#define CUCO_TX_GEMM_SPLIT"));
     assert_true(has_note(&r.notes, 8,
                          "consumer_split_by_source does not apply to ncclAllGather: its first "

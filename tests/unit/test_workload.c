@@ -178,6 +178,29 @@ static void test_expert(void **state)
     free(dir);
 }
 
+/* A C++ evolve file built by nvcc is built as CUDA: "-x cu" after nvcc
+ * (the transform puts device code into it); a .cu file is left alone. */
+static void test_cxx_built_as_cuda(void **state)
+{
+    (void)state;
+    const char *data = getenv("CUCO_TEST_DATA");
+    char *dir = cuco_sprintf("%s/transform/cxx_allreduce", data ? data : "tests/data");
+    cuco_workload *w = NULL;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_workload_load(dir, &w, &e), 0);
+    assert_string_equal(w->build_command.items[0], "nvcc");
+    assert_string_equal(w->build_command.items[1], "-x");
+    assert_string_equal(w->build_command.items[2], "cu");
+    assert_string_equal(w->build_command.items[3], "-std=c++17");
+    cuco_workload_free(w);
+    free(dir);
+    dir = cuco_sprintf("%s/transform/alltoall_pack", data ? data : "tests/data");
+    assert_int_equal(cuco_workload_load(dir, &w, &e), 0);
+    assert_string_equal(w->build_command.items[1], "-std=c++17");
+    cuco_workload_free(w);
+    free(dir);
+}
+
 static void test_ranks_below_one(void **state)
 {
     (void)state;
@@ -226,6 +249,7 @@ int main(void)
         cmocka_unit_test(test_bad_yaml_syntax),
         cmocka_unit_test(test_other_mistakes),
         cmocka_unit_test(test_no_manifest),
+        cmocka_unit_test(test_cxx_built_as_cuda),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

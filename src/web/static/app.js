@@ -7,7 +7,7 @@
 const POLL_MS = 3000;
 const SVGNS = "http://www.w3.org/2000/svg";
 const ISLAND_COLORS = ["#2f6fde", "#d9480f", "#2b8a3e", "#ae3ec9", "#e8590c", "#1098ad", "#5c940d", "#c2255c"];
-const state = { run: null, runs: [], programs: [], evaluations: [], sortKey: "id", sortDir: 1, selected: null, timer: null };
+const state = { run: null, summary: null, runs: [], programs: [], evaluations: [], sortKey: "id", sortDir: 1, selected: null, timer: null };
 
 function $(id) { return document.getElementById(id); }
 function el(tag, attrs, text) {
@@ -34,33 +34,46 @@ function runParam() { return state.run ? "?run=" + state.run : ""; }
 
 // ---- plots ----
 
-// A line/scatter plot: series [{name, color, points: [[x, y], ...], line: bool, dots: bool}]
-function drawPlot(container, series, xLabel, yLabel) {
+// Round ticks that cover [lo, hi]: steps of 1, 2, 2.5 or 5 times a power of
+// ten, 3 to 6 of them (1.2, 1.4, 1.6 rather than 0.45, 0.91, 1.36).
+function niceTicks(lo, hi) {
+  if (!(hi > lo)) { lo = Math.max(0, lo - 0.5); hi = lo + 1; }
+  const raw = (hi - lo) / 4, p10 = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = [1, 2, 2.5, 5, 10].map(m => m * p10).find(v => v >= raw);
+  const start = Math.floor(lo / step) * step, end = Math.ceil(hi / step) * step;
+  const ticks = [];
+  for (let v = start; v <= end + step / 1000; v += step) ticks.push(Math.round(v / step) * step);
+  return { lo: start, hi: end, ticks, digits: Math.max(0, -Math.floor(Math.log10(step) + 1e-9) + (step / p10 === 2.5 ? 1 : 0)) };
+}
+
+// A line/scatter plot: series [{name, color, points: [[x, y], ...], line: bool,
+// dots: bool, hollow: bool}]; empty: the text shown when no series has a point.
+function drawPlot(container, series, xLabel, yLabel, empty) {
   const W = 560, H = 280, L = 52, R = 12, T = 12, B = 40;
   const svg = svgEl("svg", { viewBox: `0 0 ${W} ${H}`, role: "img" });
   const all = series.flatMap(s => s.points);
   container.replaceChildren(svg);
   if (all.length === 0) {
     const t = svgEl("text", { x: W / 2, y: H / 2, "text-anchor": "middle", fill: "#6b7280" });
-    t.textContent = "no scored programs yet";
+    t.textContent = empty || "no scored programs";
     svg.appendChild(t);
     return;
   }
   let x0 = Math.min(...all.map(p => p[0])), x1 = Math.max(...all.map(p => p[0]));
-  let y0 = Math.min(0, ...all.map(p => p[1])), y1 = Math.max(...all.map(p => p[1]));
+  const ymin = Math.min(...all.map(p => p[1])), ymax = Math.max(...all.map(p => p[1]));
+  const pad = (ymax - ymin) * 0.05;
+  const yAxis = niceTicks(Math.max(0, ymin - pad), ymax + pad);
+  const y0 = yAxis.lo, y1 = yAxis.hi;
   if (x1 === x0) { x0 -= 1; x1 += 1; }
-  if (y1 === y0) y1 = y0 + 1;
-  y1 *= 1.08;
   const sx = x => L + (x - x0) / (x1 - x0) * (W - L - R);
   const sy = y => H - B - (y - y0) / (y1 - y0) * (H - T - B);
   const axis = svgEl("g", { class: "axes", stroke: "#9aa3af", fill: "none" });
   axis.appendChild(svgEl("path", { d: `M${L},${T} V${H - B} H${W - R}` }));
   svg.appendChild(axis);
   const ticks = svgEl("g", { class: "ticks", fill: "#6b7280", "font-size": "11" });
-  for (let i = 0; i <= 4; i++) {
-    const y = y0 + (y1 - y0) * i / 4;
+  for (const y of yAxis.ticks) {
     const t = svgEl("text", { x: L - 6, y: sy(y) + 4, "text-anchor": "end" });
-    t.textContent = y.toFixed(2);
+    t.textContent = y.toFixed(yAxis.digits);
     ticks.appendChild(t);
     ticks.appendChild(svgEl("path", { d: `M${L},${sy(y)} H${W - R}`, stroke: "#eef0f3" }));
   }
@@ -86,7 +99,8 @@ function drawPlot(container, series, xLabel, yLabel) {
     }
     if (s.dots)
       for (const p of s.points) {
-        const c = svgEl("circle", { class: "pt", cx: sx(p[0]).toFixed(1), cy: sy(p[1]).toFixed(1), r: 3.5, fill: s.color });
+        const c = svgEl("circle", { class: "pt" + (s.hollow ? " held-back" : ""), cx: sx(p[0]).toFixed(1), cy: sy(p[1]).toFixed(1), r: 3.5,
+          fill: s.hollow ? "none" : s.color, stroke: s.hollow ? s.color : "none" });
         const title = svgEl("title");
         title.textContent = `${s.name}: ${p[0]} → ${fmt(p[1])}`;
         c.appendChild(title);
@@ -101,18 +115,22 @@ function drawPlot(container, series, xLabel, yLabel) {
 
 function drawEvalPlot() {
   const ev = state.evaluations;
-  const scored = ev.filter(e => e.score !== null && e.status === "ok").map(e => [e.n, e.score]);
+  const ok = ev.filter(e => e.score !== null && e.status === "ok");
+  const scored = ok.filter(e => !e.held_back).map(e => [e.n, e.score]);
+  const held = ok.filter(e => e.held_back).map(e => [e.n, e.score]);
   const best = ev.filter(e => e.best !== null).map(e => [e.n, e.best]);
-  drawPlot($("plot-evals"), [
+  const series = [
     { name: "best so far", color: "#1d2430", points: best, line: true, dots: false },
     { name: "score", color: "#2f6fde", points: scored, line: false, dots: true },
-  ], "evaluation", "speedup");
+  ];
+  if (held.length) series.push({ name: "did not hold when re-timed", color: "#2f6fde", points: held, line: false, dots: true, hollow: true });
+  drawPlot($("plot-evals"), series, "evaluation", "speedup", emptyPlotText());
 }
 
 function drawGenerationPlot() {
   const byIsland = new Map();
   for (const p of state.programs) {
-    if (p.status !== "ok" || p.score === null) continue;
+    if (p.status !== "ok" || p.score === null || p.held_back) continue;
     if (!byIsland.has(p.island)) byIsland.set(p.island, new Map());
     const g = byIsland.get(p.island);
     g.set(p.generation, Math.max(g.get(p.generation) || 0, p.score));
@@ -121,7 +139,7 @@ function drawGenerationPlot() {
     name: "island " + i, color: islandColor(i), line: true, dots: true,
     points: [...byIsland.get(i).entries()].sort((a, b) => a[0] - b[0]),
   }));
-  drawPlot($("plot-gens"), series, "generation", "best speedup");
+  drawPlot($("plot-gens"), series, "generation", "best speedup", emptyPlotText());
 }
 
 // ---- lineage tree: x = generation, one lane block per island ----
@@ -174,18 +192,18 @@ function drawLineage() {
       }));
     }
   svg.appendChild(edges);
-  const best = Math.max(0, ...progs.filter(p => p.status === "ok" && p.score !== null).map(p => p.score));
+  const best = state.summary && state.summary.best ? state.summary.best.id : null;  // the run's best (run_view)
   for (const p of progs) {
     const c = pos.get(p.id);
     const g = svgEl("g", { class: "node" + (state.selected === p.id ? " selected" : ""), "data-id": p.id, id: "node-" + p.id });
     const ok = p.status === "ok";
     g.appendChild(svgEl("circle", {
-      cx: c.x, cy: c.y, r: ok && p.score === best ? 9 : 7,
-      fill: ok ? islandColor(p.island) : (p.status === "pending" ? "#fff" : "#fbe3e1"),
-      stroke: ok ? "#1d2430" : "#c0362c", "stroke-width": 1.2,
+      cx: c.x, cy: c.y, r: p.id === best ? 9 : 7,
+      fill: ok && !p.held_back ? islandColor(p.island) : (ok || p.status === "pending" ? "#fff" : "#fbe3e1"),
+      stroke: ok ? (p.held_back ? islandColor(p.island) : "#1d2430") : "#c0362c", "stroke-width": 1.2,
     }));
     const t = svgEl("text", { x: c.x + 11, y: c.y + 4, "font-size": "10", fill: ok ? "#1d2430" : "#c0362c" });
-    t.textContent = "#" + p.id + (ok ? " " + fmt(p.score, 2) + "×" : " " + p.status);
+    t.textContent = "#" + p.id + (ok ? " " + fmt(p.score, 2) + "×" + (p.held_back ? " (did not hold)" : "") : " " + p.status);
     g.appendChild(t);
     const title = svgEl("title");
     title.textContent = `program ${p.id} (${p.mutator || "?"}, gen ${p.generation}, island ${p.island}): ${p.status}`;
@@ -215,7 +233,8 @@ function drawTable() {
     tr.appendChild(el("td", {}, p.island));
     tr.appendChild(el("td", {}, p.mutator || ""));
     tr.appendChild(el("td", { class: p.status === "ok" ? "status-ok" : "status-bad" }, p.status));
-    tr.appendChild(el("td", {}, p.score === null ? "–" : fmt(p.score) + "×"));
+    tr.appendChild(el("td", p.held_back ? { class: "held-back", title: "re-timed beside the run's best and did not hold: not counted" } : {},
+      p.score === null ? "–" : fmt(p.score) + "×" + (p.held_back ? " (did not hold)" : "")));
     tr.appendChild(el("td", {}, fmt(p.time_ms)));
     tr.appendChild(el("td", { class: "err", title: p.error_line || "" }, p.error_line || ""));
     tr.addEventListener("click", () => selectProgram(p.id));
@@ -237,17 +256,30 @@ function card(label, value, id, title) {
   return d;
 }
 
+// Why the summary has no fast-path result.
+function fastPathAbsent(s) {
+  if (!s.start) return "fast path: none (the run has no program yet)";
+  if (s.start.mutator === "seed") return "fast path: none (started from the workload's program)";
+  return `fast path: none (the start #${s.start.id}, given with --init, did not pass: ${s.start.status})`;
+}
+
+// The text of a plot without points: a finished run will get none.
+function emptyPlotText() {
+  return state.summary && state.summary.run.status === "running" ? "no scored programs yet" : "no scored programs";
+}
+
 function drawSummary(s) {
   $("run-title").textContent = `${s.run.workload} (run ${s.run.id}, ${s.run.status})`;
   const cards = [card("baseline (ms)", fmt(s.baseline_ms), "card-baseline", s.baseline_source)];
   const x = v => (v === null || v === undefined) ? "–" : fmt(v) + "×";
   if (s.fast_path) cards.push(card(`fast path #${s.fast_path.id} (${fmt(s.fast_path.time_ms)} ms)`, x(s.fast_path.speedup), "card-fast"));
-  else cards.push(card("fast path: none (started from the workload's program)", "–", "card-fast"));
+  else cards.push(card(fastPathAbsent(s), "–", "card-fast"));
   if (s.best) cards.push(card(`best #${s.best.id} (${fmt(s.best.time_ms)} ms)`, x(s.best.speedup), "card-best"));
   if (s.bound) {
     cards.push(card(`overlap bound (ms, ${s.bound.source})`, fmt(s.bound.bound_ms), "card-bound",
       `max(compute ${fmt(s.bound.compute_ms)} ms, communication ${fmt(s.bound.comm_ms)} ms)`));
-    cards.push(card("ceiling (baseline / bound)", fmt(s.bound.ceiling) + "×", "card-ceiling"));
+    if (s.bound.ceiling !== null) cards.push(card("ceiling (baseline / bound)", fmt(s.bound.ceiling) + "×", "card-ceiling"));
+    if (s.bound.note) cards.push(card(s.bound.note, "n/a", "card-bound-note"));
     if (s.bound.gap_closed !== null) cards.push(card("gap closed by the best", (100 * s.bound.gap_closed).toFixed(1) + "%", "card-gap",
       "(baseline - best) / (baseline - bound)"));
   }
@@ -269,8 +301,10 @@ function drawSummary(s) {
   cards.push(card(`spend (${s.llm_calls} LLM calls)`, "$" + fmt(s.spend_usd, 4), "card-spend"));
   $("cards").replaceChildren(...cards);
   const w = $("warnings");
-  w.hidden = s.warnings.length === 0;
-  w.replaceChildren(...s.warnings.map(t => el("div", { class: "warning" }, "⚠ " + t)));
+  const banners = (s.failed ? [el("div", { class: "warning", id: "run-failed" }, "⚠ RUN FAILED: " + s.failed)] : [])
+    .concat(s.warnings.map(t => el("div", { class: "warning" }, "⚠ " + t)));
+  w.hidden = banners.length === 0;
+  w.replaceChildren(...banners);
   if (s.failures.length === 0) {
     const tr = el("tr");
     tr.appendChild(el("td", { colspan: 4, class: "muted" }, "no failed program"));
@@ -346,7 +380,7 @@ async function showProgram(id) {
     const p = await api("/api/programs/" + id);
     if (state.selected !== id) return;
     if (p.run_id !== state.run) { state.run = p.run_id; refresh(); }  // a link into another run
-    $("panel-title").textContent = `program #${p.id}: ${p.status}${p.score !== null ? " — " + fmt(p.score) + "×" : ""}`;
+    $("panel-title").textContent = `program #${p.id}: ${p.status}${p.score !== null ? " — " + fmt(p.score) + "×" : ""}${p.held_back ? " (did not hold when re-timed)" : ""}`;
     const facts = el("p");
     facts.textContent = `generation ${p.generation}, island ${p.island}, mutator ${p.mutator || "?"}, ` +
       `parent ${p.parent_id ? "#" + p.parent_id : "none"}` + (p.second_parent_id ? ` + #${p.second_parent_id}` : "") +
@@ -391,6 +425,7 @@ async function refresh() {
     ]);
     state.evaluations = evals.evaluations;
     state.programs = programs.programs;
+    state.summary = summary;
     drawSummary(summary);
     drawEvalPlot();
     drawGenerationPlot();

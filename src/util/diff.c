@@ -1,13 +1,15 @@
-/* report_diff.c: a line-based diff (unified format) used to show what a
- * program changed from its parent, and the best program from the baseline.
+/* diff.c: a line-based diff (unified format) used to show what a program
+ * changed from its parent (web view, LLM prompts) and the best program from
+ * the baseline (report).
  *
  * The common head and tail are stripped first (a patch touches few lines),
  * then the middle is aligned by a longest-common-subsequence table. When the
  * middle is too large for the table, the whole middle is shown as replaced:
  * the diff stays correct, only less minimal.
  */
-#include "cuco/report.h"
+#include "cuco/diff.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,8 +120,8 @@ static int put_line(cuco_buf *out, char tag, const line_ref *l)
     return rc;
 }
 
-int report_diff_lines(const char *a, const char *b, const char *a_name, const char *b_name,
-                      int context, cuco_buf *out, size_t *added, size_t *removed, cuco_err *e)
+int cuco_diff_lines(const char *a, const char *b, const char *a_name, const char *b_name,
+                    int context, cuco_buf *out, size_t *added, size_t *removed, cuco_err *e)
 {
     line_ref *la = NULL, *lb = NULL;
     size_t na = 0, nb = 0, nops = 0, cap = 0, nadd = 0, ndel = 0;
