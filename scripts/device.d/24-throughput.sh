@@ -11,7 +11,7 @@
 # Results: $OUT/throughput.json, $OUT/ce-sync.log.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-BUDGET_S=${BUDGET_S:-180}
+BUDGET_S=${TP_BUDGET_S:-180}
 bash tests/gpu/test_ce_sync.sh > "$OUT/ce-sync.log" 2>&1
 grep -E "^(order|no SM|all_|Verification)" "$OUT/ce-sync.log"
 T=$(mktemp -d /tmp/cuco-throughput.XXXXXX)
