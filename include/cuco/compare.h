@@ -34,6 +34,18 @@ typedef struct cuco_compare_entry {
     char *excerpt;      /* why it failed (owned) or NULL */
 } cuco_compare_entry;
 
+/* The figures nccl-tests users read, for one entry: bytes each rank moves
+ * per step (the CUCO_RESULT key "bytes", else "bytes_recv_per_rank",
+ * "bytes_sent_per_rank_max" or "cache_bytes_per_pair"; -1 when none),
+ * algbw = bytes / median step time and busbw = bytes / the program's own
+ * communication-only time ("comm_ms"), both in GB/s (-1 when unknown), and
+ * wrong = the rounds that failed verification. */
+typedef struct cuco_compare_rates {
+    double bytes, algbw_gbps, busbw_gbps;
+    int wrong;
+} cuco_compare_rates;
+void cuco_compare_rates_of(const cuco_compare_entry *c, cuco_compare_rates *r);
+
 /* Progress for each run: "round R/N: LABEL TIME ms" or "... LABEL STATUS". */
 typedef void (*cuco_compare_progress)(void *ctx, const char *line);
 

@@ -21,7 +21,7 @@
  *   retime_per_generation: 2  # at most this many re-timings after each generation
  *                             # (the rest wait; all are settled when the run ends)
  *   budget:
- *     evaluations: 30         # real evaluations (cache hits do not count)
+ *     evaluations: 30         # timed runs (re-timings too) and cache hits
  *     generations: 20
  *     wall_s: 0               # 0: unlimited
  *     usd: 0                  # 0: unlimited (LLM mutators)
@@ -55,6 +55,7 @@ typedef struct cuco_evolve_config {
     double novelty_judge_band; /* width of that band below novelty_threshold */
     int archive_size;
     int slots;
+    int verify_share; /* verification runs that may share one GPU set (benchmarks never do) */
     uint64_t seed;
     int repeats;
     long budget_evaluations;

@@ -37,14 +37,17 @@
 #define CUCO_EVOLVE_H
 
 #include "cuco/buf.h"
-#include "cuco/config.h"
 #include "cuco/db.h"
 #include "cuco/err.h"
 #include "cuco/eval.h"
-#include "cuco/mutate.h"
 #include "cuco/workload.h"
+
 #include <stddef.h>
 #include <stdint.h>
+
+/* config.h and mutate.h define these; this header only points at them. */
+typedef struct cuco_evolve_config cuco_evolve_config;
+typedef struct cuco_mutator cuco_mutator;
 
 /* What an evaluator reports for one program. Strings owned by the outcome. */
 typedef struct cuco_eval_outcome {
@@ -135,26 +138,11 @@ typedef struct cuco_evolve_result {
     int generations;                               /* last generation completed */
     int crashed;                                   /* stopped by crash_after_pending */
     long retimings, retimings_held, retiming_runs; /* see retime_rounds in config.h */
+    double retime_s;                               /* wall seconds spent re-timing (this call) */
     char stop_reason[64];
 } cuco_evolve_result;
 
 /* Runs (or resumes) the search. 0 on a finished or budget-stopped run. */
 int cuco_evolve_run(const cuco_evolve_opts *o, cuco_evolve_result *r, cuco_err *e);
-
-/* ---- novelty (MinHash over normalized token shingles) ------------------- */
-#define CUCO_MINHASH_K 64
-typedef struct cuco_minhash {
-    uint64_t h[CUCO_MINHASH_K];
-} cuco_minhash;
-/* Signature of a program: comments and whitespace stripped, tokens in
- * 3-token shingles. */
-void cuco_minhash_of(const char *text, cuco_minhash *m);
-/* Estimated Jaccard similarity in [0, 1]. */
-double cuco_minhash_similarity(const cuco_minhash *a, const cuco_minhash *b);
-
-/* Parent selection over programs sorted best first (n >= 1): returns an
- * index. exploit raises the selection pressure. */
-size_t cuco_select_parent(cuco_selection s, const double *scores, size_t n, int exploit,
-                          cuco_rng *rng);
 
 #endif

@@ -72,6 +72,9 @@ typedef struct cuco_local_opts {
     int slots;                /* runs at once; 0: auto (gpus / ranks, or cores / ranks) */
     int shared_bench;         /* 0 (default, exclusive_bench: true): a job marked exclusive
                                  has the host to itself; 1: it takes one slot like any run */
+    int verify_share;         /* GPU runs: each GPU set serves this many runs that are not
+                                 exclusive (verifications, small) at once; <= 1: one.
+                                 Exclusive runs (benchmarks) still hold every slot. */
     const char *tmp_root;     /* parent of the per-slot TMPDIRs; NULL: $TMPDIR or /tmp */
     const char *visible_gpus; /* the GPUs runs may use, as a CUDA_VISIBLE_DEVICES list
                                  ("2,3", or UUIDs); NULL: $CUDA_VISIBLE_DEVICES when
@@ -142,15 +145,15 @@ int cuco_launch_detect_cores(void);
 int cuco_launch_auto_slots(int gpu, int ranks, int gpus, int cores);
 
 /* Builds a launcher from CLI-style settings: kind "local" (or NULL) or
- * "slurm"; slots 0 = auto; gpus < 0 = detect; shared_bench as in
- * cuco_local_opts. Slurm site settings come from the environment:
- * CUCO_SLURM_PARTITION, CUCO_SLURM_GRES, CUCO_SLURM_TIME_GRACE_S,
+ * "slurm"; slots 0 = auto; gpus < 0 = detect; shared_bench and
+ * verify_share as in cuco_local_opts (Slurm jobs share no GPU). Slurm site settings come from the
+ * environment: CUCO_SLURM_PARTITION, CUCO_SLURM_GRES, CUCO_SLURM_TIME_GRACE_S,
  * CUCO_SLURM_SBATCH_ARGS (extra sbatch flags, split at blanks),
  * CUCO_SLURM_RETRIES, CUCO_SLURM_POLL_MAX_S (docs/launch.md). For `cuco
  * evolve` and `cuco eval`. Fails with CUCO_EINVAL naming an unknown kind or
  * a malformed setting. */
 int cuco_launcher_from_kind(const char *kind, int gpu, int ranks, int slots, int gpus,
-                            int shared_bench, cuco_launcher **out, cuco_err *e);
+                            int shared_bench, int verify_share, cuco_launcher **out, cuco_err *e);
 
 /* Quotes one word for a POSIX shell script ('...' with embedded quotes
  * escaped). Caller frees. Used for the batch scripts sbatch runs. */

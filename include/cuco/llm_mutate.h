@@ -8,7 +8,9 @@
 
 #include "cuco/db.h"
 #include "cuco/llm.h"
-#include "cuco/mutate.h"
+
+/* mutate.h defines it; this header only points at it. */
+typedef struct cuco_mutator cuco_mutator;
 #include <stddef.h>
 #include <stdint.h>
 

@@ -169,6 +169,14 @@ typedef struct cuco_sched_plan {
     int split;        /* 1: the split's edits are among edits */
     int split_line;   /* the GEMM's line */
     char *split_note; /* owned: the split's report line (applies or why not); NULL: none */
+    /* producer_split (all-reduces only): the statement right before the call
+     * is a cuBLAS GEMM writing its input; the GEMM goes through
+     * cuco_tx::<gemm>_produce(site, CUCO_PSPLIT_<site>, ...) and the
+     * all-reduce gets cuco_tx::produce_site(site, CUCO_PSPLIT_<site>) first.
+     * Its edits are among edits whether or not schedule (a) applies. */
+    int produce;
+    int produce_line;   /* the GEMM's line */
+    char *produce_note; /* owned: its report line (applies or why not); NULL: none */
 } cuco_sched_plan;
 
 /* Builds the scope graph of the communication call whose name starts at byte

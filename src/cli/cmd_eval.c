@@ -136,7 +136,7 @@ int cmd_eval(int argc, char **argv)
         goto out;
     }
     if (launcher_kind &&
-        cuco_launcher_from_kind(launcher_kind, w->gpu, w->ranks, 1, -1, 0, &launcher, &e) != 0) {
+        cuco_launcher_from_kind(launcher_kind, w->gpu, w->ranks, 1, -1, 0, 1, &launcher, &e) != 0) {
         cuco_err_print(&e, "cuco eval", stderr);
         goto out;
     }

@@ -20,6 +20,7 @@
 #include "cuco/launch.h"
 #include "cuco/llm.h"
 #include "cuco/llm_mutate.h"
+#include "cuco/mutate.h"
 #include "cuco/num.h"
 #include "cuco/patch.h"
 #include "cuco/program.h"
@@ -271,7 +272,7 @@ typedef struct evolve_args {
     const char *ranks;
     long generations, evaluations, seed;
     double wall_s, budget_usd;
-    int islands, repeats, max_tokens, retime_rounds, gpus;
+    int islands, repeats, max_tokens, retime_rounds, gpus, verify_share;
     int json, quiet, fresh, shared_bench, no_confine;
     cuco_strlist models, prices; /* repeatable: kept in order */
 } evolve_args;
@@ -312,6 +313,10 @@ static int evolve_parse(int argc, char **argv, evolve_args *a)
             "shared-bench", 0, &a->shared_bench,
             "benchmarks share the host with other runs (default:\na benchmark waits for, and holds "
             "off, all other runs)"),
+        CLI_OPT_INT("verify-share", 0, &a->verify_share, "N",
+                    "GPU workloads: up to N verification runs share one\nGPU set at once "
+                    "(config verify_share, default 4;\n1: none); benchmarks never share",
+                    1, 64),
         CLI_OPT_LONG("seed", 0, &a->seed, "N", "PRNG seed (config seed)", 0, 0x7fffffff),
         CLI_OPT_CALL(
             "ranks", 0, &a->ranks, "N",
@@ -397,6 +402,8 @@ static int evolve_config(const evolve_args *a, cuco_evolve_config *cfg, cuco_err
         cfg->islands = a->islands;
     if (a->slots && strcmp(a->slots, "auto"))
         cfg->slots = (int)strtol(a->slots, NULL, 10); /* checked by cli_opt_slots */
+    if (a->verify_share > 0)
+        cfg->verify_share = a->verify_share;
     if (a->seed >= 0)
         cfg->seed = (uint64_t)a->seed;
     if (a->repeats > 0)
@@ -436,28 +443,34 @@ static int evolve_workload(const evolve_args *a, cuco_workload **w, char **seed,
     return cuco_workload_read_seed(*w, seed, e);
 }
 
-/* With --slots, --launcher, --gpus, --shared-bench or 'slots: N' in the
- * config, runs go through a launcher, so concurrent GPU runs get disjoint
- * GPUs; compiling needs no slot, so the evaluation threads are at least as
- * many as the cores. *launcher stays NULL otherwise. */
+/* A GPU workload's runs, and with --slots, --launcher, --gpus,
+ * --shared-bench or 'slots: N' in the config any workload's, go through a
+ * launcher: concurrent GPU runs get disjoint GPUs, except verifications,
+ * up to verify_share of which share one GPU set while benchmarks wait for
+ * the host to themselves; compiling needs no slot, so the evaluation
+ * threads are at least as many as the cores. *launcher stays NULL
+ * otherwise (a CPU workload, one evaluation at a time). */
 static int evolve_launcher(const evolve_args *a, const cuco_workload *w, cuco_evolve_config *cfg,
                            cuco_launcher **launcher, cuco_err *e)
 {
     int run_slots = a->slots && strcmp(a->slots, "auto") ? cfg->slots : 0;
     if (!a->slots && !a->launcher && cfg->slots > 1)
         run_slots = cfg->slots;
-    if (!a->launcher && !a->slots && a->gpus < 0 && !a->shared_bench && run_slots <= 1)
+    if (!w->gpu && !a->launcher && !a->slots && a->gpus < 0 && !a->shared_bench && run_slots <= 1)
         return 0;
     if (cuco_launcher_from_kind(a->launcher, w->gpu, w->ranks, run_slots, a->gpus, a->shared_bench,
-                                launcher, e) < 0)
+                                cfg->verify_share, launcher, e) < 0)
         return -1;
     int n = cuco_launcher_slots(*launcher), cores = cuco_launch_detect_cores();
     if (n <= 0)
         n = run_slots > 0 ? run_slots : 4;
     cfg->slots = n > cores ? n : cores;
     if (!a->quiet)
-        fprintf(stderr, "cuco evolve: launcher %s, %d run slot%s, %d evaluation threads\n",
-                cuco_launcher_name(*launcher), n, n == 1 ? "" : "s", cfg->slots);
+        fprintf(stderr, "cuco evolve: launcher %s, %d run slot%s, %d evaluation threads%s\n",
+                cuco_launcher_name(*launcher), n, n == 1 ? "" : "s", cfg->slots,
+                w->gpu && !a->shared_bench && cfg->verify_share > 1
+                    ? " (verifications share each GPU set; benchmarks have it alone)"
+                    : "");
     return 0;
 }
 
@@ -588,11 +601,12 @@ static int evolve_finish(evolve_state *st, const cuco_evolve_result *r, cuco_err
                "\"time_ms\":%.6f,\"baseline_ms\":%.6f,\"evaluations\":%ld,\"cached\":%ld,"
                "\"generations\":%d,\"stop\":\"%s\",\"knobs\":%s,\"best_file\":\"%s\","
                "\"retimings\":%ld,\"retimings_held\":%ld,\"retiming_runs\":%ld,"
-               "\"cascade_runs\":%ld,\"compile_s\":%.3f,\"verify_s\":%.3f,\"bench_s\":%.3f}\n",
+               "\"cascade_runs\":%ld,\"compile_s\":%.3f,\"verify_s\":%.3f,\"bench_s\":%.3f,"
+               "\"retime_s\":%.3f}\n",
                (long long)r->run_id, (long long)best.id, r->best_score, r->best_time_ms,
                r->baseline_ms, r->evaluations, r->cached, r->generations, r->stop_reason, knobs,
                bestpath, r->retimings, r->retimings_held, r->retiming_runs, t->runs, t->compile_s,
-               t->verify_s, t->bench_s);
+               t->verify_s, t->bench_s, r->retime_s);
     else if (wrc == 0)
         printf("run %lld: %s after %d generations, %ld evaluations (%ld cached)\n"
                "re-timed %ld apparent improvements beside the best (%ld runs): %ld held\n"
@@ -606,8 +620,8 @@ static int evolve_finish(evolve_state *st, const cuco_evolve_result *r, cuco_err
                knobs, bestpath);
     if (wrc == 0 && !st->args.json)
         printf("time in the cascade: build %.1fs, verify %.1fs, bench %.1fs over %ld runs "
-               "(re-timings included, cache hits cost nothing)\n",
-               t->compile_s, t->verify_s, t->bench_s, t->runs);
+               "(re-timing %.1fs of it, wall; cache hits cost nothing)\n",
+               t->compile_s, t->verify_s, t->bench_s, t->runs, r->retime_s);
     else if (wrc != 0)
         cuco_err_print(e, "cuco evolve", stderr);
     free(bestname);

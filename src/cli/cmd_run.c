@@ -67,7 +67,7 @@ struct run_opts {
     double step_s[N_STEPS]; /* seconds each step took; < 0: it did not run */
     int step_rc[N_STEPS];   /* its exit status */
     char stopped[512];      /* why the run stopped before the search, or "" */
-    double cascade_s[3];    /* the search's build, verify and bench seconds */
+    double cascade_s[4];    /* the search's build, verify, bench and re-timing seconds */
     long cascade_runs;      /* its runs of the cascade; -1: unknown */
 };
 
@@ -349,9 +349,28 @@ static char *read_if_exists(const char *path)
     return text;
 }
 
+/* "  bytes 235.0M  algbw 250.1  busbw 266.4 GB/s  #wrong 0", as nccl-tests
+ * users read them (cuco_compare_rates_of); nothing when the program reports
+ * no byte count. */
+static void confirm_rates(FILE *out, const cuco_compare_entry *c)
+{
+    cuco_compare_rates r;
+    cuco_compare_rates_of(c, &r);
+    if (r.bytes < 0) {
+        fprintf(out, "  #wrong %d", r.wrong);
+        return;
+    }
+    fprintf(out, "  bytes %.1fM", r.bytes / 1e6);
+    if (r.algbw_gbps >= 0)
+        fprintf(out, "  algbw %.1f", r.algbw_gbps);
+    if (r.busbw_gbps >= 0)
+        fprintf(out, "  busbw %.1f", r.busbw_gbps);
+    fprintf(out, " GB/s  #wrong %d", r.wrong);
+}
+
 /* The table of the confirm step: each program's median over the rounds and
  * its speedups over the seed, gen_0 (at gen0_at; 0: none) and the expert
- * (second when has_expert). */
+ * (second when has_expert), then bytes, algbw, busbw and #wrong. */
 static void confirm_table(FILE *out, const cuco_compare_entry *entries, size_t n, size_t gen0_at,
                           int has_expert)
 {
@@ -359,7 +378,8 @@ static void confirm_table(FILE *out, const cuco_compare_entry *entries, size_t n
     for (size_t i = 0; i < n; i++) {
         const cuco_compare_entry *c = &entries[i];
         if (c->status != CUCO_EVAL_OK || c->median_ms <= 0) {
-            fprintf(out, "  %-6s %s%s%.200s\n", c->label, cuco_eval_status_name(c->status),
+            fprintf(out, "  %-6s %s (#wrong %d)%s%.200s\n", c->label,
+                    cuco_eval_status_name(c->status), c->status == CUCO_EVAL_WRONG_ANSWER,
                     c->excerpt ? ": " : "", c->excerpt ? c->excerpt : "");
             continue;
         }
@@ -371,6 +391,7 @@ static void confirm_table(FILE *out, const cuco_compare_entry *entries, size_t n
             fprintf(out, ", %.3fx over gen_0", entries[gen0_at].median_ms / c->median_ms);
         if (has_expert && i > 1 && entries[1].status == CUCO_EVAL_OK && entries[1].median_ms > 0)
             fprintf(out, ", %.3fx over the expert", entries[1].median_ms / c->median_ms);
+        confirm_rates(out, c);
         fputc('\n', out);
     }
 }
@@ -699,8 +720,11 @@ static int step_evolve(run_ctx *c)
     cuco_strlist_free(&args);
     /* where the search's time went, from its last lines (cmd_evolve.c) */
     const char *t = out ? strstr(out, "time in the cascade: ") : NULL;
-    if (!t || sscanf(t, "time in the cascade: build %lfs, verify %lfs, bench %lfs over %ld runs",
-                     &o->cascade_s[0], &o->cascade_s[1], &o->cascade_s[2], &o->cascade_runs) != 4)
+    if (!t || sscanf(t,
+                     "time in the cascade: build %lfs, verify %lfs, bench %lfs over %ld runs "
+                     "(re-timing %lfs",
+                     &o->cascade_s[0], &o->cascade_s[1], &o->cascade_s[2], &o->cascade_runs,
+                     &o->cascade_s[3]) != 5)
         o->cascade_runs = -1;
     free(out);
     if (erc == 0)
@@ -803,11 +827,14 @@ static void print_time_line(FILE *out, const struct run_opts *o, const json_t *r
         if (i == STEP_EVOLVE && o->cascade_runs >= 0)
             fprintf(out, " (build %.1fs, verify %.1fs, bench %.1fs in %ld cascade runs",
                     o->cascade_s[0], o->cascade_s[1], o->cascade_s[2], o->cascade_runs);
-        if (i == STEP_EVOLVE && result)
-            fprintf(out, "%s%lld re-timings of %lld runs)", o->cascade_runs >= 0 ? "; " : " (",
+        if (i == STEP_EVOLVE && result) {
+            fprintf(out, "%s%lld re-timings of %lld runs", o->cascade_runs >= 0 ? "; " : " (",
                     (long long)json_integer_value(json_object_get(result, "retimings")),
                     (long long)json_integer_value(json_object_get(result, "retiming_runs")));
-        else if (i == STEP_EVOLVE && o->cascade_runs >= 0)
+            if (o->cascade_runs >= 0)
+                fprintf(out, ", %.1fs", o->cascade_s[3]);
+            fputc(')', out);
+        } else if (i == STEP_EVOLVE && o->cascade_runs >= 0)
             fputc(')', out);
         sep = ", ";
     }
@@ -828,9 +855,10 @@ static void print_json_result(const run_ctx *c, int rc, double wall_s, json_t *s
     json_t *ev = json_object_get(steps, "evolve");
     if (ev && o->cascade_runs >= 0)
         json_object_set_new(ev, "cascade",
-                            json_pack("{s:I, s:f, s:f, s:f}", "runs", (json_int_t)o->cascade_runs,
-                                      "build_s", o->cascade_s[0], "verify_s", o->cascade_s[1],
-                                      "bench_s", o->cascade_s[2]));
+                            json_pack("{s:I, s:f, s:f, s:f, s:f}", "runs",
+                                      (json_int_t)o->cascade_runs, "build_s", o->cascade_s[0],
+                                      "verify_s", o->cascade_s[1], "bench_s", o->cascade_s[2],
+                                      "retime_s", o->cascade_s[3]));
     json_t *root = json_pack("{s:s, s:s?, s:i, s:f, s:o, s:s?, s:s?}", "workload",
                              c->w ? c->w->name : o->workload, "workspace", c->workspace,
                              "exit_status", rc, "wall_s", wall_s, "steps", steps, "stopped",

@@ -762,13 +762,19 @@ out:
 /* The run environment plus nonce_kv ("CUCO_NONCE=...", the vouch protocol of
  * cuco/eval.h; NULL: none): a NULL-terminated view, caller frees the
  * array. */
-static const char **run_env_with_nonce(const cascade *c, const char *nonce_kv)
+/* The run's environment: the cascade's, the nonce (when it travels there)
+ * and, for a verification run, CUCO_MIN_WARMUP_MS=0: the harness's warm-up
+ * steadies timings, and a verification run's times are not used. */
+static const char **run_env_with_nonce(const cascade *c, const char *nonce_kv, int verification)
 {
-    const char **v = calloc(c->run_env.n + 2, sizeof *v);
+    const char **v = calloc(c->run_env.n + 3, sizeof *v);
+    size_t n = 0;
     for (size_t i = 0; v && i < c->run_env.n; i++)
-        v[i] = c->run_env.items[i];
+        v[n++] = c->run_env.items[i];
+    if (v && verification)
+        v[n++] = "CUCO_MIN_WARMUP_MS=0";
     if (v)
-        v[c->run_env.n] = nonce_kv;
+        v[n] = nonce_kv;
     return v;
 }
 
@@ -978,7 +984,8 @@ static cuco_eval_status run_once(cascade *c, const cuco_run_level *lv, const cha
     const char **args = argv_of(&argv);
     const char **margs = argv_of(&mpi_args);
     /* with vouch-exec the nonce is in a file, never in mpirun's environment */
-    const char **env = run_env_with_nonce(c, c->w->vouch && !nonce_file ? nonce_kv : NULL);
+    const char **env =
+        run_env_with_nonce(c, c->w->vouch && !nonce_file ? nonce_kv : NULL, need_verification);
     char *shown = cuco_proc_argv_string(args);
     progress(c, "%s [%s%s]: %s", what, cuco_launcher_name(c->o ? c->o->launcher : NULL),
              mpi ? ", mpirun" : "", shown);

@@ -152,6 +152,26 @@ static void bound_figures(json_t *b, json_t *gap, double ref_ms, double bound,
     json_object_set_new(b, "bound_does_not_apply", changed);
 }
 
+void cuco_compare_rates_of(const cuco_compare_entry *c, cuco_compare_rates *r)
+{
+    static const char *const keys[] = {"bytes", "bytes_recv_per_rank", "bytes_sent_per_rank_max",
+                                       "cache_bytes_per_pair"};
+    r->bytes = r->algbw_gbps = r->busbw_gbps = -1;
+    r->wrong = c->status == CUCO_EVAL_WRONG_ANSWER;
+    json_t *m = c->metrics_json ? json_loads(c->metrics_json, 0, NULL) : NULL;
+    for (size_t k = 0; m && k < sizeof keys / sizeof keys[0] && r->bytes < 0; k++) {
+        json_t *v = json_object_get(m, keys[k]);
+        if (json_is_number(v))
+            r->bytes = json_number_value(v);
+    }
+    json_t *comm = json_object_get(m, "comm_ms");
+    if (r->bytes >= 0 && c->median_ms > 0)
+        r->algbw_gbps = r->bytes / (c->median_ms * 1e6);
+    if (r->bytes >= 0 && json_is_number(comm) && json_number_value(comm) > 0)
+        r->busbw_gbps = r->bytes / (json_number_value(comm) * 1e6);
+    json_decref(m);
+}
+
 char *cuco_compare_json(const cuco_workload *w, const cuco_compare_entry *entries, size_t n,
                         int rounds)
 {
@@ -181,6 +201,12 @@ char *cuco_compare_json(const cuco_workload *w, const cuco_compare_entry *entrie
         json_object_set_new(p, "max_ms", num_or_null(c->max_ms));
         json_object_set_new(p, "spread", json_real(c->spread));
         json_object_set_new(p, "metrics", metrics ? metrics : json_null());
+        cuco_compare_rates rt;
+        cuco_compare_rates_of(c, &rt);
+        json_object_set_new(p, "bytes", num_or_null(rt.bytes));
+        json_object_set_new(p, "algbw_gbps", num_or_null(rt.algbw_gbps));
+        json_object_set_new(p, "busbw_gbps", num_or_null(rt.busbw_gbps));
+        json_object_set_new(p, "wrong", json_integer(rt.wrong));
         json_object_set_new(p, "excerpt", c->excerpt ? json_string(c->excerpt) : json_null());
         json_array_append_new(progs, p);
     }

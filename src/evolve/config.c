@@ -39,6 +39,7 @@ int cuco_config_defaults(cuco_evolve_config *c, cuco_err *e)
     c->novelty_judge_band = 0.05;
     c->archive_size = 8;
     c->slots = 1;
+    c->verify_share = 4;
     c->seed = 1;
     c->repeats = 0;
     c->budget_evaluations = 30;
@@ -222,6 +223,9 @@ static int load_doc(const char *path, yaml_document_t *doc, yaml_document_t *roo
         } else if (!strcmp(key, "slots")) {
             if (!(rc = parse_int(path, v, key, 1, 256, &d, e)))
                 c->slots = (int)d;
+        } else if (!strcmp(key, "verify_share")) {
+            if (!(rc = parse_int(path, v, key, 1, 64, &d, e)))
+                c->verify_share = (int)d;
         } else if (!strcmp(key, "seed")) {
             if (!(rc = parse_int(path, v, key, 0, 9.0e15, &d, e)))
                 c->seed = (uint64_t)d;
@@ -354,6 +358,8 @@ int cuco_config_validate(const cuco_evolve_config *c, cuco_err *e)
         return cuco_err_set(e, CUCO_EINVAL, "islands must be >= 1");
     if (c->slots < 1)
         return cuco_err_set(e, CUCO_EINVAL, "slots must be >= 1");
+    if (c->verify_share < 1 || c->verify_share > 64)
+        return cuco_err_set(e, CUCO_EINVAL, "verify_share must be 1 to 64");
     if (c->children_per_island < 1)
         return cuco_err_set(e, CUCO_EINVAL, "children_per_island must be >= 1");
     if (c->n_mutators == 0)
@@ -399,6 +405,7 @@ char *cuco_config_json(const cuco_evolve_config *c)
     json_object_set_new(o, "novelty_judge_band", json_real(c->novelty_judge_band));
     json_object_set_new(o, "archive_size", json_integer(c->archive_size));
     json_object_set_new(o, "slots", json_integer(c->slots));
+    json_object_set_new(o, "verify_share", json_integer(c->verify_share));
     json_object_set_new(o, "seed", json_integer((json_int_t)c->seed));
     json_object_set_new(o, "repeats", json_integer(c->repeats));
     json_object_set_new(b, "evaluations", json_integer(c->budget_evaluations));

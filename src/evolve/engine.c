@@ -11,11 +11,13 @@
 #include <time.h>
 
 #include "cuco/buf.h"
+#include "cuco/config.h"
 #include "cuco/evolve.h"
 #include "cuco/grow.h"
 #include "cuco/hash.h"
 #include "cuco/llm_mutate.h"
 #include "cuco/mutate.h"
+#include "cuco/novelty.h"
 #include "cuco/patch.h"
 #include "cuco/redact.h"
 #include "cuco/run_view.h"
@@ -828,6 +830,17 @@ static int open_run(search *sr, int *resumed, cuco_err *e)
 
 /* Evaluates the run's pending programs (left by a crash); only the first
  * when first_only (generation 0's, which needs no baseline). */
+/* The re-timings that follow a generation's evaluations (at most
+ * retime_per_generation), timed into the result's retime_s. */
+static int retime_generation(search *sr, cuco_err *e)
+{
+    double t0 = now_s();
+    int rc = cuco_evolve_retime(sr->o, sr->run_id, sr->gen, sr->cfg->retime_per_generation,
+                                &sr->baseline, e);
+    sr->r->retime_s += now_s() - t0;
+    return rc;
+}
+
 static int eval_pending(search *sr, int first_only, cuco_err *e)
 {
     cuco_db_program *ps;
@@ -872,7 +885,29 @@ static int start_run(search *sr, int resumed, cuco_err *e)
         return rc;
     }
     sr->r->baseline_ms = sr->baseline;
-    return resumed ? eval_pending(sr, 0, e) : 0;
+    if (!resumed || (rc = eval_pending(sr, 0, e)) < 0)
+        return rc < 0 ? rc : 0;
+    /* the re-timings the interrupted generation would have made next: the
+     * budget counts them, so a resumed run spends it as a whole one does */
+    return sr->gen > 0 ? retime_generation(sr, e) : 0;
+}
+
+/* What budget.evaluations counts: every program run that was timed (new
+ * evaluations and re-timing runs) and every program taken from the cache,
+ * so that the budget ends a run even when every child is a cache hit. */
+static int budget_spent(search *sr, long *spent, cuco_err *e)
+{
+    long evals, cached, retimings, held, runs;
+    int rc = db_run_evaluations(sr->o->db, sr->run_id, &evals, &cached, e);
+    if (rc == 0)
+        rc = db_run_retimings(sr->o->db, sr->run_id, &retimings, &held, &runs, e);
+    if (rc < 0)
+        return rc;
+    sr->r->evaluations = evals;
+    sr->r->cached = cached;
+    sr->r->retiming_runs = runs;
+    *spent = evals + cached + runs;
+    return 0;
 }
 
 /* Counts what the run spent and sets *stop when a budget is reached;
@@ -880,14 +915,12 @@ static int start_run(search *sr, int resumed, cuco_err *e)
 static int check_budgets(search *sr, const char **stop, double *fraction, cuco_err *e)
 {
     const cuco_evolve_config *cfg = sr->cfg;
-    long evals, cached;
+    long evals;
     double usd;
     int rc;
-    if ((rc = db_run_evaluations(sr->o->db, sr->run_id, &evals, &cached, e)) < 0 ||
+    if ((rc = budget_spent(sr, &evals, e)) < 0 ||
         (rc = db_run_cost(sr->o->db, sr->run_id, &usd, e)) < 0)
         return rc;
-    sr->r->evaluations = evals;
-    sr->r->cached = cached;
     double wall = now_s() - sr->t0;
     if (cfg->budget_evaluations > 0 && evals >= cfg->budget_evaluations)
         *stop = "evaluation budget reached";
@@ -955,7 +988,10 @@ static int propose_generation(search *sr, int exploit, cuco_rng *rng, int64_t **
     size_t cap = 0;
     *ids = NULL;
     *nids = 0;
-    long room = cfg->budget_evaluations > 0 ? cfg->budget_evaluations - sr->r->evaluations : -1;
+    long spent = 0;
+    if (cfg->budget_evaluations > 0 && budget_spent(sr, &spent, e) < 0)
+        return -1;
+    long room = cfg->budget_evaluations > 0 ? cfg->budget_evaluations - spent : -1;
     int rc = migrate_now(sr, e);
     for (int isl = 0; isl < cfg->islands && rc == 0 && !*budget_stop; isl++)
         rc =
@@ -983,10 +1019,7 @@ static int evaluate_generation(search *sr, const int64_t *ids, size_t nids, int 
     if (rc == 0)
         rc = eval_programs(sr->o, gp, nids, sr->baseline, ok, failed, e);
     db_programs_free(gp, got);
-    if (rc == 0)
-        rc = cuco_evolve_retime(sr->o, sr->run_id, sr->gen, sr->cfg->retime_per_generation,
-                                &sr->baseline, e);
-    return rc;
+    return rc == 0 ? retime_generation(sr, e) : rc;
 }
 
 /* Tells o->progress where the search stands after a generation. */
@@ -1077,7 +1110,9 @@ static int finish_run(search *sr, const char *stop, cuco_err *e)
 {
     const cuco_evolve_opts *o = sr->o;
     cuco_evolve_result *r = sr->r;
+    double t0 = now_s();
     int rc = cuco_evolve_retime(o, sr->run_id, sr->gen, LONG_MAX, &sr->baseline, e);
+    r->retime_s += now_s() - t0;
     if (rc < 0)
         return rc;
     r->baseline_ms = sr->baseline;

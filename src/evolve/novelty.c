@@ -5,8 +5,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "cuco/evolve.h"
 #include "cuco/hash.h"
+#include "cuco/novelty.h"
 
 static uint64_t mix64(uint64_t z)
 {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cuco/buf.h"
+#include "cuco/config.h"
 
 /* One distinct program of the run: the first 'ok' row with its code hash. */
 typedef struct entry {

@@ -29,12 +29,16 @@ static int env_number(const char *name, const char *text, double *out, cuco_err 
 }
 
 int cuco_launcher_from_kind(const char *kind, int gpu, int ranks, int slots, int gpus,
-                            int shared_bench, cuco_launcher **out, cuco_err *e)
+                            int shared_bench, int verify_share, cuco_launcher **out, cuco_err *e)
 {
     *out = NULL;
     if (!kind || !strcmp(kind, "local")) {
-        cuco_local_opts o = {
-            .gpu = gpu, .ranks = ranks, .gpus = gpus, .slots = slots, .shared_bench = shared_bench};
+        cuco_local_opts o = {.gpu = gpu,
+                             .ranks = ranks,
+                             .gpus = gpus,
+                             .slots = slots,
+                             .shared_bench = shared_bench,
+                             .verify_share = verify_share};
         return cuco_launcher_local_new(&o, out, e);
     }
     if (!strcmp(kind, "slurm")) {

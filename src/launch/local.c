@@ -7,8 +7,11 @@
  * takes a free slot and gives it back when the program has ended. A run
  * marked exclusive waits until every slot is free and holds them all; while
  * one waits, new runs wait behind it, so a benchmark is not starved by a
- * stream of verification runs. Compilation does not go through here: callers
- * compile in their own threads, as many as they have. */
+ * stream of verification runs. With verify_share N > 1, each GPU set backs
+ * N slots, so that N runs that are not exclusive (verifications at their
+ * small sizes) share it, while a benchmark still has every GPU to itself.
+ * Compilation does not go through here: callers compile in their own
+ * threads, as many as they have. */
 #include "launch_int.h"
 
 #include "cuco/fs.h"
@@ -271,13 +274,17 @@ int cuco_launcher_local_new(const cuco_local_opts *o, cuco_launcher **out, cuco_
         gpus = o->gpus < 0 ? cuco_launch_detect_gpus() : o->gpus;
     int cores = o->cores > 0 ? o->cores : cuco_launch_detect_cores();
     int slots = o->slots > 0 ? o->slots : cuco_launch_auto_slots(o->gpu, ranks, gpus, cores);
-    /* GPU runs cannot share GPUs: no more slots than disjoint GPU sets. */
+    /* GPU runs cannot share GPUs: no more slots than disjoint GPU sets, each
+     * backing verify_share slots for runs that are not exclusive. */
+    int sets = slots;
     if (o->gpu && gpus > 0 && slots > gpus / ranks) {
         int fit = gpus / ranks > 0 ? gpus / ranks : 1;
         cuco_warn("launcher: %d slots asked but %d GPUs / %d ranks leave room for %d", slots, gpus,
                   ranks, fit);
-        slots = fit;
+        sets = slots = fit;
     }
+    if (o->gpu && gpus > 0 && o->verify_share > 1 && !o->shared_bench)
+        slots = sets * o->verify_share;
     cuco_launcher *l = calloc(1, sizeof *l);
     local_state *s = calloc(1, sizeof *s);
     if (!l || !s || !(s->slots = calloc((size_t)slots, sizeof *s->slots))) {
@@ -324,7 +331,8 @@ int cuco_launcher_local_new(const cuco_local_opts *o, cuco_launcher **out, cuco_
             /* Slot i gets GPUs i*R .. i*R+R-1 (of the visible list when there
              * is one); with fewer GPUs than ranks, all of them. */
             cuco_buf b = CUCO_BUF_INIT;
-            int first = gpus >= ranks ? i * ranks : 0, count = gpus >= ranks ? ranks : gpus;
+            int set = i % sets;
+            int first = gpus >= ranks ? set * ranks : 0, count = gpus >= ranks ? ranks : gpus;
             for (int g = 0; g < count; g++) {
                 if (visible)
                     cuco_buf_printf(&b, "%s%s", g ? "," : "", names.v[first + g]);

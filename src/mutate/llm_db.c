@@ -2,6 +2,7 @@
  * recorded in llm_calls, the island's best programs and the run's recent
  * failures for the prompts, and the rule-based meta summary. */
 #include "cuco/llm_mutate.h"
+#include "cuco/mutate.h"
 #include "cuco/redact.h"
 
 #include <stdlib.h>

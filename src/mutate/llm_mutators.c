@@ -5,6 +5,7 @@
  * and applies the answer with the patch engine and its frozen guard. */
 #include "cuco/doe.h"
 #include "cuco/llm_mutate.h"
+#include "cuco/mutate.h"
 
 #include <stdlib.h>
 #include <string.h>

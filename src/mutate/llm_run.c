@@ -4,6 +4,7 @@
  * configured mutator name (LLM or built-in, in the configured order), the
  * context of the LLM meta summary, and the LLM novelty judge. */
 #include "cuco/llm_mutate.h"
+#include "cuco/mutate.h"
 
 #include <ctype.h>
 #include <stdlib.h>

@@ -934,6 +934,95 @@ inline void split_join(int site, cudaStream_t stream) {
   }
 }
 
+// Schedule producer_split (knobs CUCO_PSPLIT_<site>): an all-reduce whose
+// input the cuBLAS GEMM right before it writes. The GEMM (gemm_ex_produce &
+// co., same arguments) runs as CUCO_PSPLIT_PIECES GEMMs over ranges of its
+// output columns and records an event after each; the all-reduce (its first
+// argument produce_site(site, CUCO_PSPLIT_<site>)) reduces each range on a
+// side stream as soon as the GEMM has made it, while the GEMM's next range
+// runs, and the call's stream then waits for the side stream. Whatever
+// transport all_reduce picks for a range (device kernel, or NCCL above
+// CUCO_STAGED_NCCL_FROM) runs there. With the knob at 0, when the GEMM did
+// not split, or when the all-reduce does not read exactly the GEMM's output,
+// the all-reduce runs whole on its stream.
+#ifndef CUCO_PSPLIT_PIECES
+#define CUCO_PSPLIT_PIECES 4
+#endif
+constexpr int kMaxProducePieces = 16;
+inline int produce_pieces() {
+  return CUCO_PSPLIT_PIECES < 1 ? 1 : (CUCO_PSPLIT_PIECES > kMaxProducePieces ? kMaxProducePieces : CUCO_PSPLIT_PIECES);
+}
+
+struct ProduceSite {
+  int site, on;
+};
+inline ProduceSite produce_site(int site, int on) { return ProduceSite{site, on}; }
+
+struct ProduceRec {
+  const char* out = nullptr;                  // the GEMM's output
+  size_t end[kMaxProducePieces] = {};         // byte end of each range made
+  cudaEvent_t made[kMaxProducePieces] = {};   // range j written
+  int pieces = 0;
+  cudaStream_t gemmStream = nullptr;
+  cudaStream_t side = nullptr;
+  cudaEvent_t entry = nullptr, done = nullptr;
+  bool fresh = false;   // made and not reduced yet
+  bool warned = false;  // the fallback was reported
+};
+inline std::vector<ProduceRec>& produce_recs() { static std::vector<ProduceRec> v; return v; }
+
+inline ProduceRec* produce_rec(int site) {
+  if (site < 0) return nullptr;
+  std::vector<ProduceRec>& v = produce_recs();
+  if ((size_t)site >= v.size()) v.resize((size_t)site + 1);
+  return &v[(size_t)site];
+}
+
+inline ncclResult_t produce_events(ProduceRec* r) {
+  for (int j = 0; j < kMaxProducePieces; j++)
+    if (!r->made[j] && cudaEventCreateWithFlags(&r->made[j], cudaEventDisableTiming) != cudaSuccess)
+      return CUCO_TX_FAIL("producer split: cannot create its events");
+  if ((!r->entry && cudaEventCreateWithFlags(&r->entry, cudaEventDisableTiming) != cudaSuccess) ||
+      (!r->done && cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming) != cudaSuccess) ||
+      (!r->side && cudaStreamCreateWithFlags(&r->side, cudaStreamNonBlocking) != cudaSuccess))
+    return CUCO_TX_FAIL("producer split: cannot create its stream");
+  return ncclSuccess;
+}
+
+// Each range on the side stream once made; the stream waits for all of them.
+inline ncclResult_t all_reduce(ProduceSite ps, const void* sendbuff, void* recvbuff, size_t count,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  ProduceRec* r = ps.on ? produce_rec(ps.site) : nullptr;
+  size_t es = dtype_size(datatype);
+  bool fits = r && r->fresh && sendbuff == r->out && es && r->pieces > 0 &&
+              count * es == r->end[r->pieces - 1];
+  if (r && r->fresh && !fits && !r->warned) {
+    fprintf(stderr, "cuco_tx: producer split(%d): the all-reduce runs whole: it does not read exactly the GEMM's output\n",
+            ps.site);
+    r->warned = true;
+  }
+  if (r) r->fresh = false;
+  if (!fits) return all_reduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  cudaStream_t side = r->side;
+  // ordered after the stream's earlier work when the GEMM ran elsewhere
+  if (stream != r->gemmStream &&
+      (cudaEventRecord(r->entry, stream) != cudaSuccess || cudaStreamWaitEvent(side, r->entry, 0) != cudaSuccess))
+    return CUCO_TX_FAIL("producer split: event record/wait failed");
+  size_t lo = 0;
+  for (int j = 0; j < r->pieces; j++) {
+    size_t hi = r->end[j];
+    if (cudaStreamWaitEvent(side, r->made[j], 0) != cudaSuccess)
+      return CUCO_TX_FAIL("producer split: event wait failed");
+    ncclResult_t res = all_reduce(static_cast<const char*>(sendbuff) + lo, static_cast<char*>(recvbuff) + lo,
+                                  (hi - lo) / es, datatype, op, comm, side);
+    if (res != ncclSuccess) return res;
+    lo = hi;
+  }
+  if (cudaEventRecord(r->done, side) != cudaSuccess || cudaStreamWaitEvent(stream, r->done, 0) != cudaSuccess)
+    return CUCO_TX_FAIL("producer split: event record/wait failed");
+  return ncclSuccess;
+}
+
 }  // namespace cuco_tx
 
 #if defined(CUCO_TX_GEMM_SPLIT)
@@ -1098,6 +1187,97 @@ inline cublasStatus_t hgemm_split(int site, int on, cublasHandle_t h, cublasOper
   GemmView g{ta, tb, m, n, reinterpret_cast<const char*>(A), reinterpret_cast<const char*>(B),
              reinterpret_cast<char*>(C), lda, ldb, ldc, sizeof(__half), sizeof(__half), sizeof(__half)};
   return split_run(site, on, h, g, [&](const GemmView& v) {
+    return cublasHgemm(h, ta, tb, v.m, v.n, k, alpha, reinterpret_cast<const __half*>(v.A), lda,
+                       reinterpret_cast<const __half*>(v.B), ldb, beta, reinterpret_cast<__half*>(v.C), ldc);
+  });
+}
+
+// The producer split's GEMM: ranges of output columns (C column-major with
+// ldc == m, so each range is contiguous), an event after each; or the GEMM
+// whole (knob 0, or a layout that does not split: then the all-reduce runs
+// whole too).
+template <class F>
+inline cublasStatus_t produce_run(int site, int on, cublasHandle_t h, const GemmView& g, F gemm) {
+  ProduceRec* r = on ? produce_rec(site) : nullptr;
+  if (r) r->fresh = false;
+  const char* why = g.whole ? g.whole
+                    : g.ldc != g.m || !g.esB || !g.esC ? "its output columns are not contiguous (ldc != m)"
+                    : g.n < 2                          ? "its output has one column"
+                                                       : nullptr;
+  if (!r || why) {
+    if (r && why && !r->warned) {
+      fprintf(stderr, "cuco_tx: producer split(%d): the GEMM runs whole: %s\n", site, why);
+      r->warned = true;
+    }
+    return gemm(g);
+  }
+  cudaStream_t st = nullptr;
+  if (cublasGetStream(h, &st) != CUBLAS_STATUS_SUCCESS || produce_events(r) != ncclSuccess)
+    return CUBLAS_STATUS_INTERNAL_ERROR;
+  int pieces = std::min(produce_pieces(), g.n);
+  size_t colB = g.tb == CUBLAS_OP_N ? (size_t)g.ldb * g.esB : g.esB;
+  for (int j = 0; j < pieces; j++) {
+    long lo = (long)g.n * j / pieces, hi = (long)g.n * (j + 1) / pieces;
+    GemmView v = g;
+    v.n = (int)(hi - lo);
+    v.B = g.B + (size_t)lo * colB;
+    v.C = g.C + (size_t)lo * g.ldc * g.esC;
+    cublasStatus_t rc = gemm(v);
+    if (rc != CUBLAS_STATUS_SUCCESS) return rc;
+    if (cudaEventRecord(r->made[j], st) != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
+    r->end[j] = (size_t)hi * g.ldc * g.esC;
+  }
+  r->out = g.C;
+  r->pieces = pieces;
+  r->gemmStream = st;
+  r->fresh = true;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+inline cublasStatus_t gemm_ex_produce(int site, int on, cublasHandle_t h, cublasOperation_t ta,
+                                      cublasOperation_t tb, int m, int n, int k, const void* alpha, const void* A,
+                                      cudaDataType Atype, int lda, const void* B, cudaDataType Btype, int ldb,
+                                      const void* beta, void* C, cudaDataType Ctype, int ldc, cublasComputeType_t ct,
+                                      cublasGemmAlgo_t algo) {
+  GemmView g{ta, tb, m, n, static_cast<const char*>(A), static_cast<const char*>(B), static_cast<char*>(C),
+             lda, ldb, ldc, cuda_type_size(Atype), cuda_type_size(Btype), cuda_type_size(Ctype)};
+  return produce_run(site, on, h, g, [&](const GemmView& v) {
+    return cublasGemmEx(h, ta, tb, v.m, v.n, k, alpha, v.A, Atype, lda, v.B, Btype, ldb, beta, v.C, Ctype, ldc, ct,
+                        algo);
+  });
+}
+
+inline cublasStatus_t gemm_strided_batched_ex_produce(
+    int site, int on, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+    const void* alpha, const void* A, cudaDataType Atype, int lda, long long sA, const void* B, cudaDataType Btype,
+    int ldb, long long sB, const void* beta, void* C, cudaDataType Ctype, int ldc, long long sC, int batch,
+    cublasComputeType_t ct, cublasGemmAlgo_t algo) {
+  GemmView g{ta, tb, m, n, static_cast<const char*>(A), static_cast<const char*>(B), static_cast<char*>(C),
+             lda, ldb, ldc, cuda_type_size(Atype), cuda_type_size(Btype), cuda_type_size(Ctype)};
+  if (batch != 1) g.whole = "a batch of several GEMMs is not split";
+  return produce_run(site, on, h, g, [&](const GemmView& v) {
+    return cublasGemmStridedBatchedEx(h, ta, tb, v.m, v.n, k, alpha, v.A, Atype, lda, sA, v.B, Btype, ldb, sB, beta,
+                                      v.C, Ctype, ldc, sC, batch, ct, algo);
+  });
+}
+
+inline cublasStatus_t sgemm_produce(int site, int on, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                                    int m, int n, int k, const float* alpha, const float* A, int lda, const float* B,
+                                    int ldb, const float* beta, float* C, int ldc) {
+  GemmView g{ta, tb, m, n, reinterpret_cast<const char*>(A), reinterpret_cast<const char*>(B),
+             reinterpret_cast<char*>(C), lda, ldb, ldc, sizeof(float), sizeof(float), sizeof(float)};
+  return produce_run(site, on, h, g, [&](const GemmView& v) {
+    return cublasSgemm(h, ta, tb, v.m, v.n, k, alpha, reinterpret_cast<const float*>(v.A), lda,
+                       reinterpret_cast<const float*>(v.B), ldb, beta, reinterpret_cast<float*>(v.C), ldc);
+  });
+}
+
+inline cublasStatus_t hgemm_produce(int site, int on, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                                    int m, int n, int k, const __half* alpha, const __half* A, int lda,
+                                    const __half* B, int ldb, const __half* beta, __half* C, int ldc) {
+  GemmView g{ta, tb, m, n, reinterpret_cast<const char*>(A), reinterpret_cast<const char*>(B),
+             reinterpret_cast<char*>(C), lda, ldb, ldc, sizeof(__half), sizeof(__half), sizeof(__half)};
+  return produce_run(site, on, h, g, [&](const GemmView& v) {
     return cublasHgemm(h, ta, tb, v.m, v.n, k, alpha, reinterpret_cast<const __half*>(v.A), lda,
                        reinterpret_cast<const __half*>(v.B), ldb, beta, reinterpret_cast<__half*>(v.C), ldc);
   });

@@ -294,6 +294,7 @@ typedef struct ctx {
     size_t nsched;
     cuco_buf knobs; /* CUCO_EARLY_<site> knob lines for the glue */
     int gemm_split; /* some GEMM goes through the split glue (CUCO_TX_GEMM_SPLIT) */
+    int produce;    /* some GEMM goes through the producer split (CUCO_PSPLIT_PIECES) */
     int nccl_mem;   /* some ncclMemAlloc became symmetric (symm_mem_alloc / _free glue) */
     int staged;     /* some all-reduce on managed memory is staged (staged_all_reduce glue) */
     int stage_call; /* the call being rewritten is one of them */
@@ -1744,6 +1745,25 @@ static int split_report(ctx *c, const cuco_sched_plan *plan, size_t k, int line,
     return rc;
 }
 
+/* producer_split's knob and report line for the all-reduce of site k. */
+static int produce_report(ctx *c, const cuco_sched_plan *plan, size_t k, int line, const char *api)
+{
+    int rc = 0;
+    if (plan->produce) {
+        c->produce = 1;
+        rc = cuco_buf_printf(&c->knobs, "#define CUCO_PSPLIT_%zu 0 // cuco:knob run 0 1\n", k);
+    }
+    if (rc == 0)
+        rc = plan->produce
+                 ? cuco_tx_notes_add(&c->r->notes, plan->produce_line, "schedule",
+                                     "producer_split: %s (knob CUCO_PSPLIT_%zu, default off)",
+                                     plan->produce_note, k)
+                 : cuco_tx_notes_add(&c->r->notes, line, "schedule",
+                                     "producer_split does not apply to %s: %s", api,
+                                     plan->produce_note ? plan->produce_note : "no placement");
+    return rc;
+}
+
 static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
 {
     const view *v = &c->v;
@@ -1768,7 +1788,7 @@ static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
     }
     cuco_sched_plan plan;
     rc = cuco_sched_scan(text, T(v, tok)->off, api, (int)k, sched_editable, c, &plan, e);
-    for (size_t i = 0; rc == 0 && plan.applies && i < plan.nedits; i++) {
+    for (size_t i = 0; rc == 0 && (plan.applies || plan.produce) && i < plan.nedits; i++) {
         cuco_sched_edit *x = &plan.edits[i];
         rc = add_edit(c, tok_at(v, x->stmt_off), x->off, x->len, x->text);
         if (rc == 0 && x->len == 0)
@@ -1786,6 +1806,8 @@ static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
                                               plan.note ? plan.note : "no placement");
     if (rc == 0 && gather)
         rc = split_report(c, &plan, k, line, api);
+    if (rc == 0 && strcmp(api, "ncclAllReduce") == 0)
+        rc = produce_report(c, &plan, k, line, api);
     cuco_sched_plan_free(&plan);
     free(api);
     return rc;
@@ -2249,11 +2271,17 @@ static int assemble(ctx *c, const char *text)
     cuco_buf g = CUCO_BUF_INIT;
     if (wrap)
         cuco_buf_puts(&g, "// EVOLVE-BLOCK-START\n");
+    if (c->gemm_split || c->produce)
+        cuco_buf_puts(&g,
+                      "// Schedules consumer_split_by_source / producer_split: the cuBLAS part\n"
+                      "// of the glue\n"
+                      "#define CUCO_TX_GEMM_SPLIT 1\n");
     if (c->gemm_split)
-        cuco_buf_puts(&g, "// Schedule consumer_split_by_source: the cuBLAS part of the glue, and\n"
-                          "// the pieces each peer's block is pulled and consumed in\n"
-                          "#define CUCO_TX_GEMM_SPLIT 1\n"
+        cuco_buf_puts(&g, "// the pieces each peer's gathered block is pulled and consumed in\n"
                           "#define CUCO_SPLIT_CHUNKS 2 // cuco:knob run 1 2 4\n");
+    if (c->produce)
+        cuco_buf_puts(&g, "// the ranges a GEMM feeding an all-reduce is made and reduced in\n"
+                          "#define CUCO_PSPLIT_PIECES 4 // cuco:knob run 2 4 8\n");
     cuco_buf_puts(&g, glue);
     if (g.len && g.data[g.len - 1] != '\n')
         cuco_buf_putc(&g, '\n');

@@ -169,5 +169,6 @@ void cuco_sched_plan_free(cuco_sched_plan *plan)
     free(plan->edits);
     free(plan->note);
     free(plan->split_note);
+    free(plan->produce_note);
     memset(plan, 0, sizeof(*plan));
 }

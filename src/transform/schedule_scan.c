@@ -1103,16 +1103,17 @@ static int locate(scan *s, size_t c, cuco_sched_plan *p, size_t *call_stmt)
 /* ---- schedule (b): consumer split by source -------------------------------- */
 
 typedef struct gemm_api {
-    const char *name, *glue;
-    int nargs, a, b; /* argument count, positions of the operands A and B */
+    const char *name, *glue, *produce_glue;
+    int nargs, a, b, c; /* argument count, positions of the operands A, B and C */
 } gemm_api;
 
 static const gemm_api gemm_table[] = {
-    {"cublasGemmEx", "cuco_tx::gemm_ex_split", 19, 7, 10},
-    {"cublasGemmStridedBatchedEx", "cuco_tx::gemm_strided_batched_ex_split", 23, 7, 11},
-    {"cublasSgemm", "cuco_tx::sgemm_split", 14, 7, 9},
-    {"cublasHgemm", "cuco_tx::hgemm_split", 14, 7, 9},
-    {NULL, NULL, 0, 0, 0}};
+    {"cublasGemmEx", "cuco_tx::gemm_ex_split", "cuco_tx::gemm_ex_produce", 19, 7, 10, 14},
+    {"cublasGemmStridedBatchedEx", "cuco_tx::gemm_strided_batched_ex_split",
+     "cuco_tx::gemm_strided_batched_ex_produce", 23, 7, 11, 16},
+    {"cublasSgemm", "cuco_tx::sgemm_split", "cuco_tx::sgemm_produce", 14, 7, 9, 12},
+    {"cublasHgemm", "cuco_tx::hgemm_split", "cuco_tx::hgemm_produce", 14, 7, 9, 12},
+    {NULL, NULL, NULL, 0, 0, 0, 0}};
 
 static const gemm_api *gemm_at(const sview *v, size_t i)
 {
@@ -1362,6 +1363,71 @@ static int try_split(scan *s, cuco_sched_place *pl, int site, int (*editable)(vo
     return p->split_note ? 0 : CUCO_ENOMEM;
 }
 
+/* ---- producer_split: the mirror of (b) for an all-reduce --------------- */
+
+static int produce_no(cuco_sched_plan *p, const char *why, int line)
+{
+    free(p->produce_note);
+    p->produce_note =
+        line ? cuco_sprintf("the statement before it (line %d) %s", line, why) : cuco_strdup(why);
+    return p->produce_note ? 0 : CUCO_ENOMEM;
+}
+
+/* When the statement right before the all-reduce is a cuBLAS GEMM that
+ * writes its input (operand C names a buffer of the call): the GEMM through
+ * its produce glue, the all-reduce with produce_site(...) first. Edits made
+ * for schedule (a) stay only when (a) applies. */
+static int try_produce(scan *s, int site, int (*editable)(void *, size_t), void *ctx,
+                       cuco_sched_plan *p)
+{
+    const sview *v = s->v;
+    if (s->call >= s->n || s->call == 0)
+        return produce_no(p, "nothing comes before it in its block", 0);
+    stmt *st = &s->stmts[s->call - 1];
+    int line = tk(v, st->a)->line;
+    const char *why = NULL;
+    size_t g = split_gemm(s, st, &why);
+    if (g >= v->n)
+        return produce_no(p, why, line);
+    const gemm_api *api = gemm_at(v, g);
+    int hit = 0;
+    int rc = arg_names_buffer(s, g + 1, api->c, &hit);
+    if (rc != 0)
+        return rc;
+    if (!hit)
+        return produce_no(p, "is a GEMM that does not write the all-reduce's buffer (operand C)",
+                          line);
+    if (editable && !editable(ctx, tk(v, g)->off))
+        return produce_no(p, "is in frozen code", line);
+    size_t a, b, ga, gb, c = s->call_tok + 1;
+    if (!arg_range(v, c, 0, &a, &b) || !arg_range(v, g + 1, 0, &ga, &gb))
+        return CUCO_EINVAL;
+    if (!p->applies) { /* (a)'s edits, if any were made, are not applied */
+        for (size_t i = 0; i < p->nedits; i++)
+            free(p->edits[i].text);
+        p->nedits = 0;
+    }
+    size_t goff = tk(v, g)->off;
+    rc = plan_edit(p, goff, tk(v, g)->len, cuco_strdup(api->produce_glue), goff);
+    if (rc == 0)
+        rc =
+            plan_edit(p, tk(v, ga)->off, 0, cuco_sprintf("%d, CUCO_PSPLIT_%d, ", site, site), goff);
+    if (rc == 0)
+        rc = plan_edit(p, tk(v, a)->off, 0,
+                       cuco_sprintf("cuco_tx::produce_site(%d, CUCO_PSPLIT_%d), ", site, site),
+                       tk(v, a)->off);
+    if (rc != 0)
+        return rc;
+    p->produce = 1;
+    p->produce_line = tk(v, g)->line;
+    free(p->produce_note);
+    p->produce_note = cuco_sprintf("%s at line %d makes the input of ncclAllReduce at line %d: "
+                                   "the GEMM runs in CUCO_PSPLIT_PIECES ranges of output columns "
+                                   "and each range is reduced as soon as it is made",
+                                   api->name, p->produce_line, tk(v, s->call_tok)->line);
+    return p->produce_note ? 0 : CUCO_ENOMEM;
+}
+
 /* The split does not apply because schedule (a) does not (plan->note says
  * why): keeps rc, or CUCO_ENOMEM. */
 static int split_fails(cuco_sched_plan *p, int rc)
@@ -1456,6 +1522,10 @@ int cuco_sched_scan(const char *text, size_t call_off, const char *api, int site
     }
     if (rc >= 0 && gather && !plan->applies)
         rc = split_fails(plan, rc);
+    if (rc >= 0 && strcmp(api, "ncclAllReduce") == 0 && s.call < s.n) {
+        int prc = try_produce(&s, site, editable, ctx, plan);
+        rc = prc < 0 ? prc : rc;
+    }
     for (size_t i = 0; i < s.n; i++)
         stmt_free(&s.stmts[i]);
     free(s.stmts);

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# test_transform_build_data_collectives.sh: the all-gather and all-reduce programs of tests/data/transform (overlap_alias with its early_start_late_wait schedule at both knob values, seqpar_mlp with its consumer_split_by_source schedule at both): 'cuco transform' (no --no-verify) builds the
+# test_transform_build_data_collectives.sh: the all-gather and all-reduce programs of tests/data/transform (overlap_alias with its early_start_late_wait schedule at both knob values, seqpar_mlp with its consumer_split_by_source schedule at both, rowpar_linear
+# with its producer_split schedule at both): 'cuco transform' (no --no-verify) builds the
 # transformed program with the manifest's nvcc command. Without a GPU the
 # outcome is exit 3, "built, not verified: no GPU", nothing registered; with
 # one it must build, run and verify (exit 0, registered with status ok).
@@ -14,7 +15,7 @@ TMP=$(mktemp -d "$CUCO_TEST_TMP/transform-build.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 fail=0
 source "$CUCO_SRC/tests/cli/transform_build.sh"
-for name in allgather allreduce_loop async_alloc overlap_alias seqpar_mlp; do
+for name in allgather allreduce_loop async_alloc overlap_alias seqpar_mlp rowpar_linear; do
     transform_bg "$CUCO_TEST_DATA/transform/$name"
     built "$name"
 done
@@ -26,4 +27,14 @@ check "seqpar_mlp: the GEMM goes through the split glue" \
     grep -q "cuco_tx::gemm_ex_split(0, CUCO_SPLIT_0" "$TMP/seqpar_mlp/gen_0/seqpar_mlp.cu"
 check "seqpar_mlp: builds with CUCO_SPLIT_0=0" knob_built seqpar_mlp CUCO_SPLIT_0 0
 check "seqpar_mlp: builds with CUCO_EARLY_0=0" knob_built seqpar_mlp CUCO_EARLY_0 0
+# rowpar_linear's GEMM feeds its all-reduce: both go through the producer
+# split's glue (knob CUCO_PSPLIT_0, off in gen_0); on, it builds too
+check "rowpar_linear: the GEMM goes through the produce glue" \
+    grep -q "cuco_tx::sgemm_produce(0, CUCO_PSPLIT_0" "$TMP/rowpar_linear/gen_0/rowpar_linear.cu"
+check "rowpar_linear: the all-reduce takes its ranges from it" \
+    grep -q "cuco_tx::all_reduce(cuco_tx::produce_site(0, CUCO_PSPLIT_0), y, y" \
+    "$TMP/rowpar_linear/gen_0/rowpar_linear.cu"
+check "rowpar_linear: builds with CUCO_PSPLIT_0=1" knob_built rowpar_linear CUCO_PSPLIT_0 1
+check "rowpar_linear: the report names the schedule" \
+    grep -q "producer_split: cublasSgemm at line" "$TMP/rowpar_linear/gen_0/transform_report.md"
 exit $fail

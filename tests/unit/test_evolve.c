@@ -23,8 +23,10 @@
 #include <unistd.h>
 
 #include "cuco/buf.h"
+#include "cuco/config.h"
 #include "cuco/evolve.h"
 #include "cuco/fs.h"
+#include "cuco/mutate.h"
 #include "cuco/program.h"
 
 static const char seed[] = "#include <stdio.h>\n"
@@ -101,8 +103,8 @@ static cuco_evolve_opts fake_opts(const cuco_evolve_config *c, cuco_db *db,
     return o;
 }
 
-static void run_once(const char *dbpath, const cuco_evolve_config *c, long crash_after,
-                     fake *f, cuco_evolve_result *r)
+static void run_once(const char *dbpath, const cuco_evolve_config *c, long crash_after, fake *f,
+                     cuco_evolve_result *r)
 {
     cuco_db *db;
     cuco_err e = CUCO_ERR_INIT;
@@ -355,6 +357,15 @@ static void test_space_exhausted_and_cache(void **state)
     assert_int_equal(f.calls, r2.retiming_runs);
     assert_int_equal(r2.cached, 30);
     assert_int_equal(r2.evaluations, 0);
+    /* cache hits count against the budget: a fresh run whose every child is
+     * in the cache still stops at --evaluations */
+    c.budget_evaluations = 5;
+    o.cfg = &c;
+    cuco_evolve_result r3;
+    assert_int_equal(cuco_evolve_run(&o, &r3, &e), 0);
+    assert_string_equal(r3.stop_reason, "evaluation budget reached");
+    assert_int_equal(r3.evaluations, 0);
+    assert_true(r3.cached <= 5 && r3.cached + r3.retiming_runs >= 5);
     db_close(db);
     cuco_config_free(&c);
     free(p);
@@ -466,7 +477,9 @@ static void test_bad_mutators_recorded(void **state)
     fake f = {PTHREAD_MUTEX_INITIALIZER, 0};
     cuco_evolve_result r;
     run_once(p, &c, 0, &f, &r);
-    assert_int_equal(r.evaluations, 10);
+    /* the budget counts timed runs (re-timings too) and cache hits */
+    assert_true(r.evaluations + r.cached <= 10);
+    assert_true(r.evaluations + r.cached + r.retiming_runs >= 10);
     cuco_db *db;
     assert_int_equal(db_open(p, 1, &db, &e), 0);
     cuco_db_program *ps;
@@ -493,8 +506,7 @@ static void test_bad_mutators_recorded(void **state)
 /* A mutator of the test's own: odd calls re-space the parent and add a
  * comment (a near-duplicate once comments and whitespace are stripped), even
  * calls add a new declaration (a real edit). */
-static int echo_propose(cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation *out,
-                        cuco_err *e)
+static int echo_propose(cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation *out, cuco_err *e)
 {
     int *calls = m->state;
     (*calls)++;
@@ -503,9 +515,9 @@ static int echo_propose(cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation
     if (!end)
         return cuco_err_set(e, CUCO_EINVAL, "no block");
     size_t at = (size_t)(end - c->parent->code);
-    char *ins = *calls % 2 ? cuco_sprintf("  /* call %d */\n", *calls)
-                           : cuco_sprintf("static int extra_%d[%d] = {%d};\n", *calls, *calls,
-                                          *calls * 7);
+    char *ins = *calls % 2
+                    ? cuco_sprintf("  /* call %d */\n", *calls)
+                    : cuco_sprintf("static int extra_%d[%d] = {%d};\n", *calls, *calls, *calls * 7);
     out->text = cuco_sprintf("%.*s%s%s", (int)at, c->parent->code, ins, end);
     free(ins);
     out->patch_type = cuco_strdup("diff");
@@ -558,8 +570,7 @@ static void test_novelty_rejection(void **state)
     free(p);
 }
 
-static int broken_eval(void *ctx, int slot, const char *text, cuco_eval_outcome *out,
-                       cuco_err *e)
+static int broken_eval(void *ctx, int slot, const char *text, cuco_eval_outcome *out, cuco_err *e)
 {
     (void)ctx, (void)slot, (void)text, (void)e;
     memset(out, 0, sizeof *out);

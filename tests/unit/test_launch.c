@@ -77,6 +77,20 @@ static void test_local_gpu_sets(void **state)
     assert_string_equal(cuco_launcher_slot_gpus(l, 1), "1");
     cuco_launcher_free(l);
 
+    /* verify_share: each GPU set backs that many slots, in turn */
+    cuco_local_opts o4 = {.gpu = 1, .ranks = 1, .gpus = 2, .verify_share = 3, .tmp_root = tmp_dir};
+    assert_int_equal(cuco_launcher_local_new(&o4, &l, &e), 0);
+    assert_int_equal(cuco_launcher_slots(l), 6);
+    for (int i = 0; i < 6; i++)
+        assert_string_equal(cuco_launcher_slot_gpus(l, i), i % 2 ? "1" : "0");
+    cuco_launcher_free(l);
+    /* ... but not with shared benchmarks, which would then share a GPU */
+    cuco_local_opts o5 = {
+        .gpu = 1, .ranks = 1, .gpus = 2, .verify_share = 3, .shared_bench = 1, .tmp_root = tmp_dir};
+    assert_int_equal(cuco_launcher_local_new(&o5, &l, &e), 0);
+    assert_int_equal(cuco_launcher_slots(l), 2);
+    cuco_launcher_free(l);
+
     /* CPU runs: no GPU sets, slots as asked. */
     cuco_local_opts o3 = {.gpu = 0, .ranks = 1, .slots = 3, .tmp_root = tmp_dir};
     assert_int_equal(cuco_launcher_local_new(&o3, &l, &e), 0);
@@ -240,6 +254,19 @@ static void test_local_slots_concurrency(void **state)
     for (int j = 0; j < 5; j++)
         if (j != 2)
             assert_false(overlap(&mixed[2], &mixed[j]));
+    cuco_launcher_free(l);
+
+    /* One GPU shared by 3 verification runs: they run at once, and a
+     * benchmark (exclusive) still overlaps none of them. */
+    cuco_local_opts o3 = {.gpu = 1, .ranks = 1, .gpus = 1, .verify_share = 3, .tmp_root = tmp_dir};
+    assert_int_equal(cuco_launcher_local_new(&o3, &l, &e), 0);
+    run_arg ver[5] = {{0}};
+    ver[3].exclusive = 1;
+    run_many(l, ver, 5);
+    assert_true(overlap(&ver[0], &ver[1]) && overlap(&ver[1], &ver[2]));
+    for (int j = 0; j < 5; j++)
+        if (j != 3)
+            assert_false(overlap(&ver[3], &ver[j]));
     cuco_launcher_free(l);
 
     /* shared_bench: the exclusive flag is ignored. */
@@ -414,7 +441,7 @@ static void test_slurm_site_settings(void **state)
     setenv("CUCO_SLURM_POLL_MAX_S", "0.2", 1);
     cuco_launcher *l = NULL;
     cuco_err e = CUCO_ERR_INIT;
-    assert_int_equal(cuco_launcher_from_kind("slurm", 1, 2, 0, -1, 0, &l, &e), 0);
+    assert_int_equal(cuco_launcher_from_kind("slurm", 1, 2, 0, -1, 0, 1, &l, &e), 0);
     char *cwd = cuco_path_join(tmp_dir, "story5");
     const char *argv[] = {"true", NULL};
     cuco_launch_job job;
@@ -435,7 +462,7 @@ static void test_slurm_site_settings(void **state)
     cuco_launcher_free(l);
 
     setenv("CUCO_SLURM_TIME_GRACE_S", "1m", 1);
-    assert_int_equal(cuco_launcher_from_kind("slurm", 1, 2, 0, -1, 0, &l, &e), CUCO_EINVAL);
+    assert_int_equal(cuco_launcher_from_kind("slurm", 1, 2, 0, -1, 0, 1, &l, &e), CUCO_EINVAL);
     assert_non_null(strstr(cuco_err_msg(&e), "CUCO_SLURM_TIME_GRACE_S=1m"));
     cuco_err_clear(&e);
     unsetenv("CUCO_SLURM_GRES");
@@ -514,10 +541,10 @@ static void test_from_kind(void **state)
     (void)state;
     cuco_launcher *l = NULL;
     cuco_err e = CUCO_ERR_INIT;
-    assert_int_equal(cuco_launcher_from_kind("pbs", 0, 1, 0, 0, 0, &l, &e), CUCO_EINVAL);
+    assert_int_equal(cuco_launcher_from_kind("pbs", 0, 1, 0, 0, 0, 1, &l, &e), CUCO_EINVAL);
     assert_non_null(strstr(cuco_err_msg(&e), "pbs"));
     cuco_err_clear(&e);
-    assert_int_equal(cuco_launcher_from_kind(NULL, 0, 2, 3, 0, 0, &l, &e), 0);
+    assert_int_equal(cuco_launcher_from_kind(NULL, 0, 2, 3, 0, 0, 1, &l, &e), 0);
     assert_int_equal(cuco_launcher_slots(l), 3);
     cuco_launcher_free(l);
 }

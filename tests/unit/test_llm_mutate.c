@@ -19,6 +19,7 @@
 
 #include "cuco/fs.h"
 #include "cuco/llm_mutate.h"
+#include "cuco/mutate.h"
 
 extern char **environ;
 
@@ -41,8 +42,10 @@ static void test_llm_mutator(void **state)
     char *log_path = cuco_path_join(dir, "log.jsonl");
     const char *script =
         "{\"openai\": ["
-        "{\"text\": \"Double it.\\n<<<<<<< SEARCH\\n#define CHUNK 4  // cuco:knob 1 2 4 8\\n=======\\n"
-        "#define CHUNK 8  // cuco:knob 1 2 4 8\\n>>>>>>> REPLACE\\n\", \"usage\": {\"input\": 5, \"output\": 5}},"
+        "{\"text\": \"Double it.\\n<<<<<<< SEARCH\\n#define CHUNK 4  // cuco:knob 1 2 4 "
+        "8\\n=======\\n"
+        "#define CHUNK 8  // cuco:knob 1 2 4 8\\n>>>>>>> REPLACE\\n\", \"usage\": {\"input\": 5, "
+        "\"output\": 5}},"
         "{\"text\": \"<<<<<<< SEARCH\\nint frozen;\\n=======\\nint thawed;\\n>>>>>>> REPLACE\\n\","
         " \"usage\": {\"input\": 5, \"output\": 5}},"
         "{\"text\": \"I would rather not.\", \"usage\": {\"input\": 5, \"output\": 5}}]}";

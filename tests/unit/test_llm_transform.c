@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "cuco/llm_mutate.h"
+#include "cuco/mutate.h"
 #include "cuco/transform_llm.h"
 
 static void test_verdict(void **state)

@@ -8,7 +8,10 @@
 /* cmocka.h needs the three above first */
 #include <cmocka.h>
 
+#include "cuco/config.h"
 #include "cuco/evolve.h"
+#include "cuco/mutate.h"
+#include "cuco/novelty.h"
 
 static const char a[] = "int f(int x) {\n  int y = x * 2; // double\n  return y + 1;\n}\n"
                         "int g(int z) { return f(z) - f(z + 1) * 3; }\n";

@@ -21,9 +21,11 @@
 #include <unistd.h>
 
 #include "cuco/buf.h"
+#include "cuco/config.h"
 #include "cuco/evolve.h"
 #include "cuco/fs.h"
 #include "cuco/llm_mutate.h"
+#include "cuco/mutate.h"
 
 static void test_parse(void **state)
 {

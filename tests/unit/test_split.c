@@ -271,12 +271,69 @@ static void test_split_only_gathers(void **state)
     cuco_tx_result_free(&r);
 }
 
+/* producer_split: the GEMM right before an all-reduce writes its input
+ * (line 8 the GEMM into g, line 11 the all-reduce of g): the GEMM goes
+ * through its produce glue, the all-reduce gets produce_site, the knob is
+ * declared off by default; edits are made though schedule (a) does not
+ * apply (its consumer follows at once). */
+static void test_produce_direct(void **state)
+{
+    (void)state;
+    static const char *const prog = PROG_HEAD
+        "    cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 8, m, kk, &one, w, CUDA_R_32F, 8, x,\n"
+        "                 CUDA_R_32F, kk, &zero, g, CUDA_R_32F, 8, CUBLAS_COMPUTE_32F,\n"
+        "                 CUBLAS_GEMM_DEFAULT);\n"
+        "    ncclAllReduce(g, g, 8 * m, ncclFloat, ncclSum, c, s);\n" PROG_TAIL;
+    cuco_tx_result r;
+    transform(prog, &r);
+    assert_non_null(strstr(r.program, "cuco_tx::gemm_ex_produce(0, CUCO_PSPLIT_0, h,"));
+    assert_non_null(
+        strstr(r.program, "cuco_tx::all_reduce(cuco_tx::produce_site(0, CUCO_PSPLIT_0), g, g,"));
+    assert_non_null(strstr(r.program, "#define CUCO_PSPLIT_0 0 // cuco:knob run 0 1"));
+    assert_true(has_knob(r.program, "CUCO_PSPLIT_PIECES"));
+    assert_false(has_knob(r.program, "CUCO_SPLIT_CHUNKS"));
+    assert_non_null(strstr(r.program, "#define CUCO_TX_GEMM_SPLIT 1"));
+    assert_true(has_note(&r.notes, 8,
+                         "producer_split: cublasGemmEx at line 8 makes the input of "
+                         "ncclAllReduce at line 11"));
+    assert_true(has_note(&r.notes, 11, "early_start_late_wait does not apply"));
+    cuco_tx_result_free(&r);
+}
+
+/* Not applied: the statement before the all-reduce is a kernel; a GEMM that
+ * writes another buffer; no GEMM glue then. */
+static void test_produce_not(void **state)
+{
+    (void)state;
+    static const char *const prog = PROG_HEAD
+        "    k<<<1, 32, 0, s>>>(g, 4);\n"
+        "    ncclAllReduce(g, g, 8 * m, ncclFloat, ncclSum, c, s);\n"
+        "    cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 8, m, kk, &one, w, CUDA_R_32F, 8, x,\n"
+        "                 CUDA_R_32F, kk, &zero, y, CUDA_R_32F, 8, CUBLAS_COMPUTE_32F,\n"
+        "                 CUBLAS_GEMM_DEFAULT);\n"
+        "    ncclAllReduce(g, g, 8 * m, ncclFloat, ncclSum, c, s);\n" PROG_TAIL;
+    cuco_tx_result r;
+    transform(prog, &r);
+    assert_null(strstr(r.program, "cuco_tx::gemm_ex_produce(0"));
+    assert_null(strstr(r.program, "cuco_tx::produce_site(0"));
+    assert_null(strstr(r.program, "cuco_tx::produce_site(1"));
+    assert_null(strstr(r.program, "#define CUCO_PSPLIT_0"));
+    assert_null(strstr(r.program, "#define CUCO_PSPLIT_1"));
+    assert_false(has_knob(r.program, "CUCO_PSPLIT_PIECES"));
+    assert_true(has_note(&r.notes, 9,
+                         "producer_split does not apply to ncclAllReduce: the "
+                         "statement before it (line 8) is not a cuBLAS GEMM call"));
+    assert_true(has_note(&r.notes, 13, "is a GEMM that does not write the all-reduce's buffer"));
+    cuco_tx_result_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_direct),      cmocka_unit_test(test_split_alias),
         cmocka_unit_test(test_split_unbraced_if), cmocka_unit_test(test_unbraced_if_schedule),
-        cmocka_unit_test(test_split_not_first),   cmocka_unit_test(test_split_only_gathers),
+        cmocka_unit_test(test_split_not_first),   cmocka_unit_test(test_produce_direct),
+        cmocka_unit_test(test_produce_not),       cmocka_unit_test(test_split_only_gathers),
         cmocka_unit_test(test_split_helper),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
