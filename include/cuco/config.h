@@ -21,7 +21,7 @@
  *   retime_per_generation: 2  # at most this many re-timings after each generation
  *                             # (the rest wait; all are settled when the run ends)
  *   budget:
- *     evaluations: 30         # timed runs (re-timings too) and cache hits
+ *     evaluations: 30         # programs timed or taken from the cache
  *     generations: 20
  *     wall_s: 0               # 0: unlimited
  *     usd: 0                  # 0: unlimited (LLM mutators)

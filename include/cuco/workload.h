@@ -90,6 +90,8 @@ typedef struct cuco_workload {
     cuco_space_dim *space;
     size_t n_space;
     int vouch; /* result.vouch: a run counts only when the frozen code vouches for it */
+    struct cuco_semantic *semantics; /* declared semantics (cuco/semantics.h) */
+    size_t n_semantics;
 } cuco_workload;
 
 /* Loads DIR/workload.yaml (or a path to a manifest file). Errors carry the

@@ -19,6 +19,7 @@
 #include "cuco/fs.h"
 #include "cuco/hash.h"
 #include "cuco/proc.h"
+#include "cuco/run_view.h"
 #include "cuco/toolchain.h"
 
 #define BOUND_TOP_KERNELS 8
@@ -719,11 +720,14 @@ static void headline_of_timeline(const cuco_bound_rank *c, headline *h)
         h->comm_ms = c->comm_ms;
         h->source = "timeline";
     }
-    double big = h->comp_ms > h->comm_ms ? h->comp_ms : h->comm_ms;
     h->share = h->comp_ms + h->comm_ms > 0 ? h->comm_ms / (h->comp_ms + h->comm_ms) : 0;
-    h->ceiling = big > 0 ? (h->step_ms > 0 ? h->step_ms : h->comp_ms + h->comm_ms) / big : 1.0;
-    if (h->ceiling < 1.0) {
-        h->ceiling = 1.0; /* a step faster than its slower part: nothing to gain */
+    /* the ceiling is run_view's, the one definition of bound and ceiling */
+    run_view_bound vb;
+    run_view_bound_of(h->step_ms > 0 ? h->step_ms : h->comp_ms + h->comm_ms, h->comp_ms, h->comm_ms,
+                      -1, &vb);
+    h->ceiling = vb.has_ceiling ? vb.ceiling : 1.0;
+    if (!vb.has_ceiling && h->comp_ms + h->comm_ms > 0) {
+        /* a step faster than its slower part: nothing to gain */
         h->note = "the full step took less time than its slower part timed alone (clock and "
                   "power differ between the timed parts): no bound applies, the ceiling is "
                   "set to 1";

@@ -253,14 +253,14 @@ void run_view_bound_of(double baseline_ms, double compute_ms, double comm_ms, do
 {
     memset(b, 0, sizeof *b);
     b->bound_ms = compute_ms > comm_ms ? compute_ms : comm_ms;
-    if (!(baseline_ms > b->bound_ms)) {
+    if (!(baseline_ms > 0) || baseline_ms < b->bound_ms) {
         b->note = "the baseline's timed parts took longer than its whole step (clock and power"
                   " differ between them): no bound applies";
         return;
     }
     b->has_ceiling = 1;
-    b->ceiling = baseline_ms / b->bound_ms;
-    if (best_ms <= 0)
+    b->ceiling = b->bound_ms > 0 ? baseline_ms / b->bound_ms : 1.0;
+    if (best_ms <= 0 || !(baseline_ms > b->bound_ms)) /* no gap to close */
         return;
     if (best_ms < b->bound_ms) {
         b->note = "bound does not apply: computation changed (the best program is faster than"

@@ -4,6 +4,7 @@
  * the island's best programs, recent failures with the log lines that explain
  * them, and the run's meta summary. */
 #include "cuco/llm.h"
+#include "cuco/semantics.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +93,11 @@ void cuco_llm_format_space(const struct cuco_workload *w, cuco_buf *out)
         for (size_t j = 0; j < w->space[i].values.n; j++)
             cuco_buf_printf(out, "%s%s", j ? ", " : "", w->space[i].values.items[j]);
         cuco_buf_putc(out, '\n');
+    }
+    if (w->n_semantics) {
+        cuco_buf_puts(out, "\nSemantics the workload's manifest declares (what the code does "
+                           "not show; use them):\n");
+        cuco_semantics_describe(w->semantics, w->n_semantics, "- ", out);
     }
 }
 

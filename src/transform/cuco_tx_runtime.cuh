@@ -1143,55 +1143,6 @@ inline cublasStatus_t split_run(int site, int on, cublasHandle_t h, const GemmVi
   return CUBLAS_STATUS_SUCCESS;
 }
 
-inline cublasStatus_t gemm_ex_split(int site, int on, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
-                                    int m, int n, int k, const void* alpha, const void* A, cudaDataType Atype, int lda,
-                                    const void* B, cudaDataType Btype, int ldb, const void* beta, void* C,
-                                    cudaDataType Ctype, int ldc, cublasComputeType_t ct, cublasGemmAlgo_t algo) {
-  GemmView g{ta, tb, m, n, static_cast<const char*>(A), static_cast<const char*>(B), static_cast<char*>(C),
-             lda, ldb, ldc, cuda_type_size(Atype), cuda_type_size(Btype), cuda_type_size(Ctype)};
-  return split_run(site, on, h, g, [&](const GemmView& v) {
-    return cublasGemmEx(h, ta, tb, v.m, v.n, k, alpha, v.A, Atype, lda, v.B, Btype, ldb, beta, v.C, Ctype, ldc, ct,
-                        algo);
-  });
-}
-
-// One batch splits like cublasGemmEx; several run whole after the gather.
-inline cublasStatus_t gemm_strided_batched_ex_split(
-    int site, int on, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-    const void* alpha, const void* A, cudaDataType Atype, int lda, long long sA, const void* B, cudaDataType Btype,
-    int ldb, long long sB, const void* beta, void* C, cudaDataType Ctype, int ldc, long long sC, int batch,
-    cublasComputeType_t ct, cublasGemmAlgo_t algo) {
-  GemmView g{ta, tb, m, n, static_cast<const char*>(A), static_cast<const char*>(B), static_cast<char*>(C),
-             lda, ldb, ldc, cuda_type_size(Atype), cuda_type_size(Btype), cuda_type_size(Ctype)};
-  if (batch != 1) g.whole = "a batch of several GEMMs is not split";
-  return split_run(site, on, h, g, [&](const GemmView& v) {
-    return cublasGemmStridedBatchedEx(h, ta, tb, v.m, v.n, k, alpha, v.A, Atype, lda, sA, v.B, Btype, ldb, sB, beta,
-                                      v.C, Ctype, ldc, sC, batch, ct, algo);
-  });
-}
-
-inline cublasStatus_t sgemm_split(int site, int on, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
-                                  int m, int n, int k, const float* alpha, const float* A, int lda, const float* B,
-                                  int ldb, const float* beta, float* C, int ldc) {
-  GemmView g{ta, tb, m, n, reinterpret_cast<const char*>(A), reinterpret_cast<const char*>(B),
-             reinterpret_cast<char*>(C), lda, ldb, ldc, sizeof(float), sizeof(float), sizeof(float)};
-  return split_run(site, on, h, g, [&](const GemmView& v) {
-    return cublasSgemm(h, ta, tb, v.m, v.n, k, alpha, reinterpret_cast<const float*>(v.A), lda,
-                       reinterpret_cast<const float*>(v.B), ldb, beta, reinterpret_cast<float*>(v.C), ldc);
-  });
-}
-
-inline cublasStatus_t hgemm_split(int site, int on, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
-                                  int m, int n, int k, const __half* alpha, const __half* A, int lda, const __half* B,
-                                  int ldb, const __half* beta, __half* C, int ldc) {
-  GemmView g{ta, tb, m, n, reinterpret_cast<const char*>(A), reinterpret_cast<const char*>(B),
-             reinterpret_cast<char*>(C), lda, ldb, ldc, sizeof(__half), sizeof(__half), sizeof(__half)};
-  return split_run(site, on, h, g, [&](const GemmView& v) {
-    return cublasHgemm(h, ta, tb, v.m, v.n, k, alpha, reinterpret_cast<const __half*>(v.A), lda,
-                       reinterpret_cast<const __half*>(v.B), ldb, beta, reinterpret_cast<__half*>(v.C), ldc);
-  });
-}
-
 // The producer split's GEMM: ranges of output columns (C column-major with
 // ldc == m, so each range is contiguous), an event after each; or the GEMM
 // whole (knob 0, or a layout that does not split: then the all-reduce runs
@@ -1234,54 +1185,96 @@ inline cublasStatus_t produce_run(int site, int on, cublasHandle_t h, const Gemm
   return CUBLAS_STATUS_SUCCESS;
 }
 
-inline cublasStatus_t gemm_ex_produce(int site, int on, cublasHandle_t h, cublasOperation_t ta,
-                                      cublasOperation_t tb, int m, int n, int k, const void* alpha, const void* A,
-                                      cudaDataType Atype, int lda, const void* B, cudaDataType Btype, int ldb,
-                                      const void* beta, void* C, cudaDataType Ctype, int ldc, cublasComputeType_t ct,
-                                      cublasGemmAlgo_t algo) {
+// The four cuBLAS calls the schedules route, each through a runner: the
+// consumer split (split_run) or the producer split (produce_run). A runner
+// gets the call's view and a function that issues the call on a view.
+struct SplitRunner {
+  template <class F>
+  cublasStatus_t operator()(int site, int on, cublasHandle_t h, const GemmView& g, F gemm) const {
+    return split_run(site, on, h, g, gemm);
+  }
+};
+struct ProduceRunner {
+  template <class F>
+  cublasStatus_t operator()(int site, int on, cublasHandle_t h, const GemmView& g, F gemm) const {
+    return produce_run(site, on, h, g, gemm);
+  }
+};
+
+template <class R>
+inline cublasStatus_t gemm_ex_via(R run, int site, int on, cublasHandle_t h, cublasOperation_t ta,
+                                  cublasOperation_t tb, int m, int n, int k, const void* alpha, const void* A,
+                                  cudaDataType Atype, int lda, const void* B, cudaDataType Btype, int ldb,
+                                  const void* beta, void* C, cudaDataType Ctype, int ldc, cublasComputeType_t ct,
+                                  cublasGemmAlgo_t algo) {
   GemmView g{ta, tb, m, n, static_cast<const char*>(A), static_cast<const char*>(B), static_cast<char*>(C),
              lda, ldb, ldc, cuda_type_size(Atype), cuda_type_size(Btype), cuda_type_size(Ctype)};
-  return produce_run(site, on, h, g, [&](const GemmView& v) {
+  return run(site, on, h, g, [&](const GemmView& v) {
     return cublasGemmEx(h, ta, tb, v.m, v.n, k, alpha, v.A, Atype, lda, v.B, Btype, ldb, beta, v.C, Ctype, ldc, ct,
                         algo);
   });
 }
 
-inline cublasStatus_t gemm_strided_batched_ex_produce(
-    int site, int on, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+// One batch splits like cublasGemmEx; several run whole.
+template <class R>
+inline cublasStatus_t gemm_strided_batched_ex_via(
+    R run, int site, int on, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
     const void* alpha, const void* A, cudaDataType Atype, int lda, long long sA, const void* B, cudaDataType Btype,
     int ldb, long long sB, const void* beta, void* C, cudaDataType Ctype, int ldc, long long sC, int batch,
     cublasComputeType_t ct, cublasGemmAlgo_t algo) {
   GemmView g{ta, tb, m, n, static_cast<const char*>(A), static_cast<const char*>(B), static_cast<char*>(C),
              lda, ldb, ldc, cuda_type_size(Atype), cuda_type_size(Btype), cuda_type_size(Ctype)};
   if (batch != 1) g.whole = "a batch of several GEMMs is not split";
-  return produce_run(site, on, h, g, [&](const GemmView& v) {
+  return run(site, on, h, g, [&](const GemmView& v) {
     return cublasGemmStridedBatchedEx(h, ta, tb, v.m, v.n, k, alpha, v.A, Atype, lda, sA, v.B, Btype, ldb, sB, beta,
                                       v.C, Ctype, ldc, sC, batch, ct, algo);
   });
 }
 
-inline cublasStatus_t sgemm_produce(int site, int on, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
-                                    int m, int n, int k, const float* alpha, const float* A, int lda, const float* B,
-                                    int ldb, const float* beta, float* C, int ldc) {
+template <class R>
+inline cublasStatus_t sgemm_via(R run, int site, int on, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                                int m, int n, int k, const float* alpha, const float* A, int lda, const float* B,
+                                int ldb, const float* beta, float* C, int ldc) {
   GemmView g{ta, tb, m, n, reinterpret_cast<const char*>(A), reinterpret_cast<const char*>(B),
              reinterpret_cast<char*>(C), lda, ldb, ldc, sizeof(float), sizeof(float), sizeof(float)};
-  return produce_run(site, on, h, g, [&](const GemmView& v) {
+  return run(site, on, h, g, [&](const GemmView& v) {
     return cublasSgemm(h, ta, tb, v.m, v.n, k, alpha, reinterpret_cast<const float*>(v.A), lda,
                        reinterpret_cast<const float*>(v.B), ldb, beta, reinterpret_cast<float*>(v.C), ldc);
   });
 }
 
-inline cublasStatus_t hgemm_produce(int site, int on, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
-                                    int m, int n, int k, const __half* alpha, const __half* A, int lda,
-                                    const __half* B, int ldb, const __half* beta, __half* C, int ldc) {
+template <class R>
+inline cublasStatus_t hgemm_via(R run, int site, int on, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                                int m, int n, int k, const __half* alpha, const __half* A, int lda, const __half* B,
+                                int ldb, const __half* beta, __half* C, int ldc) {
   GemmView g{ta, tb, m, n, reinterpret_cast<const char*>(A), reinterpret_cast<const char*>(B),
              reinterpret_cast<char*>(C), lda, ldb, ldc, sizeof(__half), sizeof(__half), sizeof(__half)};
-  return produce_run(site, on, h, g, [&](const GemmView& v) {
+  return run(site, on, h, g, [&](const GemmView& v) {
     return cublasHgemm(h, ta, tb, v.m, v.n, k, alpha, reinterpret_cast<const __half*>(v.A), lda,
                        reinterpret_cast<const __half*>(v.B), ldb, beta, reinterpret_cast<__half*>(v.C), ldc);
   });
 }
+
+// The names the transform writes: <call>_split(site, knob, <the call's
+// arguments>) and <call>_produce(site, knob, <the call's arguments>).
+template <class... A>
+inline cublasStatus_t gemm_ex_split(A... a) { return gemm_ex_via(SplitRunner{}, a...); }
+template <class... A>
+inline cublasStatus_t gemm_strided_batched_ex_split(A... a) { return gemm_strided_batched_ex_via(SplitRunner{}, a...); }
+template <class... A>
+inline cublasStatus_t sgemm_split(A... a) { return sgemm_via(SplitRunner{}, a...); }
+template <class... A>
+inline cublasStatus_t hgemm_split(A... a) { return hgemm_via(SplitRunner{}, a...); }
+template <class... A>
+inline cublasStatus_t gemm_ex_produce(A... a) { return gemm_ex_via(ProduceRunner{}, a...); }
+template <class... A>
+inline cublasStatus_t gemm_strided_batched_ex_produce(A... a) {
+  return gemm_strided_batched_ex_via(ProduceRunner{}, a...);
+}
+template <class... A>
+inline cublasStatus_t sgemm_produce(A... a) { return sgemm_via(ProduceRunner{}, a...); }
+template <class... A>
+inline cublasStatus_t hgemm_produce(A... a) { return hgemm_via(ProduceRunner{}, a...); }
 
 }  // namespace cuco_tx
 #endif  // CUCO_TX_GEMM_SPLIT

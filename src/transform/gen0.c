@@ -4,10 +4,12 @@
  * WORKSPACE/gen_0/ (program, program.diff, transform_report.md/.json) and
  * the database root of the search (WORKSPACE/runs.db).
  */
+#include "cuco/semantics.h"
 #include "cuco/transform.h"
 #include "tx_common.h"
 #include "tx_headers.h"
 
+#include <ctype.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -353,6 +355,43 @@ out:
     return rc;
 }
 
+/* Whether name occurs in text as a whole identifier. */
+static int names_identifier(const char *text, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = strstr(text, name); n && p; p = strstr(p + 1, name)) {
+        int before = p > text && (isalnum((unsigned char)p[-1]) || p[-1] == '_');
+        int after = isalnum((unsigned char)p[n]) || p[n] == '_';
+        if (!before && !after)
+            return 1;
+    }
+    return 0;
+}
+
+/* The manifest's declared semantics in the report: what each admits, which
+ * schedule uses it (or that it is a strategy note for the LLM mutators),
+ * and a declaration naming something the program does not have. */
+static int declared_notes(const cuco_workload *w, const char *seed, cuco_tx_notes *notes)
+{
+    for (size_t i = 0; i < w->n_semantics; i++) {
+        const cuco_semantic *s = &w->semantics[i];
+        const char *name = s->kernel ? s->kernel : s->call;
+        cuco_buf b = CUCO_BUF_INIT;
+        cuco_semantics_describe(s, 1, "", &b);
+        if (b.len && b.data[b.len - 1] == '\n')
+            b.data[--b.len] = '\0';
+        int rc = cuco_tx_notes_add(notes, 0, "declared", "workload.yaml:%d: %s%s", s->line,
+                                   cuco_buf_str(&b),
+                                   names_identifier(seed, name)
+                                       ? ""
+                                       : " (the program has no such name: check the declaration)");
+        cuco_buf_free(&b);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 /* One transform of a workload: what each step reads and leaves for the next. */
 typedef struct tx_job {
     const cuco_workload *w;
@@ -413,6 +452,8 @@ static int job_rules_and_check(tx_job *j, int *verify_line, cuco_err *e)
     }
     if ((*verify_line = no_verification_line(w, j->seed, tr, e)) < 0)
         return *verify_line;
+    if (declared_notes(w, job_seed(j), &tr->notes) != 0)
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
     progress(j->o, "static device-initiated check");
     size_t first_check_note = tr->notes.n;
     if ((rc = cuco_tx_check_seed(w->evolve_file, job_seed(j), tr->program, &j->passed, &tr->notes,
@@ -577,6 +618,7 @@ static void job_report_md(const tx_job *j, cuco_buf *md)
                                            {"symmetric", "Symmetric buffers"},
                                            {"schedule", "Schedules"},
                                            {"verify", "Verification"},
+                                           {"declared", "Declared semantics"},
                                            {"setup", "Setup"},
                                            {"teardown", "Teardown"},
                                            {"not applied", "Planned, not applied"},

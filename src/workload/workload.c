@@ -6,6 +6,7 @@
 #include "cuco/workload.h"
 #include "cuco/buf.h"
 #include "cuco/fs.h"
+#include "cuco/semantics.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -90,6 +91,9 @@ void cuco_workload_free(cuco_workload *w)
         cuco_strlist_free(&w->space[i].values);
     }
     free(w->space);
+    for (size_t i = 0; i < w->n_semantics; i++)
+        cuco_semantic_free(&w->semantics[i]);
+    free(w->semantics);
     free(w);
 }
 
@@ -292,9 +296,9 @@ static const char *const run_keys[] = {"launcher", "mpirun_args", "env", NULL};
 static const char *const verify_keys[] = {"args", "timeout_s", NULL};
 static const char *const bench_keys[] = {"args", "timeout_s", "repeats", NULL};
 static const char *const result_keys[] = {"vouch", NULL};
-static const char *const top_keys[] = {"name",        "description", "ranks",  "gpu",    "sources",
-                                       "evolve_file", "build",       "run",    "verify", "bench",
-                                       "result",      "space",       "expert", NULL};
+static const char *const top_keys[] = {
+    "name",   "description", "ranks",  "gpu",   "sources", "evolve_file", "build", "run",
+    "verify", "bench",       "result", "space", "expert",  "semantics",   NULL};
 
 static int positive_timeout(manifest *m, const char *key, yaml_node_t *v, double *out)
 {
@@ -398,6 +402,63 @@ static int space_pair(manifest *m, void *ctx, const char *key, yaml_node_t *k, y
     return rc;
 }
 
+/* One key of a declaration under `semantics`: kernel, call, is, or a
+ * parameter of the term (checked against the vocabulary afterwards). */
+static int semantic_pair(manifest *m, void *ctx, const char *key, yaml_node_t *k, yaml_node_t *v)
+{
+    (void)k;
+    cuco_semantic *s = ctx;
+    if (v->type != YAML_SCALAR_NODE || !*scalar(v))
+        return bad(m, v, "semantics: '%s' must be a word, not %s", key, node_kind(v));
+    char **slot = !strcmp(key, "kernel") ? &s->kernel
+                  : !strcmp(key, "call") ? &s->call
+                  : !strcmp(key, "is")   ? &s->term
+                                         : NULL;
+    if (slot) {
+        *slot = cuco_strdup(scalar(v));
+        return *slot ? 0 : cuco_err_set(m->e, CUCO_ENOMEM, "out of memory");
+    }
+    char **keys = realloc(s->keys, (s->n_params + 1) * sizeof *keys);
+    if (keys)
+        s->keys = keys;
+    char **values = keys ? realloc(s->values, (s->n_params + 1) * sizeof *values) : NULL;
+    if (!values)
+        return cuco_err_set(m->e, CUCO_ENOMEM, "out of memory");
+    s->values = values;
+    s->keys[s->n_params] = cuco_strdup(key);
+    s->values[s->n_params] = cuco_strdup(scalar(v));
+    s->n_params++;
+    return 0;
+}
+
+/* semantics: a list of declarations, each checked against the vocabulary. */
+static int get_semantics(manifest *m, const yaml_node_t *n, cuco_workload *w)
+{
+    if (n->type != YAML_SEQUENCE_NODE)
+        return bad(m, n, "'semantics' must be a list of declarations, not %s", node_kind(n));
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+         it++) {
+        yaml_node_t *item = yaml_document_get_node(&m->doc, *it);
+        cuco_semantic *grown = realloc(w->semantics, (w->n_semantics + 1) * sizeof *grown);
+        if (!grown)
+            return cuco_err_set(m->e, CUCO_ENOMEM, "out of memory");
+        w->semantics = grown;
+        cuco_semantic *s = &w->semantics[w->n_semantics++];
+        memset(s, 0, sizeof *s);
+        s->line = node_line(item);
+        int rc = walk_mapping(m, "a declaration of 'semantics'", item, NULL, semantic_pair, s);
+        if (rc)
+            return rc;
+        char *owned = NULL;
+        const char *why = cuco_semantic_check(s, &owned);
+        rc = why ? bad(m, item, "semantics: %s", why) : 0;
+        free(owned);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 /* Where each required top-level key was seen (0: absent). */
 struct top_ctx {
     cuco_workload *w;
@@ -482,6 +543,8 @@ static int top_pair(manifest *m, void *ctx, const char *key, yaml_node_t *k, yam
     }
     if (!strcmp(key, "result"))
         return walk_mapping(m, "result", v, result_keys, result_pair, w);
+    if (!strcmp(key, "semantics"))
+        return get_semantics(m, v, w);
     return walk_mapping(m, "space", v, NULL, space_pair, w);
 }
 

@@ -122,6 +122,22 @@ grep -qF "Did not hold: #5: measured 3.2500 ms once, 9.5000 ms re-timed (best #1
 grep -q 'id="retiming"' "$work/retimed/report.html" || fail "re-timing paragraph not in report.html"
 grep -qi "re-tim" "$work/out/report.md" && fail "a database without re-timings mentions them"
 
+# a failed run that started from --init: a banner with the reason, the
+# fast path named as that start, no "yet" for a run that has ended
+mkdir -p "$work/failed" && cp "$db" "$work/failed/runs.db"
+sqlite3 "$work/failed/runs.db" "UPDATE runs SET status='failed' WHERE id=1;
+UPDATE programs SET status='compile_error', mutator='init', error='prog.cu:3: error: expected ;',
+  score=NULL, time_ms=NULL WHERE run_id=1 AND generation=0;
+DELETE FROM programs WHERE run_id=1 AND generation>0;" || fail "recording a failed run"
+"$CUCO_BIN" report "$work/failed" --run 1 > /dev/null || fail "report of a failed run failed"
+grep -qF "**RUN FAILED:** the program the search started from (#1, given with --init) did not pass: compile_error: prog.cu:3: error: expected ;" \
+  "$work/failed/report.md" || fail "a failed run has no banner with its reason"
+grep -q 'id="run-failed"' "$work/failed/report.html" || fail "no failed-run banner in report.html"
+grep -qF "none: the search's start (#1, given with --init) did not pass (compile_error)" \
+  "$work/failed/report.md" || fail "the fast path line does not name the --init start"
+grep -q "started from the workload's program\|yet" "$work/failed/report.md" \
+  && fail "a finished run from --init is described as running or as started from the workload"
+
 # default run: the latest; errors
 "$CUCO_BIN" report "$work/ws" --out "$work/out3" > /dev/null || fail "default run failed"
 grep -q "^# cuco report: other_demo (run 2)" "$work/out3/report.md" || fail "default run is not the latest"

@@ -60,6 +60,15 @@ done
 for name in gemm_allgather kv_transfer; do
     check "$name is transformed" test -s "$TMP/wl-$name/gen_0/$name.cu"
 done
+# declared semantics are reported with their manifest line and what they admit
+check "flash_attn_cp: the attention declaration is in the report" \
+    grep -q "^## Declared semantics" "$TMP/wl-flash_attn_cp/gen_0/transform_report.md"
+check "flash_attn_cp: the declaration says what it admits and who uses it" \
+    grep -Eq "workload.yaml:[0-9]+: kernel flash_attn_fwd is attention \(over=keys, merge=log_sum_exp\).*admits: .*log-sum-exp.*strategy note for the LLM mutators" \
+    "$TMP/wl-flash_attn_cp/gen_0/transform_report.md"
+check "moe_dispatch_combine: the routing declaration is in the report" \
+    grep -q "call ncclAlltoAll is routing_permutation (dedup=true)" \
+    "$TMP/wl-moe_dispatch_combine/gen_0/transform_report.md"
 
 D="$CUCO_TEST_DATA/transform"
 for name in allgather allreduce_loop sendrecv_pair alltoall_group broadcast async_alloc; do

@@ -214,6 +214,8 @@ static void test_bound_and_baseline_rules(void **state)
     run_view_bound_of(5.47, 6.03, 1, 4, &b); /* a ceiling under 1 is not a figure */
     assert_true(!b.has_ceiling && !b.has_gap);
     assert_non_null(strstr(b.note, "clock and power"));
+    run_view_bound_of(8, 8, 0, 8, &b); /* no communication: nothing to gain, no gap */
+    assert_true(b.has_ceiling && !b.has_gap && !b.note && fabs(b.ceiling - 1) < 1e-9);
     run_view_baseline_source src;
     assert_true(run_view_baseline(1, 10, 20, &src) == 10 && src == RUN_VIEW_BASELINE_SEARCH);
     assert_true(run_view_baseline(0, 10, 20, &src) == 20 && src == RUN_VIEW_BASELINE_BOUND);

@@ -12,6 +12,8 @@
 
 #include "cuco/buf.h"
 #include "cuco/fs.h"
+#include "cuco/llm.h"
+#include "cuco/semantics.h"
 #include "cuco/workload.h"
 
 static char *manifest(const char *name)
@@ -132,8 +134,7 @@ static void test_wrong_type(void **state)
     expect_bad("build_command_not_list.yaml", 6, "'build.command' must be a list, not a scalar");
     expect_bad("not_a_mapping.yaml", 1, "the manifest must be a mapping, not a list");
     expect_bad("vouch_not_bool.yaml", 9, "'result.vouch' must be true or false, not 'maybe'");
-    expect_bad("vouch_unknown_key.yaml", 9,
-               "unknown key 'vouched' in result (valid keys: vouch)");
+    expect_bad("vouch_unknown_key.yaml", 9, "unknown key 'vouched' in result (valid keys: vouch)");
 }
 
 static void test_unknown_key_lists_valid_keys(void **state)
@@ -143,6 +144,46 @@ static void test_unknown_key_lists_valid_keys(void **state)
     expect_bad("unknown_key.yaml", 5, "build, run, verify, bench, result, space");
     expect_bad("unknown_bench_key.yaml", 10,
                "unknown key 'repeat' in bench (valid keys: args, timeout_s, repeats)");
+}
+
+/* semantics: declarations in the vocabulary are kept with their lines and
+ * described for reports and prompts; anything else is refused at its line. */
+static void test_semantics(void **state)
+{
+    (void)state;
+    char *path = manifest("semantics_valid.yaml");
+    cuco_workload *w = NULL;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_workload_load(path, &w, &e), 0);
+    assert_int_equal(w->n_semantics, 2);
+    assert_string_equal(w->semantics[0].kernel, "attn_fwd");
+    assert_string_equal(w->semantics[0].term, "attention");
+    assert_string_equal(cuco_semantic_param(&w->semantics[0], "merge"), "log_sum_exp");
+    assert_int_equal(w->semantics[0].line, 9);
+    assert_string_equal(w->semantics[1].call, "ncclAlltoAll");
+    cuco_buf b = CUCO_BUF_INIT;
+    cuco_semantics_describe(w->semantics, w->n_semantics, "- ", &b);
+    assert_non_null(strstr(cuco_buf_str(&b), "- kernel attn_fwd is attention (over=keys, "
+                                             "merge=log_sum_exp): the kernel computes"));
+    assert_non_null(strstr(cuco_buf_str(&b), "- call ncclAlltoAll is routing_permutation: "));
+    assert_non_null(strstr(cuco_buf_str(&b), "a strategy note for the LLM mutators"));
+    cuco_buf_free(&b);
+    /* the LLM mutators' prompt carries them beside the design space */
+    cuco_llm_format_space(w, &b);
+    assert_non_null(strstr(cuco_buf_str(&b), "Semantics the workload's manifest declares"));
+    assert_non_null(strstr(cuco_buf_str(&b), "- kernel attn_fwd is attention"));
+    cuco_buf_free(&b);
+    cuco_workload_free(w);
+    free(path);
+    expect_bad("semantics_unknown_term.yaml", 9,
+               "semantics: unknown term 'atention' (the vocabulary: attention (kernel), "
+               "routing_permutation (call)");
+    expect_bad("semantics_bad_value.yaml", 9,
+               "semantics: 'merge' of 'attention' must be log_sum_exp, not 'average'");
+    expect_bad("semantics_wrong_target.yaml", 9,
+               "semantics: 'attention' describes a kernel, not a call");
+    expect_bad("semantics_not_list.yaml", 9,
+               "'semantics' must be a list of declarations, not a mapping");
 }
 
 static void test_evolve_file_not_in_sources(void **state)
@@ -243,6 +284,7 @@ int main(void)
         cmocka_unit_test(test_wrong_type),
         cmocka_unit_test(test_unknown_key_lists_valid_keys),
         cmocka_unit_test(test_evolve_file_not_in_sources),
+        cmocka_unit_test(test_semantics),
         cmocka_unit_test(test_source_missing),
         cmocka_unit_test(test_expert),
         cmocka_unit_test(test_ranks_below_one),
