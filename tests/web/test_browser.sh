@@ -86,6 +86,23 @@ section panel-code | grep -q 'x\[i\] = x\[i\] \* 2.0f' || fail "panel code missi
 grep -q 'identifier &quot;foo&quot; is undefined\|identifier "foo" is undefined' "$dom" || fail "failure reasons missing"
 grep -q 'claude-test' "$dom" || fail "spend per model missing"
 grep -q '90.9%' "$dom" || fail "gap closed (90.9%) missing"
+# the y axes: ticks at round steps (1, 2, 2.5 or 5 times a power of ten),
+# evenly spaced
+python3 - "$dom" <<'PY' || fail "plot axes: y ticks not at round, even steps"
+import math, re, sys
+html = open(sys.argv[1], encoding="utf-8").read()
+groups = re.findall(r'<g class="ticks"[^>]*>(.*?)</g>', html, re.S)
+assert groups, "no tick group"
+for g in groups:
+    ys = [float(v) for v in re.findall(r'<text[^>]*text-anchor="end"[^>]*>\s*([-0-9.]+)\s*</text>', g)]
+    assert len(ys) >= 3, ys
+    diffs = [b - a for a, b in zip(ys, ys[1:])]
+    step = diffs[0]
+    assert step > 0 and all(abs(d - step) < 1e-6 * max(1, step) for d in diffs), ys
+    mant = step / 10 ** math.floor(math.log10(step) + 1e-12)
+    assert any(abs(mant - m) < 1e-6 for m in (1, 2, 2.5, 5)), (step, ys)
+print("y axes:", len(groups), "plots, ticks at round even steps")
+PY
 
 # 2. a failed program via the fragment: its error excerpt in the panel
 chrome --dump-dom "${url}#program=3" > "$work/dom3.html" || fail "chromium --dump-dom (program 3) failed"
