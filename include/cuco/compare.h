@@ -34,12 +34,14 @@ typedef struct cuco_compare_entry {
     char *excerpt;      /* why it failed (owned) or NULL */
 } cuco_compare_entry;
 
-/* The figures nccl-tests users read, for one entry: bytes each rank moves
- * per step (the CUCO_RESULT key "bytes", else "bytes_recv_per_rank",
+/* Rates named after nccl-tests' columns, for one entry: bytes each rank
+ * moves per step (the CUCO_RESULT key "bytes", else "bytes_recv_per_rank",
  * "bytes_sent_per_rank_max" or "cache_bytes_per_pair"; -1 when none),
- * algbw = bytes / median step time and busbw = bytes / the program's own
- * communication-only time ("comm_ms"), both in GB/s (-1 when unknown), and
- * wrong = the rounds that failed verification. */
+ * algbw = bytes / median step time (what the whole step sustains) and
+ * busbw = bytes / the program's own communication-only time ("comm_ms"):
+ * with bytes = what one rank receives, nccl-tests' bus bandwidth of ring
+ * collectives. Both in GB/s (-1 when unknown). wrong: 1 when a round failed
+ * verification (later rounds then skip the program), else 0. */
 typedef struct cuco_compare_rates {
     double bytes, algbw_gbps, busbw_gbps;
     int wrong;

@@ -166,17 +166,20 @@ typedef struct cuco_sched_plan {
      * consumer is a cuBLAS GEMM reading the gathered buffer; its call goes
      * through cuco_tx::<gemm>_split(site, CUCO_SPLIT_<site>, ...) and the
      * all-gather gets cuco_tx::split_site(site, CUCO_SPLIT_<site>) first. */
-    int split;        /* 1: the split's edits are among edits */
-    int split_line;   /* the GEMM's line */
-    char *split_note; /* owned: the split's report line (applies or why not); NULL: none */
+    int split;             /* 1: the split's edits are among edits */
+    int split_line;        /* the GEMM's line */
+    size_t split_gemm_off; /* byte offset of the split GEMM's name */
+    char *split_note;      /* owned: the split's report line (applies or why not); NULL: none */
     /* producer_split (all-reduces only): the statement right before the call
      * is a cuBLAS GEMM writing its input; the GEMM goes through
      * cuco_tx::<gemm>_produce(site, CUCO_PSPLIT_<site>, ...) and the
      * all-reduce gets cuco_tx::produce_site(site, CUCO_PSPLIT_<site>) first.
      * Its edits are among edits whether or not schedule (a) applies. */
     int produce;
-    int produce_line;   /* the GEMM's line */
-    char *produce_note; /* owned: its report line (applies or why not); NULL: none */
+    int produce_line;        /* the GEMM's line */
+    size_t produce_gemm_off; /* byte offset of that GEMM's name */
+    size_t produce_edit0;    /* edits[produce_edit0..nedits) are the producer split's */
+    char *produce_note;      /* owned: its report line (applies or why not); NULL: none */
 } cuco_sched_plan;
 
 /* Builds the scope graph of the communication call whose name starts at byte

@@ -991,8 +991,9 @@ static int propose_generation(search *sr, int exploit, cuco_rng *rng, int64_t **
     *ids = NULL;
     *nids = 0;
     long spent = 0;
-    if (cfg->budget_evaluations > 0 && budget_spent(sr, &spent, e) < 0)
-        return -1;
+    int brc = cfg->budget_evaluations > 0 ? budget_spent(sr, &spent, e) : 0;
+    if (brc < 0)
+        return brc;
     long room = cfg->budget_evaluations > 0 ? cfg->budget_evaluations - spent : -1;
     int rc = migrate_now(sr, e);
     for (int isl = 0; isl < cfg->islands && rc == 0 && !*budget_stop; isl++)

@@ -879,8 +879,9 @@ inline ncclResult_t all_gather_pull(SplitRec* r, Buf* b, const char* send, size_
     const char* from = static_cast<const char*>(s.lsaBase[p]) + outOff + (size_t)p * r->bytes;
     char* to = recv + (size_t)p * r->bytes;
     for (int j = 0; j < pieces; j++) {
-      size_t lo = (size_t)j * r->pieceBytes, hi = std::min(r->bytes, lo + r->pieceBytes);
-      if (cuco::ce_copy(to + lo, from + lo, hi - lo, stream) != 0 || cudaEventRecord(r->piece[p][j], stream) != cudaSuccess)
+      size_t lo = std::min(r->bytes, (size_t)j * r->pieceBytes), hi = std::min(r->bytes, lo + r->pieceBytes);
+      if ((hi > lo && cuco::ce_copy(to + lo, from + lo, hi - lo, stream) != 0) ||
+          cudaEventRecord(r->piece[p][j], stream) != cudaSuccess)
         return CUCO_TX_FAIL("all_gather (split): pull from a peer failed");
     }
     if (cudaEventRecord(r->arrived[p], stream) != cudaSuccess)
@@ -989,38 +990,59 @@ inline ncclResult_t produce_events(ProduceRec* r) {
   return ncclSuccess;
 }
 
-// Each range on the side stream once made; the stream waits for all of them.
+// Whether `stream` is ordered after everything the GEMM's stream had when
+// the GEMM was issued: the same stream, or the side stream schedule
+// early_start_late_wait made from it at this call (its `ready` event was
+// recorded after the GEMM's ranges).
+inline bool follows_gemm_stream(cudaStream_t stream, cudaStream_t gemm) {
+  if (stream == gemm) return true;
+  for (const EarlySite& e : early_sites())
+    if (e.pending && e.side == stream && e.stream == gemm) return true;
+  return false;
+}
+
+// Each range on the side stream once made; the stream waits for all of them
+// (also after a range failed, so that nothing of the call is left running
+// unjoined). In place only: an output elsewhere could be an input the GEMM's
+// later ranges still read.
 inline ncclResult_t all_reduce(ProduceSite ps, const void* sendbuff, void* recvbuff, size_t count,
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   ProduceRec* r = ps.on ? produce_rec(ps.site) : nullptr;
   size_t es = dtype_size(datatype);
-  bool fits = r && r->fresh && sendbuff == r->out && es && r->pieces > 0 &&
+  bool fits = r && r->fresh && sendbuff == r->out && recvbuff == sendbuff && es && r->pieces > 0 &&
               count * es == r->end[r->pieces - 1];
   if (r && r->fresh && !fits && !r->warned) {
-    fprintf(stderr, "cuco_tx: producer split(%d): the all-reduce runs whole: it does not read exactly the GEMM's output\n",
+    fprintf(stderr,
+            "cuco_tx: producer split(%d): the all-reduce runs whole: it is not an in-place reduction of exactly "
+            "the GEMM's output\n",
             ps.site);
     r->warned = true;
   }
   if (r) r->fresh = false;
   if (!fits) return all_reduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
   cudaStream_t side = r->side;
-  // ordered after the stream's earlier work when the GEMM ran elsewhere
-  if (stream != r->gemmStream &&
+  // ordered after the stream's earlier work when it is not the GEMM's own
+  if (!follows_gemm_stream(stream, r->gemmStream) &&
       (cudaEventRecord(r->entry, stream) != cudaSuccess || cudaStreamWaitEvent(side, r->entry, 0) != cudaSuccess))
     return CUCO_TX_FAIL("producer split: event record/wait failed");
+  ncclResult_t res = ncclSuccess;
   size_t lo = 0;
-  for (int j = 0; j < r->pieces; j++) {
+  for (int j = 0; j < r->pieces && res == ncclSuccess; j++) {
     size_t hi = r->end[j];
-    if (cudaStreamWaitEvent(side, r->made[j], 0) != cudaSuccess)
-      return CUCO_TX_FAIL("producer split: event wait failed");
-    ncclResult_t res = all_reduce(static_cast<const char*>(sendbuff) + lo, static_cast<char*>(recvbuff) + lo,
-                                  (hi - lo) / es, datatype, op, comm, side);
-    if (res != ncclSuccess) return res;
+    if (cudaStreamWaitEvent(side, r->made[j], 0) != cudaSuccess) {
+      res = CUCO_TX_FAIL("producer split: event wait failed");
+      break;
+    }
+    res = all_reduce(static_cast<const char*>(sendbuff) + lo, static_cast<char*>(recvbuff) + lo, (hi - lo) / es,
+                     datatype, op, comm, side);
     lo = hi;
   }
-  if (cudaEventRecord(r->done, side) != cudaSuccess || cudaStreamWaitEvent(stream, r->done, 0) != cudaSuccess)
-    return CUCO_TX_FAIL("producer split: event record/wait failed");
-  return ncclSuccess;
+  if (cudaEventRecord(r->done, side) != cudaSuccess || cudaStreamWaitEvent(stream, r->done, 0) != cudaSuccess) {
+    fprintf(stderr, "cuco_tx: producer split(%d): event record/wait failed; synchronising the device\n", ps.site);
+    cudaDeviceSynchronize();
+    if (res == ncclSuccess) res = ncclSystemError;
+  }
+  return res;
 }
 
 }  // namespace cuco_tx
@@ -1163,8 +1185,11 @@ inline cublasStatus_t produce_run(int site, int on, cublasHandle_t h, const Gemm
     return gemm(g);
   }
   cudaStream_t st = nullptr;
-  if (cublasGetStream(h, &st) != CUBLAS_STATUS_SUCCESS || produce_events(r) != ncclSuccess)
-    return CUBLAS_STATUS_INTERNAL_ERROR;
+  if (cublasGetStream(h, &st) != CUBLAS_STATUS_SUCCESS || produce_events(r) != ncclSuccess) {
+    if (!r->warned) fprintf(stderr, "cuco_tx: producer split(%d): the GEMM runs whole (no stream or events)\n", site);
+    r->warned = true;
+    return gemm(g);  // r->fresh stays false: the all-reduce runs whole too
+  }
   int pieces = std::min(produce_pieces(), g.n);
   size_t colB = g.tb == CUBLAS_OP_N ? (size_t)g.ldb * g.esB : g.esB;
   for (int j = 0; j < pieces; j++) {

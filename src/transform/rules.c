@@ -292,9 +292,11 @@ typedef struct ctx {
     size_t *sched_toks;      /* rewritten communication calls, in program order */
     int *sched_group;        /* 1: inside ncclGroupStart/End */
     size_t nsched;
-    cuco_buf knobs; /* CUCO_EARLY_<site> knob lines for the glue */
-    int gemm_split; /* some GEMM goes through the split glue (CUCO_TX_GEMM_SPLIT) */
-    int produce;    /* some GEMM goes through the producer split (CUCO_PSPLIT_PIECES) */
+    cuco_buf knobs;      /* CUCO_EARLY_<site> knob lines for the glue */
+    int gemm_split;      /* some GEMM goes through the split glue (CUCO_TX_GEMM_SPLIT) */
+    int produce;         /* some GEMM goes through the producer split (CUCO_PSPLIT_PIECES) */
+    size_t *split_gemms; /* byte offsets of the GEMMs the consumer split rewrote */
+    size_t nsplit_gemms;
     int nccl_mem;   /* some ncclMemAlloc became symmetric (symm_mem_alloc / _free glue) */
     int staged;     /* some all-reduce on managed memory is staged (staged_all_reduce glue) */
     int stage_call; /* the call being rewritten is one of them */
@@ -1764,6 +1766,34 @@ static int produce_report(ctx *c, const cuco_sched_plan *plan, size_t k, int lin
     return rc;
 }
 
+/* A GEMM takes one of the two splits: the producer split of a GEMM the
+ * consumer split already rewrote is dropped (its edits and its knob), with
+ * the reason in its note. */
+static int one_split_per_gemm(ctx *c, cuco_sched_plan *plan)
+{
+    if (plan->split) {
+        size_t *g = realloc(c->split_gemms, (c->nsplit_gemms + 1) * sizeof *g);
+        if (!g)
+            return CUCO_ENOMEM;
+        c->split_gemms = g;
+        c->split_gemms[c->nsplit_gemms++] = plan->split_gemm_off;
+    }
+    int taken = 0;
+    for (size_t i = 0; plan->produce && i < c->nsplit_gemms; i++)
+        taken |= c->split_gemms[i] == plan->produce_gemm_off;
+    if (!taken)
+        return 0;
+    for (size_t i = plan->produce_edit0; i < plan->nedits; i++)
+        free(plan->edits[i].text);
+    plan->nedits = plan->produce_edit0;
+    plan->produce = 0;
+    free(plan->produce_note);
+    plan->produce_note = cuco_sprintf("the GEMM before it (line %d) is already split by "
+                                      "consumer_split_by_source",
+                                      plan->produce_line);
+    return plan->produce_note ? 0 : CUCO_ENOMEM;
+}
+
 static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
 {
     const view *v = &c->v;
@@ -1788,6 +1818,8 @@ static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
     }
     cuco_sched_plan plan;
     rc = cuco_sched_scan(text, T(v, tok)->off, api, (int)k, sched_editable, c, &plan, e);
+    if (rc == 0)
+        rc = one_split_per_gemm(c, &plan);
     for (size_t i = 0; rc == 0 && (plan.applies || plan.produce) && i < plan.nedits; i++) {
         cuco_sched_edit *x = &plan.edits[i];
         rc = add_edit(c, tok_at(v, x->stmt_off), x->off, x->len, x->text);
@@ -2430,6 +2462,7 @@ int cuco_transform_rules(const char *file_name, const char *text, cuco_tx_result
     free(c.comm_lines);
     free(c.sched_toks);
     free(c.sched_group);
+    free(c.split_gemms);
     cuco_buf_free(&c.knobs);
     return rc;
 }

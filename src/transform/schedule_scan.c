@@ -1355,6 +1355,7 @@ static int try_split(scan *s, cuco_sched_place *pl, int site, int (*editable)(vo
     p->split = 1;
     s->gemm = g;
     p->split_line = tk(v, g)->line;
+    p->split_gemm_off = tk(v, g)->off;
     free(p->split_note);
     p->split_note = cuco_sprintf("%s at line %d consumes ncclAllGather at line %d per source rank "
                                  "(own rows first)%s",
@@ -1408,6 +1409,7 @@ static int try_produce(scan *s, int site, int (*editable)(void *, size_t), void 
         p->nedits = 0;
     }
     size_t goff = tk(v, g)->off;
+    p->produce_edit0 = p->nedits;
     rc = plan_edit(p, goff, tk(v, g)->len, cuco_strdup(api->produce_glue), goff);
     if (rc == 0)
         rc =
@@ -1420,6 +1422,7 @@ static int try_produce(scan *s, int site, int (*editable)(void *, size_t), void 
         return rc;
     p->produce = 1;
     p->produce_line = tk(v, g)->line;
+    p->produce_gemm_off = goff;
     free(p->produce_note);
     p->produce_note = cuco_sprintf("%s at line %d makes the input of ncclAllReduce at line %d: "
                                    "the GEMM runs in CUCO_PSPLIT_PIECES ranges of output columns "

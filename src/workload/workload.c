@@ -425,8 +425,14 @@ static int semantic_pair(manifest *m, void *ctx, const char *key, yaml_node_t *k
     if (!values)
         return cuco_err_set(m->e, CUCO_ENOMEM, "out of memory");
     s->values = values;
-    s->keys[s->n_params] = cuco_strdup(key);
-    s->values[s->n_params] = cuco_strdup(scalar(v));
+    char *kc = cuco_strdup(key), *vc = cuco_strdup(scalar(v));
+    if (!kc || !vc) {
+        free(kc);
+        free(vc);
+        return cuco_err_set(m->e, CUCO_ENOMEM, "out of memory");
+    }
+    s->keys[s->n_params] = kc;
+    s->values[s->n_params] = vc;
     s->n_params++;
     return 0;
 }

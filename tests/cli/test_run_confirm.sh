@@ -60,6 +60,16 @@ b = json.load(open(sys.argv[1]))["bound"]
 assert b["bound_ms"] == max(b["compute_ms"], b["comm_ms"]), b
 ' "$TMP/ws/confirm.json"
     check "table printed" grep -Eq "^  best +[0-9.]+ ms .*over the seed" "$TMP/out"
+    # nccl-tests' figures: cpu_demo reports the bytes each rank receives
+    check "table: bytes, algbw, busbw, #wrong" grep -Eq \
+        "^  seed .* bytes [0-9.]+M  algbw [0-9.]+  busbw [0-9.]+ GB/s  #wrong 0$" "$TMP/out"
+    check "confirm.json: bytes, algbw, busbw, wrong" python3 -c '
+import json, sys
+for p in json.load(open(sys.argv[1]))["programs"]:
+    assert p["bytes"] == p["metrics"]["bytes"] > 0 and p["wrong"] == 0, p
+    assert abs(p["algbw_gbps"] - p["bytes"] / (p["median_ms"] * 1e6)) < 1e-9, p
+    assert abs(p["busbw_gbps"] - p["bytes"] / (p["metrics"]["comm_ms"] * 1e6)) < 1e-9, p
+' "$TMP/ws/confirm.json"
     check "report has the section" grep -q "^## Side by side" "$TMP/ws/report.md"
     check "report: fresh" bash -c "! grep -q 'the search went on' '$TMP/ws/report.md'"
     # the order of the runs rotates: round 2 starts with the best

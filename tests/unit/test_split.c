@@ -327,6 +327,30 @@ static void test_produce_not(void **state)
     cuco_tx_result_free(&r);
 }
 
+/* A GEMM takes one split: the all-gather's consumer split rewrites it, so
+ * the producer split of the all-reduce after it does not apply (both would
+ * put their arguments in front of the one call). */
+static void test_one_split_per_gemm(void **state)
+{
+    (void)state;
+    static const char *const prog = PROG_HEAD
+        "    ncclAllGather(x, g, 16, ncclFloat, c, s);\n"
+        "    cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 8, m, kk, &one, w, CUDA_R_32F, 8, g,\n"
+        "                 CUDA_R_32F, kk, &zero, y, CUDA_R_32F, 8, CUBLAS_COMPUTE_32F,\n"
+        "                 CUBLAS_GEMM_DEFAULT);\n"
+        "    ncclAllReduce(y, y, 8 * m, ncclFloat, ncclSum, c, s);\n" PROG_TAIL;
+    cuco_tx_result r;
+    transform(prog, &r);
+    assert_non_null(strstr(r.program, "cuco_tx::gemm_ex_split(0, CUCO_SPLIT_0, h,"));
+    assert_null(strstr(r.program, "CUCO_PSPLIT_1"));
+    assert_null(strstr(r.program, "cuco_tx::produce_site(1"));
+    assert_true(has_note(&r.notes, 12,
+                         "producer_split does not apply to ncclAllReduce: the GEMM "
+                         "before it (line 9) is already split by "
+                         "consumer_split_by_source"));
+    cuco_tx_result_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -334,7 +358,7 @@ int main(void)
         cmocka_unit_test(test_split_unbraced_if), cmocka_unit_test(test_unbraced_if_schedule),
         cmocka_unit_test(test_split_not_first),   cmocka_unit_test(test_produce_direct),
         cmocka_unit_test(test_produce_not),       cmocka_unit_test(test_split_only_gathers),
-        cmocka_unit_test(test_split_helper),
+        cmocka_unit_test(test_split_helper),      cmocka_unit_test(test_one_split_per_gemm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -371,8 +371,9 @@ int main(int argc, char **argv)
     int ok = timed_ok && verify(&d, why, sizeof why);
     snprintf(result, sizeof result,
              "{\"time_ms\":%.6f,\"iters\":%d,\"compute_ms\":%.6f,\"comm_ms\":%.6f,\"n\":%d,"
-             "\"ranks\":%d}",
-             time_ms, iters, compute_ms, comm_ms, n, d.size);
+             "\"ranks\":%d,\"bytes\":%.0f}",
+             time_ms, iters, compute_ms, comm_ms, n, d.size,
+             (double)(d.size - 1) * d.rows * n * sizeof(double));
     if (d.rank == 0) {
         if (ok)
             printf("Verification: PASS\n");
