@@ -853,13 +853,16 @@ struct SplitRec {
   bool fresh = false;          // gathered and not consumed yet
   bool warned = false;         // the fallback was reported
 };
-inline std::vector<SplitRec>& split_recs() { static std::vector<SplitRec> v; return v; }
-
-inline SplitRec* split_rec(int site) {
+// The record of a schedule's site, made on first use (nullptr for site < 0).
+template <class R>
+inline R* site_rec(std::vector<R>& v, int site) {
   if (site < 0) return nullptr;
-  std::vector<SplitRec>& v = split_recs();
   if ((size_t)site >= v.size()) v.resize((size_t)site + 1);
   return &v[(size_t)site];
+}
+inline SplitRec* split_rec(int site) {
+  static std::vector<SplitRec> v;
+  return site_rec(v, site);
 }
 
 // The pull itself, on `stream`; records r->arrived[p] after each block lands.
@@ -970,13 +973,9 @@ struct ProduceRec {
   bool fresh = false;   // made and not reduced yet
   bool warned = false;  // the fallback was reported
 };
-inline std::vector<ProduceRec>& produce_recs() { static std::vector<ProduceRec> v; return v; }
-
 inline ProduceRec* produce_rec(int site) {
-  if (site < 0) return nullptr;
-  std::vector<ProduceRec>& v = produce_recs();
-  if ((size_t)site >= v.size()) v.resize((size_t)site + 1);
-  return &v[(size_t)site];
+  static std::vector<ProduceRec> v;
+  return site_rec(v, site);
 }
 
 inline ncclResult_t produce_events(ProduceRec* r) {
