@@ -362,9 +362,9 @@ static void confirm_rates(FILE *out, const cuco_compare_entry *c)
     }
     fprintf(out, "  bytes %.1fM", r.bytes / 1e6);
     if (r.algbw_gbps >= 0)
-        fprintf(out, "  algbw %.1f", r.algbw_gbps);
+        fprintf(out, "  algbw %.3g", r.algbw_gbps);
     if (r.busbw_gbps >= 0)
-        fprintf(out, "  busbw %.1f", r.busbw_gbps);
+        fprintf(out, "  busbw %.3g", r.busbw_gbps);
     fprintf(out, " GB/s  #wrong %d", r.wrong);
 }
 

@@ -62,7 +62,7 @@ assert b["bound_ms"] == max(b["compute_ms"], b["comm_ms"]), b
     check "table printed" grep -Eq "^  best +[0-9.]+ ms .*over the seed" "$TMP/out"
     # nccl-tests' figures: cpu_demo reports the bytes each rank receives
     check "table: bytes, algbw, busbw, #wrong" grep -Eq \
-        "^  seed .* bytes [0-9.]+M  algbw [0-9.]+  busbw [0-9.]+ GB/s  #wrong 0$" "$TMP/out"
+        "^  seed .* bytes [0-9.]+M  algbw [0-9.e+-]+  busbw [0-9.e+-]+ GB/s  #wrong 0$" "$TMP/out"
     check "confirm.json: bytes, algbw, busbw, wrong" python3 -c '
 import json, sys
 for p in json.load(open(sys.argv[1]))["programs"]:
