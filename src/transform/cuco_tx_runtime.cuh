@@ -833,9 +833,9 @@ inline void early_wait(int site, int on) {
 #define CUCO_SPLIT_CHUNKS 1
 #endif
 constexpr int kMaxSplitChunks = 8;
-inline int split_chunks() {
-  return CUCO_SPLIT_CHUNKS < 1 ? 1 : (CUCO_SPLIT_CHUNKS > kMaxSplitChunks ? kMaxSplitChunks : CUCO_SPLIT_CHUNKS);
-}
+// A pieces knob's value held to 1..most.
+inline int pieces_in(int v, int most) { return v < 1 ? 1 : (v > most ? most : v); }
+inline int split_chunks() { return pieces_in(CUCO_SPLIT_CHUNKS, kMaxSplitChunks); }
 
 struct SplitSite {
   int site, on;
@@ -947,15 +947,13 @@ inline void split_join(int site, cudaStream_t stream) {
 // runs, and the call's stream then waits for the side stream. Whatever
 // transport all_reduce picks for a range (device kernel, or NCCL above
 // CUCO_STAGED_NCCL_FROM) runs there. With the knob at 0, when the GEMM did
-// not split, or when the all-reduce does not read exactly the GEMM's output,
-// the all-reduce runs whole on its stream.
+// not split, or when the all-reduce is not an in-place reduction of exactly
+// the GEMM's output, the all-reduce runs whole on its stream.
 #ifndef CUCO_PSPLIT_PIECES
 #define CUCO_PSPLIT_PIECES 4
 #endif
 constexpr int kMaxProducePieces = 16;
-inline int produce_pieces() {
-  return CUCO_PSPLIT_PIECES < 1 ? 1 : (CUCO_PSPLIT_PIECES > kMaxProducePieces ? kMaxProducePieces : CUCO_PSPLIT_PIECES);
-}
+inline int produce_pieces() { return pieces_in(CUCO_PSPLIT_PIECES, kMaxProducePieces); }
 
 struct ProduceSite {
   int site, on;

@@ -501,8 +501,10 @@ static int api_program(request *rq, const char *id_text)
  * unless NULL) with the run id bound to its one parameter. Returns 1 with
  * *st ready; 0 when the response is already decided, *ret being the
  * handler's result. */
-static int run_statement(request *rq, const char *sql, const char *older_sql, const char *what,
-                         int64_t *run_id, sqlite3_stmt **st, int *ret)
+/* The start of a request about one run (`?run=ID`, the only parameter): 1
+ * with the database open and *run_id set; 0 when a response has been sent
+ * (or *ret < 0 on a failure of cuco's own). */
+static int run_request(request *rq, int64_t *run_id, int *ret)
 {
     static const char *const allowed[] = {"run", NULL};
     *ret = 0;
@@ -513,6 +515,14 @@ static int run_statement(request *rq, const char *sql, const char *older_sql, co
         *ret = rc < 0 ? rc : 0;
         return 0;
     }
+    return 1;
+}
+
+static int run_statement(request *rq, const char *sql, const char *older_sql, const char *what,
+                         int64_t *run_id, sqlite3_stmt **st, int *ret)
+{
+    if (!run_request(rq, run_id, ret))
+        return 0;
     if (sqlite3_prepare_v2(rq->db, sql, -1, st, NULL) != SQLITE_OK &&
         (!older_sql || sqlite3_prepare_v2(rq->db, older_sql, -1, st, NULL) != SQLITE_OK)) {
         *ret = db_fail(rq, what);
@@ -547,13 +557,10 @@ static json_t *evaluation_rows(const run_view_program *ps, size_t n)
 
 static int api_evaluations(request *rq)
 {
-    static const char *const allowed[] = {"run", NULL};
-    if (reject_unknown_params(rq, allowed))
-        return 0;
     int64_t run_id;
     int rc;
-    if ((rc = open_db(rq)) != 0 || resolve_run(rq, &run_id))
-        return rc < 0 ? rc : 0;
+    if (!run_request(rq, &run_id, &rc))
+        return rc;
     run_view_program *ps;
     size_t n;
     cuco_err e = CUCO_ERR_INIT;
@@ -652,13 +659,10 @@ static int api_meta(request *rq)
 
 static int api_summary(request *rq)
 {
-    static const char *const allowed[] = {"run", NULL};
-    if (reject_unknown_params(rq, allowed))
-        return 0;
     int64_t run_id;
     int rc;
-    if ((rc = open_db(rq)) != 0 || resolve_run(rq, &run_id))
-        return rc < 0 ? rc : 0;
+    if (!run_request(rq, &run_id, &rc))
+        return rc;
     json_t *s = NULL;
     cuco_err e = CUCO_ERR_INIT;
     if (report_summary(rq->db, run_id, rq->workspace, &s, &e) < 0) {
@@ -673,13 +677,10 @@ static int api_summary(request *rq)
  * the strongest two-knob interactions, one line each, as in `cuco report`. */
 static int api_effects(request *rq)
 {
-    static const char *const allowed[] = {"run", NULL};
-    if (reject_unknown_params(rq, allowed))
-        return 0;
     int64_t run_id;
     int rc;
-    if ((rc = open_db(rq)) != 0 || resolve_run(rq, &run_id))
-        return rc < 0 ? rc : 0;
+    if (!run_request(rq, &run_id, &rc))
+        return rc;
     cuco_buf text = CUCO_BUF_INIT;
     size_t n_obs = 0;
     cuco_err e = CUCO_ERR_INIT;
