@@ -52,6 +52,9 @@ typedef struct cuco_eval_opts {
                                         (cuco/confine.h) unless CUCO_CONFINE=0 */
     const char *const *secret_names; /* extra variable names kept from the candidate (the
                                         configured API key names), or NULL */
+    int quick_breakdown; /* 1: the bench run's compute-only and comm-only timings are one
+                            step each (CUCO_BREAKDOWN=quick; a search's candidates). A
+                            verification run always has the quick one */
 } cuco_eval_opts;
 
 typedef struct cuco_eval_result {

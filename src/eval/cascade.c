@@ -759,20 +759,22 @@ out:
     return rc;
 }
 
-/* The run environment plus nonce_kv ("CUCO_NONCE=...", the vouch protocol of
- * cuco/eval.h; NULL: none): a NULL-terminated view, caller frees the
- * array. */
-/* The run's environment: the cascade's, the nonce (when it travels there)
- * and, for a verification run, CUCO_MIN_WARMUP_MS=0: the harness's warm-up
- * steadies timings, and a verification run's times are not used. */
+/* The run's environment, a NULL-terminated view (caller frees the array):
+ * the cascade's, the nonce_kv ("CUCO_NONCE=...", the vouch protocol of
+ * cuco/eval.h; NULL: none) when it travels there, and for a verification
+ * run CUCO_MIN_WARMUP_MS=0 (the harness's warm-up steadies timings, and a
+ * verification run's times are not used) and CUCO_BREAKDOWN=quick, which a
+ * bench run gets too when the options ask for it. */
 static const char **run_env_with_nonce(const cascade *c, const char *nonce_kv, int verification)
 {
-    const char **v = calloc(c->run_env.n + 3, sizeof *v);
+    const char **v = calloc(c->run_env.n + 4, sizeof *v);
     size_t n = 0;
     for (size_t i = 0; v && i < c->run_env.n; i++)
         v[n++] = c->run_env.items[i];
     if (v && verification)
         v[n++] = "CUCO_MIN_WARMUP_MS=0";
+    if (v && (verification || (c->o && c->o->quick_breakdown)))
+        v[n++] = "CUCO_BREAKDOWN=quick";
     if (v)
         v[n] = nonce_kv;
     return v;

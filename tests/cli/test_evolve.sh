@@ -88,6 +88,10 @@ WS="$T/ws"
 check "sweep exits 0" [ $? -eq 0 ]
 check "sweep stops with space exhausted" [ "$(jfield "$T/sweep.json" stop)" = "space exhausted" ]
 check "sweep evaluated all 8 settings" [ "$(jfield "$T/sweep.json" evaluations)" = 8 ]
+# the run's first program is timed with the whole breakdown (the bound comes
+# from it); each candidate with the quick one (one step each)
+check "the seed's breakdown is whole" [ "$(sql "$WS/runs.db" "select count(*) from evaluations e join programs p on p.code_hash=e.code_hash where p.run_id=1 and p.generation=0 and e.status='ok' and e.metrics like '%compute_ms%' and e.metrics not like '%quick%'")" = 1 ]
+check "each candidate's breakdown is quick" [ "$(sql "$WS/runs.db" "select count(*) from evaluations e join programs p on p.code_hash=e.code_hash where p.run_id=1 and p.generation>0 and e.status='ok' and e.metrics not like '%\"breakdown\":\"quick\"%'")" = 0 ]
 # re-timing (default 2 rounds): apparent improvements were timed again beside
 # the best, and the best named is the seed or a program that held. A program
 # measured faster than the seed is an apparent improvement (over the seed, or

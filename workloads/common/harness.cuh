@@ -370,14 +370,29 @@ inline double hx_time_checked_ms(hx_ctx &c, int warmup, int iters, const hx_chec
     return hx_median(times);
 }
 
+// A quick breakdown ($CUCO_BREAKDOWN=quick, which cuco sets for a search's
+// candidates): the compute-only and comm-only parts are timed over one step
+// each, without warm-up. The figures are rough; the program's own time (the
+// verified steps) is timed as always. The run's result says so
+// ("breakdown":"quick").
+inline bool hx_breakdown_quick()
+{
+    const char *v = getenv("CUCO_BREAKDOWN");
+    return v && !strcmp(v, "quick");
+}
+
 // Times step() for a breakdown (no inputs changed, nothing checked): a
 // warm-up (hx_warm_up), then iters steps timed as the verified ones are
 // (hx_time_prepared_step, with nothing to prepare). Returns the median over
-// iterations of the slowest rank's time.
+// iterations of the slowest rank's time. A quick breakdown: one step, no
+// warm-up.
 inline double hx_time_ms(hx_ctx &c, cudaStream_t s, int warmup, int iters,
                          const std::function<void()> &step)
 {
-    hx_warm_up(s, warmup, step);
+    if (hx_breakdown_quick())
+        iters = 1;
+    else
+        hx_warm_up(s, warmup, step);
     hx_checked_step st;
     st.prepare = [](int, cudaStream_t) {};
     st.run = step;
@@ -424,8 +439,9 @@ inline void hx_report_result(hx_ctx &c, hx_vouch &v, double time_ms, int iters,
     char head[512];
     snprintf(head, sizeof head,
              "{\"time_ms\":%.6f,\"iters\":%d,\"compute_ms\":%.6f,\"comm_ms\":%.6f,"
-             "\"ranks\":%d,\"nccl_version\":%d",
-             time_ms, iters, compute_ms, comm_ms, c.nranks, NCCL_VERSION_CODE);
+             "\"ranks\":%d,\"nccl_version\":%d%s",
+             time_ms, iters, compute_ms, comm_ms, c.nranks, NCCL_VERSION_CODE,
+             hx_breakdown_quick() ? ",\"breakdown\":\"quick\"" : "");
     std::string json = std::string(head) + (extra.empty() ? "" : ",") + extra + "}";
     v.result_json = json;
     printf("CUCO_RESULT %s\n", json.c_str());
