@@ -13,7 +13,8 @@
 # Environment: E2E_PHASES (default "prep time run"), E2E_WORKLOADS (default
 # the four), E2E_RUN (default the four), E2E_EVALS (default 12),
 # E2E_REPEATS (default 3; E2E_SEARCH_REPEATS, default 1, inside the search),
-# E2E_DATA (the test programs to transform; default ten of
+# E2E_RUN_TIME (seconds: a wall-clock budget for each search, beside
+# E2E_EVALS), E2E_DATA (the test programs to transform; default ten of
 # tests/data/transform), E2E_WS (workspaces; default $OUT/e2e/ws, so the
 # databases come back with the results), E2E_RANKS (default: the manifests';
 # with N, every cuco command gets --ranks N: E2E_RANKS=1 checks the whole
@@ -100,7 +101,7 @@ if has run; then
     # cuco run ends with its confirm step: seed, gen_0 and best timed side by
     # side in REPEATS interleaved rounds (WORKSPACE/confirm.json)
     timeout "${E2E_RUN_TIMEOUT:-200}" cuco run "workloads/$w" "${RANKS_OPT[@]}" --workspace "$WS/$w" --skip-bound \
-      --confirm-rounds "$REPEATS" "${from[@]}" -- --slots auto \
+      --confirm-rounds "$REPEATS" "${from[@]}" ${E2E_RUN_TIME:+--time "$E2E_RUN_TIME"} -- --slots auto \
       --evaluations "$EVALS" --repeats "$SEARCH_REPEATS" > "$DEST/run-$w.txt" 2>&1
     note "run: $w exit $? in $(( $(date +%s) - start )) s"
     # the database comes back beside the logs (the workspace may be too deep)
