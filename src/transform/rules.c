@@ -2297,9 +2297,9 @@ static int assemble(ctx *c, const char *text)
     int wrap;
     if (glue_position(c, &pos, &wrap) != 0 || c->r->refused)
         return 0;
-    const char *glue = cuco_transform_runtime();
+    char *glue = cuco_transform_runtime_for(c->gemm_split || c->produce);
     if (!glue)
-        return CUCO_EINVAL;
+        return CUCO_ENOMEM;
     cuco_buf g = CUCO_BUF_INIT;
     if (wrap)
         cuco_buf_puts(&g, "// EVOLVE-BLOCK-START\n");
@@ -2315,6 +2315,7 @@ static int assemble(ctx *c, const char *text)
         cuco_buf_puts(&g, "// the ranges a GEMM feeding an all-reduce is made and reduced in\n"
                           "#define CUCO_PSPLIT_PIECES 4 // cuco:knob run 2 4 8\n");
     cuco_buf_puts(&g, glue);
+    free(glue);
     if (g.len && g.data[g.len - 1] != '\n')
         cuco_buf_putc(&g, '\n');
     if (c->nccl_mem)

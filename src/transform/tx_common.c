@@ -27,6 +27,21 @@ const char *cuco_transform_runtime(void)
     return t ? (const char *)t : NULL;
 }
 
+char *cuco_transform_runtime_for(int with_gemm)
+{
+    const char *rt = cuco_transform_runtime();
+    if (!rt)
+        return NULL;
+    static const char start[] = "#if defined(CUCO_TX_GEMM_SPLIT)\n";
+    static const char end[] = "#endif  // CUCO_TX_GEMM_SPLIT\n";
+    const char *from = with_gemm ? NULL : strstr(rt, start);
+    const char *to = from ? strstr(from, end) : NULL;
+    if (!to)
+        return cuco_strdup(rt);
+    to += strlen(end);
+    return cuco_sprintf("%.*s%s", (int)(from - rt), rt, to);
+}
+
 int cuco_tx_notes_unapply(cuco_tx_notes *notes)
 {
     static const char *const planned[] = {"rewrite", "symmetric", "schedule",
@@ -304,10 +319,15 @@ int cuco_tx_self_check(char **program, int *added, cuco_err *e)
                                             "cuco_tx::scatter(",    "cuco_tx::send(",
                                             "cuco_tx::recv(",       NULL};
     *added = 0;
-    const char *rt = cuco_transform_runtime(), *at = rt ? strstr(*program, rt) : NULL;
-    if (!at || strstr(*program, "#define CUCO_TX_GEMM_SPLIT 1"))
+    if (strstr(*program, "#define CUCO_TX_GEMM_SPLIT 1"))
         return 0; /* the split schedule's all-gather has no checked form */
-    size_t pos = (size_t)(at - *program) + strlen(rt);
+    char *rt = cuco_transform_runtime_for(0);
+    const char *at = rt ? strstr(*program, rt) : NULL;
+    size_t rt_len = rt ? strlen(rt) : 0;
+    free(rt);
+    if (!at)
+        return 0;
+    size_t pos = (size_t)(at - *program) + rt_len;
     pos += (*program)[pos] == '\n';
     for (const char *const *u = unchecked; *u; u++)
         if (strstr(*program + pos, *u))

@@ -10,7 +10,10 @@
 #                                    must build, run and verify (exit 0,
 #                                    registered); without, exit 3 ("built,
 #                                    not verified: no GPU"), eval level 1 in
-#                                    the JSON report, nothing registered
+#                                    the JSON report, nothing registered;
+#                                    either way 'cuco evolve --init' takes
+#                                    its gen_0 (the seed's frozen text, a
+#                                    block the block guard lets in)
 #   knob_built NAME KNOB VALUE       after built NAME: its gen_0 program with
 #                                    KNOB set to VALUE compiles (cuco eval
 #                                    --level 1 against the gen_0 frozen text)
@@ -31,6 +34,21 @@ transform_bg() {
     name=$(basename "$1")
     "$CUCO_BIN" transform "$1" --workspace "$TMP/$name" --quiet >"$TMP/$name.out" 2>&1
     echo $? >"$TMP/$name.rc"
+    echo "$1" >"$TMP/$name.dir"
+}
+
+# init_taken NAME: 'cuco evolve --init' of NAME's gen_0 gets past its checks
+# of the program (exit 2 and the message name a refused --init); without a
+# GPU the evaluation then stops at verification, which is fine here
+init_taken() {
+    local name=$1 prog="$TMP/$1/gen_0/$1.cu" rc
+    "$CUCO_BIN" evolve "$(cat "$TMP/$name.dir")" --workspace "$TMP/$name.init" --init "$prog" \
+        --evaluations 1 --quiet >"$TMP/$name.init.out" 2>&1
+    rc=$?
+    [ "$rc" -ne 2 ] && ! grep -q -- "--init" "$TMP/$name.init.out" || {
+        cat "$TMP/$name.init.out"
+        return 1
+    }
 }
 
 built() {
@@ -46,6 +64,7 @@ built() {
         check "$name: eval level 1 in the json report" python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(not (j["eval"]["level"] == 1 and j["eval"]["status"] == "ok"))' "$ws/gen_0/transform_report.json"
         check "$name: not registered before verification" test ! -e "$ws/runs.db"
     fi
+    check "$name: gen_0 taken by 'cuco evolve --init'" init_taken "$name"
 }
 
 symmetric() {
