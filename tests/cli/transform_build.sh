@@ -41,7 +41,9 @@ transform_bg() {
 # of the program (exit 2 and the message name a refused --init); without a
 # GPU the evaluation then stops at verification, which is fine here
 init_taken() {
-    local name=$1 prog="$TMP/$1/gen_0/$1.cu" rc
+    local name=$1 prog rc
+    prog=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["program"])' \
+        "$TMP/$name/gen_0/transform_report.json") || return 1
     "$CUCO_BIN" evolve "$(cat "$TMP/$name.dir")" --workspace "$TMP/$name.init" --init "$prog" \
         --evaluations 1 --quiet >"$TMP/$name.init.out" 2>&1
     rc=$?

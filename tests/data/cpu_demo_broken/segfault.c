@@ -127,10 +127,22 @@ static int cmp_double(const void *a, const void *b)
 
 enum { TIME_COMPUTE, TIME_COMM };
 
+/* A quick breakdown (CUCO_BREAKDOWN=quick, which cuco sets for a search's
+ * candidates): time_op runs one step without warm-up. */
+static int breakdown_quick(void)
+{
+    const char *v = getenv("CUCO_BREAKDOWN");
+    return v && !strcmp(v, "quick");
+}
+
 /* Median over iters of the slowest rank's time for one operation, in ms,
- * after warmup untimed runs. */
+ * after warmup untimed runs (a quick breakdown: one step, none). */
 static double time_op(demo *d, int op, int warmup, int iters)
 {
+    if (breakdown_quick()) {
+        warmup = 0;
+        iters = 1;
+    }
     double *times = malloc((size_t)iters * sizeof *times);
     for (int it = -warmup; it < iters; it++) {
         MPI_Barrier(MPI_COMM_WORLD);
@@ -371,9 +383,10 @@ int main(int argc, char **argv)
     int ok = timed_ok && verify(&d, why, sizeof why);
     snprintf(result, sizeof result,
              "{\"time_ms\":%.6f,\"iters\":%d,\"compute_ms\":%.6f,\"comm_ms\":%.6f,\"n\":%d,"
-             "\"ranks\":%d,\"bytes\":%.0f}",
+             "\"ranks\":%d,\"bytes\":%.0f%s}",
              time_ms, iters, compute_ms, comm_ms, n, d.size,
-             (double)(d.size - 1) * d.rows * n * sizeof(double));
+             (double)(d.size - 1) * d.rows * n * sizeof(double),
+             breakdown_quick() ? ",\"breakdown\":\"quick\"" : "");
     if (d.rank == 0) {
         if (ok)
             printf("Verification: PASS\n");
