@@ -61,6 +61,12 @@ constexpr int kMaxWins = 64;            // symmetric buffers per communicator
 constexpr int kRing = 64;               // receives from one peer in flight (one group)
 constexpr int kMaxP2pCtas = 64;         // CUCO_P2P_CTAS is clamped to this
 // Control window of a communicator, in uint64_t words (see point-to-point below).
+// A point-to-point wait that lasts this long gives up and marks the
+// communicator's error flag (kErrSendWait, kErrRecvWait): a receive missing
+// on the peer, or calls matched in another order, end as an error that names
+// the wait instead of a hang. Later waits give up at once.
+constexpr unsigned long long kP2pWaitNs = 20ull * 1000 * 1000 * 1000;
+constexpr int kErrSize = 1, kErrSendWait = 2, kErrRecvWait = 3;
 constexpr size_t kCtrlReady = 0;
 constexpr size_t kCtrlPost = kMaxRanks;
 constexpr size_t kCtrlData = kCtrlPost + (size_t)kMaxRanks * kRing * 4;
@@ -393,6 +399,27 @@ __device__ __forceinline__ uint64_t* ctrl_word(ncclWindow_t ctrl, size_t word, i
   return static_cast<uint64_t*>(ncclGetLsaPointer(ctrl, word * sizeof(uint64_t), owner));
 }
 
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Spins until *flag reaches seq; false when it gave up (kP2pWaitNs passed,
+// or an earlier wait already gave up), with the error flag set to code.
+__device__ __forceinline__ bool wait_seq(uint64_t* flag, uint64_t seq, int* error, int code) {
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> f(*flag);
+  const unsigned long long t0 = global_ns();
+  while (f.load(cuda::memory_order_acquire) < seq) {
+    if (*(volatile int*)error != 0) return false;
+    if (global_ns() - t0 > kP2pWaitNs) {
+      atomicCAS(error, 0, code);
+      return false;
+    }
+  }
+  return true;
+}
+
 // Receiver `me` tells source `src` where its seq-th receive lands.
 static __global__ void post_recv_kernel(ncclWindow_t ctrl, int me, int src, uint64_t seq, uint64_t win,
                                  uint64_t off, uint64_t bytes) {
@@ -412,18 +439,19 @@ __global__ void send_kernel(WinTable wins, ncclWindow_t ctrl, SymmDevLite s, int
                             const void* src, uint64_t bytes, int* error) {
   __shared__ uint64_t post[3];
   if (threadIdx.x == 0) {
-    cuda::atomic_ref<uint64_t, cuda::thread_scope_system> f(*ctrl_word(ctrl, kCtrlReady + peer, s.rank));
-    while (f.load(cuda::memory_order_acquire) < seq) {
+    if (wait_seq(ctrl_word(ctrl, kCtrlReady + peer, s.rank), seq, error, kErrSendWait)) {
+      volatile uint64_t* p = ctrl_word(ctrl, kCtrlPost + ((size_t)peer * kRing + seq % kRing) * 4, s.rank);
+      post[0] = p[0];
+      post[1] = p[1];
+      post[2] = p[2];
+    } else {
+      post[0] = post[1] = post[2] = 0;  // nothing posted: copy nothing
     }
-    volatile uint64_t* p = ctrl_word(ctrl, kCtrlPost + ((size_t)peer * kRing + seq % kRing) * 4, s.rank);
-    post[0] = p[0];
-    post[1] = p[1];
-    post[2] = p[2];
   }
   __syncthreads();
   uint64_t n = bytes;
   if (post[0] >= (uint64_t)kMaxWins || post[2] < bytes) {
-    if (threadIdx.x == 0 && blockIdx.x == 0) atomicExch(error, 1);
+    if (threadIdx.x == 0 && blockIdx.x == 0) atomicCAS(error, 0, kErrSize);
     n = 0;  // still signal, so the receiver does not hang
   }
   if (n) {
@@ -446,12 +474,9 @@ __global__ void send_kernel(WinTable wins, ncclWindow_t ctrl, SymmDevLite s, int
 }
 
 // Receiver: CTA b waits until share b of the seq-th send from src is in.
-static __global__ void recv_wait_kernel(ncclWindow_t ctrl, int me, int src, uint64_t seq) {
+static __global__ void recv_wait_kernel(ncclWindow_t ctrl, int me, int src, uint64_t seq, int* error) {
   if (threadIdx.x != 0) return;
-  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> f(
-      *ctrl_word(ctrl, kCtrlData + (size_t)src * kMaxP2pCtas + blockIdx.x, me));
-  while (f.load(cuda::memory_order_acquire) < seq) {
-  }
+  wait_seq(ctrl_word(ctrl, kCtrlData + (size_t)src * kMaxP2pCtas + blockIdx.x, me), seq, error, kErrRecvWait);
 }
 
 inline ncclResult_t p2p_post(const P2pOp& op) {  // receiver -> source: "posted here"
@@ -484,7 +509,7 @@ inline ncclResult_t p2p_wait(const P2pOp& op) {
   Comm* x = comm_find(op.comm);
   if (!x) return CUCO_TX_FAIL("receive on a communicator without device setup");
   uint64_t seq = ++x->recvSeq[op.peer];
-  recv_wait_kernel<<<p2p_ctas(), 32, 0, op.stream>>>(x->ctrlWin, x->rank, op.peer, seq);
+  recv_wait_kernel<<<p2p_ctas(), 32, 0, op.stream>>>(x->ctrlWin, x->rank, op.peer, seq, x->error);
   return cudaGetLastError() == cudaSuccess ? ncclSuccess : CUCO_TX_FAIL("receive wait launch failed");
 }
 
@@ -695,7 +720,11 @@ inline ncclResult_t comm_release(Comm& x) {
   ncclResult_t r = ncclSuccess;
   int err = 0;
   if (x.error && cudaMemcpy(&err, x.error, sizeof err, cudaMemcpyDeviceToHost) == cudaSuccess && err)
-    r = CUCO_TX_FAIL("a send found its receive smaller than the data (counts differ between ncclSend and ncclRecv)");
+    r = CUCO_TX_FAIL(err == kErrSendWait ? "a send waited 20 s for its receive to be posted and gave up (a receive "
+                                           "missing on the peer, or sends and receives matched in another order)"
+                     : err == kErrRecvWait ? "a receive waited 20 s for its data and gave up (the peer's send never came)"
+                                           : "a send found its receive smaller than the data (counts differ between "
+                                             "ncclSend and ncclRecv)");
   if (x.ctrlWin && ncclCommWindowDeregister(x.comm, x.ctrlWin) != ncclSuccess) r = CUCO_TX_FAIL("control window deregister failed");
   if (x.ctrl && ncclMemFree(x.ctrl) != ncclSuccess) r = CUCO_TX_FAIL("control window free failed");
   if (x.error) cudaFree(x.error);
