@@ -172,7 +172,7 @@ static int real_eval(void *ctx, int slot, const char *text, cuco_eval_outcome *o
     o.no_confine = c->no_confine;
     /* the compute-only and comm-only timings serve the baseline's bound; a
      * candidate's are one step each */
-    o.quick_breakdown = !c->root_text || strcmp(text, c->root_text) != 0;
+    o.quick_breakdown = strcmp(text, c->root_text) != 0;
     cuco_eval_result r;
     rc = cuco_eval_program(c->w, text, &o, &r, e);
     free(dir);

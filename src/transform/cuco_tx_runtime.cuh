@@ -65,7 +65,8 @@ constexpr int kMaxP2pCtas = 64;         // CUCO_P2P_CTAS is clamped to this
 // communicator's error flag (kErrSendWait, kErrRecvWait): a receive missing
 // on the peer, or calls matched in another order, end as an error that names
 // the wait instead of a hang. Later waits give up at once.
-constexpr unsigned long long kP2pWaitNs = 20ull * 1000 * 1000 * 1000;
+constexpr int kP2pWaitS = 20;
+constexpr unsigned long long kP2pWaitNs = kP2pWaitS * 1000ull * 1000 * 1000;
 constexpr int kErrSize = 1, kErrSendWait = 2, kErrRecvWait = 3;
 constexpr size_t kCtrlReady = 0;
 constexpr size_t kCtrlPost = kMaxRanks;
@@ -714,17 +715,29 @@ inline ncclResult_t group_end() {
   return ncclSuccess;
 }
 
+// What the communicator's error flag says (kErrSize, kErrSendWait, kErrRecvWait).
+inline const char* p2p_error_text(int err) {
+  static char text[200];
+  if (err == kErrSendWait)
+    snprintf(text, sizeof text,
+             "a send waited %d s for its receive to be posted and gave up (a receive missing on the peer, or sends "
+             "and receives matched in another order)",
+             kP2pWaitS);
+  else if (err == kErrRecvWait)
+    snprintf(text, sizeof text, "a receive waited %d s for its data and gave up (the peer's send never came)",
+             kP2pWaitS);
+  else
+    return "a send found its receive smaller than the data (counts differ between ncclSend and ncclRecv)";
+  return text;
+}
+
 // Releases a communicator's device state: reports a send that found no
 // fitting receive, frees the control window, destroys the device communicator.
 inline ncclResult_t comm_release(Comm& x) {
   ncclResult_t r = ncclSuccess;
   int err = 0;
   if (x.error && cudaMemcpy(&err, x.error, sizeof err, cudaMemcpyDeviceToHost) == cudaSuccess && err)
-    r = CUCO_TX_FAIL(err == kErrSendWait ? "a send waited 20 s for its receive to be posted and gave up (a receive "
-                                           "missing on the peer, or sends and receives matched in another order)"
-                     : err == kErrRecvWait ? "a receive waited 20 s for its data and gave up (the peer's send never came)"
-                                           : "a send found its receive smaller than the data (counts differ between "
-                                             "ncclSend and ncclRecv)");
+    r = CUCO_TX_FAIL(p2p_error_text(err));
   if (x.ctrlWin && ncclCommWindowDeregister(x.comm, x.ctrlWin) != ncclSuccess) r = CUCO_TX_FAIL("control window deregister failed");
   if (x.ctrl && ncclMemFree(x.ctrl) != ncclSuccess) r = CUCO_TX_FAIL("control window free failed");
   if (x.error) cudaFree(x.error);
