@@ -49,6 +49,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -111,6 +112,25 @@ inline std::vector<Buf*>& bufs() { static std::vector<Buf*> v; return v; }
 inline std::vector<Comm>& comms() { static std::vector<Comm> v; return v; }
 inline std::vector<P2pOp>& pending() { static std::vector<P2pOp> v; return v; }
 inline int& group_depth() { static int d = 0; return d; }
+
+// CUCO_TX_TRACE=1 (any value but 0): each communicator setup, window
+// registration and point-to-point call on stderr as it is issued, with the
+// rank, so that the ranks' sequences can be compared when a run hangs.
+inline bool trace_on() {
+  static int on = -1;
+  if (on < 0) {
+    const char* v = std::getenv("CUCO_TX_TRACE");
+    on = v && *v && strcmp(v, "0") != 0;
+  }
+  return on != 0;
+}
+#define CUCO_TX_TRACE(...)                               \
+  do {                                                   \
+    if (::cuco_tx::trace_on()) {                         \
+      fprintf(stderr, "cuco_tx trace: " __VA_ARGS__);    \
+      fflush(stderr);                                    \
+    }                                                    \
+  } while (0)
 
 inline ncclResult_t fail(const char* what, const char* file, int line) {
   fprintf(stderr, "cuco_tx: %s (%s:%d)\n", what, file, line);
@@ -217,6 +237,7 @@ inline ncclResult_t comm_setup(ncclComm_t c) {
   x.recvSeq.assign(x.nranks, 0);
   x.live = true;
   comms().push_back(x);
+  CUCO_TX_TRACE("rank %d: device communicator of %d ranks ready\n", x.rank, x.nranks);
   CUCO_TX_TRY(cuco::load_kernels<float>());
   CUCO_TX_TRY(cuco::load_kernels<__half>());
   CUCO_TX_TRY(cuco::load_kernels<__nv_bfloat16>());
@@ -246,6 +267,7 @@ inline ncclResult_t windows_register(ncclComm_t c) {
     if (x->nwins >= kMaxWins) return CUCO_TX_FAIL("more than 64 symmetric buffers on one communicator");
     b->winIdx = x->nwins++;
     b->registered = true;
+    CUCO_TX_TRACE("rank %d: window %d registered (%zu bytes)\n", x->rank, b->winIdx, b->bytes);
   }
   return ncclSuccess;
 }
@@ -543,11 +565,27 @@ inline ncclResult_t p2p_self(const std::vector<P2pOp>& ops) {
   return ncclSuccess;
 }
 
-// Whether a send or receive goes through NCCL's own send/recv (its size is
-// past CUCO_P2P_NCCL_FROM). Both ends of a pair decide alike: NCCL requires
-// a send and its receive to have the same size.
+// Whether NCCL's local buffer registration is off (NCCL_LOCAL_REGISTER=0,
+// read by NCCL at communicator creation, so only the environment can set it).
+inline bool nccl_local_register_off() {
+  const char* v = std::getenv("NCCL_LOCAL_REGISTER");
+  return v && strcmp(v, "0") == 0;
+}
+
+// Whether a send or receive goes through NCCL's own send/recv: its size is
+// past CUCO_P2P_NCCL_FROM, and NCCL may send from it. NCCL 2.28's send/recv
+// hang when a buffer lies in a registered symmetric window while NCCL's
+// local registration is on (seen at 2 ranks: the device all-to-all of
+// counts registers the windows, then the rows' ncclSend/ncclRecv never
+// complete; NCCL_LOCAL_REGISTER=0 runs), so once a window of the
+// communicator is registered, every size takes the device path unless the
+// environment turns local registration off. Both ends of a pair decide
+// alike: the sizes match, windows are registered by every rank together, and
+// the environment is the job's.
 inline bool via_nccl(const P2pOp& op) {
-  return CUCO_P2P_NCCL_FROM > 0 && op.bytes >= (size_t)CUCO_P2P_NCCL_FROM && op.peer != comm_rank(op.comm);
+  if (CUCO_P2P_NCCL_FROM <= 0 || op.bytes < (size_t)CUCO_P2P_NCCL_FROM || op.peer == comm_rank(op.comm)) return false;
+  const Comm* x = comm_find(op.comm);
+  return !x || x->nwins == 0 || nccl_local_register_off();
 }
 
 // The group's sends and receives that go through NCCL, as one NCCL group,
@@ -571,6 +609,9 @@ inline ncclResult_t p2p_nccl(const std::vector<P2pOp>& ops) {
 inline ncclResult_t p2p_flush() {
   std::vector<P2pOp> ops;
   ops.swap(pending());
+  for (const P2pOp& op : ops)
+    CUCO_TX_TRACE("rank %d: %s peer %d, %zu bytes, via %s\n", comm_rank(op.comm), op.isSend ? "send to" : "receive from",
+                  op.peer, op.bytes, op.peer == comm_rank(op.comm) ? "a local copy" : via_nccl(op) ? "NCCL" : "the device");
   std::vector<P2pOp> viaNccl;
   for (size_t i = 0; i < ops.size();) {
     if (comm_setup(ops[i].comm) == ncclSuccess && via_nccl(ops[i])) {
@@ -756,6 +797,7 @@ inline cudaError_t symm_free(void* p) {
   for (size_t i = 0; i < v.size(); i++) {
     Buf* b = v[i];
     if (b->base != p) continue;
+    CUCO_TX_TRACE("window %d freed (%zu bytes)\n", b->winIdx, b->bytes);
     cudaError_t r = cudaDeviceSynchronize();
     if (r != cudaSuccess) return r;
     if (b->registered && ncclCommWindowDeregister(b->symm.comm, b->symm.win) != ncclSuccess)
