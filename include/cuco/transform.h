@@ -201,4 +201,27 @@ int cuco_sched_scan(const char *text, size_t call_off, const char *api, int site
                     cuco_err *e);
 void cuco_sched_plan_free(cuco_sched_plan *plan);
 
+/* ---- schedule send_as_produced (send_made.c) -----------------------------
+ * An ncclSend whose buffer cuBLAS GEMMs make in the function that sends it
+ * (or its one caller), directly or in helpers called with the buffer's
+ * variable, with no other writer there: the GEMMs go through
+ * cuco_tx::<gemm>_record(site, CUCO_SENDP_<site>, ...), the send gets
+ * cuco_tx::made_site(site, CUCO_SENDP_<site>) as its first argument, and that
+ * function's body starts with cuco_tx::made_begin(site). */
+typedef struct cuco_send_made_plan {
+    cuco_sched_edit *edits; /* owned */
+    size_t nedits;
+    int applies;
+    int gemm_line; /* the first recording GEMM's line */
+    char *note;    /* owned: the report line (applies, or why not) */
+} cuco_send_made_plan;
+
+/* Plans the schedule for the ncclSend whose name starts at byte call_off;
+ * editable as for cuco_sched_scan. Fills *plan even when it does not apply
+ * (free with cuco_send_made_plan_free). Negative only on cuco's failures. */
+int cuco_send_made_scan(const char *text, size_t call_off, int site,
+                        int (*editable)(void *ctx, size_t off), void *ctx,
+                        cuco_send_made_plan *plan, cuco_err *e);
+void cuco_send_made_plan_free(cuco_send_made_plan *plan);
+
 #endif

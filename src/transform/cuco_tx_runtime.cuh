@@ -40,6 +40,14 @@
 // CUCO_STAGED_NCCL_FROM bytes on (0: never) instead of a staging copy.
 #define CUCO_P2P_NCCL_FROM 1048576     // cuco:knob run 0 262144 1048576 4194304 67108864
 #define CUCO_STAGED_NCCL_FROM 4194304  // cuco:knob run 0 65536 4194304 67108864
+// CUCO_P2P_PIECES (a knob the transform sets, beside the glue, where schedule
+// send_as_produced applies): sends and receives of at least 2 MiB move in
+// this many equal pieces of at least 1 MiB. Both ends split alike (from the
+// size alone), so a send whose buffer is made piece by piece can start each
+// piece as soon as it is made.
+#ifndef CUCO_P2P_PIECES
+#define CUCO_P2P_PIECES 1
+#endif
 
 // Only the kernels of this unroll are compiled (device/launch.cuh); a value
 // other than 1, 2, 4 or 8 runs as 4.
@@ -97,6 +105,7 @@ struct Comm {
   int nwins = 0;                 // data windows registered so far
   int* error = nullptr;          // device flag: a send found no fitting receive
   std::vector<uint64_t> postSeq, sendSeq, recvSeq;  // per peer
+  cudaStream_t side = nullptr;   // send_as_produced: the pieces that go early
 };
 
 struct P2pOp {
@@ -639,6 +648,93 @@ inline ncclResult_t p2p_flush() {
   return r;
 }
 
+// ---- pieces, and what a GEMM made (schedule send_as_produced) -------------
+// A GEMM that makes a later send's buffer records the range it wrote with an
+// event (made_record, from cuco_tx::<gemm>_record); made_begin(site), at the
+// entry of the function whose calls make and send the buffer, drops what an
+// earlier call recorded, and a receive into a recorded range drops the
+// records it overlaps. The send (send(made_site(...), ...)) issues each piece
+// on a side stream once every record covering that piece is done, and its
+// stream waits for the last piece; a piece no record covers, and every piece
+// after it, goes on the send's stream as before.
+constexpr size_t kMinPieceBytes = 1u << 20;
+constexpr size_t kPieceAlign = 4096;
+constexpr size_t kMaxMadeRecs = 4096;
+
+struct MadeRec {
+  int site;
+  const char *lo, *hi;
+  cudaEvent_t ev;
+};
+struct MadeSiteTag {
+  int site, on;
+};
+inline MadeSiteTag made_site(int site, int on) { return MadeSiteTag{site, on}; }
+
+inline std::vector<MadeRec>& made_recs() { static std::vector<MadeRec> v; return v; }
+inline std::vector<cudaEvent_t>& event_pool() { static std::vector<cudaEvent_t> v; return v; }
+
+inline cudaError_t event_take(cudaEvent_t* ev) {
+  if (event_pool().empty()) return cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
+  *ev = event_pool().back();
+  event_pool().pop_back();
+  return cudaSuccess;
+}
+
+// Pieces of a send or receive of `bytes` (1: whole), and where piece i starts.
+inline int p2p_pieces(size_t bytes) {
+  long k = CUCO_P2P_PIECES;
+  size_t most = bytes / kMinPieceBytes;
+  return k <= 1 || most < 2 ? 1 : (int)std::min<size_t>((size_t)k, most);
+}
+inline size_t piece_off(size_t bytes, int k, int i) {
+  return i >= k ? bytes : bytes / (size_t)k * (size_t)i / kPieceAlign * kPieceAlign;
+}
+
+inline void made_drop(size_t i) {
+  event_pool().push_back(made_recs()[i].ev);
+  made_recs().erase(made_recs().begin() + (long)i);
+}
+
+inline void made_begin(int site) {
+  for (size_t i = made_recs().size(); i-- > 0;)
+    if (made_recs()[i].site == site) made_drop(i);
+}
+
+inline void made_forget(const void* p, size_t bytes) {
+  const char *lo = static_cast<const char*>(p), *hi = lo + bytes;
+  for (size_t i = made_recs().size(); i-- > 0;)
+    if (made_recs()[i].lo < hi && made_recs()[i].hi > lo) made_drop(i);
+}
+
+inline ncclResult_t made_record(int site, const void* p, size_t bytes, cudaStream_t st) {
+  cudaEvent_t ev;
+  if (event_take(&ev) != cudaSuccess || cudaEventRecord(ev, st) != cudaSuccess)
+    return CUCO_TX_FAIL("send_as_produced: recording a GEMM's event failed");
+  if (made_recs().size() >= kMaxMadeRecs) made_drop(0);
+  const char* lo = static_cast<const char*>(p);
+  made_recs().push_back(MadeRec{site, lo, lo + bytes, ev});
+  return ncclSuccess;
+}
+
+// Makes s wait for every record of site overlapping [lo, hi); false (nothing
+// waited) unless those records cover the whole range.
+inline bool made_wait(int site, const char* lo, const char* hi, cudaStream_t s) {
+  std::vector<const MadeRec*> over;
+  for (const MadeRec& r : made_recs())
+    if (r.site == site && r.lo < hi && r.hi > lo) over.push_back(&r);
+  std::sort(over.begin(), over.end(), [](const MadeRec* a, const MadeRec* b) { return a->lo < b->lo; });
+  const char* at = lo;
+  for (const MadeRec* r : over) {
+    if (r->lo > at) return false;
+    at = std::max(at, r->hi);
+  }
+  if (at < hi) return false;
+  for (const MadeRec* r : over)
+    if (cudaStreamWaitEvent(s, r->ev, 0) != cudaSuccess) return false;
+  return true;
+}
+
 inline ncclResult_t p2p_enqueue(bool isSend, const void* buf, size_t count, ncclDataType_t datatype, int peer,
                                 ncclComm_t comm, cudaStream_t stream) {
   size_t es = dtype_size(datatype);
@@ -646,7 +742,14 @@ inline ncclResult_t p2p_enqueue(bool isSend, const void* buf, size_t count, nccl
   int n = 0;
   if (ncclCommCount(comm, &n) != ncclSuccess || peer < 0 || peer >= n) return CUCO_TX_FAIL("peer out of range");
   if (count == 0) return ncclSuccess;
-  pending().push_back(P2pOp{isSend, buf, count * es, peer, comm, stream});
+  size_t bytes = count * es;
+  if (!isSend) made_forget(buf, bytes);
+  int k = p2p_pieces(bytes);
+  const char* base = static_cast<const char*>(buf);
+  for (int i = 0; i < k; i++) {
+    size_t lo = piece_off(bytes, k, i), hi = piece_off(bytes, k, i + 1);
+    pending().push_back(P2pOp{isSend, base + lo, hi - lo, peer, comm, stream});
+  }
   return group_depth() > 0 ? ncclSuccess : p2p_flush();
 }
 
@@ -658,6 +761,45 @@ inline ncclResult_t send(const void* sendbuff, size_t count, ncclDataType_t data
 inline ncclResult_t recv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
                          ncclComm_t comm, cudaStream_t stream) {
   return p2p_enqueue(false, recvbuff, count, datatype, peer, comm, stream);
+}
+
+// A send whose buffer a recorded GEMM makes (schedule send_as_produced):
+// each piece goes on the communicator's side stream as soon as what made it
+// is done (see made_wait); the send's stream then waits for the last piece.
+// Off (knob 0), inside a group, or whole: an ordinary send.
+inline ncclResult_t send(MadeSiteTag m, const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                         ncclComm_t comm, cudaStream_t stream) {
+  size_t es = dtype_size(datatype), bytes = count * es;
+  int k = p2p_pieces(bytes);
+  Comm* x = comm_setup(comm) == ncclSuccess ? comm_find(comm) : nullptr;
+  if (!m.on || !es || k < 2 || group_depth() > 0 || !x) {
+    ncclResult_t r = send(sendbuff, count, datatype, peer, comm, stream);
+    if (group_depth() == 0) made_begin(m.site);
+    return r;
+  }
+  if (!x->side && cudaStreamCreateWithFlags(&x->side, cudaStreamNonBlocking) != cudaSuccess)
+    return CUCO_TX_FAIL("send_as_produced: creating the side stream failed");
+  const char* base = static_cast<const char*>(sendbuff);
+  bool early = true;
+  int earlyPieces = 0;
+  ncclResult_t r = ncclSuccess;
+  for (int i = 0; i < k && r == ncclSuccess; i++) {
+    size_t lo = piece_off(bytes, k, i), hi = piece_off(bytes, k, i + 1);
+    early = early && made_wait(m.site, base + lo, base + hi, x->side);
+    earlyPieces += early;
+    pending().push_back(P2pOp{true, base + lo, hi - lo, peer, comm, early ? x->side : stream});
+    r = p2p_flush();
+  }
+  made_begin(m.site);
+  CUCO_TX_TRACE("rank %d: send to peer %d in %d pieces, %d of them as soon as made\n", x->rank, peer, k,
+                earlyPieces);
+  cudaEvent_t join;
+  if (r != ncclSuccess || earlyPieces == 0) return r;
+  if (event_take(&join) != cudaSuccess || cudaEventRecord(join, x->side) != cudaSuccess ||
+      cudaStreamWaitEvent(stream, join, 0) != cudaSuccess)
+    return CUCO_TX_FAIL("send_as_produced: joining the side stream failed");
+  event_pool().push_back(join);
+  return r;
 }
 
 inline ncclResult_t group_start();
@@ -785,6 +927,8 @@ inline ncclResult_t comm_release(Comm& x) {
   x.ctrlWin = nullptr;
   x.ctrl = nullptr;
   x.error = nullptr;
+  if (x.side) cudaStreamDestroy(x.side);
+  x.side = nullptr;
   if (ncclDevCommDestroy(x.comm, &x.dc) != ncclSuccess) r = CUCO_TX_FAIL("ncclDevCommDestroy failed");
   x.live = false;
   return r;
@@ -1306,6 +1450,20 @@ struct ProduceRunner {
     return produce_run(site, on, h, g, gemm);
   }
 };
+// send_as_produced: the GEMM whole, then (knob on) the range of C it wrote
+// recorded with an event on its stream; a batch of several is not recorded.
+struct RecordRunner {
+  template <class F>
+  cublasStatus_t operator()(int site, int on, cublasHandle_t h, const GemmView& g, F gemm) const {
+    cublasStatus_t rc = gemm(g);
+    cudaStream_t st = nullptr;
+    if (rc != CUBLAS_STATUS_SUCCESS || !on || g.whole || g.m <= 0 || g.n <= 0 || !g.esC || g.ldc < g.m ||
+        cublasGetStream(h, &st) != CUBLAS_STATUS_SUCCESS)
+      return rc;
+    size_t bytes = ((size_t)(g.n - 1) * (size_t)g.ldc + (size_t)g.m) * g.esC;
+    return made_record(site, g.C, bytes, st) == ncclSuccess ? rc : CUBLAS_STATUS_EXECUTION_FAILED;
+  }
+};
 
 template <class R>
 inline cublasStatus_t gemm_ex_via(R run, int site, int on, cublasHandle_t h, cublasOperation_t ta,
@@ -1361,8 +1519,8 @@ inline cublasStatus_t hgemm_via(R run, int site, int on, cublasHandle_t h, cubla
   });
 }
 
-// The names the transform writes: <call>_split(site, knob, <the call's
-// arguments>) and <call>_produce(site, knob, <the call's arguments>).
+// The names the transform writes: <call>_split, <call>_produce and
+// <call>_record, each (site, knob, <the call's arguments>).
 template <class... A>
 inline cublasStatus_t gemm_ex_split(A... a) { return gemm_ex_via(SplitRunner{}, a...); }
 template <class... A>
@@ -1381,6 +1539,16 @@ template <class... A>
 inline cublasStatus_t sgemm_produce(A... a) { return sgemm_via(ProduceRunner{}, a...); }
 template <class... A>
 inline cublasStatus_t hgemm_produce(A... a) { return hgemm_via(ProduceRunner{}, a...); }
+template <class... A>
+inline cublasStatus_t gemm_ex_record(A... a) { return gemm_ex_via(RecordRunner{}, a...); }
+template <class... A>
+inline cublasStatus_t gemm_strided_batched_ex_record(A... a) {
+  return gemm_strided_batched_ex_via(RecordRunner{}, a...);
+}
+template <class... A>
+inline cublasStatus_t sgemm_record(A... a) { return sgemm_via(RecordRunner{}, a...); }
+template <class... A>
+inline cublasStatus_t hgemm_record(A... a) { return hgemm_via(RecordRunner{}, a...); }
 
 }  // namespace cuco_tx
 #endif  // CUCO_TX_GEMM_SPLIT

@@ -295,6 +295,7 @@ typedef struct ctx {
     cuco_buf knobs;      /* CUCO_EARLY_<site> knob lines for the glue */
     int gemm_split;      /* some GEMM goes through the split glue (CUCO_TX_GEMM_SPLIT) */
     int produce;         /* some GEMM goes through the producer split (CUCO_PSPLIT_PIECES) */
+    int send_made;       /* some send goes as its buffer is made (CUCO_P2P_PIECES) */
     size_t *split_gemms; /* byte offsets of the GEMMs the consumer split rewrote */
     size_t nsplit_gemms;
     int nccl_mem;   /* some ncclMemAlloc became symmetric (symm_mem_alloc / _free glue) */
@@ -1794,6 +1795,50 @@ static int one_split_per_gemm(ctx *c, cuco_sched_plan *plan)
     return plan->produce_note ? 0 : CUCO_ENOMEM;
 }
 
+/* Edits of a plan into the transform's list; an insertion at the start of a
+ * block goes inside it. */
+static int plan_apply(ctx *c, const cuco_sched_edit *edits, size_t n)
+{
+    const view *v = &c->v;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const cuco_sched_edit *x = &edits[i];
+        rc = add_edit(c, tok_at(v, x->stmt_off), x->off, x->len, x->text);
+        if (rc == 0 && x->len == 0)
+            c->edits[c->nedits - 1].seq = LONG_MAX;
+    }
+    return rc;
+}
+
+/* Schedule send_as_produced for the ncclSend of site k (send_made.c). */
+static int send_made_apply(ctx *c, const char *text, size_t k, int grouped, cuco_err *e)
+{
+    const view *v = &c->v;
+    size_t tok = c->sched_toks[k];
+    int line = T(v, tok)->line;
+    if (grouped)
+        return cuco_tx_notes_add(&c->r->notes, line, "schedule",
+                                 "send_as_produced does not apply to ncclSend: inside "
+                                 "ncclGroupStart/ncclGroupEnd");
+    cuco_send_made_plan plan;
+    int rc = cuco_send_made_scan(text, T(v, tok)->off, (int)k, sched_editable, c, &plan, e);
+    if (rc == 0 && plan.applies)
+        rc = plan_apply(c, plan.edits, plan.nedits);
+    if (rc == 0 && plan.applies) {
+        c->send_made = 1;
+        rc = cuco_buf_printf(&c->knobs, "#define CUCO_SENDP_%zu 1 // cuco:knob run 0 1\n", k);
+    }
+    if (rc == 0)
+        rc = plan.applies
+                 ? cuco_tx_notes_add(&c->r->notes, plan.gemm_line, "schedule",
+                                     "send_as_produced: %s (knob CUCO_SENDP_%zu)", plan.note, k)
+                 : cuco_tx_notes_add(&c->r->notes, line, "schedule",
+                                     "send_as_produced does not apply to ncclSend: %s",
+                                     plan.note ? plan.note : "no plan");
+    cuco_send_made_plan_free(&plan);
+    return rc;
+}
+
 static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
 {
     const view *v = &c->v;
@@ -1803,6 +1848,12 @@ static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
         return CUCO_ENOMEM;
     int line = T(v, tok)->line, rc = 0;
     int gather = strcmp(api, "ncclAllGather") == 0;
+    if (strcmp(api, "ncclSend") == 0)
+        rc = send_made_apply(c, text, k, c->sched_group[k], e);
+    if (rc != 0) {
+        free(api);
+        return rc;
+    }
     if (c->sched_group[k]) {
         rc = cuco_tx_notes_add(&c->r->notes, line, "schedule",
                                "early_start_late_wait does not apply to %s: inside "
@@ -1820,13 +1871,8 @@ static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
     rc = cuco_sched_scan(text, T(v, tok)->off, api, (int)k, sched_editable, c, &plan, e);
     if (rc == 0)
         rc = one_split_per_gemm(c, &plan);
-    for (size_t i = 0; rc == 0 && (plan.applies || plan.produce) && i < plan.nedits; i++) {
-        cuco_sched_edit *x = &plan.edits[i];
-        rc = add_edit(c, tok_at(v, x->stmt_off), x->off, x->len, x->text);
-        if (rc == 0 && x->len == 0)
-            c->edits[c->nedits - 1].seq =
-                LONG_MAX; /* inside a block that starts at the same place */
-    }
+    if (rc == 0 && (plan.applies || plan.produce))
+        rc = plan_apply(c, plan.edits, plan.nedits);
     if (rc == 0 && plan.applies)
         rc = cuco_buf_printf(&c->knobs, "#define CUCO_EARLY_%zu %d // cuco:knob run 0 1\n", k,
                              plan.knob_default);
@@ -2297,17 +2343,21 @@ static int assemble(ctx *c, const char *text)
     int wrap;
     if (glue_position(c, &pos, &wrap) != 0 || c->r->refused)
         return 0;
-    char *glue = cuco_transform_runtime_for(c->gemm_split || c->produce);
+    int with_gemm = c->gemm_split || c->produce || c->send_made;
+    char *glue = cuco_transform_runtime_for(with_gemm);
     if (!glue)
         return CUCO_ENOMEM;
     cuco_buf g = CUCO_BUF_INIT;
     if (wrap)
         cuco_buf_puts(&g, "// EVOLVE-BLOCK-START\n");
-    if (c->gemm_split || c->produce)
+    if (with_gemm)
         cuco_buf_puts(&g,
-                      "// Schedules consumer_split_by_source / producer_split: the cuBLAS part\n"
-                      "// of the glue\n"
+                      "// Schedules consumer_split_by_source / producer_split / send_as_produced:\n"
+                      "// the cuBLAS part of the glue\n"
                       "#define CUCO_TX_GEMM_SPLIT 1\n");
+    if (c->send_made)
+        cuco_buf_puts(&g, "// the pieces sends and receives of 2 MiB and more move in\n"
+                          "#define CUCO_P2P_PIECES 8 // cuco:knob run 1 2 4 8 16\n");
     if (c->gemm_split)
         cuco_buf_puts(&g, "// the pieces each peer's gathered block is pulled and consumed in\n"
                           "#define CUCO_SPLIT_CHUNKS 2 // cuco:knob run 1 2 4\n");

@@ -22,50 +22,9 @@
 #include "cuco/analyze.h"
 #include "cuco/buf.h"
 #include "cuco/transform.h"
+#include "sview.h"
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct sview {
-    const char *src;
-    cuco_lex lx;
-    size_t *ix; /* code token -> lexer token */
-    size_t n;
-} sview;
-
-static const cuco_tok *tk(const sview *v, size_t i)
-{
-    return &v->lx.toks[v->ix[i]];
-}
-static int is(const sview *v, size_t i, const char *s)
-{
-    return i < v->n && cuco_tok_is(&v->lx, tk(v, i), s);
-}
-static int ident(const sview *v, size_t i)
-{
-    return i < v->n && tk(v, i)->kind == CUCO_TOK_IDENT;
-}
-
-static int in_words(const sview *v, size_t i, const char *const *w)
-{
-    for (; *w; w++)
-        if (is(v, i, *w))
-            return 1;
-    return 0;
-}
-
-/* Index after the bracket that closes the one at i (v->n when unbalanced). */
-static size_t close_of(const sview *v, size_t i)
-{
-    int d = 0;
-    for (size_t k = i; k < v->n; k++) {
-        if (is(v, k, "(") || is(v, k, "[") || is(v, k, "{"))
-            d++;
-        else if (is(v, k, ")") || is(v, k, "]") || is(v, k, "}"))
-            if (--d == 0)
-                return k;
-    }
-    return v->n;
-}
 
 static const char *const type_words[] = {
     "const",      "volatile",     "void",     "float",         "double",
@@ -640,29 +599,6 @@ static const api_args api_table[] = {
     {"ncclAllToAll", 0, 1},  {"ncclGather", 0, 1},        {"ncclScatter", 0, 1},
     {"ncclSend", 0, -1},     {"ncclRecv", -1, 0},         {NULL, 0, 0}};
 
-/* Token range [*a, *b) of argument k of the call whose '(' is at open. */
-static int arg_range(const sview *v, size_t open, int k, size_t *a, size_t *b)
-{
-    size_t close = close_of(v, open), from = open + 1;
-    int idx = 0, d = 0;
-    for (size_t i = open + 1; i <= close && i < v->n; i++) {
-        if (i < close && (is(v, i, "(") || is(v, i, "[") || is(v, i, "{")))
-            d++;
-        else if (i < close && (is(v, i, ")") || is(v, i, "]") || is(v, i, "}")))
-            d--;
-        if (i == close || (d == 0 && is(v, i, ","))) {
-            if (idx == k || (k < 0 && i == close)) {
-                *a = from;
-                *b = i;
-                return i > from;
-            }
-            idx++;
-            from = i + 1;
-        }
-    }
-    return 0;
-}
-
 typedef struct scan {
     const sview *v;
     fn_scope fn;
@@ -845,28 +781,6 @@ static int scan_block(scan *s, size_t call_stmt)
         i = j;
     }
     return rc;
-}
-
-static int sview_open(sview *v, const char *src, cuco_err *e)
-{
-    memset(v, 0, sizeof(*v));
-    v->src = src;
-    int rc = cuco_lex_run(&v->lx, src, strlen(src), e);
-    if (rc != 0)
-        return rc;
-    v->ix = malloc((v->lx.ntoks + 1) * sizeof(size_t));
-    if (!v->ix)
-        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-    for (size_t i = 0; i < v->lx.ntoks; i++)
-        if (v->lx.toks[i].kind != CUCO_TOK_COMMENT && v->lx.toks[i].kind != CUCO_TOK_PREPROC)
-            v->ix[v->n++] = i;
-    return 0;
-}
-
-static void sview_close(sview *v)
-{
-    cuco_lex_free(&v->lx);
-    free(v->ix);
 }
 
 /* Sets why the schedule does not apply: returns 1 (stop), or CUCO_ENOMEM. */
@@ -1102,20 +1016,19 @@ static int locate(scan *s, size_t c, cuco_sched_plan *p, size_t *call_stmt)
 
 /* ---- schedule (b): consumer split by source -------------------------------- */
 
-typedef struct gemm_api {
-    const char *name, *glue, *produce_glue;
-    int nargs, a, b, c; /* argument count, positions of the operands A, B and C */
-} gemm_api;
-
 static const gemm_api gemm_table[] = {
-    {"cublasGemmEx", "cuco_tx::gemm_ex_split", "cuco_tx::gemm_ex_produce", 19, 7, 10, 14},
+    {"cublasGemmEx", "cuco_tx::gemm_ex_split", "cuco_tx::gemm_ex_produce",
+     "cuco_tx::gemm_ex_record", 19, 7, 10, 14},
     {"cublasGemmStridedBatchedEx", "cuco_tx::gemm_strided_batched_ex_split",
-     "cuco_tx::gemm_strided_batched_ex_produce", 23, 7, 11, 16},
-    {"cublasSgemm", "cuco_tx::sgemm_split", "cuco_tx::sgemm_produce", 14, 7, 9, 12},
-    {"cublasHgemm", "cuco_tx::hgemm_split", "cuco_tx::hgemm_produce", 14, 7, 9, 12},
-    {NULL, NULL, NULL, 0, 0, 0, 0}};
+     "cuco_tx::gemm_strided_batched_ex_produce", "cuco_tx::gemm_strided_batched_ex_record", 23, 7,
+     11, 16},
+    {"cublasSgemm", "cuco_tx::sgemm_split", "cuco_tx::sgemm_produce", "cuco_tx::sgemm_record", 14,
+     7, 9, 12},
+    {"cublasHgemm", "cuco_tx::hgemm_split", "cuco_tx::hgemm_produce", "cuco_tx::hgemm_record", 14,
+     7, 9, 12},
+    {NULL, NULL, NULL, NULL, 0, 0, 0, 0}};
 
-static const gemm_api *gemm_at(const sview *v, size_t i)
+const gemm_api *gemm_at(const sview *v, size_t i)
 {
     if (!ident(v, i) || !is(v, i + 1, "(") ||
         (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::"))))
@@ -1206,12 +1119,6 @@ static size_t helper_callee(const sview *v, const stmt *st)
         f = i;
     }
     return f;
-}
-
-static int same_tok(const sview *v, size_t a, size_t b)
-{
-    return tk(v, a)->len == tk(v, b)->len &&
-           memcmp(v->src + tk(v, a)->off, v->src + tk(v, b)->off, tk(v, a)->len) == 0;
 }
 
 /* The '{' of the body of the file-scope function named like token f, when

@@ -19,7 +19,8 @@
 # buffers (alltoall_pack), a .cpp source (cxx_allreduce), start markers
 # only (start_markers), a static-check error cited at the user's line
 # (peer_copy), no verification line (no_verify_line: cuco's own check is
-# added; a point-to-point one is only built). The transformed
+# added; a point-to-point one is only built); a layer loop of GEMMs and one
+# send of what it made (layer_send: schedule send_as_produced). The transformed
 # programs are built with their manifests' nvcc command: without a GPU the
 # outcome is exit 3 ("built, not verified: no GPU", nothing registered);
 # with one they must build, run and verify (exit 0).
@@ -60,6 +61,20 @@ grep -q 'ncclCommInitRank(&comm_, nranks, id, rank)); cuco_tx::comm_setup(\*(&co
 check "class_comm_allreduce: device communicator set up in the constructor" test $? -eq 0
 grep -q 'cuco_tx::comm_teardown(\*c); ncclCommDestroy(\*c);' "$TMP/plugin_allgather.nv/gen_0/plugin_allgather.cu"
 check "plugin_allgather: torn down in the shared_ptr's deleter" test $? -eq 0
+
+# a loop of GEMMs that makes a buffer, then one send of it (layer_send):
+# schedule send_as_produced records each GEMM and sends the pieces as they
+# are made; the grouped send to itself (one rank) keeps its form
+"$CUCO_BIN" transform "$D/layer_send" --workspace "$TMP/layer_send.nv" --no-verify --quiet >"$TMP/layer_send.nv.out" 2>&1
+check "layer_send: send_as_produced planned for the send after the GEMM loop" \
+    grep -qF "layer_send.cu:38: schedule: send_as_produced: ncclSend at line 41" "$TMP/layer_send.nv.out"
+check "layer_send: the GEMM records, the send takes its made_site, the function starts with made_begin" \
+    bash -c "grep -q 'cuco_tx::sgemm_record(0, CUCO_SENDP_0, h,' '$TMP/layer_send.nv/gen_0/layer_send.cu' &&
+             grep -q 'cuco_tx::send(cuco_tx::made_site(0, CUCO_SENDP_0), kv, count' '$TMP/layer_send.nv/gen_0/layer_send.cu' &&
+             grep -A4 '^static void prefill_and_send' '$TMP/layer_send.nv/gen_0/layer_send.cu' | grep -q 'made_begin(0)'"
+check "layer_send: the grouped send does not take it, and says why" \
+    grep -qF "layer_send.cu:44: schedule: send_as_produced does not apply to ncclSend: inside ncclGroupStart/ncclGroupEnd" \
+    "$TMP/layer_send.nv.out"
 
 # --- refused, with the line and the reason, and no program written
 refused() { # refused NAME FILE:LINE TEXT

@@ -1,0 +1,497 @@
+/* send_made.c: schedule send_as_produced, the send mirror of the consumer
+ * split (schedule (b)): a send whose buffer cuBLAS GEMMs make, piece by
+ * piece, before it. Each piece then goes as soon as the GEMMs that made it
+ * are done (the runtime records each GEMM's output range with an event), in
+ * place of the whole buffer after the last GEMM.
+ *
+ * The scan works from the send's buffer, `R.M`, `R->M` or `R` (a variable or
+ * one member of one), in the function B that makes and sends it: the
+ * function holding the send when the GEMMs are there (or in its helpers),
+ * else the one function that calls it (every call passing the same
+ * variable). Every use of
+ * the buffer in B and in the helpers B calls with R (their parameter standing
+ * for it) must be one the scan reads: the operand C of a cuBLAS GEMM (a
+ * producer, recorded), an operand A or B, the buffer of a send or receive
+ * (the runtime drops records a receive overwrites), an argument of a kernel
+ * whose parameter is a pointer to const, an allocation or a free. Anything
+ * else (a memset, a kernel that may write it, an alias taken, R passed on
+ * to a function the scan does not read) and the schedule does not apply.
+ * Records are dropped when B starts (cuco_tx::made_begin at its body's
+ * first statement), so what the program does to the buffer outside B never
+ * meets a record.
+ */
+#include "cuco/buf.h"
+#include "cuco/transform.h"
+#include "sview.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct made_scan {
+    const sview *v;
+    size_t root_b;      /* B's variable for the buffer's root */
+    const char *member; /* "cache" of p.cache; NULL: the variable itself */
+    size_t body_b;      /* B's '{' */
+    size_t *producers;  /* name tokens of the recording GEMMs */
+    size_t nproducers;
+    char *why; /* set when the schedule does not apply */
+    int why_line;
+} made_scan;
+
+static const char *const alloc_calls[] = {
+    "cudaMalloc", "cudaMallocAsync", "cudaMallocManaged", "ncclMemAlloc",
+    "cudaFree",   "cudaFreeAsync",   "ncclMemFree",       NULL};
+static const char *const p2p_calls[] = {"ncclSend", "ncclRecv", NULL};
+static const char *const not_functions[] = {"if",    "for",    "while",  "switch",
+                                            "catch", "return", "sizeof", NULL};
+
+static int refuse(made_scan *m, int line, const char *fmt, const char *a)
+{
+    if (m->why)
+        return 0;
+    m->why = cuco_sprintf(fmt, a ? a : "");
+    m->why_line = line;
+    return m->why ? 0 : CUCO_ENOMEM;
+}
+
+static char *tok_str(const sview *v, size_t i)
+{
+    return cuco_strndup(v->src + tk(v, i)->off, tk(v, i)->len);
+}
+
+/* The '{' of the function body enclosing token i (a named function, not a
+ * lambda or a control statement); v->n when none. */
+static size_t enclosing_body(const sview *v, size_t i)
+{
+    size_t best = v->n;
+    for (size_t k = 0; k < i; k++) {
+        if (!is(v, k, "{") || close_of(v, k) < i)
+            continue;
+        size_t p = k;
+        while (p > 0 &&
+               (is(v, p - 1, "const") || is(v, p - 1, "override") || is(v, p - 1, "noexcept")))
+            p--;
+        if (p == 0 || !is(v, p - 1, ")"))
+            continue;
+        size_t open = p - 1;
+        for (int d = 0; open > 0; open--) { /* the '(' matching ')' at p - 1 */
+            d += is(v, open, ")") - is(v, open, "(");
+            if (d == 0)
+                break;
+        }
+        if (open > 0 && ident(v, open - 1) && !in_words(v, open - 1, not_functions))
+            best = k; /* later braces are inner ones */
+    }
+    return best;
+}
+
+/* The name token of the function whose body opens at brace. */
+static size_t body_name(const sview *v, size_t brace)
+{
+    size_t p = brace;
+    while (!is(v, p - 1, ")"))
+        p--;
+    size_t open = p - 1;
+    for (int d = 0; open > 0; open--) {
+        d += is(v, open, ")") - is(v, open, "(");
+        if (d == 0)
+            break;
+    }
+    return open - 1;
+}
+
+/* Position of parameter `name` in the definition whose name token is f; -1. */
+static int param_index(const sview *v, size_t f, size_t name)
+{
+    size_t close = close_of(v, f + 1), a, b;
+    for (int k = 0; arg_range(v, f + 1, k, &a, &b) && b <= close; k++)
+        for (size_t i = a; i < b; i++)
+            if (ident(v, i) && same_tok(v, i, name) && (i + 1 == b || is(v, i + 1, "=")))
+                return k;
+    return -1;
+}
+
+/* A call of function f (name token) elsewhere than its definition. */
+static int is_call_of(const sview *v, size_t i, size_t f)
+{
+    if (i == f || !same_tok(v, i, f) || !is(v, i + 1, "(") ||
+        (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::"))))
+        return 0;
+    size_t after = close_of(v, i + 1) + 1;
+    return !(after < v->n && (is(v, after, "{") || is(v, after, "const")));
+}
+
+/* The definition (body '{') of the function named like token f; v->n. */
+static size_t definition_of(const sview *v, size_t f)
+{
+    for (size_t i = 0; i + 1 < v->n; i++) {
+        if (!same_tok(v, i, f) || !is(v, i + 1, "(") || (i > 0 && is(v, i - 1, ".")))
+            continue;
+        size_t after = close_of(v, i + 1) + 1;
+        while (after < v->n && (is(v, after, "const") || is(v, after, "noexcept")))
+            after++;
+        if (after < v->n && is(v, after, "{"))
+            return after;
+    }
+    return v->n;
+}
+
+/* The call whose argument list holds token i, inside [lo, i): its name token
+ * (for a kernel launch, the kernel's) and the argument's index; 0 when i is
+ * in no call's arguments (or in an index, a brace, another statement). */
+static int enclosing_call(const sview *v, size_t lo, size_t i, size_t *name, int *argk, int *launch)
+{
+    int d = 0, commas = 0;
+    for (size_t k = i; k-- > lo;) {
+        if (is(v, k, ")") || is(v, k, "]") || is(v, k, "}")) {
+            d++;
+        } else if (is(v, k, "(") || is(v, k, "[") || is(v, k, "{")) {
+            if (d-- > 0)
+                continue;
+            if (!is(v, k, "(") || k == 0)
+                return 0;
+            *argk = commas;
+            *launch = is(v, k - 1, ">>>");
+            size_t n = k - 1;
+            while (*launch && n > lo && !is(v, n, "<<<"))
+                n--;
+            *name = *launch ? n - 1 : k - 1;
+            return ident(v, *name) && !in_words(v, *name, not_functions);
+        } else if (d == 0 && is(v, k, ",")) {
+            commas++;
+        } else if (d == 0 && is(v, k, ";")) {
+            return 0;
+        }
+    }
+    return 0;
+}
+
+/* Whether parameter k of kernel `name` is a pointer to const (read from its
+ * first declaration or definition, `void name(...)`). */
+static int const_param(const sview *v, size_t name, int k)
+{
+    size_t f = 1, a, b;
+    while (f + 1 < v->n && !(same_tok(v, f, name) && is(v, f - 1, "void") && is(v, f + 1, "(")))
+        f++;
+    if (f + 1 >= v->n || !arg_range(v, f + 1, k, &a, &b))
+        return 0;
+    int seen_const = 0;
+    for (size_t i = a; i < b; i++) {
+        seen_const |= is(v, i, "const");
+        if (is(v, i, "*"))
+            return seen_const;
+    }
+    return 0;
+}
+
+/* Forgets what an audit found (to audit another function). */
+static void made_scan_reset(made_scan *m)
+{
+    free(m->producers);
+    free(m->why);
+    m->producers = NULL;
+    m->nproducers = 0;
+    m->why = NULL;
+    m->why_line = 0;
+}
+
+static int add_producer(made_scan *m, size_t g)
+{
+    for (size_t i = 0; i < m->nproducers; i++)
+        if (m->producers[i] == g)
+            return 0;
+    size_t *p = realloc(m->producers, (m->nproducers + 1) * sizeof *p);
+    if (!p)
+        return CUCO_ENOMEM;
+    m->producers = p;
+    m->producers[m->nproducers++] = g;
+    return 0;
+}
+
+/* One use of the buffer, tokens [i, end) inside the body opening at body. */
+static int buffer_use(made_scan *m, size_t body, size_t i, size_t end)
+{
+    const sview *v = m->v;
+    size_t name = 0;
+    int k = 0, launch = 0, line = tk(v, i)->line;
+    int in_call = enclosing_call(v, body + 1, i, &name, &k, &launch);
+    if (!m->member && i > 0 && is(v, i - 1, "*") &&
+        (is(v, end, ";") || is(v, end, ",") ||
+         (is(v, end, "=") && (is(v, end + 1, "nullptr") || is(v, end + 1, "NULL")) &&
+          (is(v, end + 2, ";") || is(v, end + 2, ",")))))
+        return 0; /* T *buf; T *a, *buf; T *buf = nullptr;: its declaration */
+    if (!in_call)
+        return refuse(m, line, "the buffer is written or aliased outside any call%s", NULL);
+    const gemm_api *g = launch ? NULL : gemm_at(v, name);
+    if (g)
+        return k == g->c ? add_producer(m, name) : 0;
+    if (!launch && (in_words(v, name, p2p_calls) || in_words(v, name, alloc_calls)))
+        return 0;
+    if (launch && const_param(v, name, k))
+        return 0;
+    char *n = tok_str(v, name);
+    int rc = n ? refuse(m, line,
+                        launch ? "the buffer goes to kernel %s through a pointer that is not const"
+                               : "the buffer goes to %s, which the scan does not read",
+                        n)
+               : CUCO_ENOMEM;
+    free(n);
+    return rc;
+}
+
+static int audit_body(made_scan *m, size_t body, size_t root, int in_b);
+
+/* The variable itself (root token i) passed whole: to a helper of the
+ * program when in B (its body is audited with the parameter standing for
+ * it); anything else is refused. */
+static int root_passed(made_scan *m, size_t body, size_t i, int in_b)
+{
+    const sview *v = m->v;
+    size_t name = 0, a, b;
+    int k = 0, launch = 0;
+    int whole = enclosing_call(v, body + 1, i, &name, &k, &launch) && !launch &&
+                arg_range(v, name + 1, k, &a, &b) && a == i && b == i + 1;
+    size_t def = whole ? definition_of(v, name) : v->n;
+    if (!in_b || def >= v->n) {
+        char *r = tok_str(v, i);
+        int rc = r ? refuse(m, tk(v, i)->line,
+                            "`%s` is used whole where the scan cannot follow it (an alias, or an "
+                            "argument of a function whose body it does not read)",
+                            r)
+                   : CUCO_ENOMEM;
+        free(r);
+        return rc;
+    }
+    size_t f = body_name(v, def), pa, pb;
+    if (!arg_range(v, f + 1, k, &pa, &pb))
+        return refuse(m, tk(v, i)->line, "a helper's parameters could not be read%s", NULL);
+    return audit_body(m, def, pb - 1, 0);
+}
+
+/* Every use of the root (named like token root) in the body opening at body. */
+static int audit_body(made_scan *m, size_t body, size_t root, int in_b)
+{
+    const sview *v = m->v;
+    size_t end = close_of(v, body);
+    int rc = 0;
+    for (size_t i = body + 1; i < end && rc == 0 && !m->why; i++) {
+        if (!same_tok(v, i, root) ||
+            (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::")))
+            continue;
+        int field = is(v, i + 1, ".") || is(v, i + 1, "->");
+        if (m->member && field) {
+            if (ident(v, i + 2) && tk(v, i + 2)->len == strlen(m->member) &&
+                memcmp(v->src + tk(v, i + 2)->off, m->member, strlen(m->member)) == 0)
+                rc = buffer_use(m, body, i, i + 3);
+        } else if (m->member) {
+            rc = root_passed(m, body, i, in_b);
+        } else if (!field) {
+            rc = buffer_use(m, body, i, i + 1);
+        }
+    }
+    return rc;
+}
+
+/* The send's buffer argument [a, b): its root token (*root) and member; 0
+ * when it is not `R`, `R.M` or `R->M`, optionally plus an offset. */
+static int buffer_path(const sview *v, size_t a, size_t b, size_t *root, char **member)
+{
+    if (is(v, a, "(") && close_of(v, a) + 1 < b && ident(v, close_of(v, a) + 1))
+        a = close_of(v, a) + 1; /* (T *)R... */
+    if (!ident(v, a))
+        return 0;
+    *root = a;
+    *member = NULL;
+    size_t next = a + 1;
+    if (is(v, next, ".") || is(v, next, "->")) {
+        if (!ident(v, next + 1))
+            return 0;
+        *member = tok_str(v, next + 1);
+        next += 2;
+    }
+    return next == b || is(v, next, "+");
+}
+
+/* Whether token root names a parameter of the function of body, or a local
+ * it declares (`T R`, `T *R`, `T &R`, then ; = ( { [ or, in a list, ,). */
+static int declared_in(const sview *v, size_t body, size_t root)
+{
+    if (param_index(v, body_name(v, body), root) >= 0)
+        return 1;
+    size_t end = close_of(v, body);
+    for (size_t i = body + 1; i < end; i++)
+        if (same_tok(v, i, root) && (ident(v, i - 1) || is(v, i - 1, "*") || is(v, i - 1, "&")) &&
+            (is(v, i + 1, ";") || is(v, i + 1, "=") || is(v, i + 1, "(") || is(v, i + 1, "{") ||
+             is(v, i + 1, "[") || (is(v, i + 1, ",") && !is(v, i - 1, "&"))))
+            return 1;
+    return 0;
+}
+
+/* B and its variable for the buffer: the function holding the send, or the
+ * one function calling it when the buffer's root is a parameter (every call
+ * passing the same variable there). */
+static int find_b(made_scan *m, size_t send_body, size_t root_s)
+{
+    const sview *v = m->v;
+    size_t f = body_name(v, send_body);
+    int j = param_index(v, f, root_s);
+    m->body_b = send_body;
+    m->root_b = root_s;
+    if (j < 0)
+        return declared_in(v, send_body, root_s)
+                   ? 0
+                   : refuse(m, tk(v, root_s)->line,
+                            "its buffer is not a variable of the function that sends it (a "
+                            "global: what writes it cannot be bounded)%s",
+                            NULL);
+    size_t caller = v->n, root = v->n, a, b;
+    for (size_t i = 0; i + 1 < v->n; i++) {
+        if (!is_call_of(v, i, f))
+            continue;
+        size_t body = enclosing_body(v, i);
+        if (!arg_range(v, i + 1, j, &a, &b) || b != a + 1 || !ident(v, a) || body >= v->n ||
+            (caller < v->n && (body != caller || !same_tok(v, a, root))))
+            return refuse(m, tk(v, i)->line,
+                          "the function that sends it is called from several functions, or not "
+                          "with one variable for the buffer%s",
+                          NULL);
+        caller = body;
+        root = a;
+    }
+    if (caller >= v->n)
+        return 0; /* no call in the program: B is the sender itself */
+    m->body_b = caller;
+    m->root_b = root;
+    return declared_in(v, caller, root)
+               ? 0
+               : refuse(m, tk(v, root)->line,
+                        "the buffer's variable is not one of the calling function's%s", NULL);
+}
+
+static int add_plan_edit(cuco_send_made_plan *p, size_t off, size_t len, char *text)
+{
+    if (!text)
+        return CUCO_ENOMEM;
+    cuco_sched_edit *e = realloc(p->edits, (p->nedits + 1) * sizeof *e);
+    if (!e) {
+        free(text);
+        return CUCO_ENOMEM;
+    }
+    p->edits = e;
+    p->edits[p->nedits++] = (cuco_sched_edit){off, len, text, off};
+    return 0;
+}
+
+/* The edits: made_begin first in B, the producers' record glue, and the
+ * send's made_site argument. */
+static int made_edits(made_scan *m, size_t call, int site, int (*editable)(void *, size_t),
+                      void *ctx, cuco_send_made_plan *p)
+{
+    const sview *v = m->v;
+    size_t first = m->body_b + 1, a, b;
+    if (editable && !editable(ctx, tk(v, first)->off))
+        return refuse(m, tk(v, first)->line, "the function that makes and sends it is frozen%s",
+                      NULL);
+    for (size_t i = 0; i < m->nproducers; i++)
+        if (editable && !editable(ctx, tk(v, m->producers[i])->off))
+            return refuse(m, tk(v, m->producers[i])->line, "a GEMM that makes it is frozen%s",
+                          NULL);
+    int rc = add_plan_edit(p, tk(v, first)->off, 0,
+                           cuco_sprintf("cuco_tx::made_begin(%d);\n    ", site));
+    for (size_t i = 0; rc == 0 && i < m->nproducers; i++) {
+        size_t g = m->producers[i];
+        const gemm_api *api = gemm_at(v, g);
+        rc = add_plan_edit(p, tk(v, g)->off, tk(v, g)->len, cuco_strdup(api->record_glue));
+        if (rc == 0 && arg_range(v, g + 1, 0, &a, &b))
+            rc =
+                add_plan_edit(p, tk(v, a)->off, 0, cuco_sprintf("%d, CUCO_SENDP_%d, ", site, site));
+    }
+    if (rc == 0 && arg_range(v, call + 1, 0, &a, &b))
+        rc = add_plan_edit(p, tk(v, a)->off, 0,
+                           cuco_sprintf("cuco_tx::made_site(%d, CUCO_SENDP_%d), ", site, site));
+    return rc;
+}
+
+static int made_note(made_scan *m, size_t call, cuco_send_made_plan *p)
+{
+    const sview *v = m->v;
+    if (m->why) {
+        p->note =
+            m->why_line ? cuco_sprintf("line %d: %s", m->why_line, m->why) : cuco_strdup(m->why);
+        return p->note ? 0 : CUCO_ENOMEM;
+    }
+    char *fn = tok_str(v, body_name(v, m->body_b));
+    p->gemm_line = tk(v, m->producers[0])->line;
+    p->note = fn ? cuco_sprintf("ncclSend at line %d sends a buffer that %zu cuBLAS GEMM call%s "
+                                "(line %d%s) make%s in %s and the functions it calls: each of its "
+                                "CUCO_P2P_PIECES pieces goes as soon as the GEMMs that make it "
+                                "are done",
+                                tk(v, call)->line, m->nproducers, m->nproducers == 1 ? "" : "s",
+                                p->gemm_line, m->nproducers == 1 ? "" : ", ...",
+                                m->nproducers == 1 ? "s" : "", fn)
+                 : NULL;
+    free(fn);
+    return p->note ? 0 : CUCO_ENOMEM;
+}
+
+int cuco_send_made_scan(const char *text, size_t call_off, int site,
+                        int (*editable)(void *ctx, size_t off), void *ctx,
+                        cuco_send_made_plan *plan, cuco_err *e)
+{
+    memset(plan, 0, sizeof *plan);
+    sview v;
+    int rc = sview_open(&v, text, e);
+    made_scan m = {.v = &v};
+    size_t c = 0, a, b, root = 0;
+    while (rc == 0 && c < v.n && tk(&v, c)->off != call_off)
+        c++;
+    if (rc == 0 && (c >= v.n || !is(&v, c + 1, "(")))
+        rc = cuco_err_set(e, CUCO_EINVAL, "no call at byte %zu", call_off);
+    size_t body = rc == 0 ? enclosing_body(&v, c) : v.n;
+    char *member = NULL;
+    if (rc == 0 && body >= v.n)
+        rc = refuse(&m, tk(&v, c)->line, "the send is not inside a function%s", NULL);
+    else if (rc == 0 &&
+             (!arg_range(&v, c + 1, 0, &a, &b) || !buffer_path(&v, a, b, &root, &member)))
+        rc = refuse(&m, tk(&v, c)->line,
+                    "its buffer is not a variable or one member of one (plus an offset)%s", NULL);
+    m.member = member;
+    if (rc == 0 && !m.why && declared_in(&v, body, root)) {
+        /* first the function holding the send: GEMMs there, or in its helpers */
+        m.body_b = body;
+        m.root_b = root;
+        rc = audit_body(&m, body, root, 1);
+        if (rc == 0 && (m.why || m.nproducers == 0))
+            made_scan_reset(&m);
+    }
+    if (rc == 0 && !m.why && m.nproducers == 0)
+        rc = find_b(&m, body, root);
+    if (rc == 0 && !m.why && m.nproducers == 0)
+        rc = audit_body(&m, m.body_b, m.root_b, 1);
+    if (rc == 0 && !m.why && m.nproducers == 0)
+        rc = refuse(&m, 0,
+                    "no cuBLAS GEMM writes its buffer in the function that sends it or the "
+                    "helpers that function calls with it%s",
+                    NULL);
+    if (rc == 0 && !m.why)
+        rc = made_edits(&m, c, site, editable, ctx, plan);
+    if (rc == 0)
+        rc = made_note(&m, c, plan);
+    plan->applies = rc == 0 && !m.why;
+    free(member);
+    free(m.producers);
+    free(m.why);
+    sview_close(&v);
+    return rc;
+}
+
+void cuco_send_made_plan_free(cuco_send_made_plan *plan)
+{
+    if (!plan)
+        return;
+    for (size_t i = 0; i < plan->nedits; i++)
+        free(plan->edits[i].text);
+    free(plan->edits);
+    free(plan->note);
+    memset(plan, 0, sizeof *plan);
+}

@@ -1,0 +1,91 @@
+/* sview.c: see sview.h. */
+#include "sview.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int sview_open(sview *v, const char *src, cuco_err *e)
+{
+    memset(v, 0, sizeof(*v));
+    v->src = src;
+    int rc = cuco_lex_run(&v->lx, src, strlen(src), e);
+    if (rc != 0)
+        return rc;
+    v->ix = malloc((v->lx.ntoks + 1) * sizeof(size_t));
+    if (!v->ix)
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    for (size_t i = 0; i < v->lx.ntoks; i++)
+        if (v->lx.toks[i].kind != CUCO_TOK_COMMENT && v->lx.toks[i].kind != CUCO_TOK_PREPROC)
+            v->ix[v->n++] = i;
+    return 0;
+}
+
+void sview_close(sview *v)
+{
+    cuco_lex_free(&v->lx);
+    free(v->ix);
+}
+
+const cuco_tok *tk(const sview *v, size_t i)
+{
+    return &v->lx.toks[v->ix[i]];
+}
+
+int is(const sview *v, size_t i, const char *s)
+{
+    return i < v->n && cuco_tok_is(&v->lx, tk(v, i), s);
+}
+
+int ident(const sview *v, size_t i)
+{
+    return i < v->n && tk(v, i)->kind == CUCO_TOK_IDENT;
+}
+
+int in_words(const sview *v, size_t i, const char *const *w)
+{
+    for (; *w; w++)
+        if (is(v, i, *w))
+            return 1;
+    return 0;
+}
+
+int same_tok(const sview *v, size_t a, size_t b)
+{
+    return tk(v, a)->len == tk(v, b)->len &&
+           memcmp(v->src + tk(v, a)->off, v->src + tk(v, b)->off, tk(v, a)->len) == 0;
+}
+
+size_t close_of(const sview *v, size_t i)
+{
+    int d = 0;
+    for (size_t k = i; k < v->n; k++) {
+        if (is(v, k, "(") || is(v, k, "[") || is(v, k, "{"))
+            d++;
+        else if (is(v, k, ")") || is(v, k, "]") || is(v, k, "}"))
+            if (--d == 0)
+                return k;
+    }
+    return v->n;
+}
+
+int arg_range(const sview *v, size_t open, int k, size_t *a, size_t *b)
+{
+    size_t close = close_of(v, open), from = open + 1;
+    int idx = 0, d = 0;
+    for (size_t i = open + 1; i <= close && i < v->n; i++) {
+        if (i < close && (is(v, i, "(") || is(v, i, "[") || is(v, i, "{")))
+            d++;
+        else if (i < close && (is(v, i, ")") || is(v, i, "]") || is(v, i, "}")))
+            d--;
+        if (i == close || (d == 0 && is(v, i, ","))) {
+            if (idx == k || (k < 0 && i == close)) {
+                *a = from;
+                *b = i;
+                return i > from;
+            }
+            idx++;
+            from = i + 1;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,47 @@
+/* sview.h: a program's code tokens (comments and preprocessor lines left
+ * out) with the few questions the schedule scans ask of them: what a token
+ * is, where a bracket closes, where a call's argument lies. Shared by
+ * schedule_scan.c and send_made.c. */
+#ifndef CUCO_TRANSFORM_SVIEW_H
+#define CUCO_TRANSFORM_SVIEW_H
+
+#include "cuco/analyze.h"
+#include "cuco/err.h"
+
+#include <stddef.h>
+
+typedef struct sview {
+    const char *src;
+    cuco_lex lx;
+    size_t *ix; /* code token -> lexer token */
+    size_t n;
+} sview;
+
+/* Lexes src (kept by reference); sview_close frees what it made. */
+int sview_open(sview *v, const char *src, cuco_err *e);
+void sview_close(sview *v);
+
+const cuco_tok *tk(const sview *v, size_t i);
+int is(const sview *v, size_t i, const char *s);
+int ident(const sview *v, size_t i);
+int in_words(const sview *v, size_t i, const char *const *w);
+/* Whether tokens a and b have the same text. */
+int same_tok(const sview *v, size_t a, size_t b);
+/* Index of the bracket that closes the one at i (v->n when unbalanced). */
+size_t close_of(const sview *v, size_t i);
+/* Token range [*a, *b) of argument k of the call whose '(' is at open (k < 0:
+ * the last); 0 when there is no such argument. */
+int arg_range(const sview *v, size_t open, int k, size_t *a, size_t *b);
+
+/* The cuBLAS GEMM calls the schedules route (schedule_scan.c): the glue
+ * names of the consumer split, the producer split and send_as_produced's
+ * record, the argument count and the positions of the operands A, B and C. */
+typedef struct gemm_api {
+    const char *name, *glue, *produce_glue, *record_glue;
+    int nargs, a, b, c;
+} gemm_api;
+
+/* The GEMM API called at token i (its name), or NULL. */
+const gemm_api *gemm_at(const sview *v, size_t i);
+
+#endif

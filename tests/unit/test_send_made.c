@@ -1,0 +1,237 @@
+/* test_send_made.c: schedule send_as_produced through cuco_transform_rules
+ * on small programs. A send whose buffer a loop of cuBLAS GEMMs makes gets
+ * the schedule whether everything sits in one function (a local buffer) or
+ * the GEMM and the send sit in helpers of one caller (a struct member);
+ * each recording GEMM, the send's made_site argument, made_begin at the
+ * maker's first statement and the knobs are there. A memset of the buffer,
+ * a kernel that may write it, an alias, a global buffer, a send in a group
+ * or no GEMM at all keep the send as it was, with a line that says why. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuco/buf.h"
+#include "cuco/program.h"
+#include "cuco/transform.h"
+
+static int has_note(const cuco_tx_notes *l, const char *needle)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->items[i].kind, "schedule") == 0 && strstr(l->items[i].text, needle))
+            return 1;
+    return 0;
+}
+
+static void transform(const char *text, cuco_tx_result *r)
+{
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("p.cu", text, r, &e), 0);
+    assert_int_equal(r->refused, 0);
+    assert_non_null(r->program);
+    cuco_err_clear(&e);
+}
+
+static int count_of(const char *s, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(s, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* one function: a local buffer made layer by layer, then sent */
+static const char *const prog_main =
+    "#include <nccl.h>\n"
+    "#include <cublas_v2.h>\n"
+    "__global__ void use(const float *a, float *out, size_t n);\n"
+    "int main() {\n"
+    "    ncclComm_t comm; cudaStream_t s; cublasHandle_t h; int rank = 0, L = 8, m = 64;\n"
+    "    float *w, *x, *buf, *out;\n"
+    "    cudaMalloc(&w, 4096); cudaMalloc(&x, 4096); cudaMalloc(&out, 4096);\n"
+    "    cudaMalloc(&buf, (size_t)L * m * m * sizeof(float));\n"
+    "    const float one = 1.0f, zero = 0.0f;\n"
+    "    if (rank == 0) {\n"
+    "        for (int l = 0; l < L; l++)\n"
+    "            cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &one, w, m, x, m, &zero,\n"
+    "                        buf + (size_t)l * m * m, m);\n"
+    "        ncclSend(buf, (size_t)L * m * m, ncclFloat, 1, comm, s);\n"
+    "    } else {\n"
+    "        ncclRecv(buf, (size_t)L * m * m, ncclFloat, 0, comm, s);\n"
+    "        use<<<1, 32, 0, s>>>(buf, out, 4);\n"
+    "    }\n"
+    "    cudaStreamSynchronize(s);\n"
+    "    cudaFree(buf);\n"
+    "    return 0;\n"
+    "}\n";
+
+static void test_local_buffer(void **state)
+{
+    (void)state;
+    cuco_tx_result r;
+    transform(prog_main, &r);
+    assert_non_null(strstr(r.program, "cuco_tx::sgemm_record(0, CUCO_SENDP_0, h, "));
+    assert_non_null(strstr(r.program, "cuco_tx::send(cuco_tx::made_site(0, CUCO_SENDP_0), buf,"));
+    const char *begin = strstr(r.program, "cuco_tx::made_begin(0);");
+    const char *decl = strstr(r.program, "ncclComm_t comm; cudaStream_t s;");
+    assert_non_null(begin);
+    assert_true(begin < decl); /* the first statement of main */
+    assert_non_null(strstr(r.program, "#define CUCO_SENDP_0 1 // cuco:knob run 0 1"));
+    assert_non_null(strstr(r.program, "#define CUCO_P2P_PIECES 8 // cuco:knob run 1 2 4 8 16"));
+    assert_non_null(strstr(r.program, "#define CUCO_TX_GEMM_SPLIT 1"));
+    assert_true(has_note(&r.notes, "send_as_produced: ncclSend at line 14"));
+    cuco_tx_result_free(&r);
+}
+
+/* helpers of one caller, the buffer a member of a struct passed by reference
+ * (the layout of a layer-wise KV transfer) */
+static const char *const prog_helpers =
+    "#include <nccl.h>\n"
+    "#include <cublas_v2.h>\n"
+    "struct P { float *cache, *x, *w; long layers, n; int role, peer; };\n"
+    "__global__ void decode(const float *cache, float *out, long n);\n"
+    "static void make_layer(cublasHandle_t h, const P &p, long l, cudaStream_t st) {\n"
+    "    const float one = 1.0f, zero = 0.0f;\n"
+    "    cublasSetStream(h, st);\n"
+    "    cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, (int)p.n, (int)p.n, (int)p.n, &one, p.w,\n"
+    "                 CUDA_R_32F, (int)p.n, p.x, CUDA_R_32F, (int)p.n, &zero,\n"
+    "                 p.cache + l * p.n * p.n, CUDA_R_32F, (int)p.n, CUBLAS_COMPUTE_32F,\n"
+    "                 CUBLAS_GEMM_DEFAULT);\n"
+    "}\n"
+    "static void move(ncclComm_t c, const P &p, cudaStream_t st) {\n"
+    "    size_t count = (size_t)p.layers * p.n * p.n;\n"
+    "    if (p.role == 0)\n"
+    "        ncclSend(p.cache, count, ncclFloat, p.peer, c, st);\n"
+    "    else\n"
+    "        ncclRecv(p.cache, count, ncclFloat, p.peer, c, st);\n"
+    "}\n"
+    "static void run(cublasHandle_t h, ncclComm_t c, const P &p, float *out, cudaStream_t st) {\n"
+    "    if (p.role == 1) {\n"
+    "        move(c, p, st);\n"
+    "        decode<<<1, 32, 0, st>>>(p.cache, out, p.n);\n"
+    "        return;\n"
+    "    }\n"
+    "    for (long l = 0; l < p.layers; l++)\n"
+    "        make_layer(h, p, l, st);\n"
+    "    move(c, p, st);\n"
+    "}\n"
+    "int main() {\n"
+    "    P p; ncclComm_t c; cudaStream_t st; cublasHandle_t h; float *out;\n"
+    "    cudaMalloc(&p.cache, 1 << 24); cudaMalloc(&out, 64);\n"
+    "    run(h, c, p, out, st);\n"
+    "    cudaStreamSynchronize(st);\n"
+    "    return 0;\n"
+    "}\n";
+
+static void test_helpers_member(void **state)
+{
+    (void)state;
+    cuco_tx_result r;
+    transform(prog_helpers, &r);
+    assert_non_null(strstr(r.program, "cuco_tx::gemm_ex_record(0, CUCO_SENDP_0, h, "));
+    assert_non_null(
+        strstr(r.program, "cuco_tx::send(cuco_tx::made_site(0, CUCO_SENDP_0), p.cache,"));
+    const char *run = strstr(r.program, "static void run(");
+    const char *begin = strstr(r.program, "cuco_tx::made_begin(0);");
+    assert_non_null(run);
+    assert_non_null(begin);
+    assert_true(run < begin && begin < strstr(run, "if (p.role == 1)"));
+    assert_int_equal(count_of(r.program, "cuco_tx::made_begin("), 1);
+    assert_true(has_note(&r.notes, "makes in run and the functions it calls"));
+    cuco_tx_result_free(&r);
+}
+
+/* the same program with one change each: the schedule does not apply, the
+ * send is an ordinary one, and the report says why */
+static void check_refused(const char *from, const char *to, const char *why)
+{
+    char *text = cuco_strdup(prog_helpers);
+    assert_non_null(text);
+    char *at = strstr(text, from);
+    assert_non_null(at);
+    cuco_buf b = CUCO_BUF_INIT;
+    cuco_buf_printf(&b, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+    cuco_tx_result r;
+    transform(b.data, &r);
+    assert_null(strstr(r.program, "cuco_tx::made_site(0"));
+    assert_null(strstr(r.program, "cuco_tx::gemm_ex_record(0"));
+    assert_null(strstr(r.program, "CUCO_SENDP_0"));
+    assert_non_null(strstr(r.program, "cuco_tx::send(p.cache,"));
+    if (!has_note(&r.notes, why))
+        fail_msg("no note with '%s'", why);
+    assert_true(has_note(&r.notes, "send_as_produced does not apply to ncclSend"));
+    cuco_tx_result_free(&r);
+    cuco_buf_free(&b);
+    free(text);
+}
+
+static void test_refused(void **state)
+{
+    (void)state;
+    /* a memset between the GEMMs and the send */
+    check_refused("    move(c, p, st);\n}\n",
+                  "    cudaMemsetAsync(p.cache, 0, 64, st);\n    move(c, p, st);\n}\n",
+                  "goes to cudaMemsetAsync");
+    /* a kernel that may write it */
+    check_refused("__global__ void decode(const float *cache",
+                  "__global__ void decode(float *cache", "through a pointer that is not const");
+    /* an alias taken in the maker */
+    check_refused(
+        "    for (long l = 0; l < p.layers; l++)",
+        "    float *alias = p.cache; (void)alias;\n    for (long l = 0; l < p.layers; l++)",
+        "written or aliased");
+    /* the struct passed on from a helper */
+    check_refused("    cublasSetStream(h, st);\n", "    cublasSetStream(h, st);\n    touch(p);\n",
+                  "used whole where the scan cannot follow it");
+    /* no GEMM writes it */
+    check_refused("p.cache + l * p.n * p.n", "p.x", "no cuBLAS GEMM writes its buffer");
+    /* the sender called from two functions */
+    check_refused("    run(h, c, p, out, st);\n",
+                  "    run(h, c, p, out, st);\n    move(c, p, st);\n",
+                  "called from several functions");
+}
+
+/* a buffer of file scope and a send in a group: not planned */
+static void test_global_and_group(void **state)
+{
+    (void)state;
+    char *text = cuco_strdup(prog_main);
+    char *decl = strstr(text, "    float *w, *x, *buf, *out;\n");
+    assert_non_null(decl);
+    cuco_buf b = CUCO_BUF_INIT;
+    cuco_buf_printf(&b, "float *buf;\n%.*s    float *w, *x, *out;\n%s", (int)(decl - text), text,
+                    decl + strlen("    float *w, *x, *buf, *out;\n"));
+    cuco_tx_result r;
+    transform(b.data, &r);
+    assert_null(strstr(r.program, "cuco_tx::made_site(0"));
+    assert_true(has_note(&r.notes, "not a variable of the function that sends it"));
+    cuco_tx_result_free(&r);
+    cuco_buf_free(&b);
+
+    char *send = strstr(text, "        ncclSend(buf,");
+    assert_non_null(send);
+    cuco_buf_printf(&b, "%.*s        ncclGroupStart();\n%.*s        ncclGroupEnd();\n%s",
+                    (int)(send - text), text, (int)(strchr(send, '\n') + 1 - send), send,
+                    strchr(send, '\n') + 1);
+    transform(b.data, &r);
+    assert_null(strstr(r.program, "cuco_tx::made_site(0"));
+    assert_true(has_note(&r.notes, "send_as_produced does not apply to ncclSend: inside"));
+    cuco_tx_result_free(&r);
+    cuco_buf_free(&b);
+    free(text);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_local_buffer),
+        cmocka_unit_test(test_helpers_member),
+        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_global_and_group),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
