@@ -161,6 +161,13 @@ typedef struct cuco_sched_edit {
     size_t stmt_off; /* a byte of the statement the edit belongs to (for EVOLVE-BLOCK wrapping) */
 } cuco_sched_edit;
 
+/* Appends an edit (text owned by the list from here, also on failure);
+ * CUCO_ENOMEM when text is NULL or memory runs out. */
+int cuco_sched_edit_push(cuco_sched_edit **edits, size_t *n, size_t off, size_t len, char *text,
+                         size_t stmt_off);
+/* Frees n edits and the array. */
+void cuco_sched_edits_free(cuco_sched_edit *edits, size_t n);
+
 typedef struct cuco_sched_plan {
     cuco_sched_edit *edits; /* owned */
     size_t nedits;

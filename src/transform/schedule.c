@@ -160,13 +160,33 @@ int cuco_sched_place_call(const cuco_sched_graph *g, size_t call, cuco_sched_pla
     return rc;
 }
 
+int cuco_sched_edit_push(cuco_sched_edit **edits, size_t *n, size_t off, size_t len, char *text,
+                         size_t stmt_off)
+{
+    if (!text)
+        return CUCO_ENOMEM;
+    cuco_sched_edit *g = realloc(*edits, (*n + 1) * sizeof(*g));
+    if (!g) {
+        free(text);
+        return CUCO_ENOMEM;
+    }
+    *edits = g;
+    g[(*n)++] = (cuco_sched_edit){off, len, text, stmt_off};
+    return 0;
+}
+
+void cuco_sched_edits_free(cuco_sched_edit *edits, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(edits[i].text);
+    free(edits);
+}
+
 void cuco_sched_plan_free(cuco_sched_plan *plan)
 {
     if (!plan)
         return;
-    for (size_t i = 0; i < plan->nedits; i++)
-        free(plan->edits[i].text);
-    free(plan->edits);
+    cuco_sched_edits_free(plan->edits, plan->nedits);
     free(plan->note);
     free(plan->split_note);
     free(plan->produce_note);

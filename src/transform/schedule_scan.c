@@ -793,16 +793,7 @@ static int plan_note(cuco_sched_plan *p, const char *fmt, int line)
 
 static int plan_edit(cuco_sched_plan *p, size_t off, size_t len, char *text, size_t stmt_off)
 {
-    if (!text)
-        return CUCO_ENOMEM;
-    cuco_sched_edit *g = realloc(p->edits, (p->nedits + 1) * sizeof(*g));
-    if (!g) {
-        free(text);
-        return CUCO_ENOMEM;
-    }
-    p->edits = g;
-    p->edits[p->nedits++] = (cuco_sched_edit){off, len, text, stmt_off};
-    return 0;
+    return cuco_sched_edit_push(&p->edits, &p->nedits, off, len, text, stmt_off);
 }
 
 /* `if (cond) call;` (no braces, no else) at s0 with the call at c in its

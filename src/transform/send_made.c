@@ -370,16 +370,7 @@ static int find_b(made_scan *m, size_t send_body, size_t root_s)
 
 static int add_plan_edit(cuco_send_made_plan *p, size_t off, size_t len, char *text)
 {
-    if (!text)
-        return CUCO_ENOMEM;
-    cuco_sched_edit *e = realloc(p->edits, (p->nedits + 1) * sizeof *e);
-    if (!e) {
-        free(text);
-        return CUCO_ENOMEM;
-    }
-    p->edits = e;
-    p->edits[p->nedits++] = (cuco_sched_edit){off, len, text, off};
-    return 0;
+    return cuco_sched_edit_push(&p->edits, &p->nedits, off, len, text, off);
 }
 
 /* The edits: made_begin first in B, the producers' record glue, and the
@@ -489,9 +480,7 @@ void cuco_send_made_plan_free(cuco_send_made_plan *plan)
 {
     if (!plan)
         return;
-    for (size_t i = 0; i < plan->nedits; i++)
-        free(plan->edits[i].text);
-    free(plan->edits);
+    cuco_sched_edits_free(plan->edits, plan->nedits);
     free(plan->note);
     memset(plan, 0, sizeof *plan);
 }
