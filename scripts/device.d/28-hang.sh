@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/device.d/28-hang.sh: where a workload's gen_0 stops at the
 # machine's rank count. 'cuco transform --no-verify' of HANG_WORKLOAD (a
-# workload folder name), gen_0 built with nvcc, then run under mpirun at
+# workload folder name, or a path to one), gen_0 built with nvcc, then run under mpirun at
 # HANG_RANKS ranks (default 2) with the verification arguments of its
 # manifest and CUCO_TX_TRACE=1 (the glue prints each rank's communicator
 # setup, window registrations and point-to-point calls), once per value of
@@ -20,7 +20,9 @@ AFTER=${HANG_AFTER_S:-45}
 DEST=$OUT/hang
 mkdir -p "$DEST"
 NCCL_HOME=${NCCL_HOME:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl}
+# a workload folder name, or a path to a workload folder
 W=workloads/$HANG_WORKLOAD
+case "$HANG_WORKLOAD" in */*) W=$HANG_WORKLOAD; HANG_WORKLOAD=$(basename "$W") ;; esac
 WS=$(mktemp -d /tmp/cuco-hang.XXXXXX)
 timeout 120 cuco transform "$W" --workspace "$WS/ws" --no-verify > "$DEST/transform.txt" 2>&1
 G=$(ls "$WS"/ws/gen_0/"$HANG_WORKLOAD".c* 2>/dev/null | head -1)
