@@ -167,7 +167,10 @@ inline cuco::Launch comm_launch() {
   return l;
 }
 
-inline int p2p_ctas() { return CUCO_P2P_CTAS < 1 ? 1 : (CUCO_P2P_CTAS > kMaxP2pCtas ? kMaxP2pCtas : CUCO_P2P_CTAS); }
+// A count knob's value (CTAs, pieces) held to 1..most.
+inline int clamp_count(int v, int most) { return v < 1 ? 1 : (v > most ? most : v); }
+
+inline int p2p_ctas() { return clamp_count(CUCO_P2P_CTAS, kMaxP2pCtas); }
 
 // Clears device memory before returning, on a private non-blocking stream:
 // a memset on the legacy stream would not be ordered before the program's
@@ -575,10 +578,13 @@ inline ncclResult_t p2p_self(const std::vector<P2pOp>& ops) {
 }
 
 // Whether NCCL's local buffer registration is off (NCCL_LOCAL_REGISTER=0,
-// read by NCCL at communicator creation, so only the environment can set it).
+// read by NCCL once, at communicator creation; read here once too).
 inline bool nccl_local_register_off() {
-  const char* v = std::getenv("NCCL_LOCAL_REGISTER");
-  return v && strcmp(v, "0") == 0;
+  static const bool off = [] {
+    const char* v = std::getenv("NCCL_LOCAL_REGISTER");
+    return v && strcmp(v, "0") == 0;
+  }();
+  return off;
 }
 
 // Whether a send or receive goes through NCCL's own send/recv: its size is
@@ -659,6 +665,7 @@ inline ncclResult_t p2p_flush() {
 // after it, goes on the send's stream as before.
 constexpr size_t kMinPieceBytes = 1u << 20;
 constexpr size_t kPieceAlign = 4096;
+constexpr int kMaxP2pPieces = 16;
 constexpr size_t kMaxMadeRecs = 4096;
 
 struct MadeRec {
@@ -681,14 +688,19 @@ inline cudaError_t event_take(cudaEvent_t* ev) {
   return cudaSuccess;
 }
 
-// Pieces of a send or receive of `bytes` (1: whole), and where piece i starts.
+// Pieces of a send or receive of `bytes` (1: whole; none under 1 MiB), and
+// piece i of k as an operation.
 inline int p2p_pieces(size_t bytes) {
-  long k = CUCO_P2P_PIECES;
-  size_t most = bytes / kMinPieceBytes;
-  return k <= 1 || most < 2 ? 1 : (int)std::min<size_t>((size_t)k, most);
+  size_t most = std::min<size_t>(bytes / kMinPieceBytes, kMaxP2pPieces);
+  return clamp_count(CUCO_P2P_PIECES, most < 1 ? 1 : (int)most);
 }
 inline size_t piece_off(size_t bytes, int k, int i) {
   return i >= k ? bytes : bytes / (size_t)k * (size_t)i / kPieceAlign * kPieceAlign;
+}
+inline P2pOp piece_op(bool isSend, const void* buf, size_t bytes, int k, int i, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+  size_t lo = piece_off(bytes, k, i), hi = piece_off(bytes, k, i + 1);
+  return P2pOp{isSend, static_cast<const char*>(buf) + lo, hi - lo, peer, comm, stream};
 }
 
 inline void made_drop(size_t i) {
@@ -745,11 +757,7 @@ inline ncclResult_t p2p_enqueue(bool isSend, const void* buf, size_t count, nccl
   size_t bytes = count * es;
   if (!isSend) made_forget(buf, bytes);
   int k = p2p_pieces(bytes);
-  const char* base = static_cast<const char*>(buf);
-  for (int i = 0; i < k; i++) {
-    size_t lo = piece_off(bytes, k, i), hi = piece_off(bytes, k, i + 1);
-    pending().push_back(P2pOp{isSend, base + lo, hi - lo, peer, comm, stream});
-  }
+  for (int i = 0; i < k; i++) pending().push_back(piece_op(isSend, buf, bytes, k, i, peer, comm, stream));
   return group_depth() > 0 ? ncclSuccess : p2p_flush();
 }
 
@@ -779,15 +787,16 @@ inline ncclResult_t send(MadeSiteTag m, const void* sendbuff, size_t count, nccl
   }
   if (!x->side && cudaStreamCreateWithFlags(&x->side, cudaStreamNonBlocking) != cudaSuccess)
     return CUCO_TX_FAIL("send_as_produced: creating the side stream failed");
-  const char* base = static_cast<const char*>(sendbuff);
   bool early = true;
   int earlyPieces = 0;
   ncclResult_t r = ncclSuccess;
   for (int i = 0; i < k && r == ncclSuccess; i++) {
-    size_t lo = piece_off(bytes, k, i), hi = piece_off(bytes, k, i + 1);
-    early = early && made_wait(m.site, base + lo, base + hi, x->side);
+    P2pOp op = piece_op(true, sendbuff, bytes, k, i, peer, comm, x->side);
+    const char* lo = static_cast<const char*>(op.buf);
+    early = early && made_wait(m.site, lo, lo + op.bytes, x->side);
     earlyPieces += early;
-    pending().push_back(P2pOp{true, base + lo, hi - lo, peer, comm, early ? x->side : stream});
+    if (!early) op.stream = stream;
+    pending().push_back(op);
     r = p2p_flush();
   }
   made_begin(m.site);
@@ -1061,9 +1070,7 @@ inline void early_wait(int site, int on) {
 #define CUCO_SPLIT_CHUNKS 1
 #endif
 constexpr int kMaxSplitChunks = 8;
-// A pieces knob's value held to 1..most.
-inline int pieces_in(int v, int most) { return v < 1 ? 1 : (v > most ? most : v); }
-inline int split_chunks() { return pieces_in(CUCO_SPLIT_CHUNKS, kMaxSplitChunks); }
+inline int split_chunks() { return clamp_count(CUCO_SPLIT_CHUNKS, kMaxSplitChunks); }
 
 struct SplitSite {
   int site, on;
@@ -1181,7 +1188,7 @@ inline void split_join(int site, cudaStream_t stream) {
 #define CUCO_PSPLIT_PIECES 4
 #endif
 constexpr int kMaxProducePieces = 16;
-inline int produce_pieces() { return pieces_in(CUCO_PSPLIT_PIECES, kMaxProducePieces); }
+inline int produce_pieces() { return clamp_count(CUCO_PSPLIT_PIECES, kMaxProducePieces); }
 
 struct ProduceSite {
   int site, on;

@@ -37,15 +37,11 @@ static const char *const type_words[] = {
     "true",       "false",        "this",     "new",           "delete",
     "typename",   "template",     NULL};
 
-static const char *const keywords[] = {"if",    "for",   "while",   "switch",    "do",       "else",
-                                       "try",   "catch", "return",  "break",     "continue", "goto",
-                                       "throw", "case",  "default", "co_return", "co_yield", NULL};
-
 /* A head: an identifier that names a variable, not the member after . or ->,
  * not a call, a type, a keyword or a namespace. */
 static int is_head(const sview *v, size_t i)
 {
-    if (!ident(v, i) || in_words(v, i, type_words) || in_words(v, i, keywords))
+    if (!ident(v, i) || in_words(v, i, type_words) || in_words(v, i, sview_keywords))
         return 0;
     if (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::")))
         return 0;
@@ -299,7 +295,7 @@ static int push_text(cuco_strlist *l, const sview *v, size_t i)
 /* The '(' or '<<<' after the name of a call at i; v->n when i is no call. */
 static size_t call_open(const sview *v, size_t i)
 {
-    if (!ident(v, i) || in_words(v, i, keywords) || in_words(v, i, type_words))
+    if (!ident(v, i) || in_words(v, i, sview_keywords) || in_words(v, i, type_words))
         return v->n;
     if (is(v, i + 1, "(") || is(v, i + 1, "<<<"))
         return i + 1;
@@ -414,52 +410,6 @@ static int stmt_classify(const sview *v, stmt *s)
 
 /* ---- the enclosing function and its aliases ------------------------------- */
 
-/* The '{' of the block that holds token i (v->n: none). */
-static size_t block_open(const sview *v, size_t i)
-{
-    int d = 0;
-    for (size_t k = i; k-- > 0;) {
-        if (is(v, k, "}"))
-            d++;
-        else if (is(v, k, "{") && d-- == 0)
-            return k;
-    }
-    return v->n;
-}
-
-/* The '(' of the parameter list when the block at brace is a function's (or
- * a lambda's: *lambda = 1) body; v->n otherwise. */
-static size_t params_of(const sview *v, size_t brace, int *lambda)
-{
-    size_t k = brace;
-    *lambda = 0;
-    while (k > 0 && in_words(v, k - 1,
-                             (const char *const[]){"const", "noexcept", "override", "final",
-                                                   "mutable", NULL}))
-        k--;
-    if (k == 0 || !is(v, k - 1, ")"))
-        return v->n;
-    int d = 0;
-    size_t o = k - 1;
-    for (;; o--) {
-        if (is(v, o, ")"))
-            d++;
-        else if (is(v, o, "(") && --d == 0)
-            break;
-        if (o == 0)
-            return v->n;
-    }
-    if (o == 0)
-        return v->n;
-    if (is(v, o - 1, "]")) {
-        *lambda = 1;
-        return o;
-    }
-    if (!ident(v, o - 1) || in_words(v, o - 1, keywords))
-        return v->n;
-    return o;
-}
-
 typedef struct fn_scope {
     size_t params, body, body_end; /* '(' of the parameters, '{' and '}' of the body */
     cuco_strlist alias_a, alias_b;
@@ -553,7 +503,7 @@ static int scan_locals(fn_scope *f, const sview *v, size_t a, size_t b)
         size_t p = i - 1;
         while (p > a && (is(v, p, "*") || is(v, p, "&") || is(v, p, "&&")))
             p--;
-        if (!(ident(v, p) || is(v, p, ">")) || in_words(v, p, keywords))
+        if (!(ident(v, p) || is(v, p, ">")) || in_words(v, p, sview_keywords))
             continue;
         rc = push_text(&f->locals, v, i);
         if (rc == 0 && ptr && i < f->body)
@@ -804,7 +754,7 @@ static size_t guarded_stmt(const sview *v, size_t s0, size_t c)
     if (!is(v, s0 + 1, "("))
         return v->n;
     size_t body = close_of(v, s0 + 1) + 1;
-    if (body >= v->n || body > c || is(v, body, "{") || in_words(v, body, keywords))
+    if (body >= v->n || body > c || is(v, body, "{") || in_words(v, body, sview_keywords))
         return v->n;
     int d = 0;
     for (size_t k = body; k < c; k++) {
@@ -825,7 +775,7 @@ static size_t plain_stmt_start(const sview *v, size_t c)
         s0--;
     if (s0 > 0 && is(v, s0, "if"))
         return guarded_stmt(v, s0, c);
-    if (s0 == 0 || in_words(v, s0, keywords))
+    if (s0 == 0 || in_words(v, s0, sview_keywords))
         return v->n;
     int d = 0;
     for (size_t k = s0; k < c; k++) {

@@ -24,6 +24,7 @@
 #include "cuco/transform.h"
 #include "sview.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,16 +43,25 @@ static const char *const alloc_calls[] = {
     "cudaMalloc", "cudaMallocAsync", "cudaMallocManaged", "ncclMemAlloc",
     "cudaFree",   "cudaFreeAsync",   "ncclMemFree",       NULL};
 static const char *const p2p_calls[] = {"ncclSend", "ncclRecv", NULL};
-static const char *const not_functions[] = {"if",    "for",    "while",  "switch",
-                                            "catch", "return", "sizeof", NULL};
 
-static int refuse(made_scan *m, int line, const char *fmt, const char *a)
+static int refuse(made_scan *m, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int refuse(made_scan *m, int line, const char *fmt, ...)
 {
     if (m->why)
         return 0;
-    m->why = cuco_sprintf(fmt, a ? a : "");
+    cuco_buf b = CUCO_BUF_INIT;
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = cuco_buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    if (rc != 0) {
+        cuco_buf_free(&b);
+        return CUCO_ENOMEM;
+    }
+    m->why = cuco_buf_detach(&b);
     m->why_line = line;
-    return m->why ? 0 : CUCO_ENOMEM;
+    return 0;
 }
 
 static char *tok_str(const sview *v, size_t i)
@@ -59,45 +69,22 @@ static char *tok_str(const sview *v, size_t i)
     return cuco_strndup(v->src + tk(v, i)->off, tk(v, i)->len);
 }
 
-/* The '{' of the function body enclosing token i (a named function, not a
- * lambda or a control statement); v->n when none. */
+/* The '{' of the body of the innermost named function (not a lambda) that
+ * holds token i; v->n when none. */
 static size_t enclosing_body(const sview *v, size_t i)
 {
-    size_t best = v->n;
-    for (size_t k = 0; k < i; k++) {
-        if (!is(v, k, "{") || close_of(v, k) < i)
-            continue;
-        size_t p = k;
-        while (p > 0 &&
-               (is(v, p - 1, "const") || is(v, p - 1, "override") || is(v, p - 1, "noexcept")))
-            p--;
-        if (p == 0 || !is(v, p - 1, ")"))
-            continue;
-        size_t open = p - 1;
-        for (int d = 0; open > 0; open--) { /* the '(' matching ')' at p - 1 */
-            d += is(v, open, ")") - is(v, open, "(");
-            if (d == 0)
-                break;
-        }
-        if (open > 0 && ident(v, open - 1) && !in_words(v, open - 1, not_functions))
-            best = k; /* later braces are inner ones */
-    }
-    return best;
+    int lambda = 0;
+    for (size_t b = block_open(v, i); b < v->n; b = block_open(v, b))
+        if (params_of(v, b, &lambda) < v->n && !lambda)
+            return b;
+    return v->n;
 }
 
 /* The name token of the function whose body opens at brace. */
 static size_t body_name(const sview *v, size_t brace)
 {
-    size_t p = brace;
-    while (!is(v, p - 1, ")"))
-        p--;
-    size_t open = p - 1;
-    for (int d = 0; open > 0; open--) {
-        d += is(v, open, ")") - is(v, open, "(");
-        if (d == 0)
-            break;
-    }
-    return open - 1;
+    int lambda = 0;
+    return params_of(v, brace, &lambda) - 1;
 }
 
 /* Position of parameter `name` in the definition whose name token is f; -1. */
@@ -156,7 +143,7 @@ static int enclosing_call(const sview *v, size_t lo, size_t i, size_t *name, int
             while (*launch && n > lo && !is(v, n, "<<<"))
                 n--;
             *name = *launch ? n - 1 : k - 1;
-            return ident(v, *name) && !in_words(v, *name, not_functions);
+            return ident(v, *name) && !in_words(v, *name, sview_keywords);
         } else if (d == 0 && is(v, k, ",")) {
             commas++;
         } else if (d == 0 && is(v, k, ";")) {
@@ -221,7 +208,7 @@ static int buffer_use(made_scan *m, size_t body, size_t i, size_t end)
           (is(v, end + 2, ";") || is(v, end + 2, ",")))))
         return 0; /* T *buf; T *a, *buf; T *buf = nullptr;: its declaration */
     if (!in_call)
-        return refuse(m, line, "the buffer is written or aliased outside any call%s", NULL);
+        return refuse(m, line, "the buffer is written or aliased outside any call");
     const gemm_api *g = launch ? NULL : gemm_at(v, name);
     if (g)
         return k == g->c ? add_producer(m, name) : 0;
@@ -229,14 +216,12 @@ static int buffer_use(made_scan *m, size_t body, size_t i, size_t end)
         return 0;
     if (launch && const_param(v, name, k))
         return 0;
-    char *n = tok_str(v, name);
-    int rc = n ? refuse(m, line,
-                        launch ? "the buffer goes to kernel %s through a pointer that is not const"
-                               : "the buffer goes to %s, which the scan does not read",
-                        n)
-               : CUCO_ENOMEM;
-    free(n);
-    return rc;
+    const cuco_tok *t = tk(v, name);
+    return launch ? refuse(m, line,
+                           "the buffer goes to kernel %.*s through a pointer that is not const",
+                           (int)t->len, v->src + t->off)
+                  : refuse(m, line, "the buffer goes to %.*s, which the scan does not read",
+                           (int)t->len, v->src + t->off);
 }
 
 static int audit_body(made_scan *m, size_t body, size_t root, int in_b);
@@ -252,19 +237,14 @@ static int root_passed(made_scan *m, size_t body, size_t i, int in_b)
     int whole = enclosing_call(v, body + 1, i, &name, &k, &launch) && !launch &&
                 arg_range(v, name + 1, k, &a, &b) && a == i && b == i + 1;
     size_t def = whole ? definition_of(v, name) : v->n;
-    if (!in_b || def >= v->n) {
-        char *r = tok_str(v, i);
-        int rc = r ? refuse(m, tk(v, i)->line,
-                            "`%s` is used whole where the scan cannot follow it (an alias, or an "
-                            "argument of a function whose body it does not read)",
-                            r)
-                   : CUCO_ENOMEM;
-        free(r);
-        return rc;
-    }
+    if (!in_b || def >= v->n)
+        return refuse(m, tk(v, i)->line,
+                      "`%.*s` is used whole where the scan cannot follow it (an alias, or an "
+                      "argument of a function whose body it does not read)",
+                      (int)tk(v, i)->len, v->src + tk(v, i)->off);
     size_t f = body_name(v, def), pa, pb;
     if (!arg_range(v, f + 1, k, &pa, &pb))
-        return refuse(m, tk(v, i)->line, "a helper's parameters could not be read%s", NULL);
+        return refuse(m, tk(v, i)->line, "a helper's parameters could not be read");
     return audit_body(m, def, pb - 1, 0);
 }
 
@@ -342,8 +322,7 @@ static int find_b(made_scan *m, size_t send_body, size_t root_s)
                    ? 0
                    : refuse(m, tk(v, root_s)->line,
                             "its buffer is not a variable of the function that sends it (a "
-                            "global: what writes it cannot be bounded)%s",
-                            NULL);
+                            "global: what writes it cannot be bounded)");
     size_t caller = v->n, root = v->n, a, b;
     for (size_t i = 0; i + 1 < v->n; i++) {
         if (!is_call_of(v, i, f))
@@ -353,8 +332,7 @@ static int find_b(made_scan *m, size_t send_body, size_t root_s)
             (caller < v->n && (body != caller || !same_tok(v, a, root))))
             return refuse(m, tk(v, i)->line,
                           "the function that sends it is called from several functions, or not "
-                          "with one variable for the buffer%s",
-                          NULL);
+                          "with one variable for the buffer");
         caller = body;
         root = a;
     }
@@ -365,7 +343,7 @@ static int find_b(made_scan *m, size_t send_body, size_t root_s)
     return declared_in(v, caller, root)
                ? 0
                : refuse(m, tk(v, root)->line,
-                        "the buffer's variable is not one of the calling function's%s", NULL);
+                        "the buffer's variable is not one of the calling function's");
 }
 
 static int add_plan_edit(cuco_send_made_plan *p, size_t off, size_t len, char *text)
@@ -381,12 +359,10 @@ static int made_edits(made_scan *m, size_t call, int site, int (*editable)(void 
     const sview *v = m->v;
     size_t first = m->body_b + 1, a, b;
     if (editable && !editable(ctx, tk(v, first)->off))
-        return refuse(m, tk(v, first)->line, "the function that makes and sends it is frozen%s",
-                      NULL);
+        return refuse(m, tk(v, first)->line, "the function that makes and sends it is frozen");
     for (size_t i = 0; i < m->nproducers; i++)
         if (editable && !editable(ctx, tk(v, m->producers[i])->off))
-            return refuse(m, tk(v, m->producers[i])->line, "a GEMM that makes it is frozen%s",
-                          NULL);
+            return refuse(m, tk(v, m->producers[i])->line, "a GEMM that makes it is frozen");
     int rc = add_plan_edit(p, tk(v, first)->off, 0,
                            cuco_sprintf("cuco_tx::made_begin(%d);\n    ", site));
     for (size_t i = 0; rc == 0 && i < m->nproducers; i++) {
@@ -441,11 +417,11 @@ int cuco_send_made_scan(const char *text, size_t call_off, int site,
     size_t body = rc == 0 ? enclosing_body(&v, c) : v.n;
     char *member = NULL;
     if (rc == 0 && body >= v.n)
-        rc = refuse(&m, tk(&v, c)->line, "the send is not inside a function%s", NULL);
+        rc = refuse(&m, tk(&v, c)->line, "the send is not inside a function");
     else if (rc == 0 &&
              (!arg_range(&v, c + 1, 0, &a, &b) || !buffer_path(&v, a, b, &root, &member)))
         rc = refuse(&m, tk(&v, c)->line,
-                    "its buffer is not a variable or one member of one (plus an offset)%s", NULL);
+                    "its buffer is not a variable or one member of one (plus an offset)");
     m.member = member;
     if (rc == 0 && !m.why && declared_in(&v, body, root)) {
         /* first the function holding the send: GEMMs there, or in its helpers */
@@ -462,8 +438,7 @@ int cuco_send_made_scan(const char *text, size_t call_off, int site,
     if (rc == 0 && !m.why && m.nproducers == 0)
         rc = refuse(&m, 0,
                     "no cuBLAS GEMM writes its buffer in the function that sends it or the "
-                    "helpers that function calls with it%s",
-                    NULL);
+                    "helpers that function calls with it");
     if (rc == 0 && !m.why)
         rc = made_edits(&m, c, site, editable, ctx, plan);
     if (rc == 0)

@@ -89,3 +89,50 @@ int arg_range(const sview *v, size_t open, int k, size_t *a, size_t *b)
     }
     return 0;
 }
+
+const char *const sview_keywords[] = {"if",    "for",   "while",   "switch",    "do",       "else",
+                                      "try",   "catch", "return",  "break",     "continue", "goto",
+                                      "throw", "case",  "default", "co_return", "co_yield", NULL};
+
+size_t block_open(const sview *v, size_t i)
+{
+    int d = 0;
+    for (size_t k = i; k-- > 0;) {
+        if (is(v, k, "}"))
+            d++;
+        else if (is(v, k, "{") && d-- == 0)
+            return k;
+    }
+    return v->n;
+}
+
+size_t params_of(const sview *v, size_t brace, int *lambda)
+{
+    size_t k = brace;
+    *lambda = 0;
+    while (k > 0 && in_words(v, k - 1,
+                             (const char *const[]){"const", "noexcept", "override", "final",
+                                                   "mutable", NULL}))
+        k--;
+    if (k == 0 || !is(v, k - 1, ")"))
+        return v->n;
+    int d = 0;
+    size_t o = k - 1;
+    for (;; o--) {
+        if (is(v, o, ")"))
+            d++;
+        else if (is(v, o, "(") && --d == 0)
+            break;
+        if (o == 0)
+            return v->n;
+    }
+    if (o == 0)
+        return v->n;
+    if (is(v, o - 1, "]")) {
+        *lambda = 1;
+        return o;
+    }
+    if (!ident(v, o - 1) || in_words(v, o - 1, sview_keywords))
+        return v->n;
+    return o;
+}

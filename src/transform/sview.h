@@ -1,6 +1,7 @@
 /* sview.h: a program's code tokens (comments and preprocessor lines left
  * out) with the few questions the schedule scans ask of them: what a token
- * is, where a bracket closes, where a call's argument lies. Shared by
+ * is, where a bracket closes, where a call's argument lies, which block and
+ * which function holds a token. Shared by
  * schedule_scan.c and send_made.c. */
 #ifndef CUCO_TRANSFORM_SVIEW_H
 #define CUCO_TRANSFORM_SVIEW_H
@@ -32,6 +33,14 @@ size_t close_of(const sview *v, size_t i);
 /* Token range [*a, *b) of argument k of the call whose '(' is at open (k < 0:
  * the last); 0 when there is no such argument. */
 int arg_range(const sview *v, size_t open, int k, size_t *a, size_t *b);
+
+/* Statement keywords (NULL-terminated): never a call's or a variable's name. */
+extern const char *const sview_keywords[];
+/* The '{' of the block that holds token i (v->n: none). */
+size_t block_open(const sview *v, size_t i);
+/* The '(' of the parameter list when the block at brace is a function's (or
+ * a lambda's: *lambda = 1) body; v->n otherwise. */
+size_t params_of(const sview *v, size_t brace, int *lambda);
 
 /* The cuBLAS GEMM calls the schedules route (schedule_scan.c): the glue
  * names of the consumer split, the producer split and send_as_produced's
