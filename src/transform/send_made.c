@@ -153,12 +153,14 @@ static int enclosing_call(const sview *v, size_t lo, size_t i, size_t *name, int
     return 0;
 }
 
-/* Whether parameter k of kernel `name` is a pointer to const (read from its
- * first declaration or definition, `void name(...)`). */
+/* Whether parameter k of kernel `name` is a pointer to const, read from its
+ * first declaration or definition (`name(...)` outside any function body,
+ * whatever stands before the name: __launch_bounds__, a template). */
 static int const_param(const sview *v, size_t name, int k)
 {
-    size_t f = 1, a, b;
-    while (f + 1 < v->n && !(same_tok(v, f, name) && is(v, f - 1, "void") && is(v, f + 1, "(")))
+    size_t f = 0, a, b;
+    while (f + 1 < v->n &&
+           !(same_tok(v, f, name) && is(v, f + 1, "(") && enclosing_body(v, f) >= v->n))
         f++;
     if (f + 1 >= v->n || !arg_range(v, f + 1, k, &a, &b))
         return 0;

@@ -3,7 +3,8 @@
  * the schedule whether everything sits in one function (a local buffer) or
  * the GEMM and the send sit in helpers of one caller (a struct member);
  * each recording GEMM, the send's made_site argument, made_begin at the
- * maker's first statement and the knobs are there. A memset of the buffer,
+ * maker's first statement and the knobs are there, also when the kernel that
+ * reads the buffer is defined with __launch_bounds__. A memset of the buffer,
  * a kernel that may write it, an alias, a global buffer, a send in a group
  * or no GEMM at all keep the send as it was, with a line that says why. */
 #include <setjmp.h>
@@ -145,6 +146,29 @@ static void test_helpers_member(void **state)
     cuco_tx_result_free(&r);
 }
 
+/* the reading kernel defined (not declared) with __launch_bounds__ between
+ * its return type and its name: its const parameter is still found */
+static void test_kernel_definition(void **state)
+{
+    (void)state;
+    const char *decl = "__global__ void decode(const float *cache, float *out, long n);\n";
+    const char *def = "__global__ void __launch_bounds__(128)\n"
+                      "    decode(const float *cache, float *out, long n) { out[0] = cache[0]; }\n";
+    char *text = cuco_strdup(prog_helpers);
+    char *at = strstr(text, decl);
+    assert_non_null(at);
+    cuco_buf b = CUCO_BUF_INIT;
+    cuco_buf_printf(&b, "%.*s%s%s", (int)(at - text), text, def, at + strlen(decl));
+    cuco_tx_result r;
+    transform(b.data, &r);
+    assert_non_null(
+        strstr(r.program, "cuco_tx::send(cuco_tx::made_site(0, CUCO_SENDP_0), p.cache,"));
+    assert_true(has_note(&r.notes, "send_as_produced: ncclSend at line"));
+    cuco_tx_result_free(&r);
+    cuco_buf_free(&b);
+    free(text);
+}
+
 /* the same program with one change each: the schedule does not apply, the
  * send is an ordinary one, and the report says why */
 static void check_refused(const char *from, const char *to, const char *why)
@@ -228,9 +252,8 @@ static void test_global_and_group(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_local_buffer),
-        cmocka_unit_test(test_helpers_member),
-        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_local_buffer),      cmocka_unit_test(test_helpers_member),
+        cmocka_unit_test(test_kernel_definition), cmocka_unit_test(test_refused),
         cmocka_unit_test(test_global_and_group),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
