@@ -30,10 +30,10 @@
 
 typedef struct made_scan {
     const sview *v;
-    size_t root_b;      /* B's variable for the buffer's root */
-    const char *member; /* "cache" of p.cache; NULL: the variable itself */
-    size_t body_b;      /* B's '{' */
-    size_t *producers;  /* name tokens of the recording GEMMs */
+    size_t root_b;     /* B's variable for the buffer's root */
+    size_t member;     /* the token of `cache` in p.cache; v->n: the variable itself */
+    size_t body_b;     /* B's '{' */
+    size_t *producers; /* name tokens of the recording GEMMs */
     size_t nproducers;
     char *why; /* set when the schedule does not apply */
     int why_line;
@@ -62,11 +62,6 @@ static int refuse(made_scan *m, int line, const char *fmt, ...)
     m->why = cuco_buf_detach(&b);
     m->why_line = line;
     return 0;
-}
-
-static char *tok_str(const sview *v, size_t i)
-{
-    return cuco_strndup(v->src + tk(v, i)->off, tk(v, i)->len);
 }
 
 /* The '{' of the body of the innermost named function (not a lambda) that
@@ -204,7 +199,7 @@ static int buffer_use(made_scan *m, size_t body, size_t i, size_t end)
     size_t name = 0;
     int k = 0, launch = 0, line = tk(v, i)->line;
     int in_call = enclosing_call(v, body + 1, i, &name, &k, &launch);
-    if (!m->member && i > 0 && is(v, i - 1, "*") &&
+    if (m->member >= v->n && i > 0 && is(v, i - 1, "*") &&
         (is(v, end, ";") || is(v, end, ",") ||
          (is(v, end, "=") && (is(v, end + 1, "nullptr") || is(v, end + 1, "NULL")) &&
           (is(v, end + 2, ";") || is(v, end + 2, ",")))))
@@ -261,11 +256,11 @@ static int audit_body(made_scan *m, size_t body, size_t root, int in_b)
             (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::")))
             continue;
         int field = is(v, i + 1, ".") || is(v, i + 1, "->");
-        if (m->member && field) {
-            if (ident(v, i + 2) && tk(v, i + 2)->len == strlen(m->member) &&
-                memcmp(v->src + tk(v, i + 2)->off, m->member, strlen(m->member)) == 0)
+        int has_member = m->member < v->n;
+        if (has_member && field) {
+            if (ident(v, i + 2) && same_tok(v, i + 2, m->member))
                 rc = buffer_use(m, body, i, i + 3);
-        } else if (m->member) {
+        } else if (has_member) {
             rc = root_passed(m, body, i, in_b);
         } else if (!field) {
             rc = buffer_use(m, body, i, i + 1);
@@ -276,19 +271,19 @@ static int audit_body(made_scan *m, size_t body, size_t root, int in_b)
 
 /* The send's buffer argument [a, b): its root token (*root) and member; 0
  * when it is not `R`, `R.M` or `R->M`, optionally plus an offset. */
-static int buffer_path(const sview *v, size_t a, size_t b, size_t *root, char **member)
+static int buffer_path(const sview *v, size_t a, size_t b, size_t *root, size_t *member)
 {
     if (is(v, a, "(") && close_of(v, a) + 1 < b && ident(v, close_of(v, a) + 1))
         a = close_of(v, a) + 1; /* (T *)R... */
     if (!ident(v, a))
         return 0;
     *root = a;
-    *member = NULL;
+    *member = v->n;
     size_t next = a + 1;
     if (is(v, next, ".") || is(v, next, "->")) {
         if (!ident(v, next + 1))
             return 0;
-        *member = tok_str(v, next + 1);
+        *member = next + 1;
         next += 2;
     }
     return next == b || is(v, next, "+");
@@ -389,17 +384,14 @@ static int made_note(made_scan *m, size_t call, cuco_send_made_plan *p)
             m->why_line ? cuco_sprintf("line %d: %s", m->why_line, m->why) : cuco_strdup(m->why);
         return p->note ? 0 : CUCO_ENOMEM;
     }
-    char *fn = tok_str(v, body_name(v, m->body_b));
+    const cuco_tok *fn = tk(v, body_name(v, m->body_b));
     p->gemm_line = tk(v, m->producers[0])->line;
-    p->note = fn ? cuco_sprintf("ncclSend at line %d sends a buffer that %zu cuBLAS GEMM call%s "
-                                "(line %d%s) make%s in %s and the functions it calls: each of its "
-                                "CUCO_P2P_PIECES pieces goes as soon as the GEMMs that make it "
-                                "are done",
-                                tk(v, call)->line, m->nproducers, m->nproducers == 1 ? "" : "s",
-                                p->gemm_line, m->nproducers == 1 ? "" : ", ...",
-                                m->nproducers == 1 ? "s" : "", fn)
-                 : NULL;
-    free(fn);
+    p->note = cuco_sprintf("ncclSend at line %d sends a buffer that %zu cuBLAS GEMM call%s (line "
+                           "%d%s) make%s in %.*s and the functions it calls: each of its "
+                           "CUCO_P2P_PIECES pieces goes as soon as the GEMMs that make it are done",
+                           tk(v, call)->line, m->nproducers, m->nproducers == 1 ? "" : "s",
+                           p->gemm_line, m->nproducers == 1 ? "" : ", ...",
+                           m->nproducers == 1 ? "s" : "", (int)fn->len, v->src + fn->off);
     return p->note ? 0 : CUCO_ENOMEM;
 }
 
@@ -410,21 +402,19 @@ int cuco_send_made_scan(const char *text, size_t call_off, int site,
     memset(plan, 0, sizeof *plan);
     sview v;
     int rc = sview_open(&v, text, e);
-    made_scan m = {.v = &v};
+    made_scan m = {.v = &v, .member = v.n};
     size_t c = 0, a, b, root = 0;
     while (rc == 0 && c < v.n && tk(&v, c)->off != call_off)
         c++;
     if (rc == 0 && (c >= v.n || !is(&v, c + 1, "(")))
         rc = cuco_err_set(e, CUCO_EINVAL, "no call at byte %zu", call_off);
     size_t body = rc == 0 ? enclosing_body(&v, c) : v.n;
-    char *member = NULL;
     if (rc == 0 && body >= v.n)
         rc = refuse(&m, tk(&v, c)->line, "the send is not inside a function");
     else if (rc == 0 &&
-             (!arg_range(&v, c + 1, 0, &a, &b) || !buffer_path(&v, a, b, &root, &member)))
+             (!arg_range(&v, c + 1, 0, &a, &b) || !buffer_path(&v, a, b, &root, &m.member)))
         rc = refuse(&m, tk(&v, c)->line,
                     "its buffer is not a variable or one member of one (plus an offset)");
-    m.member = member;
     if (rc == 0 && !m.why && declared_in(&v, body, root)) {
         /* first the function holding the send: GEMMs there, or in its helpers */
         m.body_b = body;
@@ -446,7 +436,6 @@ int cuco_send_made_scan(const char *text, size_t call_off, int site,
     if (rc == 0)
         rc = made_note(&m, c, plan);
     plan->applies = rc == 0 && !m.why;
-    free(member);
     free(m.producers);
     free(m.why);
     sview_close(&v);
