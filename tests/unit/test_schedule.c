@@ -15,6 +15,7 @@
 #include "cuco/buf.h"
 #include "cuco/program.h"
 #include "cuco/transform.h"
+#include "tx_test.h"
 
 #define NAMES(...)                                                                                 \
     ((const char *const[]){__VA_ARGS__}), (sizeof((const char *[]){__VA_ARGS__}) / sizeof(char *))
@@ -181,15 +182,6 @@ static void test_bad_input(void **state)
     assert_int_equal(cuco_sched_place_call(&gr, 1, &p), CUCO_EINVAL);
 }
 
-static int has_note(const cuco_tx_notes *l, int line, const char *needle)
-{
-    for (size_t i = 0; i < l->n; i++)
-        if (strcmp(l->items[i].kind, "schedule") == 0 && (line == 0 || l->items[i].line == line) &&
-            strstr(l->items[i].text, needle))
-            return 1;
-    return 0;
-}
-
 static const char *const prog_alias =
     "#include <nccl.h>\n"
     "__global__ void k(float *a, size_t n);\n"
@@ -232,8 +224,8 @@ static void test_scan_alias_program(void **state)
     assert_non_null(w);
     assert_true(before < w && w < consumer);
     assert_non_null(strstr(r.program, "#define CUCO_EARLY_0 1 // cuco:knob run 0 1"));
-    assert_true(has_note(&r.notes, 7, "early_start_late_wait: ncclAllGather at line 7"));
-    assert_true(has_note(&r.notes, 7, "before the statement at line 11 (2 independent launches"));
+    assert_true(tx_has_schedule_note(&r.notes, 7, "early_start_late_wait: ncclAllGather at line 7"));
+    assert_true(tx_has_schedule_note(&r.notes, 7, "before the statement at line 11 (2 independent launches"));
     cuco_knob *k = NULL;
     size_t nk = 0;
     assert_int_equal(cuco_program_knobs(r.program, &k, &nk, &e), 0);
@@ -260,7 +252,7 @@ static void test_scan_params_alias(void **state)
     cuco_err e = CUCO_ERR_INIT;
     assert_int_equal(cuco_transform_rules("p.cu", text, &r, &e), 0);
     assert_int_equal(r.refused, 0);
-    assert_true(has_note(&r.notes, 7,
+    assert_true(tx_has_schedule_note(&r.notes, 7,
                          "does not apply to ncclAllGather: no independent work "
                          "between the call and its first consumer (line 9)"));
     assert_null(strstr(r.program, "CUCO_EARLY_0"));
@@ -298,11 +290,11 @@ static void test_scan_not_applied(void **state)
     assert_int_equal(cuco_transform_rules("p.cu", prog, &r, &e), 0);
     assert_int_equal(r.refused, 0);
     /* the unknown call use(y) is the consumer, after one independent launch */
-    assert_true(has_note(&r.notes, 6, "wait moved before the statement at line 8 (1 independent"));
-    assert_true(has_note(&r.notes, 9, "not a statement of its own"));
-    assert_true(has_note(&r.notes, 10,
+    assert_true(tx_has_schedule_note(&r.notes, 6, "wait moved before the statement at line 8 (1 independent"));
+    assert_true(tx_has_schedule_note(&r.notes, 9, "not a statement of its own"));
+    assert_true(tx_has_schedule_note(&r.notes, 10,
                          "no independent work between the call and its first consumer (line 11)"));
-    assert_true(has_note(&r.notes, 13, "inside ncclGroupStart/ncclGroupEnd"));
+    assert_true(tx_has_schedule_note(&r.notes, 13, "inside ncclGroupStart/ncclGroupEnd"));
     cuco_tx_result_free(&r);
     cuco_err_clear(&e);
 }
@@ -340,13 +332,13 @@ static void test_scan_streams_and_calls(void **state)
     cuco_err e = CUCO_ERR_INIT;
     assert_int_equal(cuco_transform_rules("p.cu", prog, &r, &e), 0);
     assert_int_equal(r.refused, 0);
-    assert_true(has_note(&r.notes, 9, "wait moved before the statement at line 11 (1 independent"));
+    assert_true(tx_has_schedule_note(&r.notes, 9, "wait moved before the statement at line 11 (1 independent"));
     assert_non_null(strstr(r.program, "cuco_tx::early_wait(0, CUCO_EARLY_0, s2);\n"
                                       "    k<<<1, 32, 0, s2>>>(y, n);"));
     assert_true(
-        has_note(&r.notes, 12, "wait moved before the statement at line 14 (1 independent"));
+        tx_has_schedule_note(&r.notes, 12, "wait moved before the statement at line 14 (1 independent"));
     assert_true(
-        has_note(&r.notes, 15, "wait moved before the statement at line 17 (1 independent"));
+        tx_has_schedule_note(&r.notes, 15, "wait moved before the statement at line 17 (1 independent"));
     assert_non_null(strstr(r.program, "#define CUCO_EARLY_2 1 // cuco:knob run 0 1"));
     cuco_tx_result_free(&r);
     cuco_err_clear(&e);

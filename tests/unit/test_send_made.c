@@ -19,23 +19,7 @@
 #include "cuco/buf.h"
 #include "cuco/program.h"
 #include "cuco/transform.h"
-
-static int has_note(const cuco_tx_notes *l, const char *needle)
-{
-    for (size_t i = 0; i < l->n; i++)
-        if (strcmp(l->items[i].kind, "schedule") == 0 && strstr(l->items[i].text, needle))
-            return 1;
-    return 0;
-}
-
-static void transform(const char *text, cuco_tx_result *r)
-{
-    cuco_err e = CUCO_ERR_INIT;
-    assert_int_equal(cuco_transform_rules("p.cu", text, r, &e), 0);
-    assert_int_equal(r->refused, 0);
-    assert_non_null(r->program);
-    cuco_err_clear(&e);
-}
+#include "tx_test.h"
 
 static int count_of(const char *s, const char *needle)
 {
@@ -74,7 +58,7 @@ static void test_local_buffer(void **state)
 {
     (void)state;
     cuco_tx_result r;
-    transform(prog_main, &r);
+    tx_transform(prog_main, &r);
     assert_non_null(strstr(r.program, "cuco_tx::sgemm_record(0, CUCO_SENDP_0, h, "));
     assert_non_null(strstr(r.program, "cuco_tx::send(cuco_tx::made_site(0, CUCO_SENDP_0), buf,"));
     const char *begin = strstr(r.program, "cuco_tx::made_begin(0);");
@@ -84,7 +68,7 @@ static void test_local_buffer(void **state)
     assert_non_null(strstr(r.program, "#define CUCO_SENDP_0 1 // cuco:knob run 0 1"));
     assert_non_null(strstr(r.program, "#define CUCO_P2P_PIECES 8 // cuco:knob run 1 2 4 8 16"));
     assert_non_null(strstr(r.program, "#define CUCO_TX_GEMM_SPLIT 1"));
-    assert_true(has_note(&r.notes, "send_as_produced: ncclSend at line 14"));
+    assert_true(tx_has_schedule_note(&r.notes, 0, "send_as_produced: ncclSend at line 14"));
     cuco_tx_result_free(&r);
 }
 
@@ -132,7 +116,7 @@ static void test_helpers_member(void **state)
 {
     (void)state;
     cuco_tx_result r;
-    transform(prog_helpers, &r);
+    tx_transform(prog_helpers, &r);
     assert_non_null(strstr(r.program, "cuco_tx::gemm_ex_record(0, CUCO_SENDP_0, h, "));
     assert_non_null(
         strstr(r.program, "cuco_tx::send(cuco_tx::made_site(0, CUCO_SENDP_0), p.cache,"));
@@ -142,7 +126,7 @@ static void test_helpers_member(void **state)
     assert_non_null(begin);
     assert_true(run < begin && begin < strstr(run, "if (p.role == 1)"));
     assert_int_equal(count_of(r.program, "cuco_tx::made_begin("), 1);
-    assert_true(has_note(&r.notes, "makes in run and the functions it calls"));
+    assert_true(tx_has_schedule_note(&r.notes, 0, "makes in run and the functions it calls"));
     cuco_tx_result_free(&r);
 }
 
@@ -160,10 +144,10 @@ static void test_kernel_definition(void **state)
     cuco_buf b = CUCO_BUF_INIT;
     cuco_buf_printf(&b, "%.*s%s%s", (int)(at - text), text, def, at + strlen(decl));
     cuco_tx_result r;
-    transform(b.data, &r);
+    tx_transform(b.data, &r);
     assert_non_null(
         strstr(r.program, "cuco_tx::send(cuco_tx::made_site(0, CUCO_SENDP_0), p.cache,"));
-    assert_true(has_note(&r.notes, "send_as_produced: ncclSend at line"));
+    assert_true(tx_has_schedule_note(&r.notes, 0, "send_as_produced: ncclSend at line"));
     cuco_tx_result_free(&r);
     cuco_buf_free(&b);
     free(text);
@@ -180,14 +164,14 @@ static void check_refused(const char *from, const char *to, const char *why)
     cuco_buf b = CUCO_BUF_INIT;
     cuco_buf_printf(&b, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
     cuco_tx_result r;
-    transform(b.data, &r);
+    tx_transform(b.data, &r);
     assert_null(strstr(r.program, "cuco_tx::made_site(0"));
     assert_null(strstr(r.program, "cuco_tx::gemm_ex_record(0"));
     assert_null(strstr(r.program, "CUCO_SENDP_0"));
     assert_non_null(strstr(r.program, "cuco_tx::send(p.cache,"));
-    if (!has_note(&r.notes, why))
+    if (!tx_has_schedule_note(&r.notes, 0, why))
         fail_msg("no note with '%s'", why);
-    assert_true(has_note(&r.notes, "send_as_produced does not apply to ncclSend"));
+    assert_true(tx_has_schedule_note(&r.notes, 0, "send_as_produced does not apply to ncclSend"));
     cuco_tx_result_free(&r);
     cuco_buf_free(&b);
     free(text);
@@ -230,9 +214,9 @@ static void test_global_and_group(void **state)
     cuco_buf_printf(&b, "float *buf;\n%.*s    float *w, *x, *out;\n%s", (int)(decl - text), text,
                     decl + strlen("    float *w, *x, *buf, *out;\n"));
     cuco_tx_result r;
-    transform(b.data, &r);
+    tx_transform(b.data, &r);
     assert_null(strstr(r.program, "cuco_tx::made_site(0"));
-    assert_true(has_note(&r.notes, "not a variable of the function that sends it"));
+    assert_true(tx_has_schedule_note(&r.notes, 0, "not a variable of the function that sends it"));
     cuco_tx_result_free(&r);
     cuco_buf_free(&b);
 
@@ -241,9 +225,10 @@ static void test_global_and_group(void **state)
     cuco_buf_printf(&b, "%.*s        ncclGroupStart();\n%.*s        ncclGroupEnd();\n%s",
                     (int)(send - text), text, (int)(strchr(send, '\n') + 1 - send), send,
                     strchr(send, '\n') + 1);
-    transform(b.data, &r);
+    tx_transform(b.data, &r);
     assert_null(strstr(r.program, "cuco_tx::made_site(0"));
-    assert_true(has_note(&r.notes, "send_as_produced does not apply to ncclSend: inside"));
+    assert_true(
+        tx_has_schedule_note(&r.notes, 0, "send_as_produced does not apply to ncclSend: inside"));
     cuco_tx_result_free(&r);
     cuco_buf_free(&b);
     free(text);

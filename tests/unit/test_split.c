@@ -17,25 +17,7 @@
 #include "cuco/buf.h"
 #include "cuco/program.h"
 #include "cuco/transform.h"
-
-static int has_note(const cuco_tx_notes *l, int line, const char *needle)
-{
-    for (size_t i = 0; i < l->n; i++)
-        if (strcmp(l->items[i].kind, "schedule") == 0 && (line == 0 || l->items[i].line == line) &&
-            strstr(l->items[i].text, needle))
-            return 1;
-    return 0;
-}
-
-/* Transforms text; the result must not be refused. */
-static void transform(const char *text, cuco_tx_result *r)
-{
-    cuco_err e = CUCO_ERR_INIT;
-    assert_int_equal(cuco_transform_rules("p.cu", text, r, &e), 0);
-    assert_int_equal(r->refused, 0);
-    assert_non_null(r->program);
-    cuco_err_clear(&e);
-}
+#include "tx_test.h"
 
 /* Whether the program declares knob name among its knobs. */
 static int has_knob(const char *program, const char *name)
@@ -83,7 +65,7 @@ static void test_split_direct(void **state)
 {
     (void)state;
     cuco_tx_result r;
-    transform(prog_direct, &r);
+    tx_transform(prog_direct, &r);
     const char *ag = strstr(r.program, "cuco_tx::all_gather(cuco_tx::split_site(0, CUCO_SPLIT_0), "
                                        "x, g, 16, ncclFloat, c, "
                                        "cuco_tx::early_start(0, CUCO_EARLY_0, s))");
@@ -99,11 +81,11 @@ static void test_split_direct(void **state)
     assert_non_null(strstr(r.program, "#define CUCO_SPLIT_0 1 // cuco:knob run 0 1"));
     assert_true(has_knob(r.program, "CUCO_SPLIT_0"));
     assert_true(has_knob(r.program, "CUCO_EARLY_0"));
-    assert_true(has_note(&r.notes, 9,
+    assert_true(tx_has_schedule_note(&r.notes, 9,
                          "consumer_split_by_source: cublasGemmEx at line 9 consumes "
                          "ncclAllGather at line 8 per source rank (own rows first) "
                          "(knob CUCO_SPLIT_0)"));
-    assert_true(has_note(&r.notes, 8, "wait moved before the statement at line 12"));
+    assert_true(tx_has_schedule_note(&r.notes, 8, "wait moved before the statement at line 12"));
     cuco_tx_result_free(&r);
 }
 
@@ -123,9 +105,9 @@ static void test_split_alias(void **state)
     char *full = cuco_sprintf("%.*s    float *rows = g;\n%s", (int)(at - text), text, at);
     assert_non_null(full);
     cuco_tx_result r;
-    transform(full, &r);
+    tx_transform(full, &r);
     assert_non_null(strstr(r.program, "cuco_tx::sgemm_split(0, CUCO_SPLIT_0, h,"));
-    assert_true(has_note(&r.notes, 10, "consumer_split_by_source: cublasSgemm at line 10"));
+    assert_true(tx_has_schedule_note(&r.notes, 10, "consumer_split_by_source: cublasSgemm at line 10"));
     cuco_tx_result_free(&r);
     free(full);
     free(text);
@@ -144,7 +126,7 @@ static void test_split_unbraced_if(void **state)
                   "CUBLAS_COMPUTE_32F,\n"
                   "                           CUBLAS_GEMM_DEFAULT));\n" PROG_TAIL;
     cuco_tx_result r;
-    transform(prog, &r);
+    tx_transform(prog, &r);
     assert_non_null(strstr(r.program, "CHECK(cuco_tx::all_gather(cuco_tx::split_site(0, "
                                       "CUCO_SPLIT_0), x, g, 16, ncclFloat, c, "
                                       "cuco_tx::early_start(0, CUCO_EARLY_0, s)));"));
@@ -153,7 +135,7 @@ static void test_split_unbraced_if(void **state)
     assert_non_null(gemm);
     assert_non_null(wait);
     assert_true(gemm < wait);
-    assert_true(has_note(&r.notes, 10,
+    assert_true(tx_has_schedule_note(&r.notes, 10,
                          "consumer_split_by_source: cublasGemmEx at line 10 "
                          "consumes ncclAllGather at line 8"));
     cuco_tx_result_free(&r);
@@ -170,11 +152,11 @@ static void test_unbraced_if_schedule(void **state)
                   "    if (m > 1) ncclAllGather(x, g, 16, ncclFloat, c, s); else k<<<1, 32, 0, "
                   "s>>>(w, 4);\n" PROG_TAIL;
     cuco_tx_result r;
-    transform(prog, &r);
-    assert_true(has_note(&r.notes, 8, "early_start_late_wait: ncclAllGather at line 8"));
-    assert_true(has_note(&r.notes, 8, "wait moved before the statement at line 10"));
-    assert_true(has_note(&r.notes, 10, "not a statement of its own"));
-    assert_true(has_note(&r.notes, 10, "consumer_split_by_source does not apply"));
+    tx_transform(prog, &r);
+    assert_true(tx_has_schedule_note(&r.notes, 8, "early_start_late_wait: ncclAllGather at line 8"));
+    assert_true(tx_has_schedule_note(&r.notes, 8, "wait moved before the statement at line 10"));
+    assert_true(tx_has_schedule_note(&r.notes, 10, "not a statement of its own"));
+    assert_true(tx_has_schedule_note(&r.notes, 10, "consumer_split_by_source does not apply"));
     cuco_tx_result_free(&r);
 }
 
@@ -194,15 +176,15 @@ static void test_split_not_first(void **state)
         "                 CUDA_R_32F, kk, &zero, g, CUDA_R_32F, 8, CUBLAS_COMPUTE_32F,\n"
         "                 CUBLAS_GEMM_DEFAULT);\n" PROG_TAIL;
     cuco_tx_result r;
-    transform(prog, &r);
+    tx_transform(prog, &r);
     assert_null(strstr(r.program, "cuco_tx::gemm_ex_split("));
     assert_null(strstr(r.program, "#define CUCO_SPLIT_0"));
     assert_null(strstr(r.program, "CUCO_SPLIT_CHUNKS 2 // cuco:knob"));
     assert_null(strstr(r.program, "#define CUCO_TX_GEMM_SPLIT"));
-    assert_true(has_note(&r.notes, 8,
+    assert_true(tx_has_schedule_note(&r.notes, 8,
                          "consumer_split_by_source does not apply to ncclAllGather: its first "
                          "consumer (line 9) is not a cuBLAS GEMM call"));
-    assert_true(has_note(&r.notes, 13,
+    assert_true(tx_has_schedule_note(&r.notes, 13,
                          "consumer (line 14) does not read the gathered buffer "
                          "through operand A or B"));
     cuco_tx_result_free(&r);
@@ -240,7 +222,7 @@ static void test_split_helper(void **state)
         "    return 0;\n"
         "}\n";
     cuco_tx_result r;
-    transform(prog, &r);
+    tx_transform(prog, &r);
     const char *gemm = strstr(r.program, "cuco_tx::gemm_ex_split(0, CUCO_SPLIT_0, s.h,");
     const char *call = strstr(r.program, "        gemm(s, st);");
     const char *wait = strstr(r.program, "cuco_tx::early_wait(0, CUCO_EARLY_0);");
@@ -248,7 +230,7 @@ static void test_split_helper(void **state)
     assert_non_null(call);
     assert_non_null(wait);
     assert_true(call < wait); /* the wait follows the helper's call */
-    assert_true(has_note(&r.notes, 8,
+    assert_true(tx_has_schedule_note(&r.notes, 8,
                          "consumer_split_by_source: cublasGemmEx at line 8 consumes "
                          "ncclAllGather at line 15 per source rank (own rows first), "
                          "in the helper its first consumer calls"));
@@ -265,8 +247,8 @@ static void test_split_only_gathers(void **state)
         "                 CUDA_R_32F, kk, &zero, y, CUDA_R_32F, 8, CUBLAS_COMPUTE_32F,\n"
         "                 CUBLAS_GEMM_DEFAULT);\n" PROG_TAIL;
     cuco_tx_result r;
-    transform(prog, &r);
-    assert_false(has_note(&r.notes, 0, "consumer_split_by_source"));
+    tx_transform(prog, &r);
+    assert_false(tx_has_schedule_note(&r.notes, 0, "consumer_split_by_source"));
     assert_null(strstr(r.program, "cuco_tx::gemm_ex_split("));
     cuco_tx_result_free(&r);
 }
@@ -285,7 +267,7 @@ static void test_produce_direct(void **state)
         "                 CUBLAS_GEMM_DEFAULT);\n"
         "    ncclAllReduce(g, g, 8 * m, ncclFloat, ncclSum, c, s);\n" PROG_TAIL;
     cuco_tx_result r;
-    transform(prog, &r);
+    tx_transform(prog, &r);
     assert_non_null(strstr(r.program, "cuco_tx::gemm_ex_produce(0, CUCO_PSPLIT_0, h,"));
     assert_non_null(
         strstr(r.program, "cuco_tx::all_reduce(cuco_tx::produce_site(0, CUCO_PSPLIT_0), g, g,"));
@@ -293,10 +275,10 @@ static void test_produce_direct(void **state)
     assert_true(has_knob(r.program, "CUCO_PSPLIT_PIECES"));
     assert_false(has_knob(r.program, "CUCO_SPLIT_CHUNKS"));
     assert_non_null(strstr(r.program, "#define CUCO_TX_GEMM_SPLIT 1"));
-    assert_true(has_note(&r.notes, 8,
+    assert_true(tx_has_schedule_note(&r.notes, 8,
                          "producer_split: cublasGemmEx at line 8 makes the input of "
                          "ncclAllReduce at line 11"));
-    assert_true(has_note(&r.notes, 11, "early_start_late_wait does not apply"));
+    assert_true(tx_has_schedule_note(&r.notes, 11, "early_start_late_wait does not apply"));
     cuco_tx_result_free(&r);
 }
 
@@ -313,17 +295,17 @@ static void test_produce_not(void **state)
         "                 CUBLAS_GEMM_DEFAULT);\n"
         "    ncclAllReduce(g, g, 8 * m, ncclFloat, ncclSum, c, s);\n" PROG_TAIL;
     cuco_tx_result r;
-    transform(prog, &r);
+    tx_transform(prog, &r);
     assert_null(strstr(r.program, "cuco_tx::gemm_ex_produce(0"));
     assert_null(strstr(r.program, "cuco_tx::produce_site(0"));
     assert_null(strstr(r.program, "cuco_tx::produce_site(1"));
     assert_null(strstr(r.program, "#define CUCO_PSPLIT_0"));
     assert_null(strstr(r.program, "#define CUCO_PSPLIT_1"));
     assert_false(has_knob(r.program, "CUCO_PSPLIT_PIECES"));
-    assert_true(has_note(&r.notes, 9,
+    assert_true(tx_has_schedule_note(&r.notes, 9,
                          "producer_split does not apply to ncclAllReduce: the "
                          "statement before it (line 8) is not a cuBLAS GEMM call"));
-    assert_true(has_note(&r.notes, 13, "is a GEMM that does not write the all-reduce's buffer"));
+    assert_true(tx_has_schedule_note(&r.notes, 13, "is a GEMM that does not write the all-reduce's buffer"));
     cuco_tx_result_free(&r);
 }
 
@@ -340,11 +322,11 @@ static void test_one_split_per_gemm(void **state)
         "                 CUBLAS_GEMM_DEFAULT);\n"
         "    ncclAllReduce(y, y, 8 * m, ncclFloat, ncclSum, c, s);\n" PROG_TAIL;
     cuco_tx_result r;
-    transform(prog, &r);
+    tx_transform(prog, &r);
     assert_non_null(strstr(r.program, "cuco_tx::gemm_ex_split(0, CUCO_SPLIT_0, h,"));
     assert_null(strstr(r.program, "CUCO_PSPLIT_1"));
     assert_null(strstr(r.program, "cuco_tx::produce_site(1"));
-    assert_true(has_note(&r.notes, 12,
+    assert_true(tx_has_schedule_note(&r.notes, 12,
                          "producer_split does not apply to ncclAllReduce: the GEMM "
                          "before it (line 9) is already split by "
                          "consumer_split_by_source"));

@@ -14,6 +14,7 @@
 #include "cuco/buf.h"
 #include "cuco/program.h"
 #include "cuco/transform.h"
+#include "tx_test.h"
 
 static const char *const block_program =
     "#include <nccl.h>\n"
@@ -26,15 +27,6 @@ static const char *const block_program =
     "static void done(Step &s) { cudaFree(s.buf); }\n"
     "// EVOLVE-BLOCK-END\n"
     "int main() { /* frozen harness */ return 0; }\n";
-
-static int has_note(const cuco_tx_notes *l, const char *kind, int line, const char *needle)
-{
-    for (size_t i = 0; i < l->n; i++)
-        if (strcmp(l->items[i].kind, kind) == 0 && (line == 0 || l->items[i].line == line) &&
-            strstr(l->items[i].text, needle))
-            return 1;
-    return 0;
-}
 
 static void test_allreduce_in_block(void **state)
 {
@@ -60,8 +52,8 @@ static void test_allreduce_in_block(void **state)
         ctas += strcmp(k[i].name, "CUCO_COMM_CTAS") == 0 && k[i].value_in_choices;
     assert_int_equal(ctas, 1);
     cuco_knobs_free(k, nk);
-    assert_true(has_note(&r.notes, "rewrite", 6, "cuco_tx::all_reduce"));
-    assert_true(has_note(&r.notes, "symmetric", 4, "s.buf"));
+    assert_true(tx_has_note(&r.notes, "rewrite", 6, "cuco_tx::all_reduce"));
+    assert_true(tx_has_note(&r.notes, "symmetric", 4, "s.buf"));
     int passed = 0;
     assert_int_equal(cuco_transform_check("p.cu", r.program, &passed, &r.notes, &e), 0);
     assert_int_equal(passed, 1);
@@ -136,7 +128,7 @@ static void test_refusals(void **state)
         cuco_tx_result r;
         cuco_err e = CUCO_ERR_INIT;
         assert_int_equal(cuco_transform_rules("x.cu", cases[i].src, &r, &e), 0);
-        if (!r.refused || !has_note(&r.notes, "refused", cases[i].line, cases[i].needle))
+        if (!r.refused || !tx_has_note(&r.notes, "refused", cases[i].line, cases[i].needle))
             fail_msg("case %zu: expected a refusal at line %d about '%s'", i, cases[i].line, cases[i].needle);
         assert_null(r.program);
         cuco_tx_result_free(&r);
@@ -191,7 +183,7 @@ static void test_data_dependent_offsets(void **state)
     assert_non_null(strstr(r.program, "cuco_tx::gather(s, r, 4, ncclFloat32, 0, c, st)"));
     assert_non_null(strstr(r.program, "cuco_tx::symm_malloc(&r"));
     assert_non_null(strstr(r.program, "cudaMalloc(&s"));
-    assert_true(has_note(&r.notes, "rewrite", 9, "cuco_tx::all_to_all"));
+    assert_true(tx_has_note(&r.notes, "rewrite", 9, "cuco_tx::all_to_all"));
     cuco_tx_result_free(&r);
     cuco_err_clear(&e);
 }
@@ -211,7 +203,7 @@ static void check_rejects(const char *defect, int defect_line_offset, const char
     int passed = 1;
     assert_int_equal(cuco_transform_check("p.cu", bad, &passed, &notes, &e), 0);
     assert_int_equal(passed, 0);
-    if (!has_note(&notes, "error", defect_line_offset ? lines + defect_line_offset : 0, needle))
+    if (!tx_has_note(&notes, "error", defect_line_offset ? lines + defect_line_offset : 0, needle))
         fail_msg("no error about '%s' at line %d", needle, lines + defect_line_offset);
     cuco_tx_notes_free(&notes);
     free(bad);
@@ -256,7 +248,7 @@ static void test_check_accepts_packing(void **state)
     memcpy(strstr(bad, "(out, r + 4"), "(r + 4, out", 11);
     assert_int_equal(cuco_transform_check("p.cu", bad, &passed, &notes, &e), 0);
     assert_int_equal(passed, 0);
-    assert_true(has_note(&notes, "error", 5, "into a received buffer"));
+    assert_true(tx_has_note(&notes, "error", 5, "into a received buffer"));
     cuco_tx_notes_free(&notes);
     free(bad);
 }
@@ -270,13 +262,13 @@ static void test_check_needs_device_comm(void **state)
     const char *src = "void f(float *x, ncclComm_t c) { cuco_tx::all_reduce(x, x, 1, ncclFloat32, ncclSum, c, 0); }\n";
     assert_int_equal(cuco_transform_check("d.cu", src, &passed, &notes, &e), 0);
     assert_int_equal(passed, 0);
-    assert_true(has_note(&notes, "error", 0, "device communicator"));
+    assert_true(tx_has_note(&notes, "error", 0, "device communicator"));
     cuco_tx_notes_free(&notes);
     /* a plain host program: no device communication at all */
     passed = 1;
     assert_int_equal(cuco_transform_check("d.cu", "int main() { ncclDevCommCreate(0, 0, 0); }\n", &passed, &notes, &e), 0);
     assert_int_equal(passed, 0);
-    assert_true(has_note(&notes, "error", 0, "no device-initiated communication"));
+    assert_true(tx_has_note(&notes, "error", 0, "no device-initiated communication"));
     cuco_tx_notes_free(&notes);
     /* a device function called with template arguments inside a kernel counts */
     passed = 0;
@@ -369,8 +361,8 @@ static void test_buffer_paths(void **state)
     assert_non_null(strstr(r.program, "cuco_tx::symm_malloc(&p, n * sizeof(T))"));
     assert_non_null(strstr(r.program, "cudaMalloc(&own"));
     assert_int_equal(count_of(r.program, "cuco_tx::symm_malloc("), 2 + count_of(cuco_transform_runtime(), "cuco_tx::symm_malloc("));
-    assert_true(has_note(&r.notes, "symmetric", 7, "'partial' of ncclAllReduce at line 10"));
-    assert_true(has_note(&r.notes, "symmetric", 2, "'all' of ncclAllGather at line 13"));
+    assert_true(tx_has_note(&r.notes, "symmetric", 7, "'partial' of ncclAllReduce at line 10"));
+    assert_true(tx_has_note(&r.notes, "symmetric", 2, "'all' of ncclAllGather at line 13"));
     cuco_tx_result_free(&r);
     cuco_err_clear(&e);
     /* a parameter nobody passes a traceable buffer to is still refused, with its line */
@@ -380,7 +372,7 @@ static void test_buffer_paths(void **state)
                        "int main() { float *(*get)(void) = 0; reduce_tp(get(), 4, 0); }\n";
     assert_int_equal(cuco_transform_rules("lost.cu", lost, &r, &e), 0);
     assert_int_equal(r.refused, 1);
-    assert_true(has_note(&r.notes, "refused", 2, "cannot find the cudaMalloc of buffer 'partial'"));
+    assert_true(tx_has_note(&r.notes, "refused", 2, "cannot find the cudaMalloc of buffer 'partial'"));
     cuco_tx_result_free(&r);
     cuco_err_clear(&e);
 }
@@ -451,10 +443,10 @@ static void test_buffers_through_methods_and_tables(void **state)
             fprintf(stderr, "%d: %s\n", r.notes.items[i].line, r.notes.items[i].text);
     assert_int_equal(r.refused, 0);
     /* g (method), x and z (template helper), y (table), mem (pointer table) */
-    assert_true(has_note(&r.notes, "symmetric", 23, "'buf' of ncclAllReduce at line 4"));
-    assert_true(has_note(&r.notes, "symmetric", 15, "'data' of ncclAllReduce at line 8"));
-    assert_true(has_note(&r.notes, "symmetric", 23, "'outs[0]' of ncclAllGather at line 11"));
-    assert_true(has_note(&r.notes, "symmetric", 24, "'data' of ncclAllReduce at line 8"));
+    assert_true(tx_has_note(&r.notes, "symmetric", 23, "'buf' of ncclAllReduce at line 4"));
+    assert_true(tx_has_note(&r.notes, "symmetric", 15, "'data' of ncclAllReduce at line 8"));
+    assert_true(tx_has_note(&r.notes, "symmetric", 23, "'outs[0]' of ncclAllGather at line 11"));
+    assert_true(tx_has_note(&r.notes, "symmetric", 24, "'data' of ncclAllReduce at line 8"));
     assert_int_equal(count_of(r.program, "cuco_tx::symm_malloc(&"), 5);
     assert_non_null(strstr(r.program, "cudaMalloc(&unused, 64)"));
     cuco_tx_result_free(&r);
@@ -482,7 +474,7 @@ static void test_one_communicator(void **state)
     assert_int_equal(cuco_transform_rules("two.cu", two, &r, &e), 0);
     assert_int_equal(r.refused, 1);
     assert_null(r.program);
-    assert_true(has_note(&r.notes, "refused", 8,
+    assert_true(tx_has_note(&r.notes, "refused", 8,
                          "collectives on 2 communicators, 'tp' (line 7) and 'world' (line 8)"));
     cuco_tx_result_free(&r);
 
@@ -529,9 +521,9 @@ static void test_reduce_names(void **state)
         "  ncclReduceScatter(x, x, 1, ncclFloat, op, c, 0);\n}\n";
     assert_int_equal(cuco_transform_rules("br.cu", branches, &r, &e), 0);
     assert_int_equal(r.refused, 1);
-    assert_true(has_note(&r.notes, "refused", 9,
+    assert_true(tx_has_note(&r.notes, "refused", 9,
                          "data type REAL_T (ncclDouble at line 2) has no device reduction"));
-    assert_true(has_note(&r.notes, "refused", 10,
+    assert_true(tx_has_note(&r.notes, "refused", 10,
                          "reduction op (ncclMax at line 6) is not ncclSum or ncclAvg"));
     cuco_tx_result_free(&r);
 
@@ -543,8 +535,8 @@ static void test_reduce_names(void **state)
         "  ncclAllReduce(y, y, 4, ncclInt32, ncclAvg, c, 0);\n}\n";
     assert_int_equal(cuco_transform_rules("avg.cu", avg, &r, &e), 0);
     assert_int_equal(r.refused, 1);
-    assert_false(has_note(&r.notes, "refused", 4, "ncclAvg"));
-    assert_true(has_note(&r.notes, "refused", 5, "ncclAvg of data type 'ncclInt32'"));
+    assert_false(tx_has_note(&r.notes, "refused", 4, "ncclAvg"));
+    assert_true(tx_has_note(&r.notes, "refused", 5, "ncclAvg of data type 'ncclInt32'"));
     cuco_tx_result_free(&r);
     cuco_err_clear(&e);
 }
@@ -571,7 +563,7 @@ static void test_nonblocking_config(void **state)
     assert_int_equal(r.refused, 1);
     assert_null(r.program);
     assert_true(
-        has_note(&r.notes, "refused", 5, "non-blocking communicator (blocking = 0 at line 4)"));
+        tx_has_note(&r.notes, "refused", 5, "non-blocking communicator (blocking = 0 at line 4)"));
     cuco_tx_result_free(&r);
 
     char *blocking = cuco_strdup(src);
@@ -616,7 +608,7 @@ static void test_lambda_helper(void **state)
                       "}\n";
     assert_int_equal(cuco_transform_rules("l2.cu", two, &r, &e), 0);
     assert_int_equal(r.refused, 1);
-    assert_true(has_note(&r.notes, "refused", 7, "'world' (line 6) and 'tp' (line 7)"));
+    assert_true(tx_has_note(&r.notes, "refused", 7, "'world' (line 6) and 'tp' (line 7)"));
     cuco_tx_result_free(&r);
     cuco_err_clear(&e);
 }
@@ -647,8 +639,8 @@ static void test_devices_per_process(void **state)
     cuco_err e = CUCO_ERR_INIT;
     assert_int_equal(cuco_transform_rules("md.cu", src, &r, &e), 0);
     assert_int_equal(r.refused, 0);
-    assert_true(has_note(&r.notes, "note", 5, "one process drives several GPUs; transformed for one GPU"));
-    assert_true(has_note(&r.notes, "symmetric", 3, "'buf[i]' of ncclAllReduce"));
+    assert_true(tx_has_note(&r.notes, "note", 5, "one process drives several GPUs; transformed for one GPU"));
+    assert_true(tx_has_note(&r.notes, "symmetric", 3, "'buf[i]' of ncclAllReduce"));
     assert_non_null(strstr(r.program, "cuco_tx::all_reduce(buf[i], buf[i], 4, ncclFloat, ncclSum, comms[i], s[i])"));
     assert_non_null(strstr(r.program, "__sync_add_and_fetch(&cuco_tx_comms_made, 1) > 1"));
     /* no device communicator made inside the group: the first collective makes it */
@@ -663,7 +655,7 @@ static void test_devices_per_process(void **state)
                       "  ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, cs[0], 0);\n}\n";
     assert_int_equal(cuco_transform_rules("all.cu", all, &r, &e), 0);
     assert_int_equal(r.refused, 0);
-    assert_true(has_note(&r.notes, "note", 3, "ncclCommInitAll: one process drives several GPUs"));
+    assert_true(tx_has_note(&r.notes, "note", 3, "ncclCommInitAll: one process drives several GPUs"));
     assert_non_null(strstr(r.program, "ncclCommInitAll(cs, ndev, 0); if ((int)(ndev) > 1) {"));
     cuco_tx_result_free(&r);
     cuco_err_clear(&e);
@@ -697,12 +689,12 @@ static void test_scoped_names(void **state)
     cuco_err e = CUCO_ERR_INIT;
     assert_int_equal(cuco_transform_rules("ref.cu", src, &r, &e), 0);
     assert_int_equal(r.refused, 0);
-    assert_true(has_note(&r.notes, "symmetric", 2, "'d_b' of ncclAllReduce at line 3"));
-    assert_false(has_note(&r.notes, "symmetric", 6, ""));
-    assert_true(has_note(&r.notes, "symmetric", 14, "'g' of ncclAllReduce at line 12"));
+    assert_true(tx_has_note(&r.notes, "symmetric", 2, "'d_b' of ncclAllReduce at line 3"));
+    assert_false(tx_has_note(&r.notes, "symmetric", 6, ""));
+    assert_true(tx_has_note(&r.notes, "symmetric", 14, "'g' of ncclAllReduce at line 12"));
     assert_int_equal(count_of(r.program, "cuco_tx::symm_malloc("), 2);
     assert_non_null(strstr(r.program, "cudaMalloc(&v, 4)"));
-    assert_false(has_note(&r.notes, "note", 0, "guessed"));
+    assert_false(tx_has_note(&r.notes, "note", 0, "guessed"));
     cuco_tx_result_free(&r);
 
     const char *uncalled = "void step(float *buf, ncclComm_t c) {\n"
@@ -710,8 +702,8 @@ static void test_scoped_names(void **state)
                            "int main() { float *buf; cudaMalloc(&buf, 16); }\n";
     assert_int_equal(cuco_transform_rules("u.cu", uncalled, &r, &e), 0);
     assert_int_equal(r.refused, 0);
-    assert_true(has_note(&r.notes, "note", 1, "guessed: 'buf' of step"));
-    assert_true(has_note(&r.notes, "symmetric", 4, "'buf' of ncclAllReduce at line 2"));
+    assert_true(tx_has_note(&r.notes, "note", 1, "guessed: 'buf' of step"));
+    assert_true(tx_has_note(&r.notes, "symmetric", 4, "'buf' of ncclAllReduce at line 2"));
     cuco_tx_result_free(&r);
 
     /* a member named after a ',' in a call is a use, not a declaration: the
@@ -723,7 +715,7 @@ static void test_scoped_names(void **state)
                          "};\n";
     assert_int_equal(cuco_transform_rules("m.cu", member, &r, &e), 0);
     assert_int_equal(r.refused, 0);
-    assert_true(has_note(&r.notes, "symmetric", 2, "'out_' of ncclAllReduce at line 3"));
+    assert_true(tx_has_note(&r.notes, "symmetric", 2, "'out_' of ncclAllReduce at line 3"));
     cuco_tx_result_free(&r);
     cuco_err_clear(&e);
 }
@@ -742,7 +734,7 @@ static void test_managed_staged(void **state)
     cuco_err e = CUCO_ERR_INIT;
     assert_int_equal(cuco_transform_rules("m.cu", src, &r, &e), 0);
     assert_int_equal(r.refused, 0);
-    assert_true(has_note(&r.notes, "symmetric", 4, "comes from cudaMallocManaged at line 2"));
+    assert_true(tx_has_note(&r.notes, "symmetric", 4, "comes from cudaMallocManaged at line 2"));
     assert_non_null(strstr(r.program, "cuco_tx::staged_all_reduce(u, u, 1, ncclFloat, ncclSum, c, s)"));
     assert_non_null(strstr(r.program, "inline ncclResult_t staged_all_reduce("));
     assert_non_null(strstr(r.program, "cudaMallocManaged(&u, sizeof(float))"));
