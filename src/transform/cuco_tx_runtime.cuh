@@ -40,6 +40,20 @@
 // CUCO_STAGED_NCCL_FROM bytes on (0: never) instead of a staging copy.
 #define CUCO_P2P_NCCL_FROM 1048576     // cuco:knob run 0 262144 1048576 4194304 67108864
 #define CUCO_STAGED_NCCL_FROM 4194304  // cuco:knob run 0 65536 4194304 67108864
+// CUCO_P2P_CE 1: those large sends and receives stay on the device and the
+// copy engines carry them (no SM): the receiver posts where its buffer is
+// with stream memory operations, and a send whose destination is known
+// waits for the post (cuStreamWaitValue64), copies into the peer's window
+// and stamps its arrival, all from the stream's front end. A send goes by
+// the SM kernel, which reads the post on the device, until three in a row of
+// the same source range found the same destination (read back from the
+// posts). The receiver checks that every send landed where it
+// posted: a destination that changes after that is an error, not a silent
+// misdelivery. The transform declares it beside the glue (1 where schedule
+// send_as_produced applies, whose early pieces need SMs otherwise).
+#ifndef CUCO_P2P_CE
+#define CUCO_P2P_CE 0
+#endif
 // CUCO_P2P_PIECES (a knob the transform sets, beside the glue, where schedule
 // send_as_produced applies): sends and receives of at least 2 MiB move in
 // this many equal pieces of at least 1 MiB. Both ends split alike (from the
@@ -76,11 +90,12 @@ constexpr int kMaxP2pCtas = 64;         // CUCO_P2P_CTAS is clamped to this
 // the wait instead of a hang. Later waits give up at once.
 constexpr int kP2pWaitS = 20;
 constexpr unsigned long long kP2pWaitNs = kP2pWaitS * 1000ull * 1000 * 1000;
-constexpr int kErrSize = 1, kErrSendWait = 2, kErrRecvWait = 3;
+constexpr int kErrSize = 1, kErrSendWait = 2, kErrRecvWait = 3, kErrLanded = 4;
 constexpr size_t kCtrlReady = 0;
 constexpr size_t kCtrlPost = kMaxRanks;
 constexpr size_t kCtrlData = kCtrlPost + (size_t)kMaxRanks * kRing * 4;
-constexpr size_t kCtrlWords = kCtrlData + (size_t)kMaxRanks * kMaxP2pCtas;
+constexpr size_t kCtrlLanded = kCtrlData + (size_t)kMaxRanks * kMaxP2pCtas;
+constexpr size_t kCtrlWords = kCtrlLanded + (size_t)kMaxRanks * kRing * 2;
 
 struct Buf {
   void* base = nullptr;
@@ -95,6 +110,25 @@ struct SymmDevLite {
   int rank, nranks;
 };
 
+// Where a send that repeats lands (CUCO_P2P_CE): each SM-kernel send of
+// the same source range to the same peer reads back the receive post the
+// kernel used (into pinned memory, kReadBacks in flight). kAgreeSends
+// consecutive sends that all found the same window and offset make the
+// destination known, and later copies go straight there; a read-back that
+// could not be taken breaks the run.
+constexpr int kReadBacks = 4;
+constexpr int kAgreeSends = 3;
+struct SendDest {
+  int peer = -1;
+  const void* src = nullptr;
+  size_t bytes = 0;
+  uint64_t* post = nullptr;             // pinned: kReadBacks x {window, offset, bytes}
+  cudaEvent_t ev[kReadBacks] = {};      // each read-back is done
+  int head = 0, inFlight = 0;           // the read-backs in flight, oldest first
+  int agreed = 0;                       // consecutive sends that found the same place
+  uint64_t win = 0, off = 0;            // that place
+};
+
 struct Comm {
   ncclComm_t comm = nullptr;
   ncclDevComm dc;
@@ -106,6 +140,8 @@ struct Comm {
   int* error = nullptr;          // device flag: a send found no fitting receive
   std::vector<uint64_t> postSeq, sendSeq, recvSeq;  // per peer
   cudaStream_t side = nullptr;   // send_as_produced: the pieces that go early
+  cuco::Symm ctrlSymm;           // the control window's peer addresses (copy-engine sends)
+  std::vector<SendDest*> dests;  // copy-engine sends' destinations, owned here
 };
 
 struct P2pOp {
@@ -244,6 +280,11 @@ inline ncclResult_t comm_setup(ncclComm_t c) {
     return CUCO_TX_FAIL("ncclCommWindowRegister of the control window failed");
   if (cudaMalloc(&x.error, sizeof(int)) != cudaSuccess || clear_now(x.error, sizeof(int)) != cudaSuccess)
     return CUCO_TX_FAIL("cudaMalloc of the error flag failed");
+  x.ctrlSymm.comm = c;
+  x.ctrlSymm.win = x.ctrlWin;
+  x.ctrlSymm.base = x.ctrl;
+  x.ctrlSymm.rank = x.rank;
+  x.ctrlSymm.nranks = x.nranks;
   x.postSeq.assign(x.nranks, 0);
   x.sendSeq.assign(x.nranks, 0);
   x.recvSeq.assign(x.nranks, 0);
@@ -489,6 +530,11 @@ __global__ void send_kernel(WinTable wins, ncclWindow_t ctrl, SymmDevLite s, int
     if (threadIdx.x == 0 && blockIdx.x == 0) atomicCAS(error, 0, kErrSize);
     n = 0;  // still signal, so the receiver does not hang
   }
+  if (threadIdx.x == 0 && blockIdx.x == 0) {  // where it lands, for the receiver's check
+    volatile uint64_t* landed = ctrl_word(ctrl, kCtrlLanded + ((size_t)s.rank * kRing + seq % kRing) * 2, peer);
+    landed[0] = post[1];
+    landed[1] = post[0] | (n << 8);
+  }
   if (n) {
     cuco::SymmDev d;
     d.win = wins.w[post[0]];
@@ -508,27 +554,152 @@ __global__ void send_kernel(WinTable wins, ncclWindow_t ctrl, SymmDevLite s, int
   }
 }
 
-// Receiver: CTA b waits until share b of the seq-th send from src is in.
-static __global__ void recv_wait_kernel(ncclWindow_t ctrl, int me, int src, uint64_t seq, int* error) {
+// Receiver: CTA b waits until share b of the seq-th send from src is in;
+// CTA 0 then checks that the send landed where this receive posted (window
+// win, offset off, at most bytes), since a copy-engine send goes where the
+// same send's earlier receives were posted.
+static __global__ void recv_wait_kernel(ncclWindow_t ctrl, int me, int src, uint64_t seq, uint64_t win,
+                                        uint64_t off, uint64_t bytes, int* error) {
   if (threadIdx.x != 0) return;
-  wait_seq(ctrl_word(ctrl, kCtrlData + (size_t)src * kMaxP2pCtas + blockIdx.x, me), seq, error, kErrRecvWait);
+  bool in = wait_seq(ctrl_word(ctrl, kCtrlData + (size_t)src * kMaxP2pCtas + blockIdx.x, me), seq, error,
+                     kErrRecvWait);
+  if (!in || blockIdx.x != 0) return;
+  volatile uint64_t* landed = ctrl_word(ctrl, kCtrlLanded + ((size_t)src * kRing + seq % kRing) * 2, me);
+  uint64_t at = landed[0], where = landed[1];
+  if (at != off || (where & 0xff) != win || (where >> 8) > bytes) atomicCAS(error, 0, kErrLanded);
 }
 
-inline ncclResult_t p2p_post(const P2pOp& op) {  // receiver -> source: "posted here"
+// Whether a send or receive of this size goes by the copy engine
+// (CUCO_P2P_CE, messages of CUCO_P2P_NCCL_FROM bytes or more, a driver with
+// stream memory operations). Both ends decide alike, from the size.
+inline bool p2p_by_ce(const P2pOp& op) {
+  return CUCO_P2P_CE && CUCO_P2P_NCCL_FROM > 0 && op.bytes >= (size_t)CUCO_P2P_NCCL_FROM &&
+         op.peer != comm_rank(op.comm) && cuco::stream_mem_ops().ok;
+}
+
+// Address of word `word` of peer's control window, for stream memory operations.
+inline CUdeviceptr ctrl_peer_word(Comm* x, int peer, size_t word) {
+  return reinterpret_cast<CUdeviceptr>(static_cast<char*>(x->ctrlSymm.lsaBase[peer]) + word * sizeof(uint64_t));
+}
+
+inline ncclResult_t write_word(cudaStream_t st, CUdeviceptr at, uint64_t v) {
+  if (cuco::stream_mem_ops().write64(reinterpret_cast<CUstream>(st), at, v, CU_STREAM_WRITE_VALUE_DEFAULT) !=
+      CUDA_SUCCESS)
+    return CUCO_TX_FAIL("cuStreamWriteValue64 to a peer's control window failed");
+  return ncclSuccess;
+}
+
+// Receiver -> source: "posted here". Copy-engine receives post with stream
+// memory operations (no SM); the others with a one-warp kernel.
+inline ncclResult_t p2p_post(const P2pOp& op) {
   Buf* b = nullptr;
   if (window_of(op.buf, op.bytes, op.comm, &b) != ncclSuccess) return ncclInvalidUsage;
   Comm* x = comm_find(op.comm);
   uint64_t seq = ++x->postSeq[op.peer];
   size_t off = (size_t)(static_cast<const char*>(op.buf) - static_cast<char*>(b->base));
-  post_recv_kernel<<<1, 32, 0, op.stream>>>(x->ctrlWin, x->rank, op.peer, seq, (uint64_t)b->winIdx,
-                                            (uint64_t)off, (uint64_t)op.bytes);
-  return cudaGetLastError() == cudaSuccess ? ncclSuccess : CUCO_TX_FAIL("post_recv launch failed");
+  if (!p2p_by_ce(op)) {
+    post_recv_kernel<<<1, 32, 0, op.stream>>>(x->ctrlWin, x->rank, op.peer, seq, (uint64_t)b->winIdx,
+                                              (uint64_t)off, (uint64_t)op.bytes);
+    return cudaGetLastError() == cudaSuccess ? ncclSuccess : CUCO_TX_FAIL("post_recv launch failed");
+  }
+  if (cuco::lsa_peer_bases(x->ctrlSymm) != 0) return CUCO_TX_FAIL("no LSA addresses for the control window");
+  size_t post = kCtrlPost + ((size_t)x->rank * kRing + seq % kRing) * 4;
+  const uint64_t words[3] = {(uint64_t)b->winIdx, (uint64_t)off, (uint64_t)op.bytes};
+  for (int i = 0; i < 3; i++)
+    if (write_word(op.stream, ctrl_peer_word(x, op.peer, post + (size_t)i), words[i]) != ncclSuccess)
+      return ncclInvalidUsage;
+  return write_word(op.stream, ctrl_peer_word(x, op.peer, kCtrlReady + (size_t)x->rank), seq);
+}
+
+inline void send_dest_free(SendDest* d) {
+  if (d->post) cudaFreeHost(d->post);
+  for (cudaEvent_t e : d->ev)
+    if (e) cudaEventDestroy(e);
+  delete d;
+}
+
+inline SendDest* send_dest(Comm* x, const P2pOp& op) {
+  for (SendDest* d : x->dests)
+    if (d->peer == op.peer && d->src == op.buf && d->bytes == op.bytes) return d;
+  SendDest* d = new SendDest;
+  d->peer = op.peer;
+  d->src = op.buf;
+  d->bytes = op.bytes;
+  bool ok = cudaMallocHost(reinterpret_cast<void**>(&d->post), kReadBacks * 3 * sizeof(uint64_t)) == cudaSuccess;
+  for (cudaEvent_t& e : d->ev) ok = ok && cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess;
+  if (!ok) {
+    send_dest_free(d);
+    return nullptr;
+  }
+  x->dests.push_back(d);
+  return d;
+}
+
+// Takes in the finished read-backs, oldest first; the destination is known
+// once none is in flight and kAgreeSends in a row named the same place
+// (and the receive held the send).
+inline bool send_dest_known(SendDest* d) {
+  while (d->inFlight > 0 && cudaEventQuery(d->ev[d->head]) == cudaSuccess) {
+    const uint64_t* p = d->post + 3 * d->head;
+    bool fits = p[0] < (uint64_t)kMaxWins && p[2] >= d->bytes;
+    bool same = d->agreed > 0 && p[0] == d->win && p[1] == d->off;
+    d->agreed = !fits ? 0 : same ? d->agreed + 1 : 1;
+    d->win = p[0];
+    d->off = p[1];
+    d->head = (d->head + 1) % kReadBacks;
+    d->inFlight--;
+  }
+  return d->inFlight == 0 && d->agreed >= kAgreeSends;
+}
+
+// After the SM kernel of the seq-th send to peer: reads its post back.
+inline ncclResult_t send_dest_read_back(Comm* x, SendDest* d, const P2pOp& op, uint64_t seq) {
+  if (d->inFlight == kReadBacks) {  // no slot: this send is not seen, so the run starts again
+    d->agreed = 0;
+    return ncclSuccess;
+  }
+  int slot = (d->head + d->inFlight) % kReadBacks;
+  const uint64_t* post = static_cast<const uint64_t*>(x->ctrl) + kCtrlPost + ((size_t)op.peer * kRing + seq % kRing) * 4;
+  if (cudaMemcpyAsync(d->post + 3 * slot, post, 3 * sizeof(uint64_t), cudaMemcpyDeviceToHost, op.stream) !=
+          cudaSuccess ||
+      cudaEventRecord(d->ev[slot], op.stream) != cudaSuccess)
+    return CUCO_TX_FAIL("reading a send's destination back failed");
+  d->inFlight++;
+  return ncclSuccess;
+}
+
+// The seq-th send to peer by the copy engine, to the known destination:
+// wait for the post, copy into the peer's window, write where it landed,
+// then stamp every share's arrival word (the receiver waits on them all).
+inline ncclResult_t p2p_send_ce(Comm* x, const SendDest& d, const P2pOp& op, uint64_t seq) {
+  Buf* to = nullptr;
+  for (Buf* b : bufs())
+    if (b->registered && b->symm.comm == op.comm && b->winIdx == (int)d.win) to = b;
+  if (!to || cuco::lsa_peer_bases(to->symm) != 0 || cuco::lsa_peer_bases(x->ctrlSymm) != 0)
+    return CUCO_TX_FAIL("copy-engine send: no LSA address for the destination window");
+  const uint64_t* ready = static_cast<const uint64_t*>(x->ctrl) + kCtrlReady + op.peer;
+  if (cuco::stream_mem_ops().wait64(reinterpret_cast<CUstream>(op.stream), reinterpret_cast<CUdeviceptr>(ready), seq,
+                                    CU_STREAM_WAIT_VALUE_GEQ) != CUDA_SUCCESS)
+    return CUCO_TX_FAIL("cuStreamWaitValue64 on a receive's post failed");
+  if (cuco::ce_copy(static_cast<char*>(to->symm.lsaBase[op.peer]) + d.off, op.buf, op.bytes, op.stream) != 0)
+    return CUCO_TX_FAIL("copy-engine send: the copy failed");
+  size_t landed = kCtrlLanded + ((size_t)x->rank * kRing + seq % kRing) * 2;
+  ncclResult_t r = write_word(op.stream, ctrl_peer_word(x, op.peer, landed), d.off);
+  if (r == ncclSuccess) r = write_word(op.stream, ctrl_peer_word(x, op.peer, landed + 1), d.win | (op.bytes << 8));
+  for (int cta = 0; cta < p2p_ctas() && r == ncclSuccess; cta++)
+    r = write_word(op.stream, ctrl_peer_word(x, op.peer, kCtrlData + (size_t)x->rank * kMaxP2pCtas + cta), seq);
+  return r;
 }
 
 inline ncclResult_t p2p_send(const P2pOp& op) {
   if (windows_register(op.comm) != ncclSuccess) return ncclInvalidUsage;
   Comm* x = comm_find(op.comm);
   uint64_t seq = ++x->sendSeq[op.peer];
+  SendDest* d = p2p_by_ce(op) ? send_dest(x, op) : nullptr;
+  if (d && send_dest_known(d)) {
+    CUCO_TX_TRACE("rank %d: send %llu to peer %d by the copy engine\n", x->rank, (unsigned long long)seq, op.peer);
+    return p2p_send_ce(x, *d, op, seq);
+  }
   WinTable t;
   memset(&t, 0, sizeof t);
   for (Buf* b : bufs())
@@ -537,14 +708,19 @@ inline ncclResult_t p2p_send(const P2pOp& op) {
   int ctas = p2p_ctas(), threads = CUCO_COMM_THREADS;
   send_kernel<CUCO_DEVICE_UNROLL_ONLY><<<ctas, threads, 0, op.stream>>>(t, x->ctrlWin, s, op.peer, seq, op.buf,
                                                                       op.bytes, x->error);
-  return cudaGetLastError() == cudaSuccess ? ncclSuccess : CUCO_TX_FAIL("send kernel launch failed");
+  if (cudaGetLastError() != cudaSuccess) return CUCO_TX_FAIL("send kernel launch failed");
+  return d ? send_dest_read_back(x, d, op, seq) : ncclSuccess;
 }
 
 inline ncclResult_t p2p_wait(const P2pOp& op) {
   Comm* x = comm_find(op.comm);
+  Buf* b = nullptr;
   if (!x) return CUCO_TX_FAIL("receive on a communicator without device setup");
+  if (window_of(op.buf, op.bytes, op.comm, &b) != ncclSuccess) return ncclInvalidUsage;
   uint64_t seq = ++x->recvSeq[op.peer];
-  recv_wait_kernel<<<p2p_ctas(), 32, 0, op.stream>>>(x->ctrlWin, x->rank, op.peer, seq, x->error);
+  size_t off = (size_t)(static_cast<const char*>(op.buf) - static_cast<char*>(b->base));
+  recv_wait_kernel<<<p2p_ctas(), 32, 0, op.stream>>>(x->ctrlWin, x->rank, op.peer, seq, (uint64_t)b->winIdx,
+                                                     (uint64_t)off, (uint64_t)op.bytes, x->error);
   return cudaGetLastError() == cudaSuccess ? ncclSuccess : CUCO_TX_FAIL("receive wait launch failed");
 }
 
@@ -598,7 +774,9 @@ inline bool nccl_local_register_off() {
 // alike: the sizes match, windows are registered by every rank together, and
 // the environment is the job's.
 inline bool via_nccl(const P2pOp& op) {
-  if (CUCO_P2P_NCCL_FROM <= 0 || op.bytes < (size_t)CUCO_P2P_NCCL_FROM || op.peer == comm_rank(op.comm)) return false;
+  if (CUCO_P2P_NCCL_FROM <= 0 || op.bytes < (size_t)CUCO_P2P_NCCL_FROM || op.peer == comm_rank(op.comm) ||
+      p2p_by_ce(op))
+    return false;
   const Comm* x = comm_find(op.comm);
   return !x || x->nwins == 0 || nccl_local_register_off();
 }
@@ -771,6 +949,15 @@ inline ncclResult_t recv(void* recvbuff, size_t count, ncclDataType_t datatype, 
   return p2p_enqueue(false, recvbuff, count, datatype, peer, comm, stream);
 }
 
+// The side stream of early pieces, at the device's highest priority: where
+// the pieces go by SM kernels, their CTAs get the next free SM ahead of the
+// computation's.
+inline cudaError_t side_stream_create(cudaStream_t* st) {
+  int least = 0, greatest = 0;
+  cudaError_t r = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+  return r == cudaSuccess ? cudaStreamCreateWithPriority(st, cudaStreamNonBlocking, greatest) : r;
+}
+
 // A send whose buffer a recorded GEMM makes (schedule send_as_produced):
 // each piece goes on the communicator's side stream as soon as what made it
 // is done (see made_wait); the send's stream then waits for the last piece.
@@ -785,7 +972,7 @@ inline ncclResult_t send(MadeSiteTag m, const void* sendbuff, size_t count, nccl
     if (group_depth() == 0) made_begin(m.site);
     return r;
   }
-  if (!x->side && cudaStreamCreateWithFlags(&x->side, cudaStreamNonBlocking) != cudaSuccess)
+  if (!x->side && side_stream_create(&x->side) != cudaSuccess)
     return CUCO_TX_FAIL("send_as_produced: creating the side stream failed");
   bool early = true;
   int earlyPieces = 0;
@@ -918,6 +1105,9 @@ inline const char* p2p_error_text(int err) {
   else if (err == kErrRecvWait)
     snprintf(text, sizeof text, "a receive waited %d s for its data and gave up (the peer's send never came)",
              kP2pWaitS);
+  else if (err == kErrLanded)
+    return "a copy-engine send landed where the same send's earlier receives were posted, not where this receive "
+           "was posted (the destination changed between steps; CUCO_P2P_CE=0 sends by the SM kernel)";
   else
     return "a send found its receive smaller than the data (counts differ between ncclSend and ncclRecv)";
   return text;
@@ -938,6 +1128,8 @@ inline ncclResult_t comm_release(Comm& x) {
   x.error = nullptr;
   if (x.side) cudaStreamDestroy(x.side);
   x.side = nullptr;
+  for (SendDest* d : x.dests) send_dest_free(d);
+  x.dests.clear();
   if (ncclDevCommDestroy(x.comm, &x.dc) != ncclSuccess) r = CUCO_TX_FAIL("ncclDevCommDestroy failed");
   x.live = false;
   return r;

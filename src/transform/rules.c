@@ -296,6 +296,7 @@ typedef struct ctx {
     int gemm_split;      /* some GEMM goes through the split glue (CUCO_TX_GEMM_SPLIT) */
     int produce;         /* some GEMM goes through the producer split (CUCO_PSPLIT_PIECES) */
     int send_made;       /* some send goes as its buffer is made (CUCO_P2P_PIECES) */
+    int p2p;             /* some rewritten call moves its data by sends and receives (CUCO_P2P_CE) */
     size_t *split_gemms; /* byte offsets of the GEMMs the consumer split rewrote */
     size_t nsplit_gemms;
     int nccl_mem;   /* some ncclMemAlloc became symmetric (symm_mem_alloc / _free glue) */
@@ -1706,6 +1707,10 @@ static int sched_candidate(ctx *c, size_t tok, int group)
     c->sched_group = g;
     c->sched_toks[c->nsched] = tok;
     c->sched_group[c->nsched++] = group != 0;
+    static const char *const p2p_calls[] = {"ncclSend",   "ncclRecv",   "ncclAllToAll", "ncclBroadcast",
+                                            "ncclBcast",  "ncclGather", "ncclScatter",  NULL};
+    for (const char *const *n = p2p_calls; *n; n++)
+        c->p2p |= T(&c->v, tok)->len == strlen(*n) && !strncmp(c->v.src + T(&c->v, tok)->off, *n, strlen(*n));
     return 0;
 }
 
@@ -2358,6 +2363,10 @@ static int assemble(ctx *c, const char *text)
     if (c->send_made)
         cuco_buf_puts(&g, "// the pieces sends and receives of 2 MiB and more move in\n"
                           "#define CUCO_P2P_PIECES 8 // cuco:knob run 1 2 4 8 16\n");
+    if (c->p2p)
+        cuco_buf_printf(&g, "// large sends and receives by the copy engines (no SM)\n"
+                            "#define CUCO_P2P_CE %d // cuco:knob run 0 1\n",
+                        c->send_made);
     if (c->gemm_split)
         cuco_buf_puts(&g, "// the pieces each peer's gathered block is pulled and consumed in\n"
                           "#define CUCO_SPLIT_CHUNKS 2 // cuco:knob run 1 2 4\n");
