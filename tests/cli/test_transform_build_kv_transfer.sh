@@ -25,4 +25,7 @@ check "kv_transfer: send_as_produced planned for the cache's send" \
 check "kv_transfer: the GEMM records and the send takes its made_site in gen_0" \
     bash -c "grep -q 'cuco_tx::gemm_ex_record(0, CUCO_SENDP_0, s.blas,' '$TMP/kv_transfer/gen_0/kv_transfer.cu' &&
              grep -q 'cuco_tx::send(cuco_tx::made_site(0, CUCO_SENDP_0), p.cache, count' '$TMP/kv_transfer/gen_0/kv_transfer.cu'"
+# and its pieces go by the copy engine (what the 2-GPU measurements ran)
+check "kv_transfer: gen_0 sends by the copy engine" \
+    grep -q '^#define CUCO_P2P_CE 1 // cuco:knob run 0 1' "$TMP/kv_transfer/gen_0/kv_transfer.cu"
 exit $fail

@@ -6,7 +6,9 @@
  * maker's first statement and the knobs are there, also when the kernel that
  * reads the buffer is defined with __launch_bounds__. A memset of the buffer,
  * a kernel that may write it, an alias, a global buffer, a send in a group
- * or no GEMM at all keep the send as it was, with a line that says why. */
+ * or no GEMM at all keep the send as it was, with a line that says why.
+ * The copy-engine point-to-point knob is declared on (1) with the schedule,
+ * off (0) for other sends, and not at all without sends or receives. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -67,6 +69,7 @@ static void test_local_buffer(void **state)
     assert_true(begin < decl); /* the first statement of main */
     assert_non_null(strstr(r.program, "#define CUCO_SENDP_0 1 // cuco:knob run 0 1"));
     assert_non_null(strstr(r.program, "#define CUCO_P2P_PIECES 8 // cuco:knob run 1 2 4 8 16"));
+    assert_non_null(strstr(r.program, "#define CUCO_P2P_CE 1 // cuco:knob run 0 1"));
     assert_non_null(strstr(r.program, "#define CUCO_TX_GEMM_SPLIT 1"));
     assert_true(tx_has_schedule_note(&r.notes, 0, "send_as_produced: ncclSend at line 14"));
     cuco_tx_result_free(&r);
@@ -229,9 +232,32 @@ static void test_global_and_group(void **state)
     assert_null(strstr(r.program, "cuco_tx::made_site(0"));
     assert_true(
         tx_has_schedule_note(&r.notes, 0, "send_as_produced does not apply to ncclSend: inside"));
+    /* sends without the schedule: the copy-engine knob is there, off */
+    assert_non_null(strstr(r.program, "#define CUCO_P2P_CE 0 // cuco:knob run 0 1"));
     cuco_tx_result_free(&r);
     cuco_buf_free(&b);
     free(text);
+}
+
+/* a program without sends or receives gets no copy-engine point-to-point knob */
+static void test_ce_knob_needs_p2p(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        "#include <nccl.h>\n"
+        "int main() {\n"
+        "    ncclComm_t comm; cudaStream_t s; float *buf;\n"
+        "    cudaMalloc(&buf, 4096);\n"
+        "    ncclAllReduce(buf, buf, 1024, ncclFloat, ncclSum, comm, s);\n"
+        "    cudaStreamSynchronize(s);\n"
+        "    return 0;\n"
+        "}\n";
+    cuco_tx_result r;
+    tx_transform(prog, &r);
+    assert_non_null(strstr(r.program, "cuco_tx::all_reduce("));
+    assert_null(strstr(r.program, "CUCO_P2P_CE 0 // cuco:knob"));
+    assert_null(strstr(r.program, "CUCO_P2P_CE 1 // cuco:knob"));
+    cuco_tx_result_free(&r);
 }
 
 int main(void)
@@ -239,7 +265,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_local_buffer),      cmocka_unit_test(test_helpers_member),
         cmocka_unit_test(test_kernel_definition), cmocka_unit_test(test_refused),
-        cmocka_unit_test(test_global_and_group),
+        cmocka_unit_test(test_global_and_group),  cmocka_unit_test(test_ce_knob_needs_p2p),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
