@@ -49,7 +49,9 @@
 // the same source range found the same destination (read back from the
 // posts). The receiver checks that every send landed where it
 // posted: a destination that changes after that is an error, not a silent
-// misdelivery. The transform declares it beside the glue (1 where schedule
+// misdelivery. A receive missing on the peer leaves a copy-engine send
+// waiting for ever (a stream wait has no time limit), where the SM kernel
+// gives up after kP2pWaitS. The transform declares it beside the glue (1 where schedule
 // send_as_produced applies, whose early pieces need SMs otherwise).
 #ifndef CUCO_P2P_CE
 #define CUCO_P2P_CE 0
@@ -111,19 +113,25 @@ struct SymmDevLite {
 };
 
 // Where a send that repeats lands (CUCO_P2P_CE): each SM-kernel send of
-// the same source range to the same peer reads back the receive post the
-// kernel used (into pinned memory, kReadBacks in flight). kAgreeSends
-// consecutive sends that all found the same window and offset make the
-// destination known, and later copies go straight there; a read-back that
-// could not be taken breaks the run.
+// the same source range to the same peer writes the receive post it used
+// into the entry's device slot, read back into pinned memory (kReadBacks in
+// flight). kAgreeSends consecutive sends that all found the same window and
+// offset make the destination known, and later copies go straight there; a
+// send whose read-back could not be taken breaks the run at its place in
+// the order. At most kMaxSendDests entries per communicator; sends beyond
+// them stay on the SM kernel.
 constexpr int kReadBacks = 4;
 constexpr int kAgreeSends = 3;
+constexpr size_t kMaxSendDests = 256;
 struct SendDest {
   int peer = -1;
   const void* src = nullptr;
   size_t bytes = 0;
-  uint64_t* post = nullptr;             // pinned: kReadBacks x {window, offset, bytes}
+  uint64_t* used = nullptr;             // device: kReadBacks x {window, offset, bytes} the kernel used
+  uint64_t* post = nullptr;             // pinned: their read-backs
   cudaEvent_t ev[kReadBacks] = {};      // each read-back is done
+  bool gapBefore[kReadBacks] = {};      // a send was not seen just before this read-back
+  bool gap = false;                     // a send was not seen since the last read-back taken
   int head = 0, inFlight = 0;           // the read-backs in flight, oldest first
   int agreed = 0;                       // consecutive sends that found the same place
   uint64_t win = 0, off = 0;            // that place
@@ -510,9 +518,11 @@ static __global__ void post_recv_kernel(ncclWindow_t ctrl, int me, int src, uint
 
 // Sender `me`: waits for peer's seq-th posted receive, copies `bytes` into it
 // (every CTA a share), then each CTA signals its share done.
+// used (may be null): where CTA 0 writes the post it found, for the
+// copy-engine path's read-back (SendDest).
 template <int U>
 __global__ void send_kernel(WinTable wins, ncclWindow_t ctrl, SymmDevLite s, int peer, uint64_t seq,
-                            const void* src, uint64_t bytes, int* error) {
+                            const void* src, uint64_t bytes, int* error, uint64_t* used) {
   __shared__ uint64_t post[3];
   if (threadIdx.x == 0) {
     if (wait_seq(ctrl_word(ctrl, kCtrlReady + peer, s.rank), seq, error, kErrSendWait)) {
@@ -534,6 +544,11 @@ __global__ void send_kernel(WinTable wins, ncclWindow_t ctrl, SymmDevLite s, int
     volatile uint64_t* landed = ctrl_word(ctrl, kCtrlLanded + ((size_t)s.rank * kRing + seq % kRing) * 2, peer);
     landed[0] = post[1];
     landed[1] = post[0] | (n << 8);
+    if (used) {
+      used[0] = post[0];
+      used[1] = post[1];
+      used[2] = post[2];
+    }
   }
   if (n) {
     cuco::SymmDev d;
@@ -612,20 +627,25 @@ inline ncclResult_t p2p_post(const P2pOp& op) {
 }
 
 inline void send_dest_free(SendDest* d) {
+  if (d->used) cudaFree(d->used);
   if (d->post) cudaFreeHost(d->post);
   for (cudaEvent_t e : d->ev)
     if (e) cudaEventDestroy(e);
   delete d;
 }
 
-inline SendDest* send_dest(Comm* x, const P2pOp& op) {
+// The entry of op's (peer, source range), made on its first send; null when
+// the communicator holds kMaxSendDests already or memory ran out.
+inline SendDest* send_dest_find_or_new(Comm* x, const P2pOp& op) {
   for (SendDest* d : x->dests)
     if (d->peer == op.peer && d->src == op.buf && d->bytes == op.bytes) return d;
+  if (x->dests.size() >= kMaxSendDests) return nullptr;
   SendDest* d = new SendDest;
   d->peer = op.peer;
   d->src = op.buf;
   d->bytes = op.bytes;
-  bool ok = cudaMallocHost(reinterpret_cast<void**>(&d->post), kReadBacks * 3 * sizeof(uint64_t)) == cudaSuccess;
+  bool ok = cudaMalloc(reinterpret_cast<void**>(&d->used), kReadBacks * 3 * sizeof(uint64_t)) == cudaSuccess &&
+            cudaMallocHost(reinterpret_cast<void**>(&d->post), kReadBacks * 3 * sizeof(uint64_t)) == cudaSuccess;
   for (cudaEvent_t& e : d->ev) ok = ok && cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess;
   if (!ok) {
     send_dest_free(d);
@@ -636,46 +656,59 @@ inline SendDest* send_dest(Comm* x, const P2pOp& op) {
 }
 
 // Takes in the finished read-backs, oldest first; the destination is known
-// once none is in flight and kAgreeSends in a row named the same place
-// (and the receive held the send).
+// once none is in flight, no send went unseen since, and kAgreeSends in a
+// row named the same place (and the receive held the send).
 inline bool send_dest_known(SendDest* d) {
   while (d->inFlight > 0 && cudaEventQuery(d->ev[d->head]) == cudaSuccess) {
     const uint64_t* p = d->post + 3 * d->head;
     bool fits = p[0] < (uint64_t)kMaxWins && p[2] >= d->bytes;
-    bool same = d->agreed > 0 && p[0] == d->win && p[1] == d->off;
+    bool same = !d->gapBefore[d->head] && d->agreed > 0 && p[0] == d->win && p[1] == d->off;
     d->agreed = !fits ? 0 : same ? d->agreed + 1 : 1;
     d->win = p[0];
     d->off = p[1];
     d->head = (d->head + 1) % kReadBacks;
     d->inFlight--;
   }
-  return d->inFlight == 0 && d->agreed >= kAgreeSends;
+  return d->inFlight == 0 && !d->gap && d->agreed >= kAgreeSends;
 }
 
-// After the SM kernel of the seq-th send to peer: reads its post back.
-inline ncclResult_t send_dest_read_back(Comm* x, SendDest* d, const P2pOp& op, uint64_t seq) {
-  if (d->inFlight == kReadBacks) {  // no slot: this send is not seen, so the run starts again
-    d->agreed = 0;
-    return ncclSuccess;
+// The slot the next SM-kernel send of d writes its post into (nullptr when
+// all are in flight: that send goes unseen, which breaks the run).
+inline uint64_t* send_dest_slot(SendDest* d) {
+  if (d->inFlight == kReadBacks) {
+    d->gap = true;
+    return nullptr;
   }
+  return d->used + 3 * ((d->head + d->inFlight) % kReadBacks);
+}
+
+// After the SM kernel that wrote its post into send_dest_slot(d): reads it back.
+inline ncclResult_t send_dest_read_back(SendDest* d, cudaStream_t st) {
   int slot = (d->head + d->inFlight) % kReadBacks;
-  const uint64_t* post = static_cast<const uint64_t*>(x->ctrl) + kCtrlPost + ((size_t)op.peer * kRing + seq % kRing) * 4;
-  if (cudaMemcpyAsync(d->post + 3 * slot, post, 3 * sizeof(uint64_t), cudaMemcpyDeviceToHost, op.stream) !=
+  if (cudaMemcpyAsync(d->post + 3 * slot, d->used + 3 * slot, 3 * sizeof(uint64_t), cudaMemcpyDeviceToHost, st) !=
           cudaSuccess ||
-      cudaEventRecord(d->ev[slot], op.stream) != cudaSuccess)
+      cudaEventRecord(d->ev[slot], st) != cudaSuccess)
     return CUCO_TX_FAIL("reading a send's destination back failed");
+  d->gapBefore[slot] = d->gap;
+  d->gap = false;
   d->inFlight++;
   return ncclSuccess;
+}
+
+// The registered window of index win on comm, or null (freed since).
+inline Buf* window_at(ncclComm_t comm, uint64_t win) {
+  for (Buf* b : bufs())
+    if (b->registered && b->symm.comm == comm && b->winIdx == (int)win) return b;
+  return nullptr;
 }
 
 // The seq-th send to peer by the copy engine, to the known destination:
 // wait for the post, copy into the peer's window, write where it landed,
 // then stamp every share's arrival word (the receiver waits on them all).
-inline ncclResult_t p2p_send_ce(Comm* x, const SendDest& d, const P2pOp& op, uint64_t seq) {
-  Buf* to = nullptr;
-  for (Buf* b : bufs())
-    if (b->registered && b->symm.comm == op.comm && b->winIdx == (int)d.win) to = b;
-  if (!to || cuco::lsa_peer_bases(to->symm) != 0 || cuco::lsa_peer_bases(x->ctrlSymm) != 0)
+// A missing receive makes it wait for ever (cuStreamWaitValue64 has no
+// time limit), where the SM kernel gives up after kP2pWaitS.
+inline ncclResult_t p2p_send_ce(Comm* x, const SendDest& d, Buf* to, const P2pOp& op, uint64_t seq) {
+  if (cuco::lsa_peer_bases(to->symm) != 0 || cuco::lsa_peer_bases(x->ctrlSymm) != 0)
     return CUCO_TX_FAIL("copy-engine send: no LSA address for the destination window");
   const uint64_t* ready = static_cast<const uint64_t*>(x->ctrl) + kCtrlReady + op.peer;
   if (cuco::stream_mem_ops().wait64(reinterpret_cast<CUstream>(op.stream), reinterpret_cast<CUdeviceptr>(ready), seq,
@@ -695,11 +728,16 @@ inline ncclResult_t p2p_send(const P2pOp& op) {
   if (windows_register(op.comm) != ncclSuccess) return ncclInvalidUsage;
   Comm* x = comm_find(op.comm);
   uint64_t seq = ++x->sendSeq[op.peer];
-  SendDest* d = p2p_by_ce(op) ? send_dest(x, op) : nullptr;
+  SendDest* d = p2p_by_ce(op) ? send_dest_find_or_new(x, op) : nullptr;
   if (d && send_dest_known(d)) {
-    CUCO_TX_TRACE("rank %d: send %llu to peer %d by the copy engine\n", x->rank, (unsigned long long)seq, op.peer);
-    return p2p_send_ce(x, *d, op, seq);
+    Buf* to = window_at(op.comm, d->win);
+    if (to) {
+      CUCO_TX_TRACE("rank %d: send %llu to peer %d by the copy engine\n", x->rank, (unsigned long long)seq, op.peer);
+      return p2p_send_ce(x, *d, to, op, seq);
+    }
+    d->agreed = 0;  // its window was freed: learn again
   }
+  uint64_t* used = d ? send_dest_slot(d) : nullptr;
   WinTable t;
   memset(&t, 0, sizeof t);
   for (Buf* b : bufs())
@@ -707,9 +745,9 @@ inline ncclResult_t p2p_send(const P2pOp& op) {
   SymmDevLite s{x->rank, x->nranks};
   int ctas = p2p_ctas(), threads = CUCO_COMM_THREADS;
   send_kernel<CUCO_DEVICE_UNROLL_ONLY><<<ctas, threads, 0, op.stream>>>(t, x->ctrlWin, s, op.peer, seq, op.buf,
-                                                                      op.bytes, x->error);
+                                                                      op.bytes, x->error, used);
   if (cudaGetLastError() != cudaSuccess) return CUCO_TX_FAIL("send kernel launch failed");
-  return d ? send_dest_read_back(x, d, op, seq) : ncclSuccess;
+  return used ? send_dest_read_back(d, op.stream) : ncclSuccess;
 }
 
 inline ncclResult_t p2p_wait(const P2pOp& op) {
@@ -1751,3 +1789,4 @@ inline cublasStatus_t hgemm_record(A... a) { return hgemm_via(RecordRunner{}, a.
 
 }  // namespace cuco_tx
 #endif  // CUCO_TX_GEMM_SPLIT
+// cuco_tx: end of the glue

@@ -16,6 +16,7 @@
 #include "cuco/analyze.h"
 #include "cuco/buf.h"
 #include "cuco/program.h"
+#include "glue_knobs.h"
 #include "tx_common.h"
 
 /* ---- notes ---------------------------------------------------------------- */
@@ -296,7 +297,7 @@ typedef struct ctx {
     int gemm_split;      /* some GEMM goes through the split glue (CUCO_TX_GEMM_SPLIT) */
     int produce;         /* some GEMM goes through the producer split (CUCO_PSPLIT_PIECES) */
     int send_made;       /* some send goes as its buffer is made (CUCO_P2P_PIECES) */
-    int p2p;             /* some rewritten call moves its data by sends and receives (CUCO_P2P_CE) */
+    unsigned glue_reads; /* what the rewritten calls read of the glue (glue_knobs.h) */
     size_t *split_gemms; /* byte offsets of the GEMMs the consumer split rewrote */
     size_t nsplit_gemms;
     int nccl_mem;   /* some ncclMemAlloc became symmetric (symm_mem_alloc / _free glue) */
@@ -1707,10 +1708,7 @@ static int sched_candidate(ctx *c, size_t tok, int group)
     c->sched_group = g;
     c->sched_toks[c->nsched] = tok;
     c->sched_group[c->nsched++] = group != 0;
-    static const char *const p2p_calls[] = {"ncclSend",   "ncclRecv",   "ncclAllToAll", "ncclBroadcast",
-                                            "ncclBcast",  "ncclGather", "ncclScatter",  NULL};
-    for (const char *const *n = p2p_calls; *n; n++)
-        c->p2p |= T(&c->v, tok)->len == strlen(*n) && !strncmp(c->v.src + T(&c->v, tok)->off, *n, strlen(*n));
+    c->glue_reads |= cuco_glue_reads_of(c->v.src + T(&c->v, tok)->off, T(&c->v, tok)->len);
     return 0;
 }
 
@@ -2349,7 +2347,9 @@ static int assemble(ctx *c, const char *text)
     if (glue_position(c, &pos, &wrap) != 0 || c->r->refused)
         return 0;
     int with_gemm = c->gemm_split || c->produce || c->send_made;
-    char *glue = cuco_transform_runtime_for(with_gemm);
+    char *whole = cuco_transform_runtime_for(with_gemm);
+    char *glue = whole ? cuco_glue_knobs_pruned(whole, c->glue_reads) : NULL;
+    free(whole);
     if (!glue)
         return CUCO_ENOMEM;
     cuco_buf g = CUCO_BUF_INIT;
@@ -2363,9 +2363,10 @@ static int assemble(ctx *c, const char *text)
     if (c->send_made)
         cuco_buf_puts(&g, "// the pieces sends and receives of 2 MiB and more move in\n"
                           "#define CUCO_P2P_PIECES 8 // cuco:knob run 1 2 4 8 16\n");
-    if (c->p2p)
-        cuco_buf_printf(&g, "// large sends and receives by the copy engines (no SM)\n"
-                            "#define CUCO_P2P_CE %d // cuco:knob run 0 1\n",
+    if (c->glue_reads & CUCO_GLUE_READS_P2P)
+        cuco_buf_printf(&g,
+                        "// large sends and receives by the copy engines (no SM)\n"
+                        "#define CUCO_P2P_CE %d // cuco:knob run 0 1\n",
                         c->send_made);
     if (c->gemm_split)
         cuco_buf_puts(&g, "// the pieces each peer's gathered block is pulled and consumed in\n"

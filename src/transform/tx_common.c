@@ -321,14 +321,13 @@ int cuco_tx_self_check(char **program, int *added, cuco_err *e)
     *added = 0;
     if (strstr(*program, "#define CUCO_TX_GEMM_SPLIT 1"))
         return 0; /* the split schedule's all-gather has no checked form */
-    char *rt = cuco_transform_runtime_for(0);
-    const char *at = rt ? strstr(*program, rt) : NULL;
-    size_t rt_len = rt ? strlen(rt) : 0;
-    free(rt);
+    /* the glue's last line (its knob annotations may differ from the
+     * embedded text: glue_knobs.c) */
+    static const char glue_end[] = "// cuco_tx: end of the glue\n";
+    const char *at = strstr(*program, glue_end);
     if (!at)
         return 0;
-    size_t pos = (size_t)(at - *program) + rt_len;
-    pos += (*program)[pos] == '\n';
+    size_t pos = (size_t)(at - *program) + strlen(glue_end);
     for (const char *const *u = unchecked; *u; u++)
         if (strstr(*program + pos, *u))
             return 0; /* calls without a host NCCL twin here: not checked */

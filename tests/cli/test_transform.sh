@@ -32,7 +32,7 @@ transformed_ok() { # transformed_ok WORKLOAD_DIR NAME EVOLVE_FILE
     check "$name: diff against the seed" grep -q "^+++ b/$file" "$ws/gen_0/program.diff"
     check "$name: no host collective left (the glue's NCCL fallbacks are ::nccl*)" bash -c "! grep -Eq '(^|[^:])\\bnccl(AllGather|ReduceScatter|AllReduce|Send|Recv)\\(' '$ws/gen_0/$file'"
     check "$name: device library included" grep -q '#include "cuco_device.cuh"' "$ws/gen_0/$file"
-    check "$name: knob declared" grep -Eq '^#define CUCO_COMM_CTAS [0-9]+ +// cuco:knob' "$ws/gen_0/$file"
+    check "$name: a transport knob declared" grep -Eq '^#define CUCO_(COMM|P2P)_[A-Z_]+ [0-9]+ +// cuco:knob' "$ws/gen_0/$file"
     check "$name: json report says transformed" test "$(json_get "$ws/gen_0/transform_report.json" 'j["transformed"]')" = True
     check "$name: markdown report" grep -q "static check: static check passed" "$ws/gen_0/transform_report.md"
     check "$name: --json on stdout equals the report" cmp -s <(python3 -m json.tool "$TMP/$name.json") <(python3 -m json.tool "$ws/gen_0/transform_report.json")

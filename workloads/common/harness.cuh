@@ -290,14 +290,9 @@ inline double hx_median(std::vector<double> times)
 // A verified step: prepare(i, st) writes iteration i's inputs (hx_iter_seed)
 // and poisons the outputs, all on stream st; run() is the step; check(i, why)
 // compares a sample of the outputs with a reference from iteration i's inputs
-// (false and a reason on a mismatch). poison(i, st), when set, repeats only
-// the poisoning: prepare then runs before the ranks meet and poison takes its
-// place right before the step (see hx_time_prepared_step). A workload whose
-// ranks prepare unequal amounts sets it, so that no rank's time counts
-// waiting for another rank's preparation.
+// (false and a reason on a mismatch).
 struct hx_checked_step {
     std::function<void(int, cudaStream_t)> prepare;
-    std::function<void(int, cudaStream_t)> poison;
     std::function<void()> run;
     std::function<bool(int, std::string &)> check;
 };
@@ -317,25 +312,35 @@ __global__ void hx_delay_kernel(unsigned long long ns)
 // runs before the new inputs and the poison.
 #define HX_PREPARE_DELAY_NS 200000ull
 
-// One verified step: the delay and prepare(iter) on c.stream, then the step,
-// timed from the barrier to a device-wide synchronisation, less the delay and
-// the preparation (events on c.stream around them). The slowest rank's ms.
-// With st.poison set, prepare(iter) is done before the barrier and
-// poison(iter) takes its place after the delay: the inputs are in place
-// before any rank's clock starts, and step work that c.stream does not order
-// still runs before the poison.
+// The ranks meet on the device: a one-int all-reduce on stream st, so that
+// work after it on st starts on every rank once every rank's earlier work on
+// its own stream is done.
+inline void hx_device_barrier(hx_ctx &c, cudaStream_t st)
+{
+    static int *word = nullptr;
+    if (!word)
+        HX_CUDA(cudaMalloc(&word, sizeof(int)));
+    HX_NCCL(ncclAllReduce(word, word, 1, ncclInt32, ncclSum, c.comm, st));
+}
+
+// One verified step: the delay, prepare(iter) and a device barrier on
+// c.stream, then the step, timed from the host barrier to a device-wide
+// synchronisation, less the delay, the preparation and the device barrier
+// (events on c.stream around them). The device barrier makes every rank's
+// step start after the slowest rank's preparation, so that no rank counts
+// waiting for another rank to prepare (kv_transfer: only the prefill rank
+// writes a new prompt). The slowest rank's ms.
 inline double hx_time_prepared_step(hx_ctx &c, const hx_checked_step &st, int iter,
                                     cudaEvent_t prep0, cudaEvent_t prep1)
 {
-    if (st.poison)
-        st.prepare(iter, c.stream);
     HX_CUDA(cudaDeviceSynchronize());
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = hx_now_ms();
     HX_CUDA(cudaEventRecord(prep0, c.stream));
     hx_delay_kernel<<<1, 1, 0, c.stream>>>(HX_PREPARE_DELAY_NS);
     HX_CHECK_LAUNCH();
-    (st.poison ? st.poison : st.prepare)(iter, c.stream);
+    st.prepare(iter, c.stream);
+    hx_device_barrier(c, c.stream);
     HX_CUDA(cudaEventRecord(prep1, c.stream));
     st.run();
     HX_CUDA(cudaDeviceSynchronize());

@@ -745,15 +745,6 @@ int main(int argc, char **argv)
         if (p.out)
             HX_CUDA(cudaMemsetAsync(p.out, 0xFF, head_elems * sizeof(float), st));
     };
-    // Only the prefill rank writes a new prompt (2 bytes x layers x seq x
-    // hidden): the prompt is written before the ranks meet, and the poison
-    // again right before the step, so the decode rank's time does not count
-    // the prefill rank's preparation.
-    all.poison = [&](int, cudaStream_t st) {
-        HX_CUDA(cudaMemsetAsync(p.cache, 0xFF, cache_elems * sizeof(bf16), st));
-        if (p.out)
-            HX_CUDA(cudaMemsetAsync(p.out, 0xFF, head_elems * sizeof(float), st));
-    };
     all.run = [&] { step_run(c, p, s, PART_ALL); };
     all.check = [&](int i, std::string &why) {
         return p.role != ROLE_DECODE || check_decode(p, hx_iter_seed(seed, i), seed, true, i, why);

@@ -1,0 +1,28 @@
+/* glue_knobs.h: which of the glue's knobs a transformed program can reach.
+ * The glue declares every transport knob; a knob that no rewritten call
+ * reads (the all-gather's copy engine in a program of sends, the staging
+ * threshold without an all-reduce) keeps its #define but loses its
+ * cuco:knob annotation, so that the search does not spend evaluations on
+ * it. Internal to the transform. */
+#ifndef CUCO_GLUE_KNOBS_H
+#define CUCO_GLUE_KNOBS_H
+
+/* What a rewritten call reads, as bits. */
+enum {
+    CUCO_GLUE_READS_COLL = 1u << 0,    /* the device collectives' launch (CTAs, chunk) */
+    CUCO_GLUE_READS_KERNEL = 1u << 1,  /* the SM kernels' threads and unroll */
+    CUCO_GLUE_READS_P2P = 1u << 2,     /* sends and receives (CTAs, NCCL threshold, copy engine) */
+    CUCO_GLUE_READS_CE_COLL = 1u << 3, /* the copy engine of all-gather and all-to-all */
+    CUCO_GLUE_READS_STAGED = 1u << 4,  /* the staged all-reduce's NCCL threshold */
+};
+
+/* The bits of the NCCL call named api (0 for a name the glue does not
+ * carry). */
+unsigned cuco_glue_reads_of(const char *api, unsigned long len);
+
+/* A copy of glue whose knobs outside reads have their annotation replaced
+ * by a comment saying no rewritten call reads them; NULL when out of
+ * memory. Caller frees. */
+char *cuco_glue_knobs_pruned(const char *glue, unsigned reads);
+
+#endif
