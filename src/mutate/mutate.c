@@ -356,7 +356,8 @@ static size_t skip_len(const char *p)
 /* Whether the program can read knob name: its macro appears, as code (not
  * in a comment or string), somewhere other than its own #define; a workload
  * space dim of that name counts as read, since the harness may pass it.
- * Conditional knobs (moot under another knob's value) are not detected. */
+ * A knob declared with conditions ('when NAME=V') is held too while they
+ * fail at the run's start (doe_propose). */
 static int knob_reachable(const cuco_mutate_ctx *c, const char *text, const char *name)
 {
     if (c->workload)
@@ -379,6 +380,37 @@ static int knob_reachable(const cuco_mutate_ctx *c, const char *text, const char
         }
     }
     return uses >= 2;
+}
+
+/* Whether v is one of the comma-separated values of list. */
+static int value_listed(const char *list, const char *v)
+{
+    size_t len = strlen(v);
+    for (const char *p = list; p;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        if (n == len && !strncmp(p, v, len))
+            return 1;
+        p = comma ? comma + 1 : NULL;
+    }
+    return 0;
+}
+
+/* Whether every condition of knob i ("NAME=V1,V2" after 'when') holds at
+ * setting idx: the named knob's value there is one listed. A condition on a
+ * knob the program does not declare holds. */
+static int knob_conditions_hold(const cuco_mutate_ctx *c, cuco_knob *k, size_t n, size_t i,
+                                const size_t *idx)
+{
+    for (size_t w = 0; w < k[i].when.n; w++) {
+        const char *cond = k[i].when.items[w], *eq = strchr(cond, '=');
+        size_t len = (size_t)(eq - cond);
+        for (size_t j = 0; j < n; j++)
+            if (strlen(k[j].name) == len && !strncmp(k[j].name, cond, len) &&
+                !value_listed(eq + 1, knob_choices(c, &k[j])->items[idx[j]]))
+                return 0;
+    }
+    return 1;
 }
 
 /* Setting of a program's knobs JSON as choice indices; 0 when a knob is
@@ -443,6 +475,9 @@ static int doe_propose(const cuco_mutate_ctx *c, cuco_knob *k, size_t n, const c
             setting_of_json(c, k, n, ps[i].knobs_json, setting + n_obs * n))
             time[n_obs++] = ps[i].time_ms;
     }
+    /* a conditional knob moot at the start is held there, like an unread one */
+    for (size_t i = 0; i < n; i++)
+        act[i] = act[i] && knob_conditions_hold(c, k, n, i, start);
     cuco_doe_space s = {n, names, levels, start, act};
     doe_seen_ctx sc = {c, k, n};
     cuco_doe_history h = {n_obs, setting, time, doe_seen, &sc};

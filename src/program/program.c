@@ -249,6 +249,7 @@ void cuco_knobs_free(cuco_knob *knobs, size_t n)
         free(knobs[i].name);
         free(knobs[i].value);
         cuco_strlist_free(&knobs[i].choices);
+        cuco_strlist_free(&knobs[i].when);
     }
     free(knobs);
 }
@@ -335,21 +336,35 @@ static int parse_knob_line(const char *t, const line_span *l, int lineno, cuco_k
     k->name = cuco_strndup(t + i, name_end - i);
     k->value = cuco_strndup(t + v, v_end - v);
     k->line = lineno;
+    int conditions = 0;
     for (;;) {
         skip_space(t, &c, end);
         if (c >= end)
             break;
         size_t te = token_end(t, c, end);
-        char *choice = cuco_strndup(t + c, te - c);
-        cuco_strlist_push(&k->choices, choice);
-        free(choice);
+        if (!conditions && te - c == 4 && !memcmp(t + c, "when", 4)) {
+            conditions = 1;
+        } else {
+            char *word = cuco_strndup(t + c, te - c);
+            cuco_strlist_push(conditions ? &k->when : &k->choices, word);
+            free(word);
+        }
         c = te;
     }
-    if (k->choices.n == 0) {
-        int rc = cuco_err_set(e, CUCO_EINVAL, "line %d: knob %s lists no choices after cuco:knob",
-                              lineno, k->name);
+    const char *bad = k->choices.n == 0              ? "lists no choices after cuco:knob"
+                      : conditions && k->when.n == 0 ? "has 'when' and no condition after it"
+                                                     : NULL;
+    for (size_t j = 0; !bad && j < k->when.n; j++) {
+        const char *eq = strchr(k->when.items[j], '=');
+        if (!eq || eq == k->when.items[j] || !eq[1])
+            bad = "has a condition that is not NAME=VALUE[,VALUE...] after 'when'";
+    }
+    if (bad) {
+        int rc = cuco_err_set(e, CUCO_EINVAL, "line %d: knob %s %s", lineno, k->name, bad);
         free(k->name);
         free(k->value);
+        cuco_strlist_free(&k->choices);
+        cuco_strlist_free(&k->when);
         return rc;
     }
     k->value_in_choices = 0;

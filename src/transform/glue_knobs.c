@@ -35,17 +35,18 @@ static const api_reads api_table[] = {
 typedef struct knob_reads {
     const char *name;
     unsigned reads; /* read when any of these bits is set */
+    int launch;     /* an SM launch knob: moot where the copy engine moves the data */
 } knob_reads;
 
 static const knob_reads knob_table[] = {
-    {"CUCO_COMM_CTAS", CUCO_GLUE_READS_COLL},
-    {"CUCO_CHUNK_BYTES", CUCO_GLUE_READS_COLL},
-    {"CUCO_COMM_THREADS", CUCO_GLUE_READS_KERNEL},
-    {"CUCO_COMM_UNROLL", CUCO_GLUE_READS_KERNEL},
-    {"CUCO_P2P_CTAS", CUCO_GLUE_READS_P2P},
-    {"CUCO_P2P_NCCL_FROM", CUCO_GLUE_READS_P2P},
-    {"CUCO_COPY_ENGINE", CUCO_GLUE_READS_CE_COLL},
-    {"CUCO_STAGED_NCCL_FROM", CUCO_GLUE_READS_STAGED},
+    {"CUCO_COMM_CTAS", CUCO_GLUE_READS_COLL, 1},
+    {"CUCO_CHUNK_BYTES", CUCO_GLUE_READS_COLL, 1},
+    {"CUCO_COMM_THREADS", CUCO_GLUE_READS_KERNEL, 1},
+    {"CUCO_COMM_UNROLL", CUCO_GLUE_READS_KERNEL, 1},
+    {"CUCO_P2P_CTAS", CUCO_GLUE_READS_P2P, 0},
+    {"CUCO_P2P_NCCL_FROM", CUCO_GLUE_READS_P2P, 0},
+    {"CUCO_COPY_ENGINE", CUCO_GLUE_READS_CE_COLL, 0},
+    {"CUCO_STAGED_NCCL_FROM", CUCO_GLUE_READS_STAGED, 0},
 };
 
 unsigned cuco_glue_reads_of(const char *api, unsigned long len)
@@ -71,23 +72,41 @@ static const knob_reads *knob_defined_at(const char *p)
     return NULL;
 }
 
-char *cuco_glue_knobs_pruned(const char *glue, unsigned reads)
+/* The line of knob k rewritten into out: its annotation dropped (no call
+ * reads it) or given the conditions under which it matters. */
+static int knob_line(cuco_buf *out, const knob_reads *k, const char *line, const char *end,
+                     const cuco_glue_use *use)
 {
     static const char tag[] = "// cuco:knob";
+    const char *at = strstr(line, tag);
+    if (!at || at >= end)
+        return cuco_buf_append(out, line, (size_t)(end - line));
+    if (!(k->reads & use->reads)) {
+        int rc = cuco_buf_append(out, line, (size_t)(at - line));
+        return rc ? rc : cuco_buf_puts(out, "// no rewritten call of this program reads it\n");
+    }
+    int gather_only = !(k->reads & use->reads_besides_gather);
+    size_t body = (size_t)(end - line) - (end > line && end[-1] == '\n');
+    int rc = cuco_buf_append(out, line, body);
+    if (rc == 0 && gather_only && (k->launch || use->split_site >= 0))
+        rc = cuco_buf_puts(out, " when");
+    if (rc == 0 && gather_only && k->launch)
+        rc = cuco_buf_puts(out, " CUCO_COPY_ENGINE=0");
+    if (rc == 0 && gather_only && use->split_site >= 0)
+        rc = cuco_buf_printf(out, " CUCO_SPLIT_%ld=0", use->split_site);
+    return rc ? rc : cuco_buf_putc(out, '\n');
+}
+
+char *cuco_glue_knobs_pruned(const char *glue, const cuco_glue_use *use)
+{
     cuco_buf out = CUCO_BUF_INIT;
     int rc = 0;
     for (const char *line = glue; *line && rc == 0;) {
         const char *end = strchr(line, '\n');
         end = end ? end + 1 : line + strlen(line);
         const knob_reads *k = knob_defined_at(line);
-        const char *at = k && !(k->reads & reads) ? strstr(line, tag) : NULL;
-        if (at && at < end) {
-            rc = cuco_buf_append(&out, line, (size_t)(at - line));
-            if (rc == 0)
-                rc = cuco_buf_puts(&out, "// no rewritten call of this program reads it\n");
-        } else {
-            rc = cuco_buf_append(&out, line, (size_t)(end - line));
-        }
+        rc = k ? knob_line(&out, k, line, end, use)
+               : cuco_buf_append(&out, line, (size_t)(end - line));
         line = end;
     }
     if (rc != 0) {

@@ -20,9 +20,23 @@ enum {
  * carry). */
 unsigned cuco_glue_reads_of(const char *api, unsigned long len);
 
-/* A copy of glue whose knobs outside reads have their annotation replaced
- * by a comment saying no rewritten call reads them; NULL when out of
+/* What a program's rewritten calls read of the glue: reads (every call),
+ * reads_besides_gather (every call but the all-gathers), and split_site
+ * (>= 0: the program's only all-gather takes schedule
+ * consumer_split_by_source, knob CUCO_SPLIT_<split_site>; -1 otherwise). */
+typedef struct cuco_glue_use {
+    unsigned reads;
+    unsigned reads_besides_gather;
+    long split_site;
+} cuco_glue_use;
+
+/* A copy of glue whose knobs that no rewritten call reads have their
+ * annotation replaced by a comment saying so, and whose knobs read only by
+ * all-gathers carry the conditions under which they matter: the launch
+ * knobs 'when CUCO_COPY_ENGINE=0' (the copy engine takes no CTA), and with a
+ * split all-gather every all-gather knob 'when CUCO_SPLIT_<n>=0' too (the
+ * split pulls by the copy engine whatever they say). NULL when out of
  * memory. Caller frees. */
-char *cuco_glue_knobs_pruned(const char *glue, unsigned reads);
+char *cuco_glue_knobs_pruned(const char *glue, const cuco_glue_use *use);
 
 #endif

@@ -297,7 +297,8 @@ typedef struct ctx {
     int gemm_split;      /* some GEMM goes through the split glue (CUCO_TX_GEMM_SPLIT) */
     int produce;         /* some GEMM goes through the producer split (CUCO_PSPLIT_PIECES) */
     int send_made;       /* some send goes as its buffer is made (CUCO_P2P_PIECES) */
-    unsigned glue_reads; /* what the rewritten calls read of the glue (glue_knobs.h) */
+    cuco_glue_use glue;  /* what the rewritten calls read of the glue (glue_knobs.h) */
+    size_t n_gathers;    /* rewritten all-gathers */
     size_t *split_gemms; /* byte offsets of the GEMMs the consumer split rewrote */
     size_t nsplit_gemms;
     int nccl_mem;   /* some ncclMemAlloc became symmetric (symm_mem_alloc / _free glue) */
@@ -1708,7 +1709,14 @@ static int sched_candidate(ctx *c, size_t tok, int group)
     c->sched_group = g;
     c->sched_toks[c->nsched] = tok;
     c->sched_group[c->nsched++] = group != 0;
-    c->glue_reads |= cuco_glue_reads_of(c->v.src + T(&c->v, tok)->off, T(&c->v, tok)->len);
+    const char *api = c->v.src + T(&c->v, tok)->off;
+    size_t len = T(&c->v, tok)->len;
+    unsigned reads = cuco_glue_reads_of(api, len);
+    c->glue.reads |= reads;
+    if (len == strlen("ncclAllGather") && !strncmp(api, "ncclAllGather", len))
+        c->n_gathers++;
+    else
+        c->glue.reads_besides_gather |= reads;
     return 0;
 }
 
@@ -1739,6 +1747,7 @@ static int split_report(ctx *c, const cuco_sched_plan *plan, size_t k, int line,
     int rc = 0;
     if (split) {
         c->gemm_split = 1;
+        c->glue.split_site = (long)k;
         rc = cuco_buf_printf(&c->knobs, "#define CUCO_SPLIT_%zu 1 // cuco:knob run 0 1\n", k);
     }
     if (rc == 0)
@@ -2348,7 +2357,9 @@ static int assemble(ctx *c, const char *text)
         return 0;
     int with_gemm = c->gemm_split || c->produce || c->send_made;
     char *whole = cuco_transform_runtime_for(with_gemm);
-    char *glue = whole ? cuco_glue_knobs_pruned(whole, c->glue_reads) : NULL;
+    if (c->n_gathers != 1)
+        c->glue.split_site = -1; /* conditions are 'and': one split all-gather at most */
+    char *glue = whole ? cuco_glue_knobs_pruned(whole, &c->glue) : NULL;
     free(whole);
     if (!glue)
         return CUCO_ENOMEM;
@@ -2363,7 +2374,7 @@ static int assemble(ctx *c, const char *text)
     if (c->send_made)
         cuco_buf_puts(&g, "// the pieces sends and receives of 2 MiB and more move in\n"
                           "#define CUCO_P2P_PIECES 8 // cuco:knob run 1 2 4 8 16\n");
-    if (c->glue_reads & CUCO_GLUE_READS_P2P)
+    if (c->glue.reads & CUCO_GLUE_READS_P2P)
         cuco_buf_printf(&g,
                         "// large sends and receives by the copy engines (no SM)\n"
                         "#define CUCO_P2P_CE %d // cuco:knob run 0 1\n",
@@ -2477,6 +2488,7 @@ int cuco_transform_rules(const char *file_name, const char *text, cuco_tx_result
     memset(r, 0, sizeof(*r));
     ctx c;
     memset(&c, 0, sizeof(c));
+    c.glue.split_site = -1;
     c.file = file_name;
     c.r = r;
     int rc = cuco_program_blocks(text, &c.blocks, &c.nblocks, e);

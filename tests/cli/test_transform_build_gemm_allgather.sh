@@ -16,4 +16,9 @@ fail=0
 source "$CUCO_SRC/tests/cli/transform_build.sh"
 transform_bg "$CUCO_SRC/workloads/gemm_allgather"
 built gemm_allgather
+# the all-gather's launch knobs are moot while its split pulls by the copy
+# engine: the search holds them (docs/evolve.md)
+check "gemm_allgather: the CTAs matter only without the copy engine and the split" \
+    grep -Eq '^#define CUCO_COMM_CTAS [0-9]+ +// cuco:knob run [0-9 ]+ when CUCO_COPY_ENGINE=0 CUCO_SPLIT_0=0$' \
+    "$TMP/gemm_allgather/gen_0/gemm_allgather.cu"
 exit $fail

@@ -3,13 +3,15 @@
  * and receives gets the point-to-point knobs and the kernels' threads, not
  * the collectives' CTAs, chunk, all-gather copy engine or staging
  * threshold; an all-reduce program the reverse; an all-gather beside a send
- * both. A pruned knob keeps its #define, so the glue still builds. */
+ * both. A pruned knob keeps its #define, so the glue still builds. A knob
+ * only all-gathers read carries the condition under which it matters. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +42,23 @@ static int defined(const char *program, const char *name)
     int found = strstr(program, needle) != NULL;
     free(needle);
     return found;
+}
+
+/* The conditions of knob name, joined by spaces ("" when it has none). */
+static const char *condition_of(const char *program, const char *name)
+{
+    static char text[256];
+    cuco_err e = CUCO_ERR_INIT;
+    cuco_knob *k = NULL;
+    size_t n = 0;
+    assert_int_equal(cuco_program_knobs(program, &k, &n, &e), 0);
+    text[0] = '\0';
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; !strcmp(k[i].name, name) && j < k[i].when.n; j++)
+            snprintf(text + strlen(text), sizeof text - strlen(text), "%s%s", j ? " " : "",
+                     k[i].when.items[j]);
+    cuco_knobs_free(k, n);
+    return text;
 }
 
 static char *program_with(const char *calls)
@@ -95,6 +114,7 @@ static void test_all_reduce_only(void **state)
     expect_all(r.program, p2p_knobs, 0);
     assert_true(declares(r.program, "CUCO_STAGED_NCCL_FROM"));
     assert_false(declares(r.program, "CUCO_COPY_ENGINE"));
+    assert_string_equal(condition_of(r.program, "CUCO_COMM_CTAS"), ""); /* no copy engine here */
     cuco_tx_result_free(&r);
     free(text);
 }
@@ -111,6 +131,11 @@ static void test_gather_and_send(void **state)
     expect_all(r.program, p2p_knobs, 1);
     assert_true(declares(r.program, "CUCO_COPY_ENGINE"));
     assert_false(declares(r.program, "CUCO_STAGED_NCCL_FROM"));
+    /* only the all-gather reads the CTAs: moot under its copy engine; the
+     * send kernel reads the threads too: no condition */
+    assert_string_equal(condition_of(r.program, "CUCO_COMM_CTAS"), "CUCO_COPY_ENGINE=0");
+    assert_string_equal(condition_of(r.program, "CUCO_COMM_THREADS"), "");
+    assert_string_equal(condition_of(r.program, "CUCO_COPY_ENGINE"), "");
     cuco_tx_result_free(&r);
     free(text);
 }

@@ -263,6 +263,56 @@ static void test_knob_mutator_screens_first(void **state)
     free(p);
 }
 
+/* A knob declared 'when A=2' is moot while A holds its start value 1: the
+ * screen varies A and B only (3 new runs), and C never moves. */
+static void test_knob_mutator_holds_moot_knob(void **state)
+{
+    (void)state;
+    static const char cond[] = "// EVOLVE-BLOCK-START\n"
+                               "#define A 1 // cuco:knob 1 2\n"
+                               "#define B 5 // cuco:knob 5 6 7\n"
+                               "#define C 0 // cuco:knob 0 1 when A=2\n"
+                               "// EVOLVE-BLOCK-END\n"
+                               "int main(void) { return A == 2 ? B + C : B; }\n";
+    char *p;
+    int64_t run;
+    cuco_db *db = fresh_run_db("test_mutate_moot", &p, &run);
+    cuco_err e = CUCO_ERR_INIT;
+    cuco_mutator *m;
+    assert_int_equal(cuco_mutator_create("knob", &m, &e), 0);
+    cuco_db_program parent;
+    memset(&parent, 0, sizeof parent);
+    parent.code = (char *)cond;
+    cuco_db_program row = child_row(run, 0, (char *)cond);
+    row.time_ms = 10;
+    row.score = 1;
+    assert_int_equal(db_program_insert(db, &row, &parent.id, &e), 0);
+    free(row.knobs_json);
+    cuco_rng rng;
+    cuco_rng_seed(&rng, 5);
+    cuco_mutate_ctx c = {cond, NULL, &parent, NULL, &parent, 1, NULL, 0, db, run, &rng, 0};
+    for (int i = 0; i < 3; i++) {
+        cuco_mutation mu;
+        assert_int_equal(m->propose(m, &c, &mu, &e), 0);
+        assert_string_equal(mu.patch_type, "knob:screen");
+        cuco_db_program ch = child_row(run, parent.id, mu.text);
+        assert_non_null(strstr(ch.knobs_json, "\"C\":\"0\""));
+        ch.time_ms = 9 - i;
+        ch.score = 10 / ch.time_ms;
+        assert_int_equal(db_program_insert(db, &ch, NULL, &e), 0);
+        free(ch.knobs_json);
+        cuco_mutation_free(&mu);
+    }
+    cuco_mutation mu;
+    assert_int_equal(m->propose(m, &c, &mu, &e), 0);
+    assert_string_not_equal(mu.patch_type, "knob:screen");
+    cuco_mutation_free(&mu);
+    cuco_mutator_free(m);
+    db_close(db);
+    unlink(p);
+    free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -271,6 +321,7 @@ int main(void)
         cmocka_unit_test(test_knob_mutator_exhausts),
         cmocka_unit_test(test_knob_mutator_covers_each_knob),
         cmocka_unit_test(test_knob_mutator_screens_first),
+        cmocka_unit_test(test_knob_mutator_holds_moot_knob),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -311,6 +311,36 @@ static void test_knob_without_choices(void **state)
     cuco_err_clear(&e);
 }
 
+/* 'when NAME=V[,V]' after the choices: conditions, not choices; one that
+ * is not NAME=VALUE, or 'when' with none after it, is refused at its line. */
+static void test_knob_conditions(void **state)
+{
+    (void)state;
+    const char *text = "// EVOLVE-BLOCK-START\n#define CE 0 // cuco:knob 0 1\n"
+                       "#define CTAS 8 // cuco:knob 8 16 when CE=0 MODE=a,b\n// EVOLVE-BLOCK-END\n";
+    cuco_knob *k = NULL;
+    size_t n = 0;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_program_knobs(text, &k, &n, &e), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(k[0].when.n, 0);
+    assert_int_equal(k[1].choices.n, 2);
+    assert_int_equal(k[1].when.n, 2);
+    assert_string_equal(k[1].when.items[0], "CE=0");
+    assert_string_equal(k[1].when.items[1], "MODE=a,b");
+    cuco_knobs_free(k, n);
+    const char *bad =
+        "// EVOLVE-BLOCK-START\n#define X 1 // cuco:knob 1 2 when CE\n// EVOLVE-BLOCK-END\n";
+    assert_int_equal(cuco_program_knobs(bad, &k, &n, &e), CUCO_EINVAL);
+    assert_non_null(strstr(e.msg, "line 2: knob X has a condition that is not NAME=VALUE"));
+    cuco_err_clear(&e);
+    const char *none =
+        "// EVOLVE-BLOCK-START\n#define X 1 // cuco:knob 1 2 when\n// EVOLVE-BLOCK-END\n";
+    assert_int_equal(cuco_program_knobs(none, &k, &n, &e), CUCO_EINVAL);
+    assert_non_null(strstr(e.msg, "line 2: knob X has 'when' and no condition"));
+    cuco_err_clear(&e);
+}
+
 static void test_value_not_among_choices_is_kept(void **state)
 {
     (void)state;
@@ -370,6 +400,7 @@ int main(void)
         cmocka_unit_test(test_knobs),
         cmocka_unit_test(test_run_knobs_stage),
         cmocka_unit_test(test_knob_without_choices),
+        cmocka_unit_test(test_knob_conditions),
         cmocka_unit_test(test_value_not_among_choices_is_kept),
         cmocka_unit_test(test_set_knob),
     };
