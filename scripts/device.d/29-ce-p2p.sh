@@ -61,10 +61,15 @@ for spec in ${CE_WORKLOADS:-kv_transfer}; do
   fi
   for kv in ${CE_FIXED:-}; do  # KNOB=VALUE settings every gen_0 variant gets
     sed -i "s|^#define ${kv%%=*} [0-9]* |#define ${kv%%=*} ${kv#*=} |" "$gen"
+    grep -q "^#define ${kv%%=*} ${kv#*=} " "$gen" || echo "$name: gen_0 declares no knob ${kv%%=*}" >> "$report"
   done
   for v in $VALUES; do
     sed "s|^#define $KNOB [0-9]* |#define $KNOB $v |" "$gen" > "$WS/$name-gen_0-$v.cu"
-    wanted+=("gen_0-$v")
+    if grep -q "^#define $KNOB $v " "$WS/$name-gen_0-$v.cu"; then
+      wanted+=("gen_0-$v")
+    else
+      echo "$name: gen_0 declares no knob $KNOB" >> "$report"
+    fi
   done
   for p in "${wanted[@]}"; do build "$WS/$name-$p.cu" "$WS/$name-$p" & done
   wait

@@ -40,7 +40,8 @@
 // CUCO_STAGED_NCCL_FROM bytes on (0: never) instead of a staging copy.
 #define CUCO_P2P_NCCL_FROM 1048576     // cuco:knob run 0 262144 1048576 4194304 67108864
 #define CUCO_STAGED_NCCL_FROM 4194304  // cuco:knob run 0 65536 4194304 67108864
-// CUCO_P2P_CE 1: those large sends and receives stay on the device and the
+// CUCO_P2P_CE 1: those large sends and receives (none when
+// CUCO_P2P_NCCL_FROM is 0) stay on the device and the
 // copy engines carry them (no SM): the receiver posts where its buffer is
 // with stream memory operations, and a send whose destination is known
 // waits for the post (cuStreamWaitValue64), copies into the peer's window
@@ -996,6 +997,16 @@ inline cudaError_t side_stream_create(cudaStream_t* st) {
   return r == cudaSuccess ? cudaStreamCreateWithPriority(st, cudaStreamNonBlocking, greatest) : r;
 }
 
+// Makes stream wait for what the communicator's side stream holds now.
+inline ncclResult_t side_join(Comm* x, cudaStream_t stream) {
+  cudaEvent_t join;
+  if (event_take(&join) != cudaSuccess || cudaEventRecord(join, x->side) != cudaSuccess ||
+      cudaStreamWaitEvent(stream, join, 0) != cudaSuccess)
+    return CUCO_TX_FAIL("send_as_produced: joining the side stream failed");
+  event_pool().push_back(join);
+  return ncclSuccess;
+}
+
 // A send whose buffer a recorded GEMM makes (schedule send_as_produced):
 // each piece goes on the communicator's side stream as soon as what made it
 // is done (see made_wait); the send's stream then waits for the last piece.
@@ -1018,8 +1029,12 @@ inline ncclResult_t send(MadeSiteTag m, const void* sendbuff, size_t count, nccl
   for (int i = 0; i < k && r == ncclSuccess; i++) {
     P2pOp op = piece_op(true, sendbuff, bytes, k, i, peer, comm, x->side);
     const char* lo = static_cast<const char*>(op.buf);
+    bool wasEarly = early;
     early = early && made_wait(m.site, lo, lo + op.bytes, x->side);
     earlyPieces += early;
+    // the first late piece starts after the early ones: a receive's wait
+    // counts its source's sends in order, so they must end in order
+    if (wasEarly && !early && earlyPieces > 0 && (r = side_join(x, stream)) != ncclSuccess) break;
     if (!early) op.stream = stream;
     pending().push_back(op);
     r = p2p_flush();
@@ -1027,13 +1042,8 @@ inline ncclResult_t send(MadeSiteTag m, const void* sendbuff, size_t count, nccl
   made_begin(m.site);
   CUCO_TX_TRACE("rank %d: send to peer %d in %d pieces, %d of them as soon as made\n", x->rank, peer, k,
                 earlyPieces);
-  cudaEvent_t join;
-  if (r != ncclSuccess || earlyPieces == 0) return r;
-  if (event_take(&join) != cudaSuccess || cudaEventRecord(join, x->side) != cudaSuccess ||
-      cudaStreamWaitEvent(stream, join, 0) != cudaSuccess)
-    return CUCO_TX_FAIL("send_as_produced: joining the side stream failed");
-  event_pool().push_back(join);
-  return r;
+  if (r != ncclSuccess || earlyPieces == 0 || earlyPieces < k) return r;
+  return side_join(x, stream);
 }
 
 inline ncclResult_t group_start();
