@@ -48,8 +48,8 @@ typedef struct cuco_knob {
     int run;              /* 1: a run knob whose value and choices are all integers */
     size_t value_off;     /* where the value is in the text */
     size_t value_len;
-    cuco_strlist when;    /* "NAME=V1,V2" each: the knob matters only while every one
-                             holds ("... // cuco:knob 0 8 16 when CUCO_COPY_ENGINE=0") */
+    cuco_strlist when; /* "NAME=V1,V2" each: the knob matters only while every one
+                          holds ("... // cuco:knob 0 8 16 when CUCO_COPY_ENGINE=0") */
 } cuco_knob;
 
 /* Knobs inside the blocks, in order. *knobs malloc'd: cuco_knobs_free(). */
