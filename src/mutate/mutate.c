@@ -204,6 +204,12 @@ static int setting_seen(const cuco_mutate_ctx *c, cuco_knob *k, size_t n, const 
  * status), has had; the parent's own setting base[] counts as tried. Used so
  * that with a small budget every knob is varied before any is varied twice.
  * tried[i] is NULL for a knob with one choice. */
+static int knob_conditions_hold(const cuco_mutate_ctx *c, cuco_knob *k, size_t n, size_t i,
+                                const size_t *idx);
+
+/* Which values of each knob the run has tried; a knob moot at base (its
+ * 'when' conditions fail there) counts as fully tried, so that the moves
+ * vary the others first. */
 static int knob_coverage(const cuco_mutate_ctx *c, cuco_knob *k, size_t n, const size_t *base,
                          const cuco_db_program *ps, size_t np, unsigned char **tried, cuco_err *e)
 {
@@ -225,7 +231,20 @@ static int knob_coverage(const cuco_mutate_ctx *c, cuco_knob *k, size_t n, const
         }
         json_decref(o);
     }
+    for (size_t i = 0; i < n; i++)
+        if (tried[i] && !knob_conditions_hold(c, k, n, i, base))
+            memset(tried[i], 1, knob_choices(c, &k[i])->n);
     return 0;
+}
+
+/* A knob moot at setting idx keeps its value in base (settings that differ
+ * only in moot knobs are the same program in effect). */
+static void hold_moot_knobs(const cuco_mutate_ctx *c, cuco_knob *k, size_t n, const size_t *base,
+                            size_t *idx)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!knob_conditions_hold(c, k, n, i, idx))
+            idx[i] = base[i];
 }
 
 static size_t untried_count(const unsigned char *tried, size_t nc)
@@ -545,6 +564,7 @@ static int knob_propose(cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation
     mv = (int)cuco_ucb1_pick(sum, pulls, c->second ? N_MOVES : N_MOVES - 1, c->exploit ? 0.5 : 1.5);
     for (int attempt = 0; attempt < 64 && !found; attempt++) {
         make_move(mv, c, k, n, base, c->second ? sec : NULL, tried, idx);
+        hold_moot_knobs(c, k, n, base, idx);
         if ((rc = setting_seen(c, k, n, idx, &seen, e)) < 0)
             goto out;
         found = !seen;
@@ -559,6 +579,7 @@ static int knob_propose(cuco_mutator *m, const cuco_mutate_ctx *c, cuco_mutation
                 idx[i] = code % nc;
                 code /= nc;
             }
+            hold_moot_knobs(c, k, n, base, idx);
             if ((rc = setting_seen(c, k, n, idx, &seen, e)) < 0)
                 goto out;
             found = !seen;

@@ -211,8 +211,11 @@ static void test_knob_mutator_covers_each_knob(void **state)
 
 /* Runs the knob mutator on code (knobs A, B, C; A and B screened): its
  * first three children are the screen's (knob:screen), each new and each
- * with C held at 0, and the fourth is something else that keeps C at 0. */
-static void expect_screen_holds_c(const char *code, const char *db_name, uint64_t seed)
+ * with C held at 0, and the fourth is something else that keeps C at 0.
+ * With c_moot_at_a1, eight more children follow, and none with A=1 moves C
+ * (the moves hold a moot knob too). */
+static void expect_screen_holds_c(const char *code, const char *db_name, uint64_t seed,
+                                  int c_moot_at_a1)
 {
     char *p;
     int64_t run;
@@ -249,6 +252,20 @@ static void expect_screen_holds_c(const char *code, const char *db_name, uint64_
     assert_string_not_equal(mu.patch_type, "knob:screen");
     assert_non_null(strstr(mu.description, "C=0"));
     cuco_mutation_free(&mu);
+    for (int i = 0; c_moot_at_a1 && i < 8; i++) {
+        if (m->propose(m, &c, &mu, &e) != 0) { /* the space may run out */
+            cuco_err_clear(&e);
+            break;
+        }
+        if (strstr(mu.description, "A=1"))
+            assert_non_null(strstr(mu.description, "C=0"));
+        cuco_db_program ch = child_row(run, parent.id, mu.text);
+        ch.time_ms = 8 + i;
+        ch.score = 10 / ch.time_ms;
+        assert_int_equal(db_program_insert(db, &ch, NULL, &e), 0);
+        free(ch.knobs_json);
+        cuco_mutation_free(&mu);
+    }
     cuco_mutator_free(m);
     db_close(db);
     unlink(p);
@@ -268,11 +285,11 @@ static void test_knob_mutator_screens_first(void **state)
                                "// EVOLVE-BLOCK-END\n"
                                "/* C is never read */\n"
                                "int main(void) { return A + B; }\n";
-    expect_screen_holds_c(used, "test_mutate_screen", 3);
+    expect_screen_holds_c(used, "test_mutate_screen", 3, 0);
 }
 
 /* A knob declared 'when A=2' is moot while A holds its start value 1: the
- * screen varies A and B only, and C never moves. */
+ * screen varies A and B only, and no later child with A=1 moves C. */
 static void test_knob_mutator_holds_moot_knob(void **state)
 {
     (void)state;
@@ -282,7 +299,7 @@ static void test_knob_mutator_holds_moot_knob(void **state)
                                "#define C 0 // cuco:knob 0 1 when A=2\n"
                                "// EVOLVE-BLOCK-END\n"
                                "int main(void) { return A == 2 ? B + C : B; }\n";
-    expect_screen_holds_c(cond, "test_mutate_moot", 5);
+    expect_screen_holds_c(cond, "test_mutate_moot", 5, 1);
 }
 
 int main(void)
