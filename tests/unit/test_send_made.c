@@ -72,6 +72,7 @@ static void test_local_buffer(void **state)
     assert_non_null(strstr(r.program, "#define CUCO_P2P_CE 1 // cuco:knob run 0 1"));
     assert_non_null(strstr(r.program, "#define CUCO_TX_GEMM_SPLIT 1"));
     assert_true(tx_has_schedule_note(&r.notes, 0, "send_as_produced: ncclSend at line 14"));
+    assert_true(tx_has_schedule_note(&r.notes, 0, "by the copy engine (CUCO_P2P_CE)"));
     cuco_tx_result_free(&r);
 }
 
