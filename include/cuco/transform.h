@@ -5,7 +5,7 @@
  *
  * Rule route: every ncclAllGather / ncclReduceScatter / ncclAllReduce /
  * ncclSend / ncclRecv / ncclGroupStart / ncclGroupEnd call is rewritten in
- * place into the cuco_tx glue (src/transform/cuco_tx_runtime.cuh, inserted
+ * place into the cuco_tx glue (src/transform/cuco_tx_*.cuh, joined and inserted
  * into the program inside an EVOLVE-BLOCK with the knobs), which launches
  * device/'s kernels on the same stream with the same buffers and counts; the
  * allocations that feed a collective become symmetric (cuco_tx::symm_malloc),

@@ -1,5 +1,5 @@
 /* glue_knobs.c: the glue's knobs that a program's rewritten calls read
- * (glue_knobs.h). The table follows cuco_tx_runtime.cuh: comm_launch()
+ * (glue_knobs.h). The table follows the glue (cuco_tx_*.cuh): comm_launch()
  * (CTAs, threads, unroll, chunk) serves all-gather, reduce-scatter and
  * all-reduce; the send kernel takes its threads and unroll from the same
  * knobs and its CTAs from CUCO_P2P_CTAS; every call built from sends and

@@ -13,18 +13,41 @@
 #include "cuco/mutate.h"
 #include "cuco/proc.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-/* The runtime glue every rule-route program carries (embedded at build). */
+/* The parts of the glue, in the order a program gets them. */
+static const char *const runtime_parts[] = {
+    "src/transform/cuco_tx_runtime.cuh", "src/transform/cuco_tx_p2p.cuh",
+    "src/transform/cuco_tx_schedules.cuh", "src/transform/cuco_tx_gemm.cuh", NULL};
+
+static char *runtime_text; /* the parts joined, made once */
+
+static void runtime_join(void)
+{
+    cuco_buf b = CUCO_BUF_INIT;
+    for (const char *const *p = runtime_parts; *p; p++) {
+        size_t n = 0;
+        const unsigned char *t = cuco_embedded_find(*p, &n);
+        if (!t || cuco_buf_append(&b, t, n) != 0) {
+            cuco_buf_free(&b);
+            return;
+        }
+    }
+    runtime_text = cuco_buf_detach(&b);
+}
+
+/* The runtime glue every rule-route program carries (embedded at build):
+ * its parts joined once, kept for the process. */
 const char *cuco_transform_runtime(void)
 {
-    size_t n = 0;
-    const unsigned char *t = cuco_embedded_find("src/transform/cuco_tx_runtime.cuh", &n);
-    return t ? (const char *)t : NULL;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, runtime_join);
+    return runtime_text;
 }
 
 char *cuco_transform_runtime_for(int with_gemm)

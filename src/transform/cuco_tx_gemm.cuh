@@ -1,0 +1,283 @@
+#if defined(CUCO_TX_GEMM_SPLIT)
+// cuco_tx glue, part 4 of 4: the cuBLAS part of the schedules, compiled
+// only where a GEMM takes one (CUCO_TX_GEMM_SPLIT); the glue's end after it.
+#include <cublas_v2.h>
+namespace cuco_tx {
+
+inline size_t cuda_type_size(cudaDataType t) {
+  switch (t) {
+    case CUDA_R_8I: case CUDA_R_8U: return 1;
+    case CUDA_R_16F: case CUDA_R_16BF: return 2;
+    case CUDA_R_32F: case CUDA_R_32I: case CUDA_C_16F: return 4;
+    case CUDA_R_64F: case CUDA_C_32F: return 8;
+    case CUDA_C_64F: return 16;
+    default: return 0;
+  }
+}
+
+// A GEMM's operands as the split sees them (column-major cuBLAS terms).
+struct GemmView {
+  cublasOperation_t ta, tb;
+  int m, n;
+  const char *A, *B;
+  char* C;
+  int lda, ldb, ldc;
+  size_t esA, esB, esC;
+  const char* whole = nullptr;  // why the call cannot split at all, or nullptr
+};
+
+// How the gathered buffer splits the GEMM: the operand (0: A, 1: B; -1: no
+// clean split) and the output rows (A) or columns (B) of each rank's block.
+struct SplitShape {
+  int operand = -1;
+  long span = 0;
+  const char* why = "the GEMM does not read the gathered buffer";
+};
+
+inline bool in_gather(const SplitRec& r, const char* p) {
+  return p && r.recv && p >= r.recv && p < r.recv + r.bytes * (size_t)r.nranks;
+}
+
+// Rank block p of the gathered buffer as a range of output columns: B (not
+// transposed) starts at the buffer, each block is whole columns of B (ldb
+// elements) and the blocks cover n. Of output rows: A transposed, whole
+// columns of A (lda elements) covering m.
+inline SplitShape split_shape(const SplitRec& r, const GemmView& g) {
+  SplitShape s;
+  bool a = in_gather(r, g.A), b = in_gather(r, g.B);
+  if (!a && !b) return s;
+  if (g.whole) { s.why = g.whole; return s; }
+  if (in_gather(r, g.C)) { s.why = "the GEMM writes into the gathered buffer"; return s; }
+  if (a && b) { s.why = "both operands read the gathered buffer"; return s; }
+  bool trans = a ? g.ta != CUBLAS_OP_N : g.tb != CUBLAS_OP_N;
+  bool wantTrans = a;  // A's output rows are its columns only when transposed
+  const char* p = a ? g.A : g.B;
+  size_t es = a ? g.esA : g.esB;
+  long ld = a ? g.lda : g.ldb, total = a ? g.m : g.n;
+  if (trans != wantTrans) { s.why = "each rank's block is a range of the reduction dimension (k)"; return s; }
+  if (p != r.recv) { s.why = "the operand does not start at the gathered buffer"; return s; }
+  if (!es || !g.esC || ld <= 0 || r.bytes % ((size_t)ld * es) != 0) {
+    s.why = "a rank's block is not a whole number of the operand's columns"; return s;
+  }
+  long span = (long)(r.bytes / ((size_t)ld * es));
+  if (span * (long)r.nranks != total) { s.why = "the rank blocks do not cover the GEMM's output exactly"; return s; }
+  s.operand = a ? 0 : 1;
+  s.span = span;
+  return s;
+}
+
+// Issues gemm(view) once per rank block, own block first (from the send
+// buffer), each peer's after its arrival event; or, when the layout does not
+// split or the knob is 0, joins the gather and issues gemm(g) unchanged.
+template <class F>
+inline cublasStatus_t split_run(int site, int on, cublasHandle_t h, const GemmView& g, F gemm) {
+  cudaStream_t st = nullptr;
+  if (cublasGetStream(h, &st) != CUBLAS_STATUS_SUCCESS) return CUBLAS_STATUS_INTERNAL_ERROR;
+  SplitRec* r = on ? split_rec(site) : nullptr;
+  SplitShape sh;
+  if (r && r->fresh) sh = split_shape(*r, g);
+  if (!r || sh.operand < 0) {
+    // no fresh gather (the GEMM runs again on what an earlier one gathered):
+    // nothing to split, nothing to say
+    if (r && r->fresh && !r->warned) {
+      fprintf(stderr, "cuco_tx: split(%d): the GEMM runs whole after the gather: %s\n", site, sh.why);
+      r->warned = true;
+    }
+    if (r) r->fresh = false;
+    split_join(site, st);
+    return gemm(g);
+  }
+  r->fresh = false;
+  size_t colBytes = sh.operand == 1 ? (size_t)g.ldb * g.esB : (size_t)g.lda * g.esA;
+  for (int k = 0; k < r->nranks; k++) {
+    int p = (r->rank + k) % r->nranks;
+    int parts = k == 0 ? 1 : std::min<int>(split_chunks(), (int)sh.span);
+    const char* block = k == 0 ? static_cast<const char*>(r->send) : r->recv + (size_t)p * r->bytes;
+    for (int j = 0; j < parts; j++) {
+      long lo = sh.span * j / parts, hi = sh.span * (j + 1) / parts;
+      if (k > 0) {  // wait for the piece holding this part's last column
+        size_t last = (size_t)hi * colBytes - 1;
+        int piece = r->pieceBytes ? (int)std::min<size_t>(last / r->pieceBytes, kMaxSplitChunks - 1) : 0;
+        cudaEvent_t ev = parts == 1 ? r->arrived[p] : r->piece[p][piece];
+        if (cudaStreamWaitEvent(st, ev, 0) != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
+      }
+      GemmView v = g;
+      if (sh.operand == 1) {
+        v.B = block + (size_t)lo * colBytes;
+        v.n = (int)(hi - lo);
+        v.C = g.C + (size_t)(p * sh.span + lo) * g.ldc * g.esC;
+      } else {
+        v.A = block + (size_t)lo * colBytes;
+        v.m = (int)(hi - lo);
+        v.C = g.C + (size_t)(p * sh.span + lo) * g.esC;
+      }
+      cublasStatus_t rc = gemm(v);
+      if (rc != CUBLAS_STATUS_SUCCESS) return rc;
+    }
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// The producer split's GEMM: ranges of output columns (C column-major with
+// ldc == m, so each range is contiguous), an event after each; or the GEMM
+// whole (knob 0, or a layout that does not split: then the all-reduce runs
+// whole too).
+template <class F>
+inline cublasStatus_t produce_run(int site, int on, cublasHandle_t h, const GemmView& g, F gemm) {
+  ProduceRec* r = on ? produce_rec(site) : nullptr;
+  if (r) r->fresh = false;
+  const char* why = g.whole ? g.whole
+                    : g.ldc != g.m || !g.esB || !g.esC ? "its output columns are not contiguous (ldc != m)"
+                    : g.n < 2                          ? "its output has one column"
+                                                       : nullptr;
+  if (!r || why) {
+    if (r && why && !r->warned) {
+      fprintf(stderr, "cuco_tx: producer split(%d): the GEMM runs whole: %s\n", site, why);
+      r->warned = true;
+    }
+    return gemm(g);
+  }
+  cudaStream_t st = nullptr;
+  if (cublasGetStream(h, &st) != CUBLAS_STATUS_SUCCESS || produce_events(r) != ncclSuccess) {
+    if (!r->warned) fprintf(stderr, "cuco_tx: producer split(%d): the GEMM runs whole (no stream or events)\n", site);
+    r->warned = true;
+    return gemm(g);  // r->fresh stays false: the all-reduce runs whole too
+  }
+  int pieces = std::min(produce_pieces(), g.n);
+  size_t colB = g.tb == CUBLAS_OP_N ? (size_t)g.ldb * g.esB : g.esB;
+  for (int j = 0; j < pieces; j++) {
+    long lo = (long)g.n * j / pieces, hi = (long)g.n * (j + 1) / pieces;
+    GemmView v = g;
+    v.n = (int)(hi - lo);
+    v.B = g.B + (size_t)lo * colB;
+    v.C = g.C + (size_t)lo * g.ldc * g.esC;
+    cublasStatus_t rc = gemm(v);
+    if (rc != CUBLAS_STATUS_SUCCESS) return rc;
+    if (cudaEventRecord(r->made[j], st) != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
+    r->end[j] = (size_t)hi * g.ldc * g.esC;
+  }
+  r->out = g.C;
+  r->pieces = pieces;
+  r->gemmStream = st;
+  r->fresh = true;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// The four cuBLAS calls the schedules route, each through a runner: the
+// consumer split (split_run) or the producer split (produce_run). A runner
+// gets the call's view and a function that issues the call on a view.
+struct SplitRunner {
+  template <class F>
+  cublasStatus_t operator()(int site, int on, cublasHandle_t h, const GemmView& g, F gemm) const {
+    return split_run(site, on, h, g, gemm);
+  }
+};
+struct ProduceRunner {
+  template <class F>
+  cublasStatus_t operator()(int site, int on, cublasHandle_t h, const GemmView& g, F gemm) const {
+    return produce_run(site, on, h, g, gemm);
+  }
+};
+// send_as_produced: the GEMM whole, then (knob on) the range of C it wrote
+// recorded with an event on its stream; a batch of several is not recorded.
+struct RecordRunner {
+  template <class F>
+  cublasStatus_t operator()(int site, int on, cublasHandle_t h, const GemmView& g, F gemm) const {
+    cublasStatus_t rc = gemm(g);
+    cudaStream_t st = nullptr;
+    if (rc != CUBLAS_STATUS_SUCCESS || !on || g.whole || g.m <= 0 || g.n <= 0 || !g.esC || g.ldc < g.m ||
+        cublasGetStream(h, &st) != CUBLAS_STATUS_SUCCESS)
+      return rc;
+    size_t bytes = ((size_t)(g.n - 1) * (size_t)g.ldc + (size_t)g.m) * g.esC;
+    return made_record(site, g.C, bytes, st) == ncclSuccess ? rc : CUBLAS_STATUS_EXECUTION_FAILED;
+  }
+};
+
+template <class R>
+inline cublasStatus_t gemm_ex_via(R run, int site, int on, cublasHandle_t h, cublasOperation_t ta,
+                                  cublasOperation_t tb, int m, int n, int k, const void* alpha, const void* A,
+                                  cudaDataType Atype, int lda, const void* B, cudaDataType Btype, int ldb,
+                                  const void* beta, void* C, cudaDataType Ctype, int ldc, cublasComputeType_t ct,
+                                  cublasGemmAlgo_t algo) {
+  GemmView g{ta, tb, m, n, static_cast<const char*>(A), static_cast<const char*>(B), static_cast<char*>(C),
+             lda, ldb, ldc, cuda_type_size(Atype), cuda_type_size(Btype), cuda_type_size(Ctype)};
+  return run(site, on, h, g, [&](const GemmView& v) {
+    return cublasGemmEx(h, ta, tb, v.m, v.n, k, alpha, v.A, Atype, lda, v.B, Btype, ldb, beta, v.C, Ctype, ldc, ct,
+                        algo);
+  });
+}
+
+// One batch splits like cublasGemmEx; several run whole.
+template <class R>
+inline cublasStatus_t gemm_strided_batched_ex_via(
+    R run, int site, int on, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+    const void* alpha, const void* A, cudaDataType Atype, int lda, long long sA, const void* B, cudaDataType Btype,
+    int ldb, long long sB, const void* beta, void* C, cudaDataType Ctype, int ldc, long long sC, int batch,
+    cublasComputeType_t ct, cublasGemmAlgo_t algo) {
+  GemmView g{ta, tb, m, n, static_cast<const char*>(A), static_cast<const char*>(B), static_cast<char*>(C),
+             lda, ldb, ldc, cuda_type_size(Atype), cuda_type_size(Btype), cuda_type_size(Ctype)};
+  if (batch != 1) g.whole = "a batch of several GEMMs is not split";
+  return run(site, on, h, g, [&](const GemmView& v) {
+    return cublasGemmStridedBatchedEx(h, ta, tb, v.m, v.n, k, alpha, v.A, Atype, lda, sA, v.B, Btype, ldb, sB, beta,
+                                      v.C, Ctype, ldc, sC, batch, ct, algo);
+  });
+}
+
+template <class R>
+inline cublasStatus_t sgemm_via(R run, int site, int on, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                                int m, int n, int k, const float* alpha, const float* A, int lda, const float* B,
+                                int ldb, const float* beta, float* C, int ldc) {
+  GemmView g{ta, tb, m, n, reinterpret_cast<const char*>(A), reinterpret_cast<const char*>(B),
+             reinterpret_cast<char*>(C), lda, ldb, ldc, sizeof(float), sizeof(float), sizeof(float)};
+  return run(site, on, h, g, [&](const GemmView& v) {
+    return cublasSgemm(h, ta, tb, v.m, v.n, k, alpha, reinterpret_cast<const float*>(v.A), lda,
+                       reinterpret_cast<const float*>(v.B), ldb, beta, reinterpret_cast<float*>(v.C), ldc);
+  });
+}
+
+template <class R>
+inline cublasStatus_t hgemm_via(R run, int site, int on, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                                int m, int n, int k, const __half* alpha, const __half* A, int lda, const __half* B,
+                                int ldb, const __half* beta, __half* C, int ldc) {
+  GemmView g{ta, tb, m, n, reinterpret_cast<const char*>(A), reinterpret_cast<const char*>(B),
+             reinterpret_cast<char*>(C), lda, ldb, ldc, sizeof(__half), sizeof(__half), sizeof(__half)};
+  return run(site, on, h, g, [&](const GemmView& v) {
+    return cublasHgemm(h, ta, tb, v.m, v.n, k, alpha, reinterpret_cast<const __half*>(v.A), lda,
+                       reinterpret_cast<const __half*>(v.B), ldb, beta, reinterpret_cast<__half*>(v.C), ldc);
+  });
+}
+
+// The names the transform writes: <call>_split, <call>_produce and
+// <call>_record, each (site, knob, <the call's arguments>).
+template <class... A>
+inline cublasStatus_t gemm_ex_split(A... a) { return gemm_ex_via(SplitRunner{}, a...); }
+template <class... A>
+inline cublasStatus_t gemm_strided_batched_ex_split(A... a) { return gemm_strided_batched_ex_via(SplitRunner{}, a...); }
+template <class... A>
+inline cublasStatus_t sgemm_split(A... a) { return sgemm_via(SplitRunner{}, a...); }
+template <class... A>
+inline cublasStatus_t hgemm_split(A... a) { return hgemm_via(SplitRunner{}, a...); }
+template <class... A>
+inline cublasStatus_t gemm_ex_produce(A... a) { return gemm_ex_via(ProduceRunner{}, a...); }
+template <class... A>
+inline cublasStatus_t gemm_strided_batched_ex_produce(A... a) {
+  return gemm_strided_batched_ex_via(ProduceRunner{}, a...);
+}
+template <class... A>
+inline cublasStatus_t sgemm_produce(A... a) { return sgemm_via(ProduceRunner{}, a...); }
+template <class... A>
+inline cublasStatus_t hgemm_produce(A... a) { return hgemm_via(ProduceRunner{}, a...); }
+template <class... A>
+inline cublasStatus_t gemm_ex_record(A... a) { return gemm_ex_via(RecordRunner{}, a...); }
+template <class... A>
+inline cublasStatus_t gemm_strided_batched_ex_record(A... a) {
+  return gemm_strided_batched_ex_via(RecordRunner{}, a...);
+}
+template <class... A>
+inline cublasStatus_t sgemm_record(A... a) { return sgemm_via(RecordRunner{}, a...); }
+template <class... A>
+inline cublasStatus_t hgemm_record(A... a) { return hgemm_via(RecordRunner{}, a...); }
+
+}  // namespace cuco_tx
+#endif  // CUCO_TX_GEMM_SPLIT
+// cuco_tx: end of the glue

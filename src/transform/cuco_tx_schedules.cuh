@@ -1,0 +1,651 @@
+// cuco_tx glue, part 3 of 4: the schedules (send_as_produced's pieces,
+// early_start_late_wait, consumer_split_by_source, producer_split).
+namespace cuco_tx {
+
+// ---- pieces, and what a GEMM made (schedule send_as_produced) -------------
+// A GEMM that makes a later send's buffer records the range it wrote with an
+// event (made_record, from cuco_tx::<gemm>_record); made_begin(site), at the
+// entry of the function whose calls make and send the buffer, drops what an
+// earlier call recorded, and a receive into a recorded range drops the
+// records it overlaps. The send (send(made_site(...), ...)) issues each piece
+// on a side stream once every record covering that piece is done, and its
+// stream waits for the last piece; a piece no record covers, and every piece
+// after it, goes on the send's stream as before.
+constexpr size_t kMinPieceBytes = 1u << 20;
+constexpr size_t kPieceAlign = 4096;
+constexpr int kMaxP2pPieces = 16;
+constexpr size_t kMaxMadeRecs = 4096;
+
+struct MadeRec {
+  int site;
+  const char *lo, *hi;
+  cudaEvent_t ev;
+};
+struct MadeSiteTag {
+  int site, on;
+};
+inline MadeSiteTag made_site(int site, int on) { return MadeSiteTag{site, on}; }
+
+inline std::vector<MadeRec>& made_recs() { static std::vector<MadeRec> v; return v; }
+inline std::vector<cudaEvent_t>& event_pool() { static std::vector<cudaEvent_t> v; return v; }
+
+inline cudaError_t event_take(cudaEvent_t* ev) {
+  if (event_pool().empty()) return cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
+  *ev = event_pool().back();
+  event_pool().pop_back();
+  return cudaSuccess;
+}
+
+// Pieces of a send or receive of `bytes` (1: whole; none under 1 MiB), and
+// piece i of k as an operation.
+inline int p2p_pieces(size_t bytes) {
+  size_t most = std::min<size_t>(bytes / kMinPieceBytes, kMaxP2pPieces);
+  return clamp_count(CUCO_P2P_PIECES, most < 1 ? 1 : (int)most);
+}
+inline size_t piece_off(size_t bytes, int k, int i) {
+  return i >= k ? bytes : bytes / (size_t)k * (size_t)i / kPieceAlign * kPieceAlign;
+}
+inline P2pOp piece_op(bool isSend, const void* buf, size_t bytes, int k, int i, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+  size_t lo = piece_off(bytes, k, i), hi = piece_off(bytes, k, i + 1);
+  return P2pOp{isSend, static_cast<const char*>(buf) + lo, hi - lo, peer, comm, stream};
+}
+
+inline void made_drop(size_t i) {
+  event_pool().push_back(made_recs()[i].ev);
+  made_recs().erase(made_recs().begin() + (long)i);
+}
+
+inline void made_begin(int site) {
+  for (size_t i = made_recs().size(); i-- > 0;)
+    if (made_recs()[i].site == site) made_drop(i);
+}
+
+inline void made_forget(const void* p, size_t bytes) {
+  const char *lo = static_cast<const char*>(p), *hi = lo + bytes;
+  for (size_t i = made_recs().size(); i-- > 0;)
+    if (made_recs()[i].lo < hi && made_recs()[i].hi > lo) made_drop(i);
+}
+
+inline ncclResult_t made_record(int site, const void* p, size_t bytes, cudaStream_t st) {
+  cudaEvent_t ev;
+  if (event_take(&ev) != cudaSuccess || cudaEventRecord(ev, st) != cudaSuccess)
+    return CUCO_TX_FAIL("send_as_produced: recording a GEMM's event failed");
+  if (made_recs().size() >= kMaxMadeRecs) made_drop(0);
+  const char* lo = static_cast<const char*>(p);
+  made_recs().push_back(MadeRec{site, lo, lo + bytes, ev});
+  return ncclSuccess;
+}
+
+// Makes s wait for every record of site overlapping [lo, hi); false (nothing
+// waited) unless those records cover the whole range.
+inline bool made_wait(int site, const char* lo, const char* hi, cudaStream_t s) {
+  std::vector<const MadeRec*> over;
+  for (const MadeRec& r : made_recs())
+    if (r.site == site && r.lo < hi && r.hi > lo) over.push_back(&r);
+  std::sort(over.begin(), over.end(), [](const MadeRec* a, const MadeRec* b) { return a->lo < b->lo; });
+  const char* at = lo;
+  for (const MadeRec* r : over) {
+    if (r->lo > at) return false;
+    at = std::max(at, r->hi);
+  }
+  if (at < hi) return false;
+  for (const MadeRec* r : over)
+    if (cudaStreamWaitEvent(s, r->ev, 0) != cudaSuccess) return false;
+  return true;
+}
+
+inline ncclResult_t p2p_enqueue(bool isSend, const void* buf, size_t count, ncclDataType_t datatype, int peer,
+                                ncclComm_t comm, cudaStream_t stream) {
+  size_t es = dtype_size(datatype);
+  if (!es) return CUCO_TX_FAIL(isSend ? "send: unsupported data type" : "recv: unsupported data type");
+  int n = 0;
+  if (ncclCommCount(comm, &n) != ncclSuccess || peer < 0 || peer >= n) return CUCO_TX_FAIL("peer out of range");
+  if (count == 0) return ncclSuccess;
+  size_t bytes = count * es;
+  if (!isSend) made_forget(buf, bytes);
+  int k = p2p_pieces(bytes);
+  for (int i = 0; i < k; i++) pending().push_back(piece_op(isSend, buf, bytes, k, i, peer, comm, stream));
+  return group_depth() > 0 ? ncclSuccess : p2p_flush();
+}
+
+inline ncclResult_t send(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                         ncclComm_t comm, cudaStream_t stream) {
+  return p2p_enqueue(true, sendbuff, count, datatype, peer, comm, stream);
+}
+
+inline ncclResult_t recv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                         ncclComm_t comm, cudaStream_t stream) {
+  return p2p_enqueue(false, recvbuff, count, datatype, peer, comm, stream);
+}
+
+// The side stream of early pieces, at the device's highest priority: where
+// the pieces go by SM kernels, their CTAs get the next free SM ahead of the
+// computation's.
+inline cudaError_t side_stream_create(cudaStream_t* st) {
+  int least = 0, greatest = 0;
+  cudaError_t r = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+  return r == cudaSuccess ? cudaStreamCreateWithPriority(st, cudaStreamNonBlocking, greatest) : r;
+}
+
+// Makes stream wait for what the communicator's side stream holds now.
+inline ncclResult_t side_join(Comm* x, cudaStream_t stream) {
+  cudaEvent_t join;
+  if (event_take(&join) != cudaSuccess || cudaEventRecord(join, x->side) != cudaSuccess ||
+      cudaStreamWaitEvent(stream, join, 0) != cudaSuccess)
+    return CUCO_TX_FAIL("send_as_produced: joining the side stream failed");
+  event_pool().push_back(join);
+  return ncclSuccess;
+}
+
+// A send whose buffer a recorded GEMM makes (schedule send_as_produced):
+// each piece goes on the communicator's side stream as soon as what made it
+// is done (see made_wait); the send's stream then waits for the last piece.
+// Off (knob 0), inside a group, or whole: an ordinary send.
+inline ncclResult_t send(MadeSiteTag m, const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                         ncclComm_t comm, cudaStream_t stream) {
+  size_t es = dtype_size(datatype), bytes = count * es;
+  int k = p2p_pieces(bytes);
+  Comm* x = comm_setup(comm) == ncclSuccess ? comm_find(comm) : nullptr;
+  if (!m.on || !es || k < 2 || group_depth() > 0 || !x) {
+    ncclResult_t r = send(sendbuff, count, datatype, peer, comm, stream);
+    if (group_depth() == 0) made_begin(m.site);
+    return r;
+  }
+  if (!x->side && side_stream_create(&x->side) != cudaSuccess)
+    return CUCO_TX_FAIL("send_as_produced: creating the side stream failed");
+  bool early = true;
+  int earlyPieces = 0;
+  ncclResult_t r = ncclSuccess;
+  for (int i = 0; i < k && r == ncclSuccess; i++) {
+    P2pOp op = piece_op(true, sendbuff, bytes, k, i, peer, comm, x->side);
+    const char* lo = static_cast<const char*>(op.buf);
+    bool wasEarly = early;
+    early = early && made_wait(m.site, lo, lo + op.bytes, x->side);
+    earlyPieces += early;
+    // the first late piece starts after the early ones: a receive's wait
+    // counts its source's sends in order, so they must end in order
+    if (wasEarly && !early && earlyPieces > 0 && (r = side_join(x, stream)) != ncclSuccess) break;
+    if (!early) op.stream = stream;
+    pending().push_back(op);
+    r = p2p_flush();
+  }
+  made_begin(m.site);
+  CUCO_TX_TRACE("rank %d: send to peer %d in %d pieces, %d of them as soon as made\n", x->rank, peer, k,
+                earlyPieces);
+  if (r != ncclSuccess || earlyPieces == 0 || earlyPieces < k) return r;
+  return side_join(x, stream);
+}
+
+inline ncclResult_t group_start();
+inline ncclResult_t group_end();
+
+// Collectives built from point-to-point: every rank's receive buffer must be
+// symmetric memory; send buffers may be any device memory.
+inline ncclResult_t all_to_all(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                               ncclComm_t comm, cudaStream_t stream) {
+  int n = 0;
+  size_t es = dtype_size(datatype);
+  if (!es || ncclCommCount(comm, &n) != ncclSuccess) return CUCO_TX_FAIL("all_to_all: bad arguments");
+  if (CUCO_COPY_ENGINE && group_depth() == 0 && count > 0) {
+    size_t row = count * es;
+    Buf* b = nullptr;
+    const char* s = static_cast<const char*>(sendbuff);
+    const char* d = static_cast<const char*>(recvbuff);
+    bool apart = s + row * (size_t)n <= d || d + row * (size_t)n <= s;
+    if (apart && comm_setup(comm) == ncclSuccess && window_of(recvbuff, row * (size_t)n, comm, &b) == ncclSuccess) {
+      size_t outOff = (size_t)(d - static_cast<char*>(b->base));
+      CUCO_TX_TRY(cuco::all_to_all_ce(b->symm, sendbuff, outOff, row, stream));
+      return ncclSuccess;
+    }
+  }
+  group_start();
+  ncclResult_t r = ncclSuccess;
+  for (int p = 0; p < n && r == ncclSuccess; p++) {
+    r = send(static_cast<const char*>(sendbuff) + (size_t)p * count * es, count, datatype, p, comm, stream);
+    if (r == ncclSuccess) r = recv(static_cast<char*>(recvbuff) + (size_t)p * count * es, count, datatype, p, comm, stream);
+  }
+  ncclResult_t g = group_end();
+  return r != ncclSuccess ? r : g;
+}
+
+inline ncclResult_t broadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                              int root, ncclComm_t comm, cudaStream_t stream) {
+  int n = 0, me = comm_rank(comm);
+  if (ncclCommCount(comm, &n) != ncclSuccess) return CUCO_TX_FAIL("broadcast: bad communicator");
+  group_start();
+  ncclResult_t r = ncclSuccess;
+  if (me == root) {
+    for (int p = 0; p < n && r == ncclSuccess; p++)
+      if (p != root) r = send(sendbuff, count, datatype, p, comm, stream);
+    if (r == ncclSuccess && sendbuff != recvbuff) r = send(sendbuff, count, datatype, root, comm, stream);
+    if (r == ncclSuccess && sendbuff != recvbuff) r = recv(recvbuff, count, datatype, root, comm, stream);
+  } else {
+    r = recv(recvbuff, count, datatype, root, comm, stream);
+  }
+  ncclResult_t g = group_end();
+  return r != ncclSuccess ? r : g;
+}
+
+inline ncclResult_t bcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                          cudaStream_t stream) {
+  return broadcast(buff, buff, count, datatype, root, comm, stream);
+}
+
+inline ncclResult_t gather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                           ncclComm_t comm, cudaStream_t stream) {
+  int n = 0, me = comm_rank(comm);
+  size_t es = dtype_size(datatype);
+  if (!es || ncclCommCount(comm, &n) != ncclSuccess) return CUCO_TX_FAIL("gather: bad arguments");
+  group_start();
+  ncclResult_t r = send(sendbuff, count, datatype, root, comm, stream);
+  if (me == root)
+    for (int p = 0; p < n && r == ncclSuccess; p++)
+      r = recv(static_cast<char*>(recvbuff) + (size_t)p * count * es, count, datatype, p, comm, stream);
+  ncclResult_t g = group_end();
+  return r != ncclSuccess ? r : g;
+}
+
+inline ncclResult_t scatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                            ncclComm_t comm, cudaStream_t stream) {
+  int n = 0, me = comm_rank(comm);
+  size_t es = dtype_size(datatype);
+  if (!es || ncclCommCount(comm, &n) != ncclSuccess) return CUCO_TX_FAIL("scatter: bad arguments");
+  group_start();
+  ncclResult_t r = ncclSuccess;
+  if (me == root)
+    for (int p = 0; p < n && r == ncclSuccess; p++)
+      r = send(static_cast<const char*>(sendbuff) + (size_t)p * count * es, count, datatype, p, comm, stream);
+  if (r == ncclSuccess) r = recv(recvbuff, count, datatype, root, comm, stream);
+  ncclResult_t g = group_end();
+  return r != ncclSuccess ? r : g;
+}
+
+// Every NCCL call of a group was rewritten, so no ncclGroupStart is needed
+// (window registration and device-communicator creation must not be grouped).
+inline ncclResult_t group_start() {
+  group_depth()++;
+  return ncclSuccess;
+}
+
+inline ncclResult_t group_end() {
+  if (group_depth() > 0 && --group_depth() == 0) return p2p_flush();
+  return ncclSuccess;
+}
+
+// What the communicator's error flag says (kErrSize, kErrSendWait, kErrRecvWait).
+inline const char* p2p_error_text(int err) {
+  static char text[200];
+  if (err == kErrSendWait)
+    snprintf(text, sizeof text,
+             "a send waited %d s for its receive to be posted and gave up (a receive missing on the peer, or sends "
+             "and receives matched in another order)",
+             kP2pWaitS);
+  else if (err == kErrRecvWait)
+    snprintf(text, sizeof text, "a receive waited %d s for its data and gave up (the peer's send never came)",
+             kP2pWaitS);
+  else if (err == kErrLanded)
+    return "a copy-engine send landed where the same send's earlier receives were posted, not where this receive "
+           "was posted (the destination changed between steps; CUCO_P2P_CE=0 sends by the SM kernel)";
+  else
+    return "a send found its receive smaller than the data (counts differ between ncclSend and ncclRecv)";
+  return text;
+}
+
+// Releases a communicator's device state: reports a send that found no
+// fitting receive, frees the control window, destroys the device communicator.
+inline ncclResult_t comm_release(Comm& x) {
+  ncclResult_t r = ncclSuccess;
+  int err = 0;
+  if (x.error && cudaMemcpy(&err, x.error, sizeof err, cudaMemcpyDeviceToHost) == cudaSuccess && err)
+    r = CUCO_TX_FAIL(p2p_error_text(err));
+  if (x.ctrlWin && ncclCommWindowDeregister(x.comm, x.ctrlWin) != ncclSuccess) r = CUCO_TX_FAIL("control window deregister failed");
+  if (x.ctrl && ncclMemFree(x.ctrl) != ncclSuccess) r = CUCO_TX_FAIL("control window free failed");
+  if (x.error) cudaFree(x.error);
+  x.ctrlWin = nullptr;
+  x.ctrl = nullptr;
+  x.error = nullptr;
+  if (x.side) cudaStreamDestroy(x.side);
+  x.side = nullptr;
+  for (SendDest* d : x.dests) send_dest_free(d);
+  x.dests.clear();
+  if (ncclDevCommDestroy(x.comm, &x.dc) != ncclSuccess) r = CUCO_TX_FAIL("ncclDevCommDestroy failed");
+  x.live = false;
+  return r;
+}
+
+// Frees a symmetric buffer (collective when registered: every rank frees the
+// same buffers in the same order); other pointers go to cudaFree.
+inline cudaError_t symm_free(void* p) {
+  std::vector<Buf*>& v = bufs();
+  for (size_t i = 0; i < v.size(); i++) {
+    Buf* b = v[i];
+    if (b->base != p) continue;
+    CUCO_TX_TRACE("window %d freed (%zu bytes)\n", b->winIdx, b->bytes);
+    cudaError_t r = cudaDeviceSynchronize();
+    if (r != cudaSuccess) return r;
+    if (b->registered && ncclCommWindowDeregister(b->symm.comm, b->symm.win) != ncclSuccess)
+      return cudaErrorUnknown;
+    if (ncclMemFree(b->base) != ncclSuccess) return cudaErrorUnknown;
+    ncclComm_t c = b->registered ? b->symm.comm : nullptr;
+    v.erase(v.begin() + (long)i);
+    delete b;
+    // the last window of a communicator gone: its device communicator goes too
+    bool used = false;
+    for (Buf* o : v) used = used || (o->registered && o->symm.comm == c);
+    if (c && !used) {
+      for (Comm& x : comms())
+        if (x.comm == c && x.live && comm_release(x) != ncclSuccess) return cudaErrorUnknown;
+    }
+    return cudaSuccess;
+  }
+  return cudaFree(p);
+}
+
+// cudaFreeAsync's form: a symmetric buffer is freed once the stream's work is
+// done; other pointers go to cudaFreeAsync.
+inline cudaError_t symm_free_async(void* p, cudaStream_t s) {
+  for (Buf* b : bufs())
+    if (b->base == p) {
+      cudaError_t r = cudaStreamSynchronize(s);
+      return r != cudaSuccess ? r : symm_free(p);
+    }
+  return cudaFreeAsync(p, s);
+}
+
+// Releases the device communicator and the windows of c (the memory stays
+// until symm_free). Call before ncclCommDestroy(c).
+inline ncclResult_t comm_teardown(ncclComm_t c) {
+  if (cudaDeviceSynchronize() != cudaSuccess) return CUCO_TX_FAIL("device error before teardown");
+  for (Buf* b : bufs()) {
+    if (!b->registered || b->symm.comm != c) continue;
+    if (ncclCommWindowDeregister(c, b->symm.win) != ncclSuccess) return CUCO_TX_FAIL("window deregister failed");
+    b->registered = false;
+  }
+  for (Comm& x : comms())
+    if (x.comm == c && x.live && comm_release(x) != ncclSuccess) return ncclInvalidUsage;
+  return ncclSuccess;
+}
+
+// Schedule early_start_late_wait (knobs CUCO_EARLY_<site>, one per rewritten
+// call that admits it): the call's stream argument goes through early_start,
+// which records an event where the call was and returns a side stream of
+// the site that waits for it, so the collective starts as soon as its inputs
+// are ready; early_wait, inserted before the first later statement that may
+// touch its buffers (or the end of its block), makes the call's stream (and
+// the consumer's, when another) wait for it. The work in between overlaps the
+// collective. With the knob at 0 both are no-ops: the call runs on its own
+// stream, as without the schedule.
+struct EarlySite {
+  cudaStream_t side = nullptr, stream = nullptr;
+  cudaEvent_t ready = nullptr, done = nullptr;
+  bool pending = false;
+};
+inline std::vector<EarlySite>& early_sites() { static std::vector<EarlySite> v; return v; }
+
+inline cudaStream_t early_start(int site, int on, cudaStream_t stream) {
+  if (!on) return stream;
+  std::vector<EarlySite>& v = early_sites();
+  if ((size_t)site >= v.size()) v.resize((size_t)site + 1);
+  EarlySite& e = v[(size_t)site];
+  if (!e.side && (cudaStreamCreateWithFlags(&e.side, cudaStreamNonBlocking) != cudaSuccess ||
+                  cudaEventCreateWithFlags(&e.ready, cudaEventDisableTiming) != cudaSuccess ||
+                  cudaEventCreateWithFlags(&e.done, cudaEventDisableTiming) != cudaSuccess)) {
+    fprintf(stderr, "cuco_tx: early_start(%d): cannot create its side stream; the call stays on its stream\n", site);
+    e.side = nullptr;
+    return stream;
+  }
+  if (cudaEventRecord(e.ready, stream) != cudaSuccess || cudaStreamWaitEvent(e.side, e.ready, 0) != cudaSuccess) {
+    fprintf(stderr, "cuco_tx: early_start(%d): event record/wait failed; the call stays on its stream\n", site);
+    return stream;
+  }
+  e.stream = stream;
+  e.pending = true;
+  return e.side;
+}
+
+inline void early_wait(int site, int on, cudaStream_t consumer) {
+  if (!on || (size_t)site >= early_sites().size()) return;
+  EarlySite& e = early_sites()[(size_t)site];
+  if (!e.pending) return;
+  e.pending = false;
+  if (cudaEventRecord(e.done, e.side) != cudaSuccess || cudaStreamWaitEvent(e.stream, e.done, 0) != cudaSuccess ||
+      (consumer != e.stream && cudaStreamWaitEvent(consumer, e.done, 0) != cudaSuccess)) {
+    fprintf(stderr, "cuco_tx: early_wait(%d): event record/wait failed; synchronising the device\n", site);
+    cudaDeviceSynchronize();
+  }
+}
+
+inline void early_wait(int site, int on) {
+  if (!on || (size_t)site >= early_sites().size()) return;
+  early_wait(site, on, early_sites()[(size_t)site].stream);
+}
+
+// Schedule consumer_split_by_source (knobs CUCO_SPLIT_<site>): an all-gather
+// whose first consumer is a cuBLAS GEMM reading the gathered buffer. The
+// all-gather (its first argument split_site(site, CUCO_SPLIT_<site>)) pulls
+// with the copy engines: its own block goes into its own slot of the receive
+// window, a one-CTA barrier (every rank's block is there), one cudaMemcpyAsync
+// per peer from the peer's window (its LSA address) into the local receive
+// buffer, an event per source rank recorded after its copy, and a second
+// barrier (no rank overwrites its window before every peer has pulled). The
+// GEMM (gemm_ex_split & co., same arguments) then issues one GEMM per rank
+// block on its handle's stream: its own block first, reading the local send
+// buffer, then each peer's once its event has fired. With the knob at 0 (or
+// when the layout does not split), the GEMM waits for the whole gather and
+// runs unchanged.
+// CUCO_SPLIT_CHUNKS (set by the transform beside CUCO_TX_GEMM_SPLIT): each
+// peer's block is pulled in that many pieces, an event after each, and its
+// GEMM runs as that many GEMMs, each after the piece its rows need.
+#ifndef CUCO_SPLIT_CHUNKS
+#define CUCO_SPLIT_CHUNKS 1
+#endif
+constexpr int kMaxSplitChunks = 8;
+inline int split_chunks() { return clamp_count(CUCO_SPLIT_CHUNKS, kMaxSplitChunks); }
+
+struct SplitSite {
+  int site, on;
+};
+inline SplitSite split_site(int site, int on) { return SplitSite{site, on}; }
+
+struct SplitRec {
+  const char* recv = nullptr;  // the gathered buffer
+  const void* send = nullptr;  // this rank's block, as given
+  size_t bytes = 0;            // per rank
+  int rank = 0, nranks = 0;
+  cudaEvent_t arrived[kMaxRanks] = {};
+  cudaEvent_t piece[kMaxRanks][kMaxSplitChunks] = {};  // piece j of peer p landed
+  size_t pieceBytes = 0;                                // bytes of each piece but the last
+  bool fresh = false;          // gathered and not consumed yet
+  bool warned = false;         // the fallback was reported
+};
+// The record of a schedule's site, made on first use (nullptr for site < 0).
+template <class R>
+inline R* site_rec(std::vector<R>& v, int site) {
+  if (site < 0) return nullptr;
+  if ((size_t)site >= v.size()) v.resize((size_t)site + 1);
+  return &v[(size_t)site];
+}
+inline SplitRec* split_rec(int site) {
+  static std::vector<SplitRec> v;
+  return site_rec(v, site);
+}
+
+// The pull itself, on `stream`; records r->arrived[p] after each block lands.
+inline ncclResult_t all_gather_pull(SplitRec* r, Buf* b, const char* send, size_t outOff, cudaStream_t stream) {
+  cuco::Symm& s = b->symm;
+  char* recv = static_cast<char*>(b->base) + outOff;
+  char* own = recv + (size_t)r->rank * r->bytes;
+  CUCO_TX_TRY(cuco::lsa_peer_bases(s));
+  if (send != own && cudaMemcpyAsync(own, send, r->bytes, cudaMemcpyDeviceToDevice, stream) != cudaSuccess)
+    return CUCO_TX_FAIL("all_gather (split): local copy failed");
+  if (cudaEventRecord(r->arrived[r->rank], stream) != cudaSuccess) return CUCO_TX_FAIL("all_gather (split): event record failed");
+  CUCO_TX_TRY(cuco::ce_rendezvous(s, stream));
+  int pieces = split_chunks();
+  r->pieceBytes = (r->bytes + pieces - 1) / pieces;
+  for (int k = 1; k < r->nranks; k++) {
+    int p = (r->rank + k) % r->nranks;
+    const char* from = static_cast<const char*>(s.lsaBase[p]) + outOff + (size_t)p * r->bytes;
+    char* to = recv + (size_t)p * r->bytes;
+    for (int j = 0; j < pieces; j++) {
+      size_t lo = std::min(r->bytes, (size_t)j * r->pieceBytes), hi = std::min(r->bytes, lo + r->pieceBytes);
+      if ((hi > lo && cuco::ce_copy(to + lo, from + lo, hi - lo, stream) != 0) ||
+          cudaEventRecord(r->piece[p][j], stream) != cudaSuccess)
+        return CUCO_TX_FAIL("all_gather (split): pull from a peer failed");
+    }
+    if (cudaEventRecord(r->arrived[p], stream) != cudaSuccess)
+      return CUCO_TX_FAIL("all_gather (split): pull from a peer failed");
+  }
+  CUCO_TX_TRY(cuco::ce_rendezvous(s, stream));
+  return ncclSuccess;
+}
+
+inline ncclResult_t all_gather(SplitSite ss, const void* sendbuff, void* recvbuff, size_t sendcount,
+                               ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  SplitRec* r = ss.on ? split_rec(ss.site) : nullptr;
+  if (!r) return all_gather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  r->fresh = false;
+  size_t es = dtype_size(datatype);
+  Comm* x = nullptr;
+  if (!es) return CUCO_TX_FAIL("all_gather: unsupported data type");
+  if (comm_setup(comm) != ncclSuccess || !(x = comm_find(comm))) return ncclInvalidUsage;
+  size_t bytes = sendcount * es;
+  Buf* b = nullptr;
+  if (window_of(recvbuff, bytes * x->nranks, comm, &b) != ncclSuccess) return ncclInvalidUsage;
+  size_t outOff = (size_t)(static_cast<char*>(recvbuff) - static_cast<char*>(b->base));
+  if (outOff + bytes * (size_t)x->nranks > b->symm.dataBytes) return CUCO_TX_FAIL("all_gather (split): output past the window");
+  for (int p = 0; p < x->nranks; p++) {
+    if (!r->arrived[p] && cudaEventCreateWithFlags(&r->arrived[p], cudaEventDisableTiming) != cudaSuccess)
+      return CUCO_TX_FAIL("all_gather (split): cannot create its events");
+    for (int j = 0; j < split_chunks(); j++)
+      if (!r->piece[p][j] && cudaEventCreateWithFlags(&r->piece[p][j], cudaEventDisableTiming) != cudaSuccess)
+        return CUCO_TX_FAIL("all_gather (split): cannot create its events");
+  }
+  r->recv = static_cast<const char*>(recvbuff);
+  r->send = sendbuff;
+  r->bytes = bytes;
+  r->rank = x->rank;
+  r->nranks = x->nranks;
+  if (bytes == 0) return ncclSuccess;
+  ncclResult_t res = all_gather_pull(r, b, static_cast<const char*>(sendbuff), outOff, stream);
+  r->fresh = res == ncclSuccess;
+  return res;
+}
+
+// Makes `stream` wait for everything the site's side stream holds (the
+// whole gather), when schedule early_start_late_wait put it there.
+inline void split_join(int site, cudaStream_t stream) {
+  if (site < 0 || (size_t)site >= early_sites().size()) return;
+  EarlySite& e = early_sites()[(size_t)site];
+  if (!e.pending || stream == e.side) return;
+  if (cudaEventRecord(e.done, e.side) != cudaSuccess || cudaStreamWaitEvent(stream, e.done, 0) != cudaSuccess) {
+    fprintf(stderr, "cuco_tx: split(%d): event record/wait failed; synchronising the device\n", site);
+    cudaDeviceSynchronize();
+  }
+}
+
+// Schedule producer_split (knobs CUCO_PSPLIT_<site>): an all-reduce whose
+// input the cuBLAS GEMM right before it writes. The GEMM (gemm_ex_produce &
+// co., same arguments) runs as CUCO_PSPLIT_PIECES GEMMs over ranges of its
+// output columns and records an event after each; the all-reduce (its first
+// argument produce_site(site, CUCO_PSPLIT_<site>)) reduces each range on a
+// side stream as soon as the GEMM has made it, while the GEMM's next range
+// runs, and the call's stream then waits for the side stream. Whatever
+// transport all_reduce picks for a range (device kernel, or NCCL above
+// CUCO_STAGED_NCCL_FROM) runs there. With the knob at 0, when the GEMM did
+// not split, or when the all-reduce is not an in-place reduction of exactly
+// the GEMM's output, the all-reduce runs whole on its stream.
+#ifndef CUCO_PSPLIT_PIECES
+#define CUCO_PSPLIT_PIECES 4
+#endif
+constexpr int kMaxProducePieces = 16;
+inline int produce_pieces() { return clamp_count(CUCO_PSPLIT_PIECES, kMaxProducePieces); }
+
+struct ProduceSite {
+  int site, on;
+};
+inline ProduceSite produce_site(int site, int on) { return ProduceSite{site, on}; }
+
+struct ProduceRec {
+  const char* out = nullptr;                  // the GEMM's output
+  size_t end[kMaxProducePieces] = {};         // byte end of each range made
+  cudaEvent_t made[kMaxProducePieces] = {};   // range j written
+  int pieces = 0;
+  cudaStream_t gemmStream = nullptr;
+  cudaStream_t side = nullptr;
+  cudaEvent_t entry = nullptr, done = nullptr;
+  bool fresh = false;   // made and not reduced yet
+  bool warned = false;  // the fallback was reported
+};
+inline ProduceRec* produce_rec(int site) {
+  static std::vector<ProduceRec> v;
+  return site_rec(v, site);
+}
+
+inline ncclResult_t produce_events(ProduceRec* r) {
+  for (int j = 0; j < kMaxProducePieces; j++)
+    if (!r->made[j] && cudaEventCreateWithFlags(&r->made[j], cudaEventDisableTiming) != cudaSuccess)
+      return CUCO_TX_FAIL("producer split: cannot create its events");
+  if ((!r->entry && cudaEventCreateWithFlags(&r->entry, cudaEventDisableTiming) != cudaSuccess) ||
+      (!r->done && cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming) != cudaSuccess) ||
+      (!r->side && cudaStreamCreateWithFlags(&r->side, cudaStreamNonBlocking) != cudaSuccess))
+    return CUCO_TX_FAIL("producer split: cannot create its stream");
+  return ncclSuccess;
+}
+
+// Whether `stream` is ordered after everything the GEMM's stream had when
+// the GEMM was issued: the same stream, or the side stream schedule
+// early_start_late_wait made from it at this call (its `ready` event was
+// recorded after the GEMM's ranges).
+inline bool follows_gemm_stream(cudaStream_t stream, cudaStream_t gemm) {
+  if (stream == gemm) return true;
+  for (const EarlySite& e : early_sites())
+    if (e.pending && e.side == stream && e.stream == gemm) return true;
+  return false;
+}
+
+// Each range on the side stream once made; the stream waits for all of them
+// (also after a range failed, so that nothing of the call is left running
+// unjoined). In place only: an output elsewhere could be an input the GEMM's
+// later ranges still read.
+inline ncclResult_t all_reduce(ProduceSite ps, const void* sendbuff, void* recvbuff, size_t count,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  ProduceRec* r = ps.on ? produce_rec(ps.site) : nullptr;
+  size_t es = dtype_size(datatype);
+  bool fits = r && r->fresh && sendbuff == r->out && recvbuff == sendbuff && es && r->pieces > 0 &&
+              count * es == r->end[r->pieces - 1];
+  if (r && r->fresh && !fits && !r->warned) {
+    fprintf(stderr,
+            "cuco_tx: producer split(%d): the all-reduce runs whole: it is not an in-place reduction of exactly "
+            "the GEMM's output\n",
+            ps.site);
+    r->warned = true;
+  }
+  if (r) r->fresh = false;
+  if (!fits) return all_reduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  cudaStream_t side = r->side;
+  // ordered after the stream's earlier work when it is not the GEMM's own
+  if (!follows_gemm_stream(stream, r->gemmStream) &&
+      (cudaEventRecord(r->entry, stream) != cudaSuccess || cudaStreamWaitEvent(side, r->entry, 0) != cudaSuccess))
+    return CUCO_TX_FAIL("producer split: event record/wait failed");
+  ncclResult_t res = ncclSuccess;
+  size_t lo = 0;
+  for (int j = 0; j < r->pieces && res == ncclSuccess; j++) {
+    size_t hi = r->end[j];
+    if (cudaStreamWaitEvent(side, r->made[j], 0) != cudaSuccess) {
+      res = CUCO_TX_FAIL("producer split: event wait failed");
+      break;
+    }
+    res = all_reduce(static_cast<const char*>(sendbuff) + lo, static_cast<char*>(recvbuff) + lo, (hi - lo) / es,
+                     datatype, op, comm, side);
+    lo = hi;
+  }
+  if (cudaEventRecord(r->done, side) != cudaSuccess || cudaStreamWaitEvent(stream, r->done, 0) != cudaSuccess) {
+    fprintf(stderr, "cuco_tx: producer split(%d): event record/wait failed; synchronising the device\n", ps.site);
+    cudaDeviceSynchronize();
+    if (res == ncclSuccess) res = ncclSystemError;
+  }
+  return res;
+}
+
+}  // namespace cuco_tx
