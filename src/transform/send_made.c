@@ -386,13 +386,14 @@ static int made_note(made_scan *m, size_t call, cuco_send_made_plan *p)
     }
     const cuco_tok *fn = tk(v, body_name(v, m->body_b));
     p->gemm_line = tk(v, m->producers[0])->line;
-    p->note = cuco_sprintf("ncclSend at line %d sends a buffer that %zu cuBLAS GEMM call%s (line "
-                           "%d%s) make%s in %.*s and the functions it calls: each of its "
-                           "CUCO_P2P_PIECES pieces goes as soon as the GEMMs that make it are done, "
-                           "by the copy engine (CUCO_P2P_CE)",
-                           tk(v, call)->line, m->nproducers, m->nproducers == 1 ? "" : "s",
-                           p->gemm_line, m->nproducers == 1 ? "" : ", ...",
-                           m->nproducers == 1 ? "s" : "", (int)fn->len, v->src + fn->off);
+    p->note =
+        cuco_sprintf("ncclSend at line %d sends a buffer that %zu cuBLAS GEMM call%s (line "
+                     "%d%s) make%s in %.*s and the functions it calls: each of its "
+                     "CUCO_P2P_PIECES pieces goes as soon as the GEMMs that make it are done, "
+                     "by the copy engine (CUCO_P2P_CE)",
+                     tk(v, call)->line, m->nproducers, m->nproducers == 1 ? "" : "s", p->gemm_line,
+                     m->nproducers == 1 ? "" : ", ...", m->nproducers == 1 ? "s" : "", (int)fn->len,
+                     v->src + fn->off);
     return p->note ? 0 : CUCO_ENOMEM;
 }
 
