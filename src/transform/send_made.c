@@ -192,8 +192,33 @@ static int add_producer(made_scan *m, size_t g)
     return 0;
 }
 
-/* One use of the buffer, tokens [i, end) inside the body opening at body. */
-static int buffer_use(made_scan *m, size_t body, size_t i, size_t end)
+static int audit_body(made_scan *m, size_t body, size_t root, int in_b);
+
+/* The body of the program's function name, called with the buffer as its
+ * argument k, audited with that parameter standing for the buffer. */
+static int audit_helper(made_scan *m, size_t name, int k, int line)
+{
+    const sview *v = m->v;
+    size_t def = definition_of(v, name), pa, pb;
+    if (def >= v->n)
+        return refuse(m, line, "the buffer goes to %.*s, which the scan does not read",
+                      (int)tk(v, name)->len, v->src + tk(v, name)->off);
+    if (!arg_range(v, body_name(v, def) + 1, k, &pa, &pb))
+        return refuse(m, line, "a helper's parameters could not be read");
+    return audit_body(m, def, pb - 1, 0);
+}
+
+/* Whether the variable at i is argument k of the call whose name is at name
+ * whole or plus an offset (`buf`, `buf + e`). */
+static int passed_at_offset(const sview *v, size_t name, int k, size_t i)
+{
+    size_t a, b;
+    return arg_range(v, name + 1, k, &a, &b) && a == i && (b == i + 1 || is(v, i + 1, "+"));
+}
+
+/* One use of the buffer, tokens [i, end) inside the body opening at body
+ * (in_b: the function that makes and sends it, whose helpers are read). */
+static int buffer_use(made_scan *m, size_t body, size_t i, size_t end, int in_b)
 {
     const sview *v = m->v;
     size_t name = 0;
@@ -213,6 +238,8 @@ static int buffer_use(made_scan *m, size_t body, size_t i, size_t end)
         return 0;
     if (launch && const_param(v, name, k))
         return 0;
+    if (!launch && in_b && m->member >= v->n && passed_at_offset(v, name, k, i))
+        return audit_helper(m, name, k, line); /* a helper of the program: read its body */
     const cuco_tok *t = tk(v, name);
     return launch ? refuse(m, line,
                            "the buffer goes to kernel %.*s through a pointer that is not const",
@@ -220,8 +247,6 @@ static int buffer_use(made_scan *m, size_t body, size_t i, size_t end)
                   : refuse(m, line, "the buffer goes to %.*s, which the scan does not read",
                            (int)t->len, v->src + t->off);
 }
-
-static int audit_body(made_scan *m, size_t body, size_t root, int in_b);
 
 /* The variable itself (root token i) passed whole: to a helper of the
  * program when in B (its body is audited with the parameter standing for
@@ -233,16 +258,12 @@ static int root_passed(made_scan *m, size_t body, size_t i, int in_b)
     int k = 0, launch = 0;
     int whole = enclosing_call(v, body + 1, i, &name, &k, &launch) && !launch &&
                 arg_range(v, name + 1, k, &a, &b) && a == i && b == i + 1;
-    size_t def = whole ? definition_of(v, name) : v->n;
-    if (!in_b || def >= v->n)
+    if (!in_b || !whole || definition_of(v, name) >= v->n)
         return refuse(m, tk(v, i)->line,
                       "`%.*s` is used whole where the scan cannot follow it (an alias, or an "
                       "argument of a function whose body it does not read)",
                       (int)tk(v, i)->len, v->src + tk(v, i)->off);
-    size_t f = body_name(v, def), pa, pb;
-    if (!arg_range(v, f + 1, k, &pa, &pb))
-        return refuse(m, tk(v, i)->line, "a helper's parameters could not be read");
-    return audit_body(m, def, pb - 1, 0);
+    return audit_helper(m, name, k, tk(v, i)->line);
 }
 
 /* Every use of the root (named like token root) in the body opening at body. */
@@ -259,11 +280,11 @@ static int audit_body(made_scan *m, size_t body, size_t root, int in_b)
         int has_member = m->member < v->n;
         if (has_member && field) {
             if (ident(v, i + 2) && same_tok(v, i + 2, m->member))
-                rc = buffer_use(m, body, i, i + 3);
+                rc = buffer_use(m, body, i, i + 3, in_b);
         } else if (has_member) {
             rc = root_passed(m, body, i, in_b);
         } else if (!field) {
-            rc = buffer_use(m, body, i, i + 1);
+            rc = buffer_use(m, body, i, i + 1, in_b);
         }
     }
     return rc;

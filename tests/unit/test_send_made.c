@@ -1,7 +1,8 @@
 /* test_send_made.c: schedule send_as_produced through cuco_transform_rules
  * on small programs. A send whose buffer a loop of cuBLAS GEMMs makes gets
  * the schedule whether everything sits in one function (a local buffer) or
- * the GEMM and the send sit in helpers of one caller (a struct member);
+ * the GEMM and the send sit in helpers of one caller (a struct member), or
+ * a helper gets the buffer plus an offset (a strided-batched GEMM);
  * each recording GEMM, the send's made_site argument, made_begin at the
  * maker's first statement and the knobs are there, also when the kernel that
  * reads the buffer is defined with __launch_bounds__. A memset of the buffer,
@@ -240,6 +241,59 @@ static void test_global_and_group(void **state)
     free(text);
 }
 
+/* a helper called with the buffer plus an offset (one strided-batched GEMM
+ * per step): the helper's body is read, with its parameter standing for the
+ * buffer; a memset there refuses the schedule */
+static const char *const prog_offset_helper =
+    "#include <nccl.h>\n"
+    "#include <cublas_v2.h>\n"
+    "static void project(cublasHandle_t h, const float *w, const float *x, float *out, int b,\n"
+    "                    int n, cudaStream_t st) {\n"
+    "    const float one = 1.0f, zero = 0.0f;\n"
+    "    cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, w, CUDA_R_32F, n,\n"
+    "        (long long)n * n, x, CUDA_R_32F, n, (long long)n * n, &zero, out, CUDA_R_32F, n,\n"
+    "        (long long)n * n, b, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);\n"
+    "}\n"
+    "int main() {\n"
+    "    ncclComm_t comm; cudaStream_t st; cublasHandle_t h; int rank = 0, S = 4, b = 8, n = 64;\n"
+    "    float *w, *x, *out;\n"
+    "    cudaMalloc(&w, 4096); cudaMalloc(&x, 4096);\n"
+    "    cudaMalloc(&out, (size_t)S * b * n * n * sizeof(float));\n"
+    "    for (int s = 0; s < S; s++)\n"
+    "        project(h, w, x, out + (size_t)s * b * n * n, b, n, st);\n"
+    "    if (rank == 0)\n"
+    "        ncclSend(out, (size_t)S * b * n * n, ncclFloat, 1, comm, st);\n"
+    "    else\n"
+    "        ncclRecv(out, (size_t)S * b * n * n, ncclFloat, 0, comm, st);\n"
+    "    cudaStreamSynchronize(st);\n"
+    "    return 0;\n"
+    "}\n";
+
+static void test_offset_helper(void **state)
+{
+    (void)state;
+    cuco_tx_result r;
+    tx_transform(prog_offset_helper, &r);
+    assert_non_null(
+        strstr(r.program, "cuco_tx::gemm_strided_batched_ex_record(0, CUCO_SENDP_0, h,"));
+    assert_non_null(strstr(r.program, "cuco_tx::send(cuco_tx::made_site(0, CUCO_SENDP_0), out,"));
+    assert_true(tx_has_schedule_note(&r.notes, 0, "makes in main and the functions it calls"));
+    cuco_tx_result_free(&r);
+
+    char *text = cuco_strdup(prog_offset_helper);
+    char *gemm = strstr(text, "    cublasGemmStridedBatchedEx(");
+    assert_non_null(gemm);
+    cuco_buf b = CUCO_BUF_INIT;
+    cuco_buf_printf(&b, "%.*s    cudaMemsetAsync(out, 0, 64, st);\n%s", (int)(gemm - text), text,
+                    gemm);
+    tx_transform(b.data, &r);
+    assert_null(strstr(r.program, "cuco_tx::made_site(0"));
+    assert_true(tx_has_schedule_note(&r.notes, 0, "goes to cudaMemsetAsync"));
+    cuco_tx_result_free(&r);
+    cuco_buf_free(&b);
+    free(text);
+}
+
 /* a program without sends or receives gets no copy-engine point-to-point knob */
 static void test_ce_knob_needs_p2p(void **state)
 {
@@ -267,6 +321,7 @@ int main(void)
         cmocka_unit_test(test_local_buffer),      cmocka_unit_test(test_helpers_member),
         cmocka_unit_test(test_kernel_definition), cmocka_unit_test(test_refused),
         cmocka_unit_test(test_global_and_group),  cmocka_unit_test(test_ce_knob_needs_p2p),
+        cmocka_unit_test(test_offset_helper),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
