@@ -45,7 +45,7 @@ __device__ __forceinline__ bool wait_seq(uint64_t* flag, uint64_t seq, int* erro
 static __global__ void post_recv_kernel(ncclWindow_t ctrl, int me, int src, uint64_t seq, uint64_t win,
                                  uint64_t off, uint64_t bytes) {
   if (threadIdx.x != 0) return;
-  volatile uint64_t* post = ctrl_word(ctrl, kCtrlPost + ((size_t)me * kRing + seq % kRing) * 4, src);
+  volatile uint64_t* post = ctrl_word(ctrl, post_word(me, seq), src);
   post[0] = win;
   post[1] = off;
   post[2] = bytes;
@@ -63,7 +63,7 @@ __global__ void send_kernel(WinTable wins, ncclWindow_t ctrl, SymmDevLite s, int
   __shared__ uint64_t post[3];
   if (threadIdx.x == 0) {
     if (wait_seq(ctrl_word(ctrl, kCtrlReady + peer, s.rank), seq, error, kErrSendWait)) {
-      volatile uint64_t* p = ctrl_word(ctrl, kCtrlPost + ((size_t)peer * kRing + seq % kRing) * 4, s.rank);
+      volatile uint64_t* p = ctrl_word(ctrl, post_word(peer, seq), s.rank);
       post[0] = p[0];
       post[1] = p[1];
       post[2] = p[2];
@@ -78,9 +78,9 @@ __global__ void send_kernel(WinTable wins, ncclWindow_t ctrl, SymmDevLite s, int
     n = 0;  // still signal, so the receiver does not hang
   }
   if (threadIdx.x == 0 && blockIdx.x == 0) {  // where it lands, for the receiver's check
-    volatile uint64_t* landed = ctrl_word(ctrl, kCtrlLanded + ((size_t)s.rank * kRing + seq % kRing) * 2, peer);
+    volatile uint64_t* landed = ctrl_word(ctrl, landed_word(s.rank, seq), peer);
     landed[0] = post[1];
-    landed[1] = post[0] | (n << 8);
+    landed[1] = landed_where(post[0], n);
     if (used) {
       used[0] = post[0];
       used[1] = post[1];
@@ -101,7 +101,7 @@ __global__ void send_kernel(WinTable wins, ncclWindow_t ctrl, SymmDevLite s, int
   __syncthreads();
   if (threadIdx.x == 0) {
     cuda::atomic_ref<uint64_t, cuda::thread_scope_system> f(
-        *ctrl_word(ctrl, kCtrlData + (size_t)s.rank * kMaxP2pCtas + blockIdx.x, peer));
+        *ctrl_word(ctrl, data_word(s.rank, blockIdx.x), peer));
     f.store(seq, cuda::memory_order_release);
   }
 }
@@ -113,10 +113,10 @@ __global__ void send_kernel(WinTable wins, ncclWindow_t ctrl, SymmDevLite s, int
 static __global__ void recv_wait_kernel(ncclWindow_t ctrl, int me, int src, uint64_t seq, uint64_t win,
                                         uint64_t off, uint64_t bytes, int* error) {
   if (threadIdx.x != 0) return;
-  bool in = wait_seq(ctrl_word(ctrl, kCtrlData + (size_t)src * kMaxP2pCtas + blockIdx.x, me), seq, error,
+  bool in = wait_seq(ctrl_word(ctrl, data_word(src, blockIdx.x), me), seq, error,
                      kErrRecvWait);
   if (!in || blockIdx.x != 0) return;
-  volatile uint64_t* landed = ctrl_word(ctrl, kCtrlLanded + ((size_t)src * kRing + seq % kRing) * 2, me);
+  volatile uint64_t* landed = ctrl_word(ctrl, landed_word(src, seq), me);
   uint64_t at = landed[0], where = landed[1];
   if (at != off || (where & 0xff) != win || (where >> 8) > bytes) atomicCAS(error, 0, kErrLanded);
 }
@@ -141,21 +141,28 @@ inline ncclResult_t write_word(cudaStream_t st, CUdeviceptr at, uint64_t v) {
   return ncclSuccess;
 }
 
+// The window of a receive's buffer and the buffer's offset in it.
+inline ncclResult_t recv_place(const P2pOp& op, Buf** b, size_t* off) {
+  if (window_of(op.buf, op.bytes, op.comm, b) != ncclSuccess) return ncclInvalidUsage;
+  *off = (size_t)(static_cast<const char*>(op.buf) - static_cast<char*>((*b)->base));
+  return ncclSuccess;
+}
+
 // Receiver -> source: "posted here". Copy-engine receives post with stream
 // memory operations (no SM); the others with a one-warp kernel.
 inline ncclResult_t p2p_post(const P2pOp& op) {
   Buf* b = nullptr;
-  if (window_of(op.buf, op.bytes, op.comm, &b) != ncclSuccess) return ncclInvalidUsage;
+  size_t off = 0;
+  if (recv_place(op, &b, &off) != ncclSuccess) return ncclInvalidUsage;
   Comm* x = comm_find(op.comm);
   uint64_t seq = ++x->postSeq[op.peer];
-  size_t off = (size_t)(static_cast<const char*>(op.buf) - static_cast<char*>(b->base));
   if (!p2p_by_ce(op)) {
     post_recv_kernel<<<1, 32, 0, op.stream>>>(x->ctrlWin, x->rank, op.peer, seq, (uint64_t)b->winIdx,
                                               (uint64_t)off, (uint64_t)op.bytes);
     return cudaGetLastError() == cudaSuccess ? ncclSuccess : CUCO_TX_FAIL("post_recv launch failed");
   }
   if (cuco::lsa_peer_bases(x->ctrlSymm) != 0) return CUCO_TX_FAIL("no LSA addresses for the control window");
-  size_t post = kCtrlPost + ((size_t)x->rank * kRing + seq % kRing) * 4;
+  size_t post = post_word(x->rank, seq);
   const uint64_t words[3] = {(uint64_t)b->winIdx, (uint64_t)off, (uint64_t)op.bytes};
   for (int i = 0; i < 3; i++)
     if (write_word(op.stream, ctrl_peer_word(x, op.peer, post + (size_t)i), words[i]) != ncclSuccess)
@@ -253,11 +260,11 @@ inline ncclResult_t p2p_send_ce(Comm* x, const SendDest& d, Buf* to, const P2pOp
     return CUCO_TX_FAIL("cuStreamWaitValue64 on a receive's post failed");
   if (cuco::ce_copy(static_cast<char*>(to->symm.lsaBase[op.peer]) + d.off, op.buf, op.bytes, op.stream) != 0)
     return CUCO_TX_FAIL("copy-engine send: the copy failed");
-  size_t landed = kCtrlLanded + ((size_t)x->rank * kRing + seq % kRing) * 2;
+  size_t landed = landed_word(x->rank, seq);
   ncclResult_t r = write_word(op.stream, ctrl_peer_word(x, op.peer, landed), d.off);
-  if (r == ncclSuccess) r = write_word(op.stream, ctrl_peer_word(x, op.peer, landed + 1), d.win | (op.bytes << 8));
+  if (r == ncclSuccess) r = write_word(op.stream, ctrl_peer_word(x, op.peer, landed + 1), landed_where(d.win, op.bytes));
   for (int cta = 0; cta < p2p_ctas() && r == ncclSuccess; cta++)
-    r = write_word(op.stream, ctrl_peer_word(x, op.peer, kCtrlData + (size_t)x->rank * kMaxP2pCtas + cta), seq);
+    r = write_word(op.stream, ctrl_peer_word(x, op.peer, data_word(x->rank, cta)), seq);
   return r;
 }
 
@@ -290,10 +297,10 @@ inline ncclResult_t p2p_send(const P2pOp& op) {
 inline ncclResult_t p2p_wait(const P2pOp& op) {
   Comm* x = comm_find(op.comm);
   Buf* b = nullptr;
+  size_t off = 0;
   if (!x) return CUCO_TX_FAIL("receive on a communicator without device setup");
-  if (window_of(op.buf, op.bytes, op.comm, &b) != ncclSuccess) return ncclInvalidUsage;
+  if (recv_place(op, &b, &off) != ncclSuccess) return ncclInvalidUsage;
   uint64_t seq = ++x->recvSeq[op.peer];
-  size_t off = (size_t)(static_cast<const char*>(op.buf) - static_cast<char*>(b->base));
   recv_wait_kernel<<<p2p_ctas(), 32, 0, op.stream>>>(x->ctrlWin, x->rank, op.peer, seq, (uint64_t)b->winIdx,
                                                      (uint64_t)off, (uint64_t)op.bytes, x->error);
   return cudaGetLastError() == cudaSuccess ? ncclSuccess : CUCO_TX_FAIL("receive wait launch failed");

@@ -102,6 +102,18 @@ constexpr size_t kCtrlPost = kMaxRanks;
 constexpr size_t kCtrlData = kCtrlPost + (size_t)kMaxRanks * kRing * 4;
 constexpr size_t kCtrlLanded = kCtrlData + (size_t)kMaxRanks * kMaxP2pCtas;
 constexpr size_t kCtrlWords = kCtrlLanded + (size_t)kMaxRanks * kRing * 2;
+// The control window's words (cuco_tx_p2p.cuh): the seq-th post of rank src
+// (3 of its 4 words used), src's arrival word of share cta, where src's
+// seq-th send landed (offset, then landed_where), and how that second word
+// holds the window (low 8 bits) and the bytes sent.
+__host__ __device__ constexpr size_t post_word(int src, uint64_t seq) {
+  return kCtrlPost + ((size_t)src * kRing + seq % kRing) * 4;
+}
+__host__ __device__ constexpr size_t data_word(int src, int cta) { return kCtrlData + (size_t)src * kMaxP2pCtas + cta; }
+__host__ __device__ constexpr size_t landed_word(int src, uint64_t seq) {
+  return kCtrlLanded + ((size_t)src * kRing + seq % kRing) * 2;
+}
+__host__ __device__ constexpr uint64_t landed_where(uint64_t win, uint64_t bytes) { return win | (bytes << 8); }
 
 struct Buf {
   void* base = nullptr;
