@@ -23,6 +23,7 @@ DEST=$OUT/ce
 mkdir -p "$DEST"
 NCCL_HOME=${NCCL_HOME:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl}
 WS=$(mktemp -d /tmp/cuco-ce.XXXXXX)
+source scripts/knob-variant.sh
 
 args_of() { # $1 workload folder, $2 section (verify or bench): its args: line
   awk -v s="^$2:" '$0 ~ s {v = 1; next} v && /^  args:/ {print; exit}' "$1/workload.yaml" |
@@ -59,17 +60,10 @@ for spec in ${CE_WORKLOADS:-kv_transfer}; do
     wanted+=(seed)
     [ -f "$W/expert.cu" ] && cp "$W/expert.cu" "$WS/$name-expert.cu" && wanted+=(expert)
   fi
-  for kv in ${CE_FIXED:-}; do  # KNOB=VALUE settings every gen_0 variant gets
-    sed -i "s|^#define ${kv%%=*} [0-9]* |#define ${kv%%=*} ${kv#*=} |" "$gen"
-    grep -q "^#define ${kv%%=*} ${kv#*=} " "$gen" || echo "$name: gen_0 declares no knob ${kv%%=*}" >> "$report"
-  done
+  fixed=$(echo ${CE_FIXED:-} | tr ' ' ,)  # KNOB=VALUE settings every gen_0 variant gets
   for v in $VALUES; do
-    sed "s|^#define $KNOB [0-9]* |#define $KNOB $v |" "$gen" > "$WS/$name-gen_0-$v.cu"
-    if grep -q "^#define $KNOB $v " "$WS/$name-gen_0-$v.cu"; then
+    knob_variant "$gen" "$WS/$name-gen_0-$v.cu" "${fixed:+$fixed,}$KNOB=$v" 2>> "$report" &&
       wanted+=("gen_0-$v")
-    else
-      echo "$name: gen_0 declares no knob $KNOB" >> "$report"
-    fi
   done
   for p in "${wanted[@]}"; do build "$WS/$name-$p.cu" "$WS/$name-$p" & done
   wait
