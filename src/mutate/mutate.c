@@ -199,17 +199,44 @@ static int setting_seen(const cuco_mutate_ctx *c, cuco_knob *k, size_t n, const 
     return rc;
 }
 
+/* Whether v is one of the comma-separated values of list. */
+static int value_listed(const char *list, const char *v)
+{
+    size_t len = strlen(v);
+    for (const char *p = list; p;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        if (n == len && !strncmp(p, v, len))
+            return 1;
+        p = comma ? comma + 1 : NULL;
+    }
+    return 0;
+}
+
+/* Whether every condition of knob i ("NAME=V1,V2" after 'when') holds at
+ * setting idx: the named knob's value there is one listed. A condition on a
+ * knob the program does not declare holds. */
+static int knob_conditions_hold(const cuco_mutate_ctx *c, cuco_knob *k, size_t n, size_t i,
+                                const size_t *idx)
+{
+    for (size_t w = 0; w < k[i].when.n; w++) {
+        const char *cond = k[i].when.items[w], *eq = strchr(cond, '=');
+        size_t len = (size_t)(eq - cond);
+        for (size_t j = 0; j < n; j++)
+            if (strlen(k[j].name) == len && !strncmp(k[j].name, cond, len) &&
+                !value_listed(eq + 1, knob_choices(c, &k[j])->items[idx[j]]))
+                return 0;
+    }
+    return 1;
+}
+
 /* Coverage of the run so far: tried[i] is a bitmap (one byte per choice) of
  * the values of knob i that some program of the run, ps[0..np) (any
- * status), has had; the parent's own setting base[] counts as tried. Used so
- * that with a small budget every knob is varied before any is varied twice.
- * tried[i] is NULL for a knob with one choice. */
-static int knob_conditions_hold(const cuco_mutate_ctx *c, cuco_knob *k, size_t n, size_t i,
-                                const size_t *idx);
-
-/* Which values of each knob the run has tried; a knob moot at base (its
- * 'when' conditions fail there) counts as fully tried, so that the moves
- * vary the others first. */
+ * status), has had; the parent's own setting base[] counts as tried, and so
+ * does every value of a knob moot at base (its 'when' conditions fail
+ * there). Used so that with a small budget every knob that matters is
+ * varied before any is varied twice. tried[i] is NULL for a knob with one
+ * choice. */
 static int knob_coverage(const cuco_mutate_ctx *c, cuco_knob *k, size_t n, const size_t *base,
                          const cuco_db_program *ps, size_t np, unsigned char **tried, cuco_err *e)
 {
@@ -375,8 +402,8 @@ static size_t skip_len(const char *p)
 /* Whether the program can read knob name: its macro appears, as code (not
  * in a comment or string), somewhere other than its own #define; a workload
  * space dim of that name counts as read, since the harness may pass it.
- * A knob declared with conditions ('when NAME=V') is held too while they
- * fail at the run's start (doe_propose). */
+ * Whether a read knob matters under the others' values is
+ * knob_conditions_hold's question. */
 static int knob_reachable(const cuco_mutate_ctx *c, const char *text, const char *name)
 {
     if (c->workload)
@@ -399,37 +426,6 @@ static int knob_reachable(const cuco_mutate_ctx *c, const char *text, const char
         }
     }
     return uses >= 2;
-}
-
-/* Whether v is one of the comma-separated values of list. */
-static int value_listed(const char *list, const char *v)
-{
-    size_t len = strlen(v);
-    for (const char *p = list; p;) {
-        const char *comma = strchr(p, ',');
-        size_t n = comma ? (size_t)(comma - p) : strlen(p);
-        if (n == len && !strncmp(p, v, len))
-            return 1;
-        p = comma ? comma + 1 : NULL;
-    }
-    return 0;
-}
-
-/* Whether every condition of knob i ("NAME=V1,V2" after 'when') holds at
- * setting idx: the named knob's value there is one listed. A condition on a
- * knob the program does not declare holds. */
-static int knob_conditions_hold(const cuco_mutate_ctx *c, cuco_knob *k, size_t n, size_t i,
-                                const size_t *idx)
-{
-    for (size_t w = 0; w < k[i].when.n; w++) {
-        const char *cond = k[i].when.items[w], *eq = strchr(cond, '=');
-        size_t len = (size_t)(eq - cond);
-        for (size_t j = 0; j < n; j++)
-            if (strlen(k[j].name) == len && !strncmp(k[j].name, cond, len) &&
-                !value_listed(eq + 1, knob_choices(c, &k[j])->items[idx[j]]))
-                return 0;
-    }
-    return 1;
 }
 
 /* Setting of a program's knobs JSON as choice indices; 0 when a knob is
