@@ -49,7 +49,7 @@ static const knob_reads knob_table[] = {
     {"CUCO_STAGED_NCCL_FROM", CUCO_GLUE_READS_STAGED, 0},
 };
 
-unsigned cuco_glue_reads_of(const char *api, unsigned long len)
+unsigned cuco_glue_reads_of(const char *api, size_t len)
 {
     for (size_t i = 0; i < sizeof api_table / sizeof api_table[0]; i++)
         if (strlen(api_table[i].api) == len && !strncmp(api, api_table[i].api, len))

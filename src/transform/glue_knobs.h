@@ -7,6 +7,8 @@
 #ifndef CUCO_GLUE_KNOBS_H
 #define CUCO_GLUE_KNOBS_H
 
+#include <stddef.h>
+
 /* What a rewritten call reads, as bits. */
 enum {
     CUCO_GLUE_READS_COLL = 1u << 0,    /* the device collectives' launch (CTAs, chunk) */
@@ -18,7 +20,7 @@ enum {
 
 /* The bits of the NCCL call named api (0 for a name the glue does not
  * carry). */
-unsigned cuco_glue_reads_of(const char *api, unsigned long len);
+unsigned cuco_glue_reads_of(const char *api, size_t len);
 
 /* What a program's rewritten calls read of the glue: reads (every call),
  * reads_besides_gather (every call but the all-gathers), and split_site
