@@ -275,6 +275,29 @@ typedef struct edit {
     long seq;                /* order among edits at the same offset */
 } edit;
 
+/* The sites a schedule rewrote: how many, and the last one's index. */
+typedef struct sched_sites {
+    size_t n;
+    size_t last;
+} sched_sites;
+
+static void sched_sites_add(sched_sites *s, size_t site)
+{
+    s->n++;
+    s->last = site;
+}
+
+/* Ends a schedule's parameter knob line: with one site, the parameter
+ * matters only while that site's switch (PREFIX_<site>) is on, which the
+ * search reads as " when PREFIX_<site>=1"; with several, any switch may
+ * read it (conditions are 'and'), so it has none. */
+static void site_switch_condition(cuco_buf *g, const sched_sites *s, const char *prefix)
+{
+    if (s->n == 1)
+        cuco_buf_printf(g, " when %s_%zu=1", prefix, s->last);
+    cuco_buf_putc(g, '\n');
+}
+
 typedef struct ctx {
     const char *file;
     view v;
@@ -293,13 +316,15 @@ typedef struct ctx {
     size_t *sched_toks;      /* rewritten communication calls, in program order */
     int *sched_group;        /* 1: inside ncclGroupStart/End */
     size_t nsched;
-    cuco_buf knobs;      /* CUCO_EARLY_<site> knob lines for the glue */
-    int gemm_split;      /* some GEMM goes through the split glue (CUCO_TX_GEMM_SPLIT) */
-    int produce;         /* some GEMM goes through the producer split (CUCO_PSPLIT_PIECES) */
-    int send_made;       /* some send goes as its buffer is made (CUCO_P2P_PIECES) */
-    cuco_glue_use glue;  /* what the rewritten calls read of the glue (glue_knobs.h) */
-    size_t n_gathers;    /* rewritten all-gathers */
-    size_t *split_gemms; /* byte offsets of the GEMMs the consumer split rewrote */
+    cuco_buf knobs;       /* CUCO_EARLY_<site> knob lines for the glue */
+    int gemm_split;       /* some GEMM goes through the split glue (CUCO_TX_GEMM_SPLIT) */
+    int produce;          /* some GEMM goes through the producer split (CUCO_PSPLIT_PIECES) */
+    sched_sites splits;   /* all-gathers split by consumer_split_by_source */
+    sched_sites produces; /* all-reduces fed by producer_split */
+    int send_made;        /* some send goes as its buffer is made (CUCO_P2P_PIECES) */
+    cuco_glue_use glue;   /* what the rewritten calls read of the glue (glue_knobs.h) */
+    size_t n_gathers;     /* rewritten all-gathers */
+    size_t *split_gemms;  /* byte offsets of the GEMMs the consumer split rewrote */
     size_t nsplit_gemms;
     int nccl_mem;   /* some ncclMemAlloc became symmetric (symm_mem_alloc / _free glue) */
     int staged;     /* some all-reduce on managed memory is staged (staged_all_reduce glue) */
@@ -1748,6 +1773,7 @@ static int split_report(ctx *c, const cuco_sched_plan *plan, size_t k, int line,
     if (split) {
         c->gemm_split = 1;
         c->glue.split_site = (long)k;
+        sched_sites_add(&c->splits, k);
         rc = cuco_buf_printf(&c->knobs, "#define CUCO_SPLIT_%zu 1 // cuco:knob run 0 1\n", k);
     }
     if (rc == 0)
@@ -1766,6 +1792,7 @@ static int produce_report(ctx *c, const cuco_sched_plan *plan, size_t k, int lin
     int rc = 0;
     if (plan->produce) {
         c->produce = 1;
+        sched_sites_add(&c->produces, k);
         rc = cuco_buf_printf(&c->knobs, "#define CUCO_PSPLIT_%zu 0 // cuco:knob run 0 1\n", k);
     }
     if (rc == 0)
@@ -2381,10 +2408,14 @@ static int assemble(ctx *c, const char *text)
                         c->send_made);
     if (c->gemm_split)
         cuco_buf_puts(&g, "// the pieces each peer's gathered block is pulled and consumed in\n"
-                          "#define CUCO_SPLIT_CHUNKS 2 // cuco:knob run 1 2 4\n");
+                          "#define CUCO_SPLIT_CHUNKS 2 // cuco:knob run 1 2 4");
+    if (c->gemm_split)
+        site_switch_condition(&g, &c->splits, "CUCO_SPLIT");
     if (c->produce)
         cuco_buf_puts(&g, "// the ranges a GEMM feeding an all-reduce is made and reduced in\n"
-                          "#define CUCO_PSPLIT_PIECES 4 // cuco:knob run 2 4 8\n");
+                          "#define CUCO_PSPLIT_PIECES 4 // cuco:knob run 2 4 8");
+    if (c->produce)
+        site_switch_condition(&g, &c->produces, "CUCO_PSPLIT");
     cuco_buf_puts(&g, glue);
     free(glue);
     if (g.len && g.data[g.len - 1] != '\n')

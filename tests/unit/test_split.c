@@ -79,13 +79,37 @@ static void test_split_direct(void **state)
     assert_true(ag < gemm && gemm < wait && wait < next);
     assert_non_null(strstr(r.program, "#define CUCO_TX_GEMM_SPLIT 1"));
     assert_non_null(strstr(r.program, "#define CUCO_SPLIT_0 1 // cuco:knob run 0 1"));
+    /* one split site: its chunk count matters only while the split is on */
+    assert_non_null(strstr(
+        r.program, "#define CUCO_SPLIT_CHUNKS 2 // cuco:knob run 1 2 4 when CUCO_SPLIT_0=1\n"));
     assert_true(has_knob(r.program, "CUCO_SPLIT_0"));
     assert_true(has_knob(r.program, "CUCO_EARLY_0"));
     assert_true(tx_has_schedule_note(&r.notes, 9,
-                         "consumer_split_by_source: cublasGemmEx at line 9 consumes "
-                         "ncclAllGather at line 8 per source rank (own rows first) "
-                         "(knob CUCO_SPLIT_0)"));
+                                     "consumer_split_by_source: cublasGemmEx at line 9 consumes "
+                                     "ncclAllGather at line 8 per source rank (own rows first) "
+                                     "(knob CUCO_SPLIT_0)"));
     assert_true(tx_has_schedule_note(&r.notes, 8, "wait moved before the statement at line 12"));
+    cuco_tx_result_free(&r);
+}
+
+/* two split all-gathers: either switch reads the chunk count, which then
+ * has no condition (conditions are 'and') */
+static void test_split_two_sites(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        PROG_HEAD "    ncclAllGather(x, g, 16, ncclFloat, c, s);\n"
+                  "    cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 8, m, kk, &one, w, 8, g, kk, "
+                  "&zero, y, 8);\n"
+                  "    ncclAllGather(y, g, 16, ncclFloat, c, s);\n"
+                  "    cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 8, m, kk, &one, w, 8, g, kk, "
+                  "&zero, x, 8);\n" PROG_TAIL;
+    cuco_tx_result r;
+    tx_transform(prog, &r);
+    assert_non_null(strstr(r.program, "#define CUCO_SPLIT_0 1 // cuco:knob run 0 1"));
+    assert_non_null(strstr(r.program, "#define CUCO_SPLIT_1 1 // cuco:knob run 0 1"));
+    assert_non_null(strstr(r.program, "#define CUCO_SPLIT_CHUNKS 2 // cuco:knob run 1 2 4\n"));
+    assert_true(has_knob(r.program, "CUCO_SPLIT_CHUNKS"));
     cuco_tx_result_free(&r);
 }
 
@@ -107,7 +131,8 @@ static void test_split_alias(void **state)
     cuco_tx_result r;
     tx_transform(full, &r);
     assert_non_null(strstr(r.program, "cuco_tx::sgemm_split(0, CUCO_SPLIT_0, h,"));
-    assert_true(tx_has_schedule_note(&r.notes, 10, "consumer_split_by_source: cublasSgemm at line 10"));
+    assert_true(
+        tx_has_schedule_note(&r.notes, 10, "consumer_split_by_source: cublasSgemm at line 10"));
     cuco_tx_result_free(&r);
     free(full);
     free(text);
@@ -136,8 +161,8 @@ static void test_split_unbraced_if(void **state)
     assert_non_null(wait);
     assert_true(gemm < wait);
     assert_true(tx_has_schedule_note(&r.notes, 10,
-                         "consumer_split_by_source: cublasGemmEx at line 10 "
-                         "consumes ncclAllGather at line 8"));
+                                     "consumer_split_by_source: cublasGemmEx at line 10 "
+                                     "consumes ncclAllGather at line 8"));
     cuco_tx_result_free(&r);
 }
 
@@ -153,7 +178,8 @@ static void test_unbraced_if_schedule(void **state)
                   "s>>>(w, 4);\n" PROG_TAIL;
     cuco_tx_result r;
     tx_transform(prog, &r);
-    assert_true(tx_has_schedule_note(&r.notes, 8, "early_start_late_wait: ncclAllGather at line 8"));
+    assert_true(
+        tx_has_schedule_note(&r.notes, 8, "early_start_late_wait: ncclAllGather at line 8"));
     assert_true(tx_has_schedule_note(&r.notes, 8, "wait moved before the statement at line 10"));
     assert_true(tx_has_schedule_note(&r.notes, 10, "not a statement of its own"));
     assert_true(tx_has_schedule_note(&r.notes, 10, "consumer_split_by_source does not apply"));
@@ -181,12 +207,13 @@ static void test_split_not_first(void **state)
     assert_null(strstr(r.program, "#define CUCO_SPLIT_0"));
     assert_null(strstr(r.program, "CUCO_SPLIT_CHUNKS 2 // cuco:knob"));
     assert_null(strstr(r.program, "#define CUCO_TX_GEMM_SPLIT"));
-    assert_true(tx_has_schedule_note(&r.notes, 8,
-                         "consumer_split_by_source does not apply to ncclAllGather: its first "
-                         "consumer (line 9) is not a cuBLAS GEMM call"));
+    assert_true(
+        tx_has_schedule_note(&r.notes, 8,
+                             "consumer_split_by_source does not apply to ncclAllGather: its first "
+                             "consumer (line 9) is not a cuBLAS GEMM call"));
     assert_true(tx_has_schedule_note(&r.notes, 13,
-                         "consumer (line 14) does not read the gathered buffer "
-                         "through operand A or B"));
+                                     "consumer (line 14) does not read the gathered buffer "
+                                     "through operand A or B"));
     cuco_tx_result_free(&r);
 }
 
@@ -231,9 +258,9 @@ static void test_split_helper(void **state)
     assert_non_null(wait);
     assert_true(call < wait); /* the wait follows the helper's call */
     assert_true(tx_has_schedule_note(&r.notes, 8,
-                         "consumer_split_by_source: cublasGemmEx at line 8 consumes "
-                         "ncclAllGather at line 15 per source rank (own rows first), "
-                         "in the helper its first consumer calls"));
+                                     "consumer_split_by_source: cublasGemmEx at line 8 consumes "
+                                     "ncclAllGather at line 15 per source rank (own rows first), "
+                                     "in the helper its first consumer calls"));
     cuco_tx_result_free(&r);
 }
 
@@ -273,11 +300,13 @@ static void test_produce_direct(void **state)
         strstr(r.program, "cuco_tx::all_reduce(cuco_tx::produce_site(0, CUCO_PSPLIT_0), g, g,"));
     assert_non_null(strstr(r.program, "#define CUCO_PSPLIT_0 0 // cuco:knob run 0 1"));
     assert_true(has_knob(r.program, "CUCO_PSPLIT_PIECES"));
+    assert_non_null(strstr(
+        r.program, "#define CUCO_PSPLIT_PIECES 4 // cuco:knob run 2 4 8 when CUCO_PSPLIT_0=1\n"));
     assert_false(has_knob(r.program, "CUCO_SPLIT_CHUNKS"));
     assert_non_null(strstr(r.program, "#define CUCO_TX_GEMM_SPLIT 1"));
     assert_true(tx_has_schedule_note(&r.notes, 8,
-                         "producer_split: cublasGemmEx at line 8 makes the input of "
-                         "ncclAllReduce at line 11"));
+                                     "producer_split: cublasGemmEx at line 8 makes the input of "
+                                     "ncclAllReduce at line 11"));
     assert_true(tx_has_schedule_note(&r.notes, 11, "early_start_late_wait does not apply"));
     cuco_tx_result_free(&r);
 }
@@ -303,9 +332,10 @@ static void test_produce_not(void **state)
     assert_null(strstr(r.program, "#define CUCO_PSPLIT_1"));
     assert_false(has_knob(r.program, "CUCO_PSPLIT_PIECES"));
     assert_true(tx_has_schedule_note(&r.notes, 9,
-                         "producer_split does not apply to ncclAllReduce: the "
-                         "statement before it (line 8) is not a cuBLAS GEMM call"));
-    assert_true(tx_has_schedule_note(&r.notes, 13, "is a GEMM that does not write the all-reduce's buffer"));
+                                     "producer_split does not apply to ncclAllReduce: the "
+                                     "statement before it (line 8) is not a cuBLAS GEMM call"));
+    assert_true(tx_has_schedule_note(&r.notes, 13,
+                                     "is a GEMM that does not write the all-reduce's buffer"));
     cuco_tx_result_free(&r);
 }
 
@@ -327,20 +357,21 @@ static void test_one_split_per_gemm(void **state)
     assert_null(strstr(r.program, "CUCO_PSPLIT_1"));
     assert_null(strstr(r.program, "cuco_tx::produce_site(1"));
     assert_true(tx_has_schedule_note(&r.notes, 12,
-                         "producer_split does not apply to ncclAllReduce: the GEMM "
-                         "before it (line 9) is already split by "
-                         "consumer_split_by_source"));
+                                     "producer_split does not apply to ncclAllReduce: the GEMM "
+                                     "before it (line 9) is already split by "
+                                     "consumer_split_by_source"));
     cuco_tx_result_free(&r);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_split_direct),      cmocka_unit_test(test_split_alias),
-        cmocka_unit_test(test_split_unbraced_if), cmocka_unit_test(test_unbraced_if_schedule),
-        cmocka_unit_test(test_split_not_first),   cmocka_unit_test(test_produce_direct),
-        cmocka_unit_test(test_produce_not),       cmocka_unit_test(test_split_only_gathers),
-        cmocka_unit_test(test_split_helper),      cmocka_unit_test(test_one_split_per_gemm),
+        cmocka_unit_test(test_split_direct),         cmocka_unit_test(test_split_two_sites),
+        cmocka_unit_test(test_split_alias),          cmocka_unit_test(test_split_unbraced_if),
+        cmocka_unit_test(test_unbraced_if_schedule), cmocka_unit_test(test_split_not_first),
+        cmocka_unit_test(test_produce_direct),       cmocka_unit_test(test_produce_not),
+        cmocka_unit_test(test_split_only_gathers),   cmocka_unit_test(test_split_helper),
+        cmocka_unit_test(test_one_split_per_gemm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
