@@ -72,40 +72,5 @@ for seed in $(seq 1 "$seeds"); do
 done
 t1=$(date +%s)
 
-python3 - "$default_ms" "$best_ms" "$seeds" "$evals" "$((t1 - t0))" "$bin" "$out" "${rows[@]}" <<'PY'
-import json, platform, socket, subprocess, sys, time
-default, best, seeds, evals, wall, binary, out = sys.argv[1:8]
-default, best = float(default), float(best)
-gain_best = default / best - 1
-runs = []
-for r in sys.argv[8:]:
-    seed, t, done = r.split(":", 2)
-    t = float(t)
-    done = json.loads(done) if done else {}
-    runs.append({"seed": int(seed), "exact_ms": t, "found_best": abs(t - best) < 1e-9,
-                 "share_of_best_gain": round((default / t - 1) / gain_best, 4),
-                 "evaluations": done.get("evaluations"), "stop": done.get("stop"),
-                 "retimings": done.get("retimings"), "knobs": done.get("knobs")})
-cpu = ""
-try:
-    cpu = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")][0]
-except Exception:
-    pass
-res = {
-    "benchmark": "search_planted",
-    "command": "bench/search/planted.sh %s %s" % (seeds, evals),
-    "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    "machine": {"host": socket.gethostname(), "cpu": cpu, "platform": platform.platform()},
-    "evaluations": int(evals), "seeds": int(seeds), "wall_s": int(wall),
-    "default_ms": default, "best_cell_ms": best, "best_gain": round(gain_best, 4),
-    "found_best": sum(r["found_best"] for r in runs),
-    "mean_share": round(sum(r["share_of_best_gain"] for r in runs) / len(runs), 4),
-    "worst_share": min(r["share_of_best_gain"] for r in runs),
-    "target": "found_best >= 19 of 20, worst_share >= 0.95",
-    "runs": runs,
-}
-text = json.dumps(res, indent=1)
-print(text)
-if out:
-    open(out, "w").write(text + "\n")
-PY
+"$repo/bench/search/summary.py" search_planted "bench/search/planted.sh $seeds $evals" \
+    "$default_ms" "$best_ms" "$seeds" "$evals" "$((t1 - t0))" "$out" "${rows[@]}"

@@ -24,11 +24,8 @@ mkdir -p "$DEST"
 NCCL_HOME=${NCCL_HOME:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl}
 WS=$(mktemp -d /tmp/cuco-ce.XXXXXX)
 source scripts/knob-variant.sh
+source scripts/workload-args.sh
 
-args_of() { # $1 workload folder, $2 section (verify or bench): its args: line
-  awk -v s="^$2:" '$0 ~ s {v = 1; next} v && /^  args:/ {print; exit}' "$1/workload.yaml" |
-    sed 's/^  args: *\[//; s/\].*//; s/[",]/ /g'
-}
 build() { # $1 source, $2 binary
   nvcc -std=c++17 -arch=sm_90 -O3 -Iworkloads/common -Idevice -I"$NCCL_HOME/include" \
     $(mpicxx --showme:compile) -o "$2" "$1" -L"$NCCL_HOME/lib" -l:libnccl.so.2 -lcublas -lcublasLt \
