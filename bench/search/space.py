@@ -33,7 +33,9 @@ cell holds every moot knob at the program's own value, as the search holds it.
                                          once per cell and round, appending
                                          each run to RUNS (JSON lines); rounds
                                          go in a fresh random order each;
-                                         $SWEEP_ROUNDS (2), $SWEEP_DEADLINE_S
+                                         $SWEEP_CELLS (a file of cells, JSON
+                                         lines: only those), $SWEEP_ROUNDS (2),
+                                         $SWEEP_DEADLINE_S
                                          (no round starts a cell past it,
                                          after the first), $SWEEP_RUN_TIMEOUT_S
                                          (120)
@@ -329,6 +331,10 @@ def sweep(program_path, runs_path, launch):
         raise SystemExit("space.py sweep: %s are build knobs; fix them (space.py trim --fix)" %
                          ", ".join(build_knobs))
     cells = all_cells(knobs)
+    if os.environ.get("SWEEP_CELLS"):  # only these cells (JSON lines)
+        wanted = {cell_key(cell_of(knobs, json.loads(line)))
+                  for line in open(os.environ["SWEEP_CELLS"]) if line.strip()}
+        cells = [c for c in cells if cell_key(c) in wanted]
     rounds = int(os.environ.get("SWEEP_ROUNDS", "2"))
     deadline = time.time() + float(os.environ.get("SWEEP_DEADLINE_S", "1e9"))
     limit = float(os.environ.get("SWEEP_RUN_TIMEOUT_S", "120"))

@@ -15,6 +15,8 @@
 #     the same GPUs), 'cuco evolve --init PROGRAM --evaluations SS_EVALS';
 #  5. space.py table, and space.py score: the table's median for the cell of
 #     the search's best program.
+# SS_SEARCH=0 leaves out the search; SWEEP_CELLS (a file of cells, JSON
+# lines) times only those cells (e.g. a table's top cells, again).
 # Writes $OUT/sweep/<workload>/{space.cu,runs.jsonl,table.json,search.json,
 # score.json} and $OUT/sweep/steps.txt. The tables feed bench/search/replay.sh.
 set -uo pipefail
@@ -98,9 +100,9 @@ wait
 for w in $WORKLOADS; do
   [ -f "$DEST/$w/space.cu" ] || continue
   spid=
-  if [ -n "$SEARCH_GPUS" ]; then search "$w" "$SEARCH_GPUS" & spid=$!; fi
+  if [ "${SS_SEARCH:-1}" = 1 ] && [ -n "$SEARCH_GPUS" ]; then search "$w" "$SEARCH_GPUS" & spid=$!; fi
   sweep "$w"
-  if [ -n "$spid" ]; then wait "$spid"; else search "$w" "$SWEEP_GPUS"; fi
+  if [ -n "$spid" ]; then wait "$spid"; elif [ "${SS_SEARCH:-1}" = 1 ]; then search "$w" "$SWEEP_GPUS"; fi
   best=$(ls "$DEST/$w"/search/best.* 2>/dev/null | head -1)
   [ -n "$best" ] && [ -f "$DEST/$w/table.json" ] &&
     python3 $SPACE score "$DEST/$w/table.json" "$best" > "$DEST/$w/score.json"
