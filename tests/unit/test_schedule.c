@@ -224,8 +224,10 @@ static void test_scan_alias_program(void **state)
     assert_non_null(w);
     assert_true(before < w && w < consumer);
     assert_non_null(strstr(r.program, "#define CUCO_EARLY_0 1 // cuco:knob run 0 1"));
-    assert_true(tx_has_schedule_note(&r.notes, 7, "early_start_late_wait: ncclAllGather at line 7"));
-    assert_true(tx_has_schedule_note(&r.notes, 7, "before the statement at line 11 (2 independent launches"));
+    assert_true(
+        tx_has_schedule_note(&r.notes, 7, "early_start_late_wait: ncclAllGather at line 7"));
+    assert_true(tx_has_schedule_note(&r.notes, 7,
+                                     "before the statement at line 11 (2 independent launches"));
     cuco_knob *k = NULL;
     size_t nk = 0;
     assert_int_equal(cuco_program_knobs(r.program, &k, &nk, &e), 0);
@@ -253,8 +255,8 @@ static void test_scan_params_alias(void **state)
     assert_int_equal(cuco_transform_rules("p.cu", text, &r, &e), 0);
     assert_int_equal(r.refused, 0);
     assert_true(tx_has_schedule_note(&r.notes, 7,
-                         "does not apply to ncclAllGather: no independent work "
-                         "between the call and its first consumer (line 9)"));
+                                     "does not apply to ncclAllGather: no independent work "
+                                     "between the call and its first consumer (line 9)"));
     assert_null(strstr(r.program, "CUCO_EARLY_0"));
     cuco_tx_result_free(&r);
     cuco_err_clear(&e);
@@ -290,10 +292,11 @@ static void test_scan_not_applied(void **state)
     assert_int_equal(cuco_transform_rules("p.cu", prog, &r, &e), 0);
     assert_int_equal(r.refused, 0);
     /* the unknown call use(y) is the consumer, after one independent launch */
-    assert_true(tx_has_schedule_note(&r.notes, 6, "wait moved before the statement at line 8 (1 independent"));
+    assert_true(tx_has_schedule_note(&r.notes, 6,
+                                     "wait moved before the statement at line 8 (1 independent"));
     assert_true(tx_has_schedule_note(&r.notes, 9, "not a statement of its own"));
-    assert_true(tx_has_schedule_note(&r.notes, 10,
-                         "no independent work between the call and its first consumer (line 11)"));
+    assert_true(tx_has_schedule_note(
+        &r.notes, 10, "no independent work between the call and its first consumer (line 11)"));
     assert_true(tx_has_schedule_note(&r.notes, 13, "inside ncclGroupStart/ncclGroupEnd"));
     cuco_tx_result_free(&r);
     cuco_err_clear(&e);
@@ -332,16 +335,166 @@ static void test_scan_streams_and_calls(void **state)
     cuco_err e = CUCO_ERR_INIT;
     assert_int_equal(cuco_transform_rules("p.cu", prog, &r, &e), 0);
     assert_int_equal(r.refused, 0);
-    assert_true(tx_has_schedule_note(&r.notes, 9, "wait moved before the statement at line 11 (1 independent"));
+    assert_true(tx_has_schedule_note(&r.notes, 9,
+                                     "wait moved before the statement at line 11 (1 independent"));
     assert_non_null(strstr(r.program, "cuco_tx::early_wait(0, CUCO_EARLY_0, s2);\n"
                                       "    k<<<1, 32, 0, s2>>>(y, n);"));
-    assert_true(
-        tx_has_schedule_note(&r.notes, 12, "wait moved before the statement at line 14 (1 independent"));
-    assert_true(
-        tx_has_schedule_note(&r.notes, 15, "wait moved before the statement at line 17 (1 independent"));
+    assert_true(tx_has_schedule_note(&r.notes, 12,
+                                     "wait moved before the statement at line 14 (1 independent"));
+    assert_true(tx_has_schedule_note(&r.notes, 15,
+                                     "wait moved before the statement at line 17 (1 independent"));
     assert_non_null(strstr(r.program, "#define CUCO_EARLY_2 1 // cuco:knob run 0 1"));
     cuco_tx_result_free(&r);
     cuco_err_clear(&e);
+}
+
+/* ---- random graphs against an independent oracle ---------------------- */
+
+#define RND_NAMES 8 /* buffer names n0..n7; n6 and n7 appear only as aliases */
+#define RND_NODES 12
+
+static const char *const rnd_name[RND_NAMES] = {"n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7"};
+static const char *const rnd_stream[3] = {"s", "t", NULL};
+
+static unsigned rnd_next(unsigned *state)
+{
+    *state = *state * 1103515245u + 12345u;
+    return (*state >> 16) & 0x7fff;
+}
+
+/* same[i][j]: names i and j are one buffer (the closure of the alias pairs,
+ * by repeated passes rather than union-find) */
+static void rnd_closure(unsigned char same[RND_NAMES][RND_NAMES], const size_t *a, const size_t *b,
+                        size_t n)
+{
+    memset(same, 0, RND_NAMES * RND_NAMES);
+    for (size_t i = 0; i < RND_NAMES; i++)
+        same[i][i] = 1;
+    for (size_t k = 0; k < n; k++)
+        same[a[k]][b[k]] = same[b[k]][a[k]] = 1;
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (size_t i = 0; i < RND_NAMES; i++)
+            for (size_t j = 0; j < RND_NAMES; j++)
+                for (size_t k = 0; k < RND_NAMES; k++)
+                    if (same[i][k] && same[k][j] && !same[i][j])
+                        same[i][j] = changed = 1;
+    }
+}
+
+typedef struct rnd_node {
+    cuco_sched_kind kind;
+    size_t reads[3], writes[2], nreads, nwrites;
+    int stream;
+} rnd_node;
+
+static int rnd_shares(unsigned char same[RND_NAMES][RND_NAMES], const size_t *x, size_t nx,
+                      const size_t *y, size_t ny)
+{
+    for (size_t i = 0; i < nx; i++)
+        for (size_t j = 0; j < ny; j++)
+            if (same[x[i]][y[j]])
+                return 1;
+    return 0;
+}
+
+static int rnd_barrier(cuco_sched_kind k)
+{
+    return k == CUCO_SCHED_COMM || k == CUCO_SCHED_SYNC || k == CUCO_SCHED_EXIT ||
+           k == CUCO_SCHED_UNKNOWN;
+}
+
+/* p may not run after the call's start: it writes what the call reads, or
+ * touches what the call writes, or is a barrier */
+static int rnd_holds_start(unsigned char same[RND_NAMES][RND_NAMES], const rnd_node *p,
+                           const rnd_node *c)
+{
+    return rnd_barrier(p->kind) || rnd_shares(same, p->writes, p->nwrites, c->reads, c->nreads) ||
+           rnd_shares(same, p->writes, p->nwrites, c->writes, c->nwrites) ||
+           rnd_shares(same, p->reads, p->nreads, c->writes, c->nwrites);
+}
+
+/* q may not run before the call's wait: it touches what the call reads or
+ * writes, or is a barrier */
+static int rnd_holds_wait(unsigned char same[RND_NAMES][RND_NAMES], const rnd_node *q,
+                          const rnd_node *c)
+{
+    return rnd_barrier(q->kind) || rnd_shares(same, q->reads, q->nreads, c->reads, c->nreads) ||
+           rnd_shares(same, q->reads, q->nreads, c->writes, c->nwrites) ||
+           rnd_shares(same, q->writes, q->nwrites, c->reads, c->nreads) ||
+           rnd_shares(same, q->writes, q->nwrites, c->writes, c->nwrites);
+}
+
+static void rnd_graph(unsigned *st, rnd_node *r, size_t n, size_t call)
+{
+    static const cuco_sched_kind kinds[] = {CUCO_SCHED_WORK, CUCO_SCHED_WORK,  CUCO_SCHED_WORK,
+                                            CUCO_SCHED_WORK, CUCO_SCHED_PLAIN, CUCO_SCHED_COMM,
+                                            CUCO_SCHED_SYNC, CUCO_SCHED_EXIT,  CUCO_SCHED_UNKNOWN};
+    for (size_t i = 0; i < n; i++) {
+        /* barriers are rarer than work, so that most scopes have room to move */
+        unsigned pick = rnd_next(st) % 24;
+        r[i].kind = i == call ? CUCO_SCHED_COMM : kinds[pick < 16 ? pick % 5 : 5 + pick % 4];
+        r[i].nreads = rnd_next(st) % 4;
+        r[i].nwrites = (i == call ? 1 : 0) + rnd_next(st) % 2;
+        for (size_t k = 0; k < r[i].nreads; k++)
+            r[i].reads[k] = rnd_next(st) % 6;
+        for (size_t k = 0; k < r[i].nwrites; k++)
+            r[i].writes[k] = rnd_next(st) % 6;
+        r[i].stream = (int)(rnd_next(st) % 3);
+    }
+}
+
+/* 3000 random scopes (kinds, reads, writes, streams, aliases through names
+ * that no node uses): the start and the wait are the farthest legal places,
+ * and the counts are those of the work between, by an oracle that shares no
+ * code with the placement. */
+static void test_place_random(void **state)
+{
+    (void)state;
+    unsigned st = 12345;
+    for (int round = 0; round < 3000; round++) {
+        size_t n = 2 + rnd_next(&st) % (RND_NODES - 1), call = rnd_next(&st) % n;
+        rnd_node r[RND_NODES];
+        rnd_graph(&st, r, n, call);
+        size_t na = rnd_next(&st) % 4, aa[4], ab[4];
+        const char *alias_a[4], *alias_b[4];
+        for (size_t k = 0; k < na; k++) {
+            aa[k] = rnd_next(&st) % RND_NAMES;
+            ab[k] = rnd_next(&st) % RND_NAMES;
+            alias_a[k] = rnd_name[aa[k]];
+            alias_b[k] = rnd_name[ab[k]];
+        }
+        unsigned char same[RND_NAMES][RND_NAMES];
+        rnd_closure(same, aa, ab, na);
+        cuco_sched_node g[RND_NODES];
+        const char *reads[RND_NODES][3], *writes[RND_NODES][2];
+        for (size_t i = 0; i < n; i++) {
+            for (size_t k = 0; k < r[i].nreads; k++)
+                reads[i][k] = rnd_name[r[i].reads[k]];
+            for (size_t k = 0; k < r[i].nwrites; k++)
+                writes[i][k] = rnd_name[r[i].writes[k]];
+            g[i] = node(r[i].kind, rnd_stream[r[i].stream], reads[i], r[i].nreads, writes[i],
+                        r[i].nwrites);
+        }
+        cuco_sched_place p = place(g, n, call, alias_a, alias_b, na);
+        const rnd_node *c = &r[call];
+        assert_true(p.issue <= call);
+        for (size_t i = p.issue; i < call; i++)
+            assert_false(rnd_holds_start(same, &r[i], c));
+        assert_true(p.issue == 0 || rnd_holds_start(same, &r[p.issue - 1], c));
+        assert_true(p.wait > call && p.wait <= n);
+        size_t work = 0, on_stream = 0;
+        for (size_t i = call + 1; i < p.wait; i++) {
+            assert_false(rnd_holds_wait(same, &r[i], c));
+            work += r[i].kind == CUCO_SCHED_WORK;
+            on_stream += r[i].kind == CUCO_SCHED_WORK &&
+                         (r[i].stream == 2 || c->stream == 2 || r[i].stream == c->stream);
+        }
+        assert_true(p.wait == n || rnd_holds_wait(same, &r[p.wait], c));
+        assert_int_equal(p.independent, work);
+        assert_int_equal(p.same_stream, on_stream);
+        assert_int_equal(p.knob_default, on_stream > 0);
+    }
 }
 
 int main(void)
@@ -354,6 +507,7 @@ int main(void)
         cmocka_unit_test(test_barriers),
         cmocka_unit_test(test_loop_body),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_place_random),
         cmocka_unit_test(test_scan_alias_program),
         cmocka_unit_test(test_scan_params_alias),
         cmocka_unit_test(test_scan_not_applied),
