@@ -2,6 +2,9 @@
 // cuco_tx glue, part 4 of 4: the cuBLAS part of the schedules, compiled
 // only where a GEMM takes one (CUCO_TX_GEMM_SPLIT); the glue's end after it.
 #include <cublas_v2.h>
+#if defined(CUCO_TX_GEMM_LT)
+#include <cublasLt.h>
+#endif
 namespace cuco_tx {
 
 inline size_t cuda_type_size(cudaDataType t) {
@@ -15,7 +18,8 @@ inline size_t cuda_type_size(cudaDataType t) {
   }
 }
 
-// A GEMM's operands as the split sees them (column-major cuBLAS terms).
+// A GEMM's operands as the split sees them (column-major cuBLAS terms), and
+// the stream it runs on.
 struct GemmView {
   cublasOperation_t ta, tb;
   int m, n;
@@ -24,7 +28,15 @@ struct GemmView {
   int lda, ldb, ldc;
   size_t esA, esB, esC;
   const char* whole = nullptr;  // why the call cannot split at all, or nullptr
+  cudaStream_t stream = nullptr;
 };
+
+// The stream of a cuBLAS handle into g.stream; a handle whose stream cannot
+// be read runs its GEMM whole.
+inline GemmView on_handle_stream(GemmView g, cublasHandle_t h) {
+  if (cublasGetStream(h, &g.stream) != CUBLAS_STATUS_SUCCESS) g.whole = "its handle's stream could not be read";
+  return g;
+}
 
 // How the gathered buffer splits the GEMM: the operand (0: A, 1: B; -1: no
 // clean split) and the output rows (A) or columns (B) of each rank's block.
@@ -70,9 +82,8 @@ inline SplitShape split_shape(const SplitRec& r, const GemmView& g) {
 // buffer), each peer's after its arrival event; or, when the layout does not
 // split or the knob is 0, joins the gather and issues gemm(g) unchanged.
 template <class F>
-inline cublasStatus_t split_run(int site, int on, cublasHandle_t h, const GemmView& g, F gemm) {
-  cudaStream_t st = nullptr;
-  if (cublasGetStream(h, &st) != CUBLAS_STATUS_SUCCESS) return CUBLAS_STATUS_INTERNAL_ERROR;
+inline cublasStatus_t split_run(int site, int on, const GemmView& g, F gemm) {
+  cudaStream_t st = g.stream;
   SplitRec* r = on ? split_rec(site) : nullptr;
   SplitShape sh;
   if (r && r->fresh) sh = split_shape(*r, g);
@@ -123,7 +134,7 @@ inline cublasStatus_t split_run(int site, int on, cublasHandle_t h, const GemmVi
 // whole (knob 0, or a layout that does not split: then the all-reduce runs
 // whole too).
 template <class F>
-inline cublasStatus_t produce_run(int site, int on, cublasHandle_t h, const GemmView& g, F gemm) {
+inline cublasStatus_t produce_run(int site, int on, const GemmView& g, F gemm) {
   ProduceRec* r = on ? produce_rec(site) : nullptr;
   if (r) r->fresh = false;
   const char* why = g.whole ? g.whole
@@ -137,9 +148,9 @@ inline cublasStatus_t produce_run(int site, int on, cublasHandle_t h, const Gemm
     }
     return gemm(g);
   }
-  cudaStream_t st = nullptr;
-  if (cublasGetStream(h, &st) != CUBLAS_STATUS_SUCCESS || produce_events(r) != ncclSuccess) {
-    if (!r->warned) fprintf(stderr, "cuco_tx: producer split(%d): the GEMM runs whole (no stream or events)\n", site);
+  cudaStream_t st = g.stream;
+  if (produce_events(r) != ncclSuccess) {
+    if (!r->warned) fprintf(stderr, "cuco_tx: producer split(%d): the GEMM runs whole (no events)\n", site);
     r->warned = true;
     return gemm(g);  // r->fresh stays false: the all-reduce runs whole too
   }
@@ -168,28 +179,25 @@ inline cublasStatus_t produce_run(int site, int on, cublasHandle_t h, const Gemm
 // gets the call's view and a function that issues the call on a view.
 struct SplitRunner {
   template <class F>
-  cublasStatus_t operator()(int site, int on, cublasHandle_t h, const GemmView& g, F gemm) const {
-    return split_run(site, on, h, g, gemm);
+  cublasStatus_t operator()(int site, int on, const GemmView& g, F gemm) const {
+    return split_run(site, on, g, gemm);
   }
 };
 struct ProduceRunner {
   template <class F>
-  cublasStatus_t operator()(int site, int on, cublasHandle_t h, const GemmView& g, F gemm) const {
-    return produce_run(site, on, h, g, gemm);
+  cublasStatus_t operator()(int site, int on, const GemmView& g, F gemm) const {
+    return produce_run(site, on, g, gemm);
   }
 };
 // send_as_produced: the GEMM whole, then (knob on) the range of C it wrote
 // recorded with an event on its stream; a batch of several is not recorded.
 struct RecordRunner {
   template <class F>
-  cublasStatus_t operator()(int site, int on, cublasHandle_t h, const GemmView& g, F gemm) const {
+  cublasStatus_t operator()(int site, int on, const GemmView& g, F gemm) const {
     cublasStatus_t rc = gemm(g);
-    cudaStream_t st = nullptr;
-    if (rc != CUBLAS_STATUS_SUCCESS || !on || g.whole || g.m <= 0 || g.n <= 0 || !g.esC || g.ldc < g.m ||
-        cublasGetStream(h, &st) != CUBLAS_STATUS_SUCCESS)
-      return rc;
+    if (rc != CUBLAS_STATUS_SUCCESS || !on || g.whole || g.m <= 0 || g.n <= 0 || !g.esC || g.ldc < g.m) return rc;
     size_t bytes = ((size_t)(g.n - 1) * (size_t)g.ldc + (size_t)g.m) * g.esC;
-    return made_record(site, g.C, bytes, st) == ncclSuccess ? rc : CUBLAS_STATUS_EXECUTION_FAILED;
+    return made_record(site, g.C, bytes, g.stream) == ncclSuccess ? rc : CUBLAS_STATUS_EXECUTION_FAILED;
   }
 };
 
@@ -201,7 +209,7 @@ inline cublasStatus_t gemm_ex_via(R run, int site, int on, cublasHandle_t h, cub
                                   cublasGemmAlgo_t algo) {
   GemmView g{ta, tb, m, n, static_cast<const char*>(A), static_cast<const char*>(B), static_cast<char*>(C),
              lda, ldb, ldc, cuda_type_size(Atype), cuda_type_size(Btype), cuda_type_size(Ctype)};
-  return run(site, on, h, g, [&](const GemmView& v) {
+  return run(site, on, on_handle_stream(g, h), [&](const GemmView& v) {
     return cublasGemmEx(h, ta, tb, v.m, v.n, k, alpha, v.A, Atype, lda, v.B, Btype, ldb, beta, v.C, Ctype, ldc, ct,
                         algo);
   });
@@ -217,7 +225,7 @@ inline cublasStatus_t gemm_strided_batched_ex_via(
   GemmView g{ta, tb, m, n, static_cast<const char*>(A), static_cast<const char*>(B), static_cast<char*>(C),
              lda, ldb, ldc, cuda_type_size(Atype), cuda_type_size(Btype), cuda_type_size(Ctype)};
   if (batch != 1) g.whole = "a batch of several GEMMs is not split";
-  return run(site, on, h, g, [&](const GemmView& v) {
+  return run(site, on, on_handle_stream(g, h), [&](const GemmView& v) {
     return cublasGemmStridedBatchedEx(h, ta, tb, v.m, v.n, k, alpha, v.A, Atype, lda, sA, v.B, Btype, ldb, sB, beta,
                                       v.C, Ctype, ldc, sC, batch, ct, algo);
   });
@@ -229,7 +237,7 @@ inline cublasStatus_t sgemm_via(R run, int site, int on, cublasHandle_t h, cubla
                                 int ldb, const float* beta, float* C, int ldc) {
   GemmView g{ta, tb, m, n, reinterpret_cast<const char*>(A), reinterpret_cast<const char*>(B),
              reinterpret_cast<char*>(C), lda, ldb, ldc, sizeof(float), sizeof(float), sizeof(float)};
-  return run(site, on, h, g, [&](const GemmView& v) {
+  return run(site, on, on_handle_stream(g, h), [&](const GemmView& v) {
     return cublasSgemm(h, ta, tb, v.m, v.n, k, alpha, reinterpret_cast<const float*>(v.A), lda,
                        reinterpret_cast<const float*>(v.B), ldb, beta, reinterpret_cast<float*>(v.C), ldc);
   });
@@ -241,7 +249,7 @@ inline cublasStatus_t hgemm_via(R run, int site, int on, cublasHandle_t h, cubla
                                 int ldb, const __half* beta, __half* C, int ldc) {
   GemmView g{ta, tb, m, n, reinterpret_cast<const char*>(A), reinterpret_cast<const char*>(B),
              reinterpret_cast<char*>(C), lda, ldb, ldc, sizeof(__half), sizeof(__half), sizeof(__half)};
-  return run(site, on, h, g, [&](const GemmView& v) {
+  return run(site, on, on_handle_stream(g, h), [&](const GemmView& v) {
     return cublasHgemm(h, ta, tb, v.m, v.n, k, alpha, reinterpret_cast<const __half*>(v.A), lda,
                        reinterpret_cast<const __half*>(v.B), ldb, beta, reinterpret_cast<__half*>(v.C), ldc);
   });
@@ -278,6 +286,112 @@ inline cublasStatus_t sgemm_record(A... a) { return sgemm_via(RecordRunner{}, a.
 template <class... A>
 inline cublasStatus_t hgemm_record(A... a) { return hgemm_via(RecordRunner{}, a...); }
 
+#if defined(CUCO_TX_GEMM_LT)
+// cublasLtMatmul (the transform sets CUCO_TX_GEMM_LT where one goes through
+// a schedule): its shape comes from the layouts and the operation
+// descriptor. It splits where it reads like a plain GEMM: column-major
+// layouts of one matrix each, the default epilogue, and C the same matrix as
+// D; otherwise it runs whole (g.whole says why). A piece is a new layout of
+// each operand over the piece's rows or columns, with cuBLASLt's own
+// heuristic choosing its algorithm (the call's algorithm was chosen for the
+// whole shape).
+struct LtLayout {
+  cudaDataType type = CUDA_R_32F;
+  uint64_t rows = 0, cols = 0;
+  int64_t ld = 0;
+  int32_t order = CUBLASLT_ORDER_COL, batch = 1;
+};
+
+inline bool lt_read(cublasLtMatrixLayout_t l, LtLayout* o) {
+  size_t w = 0;
+  int32_t type = 0;
+  bool ok = cublasLtMatrixLayoutGetAttribute(l, CUBLASLT_MATRIX_LAYOUT_TYPE, &type, sizeof type, &w) == CUBLAS_STATUS_SUCCESS &&
+            cublasLtMatrixLayoutGetAttribute(l, CUBLASLT_MATRIX_LAYOUT_ROWS, &o->rows, sizeof o->rows, &w) == CUBLAS_STATUS_SUCCESS &&
+            cublasLtMatrixLayoutGetAttribute(l, CUBLASLT_MATRIX_LAYOUT_COLS, &o->cols, sizeof o->cols, &w) == CUBLAS_STATUS_SUCCESS &&
+            cublasLtMatrixLayoutGetAttribute(l, CUBLASLT_MATRIX_LAYOUT_LD, &o->ld, sizeof o->ld, &w) == CUBLAS_STATUS_SUCCESS &&
+            cublasLtMatrixLayoutGetAttribute(l, CUBLASLT_MATRIX_LAYOUT_ORDER, &o->order, sizeof o->order, &w) == CUBLAS_STATUS_SUCCESS &&
+            cublasLtMatrixLayoutGetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &o->batch, sizeof o->batch, &w) == CUBLAS_STATUS_SUCCESS;
+  o->type = static_cast<cudaDataType>(type);
+  return ok;
+}
+
+// Why an Lt call cannot split, or nullptr; fills g's shape.
+inline const char* lt_view(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t Ad, cublasLtMatrixLayout_t Bd,
+                           cublasLtMatrixLayout_t Cd, cublasLtMatrixLayout_t Dd, const void* C, const void* D,
+                           GemmView& g, LtLayout* a, LtLayout* b, LtLayout* d) {
+  size_t w = 0;
+  int32_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
+  uint32_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+  LtLayout c;
+  if (cublasLtMatmulDescGetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta, &w) != CUBLAS_STATUS_SUCCESS ||
+      cublasLtMatmulDescGetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb, &w) != CUBLAS_STATUS_SUCCESS ||
+      cublasLtMatmulDescGetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi, &w) != CUBLAS_STATUS_SUCCESS ||
+      !lt_read(Ad, a) || !lt_read(Bd, b) || !lt_read(Cd, &c) || !lt_read(Dd, d))
+    return "its descriptors could not be read";
+  if (a->order != CUBLASLT_ORDER_COL || b->order != CUBLASLT_ORDER_COL || d->order != CUBLASLT_ORDER_COL)
+    return "a layout is not column-major";
+  if (a->batch != 1 || b->batch != 1 || d->batch != 1) return "a batch of several GEMMs is not split";
+  if (epi != CUBLASLT_EPILOGUE_DEFAULT) return "its epilogue is not the default one";
+  if (C != D || c.ld != d->ld || c.type != d->type) return "its C and D are not the same matrix";
+  if (d->rows > INT32_MAX || d->cols > INT32_MAX || a->ld > INT32_MAX || b->ld > INT32_MAX || d->ld > INT32_MAX)
+    return "it is larger than a split handles";
+  g.ta = static_cast<cublasOperation_t>(ta);
+  g.tb = static_cast<cublasOperation_t>(tb);
+  g.m = (int)d->rows;
+  g.n = (int)d->cols;
+  g.lda = (int)a->ld;
+  g.ldb = (int)b->ld;
+  g.ldc = (int)d->ld;
+  g.esA = cuda_type_size(a->type);
+  g.esB = cuda_type_size(b->type);
+  g.esC = cuda_type_size(d->type);
+  return nullptr;
+}
+
+// One piece v of the call whose whole view is g: layouts over v's rows (A's
+// output rows) and columns (B's and D's), then the matmul; the layouts are
+// destroyed once it is issued.
+inline cublasStatus_t lt_piece(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc, const void* alpha, const void* beta,
+                               const GemmView& v, const LtLayout& a, const LtLayout& b, const LtLayout& d,
+                               void* ws, size_t wsSize) {
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+  bool aN = v.ta == CUBLAS_OP_N, bN = v.tb == CUBLAS_OP_N;
+  cublasStatus_t rc = cublasLtMatrixLayoutCreate(&la, a.type, aN ? v.m : a.rows, aN ? a.cols : v.m, a.ld);
+  if (rc == CUBLAS_STATUS_SUCCESS) rc = cublasLtMatrixLayoutCreate(&lb, b.type, bN ? b.rows : v.n, bN ? v.n : b.cols, b.ld);
+  if (rc == CUBLAS_STATUS_SUCCESS) rc = cublasLtMatrixLayoutCreate(&ld, d.type, v.m, v.n, d.ld);
+  if (rc == CUBLAS_STATUS_SUCCESS)
+    rc = cublasLtMatmul(lt, desc, alpha, v.A, la, v.B, lb, beta, v.C, ld, v.C, ld, nullptr, ws, wsSize, v.stream);
+  if (la) cublasLtMatrixLayoutDestroy(la);
+  if (lb) cublasLtMatrixLayoutDestroy(lb);
+  if (ld) cublasLtMatrixLayoutDestroy(ld);
+  return rc;
+}
+
+template <class R>
+inline cublasStatus_t lt_matmul_via(R run, int site, int on, cublasLtHandle_t lt, cublasLtMatmulDesc_t desc,
+                                    const void* alpha, const void* A, cublasLtMatrixLayout_t Ad, const void* B,
+                                    cublasLtMatrixLayout_t Bd, const void* beta, const void* C,
+                                    cublasLtMatrixLayout_t Cd, void* D, cublasLtMatrixLayout_t Dd,
+                                    const cublasLtMatmulAlgo_t* algo, void* ws, size_t wsSize, cudaStream_t stream) {
+  GemmView g{CUBLAS_OP_N, CUBLAS_OP_N, 0, 0, static_cast<const char*>(A), static_cast<const char*>(B),
+             static_cast<char*>(D), 0, 0, 0, 0, 0, 0};
+  g.stream = stream;
+  LtLayout a, b, d;
+  g.whole = lt_view(desc, Ad, Bd, Cd, Dd, C, D, g, &a, &b, &d);
+  return run(site, on, g, [&](const GemmView& v) {
+    if (g.whole || (v.A == g.A && v.B == g.B && v.C == g.C && v.m == g.m && v.n == g.n))
+      return cublasLtMatmul(lt, desc, alpha, A, Ad, B, Bd, beta, C, Cd, D, Dd, algo, ws, wsSize, stream);
+    return lt_piece(lt, desc, alpha, beta, v, a, b, d, ws, wsSize);
+  });
+}
+
+template <class... A>
+inline cublasStatus_t lt_matmul_split(A... a) { return lt_matmul_via(SplitRunner{}, a...); }
+template <class... A>
+inline cublasStatus_t lt_matmul_produce(A... a) { return lt_matmul_via(ProduceRunner{}, a...); }
+template <class... A>
+inline cublasStatus_t lt_matmul_record(A... a) { return lt_matmul_via(RecordRunner{}, a...); }
+#endif  // CUCO_TX_GEMM_LT
 }  // namespace cuco_tx
 #endif  // CUCO_TX_GEMM_SPLIT
 // cuco_tx: end of the glue

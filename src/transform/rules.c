@@ -318,6 +318,7 @@ typedef struct ctx {
     size_t nsched;
     cuco_buf knobs;       /* CUCO_EARLY_<site> knob lines for the glue */
     int gemm_split;       /* some GEMM goes through the split glue (CUCO_TX_GEMM_SPLIT) */
+    int gemm_lt;          /* some cublasLtMatmul goes through it (CUCO_TX_GEMM_LT) */
     int produce;          /* some GEMM goes through the producer split (CUCO_PSPLIT_PIECES) */
     sched_sites splits;   /* all-gathers split by consumer_split_by_source */
     sched_sites produces; /* all-reduces fed by producer_split */
@@ -1842,6 +1843,7 @@ static int plan_apply(ctx *c, const cuco_sched_edit *edits, size_t n)
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const cuco_sched_edit *x = &edits[i];
+        c->gemm_lt |= x->text && !strncmp(x->text, "cuco_tx::lt_matmul_", 19);
         rc = add_edit(c, tok_at(v, x->stmt_off), x->off, x->len, x->text);
         if (rc == 0 && x->len == 0)
             c->edits[c->nedits - 1].seq = LONG_MAX;
@@ -2398,6 +2400,9 @@ static int assemble(ctx *c, const char *text)
                       "// Schedules consumer_split_by_source / producer_split / send_as_produced:\n"
                       "// the cuBLAS part of the glue\n"
                       "#define CUCO_TX_GEMM_SPLIT 1\n");
+    if (c->gemm_lt)
+        cuco_buf_puts(&g, "// the cublasLtMatmul part of the glue\n"
+                          "#define CUCO_TX_GEMM_LT 1\n");
     if (c->send_made)
         cuco_buf_puts(&g, "// the pieces sends and receives of 2 MiB and more move in\n"
                           "#define CUCO_P2P_PIECES 8 // cuco:knob run 1 2 4 8 16\n");

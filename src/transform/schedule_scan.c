@@ -967,6 +967,10 @@ static const gemm_api gemm_table[] = {
      7, 9, 12},
     {"cublasHgemm", "cuco_tx::hgemm_split", "cuco_tx::hgemm_produce", "cuco_tx::hgemm_record", 14,
      7, 9, 12},
+    /* (handle, desc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo, workspace,
+     * size, stream): D is the output */
+    {"cublasLtMatmul", "cuco_tx::lt_matmul_split", "cuco_tx::lt_matmul_produce",
+     "cuco_tx::lt_matmul_record", 16, 3, 5, 10},
     {NULL, NULL, NULL, NULL, 0, 0, 0, 0}};
 
 const gemm_api *gemm_at(const sview *v, size_t i)
@@ -1013,7 +1017,7 @@ static size_t split_gemm(const scan *s, const stmt *st, const char **why)
     size_t g = v->n;
     int semis = 0;
     *why = "is not a cuBLAS GEMM call (cublasGemmEx, cublasGemmStridedBatchedEx, cublasSgemm, "
-           "cublasHgemm)";
+           "cublasHgemm, cublasLtMatmul)";
     for (size_t i = st->a; i < st->b; i++) {
         if (is(v, i, "{") || is(v, i, "else") || is(v, i, "for") || is(v, i, "while") ||
             is(v, i, "do") || is(v, i, "switch"))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_transform_build_data_collectives.sh: the all-gather and all-reduce programs of tests/data/transform (overlap_alias with its early_start_late_wait schedule at both knob values, seqpar_mlp with its consumer_split_by_source schedule at both, rowpar_linear
-# with its producer_split schedule at both): 'cuco transform' (no --no-verify) builds the
+# with its producer_split schedule at both, lt_tp_mlp with both splits on cublasLtMatmul): 'cuco transform' (no --no-verify) builds the
 # transformed program with the manifest's nvcc command. Without a GPU the
 # outcome is exit 3, "built, not verified: no GPU", nothing registered; with
 # one it must build, run and verify (exit 0, registered with status ok).
@@ -15,7 +15,7 @@ TMP=$(mktemp -d "$CUCO_TEST_TMP/transform-build.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 fail=0
 source "$CUCO_SRC/tests/cli/transform_build.sh"
-for name in allgather allreduce_loop async_alloc overlap_alias seqpar_mlp rowpar_linear; do
+for name in allgather allreduce_loop async_alloc overlap_alias seqpar_mlp rowpar_linear lt_tp_mlp; do
     transform_bg "$CUCO_TEST_DATA/transform/$name"
     built "$name"
 done
@@ -37,4 +37,15 @@ check "rowpar_linear: the all-reduce takes its ranges from it" \
 check "rowpar_linear: builds with CUCO_PSPLIT_0=1" knob_built rowpar_linear CUCO_PSPLIT_0 1
 check "rowpar_linear: the report names the schedule" \
     grep -q "producer_split: cublasSgemm at line" "$TMP/rowpar_linear/gen_0/transform_report.md"
+# lt_tp_mlp: the same two schedules on cublasLtMatmul (descriptors and a
+# heuristic's algorithm); the program links cuBLASLt only, so the glue may
+# not need cuBLAS itself
+lt=$TMP/lt_tp_mlp/gen_0/lt_tp_mlp.cu
+check "lt_tp_mlp: the up projection goes through the split glue" \
+    grep -q "LT_OK(cuco_tx::lt_matmul_split(0, CUCO_SPLIT_0, lt_, up_.op" "$lt"
+check "lt_tp_mlp: the down projection goes through the produce glue" \
+    grep -q "LT_OK(cuco_tx::lt_matmul_produce(1, CUCO_PSPLIT_1, lt_, down_.op" "$lt"
+check "lt_tp_mlp: the glue's cublasLtMatmul part is on" grep -q "^#define CUCO_TX_GEMM_LT 1" "$lt"
+check "lt_tp_mlp: builds with CUCO_PSPLIT_1=1" knob_built lt_tp_mlp CUCO_PSPLIT_1 1
+check "lt_tp_mlp: builds with CUCO_SPLIT_0=0" knob_built lt_tp_mlp CUCO_SPLIT_0 0
 exit $fail

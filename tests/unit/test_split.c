@@ -78,6 +78,7 @@ static void test_split_direct(void **state)
     /* the wait is after the GEMM, before the next reader of g */
     assert_true(ag < gemm && gemm < wait && wait < next);
     assert_non_null(strstr(r.program, "#define CUCO_TX_GEMM_SPLIT 1"));
+    assert_null(strstr(r.program, "#define CUCO_TX_GEMM_LT")); /* no cuBLASLt call: not its glue */
     assert_non_null(strstr(r.program, "#define CUCO_SPLIT_0 1 // cuco:knob run 0 1"));
     /* one split site: its chunk count matters only while the split is on */
     assert_non_null(strstr(
@@ -110,6 +111,55 @@ static void test_split_two_sites(void **state)
     assert_non_null(strstr(r.program, "#define CUCO_SPLIT_1 1 // cuco:knob run 0 1"));
     assert_non_null(strstr(r.program, "#define CUCO_SPLIT_CHUNKS 2 // cuco:knob run 1 2 4\n"));
     assert_true(has_knob(r.program, "CUCO_SPLIT_CHUNKS"));
+    cuco_tx_result_free(&r);
+}
+
+/* cublasLtMatmul (shape in its descriptors, D its output): line 10 consumes
+ * the all-gather of line 9, line 12 makes the all-reduce's input */
+static void test_split_lt(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        "#include <nccl.h>\n"
+        "#include <cublasLt.h>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "static void step(cublasLtHandle_t lt, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t "
+        "la,\n"
+        "                 cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, float *x, float "
+        "*g,\n"
+        "                 float *w, float *y, void *ws, ncclComm_t c, cudaStream_t s)\n"
+        "{\n"
+        "    const float one = 1.0f, zero = 0.0f;\n"
+        "    ncclAllGather(x, g, 16, ncclFloat, c, s);\n"
+        "    cublasLtMatmul(lt, op, &one, w, la, g, lb, &zero, y, ld, y, ld, NULL, ws, 0, s);\n"
+        "    k<<<1, 32, 0, s>>>(y, 4);\n"
+        "    cublasLtMatmul(lt, op, &one, w, la, y, lb, &zero, x, ld, x, ld, NULL, ws, 0, s);\n"
+        "    ncclAllReduce(x, x, 16, ncclFloat, ncclSum, c, s);\n"
+        "}\n"
+        "int main() {\n"
+        "    float *x, *g, *w, *y; void *ws; ncclComm_t c; cudaStream_t s; cublasLtHandle_t lt;\n"
+        "    cublasLtMatmulDesc_t op; cublasLtMatrixLayout_t la, lb, ld;\n"
+        "    cudaMalloc(&x, 64); cudaMalloc(&g, 256); cudaMalloc(&w, 64); cudaMalloc(&y, 64);\n"
+        "    step(lt, op, la, lb, ld, x, g, w, y, ws, c, s);\n"
+        "    cudaStreamSynchronize(s);\n"
+        "    return 0;\n"
+        "}\n";
+    cuco_tx_result r;
+    tx_transform(prog, &r);
+    assert_non_null(
+        strstr(r.program, "cuco_tx::lt_matmul_split(0, CUCO_SPLIT_0, lt, op, &one, w, la, g"));
+    assert_non_null(
+        strstr(r.program, "cuco_tx::lt_matmul_produce(1, CUCO_PSPLIT_1, lt, op, &one, w, la, y"));
+    assert_non_null(
+        strstr(r.program, "cuco_tx::all_reduce(cuco_tx::produce_site(1, CUCO_PSPLIT_1), x, x"));
+    assert_non_null(strstr(r.program, "#define CUCO_TX_GEMM_SPLIT 1\n"));
+    assert_non_null(strstr(r.program, "#define CUCO_TX_GEMM_LT 1\n"));
+    assert_true(tx_has_schedule_note(&r.notes, 10,
+                                     "consumer_split_by_source: cublasLtMatmul at line 10 consumes "
+                                     "ncclAllGather at line 9 per source rank"));
+    assert_true(tx_has_schedule_note(&r.notes, 12,
+                                     "producer_split: cublasLtMatmul at line 12 makes the input of "
+                                     "ncclAllReduce at line 13"));
     cuco_tx_result_free(&r);
 }
 
@@ -366,12 +416,12 @@ static void test_one_split_per_gemm(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_split_direct),         cmocka_unit_test(test_split_two_sites),
-        cmocka_unit_test(test_split_alias),          cmocka_unit_test(test_split_unbraced_if),
-        cmocka_unit_test(test_unbraced_if_schedule), cmocka_unit_test(test_split_not_first),
-        cmocka_unit_test(test_produce_direct),       cmocka_unit_test(test_produce_not),
-        cmocka_unit_test(test_split_only_gathers),   cmocka_unit_test(test_split_helper),
-        cmocka_unit_test(test_one_split_per_gemm),
+        cmocka_unit_test(test_split_direct),      cmocka_unit_test(test_split_two_sites),
+        cmocka_unit_test(test_split_lt),          cmocka_unit_test(test_split_alias),
+        cmocka_unit_test(test_split_unbraced_if), cmocka_unit_test(test_unbraced_if_schedule),
+        cmocka_unit_test(test_split_not_first),   cmocka_unit_test(test_produce_direct),
+        cmocka_unit_test(test_produce_not),       cmocka_unit_test(test_split_only_gathers),
+        cmocka_unit_test(test_split_helper),      cmocka_unit_test(test_one_split_per_gemm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
