@@ -77,6 +77,44 @@ static void test_local_buffer(void **state)
     cuco_tx_result_free(&r);
 }
 
+/* the same with cublasLtMatmul (D, its 11th argument, is what it makes) */
+static void test_local_buffer_lt(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        "#include <nccl.h>\n"
+        "#include <cublasLt.h>\n"
+        "__global__ void use(const float *a, float *out, size_t n);\n"
+        "int main() {\n"
+        "    ncclComm_t comm; cudaStream_t s; cublasLtHandle_t lt; int rank = 0, L = 8, m = 64;\n"
+        "    cublasLtMatmulDesc_t op; cublasLtMatrixLayout_t la, lb, ld; void *ws;\n"
+        "    float *w, *x, *buf, *out;\n"
+        "    cudaMalloc(&w, 4096); cudaMalloc(&x, 4096); cudaMalloc(&out, 4096);\n"
+        "    cudaMalloc(&buf, (size_t)L * m * m * sizeof(float));\n"
+        "    const float one = 1.0f, zero = 0.0f;\n"
+        "    if (rank == 0) {\n"
+        "        for (int l = 0; l < L; l++)\n"
+        "            cublasLtMatmul(lt, op, &one, w, la, x, lb, &zero, buf + (size_t)l * m * m, "
+        "ld,\n"
+        "                           buf + (size_t)l * m * m, ld, NULL, ws, 0, s);\n"
+        "        ncclSend(buf, (size_t)L * m * m, ncclFloat, 1, comm, s);\n"
+        "    } else {\n"
+        "        ncclRecv(buf, (size_t)L * m * m, ncclFloat, 0, comm, s);\n"
+        "        use<<<1, 32, 0, s>>>(buf, out, 4);\n"
+        "    }\n"
+        "    cudaStreamSynchronize(s);\n"
+        "    cudaFree(buf);\n"
+        "    return 0;\n"
+        "}\n";
+    cuco_tx_result r;
+    tx_transform(prog, &r);
+    assert_non_null(strstr(r.program, "cuco_tx::lt_matmul_record(0, CUCO_SENDP_0, lt, op, "));
+    assert_non_null(strstr(r.program, "cuco_tx::send(cuco_tx::made_site(0, CUCO_SENDP_0), buf,"));
+    assert_non_null(strstr(r.program, "#define CUCO_TX_GEMM_LT 1\n"));
+    assert_true(tx_has_schedule_note(&r.notes, 0, "send_as_produced: ncclSend at line 15"));
+    cuco_tx_result_free(&r);
+}
+
 /* helpers of one caller, the buffer a member of a struct passed by reference
  * (the layout of a layer-wise KV transfer) */
 static const char *const prog_helpers =
@@ -318,10 +356,10 @@ static void test_ce_knob_needs_p2p(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_local_buffer),      cmocka_unit_test(test_helpers_member),
-        cmocka_unit_test(test_kernel_definition), cmocka_unit_test(test_refused),
-        cmocka_unit_test(test_global_and_group),  cmocka_unit_test(test_ce_knob_needs_p2p),
-        cmocka_unit_test(test_offset_helper),
+        cmocka_unit_test(test_local_buffer),      cmocka_unit_test(test_local_buffer_lt),
+        cmocka_unit_test(test_helpers_member),    cmocka_unit_test(test_kernel_definition),
+        cmocka_unit_test(test_refused),           cmocka_unit_test(test_global_and_group),
+        cmocka_unit_test(test_ce_knob_needs_p2p), cmocka_unit_test(test_offset_helper),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
