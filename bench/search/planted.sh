@@ -15,22 +15,9 @@ set -euo pipefail
 seeds=${1:-20}
 evals=${2:-30}
 out=${3:-}
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-bin=${CUCO_BIN:-}
-if [ -z "$bin" ]; then
-    for b in "$repo/build-doe-rel/cuco" "$repo/build/cuco"; do
-        [ -x "$b" ] && { bin=$b; break; }
-    done
-fi
-[ -x "$bin" ] || { echo "planted.sh: no cuco binary (set CUCO_BIN)" >&2; exit 2; }
+source "$(dirname "$0")/common.sh"
+search_setup planted.sh "${PLANTED_WORK:-}" # PLANTED_WORK keeps the workspaces (ws1, ws2, ...)
 wl="$repo/tests/data/search_planted"
-if [ -n "${PLANTED_WORK:-}" ]; then # keep the workspaces (ws1, ws2, ...) there
-    work=$PLANTED_WORK
-    mkdir -p "$work"
-else
-    work=$(mktemp -d "${TMPDIR:-/tmp}/planted.XXXXXX")
-    trap 'rm -rf "$work"' EXIT
-fi
 
 # exact time of a program file (compiled as the manifest does, run --exact)
 exact_ms() {
@@ -58,19 +45,8 @@ PY
 )
 default_ms=$(exact_ms "$wl/planted.c")
 
-rows=()
-t0=$(date +%s)
-for seed in $(seq 1 "$seeds"); do
-    ws="$work/ws$seed"
-    # shellcheck disable=SC2086
-    "$bin" evolve "$wl" --workspace "$ws" --evaluations "$evals" --seed "$seed" --json \
-        ${PLANTED_EVOLVE_ARGS:-} >"$work/log$seed" 2>&1 ||
-        { echo "planted.sh: seed $seed failed:" >&2; tail -5 "$work/log$seed" >&2; exit 1; }
-    t=$(exact_ms "$ws/best.c")
-    done_line=$(grep '"event":"done"' "$work/log$seed" | tail -1)
-    rows+=("$seed:$t:$done_line")
-done
-t1=$(date +%s)
+best_of() { exact_ms "$1/best.c"; }
+search_seeds "$wl" "$seeds" "$evals" best_of "${PLANTED_EVOLVE_ARGS:-}"
 
 "$repo/bench/search/summary.py" search_planted "bench/search/planted.sh $seeds $evals" \
-    "$default_ms" "$best_ms" "$seeds" "$evals" "$((t1 - t0))" "$out" "${rows[@]}"
+    "$default_ms" "$best_ms" "$seeds" "$evals" "$wall_s" "$out" "${rows[@]}"

@@ -18,22 +18,9 @@ table=${1:?usage: replay.sh TABLE.json [SEEDS] [EVALS] [OUT.json]}
 seeds=${2:-20}
 evals=${3:-30}
 out=${4:-}
-repo=$(cd "$(dirname "$0")/../.." && pwd)
+source "$(dirname "$0")/common.sh"
+search_setup replay.sh "${REPLAY_WORK:-}"
 space="$repo/bench/search/space.py"
-bin=${CUCO_BIN:-}
-if [ -z "$bin" ]; then
-    for b in "$repo/build-doe-rel/cuco" "$repo/build/cuco"; do
-        [ -x "$b" ] && { bin=$b; break; }
-    done
-fi
-[ -x "$bin" ] || { echo "replay.sh: no cuco binary (set CUCO_BIN)" >&2; exit 2; }
-if [ -n "${REPLAY_WORK:-}" ]; then
-    work=$REPLAY_WORK
-    mkdir -p "$work"
-else
-    work=$(mktemp -d "${TMPDIR:-/tmp}/replay.XXXXXX")
-    trap 'rm -rf "$work"' EXIT
-fi
 
 "$space" replay "$table" "$work/workload"
 read -r default_ms best_ms name < <(python3 - "$table" <<'PY'
@@ -43,20 +30,9 @@ print(t["program_cell"]["ms"], t["best"]["ms"], t["workload"])
 PY
 )
 
-rows=()
-t0=$(date +%s)
-for seed in $(seq 1 "$seeds"); do
-    ws="$work/ws$seed"
-    # shellcheck disable=SC2086
-    "$bin" evolve "$work/workload" --workspace "$ws" --evaluations "$evals" --seed "$seed" \
-        --json ${REPLAY_EVOLVE_ARGS:-} >"$work/log$seed" 2>&1 ||
-        { echo "replay.sh: seed $seed failed:" >&2; tail -5 "$work/log$seed" >&2; exit 1; }
-    t=$("$space" score "$table" "$ws/best.c" | python3 -c 'import json,sys; print(json.load(sys.stdin)["ms"])')
-    done_line=$(grep '"event":"done"' "$work/log$seed" | tail -1)
-    rows+=("$seed:$t:$done_line")
-done
-t1=$(date +%s)
+best_of() { "$space" score "$table" "$1/best.c" | python3 -c 'import json,sys; print(json.load(sys.stdin)["ms"])'; }
+search_seeds "$work/workload" "$seeds" "$evals" best_of "${REPLAY_EVOLVE_ARGS:-}"
 
 "$repo/bench/search/summary.py" "search_replay_$name" \
     "bench/search/replay.sh $(basename "$table") $seeds $evals" \
-    "$default_ms" "$best_ms" "$seeds" "$evals" "$((t1 - t0))" "$out" "${rows[@]}"
+    "$default_ms" "$best_ms" "$seeds" "$evals" "$wall_s" "$out" "${rows[@]}"
