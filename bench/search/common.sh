@@ -41,7 +41,7 @@ search_seeds() {
         "$bin" evolve "$wl" --workspace "$ws" --evaluations "$evals" --seed "$seed" --json \
             $extra >"$work/log$seed" 2>&1 ||
             { echo "seed $seed failed:" >&2; tail -5 "$work/log$seed" >&2; exit 1; }
-        t=$("$score" "$ws")
+        t=$("$score" "$ws") || { echo "seed $seed: its best program could not be scored" >&2; exit 1; }
         done_line=$(grep '"event":"done"' "$work/log$seed" | tail -1)
         rows+=("$seed:$t:$done_line")
     done

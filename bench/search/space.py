@@ -108,26 +108,40 @@ def program_setting(text):
 
 
 def trim(text, levels, fixed):
-    known = {k["name"] for k in knobs_of(text)}
+    """levels: {NAME: [V...]}; fixed: {NAME: V}. A condition on a fixed knob
+    is settled: a term it meets is dropped, and a knob with a term it fails
+    is moot everywhere, so it is fixed too, at its own value."""
+    knobs = knobs_of(text)
+    known = {k["name"] for k in knobs}
     for name in list(levels) + list(fixed):
         if name not in known:
             raise SystemExit("space.py trim: %s is not a knob of the program" % name)
+    fixed = dict(fixed)
+    for _ in range(len(knobs)):
+        for k in knobs:
+            if k["name"] not in fixed and any(n in fixed and fixed[n] not in v for n, v in k["when"]):
+                fixed[k["name"]] = k["value"]
 
     def edit(m):
         name, value, gap, rest = m.groups()
         if name in fixed:
             return "#define %s %s" % (name, fixed[name])
-        if name not in levels:
-            return m.group(0)
-        if value not in levels[name]:
+        if name in levels and value not in levels[name]:
             raise SystemExit("space.py trim: %s=%s is not among the levels %s" %
                              (name, value, ",".join(levels[name])))
         words = rest.split()
         run = ["run"] if words and words[0] == "run" else []
-        when = words[words.index("when"):] if "when" in words else []
-        return "#define %s %s%s// cuco:knob %s" % (name, value, gap,
-                                                   " ".join(run + levels[name] + when))
+        when = [w for w in words[words.index("when") + 1:] if w.partition("=")[0] not in fixed] \
+            if "when" in words else []
+        return "#define %s %s%s// cuco:knob %s" % (name, value, gap, " ".join(
+            run + levels.get(name, choices_of(words, run)) + (["when"] + when if when else [])))
     return KNOB_RE.sub(edit, text)
+
+
+def choices_of(words, run):
+    """The values of a knob's annotation words (after 'run', before 'when')."""
+    words = words[len(run):]
+    return words[:words.index("when")] if "when" in words else words
 
 
 def pairs(args, flag):
@@ -249,6 +263,17 @@ bench:
 '''
 
 
+def as_int(value):
+    """A knob value as the program reads it (strtoll base 0), or an error."""
+    try:
+        return int(value, 0)
+    except ValueError:
+        try:
+            return int(value, 8) if value.startswith("0") else int(value)
+        except ValueError:
+            raise SystemExit("space.py replay: knob value %r is not an integer" % value)
+
+
 def replay(table_path, outdir):
     """Writes DIR/replay.c and DIR/workload.yaml. Every knob value must be an
     integer (run knobs are read as one). The cells are the full product of
@@ -271,13 +296,14 @@ def replay(table_path, outdir):
         hit = by_key.get(cell_key(cell_of(knobs, setting)))
         if hit is None:
             continue
-        rows.append("    {%s}," % ", ".join("%sLL" % int(v, 0) for v in values))
+        rows.append("    {%s}," % ", ".join("%dLL" % as_int(v) for v in values))
         ms.append("%.6f" % hit["ms"])
     # the noise: every run's deviation from its cell's median, in cells
     # timed more than once (a cell timed once deviates from itself by 0)
     dev = [t / c["ms"] for c in table["cells"] if len(c["times_ms"]) > 1 for t in c["times_ms"]]
-    if not rows or not dev:
-        raise SystemExit("space.py replay: %s has no timed cell" % table_path)
+    if not rows or not dev or not (table.get("program_cell") or {}).get("ms"):
+        raise SystemExit("space.py replay: %s has no timed cells (or none timed twice, or the "
+                         "program's own cell untimed)" % table_path)
     fields = {"source": os.path.basename(table_path), "defines": "\n".join(defines),
               "reads": "\n".join(reads), "nknobs": len(knobs), "cells": "\n".join(rows),
               "ms": ", ".join(ms), "dev": ", ".join("%.6f" % d for d in dev),

@@ -69,13 +69,15 @@ int cuco_transform_check(const char *file_name, const char *text, int *passed, c
 /* The cuco_tx glue inserted into transformed programs (static text). */
 const char *cuco_transform_runtime(void);
 
-/* The glue as a program gets it: whole when with_gemm (a GEMM takes a split
- * schedule: CUCO_TX_GEMM_SPLIT is defined before it), else without its
- * cuBLAS part (the '#if defined(CUCO_TX_GEMM_SPLIT)' section, which would be
- * compiled out: its #include would reach a program that never includes
- * cuBLAS, and a block may not #include it). NULL when out of memory or not
- * embedded; caller frees. */
-char *cuco_transform_runtime_for(int with_gemm);
+/* The glue as a program gets it: without its cuBLAS part (the
+ * '#if defined(CUCO_TX_GEMM_SPLIT)' section) unless with_gemm (a GEMM takes
+ * a split schedule: CUCO_TX_GEMM_SPLIT is defined before it), and without
+ * its cuBLASLt parts (the '#if defined(CUCO_TX_GEMM_LT)' sections) unless
+ * with_lt (a cublasLtMatmul does). A part left out would be compiled out,
+ * but its #include would reach a program that may not include that header,
+ * and a block may not #include what the frozen code does not. NULL when out
+ * of memory or not embedded; caller frees. */
+char *cuco_transform_runtime_for(int with_gemm, int with_lt);
 
 typedef struct cuco_transform_opts {
     const char *workspace; /* NULL: ./cuco-out/<workload> */

@@ -26,7 +26,8 @@ DEST=$OUT/sweep
 mkdir -p "$DEST"
 WORKLOADS=${SS_WORKLOADS:-gemm_allgather flash_attn_cp}
 SWEEP_GPUS=${SS_SWEEP_GPUS:-0,1}
-SEARCH_GPUS=${SS_SEARCH_GPUS-2,3}
+# the search on GPUs 2,3 where there are four, else after the sweep
+if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 4 ]; then SEARCH_GPUS=${SS_SEARCH_GPUS-2,3}; else SEARCH_GPUS=${SS_SEARCH_GPUS-}; fi
 EVALS=${SS_EVALS:-30}
 RANKS=${SS_RANKS:-2}
 export SWEEP_ROUNDS=${SWEEP_ROUNDS:-2}
@@ -103,6 +104,7 @@ for w in $WORKLOADS; do
   if [ "${SS_SEARCH:-1}" = 1 ] && [ -n "$SEARCH_GPUS" ]; then search "$w" "$SEARCH_GPUS" & spid=$!; fi
   sweep "$w"
   if [ -n "$spid" ]; then wait "$spid"; elif [ "${SS_SEARCH:-1}" = 1 ]; then search "$w" "$SWEEP_GPUS"; fi
+  rm -f "$DEST/$w/score.json"
   best=$(ls "$DEST/$w"/search/best.* 2>/dev/null | head -1)
   [ -n "$best" ] && [ -f "$DEST/$w/table.json" ] &&
     python3 $SPACE score "$DEST/$w/table.json" "$best" > "$DEST/$w/score.json"

@@ -4,7 +4,7 @@
 #include <cublas_v2.h>
 #if defined(CUCO_TX_GEMM_LT)
 #include <cublasLt.h>
-#endif
+#endif  // CUCO_TX_GEMM_LT
 namespace cuco_tx {
 
 inline size_t cuda_type_size(cudaDataType t) {
@@ -29,12 +29,16 @@ struct GemmView {
   size_t esA, esB, esC;
   const char* whole = nullptr;  // why the call cannot split at all, or nullptr
   cudaStream_t stream = nullptr;
+  bool streamKnown = true;  // false: the handle's stream could not be read
 };
 
 // The stream of a cuBLAS handle into g.stream; a handle whose stream cannot
 // be read runs its GEMM whole.
 inline GemmView on_handle_stream(GemmView g, cublasHandle_t h) {
-  if (cublasGetStream(h, &g.stream) != CUBLAS_STATUS_SUCCESS) g.whole = "its handle's stream could not be read";
+  if (cublasGetStream(h, &g.stream) != CUBLAS_STATUS_SUCCESS) {
+    g.whole = "its handle's stream could not be read";
+    g.streamKnown = false;
+  }
   return g;
 }
 
@@ -83,6 +87,7 @@ inline SplitShape split_shape(const SplitRec& r, const GemmView& g) {
 // split or the knob is 0, joins the gather and issues gemm(g) unchanged.
 template <class F>
 inline cublasStatus_t split_run(int site, int on, const GemmView& g, F gemm) {
+  if (!g.streamKnown) return CUBLAS_STATUS_INTERNAL_ERROR;  // nothing to join the gather on
   cudaStream_t st = g.stream;
   SplitRec* r = on ? split_rec(site) : nullptr;
   SplitShape sh;
@@ -315,6 +320,33 @@ inline bool lt_read(cublasLtMatrixLayout_t l, LtLayout* o) {
   return ok;
 }
 
+// Why the operation's descriptor keeps the call whole, or nullptr: alpha and
+// beta given per output row (a piece would read the wrong rows), an amax of
+// D (each piece would overwrite it), or scales per block of a matrix (not
+// offset per piece).
+inline const char* lt_per_call_only(cublasLtMatmulDesc_t desc) {
+  size_t w = 0;
+  int32_t mode = CUBLASLT_POINTER_MODE_HOST;
+  void* amax = nullptr;
+  if (cublasLtMatmulDescGetAttribute(desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, &mode, sizeof mode, &w) != CUBLAS_STATUS_SUCCESS ||
+      cublasLtMatmulDescGetAttribute(desc, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, &amax, sizeof amax, &w) != CUBLAS_STATUS_SUCCESS)
+    return "its descriptors could not be read";
+  if (mode != CUBLASLT_POINTER_MODE_HOST && mode != CUBLASLT_POINTER_MODE_DEVICE)
+    return "its alpha and beta are given per row";
+  if (amax) return "it computes the amax of D";
+#if CUBLAS_VER_MAJOR > 12 || (CUBLAS_VER_MAJOR == 12 && CUBLAS_VER_MINOR >= 8)
+  const cublasLtMatmulDescAttributes_t scales[] = {CUBLASLT_MATMUL_DESC_A_SCALE_MODE, CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
+                                                   CUBLASLT_MATMUL_DESC_C_SCALE_MODE, CUBLASLT_MATMUL_DESC_D_SCALE_MODE};
+  for (cublasLtMatmulDescAttributes_t a : scales) {
+    int32_t sm = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+    if (cublasLtMatmulDescGetAttribute(desc, a, &sm, sizeof sm, &w) != CUBLAS_STATUS_SUCCESS)
+      return "its descriptors could not be read";
+    if (sm != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F) return "its scales are per block of a matrix";
+  }
+#endif
+  return nullptr;
+}
+
 // Why an Lt call cannot split, or nullptr; fills g's shape.
 inline const char* lt_view(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t Ad, cublasLtMatrixLayout_t Bd,
                            cublasLtMatrixLayout_t Cd, cublasLtMatrixLayout_t Dd, const void* C, const void* D,
@@ -332,6 +364,7 @@ inline const char* lt_view(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t Ad,
     return "a layout is not column-major";
   if (a->batch != 1 || b->batch != 1 || d->batch != 1) return "a batch of several GEMMs is not split";
   if (epi != CUBLASLT_EPILOGUE_DEFAULT) return "its epilogue is not the default one";
+  if (const char* why = lt_per_call_only(desc)) return why;
   if (C != D || c.ld != d->ld || c.type != d->type) return "its C and D are not the same matrix";
   if (d->rows > INT32_MAX || d->cols > INT32_MAX || a->ld > INT32_MAX || b->ld > INT32_MAX || d->ld > INT32_MAX)
     return "it is larger than a split handles";
@@ -348,9 +381,72 @@ inline const char* lt_view(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t Ad,
   return nullptr;
 }
 
+// The largest power of two, at most 256, that divides p's address.
+inline uint32_t lt_alignment(const void* p) {
+  uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  uint32_t al = 256;
+  while (al > 1 && a % al) al /= 2;
+  return al;
+}
+
+// An algorithm for a piece: cuBLASLt's heuristic asked with the piece's own
+// pointer alignments (its defaults assume 256 bytes, which a piece's offset
+// need not keep) and the call's workspace; remembered per operation, shape
+// and alignments (a descriptor freed and made again at the same address
+// with other transposes or types is another key). False when cuBLASLt has
+// none.
+struct LtAlgoKey {
+  cublasLtMatmulDesc_t desc;
+  int ta, tb, m, n;
+  size_t es[3];
+  uint32_t align[3];
+  size_t ws;
+  bool operator==(const LtAlgoKey& o) const { return !memcmp(this, &o, sizeof o); }
+};
+inline bool lt_piece_algo(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la,
+                          cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, const GemmView& v, size_t wsSize,
+                          cublasLtMatmulAlgo_t* algo) {
+  static std::vector<std::pair<LtAlgoKey, cublasLtMatmulAlgo_t>> known;
+  LtAlgoKey key;
+  memset(&key, 0, sizeof key);  // padding too: keys compare as bytes
+  key.desc = desc;
+  key.ta = v.ta;
+  key.tb = v.tb;
+  key.m = v.m;
+  key.n = v.n;
+  key.es[0] = v.esA;
+  key.es[1] = v.esB;
+  key.es[2] = v.esC;
+  key.align[0] = lt_alignment(v.A);
+  key.align[1] = lt_alignment(v.B);
+  key.align[2] = lt_alignment(v.C);
+  key.ws = wsSize;
+  for (const auto& k : known)
+    if (k.first == key) { *algo = k.second; return true; }
+  cublasLtMatmulPreference_t pref = nullptr;
+  if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return false;
+  uint64_t ws = wsSize;
+  uint32_t* al = key.align;
+  cublasLtMatmulHeuristicResult_t found;
+  int count = 0;
+  bool ok = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws) == CUBLAS_STATUS_SUCCESS &&
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], sizeof al[0]) == CUBLAS_STATUS_SUCCESS &&
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], sizeof al[1]) == CUBLAS_STATUS_SUCCESS &&
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], sizeof al[2]) == CUBLAS_STATUS_SUCCESS &&
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[2], sizeof al[2]) == CUBLAS_STATUS_SUCCESS &&
+            cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, 1, &found, &count) == CUBLAS_STATUS_SUCCESS &&
+            count > 0;
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (!ok) return false;
+  *algo = found.algo;
+  known.push_back({key, found.algo});
+  return true;
+}
+
 // One piece v of the call whose whole view is g: layouts over v's rows (A's
-// output rows) and columns (B's and D's), then the matmul; the layouts are
-// destroyed once it is issued.
+// output rows) and columns (B's and D's), an algorithm for them
+// (lt_piece_algo), then the matmul; the layouts are destroyed once it is
+// issued.
 inline cublasStatus_t lt_piece(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc, const void* alpha, const void* beta,
                                const GemmView& v, const LtLayout& a, const LtLayout& b, const LtLayout& d,
                                void* ws, size_t wsSize) {
@@ -359,8 +455,13 @@ inline cublasStatus_t lt_piece(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc, c
   cublasStatus_t rc = cublasLtMatrixLayoutCreate(&la, a.type, aN ? v.m : a.rows, aN ? a.cols : v.m, a.ld);
   if (rc == CUBLAS_STATUS_SUCCESS) rc = cublasLtMatrixLayoutCreate(&lb, b.type, bN ? b.rows : v.n, bN ? v.n : b.cols, b.ld);
   if (rc == CUBLAS_STATUS_SUCCESS) rc = cublasLtMatrixLayoutCreate(&ld, d.type, v.m, v.n, d.ld);
+  cublasLtMatmulAlgo_t algo;
+  if (rc == CUBLAS_STATUS_SUCCESS && !lt_piece_algo(lt, desc, la, lb, ld, v, wsSize, &algo)) {
+    fprintf(stderr, "cuco_tx: split: cuBLASLt has no algorithm for a %d x %d piece at its alignment\n", v.m, v.n);
+    rc = CUBLAS_STATUS_NOT_SUPPORTED;
+  }
   if (rc == CUBLAS_STATUS_SUCCESS)
-    rc = cublasLtMatmul(lt, desc, alpha, v.A, la, v.B, lb, beta, v.C, ld, v.C, ld, nullptr, ws, wsSize, v.stream);
+    rc = cublasLtMatmul(lt, desc, alpha, v.A, la, v.B, lb, beta, v.C, ld, v.C, ld, &algo, ws, wsSize, v.stream);
   if (la) cublasLtMatrixLayoutDestroy(la);
   if (lb) cublasLtMatrixLayoutDestroy(lb);
   if (ld) cublasLtMatrixLayoutDestroy(ld);

@@ -2385,7 +2385,7 @@ static int assemble(ctx *c, const char *text)
     if (glue_position(c, &pos, &wrap) != 0 || c->r->refused)
         return 0;
     int with_gemm = c->gemm_split || c->produce || c->send_made;
-    char *whole = cuco_transform_runtime_for(with_gemm);
+    char *whole = cuco_transform_runtime_for(with_gemm, c->gemm_lt);
     if (c->n_gathers != 1)
         c->glue.split_site = -1; /* conditions are 'and': one split all-gather at most */
     char *glue = whole ? cuco_glue_knobs_pruned(whole, &c->glue) : NULL;

@@ -50,19 +50,30 @@ const char *cuco_transform_runtime(void)
     return runtime_text;
 }
 
-char *cuco_transform_runtime_for(int with_gemm)
+/* text without each part from a line `start` to a line `end` (inclusive) */
+static char *without_parts(char *text, const char *start, const char *end)
+{
+    for (char *from = text ? strstr(text, start) : NULL; from; from = strstr(from, start)) {
+        char *to = strstr(from, end);
+        if (!to)
+            break;
+        to += strlen(end);
+        memmove(from, to, strlen(to) + 1);
+    }
+    return text;
+}
+
+char *cuco_transform_runtime_for(int with_gemm, int with_lt)
 {
     const char *rt = cuco_transform_runtime();
-    if (!rt)
-        return NULL;
-    static const char start[] = "#if defined(CUCO_TX_GEMM_SPLIT)\n";
-    static const char end[] = "#endif  // CUCO_TX_GEMM_SPLIT\n";
-    const char *from = with_gemm ? NULL : strstr(rt, start);
-    const char *to = from ? strstr(from, end) : NULL;
-    if (!to)
-        return cuco_strdup(rt);
-    to += strlen(end);
-    return cuco_sprintf("%.*s%s", (int)(from - rt), rt, to);
+    char *text = rt ? cuco_strdup(rt) : NULL;
+    if (!with_gemm)
+        text = without_parts(text, "#if defined(CUCO_TX_GEMM_SPLIT)\n",
+                             "#endif  // CUCO_TX_GEMM_SPLIT\n");
+    if (!with_lt)
+        text =
+            without_parts(text, "#if defined(CUCO_TX_GEMM_LT)\n", "#endif  // CUCO_TX_GEMM_LT\n");
+    return text;
 }
 
 int cuco_tx_notes_unapply(cuco_tx_notes *notes)

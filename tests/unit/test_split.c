@@ -78,7 +78,9 @@ static void test_split_direct(void **state)
     /* the wait is after the GEMM, before the next reader of g */
     assert_true(ag < gemm && gemm < wait && wait < next);
     assert_non_null(strstr(r.program, "#define CUCO_TX_GEMM_SPLIT 1"));
-    assert_null(strstr(r.program, "#define CUCO_TX_GEMM_LT")); /* no cuBLASLt call: not its glue */
+    /* no cuBLASLt call: not its glue, nor its #include */
+    assert_null(strstr(r.program, "#define CUCO_TX_GEMM_LT"));
+    assert_null(strstr(r.program, "cublasLt.h"));
     assert_non_null(strstr(r.program, "#define CUCO_SPLIT_0 1 // cuco:knob run 0 1"));
     /* one split site: its chunk count matters only while the split is on */
     assert_non_null(strstr(
@@ -154,6 +156,7 @@ static void test_split_lt(void **state)
         strstr(r.program, "cuco_tx::all_reduce(cuco_tx::produce_site(1, CUCO_PSPLIT_1), x, x"));
     assert_non_null(strstr(r.program, "#define CUCO_TX_GEMM_SPLIT 1\n"));
     assert_non_null(strstr(r.program, "#define CUCO_TX_GEMM_LT 1\n"));
+    assert_non_null(strstr(r.program, "#include <cublasLt.h>\n#endif  // CUCO_TX_GEMM_LT\n"));
     assert_true(tx_has_schedule_note(&r.notes, 10,
                                      "consumer_split_by_source: cublasLtMatmul at line 10 consumes "
                                      "ncclAllGather at line 9 per source rank"));
