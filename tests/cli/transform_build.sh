@@ -16,7 +16,9 @@
 #                                    block the block guard lets in)
 #   knob_built NAME KNOB VALUE       after built NAME: its gen_0 program with
 #                                    KNOB set to VALUE compiles (cuco eval
-#                                    --level 1 against the gen_0 frozen text)
+#                                    --level 1 against the gen_0 frozen text;
+#                                    a run knob's variant is gen_0's build,
+#                                    from the transform's build cache)
 #   symmetric NAME LINE...           rules-only transform of
 #                                    $CUCO_TEST_DATA/transform/NAME: exactly
 #                                    these cudaMalloc lines become symm_malloc
@@ -90,8 +92,11 @@ knob_built() {
     grep -q "^#define $knob [0-9]* *// cuco:knob" "$prog" || { echo "no knob $knob in $prog"; return 1; }
     sed "s|^#define $knob [0-9]* *// cuco:knob|#define $knob $value // cuco:knob|" "$prog" >"$variant"
     mkdir -p "$TMP/work"
-    "$CUCO_BIN" eval "$CUCO_TEST_DATA/transform/$name" "$variant" --level 1 --json --quiet \
-        --frozen-ref "$prog" --work-dir "$TMP/work" >"$TMP/$name.$knob-$value.json" 2>&1
+    # the transform's build cache: a run knob's value is passed at run time,
+    # so its variants are gen_0's own build; a build knob's are built anew
+    CUCO_BUILD_CACHE="$ws/build-cache" "$CUCO_BIN" eval "$CUCO_TEST_DATA/transform/$name" "$variant" \
+        --level 1 --json --quiet --frozen-ref "$prog" --work-dir "$TMP/work" \
+        >"$TMP/$name.$knob-$value.json" 2>&1
     python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(j["status"] != "ok")' \
         "$TMP/$name.$knob-$value.json" || { cat "$TMP/$name.$knob-$value.json"; return 1; }
 }
