@@ -12,7 +12,9 @@ cell holds every moot knob at the program's own value, as the search holds it.
                                          a copy whose knob NAME takes only the
                                          given levels (the value in the program
                                          must be one of them), or is fixed at V
-                                         (no longer a knob)
+                                         (no longer a knob: a condition on it is
+                                         dropped where V meets it, and a knob
+                                         whose condition V fails is fixed too)
   space.py cells PROGRAM                 every distinct cell, one JSON object a
                                          line ({"NAME": "V", ...})
   space.py cell PROGRAM [NAME=V ...]     the cell of PROGRAM's own setting,
