@@ -317,11 +317,9 @@ typedef struct ctx {
     int *sched_group;        /* 1: inside ncclGroupStart/End */
     size_t nsched;
     cuco_buf knobs;       /* CUCO_EARLY_<site> knob lines for the glue */
-    int gemm_split;       /* some GEMM goes through the split glue (CUCO_TX_GEMM_SPLIT) */
-    int gemm_lt;          /* some cublasLtMatmul goes through it (CUCO_TX_GEMM_LT) */
-    int produce;          /* some GEMM goes through the producer split (CUCO_PSPLIT_PIECES) */
-    sched_sites splits;   /* all-gathers split by consumer_split_by_source */
-    sched_sites produces; /* all-reduces fed by producer_split */
+    int gemm_lt;          /* some cublasLtMatmul goes through a schedule (CUCO_TX_GEMM_LT) */
+    sched_sites splits;   /* all-gathers split by consumer_split_by_source (CUCO_SPLIT_CHUNKS) */
+    sched_sites produces; /* all-reduces fed by producer_split (CUCO_PSPLIT_PIECES) */
     int send_made;        /* some send goes as its buffer is made (CUCO_P2P_PIECES) */
     cuco_glue_use glue;   /* what the rewritten calls read of the glue (glue_knobs.h) */
     size_t n_gathers;     /* rewritten all-gathers */
@@ -1772,8 +1770,6 @@ static int split_report(ctx *c, const cuco_sched_plan *plan, size_t k, int line,
     int split = plan->applies && plan->split;
     int rc = 0;
     if (split) {
-        c->gemm_split = 1;
-        c->glue.split_site = (long)k;
         sched_sites_add(&c->splits, k);
         rc = cuco_buf_printf(&c->knobs, "#define CUCO_SPLIT_%zu 1 // cuco:knob run 0 1\n", k);
     }
@@ -1792,7 +1788,6 @@ static int produce_report(ctx *c, const cuco_sched_plan *plan, size_t k, int lin
 {
     int rc = 0;
     if (plan->produce) {
-        c->produce = 1;
         sched_sites_add(&c->produces, k);
         rc = cuco_buf_printf(&c->knobs, "#define CUCO_PSPLIT_%zu 0 // cuco:knob run 0 1\n", k);
     }
@@ -1843,7 +1838,8 @@ static int plan_apply(ctx *c, const cuco_sched_edit *edits, size_t n)
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const cuco_sched_edit *x = &edits[i];
-        c->gemm_lt |= x->text && !strncmp(x->text, "cuco_tx::lt_matmul_", 19);
+        static const char lt_glue[] = "cuco_tx::lt_matmul_"; /* schedule_scan.c's gemm_table */
+        c->gemm_lt |= x->text && !strncmp(x->text, lt_glue, sizeof lt_glue - 1);
         rc = add_edit(c, tok_at(v, x->stmt_off), x->off, x->len, x->text);
         if (rc == 0 && x->len == 0)
             c->edits[c->nedits - 1].seq = LONG_MAX;
@@ -2384,10 +2380,10 @@ static int assemble(ctx *c, const char *text)
     int wrap;
     if (glue_position(c, &pos, &wrap) != 0 || c->r->refused)
         return 0;
-    int with_gemm = c->gemm_split || c->produce || c->send_made;
+    int with_gemm = c->splits.n || c->produces.n || c->send_made;
     char *whole = cuco_transform_runtime_for(with_gemm, c->gemm_lt);
-    if (c->n_gathers != 1)
-        c->glue.split_site = -1; /* conditions are 'and': one split all-gather at most */
+    /* conditions are 'and': the program's only all-gather, split */
+    c->glue.split_site = c->n_gathers == 1 && c->splits.n == 1 ? (long)c->splits.last : -1;
     char *glue = whole ? cuco_glue_knobs_pruned(whole, &c->glue) : NULL;
     free(whole);
     if (!glue)
@@ -2411,16 +2407,16 @@ static int assemble(ctx *c, const char *text)
                         "// large sends and receives by the copy engines (no SM)\n"
                         "#define CUCO_P2P_CE %d // cuco:knob run 0 1\n",
                         c->send_made);
-    if (c->gemm_split)
+    if (c->splits.n) {
         cuco_buf_puts(&g, "// the pieces each peer's gathered block is pulled and consumed in\n"
                           "#define CUCO_SPLIT_CHUNKS 2 // cuco:knob run 1 2 4");
-    if (c->gemm_split)
         site_switch_condition(&g, &c->splits, "CUCO_SPLIT");
-    if (c->produce)
+    }
+    if (c->produces.n) {
         cuco_buf_puts(&g, "// the ranges a GEMM feeding an all-reduce is made and reduced in\n"
                           "#define CUCO_PSPLIT_PIECES 4 // cuco:knob run 2 4 8");
-    if (c->produce)
         site_switch_condition(&g, &c->produces, "CUCO_PSPLIT");
+    }
     cuco_buf_puts(&g, glue);
     free(glue);
     if (g.len && g.data[g.len - 1] != '\n')
@@ -2524,7 +2520,6 @@ int cuco_transform_rules(const char *file_name, const char *text, cuco_tx_result
     memset(r, 0, sizeof(*r));
     ctx c;
     memset(&c, 0, sizeof(c));
-    c.glue.split_site = -1;
     c.file = file_name;
     c.r = r;
     int rc = cuco_program_blocks(text, &c.blocks, &c.nblocks, e);
