@@ -478,7 +478,8 @@ inline cublasStatus_t lt_matmul_via(R run, int site, int on, cublasLtHandle_t lt
              static_cast<char*>(D), 0, 0, 0, 0, 0, 0};
   g.stream = stream;
   LtLayout a, b, d;
-  g.whole = lt_view(desc, Ad, Bd, Cd, Dd, C, D, g, &a, &b, &d);
+  // the descriptors are read only where the schedule may split the call
+  g.whole = on ? lt_view(desc, Ad, Bd, Cd, Dd, C, D, g, &a, &b, &d) : "its schedule is off";
   return run(site, on, g, [&](const GemmView& v) {
     if (g.whole || (v.A == g.A && v.B == g.B && v.C == g.C && v.m == g.m && v.n == g.n))
       return cublasLtMatmul(lt, desc, alpha, A, Ad, B, Bd, beta, C, Cd, D, Dd, algo, ws, wsSize, stream);
