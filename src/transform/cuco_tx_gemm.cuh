@@ -261,35 +261,18 @@ inline cublasStatus_t hgemm_via(R run, int site, int on, cublasHandle_t h, cubla
 }
 
 // The names the transform writes: <call>_split, <call>_produce and
-// <call>_record, each (site, knob, <the call's arguments>).
-template <class... A>
-inline cublasStatus_t gemm_ex_split(A... a) { return gemm_ex_via(SplitRunner{}, a...); }
-template <class... A>
-inline cublasStatus_t gemm_strided_batched_ex_split(A... a) { return gemm_strided_batched_ex_via(SplitRunner{}, a...); }
-template <class... A>
-inline cublasStatus_t sgemm_split(A... a) { return sgemm_via(SplitRunner{}, a...); }
-template <class... A>
-inline cublasStatus_t hgemm_split(A... a) { return hgemm_via(SplitRunner{}, a...); }
-template <class... A>
-inline cublasStatus_t gemm_ex_produce(A... a) { return gemm_ex_via(ProduceRunner{}, a...); }
-template <class... A>
-inline cublasStatus_t gemm_strided_batched_ex_produce(A... a) {
-  return gemm_strided_batched_ex_via(ProduceRunner{}, a...);
-}
-template <class... A>
-inline cublasStatus_t sgemm_produce(A... a) { return sgemm_via(ProduceRunner{}, a...); }
-template <class... A>
-inline cublasStatus_t hgemm_produce(A... a) { return hgemm_via(ProduceRunner{}, a...); }
-template <class... A>
-inline cublasStatus_t gemm_ex_record(A... a) { return gemm_ex_via(RecordRunner{}, a...); }
-template <class... A>
-inline cublasStatus_t gemm_strided_batched_ex_record(A... a) {
-  return gemm_strided_batched_ex_via(RecordRunner{}, a...);
-}
-template <class... A>
-inline cublasStatus_t sgemm_record(A... a) { return sgemm_via(RecordRunner{}, a...); }
-template <class... A>
-inline cublasStatus_t hgemm_record(A... a) { return hgemm_via(RecordRunner{}, a...); }
+// <call>_record, each (site, knob, <the call's arguments>), over <call>_via.
+#define CUCO_TX_GEMM_NAMES(call)                                                                          \
+  template <class... A>                                                                                   \
+  inline cublasStatus_t call##_split(A... a) { return call##_via(SplitRunner{}, a...); }                 \
+  template <class... A>                                                                                   \
+  inline cublasStatus_t call##_produce(A... a) { return call##_via(ProduceRunner{}, a...); }             \
+  template <class... A>                                                                                   \
+  inline cublasStatus_t call##_record(A... a) { return call##_via(RecordRunner{}, a...); }
+CUCO_TX_GEMM_NAMES(gemm_ex)
+CUCO_TX_GEMM_NAMES(gemm_strided_batched_ex)
+CUCO_TX_GEMM_NAMES(sgemm)
+CUCO_TX_GEMM_NAMES(hgemm)
 
 #if defined(CUCO_TX_GEMM_LT)
 // cublasLtMatmul (the transform sets CUCO_TX_GEMM_LT where one goes through
@@ -487,13 +470,9 @@ inline cublasStatus_t lt_matmul_via(R run, int site, int on, cublasLtHandle_t lt
   });
 }
 
-template <class... A>
-inline cublasStatus_t lt_matmul_split(A... a) { return lt_matmul_via(SplitRunner{}, a...); }
-template <class... A>
-inline cublasStatus_t lt_matmul_produce(A... a) { return lt_matmul_via(ProduceRunner{}, a...); }
-template <class... A>
-inline cublasStatus_t lt_matmul_record(A... a) { return lt_matmul_via(RecordRunner{}, a...); }
+CUCO_TX_GEMM_NAMES(lt_matmul)
 #endif  // CUCO_TX_GEMM_LT
+#undef CUCO_TX_GEMM_NAMES
 }  // namespace cuco_tx
 #endif  // CUCO_TX_GEMM_SPLIT
 // cuco_tx: end of the glue
