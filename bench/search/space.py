@@ -63,7 +63,7 @@ def knobs_of(text):
             choices, conds = words[:at], words[at + 1:]
             for c in conds:
                 name, _, vals = c.partition("=")
-                when.append((name, set(vals.split(","))))
+                when.append((name, vals.split(",")))
         else:
             choices = words
         out.append({"name": m.group(1), "value": m.group(2), "run": run,
@@ -124,26 +124,21 @@ def trim(text, levels, fixed):
             if k["name"] not in fixed and any(n in fixed and fixed[n] not in v for n, v in k["when"]):
                 fixed[k["name"]] = k["value"]
 
+    by_name = {k["name"]: k for k in knobs}
+
     def edit(m):
-        name, value, gap, rest = m.groups()
+        name, value, gap = m.group(1), m.group(2), m.group(3)
         if name in fixed:
             return "#define %s %s" % (name, fixed[name])
         if name in levels and value not in levels[name]:
             raise SystemExit("space.py trim: %s=%s is not among the levels %s" %
                              (name, value, ",".join(levels[name])))
-        words = rest.split()
-        run = ["run"] if words and words[0] == "run" else []
-        when = [w for w in words[words.index("when") + 1:] if w.partition("=")[0] not in fixed] \
-            if "when" in words else []
-        return "#define %s %s%s// cuco:knob %s" % (name, value, gap, " ".join(
-            run + levels.get(name, choices_of(words, run)) + (["when"] + when if when else [])))
+        k = by_name[name]
+        words = (["run"] if k["run"] else []) + levels.get(name, k["choices"])
+        when = ["%s=%s" % (n, ",".join(v)) for n, v in k["when"] if n not in fixed]
+        return "#define %s %s%s// cuco:knob %s" % (name, value, gap,
+                                                   " ".join(words + (["when"] + when if when else [])))
     return KNOB_RE.sub(edit, text)
-
-
-def choices_of(words, run):
-    """The values of a knob's annotation words (after 'run', before 'when')."""
-    words = words[len(run):]
-    return words[:words.index("when")] if "when" in words else words
 
 
 def pairs(args, flag):
