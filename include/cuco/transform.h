@@ -20,6 +20,7 @@
 #define CUCO_TRANSFORM_H
 
 #include "cuco/err.h"
+#include "cuco/semantics.h"
 #include "cuco/workload.h"
 #include <stddef.h>
 
@@ -54,6 +55,10 @@ typedef struct cuco_tx_result {
  * notes); negative only for cuco's own failures (memory, bad EVOLVE-BLOCK
  * markers: CUCO_EINVAL with the line). Free r with cuco_tx_result_free(). */
 int cuco_transform_rules(const char *file_name, const char *text, cuco_tx_result *r, cuco_err *e);
+/* The same, with the manifest's declared semantics sem[0..n_sem) (a kernel
+ * declared rows_independent may take schedule (b)'s consumer split). */
+int cuco_transform_rules_declared(const char *file_name, const char *text, const cuco_semantic *sem,
+                                  size_t n_sem, cuco_tx_result *r, cuco_err *e);
 void cuco_tx_result_free(cuco_tx_result *r);
 
 /* The static device-initiated check of a transformed program (any route): no
@@ -184,8 +189,9 @@ typedef struct cuco_sched_plan {
      * through cuco_tx::<gemm>_split(site, CUCO_SPLIT_<site>, ...) and the
      * all-gather gets cuco_tx::split_site(site, CUCO_SPLIT_<site>) first. */
     int split;             /* 1: the split's edits are among edits */
-    int split_line;        /* the GEMM's line */
-    size_t split_gemm_off; /* byte offset of the split GEMM's name */
+    int split_kernel;      /* 1: the consumer is a kernel launch (cuco_tx::kernel_split) */
+    int split_line;        /* the GEMM's (or the launch's) line */
+    size_t split_gemm_off; /* byte offset of the split GEMM's (or kernel's) name */
     char *split_note;      /* owned: the split's report line (applies or why not); NULL: none */
     /* producer_split (all-reduces only): the statement right before the call
      * is a cuBLAS GEMM writing its input; the GEMM goes through
@@ -193,21 +199,24 @@ typedef struct cuco_sched_plan {
      * all-reduce gets cuco_tx::produce_site(site, CUCO_PSPLIT_<site>) first.
      * Its edits are among edits whether or not schedule (a) applies. */
     int produce;
-    int produce_line;        /* the GEMM's line */
-    size_t produce_gemm_off; /* byte offset of that GEMM's name */
+    int produce_kernel;      /* 1: the producer is a kernel launch (cuco_tx::kernel_produce) */
+    int produce_line;        /* the GEMM's (or the launch's) line */
+    size_t produce_gemm_off; /* byte offset of that GEMM's (or kernel's) name */
     size_t produce_edit0;    /* edits[produce_edit0..nedits) are the producer split's */
     char *produce_note;      /* owned: its report line (applies or why not); NULL: none */
 } cuco_sched_plan;
 
 /* Builds the scope graph of the communication call whose name starts at byte
  * call_off of text (api: its NCCL name) and places it (knob macro name in
- * the edits: CUCO_EARLY_<site>). editable(ctx, off) says whether an
+ * the edits: CUCO_EARLY_<site>). sem[0..n_sem) are the manifest's declared
+ * semantics (a kernel declared rows_independent may take the consumer
+ * split). editable(ctx, off) says whether an
  * insertion at byte off is allowed (EVOLVE-BLOCKs). Fills *plan (free with
  * cuco_sched_plan_free) even when the schedule does not apply (plan->note
  * says why). Negative only on cuco's own failures. */
 int cuco_sched_scan(const char *text, size_t call_off, const char *api, int site,
-                    int (*editable)(void *ctx, size_t off), void *ctx, cuco_sched_plan *plan,
-                    cuco_err *e);
+                    const cuco_semantic *sem, size_t n_sem, int (*editable)(void *ctx, size_t off),
+                    void *ctx, cuco_sched_plan *plan, cuco_err *e);
 void cuco_sched_plan_free(cuco_sched_plan *plan);
 
 /* ---- schedule send_as_produced (send_made.c) -----------------------------

@@ -104,6 +104,8 @@ inline cublasStatus_t split_run(int site, int on, const GemmView& g, F gemm) {
     return gemm(g);
   }
   r->fresh = false;
+  CUCO_TX_TRACE("split(%d): GEMM per source rank, %ld of its output %s each\n", site, sh.span,
+                sh.operand == 1 ? "columns" : "rows");
   size_t colBytes = sh.operand == 1 ? (size_t)g.ldb * g.esB : (size_t)g.lda * g.esA;
   for (int k = 0; k < r->nranks; k++) {
     int p = (r->rank + k) % r->nranks;
@@ -111,12 +113,9 @@ inline cublasStatus_t split_run(int site, int on, const GemmView& g, F gemm) {
     const char* block = k == 0 ? static_cast<const char*>(r->send) : r->recv + (size_t)p * r->bytes;
     for (int j = 0; j < parts; j++) {
       long lo = sh.span * j / parts, hi = sh.span * (j + 1) / parts;
-      if (k > 0) {  // wait for the piece holding this part's last column
-        size_t last = (size_t)hi * colBytes - 1;
-        int piece = r->pieceBytes ? (int)std::min<size_t>(last / r->pieceBytes, kMaxSplitChunks - 1) : 0;
-        cudaEvent_t ev = parts == 1 ? r->arrived[p] : r->piece[p][piece];
-        if (cudaStreamWaitEvent(st, ev, 0) != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
-      }
+      if (k > 0 &&  // wait for the piece holding this part's last column
+          cudaStreamWaitEvent(st, part_event(*r, p, parts, (size_t)hi * colBytes - 1), 0) != cudaSuccess)
+        return CUBLAS_STATUS_EXECUTION_FAILED;
       GemmView v = g;
       if (sh.operand == 1) {
         v.B = block + (size_t)lo * colBytes;
@@ -160,6 +159,7 @@ inline cublasStatus_t produce_run(int site, int on, const GemmView& g, F gemm) {
     return gemm(g);  // r->fresh stays false: the all-reduce runs whole too
   }
   int pieces = std::min(produce_pieces(), g.n);
+  CUCO_TX_TRACE("producer split(%d): GEMM in %d ranges of output columns\n", site, pieces);
   size_t colB = g.tb == CUBLAS_OP_N ? (size_t)g.ldb * g.esB : g.esB;
   for (int j = 0; j < pieces; j++) {
     long lo = (long)g.n * j / pieces, hi = (long)g.n * (j + 1) / pieces;

@@ -78,7 +78,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstdint>
 #include <cstring>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace cuco_tx {
@@ -184,7 +188,8 @@ inline int& group_depth() { static int d = 0; return d; }
 
 // CUCO_TX_TRACE=1 (any value but 0): each communicator setup, window
 // registration and point-to-point call on stderr as it is issued, with the
-// rank, so that the ranks' sequences can be compared when a run hangs.
+// rank, so that the ranks' sequences can be compared when a run hangs; and
+// each GEMM or kernel a schedule splits, as it is split.
 inline bool trace_on() {
   static int on = -1;
   if (on < 0) {

@@ -544,6 +544,194 @@ inline void split_join(int site, cudaStream_t stream) {
   }
 }
 
+// The event that part [.., lastByte] of peer p's block waits for: the piece
+// holding that byte when the block is consumed in several parts, the whole
+// block's arrival otherwise.
+inline cudaEvent_t part_event(const SplitRec& r, int p, int parts, size_t lastByte) {
+  if (parts == 1 || !r.pieceBytes) return r.arrived[p];
+  return r.piece[p][std::min<size_t>(lastByte / r.pieceBytes, kMaxSplitChunks - 1)];
+}
+
+// consumer_split_by_source for a kernel the manifest declares
+// rows_independent (rows= its row count's parameter, args= its pointers
+// indexed by row, each with its width): kernel_split(site, on, rowsPos,
+// rowMask, widths, kernel, grid, block, smem, stream, args...) launches the
+// kernel once per rank block of the gathered rows (own block first, each
+// peer's after its arrival event, in CUCO_SPLIT_CHUNKS parts), with the row
+// count set to the part's rows and each row argument moved to the part's
+// first row (by its own elements per row, RowWidths, in its own type), on
+// the launch's grid. Anything else (knob 0, no fresh gather, the gathered
+// argument not the start of the gathered buffer, rows not a multiple of the
+// rank count, another row argument inside the gathered buffer, a width that
+// does not fit) joins the gather and launches the kernel whole, saying why
+// once on stderr.
+namespace ksplit {
+template <class T> struct Pointee { static constexpr size_t size = 0; static constexpr bool isConst = false; };
+template <class T> struct Pointee<T*> {
+  static constexpr size_t size =
+      sizeof(typename std::conditional<std::is_void<T>::value || std::is_function<T>::value, char, T>::type);
+  static constexpr bool isConst = std::is_const<T>::value;
+};
+template <class T> inline uintptr_t addr_of(const T& x, std::true_type) { return reinterpret_cast<uintptr_t>(x); }
+template <class T> inline uintptr_t addr_of(const T&, std::false_type) { return 0; }
+template <class T> inline long long int_of(const T& x, std::true_type) { return (long long)x; }
+template <class T> inline long long int_of(const T&, std::false_type) { return -1; }
+
+// What one part changes: the gathered arguments point at `at`, every other
+// row argument i moves by `rowOff` rows of elems[i] elements, the row count
+// is `rows`.
+struct Part {
+  unsigned long gathered, mask;
+  int rowsPos;
+  uintptr_t at;
+  long long rowOff, rows;
+  const long long* elems;
+};
+template <class T> inline void adjust(T& x, int i, const Part& q, std::true_type /*pointer*/, std::false_type) {
+  if ((q.gathered >> i) & 1UL)
+    x = reinterpret_cast<T>(q.at);
+  else if ((q.mask >> i) & 1UL)
+    x = reinterpret_cast<T>(reinterpret_cast<uintptr_t>(x) + (uintptr_t)(q.rowOff * q.elems[i]) * Pointee<T>::size);
+}
+template <class T> inline void adjust(T& x, int i, const Part& q, std::false_type, std::true_type /*integral*/) {
+  if (i == q.rowsPos) x = (T)q.rows;
+}
+template <class T> inline void adjust(T&, int, const Part&, std::false_type, std::false_type) {}
+
+template <class Tup, size_t... I>
+inline cudaError_t launch(const void* k, dim3 grid, dim3 block, size_t smem, cudaStream_t st, Tup& t,
+                          const Part* q, std::index_sequence<I...>) {
+  if (q) {
+    int each[] = {0, (adjust(std::get<I>(t), (int)I, *q,
+                             std::is_pointer<typename std::tuple_element<I, Tup>::type>{},
+                             std::is_integral<typename std::tuple_element<I, Tup>::type>{}), 0)...};
+    (void)each;
+  }
+  void* params[] = {static_cast<void*>(&std::get<I>(t))..., nullptr};
+  return cudaLaunchKernel(k, grid, block, params, smem, st);
+}
+
+// The parameters' addresses (0: not a pointer), row counts (-1: not an
+// integer), element sizes and constness, by position.
+template <class Tup, size_t... I>
+inline void describe(const Tup& t, uintptr_t* addr, long long* ints, size_t* es, bool* cst, std::index_sequence<I...>) {
+  using std::tuple_element;
+  int each[] = {0, (addr[I] = addr_of(std::get<I>(t), std::is_pointer<typename tuple_element<I, Tup>::type>{}),
+                    ints[I] = int_of(std::get<I>(t), std::is_integral<typename tuple_element<I, Tup>::type>{}),
+                    es[I] = Pointee<typename tuple_element<I, Tup>::type>::size,
+                    cst[I] = Pointee<typename tuple_element<I, Tup>::type>::isConst, 0)...};
+  (void)each;
+}
+}  // namespace ksplit
+
+// Where each row argument's elements per row come from (the transform's
+// reading of args= "x y:dout"): 0, as many as the gathered (or reduced)
+// argument; k + 1, the value of parameter k.
+struct RowWidths {
+  signed char from[64];
+};
+
+// Elements per row of each row argument into elems (ref for those of the
+// reference width); why a width parameter is unusable, or nullptr.
+inline const char* row_elems(int n, unsigned long mask, const RowWidths& w, const long long* ints, long long ref,
+                             long long* elems) {
+  for (int i = 0; i < n && i < 64; i++) {
+    int from = w.from[i] - 1;
+    if (!((mask >> i) & 1UL)) continue;
+    if (from >= n) return "a row argument's width parameter is out of range";
+    elems[i] = from < 0 ? ref : ints[from];
+    if (elems[i] <= 0) return "a row argument's width parameter is not a positive integer";
+  }
+  return nullptr;
+}
+
+// Why the launch cannot split by the gather r (nullptr: it can); fills q's
+// gathered bits and each row argument's elements per row.
+inline const char* kernel_split_plan(const SplitRec& r, int n, const uintptr_t* addr, const long long* ints,
+                                     const size_t* es, const bool* cst, int rowsPos, unsigned long mask,
+                                     const RowWidths& w, ksplit::Part* q, long long* elems, bool* ownFromSend) {
+  uintptr_t lo = reinterpret_cast<uintptr_t>(r.recv), hi = lo + r.bytes * (size_t)r.nranks;
+  q->gathered = 0;
+  int g = -1;
+  for (int i = 0; i < n && i < 64; i++) {
+    if (!((mask >> i) & 1UL)) continue;
+    if (!es[i]) return "a row argument of its declaration is not a pointer";
+    if (addr[i] == lo) {
+      q->gathered |= 1UL << i;
+      if (g < 0) g = i;
+    } else if (addr[i] > lo && addr[i] < hi) {
+      return "a row argument points inside the gathered buffer, not at its start";
+    }
+  }
+  if (g < 0) return "no row argument is the start of the gathered buffer";
+  long long rows = rowsPos < n ? ints[rowsPos] : -1;
+  if (rows <= 0 || rows % r.nranks) return "its row count is not a positive multiple of the rank count";
+  long long rpr = rows / r.nranks;
+  if (r.bytes % (size_t)rpr || (r.bytes / (size_t)rpr) % es[g]) return "a rank's block is not a whole number of rows";
+  long long ref = (long long)(r.bytes / (size_t)rpr / es[g]);
+  if (const char* why = row_elems(n, mask, w, ints, ref, elems)) return why;
+  if (elems[g] != ref) return "the gathered argument's declared width is not the gathered rows' width";
+  q->mask = mask;
+  q->rowsPos = rowsPos;
+  q->elems = elems;
+  *ownFromSend = cst[g] && (q->gathered & (q->gathered - 1)) == 0;
+  return nullptr;
+}
+
+template <class... P, class... A>
+inline cudaError_t kernel_split(int site, int on, int rowsPos, unsigned long mask, RowWidths w,
+                                void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                                A&&... a) {
+  using Tup = std::tuple<P...>;
+  constexpr size_t n = sizeof...(P);
+  Tup t(std::forward<A>(a)...);
+  const void* k = reinterpret_cast<const void*>(kernel);
+  auto seq = std::index_sequence_for<P...>{};
+  SplitRec* r = on ? split_rec(site) : nullptr;
+  uintptr_t addr[n + 1];
+  long long ints[n + 1], elems[n + 1];
+  size_t es[n + 1];
+  bool cst[n + 1];
+  ksplit::describe(t, addr, ints, es, cst, seq);
+  ksplit::Part q{};
+  bool ownFromSend = false;
+  const char* why = r && r->fresh ? kernel_split_plan(*r, (int)n, addr, ints, es, cst, rowsPos, mask, w, &q,
+                                                      elems, &ownFromSend)
+                                  : "no fresh gather";
+  if (why) {
+    if (r && r->fresh && !r->warned) {
+      fprintf(stderr, "cuco_tx: split(%d): the kernel runs whole after the gather: %s\n", site, why);
+      r->warned = true;
+    }
+    if (r) r->fresh = false;
+    split_join(site, stream);
+    return ksplit::launch(k, grid, block, smem, stream, t, nullptr, seq);
+  }
+  r->fresh = false;
+  long long rpr = ints[rowsPos] / r->nranks;
+  size_t rowBytes = r->bytes / (size_t)rpr;
+  CUCO_TX_TRACE("split(%d): kernel per source rank, %lld rows each, peers' in up to %d parts\n", site, rpr,
+                split_chunks());
+  for (int j = 0; j < r->nranks; j++) {
+    int p = (r->rank + j) % r->nranks;
+    bool fromSend = j == 0 && ownFromSend;
+    int parts = j == 0 ? 1 : (int)std::min<long long>(split_chunks(), rpr);
+    const char* block0 = fromSend ? static_cast<const char*>(r->send) : r->recv + (size_t)p * r->bytes;
+    for (int part = 0; part < parts; part++) {
+      long long lo = rpr * part / parts, hi = rpr * (part + 1) / parts;
+      if (!fromSend && cudaStreamWaitEvent(stream, part_event(*r, p, parts, (size_t)hi * rowBytes - 1), 0) != cudaSuccess)
+        return cudaErrorUnknown;
+      Tup piece = t;
+      q.at = reinterpret_cast<uintptr_t>(block0 + (size_t)lo * rowBytes);
+      q.rowOff = p * rpr + lo;
+      q.rows = hi - lo;
+      cudaError_t rc = ksplit::launch(k, grid, block, smem, stream, piece, &q, seq);
+      if (rc != cudaSuccess) return rc;
+    }
+  }
+  return cudaSuccess;
+}
+
 // Schedule producer_split (knobs CUCO_PSPLIT_<site>): an all-reduce whose
 // input the cuBLAS GEMM right before it writes. The GEMM (gemm_ex_produce &
 // co., same arguments) runs as CUCO_PSPLIT_PIECES GEMMs over ranges of its
@@ -567,7 +755,7 @@ struct ProduceSite {
 inline ProduceSite produce_site(int site, int on) { return ProduceSite{site, on}; }
 
 struct ProduceRec {
-  const char* out = nullptr;                  // the GEMM's output
+  const char* out = nullptr;                  // the producer's (GEMM's or kernel's) output
   size_t end[kMaxProducePieces] = {};         // byte end of each range made
   cudaEvent_t made[kMaxProducePieces] = {};   // range j written
   int pieces = 0;
@@ -617,7 +805,7 @@ inline ncclResult_t all_reduce(ProduceSite ps, const void* sendbuff, void* recvb
   if (r && r->fresh && !fits && !r->warned) {
     fprintf(stderr,
             "cuco_tx: producer split(%d): the all-reduce runs whole: it is not an in-place reduction of exactly "
-            "the GEMM's output\n",
+            "its producer's output\n",
             ps.site);
     r->warned = true;
   }
@@ -646,6 +834,82 @@ inline ncclResult_t all_reduce(ProduceSite ps, const void* sendbuff, void* recvb
     if (res == ncclSuccess) res = ncclSystemError;
   }
   return res;
+}
+
+// producer_split for a kernel the manifest declares rows_independent:
+// kernel_produce(site, on, rowsPos, rowMask, widths, outPos, count,
+// datatype, kernel, grid, block, smem, stream, args...) launches the kernel
+// in CUCO_PSPLIT_PIECES ranges of rows (row count set to the range's, every
+// row argument moved to its first row, the launch's grid), an event after
+// each. count and datatype are the all-reduce's: parameter outPos, the
+// buffer it reduces, holds count / rows elements per row (the reference
+// width of RowWidths). Anything else (knob 0, outPos not a row argument of
+// that element size, fewer than 2 rows, count not a multiple of the rows, a
+// width that does not fit) launches the kernel whole, and the all-reduce
+// then runs whole too.
+inline const char* kernel_produce_plan(int n, const size_t* es, const long long* ints, int rowsPos,
+                                       unsigned long mask, const RowWidths& w, int outPos, size_t count,
+                                       ncclDataType_t dt, long long* elems) {
+  if (outPos < 0 || outPos >= n || !((mask >> outPos) & 1UL)) return "the reduced buffer is not a row argument";
+  for (int i = 0; i < n && i < 64; i++)
+    if (((mask >> i) & 1UL) && !es[i]) return "a row argument of its declaration is not a pointer";
+  if (es[outPos] != dtype_size(dt)) return "the reduced buffer's element type is not the all-reduce's";
+  long long rows = rowsPos < n ? ints[rowsPos] : -1;
+  if (rows < 2) return "it has fewer than 2 rows";
+  if (count % (size_t)rows) return "the all-reduce's count is not a whole number of rows";
+  long long ref = (long long)(count / (size_t)rows);
+  if (const char* why = row_elems(n, mask, w, ints, ref, elems)) return why;
+  if (elems[outPos] != ref) return "the reduced argument's declared width is not the all-reduce's count per row";
+  return nullptr;
+}
+
+template <class... P, class... A>
+inline cudaError_t kernel_produce(int site, int on, int rowsPos, unsigned long mask, RowWidths w, int outPos,
+                                  size_t count, ncclDataType_t dt, void (*kernel)(P...), dim3 grid, dim3 block,
+                                  size_t smem, cudaStream_t stream, A&&... a) {
+  using Tup = std::tuple<P...>;
+  constexpr size_t n = sizeof...(P);
+  Tup t(std::forward<A>(a)...);
+  const void* k = reinterpret_cast<const void*>(kernel);
+  auto seq = std::index_sequence_for<P...>{};
+  ProduceRec* r = on ? produce_rec(site) : nullptr;
+  if (r) r->fresh = false;
+  uintptr_t addr[n + 1];
+  long long ints[n + 1], elems[n + 1];
+  size_t es[n + 1];
+  bool cst[n + 1];
+  ksplit::describe(t, addr, ints, es, cst, seq);
+  const char* why = r ? kernel_produce_plan((int)n, es, ints, rowsPos, mask, w, outPos, count, dt, elems) : nullptr;
+  if (r && !why && produce_events(r) != ncclSuccess) why = "its events could not be made";
+  if (!r || why) {
+    if (r && !r->warned) {
+      fprintf(stderr, "cuco_tx: producer split(%d): the kernel runs whole: %s\n", site, why);
+      r->warned = true;
+    }
+    return ksplit::launch(k, grid, block, smem, stream, t, nullptr, seq);
+  }
+  long long rows = ints[rowsPos];
+  int pieces = (int)std::min<long long>(produce_pieces(), rows);
+  ksplit::Part q{};
+  q.mask = mask;
+  q.rowsPos = rowsPos;
+  q.elems = elems;
+  CUCO_TX_TRACE("producer split(%d): kernel in %d ranges of %lld rows\n", site, pieces, rows / pieces);
+  for (int j = 0; j < pieces; j++) {
+    long long lo = rows * j / pieces, hi = rows * (j + 1) / pieces;
+    Tup piece = t;
+    q.rowOff = lo;
+    q.rows = hi - lo;
+    cudaError_t rc = ksplit::launch(k, grid, block, smem, stream, piece, &q, seq);
+    if (rc != cudaSuccess) return rc;
+    if ((rc = cudaEventRecord(r->made[j], stream)) != cudaSuccess) return rc;
+    r->end[j] = (size_t)(hi * elems[outPos]) * es[outPos];
+  }
+  r->out = reinterpret_cast<const char*>(addr[outPos]);
+  r->pieces = pieces;
+  r->gemmStream = stream;
+  r->fresh = true;
+  return cudaSuccess;
 }
 
 }  // namespace cuco_tx

@@ -440,7 +440,8 @@ static int job_rules_and_check(tx_job *j, int *verify_line, cuco_err *e)
     int rc;
     progress(j->o, "applying the transform rules");
     if ((rc = cuco_tx_headers_inline(w, j->seed, &j->flat, &j->hdrs, e)) != 0 ||
-        (rc = cuco_transform_rules(w->evolve_file, job_seed(j), tr, e)) != 0 ||
+        (rc = cuco_transform_rules_declared(w->evolve_file, job_seed(j), w->semantics,
+                                            w->n_semantics, tr, e)) != 0 ||
         (rc = refuse_other_sources(w, &j->hdrs, tr, e)) != 0)
         return rc;
     if (cxx_build(w, tr) != 0)

@@ -348,7 +348,8 @@ static int build_system(struct route *r, cuco_tx_notes *notes, cuco_err *e)
         cuco_buf_printf(&analysis, "(the analysis failed: %s)\n", cuco_err_msg(&ae));
     cuco_err_clear(&ae);
     /* what the rules refused and why */
-    if ((rc = cuco_transform_rules(w->evolve_file, r->seed, &tr, e)))
+    if ((rc = cuco_transform_rules_declared(w->evolve_file, r->seed, w->semantics, w->n_semantics,
+                                            &tr, e)))
         goto out;
     for (size_t i = 0; i < tr.notes.n; i++)
         if (!strcmp(tr.notes.items[i].kind, "refused")) {

@@ -316,10 +316,14 @@ typedef struct ctx {
     size_t *sched_toks;      /* rewritten communication calls, in program order */
     int *sched_group;        /* 1: inside ncclGroupStart/End */
     size_t nsched;
-    cuco_buf knobs;       /* CUCO_EARLY_<site> knob lines for the glue */
-    int gemm_lt;          /* some cublasLtMatmul goes through a schedule (CUCO_TX_GEMM_LT) */
-    sched_sites splits;   /* all-gathers split by consumer_split_by_source (CUCO_SPLIT_CHUNKS) */
+    cuco_buf knobs;     /* CUCO_EARLY_<site> knob lines for the glue */
+    int gemm_lt;        /* some cublasLtMatmul goes through a schedule (CUCO_TX_GEMM_LT) */
+    sched_sites splits; /* all-gathers split by consumer_split_by_source (CUCO_SPLIT_CHUNKS) */
+    size_t gemm_splits; /* of them, those whose consumer is a GEMM (not a kernel) */
+    const cuco_semantic *sem; /* the manifest's declared semantics (n_sem) */
+    size_t n_sem;
     sched_sites produces; /* all-reduces fed by producer_split (CUCO_PSPLIT_PIECES) */
+    size_t gemm_produces; /* of them, those whose producer is a GEMM (not a kernel) */
     int send_made;        /* some send goes as its buffer is made (CUCO_P2P_PIECES) */
     cuco_glue_use glue;   /* what the rewritten calls read of the glue (glue_knobs.h) */
     size_t n_gathers;     /* rewritten all-gathers */
@@ -1771,6 +1775,7 @@ static int split_report(ctx *c, const cuco_sched_plan *plan, size_t k, int line,
     int rc = 0;
     if (split) {
         sched_sites_add(&c->splits, k);
+        c->gemm_splits += !plan->split_kernel;
         rc = cuco_buf_printf(&c->knobs, "#define CUCO_SPLIT_%zu 1 // cuco:knob run 0 1\n", k);
     }
     if (rc == 0)
@@ -1789,6 +1794,7 @@ static int produce_report(ctx *c, const cuco_sched_plan *plan, size_t k, int lin
     int rc = 0;
     if (plan->produce) {
         sched_sites_add(&c->produces, k);
+        c->gemm_produces += !plan->produce_kernel;
         rc = cuco_buf_printf(&c->knobs, "#define CUCO_PSPLIT_%zu 0 // cuco:knob run 0 1\n", k);
     }
     if (rc == 0)
@@ -1905,7 +1911,8 @@ static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
         return rc;
     }
     cuco_sched_plan plan;
-    rc = cuco_sched_scan(text, T(v, tok)->off, api, (int)k, sched_editable, c, &plan, e);
+    rc = cuco_sched_scan(text, T(v, tok)->off, api, (int)k, c->sem, c->n_sem, sched_editable, c,
+                         &plan, e);
     if (rc == 0)
         rc = one_split_per_gemm(c, &plan);
     if (rc == 0 && (plan.applies || plan.produce))
@@ -2380,7 +2387,7 @@ static int assemble(ctx *c, const char *text)
     int wrap;
     if (glue_position(c, &pos, &wrap) != 0 || c->r->refused)
         return 0;
-    int with_gemm = c->splits.n || c->produces.n || c->send_made;
+    int with_gemm = c->gemm_splits || c->gemm_produces || c->send_made;
     char *whole = cuco_transform_runtime_for(with_gemm, c->gemm_lt);
     /* conditions are 'and': the program's only all-gather, split */
     c->glue.split_site = c->n_gathers == 1 && c->splits.n == 1 ? (long)c->splits.last : -1;
@@ -2517,11 +2524,19 @@ static int assemble(ctx *c, const char *text)
 
 int cuco_transform_rules(const char *file_name, const char *text, cuco_tx_result *r, cuco_err *e)
 {
+    return cuco_transform_rules_declared(file_name, text, NULL, 0, r, e);
+}
+
+int cuco_transform_rules_declared(const char *file_name, const char *text, const cuco_semantic *sem,
+                                  size_t n_sem, cuco_tx_result *r, cuco_err *e)
+{
     memset(r, 0, sizeof(*r));
     ctx c;
     memset(&c, 0, sizeof(c));
     c.file = file_name;
     c.r = r;
+    c.sem = sem;
+    c.n_sem = n_sem;
     int rc = cuco_program_blocks(text, &c.blocks, &c.nblocks, e);
     if (rc != 0) {
         if (!e->file)

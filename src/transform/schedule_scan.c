@@ -17,11 +17,14 @@
  * in a helper called once whose body is plain code and that GEMM), the GEMM
  * goes through cuco_tx::<gemm>_split(site, CUCO_SPLIT_<site>, ...), the
  * all-gather gets split_site(site, CUCO_SPLIT_<site>) first, and the GEMM is
- * no consumer any more: the wait is placed again, after it.
+ * no consumer any more: the wait is placed again, after it. A launch of a
+ * kernel the manifest declares rows_independent (kernel_launch.h) is split
+ * the same way, through cuco_tx::kernel_split.
  */
 #include "cuco/analyze.h"
 #include "cuco/buf.h"
 #include "cuco/transform.h"
+#include "kernel_launch.h"
 #include "sview.h"
 #include <stdlib.h>
 #include <string.h>
@@ -557,10 +560,13 @@ typedef struct scan {
     size_t block, block_end;
     cuco_strlist send, recv;
     char *stream;
-    int globals;      /* a buffer of the call may be reached by any call (not a local) */
-    cuco_strlist all; /* the call's buffers and their aliases */
-    size_t gemm;      /* the split GEMM's name token (schedule (b)) */
-    size_t call_tok;  /* the communication call's name token */
+    int globals;              /* a buffer of the call may be reached by any call (not a local) */
+    cuco_strlist all;         /* the call's buffers and their aliases */
+    size_t gemm;              /* the split GEMM's name token (schedule (b)) */
+    size_t call_tok;          /* the communication call's name token */
+    const cuco_semantic *sem; /* the manifest's declarations (n_sem) */
+    size_t n_sem;
+    kernel_launch ks; /* the split kernel launch, when it is one (schedule (b)) */
 } scan;
 
 static int listed(const cuco_strlist *l, const char *s)
@@ -1129,19 +1135,35 @@ static int split_no(cuco_sched_plan *p, const char *why, int line)
     return p->split_note ? 1 : CUCO_ENOMEM;
 }
 
-/* The split's edits: the GEMM through its glue with site and knob in front,
- * the all-gather with split_site(...) as its first argument. */
-static int split_edits(scan *s, size_t call_open, size_t g, int site, cuco_sched_plan *p)
+/* The split's edits: the GEMM (or the kernel launch) through its glue with
+ * site and knob in front, the all-gather with split_site(...) as its first
+ * argument. */
+static int split_edits(scan *s, size_t call_open, int site, cuco_sched_plan *p)
 {
     const sview *v = s->v;
-    const gemm_api *api = gemm_at(v, g);
     size_t a, b, ga, gb;
-    if (!arg_range(v, call_open, 0, &a, &b) || !arg_range(v, g + 1, 0, &ga, &gb))
+    if (!arg_range(v, call_open, 0, &a, &b))
         return CUCO_EINVAL;
-    size_t goff = tk(v, g)->off;
-    int rc = plan_edit(p, goff, tk(v, g)->len, cuco_strdup(api->glue), goff);
-    if (rc == 0)
-        rc = plan_edit(p, tk(v, ga)->off, 0, cuco_sprintf("%d, CUCO_SPLIT_%d, ", site, site), goff);
+    int rc;
+    if (p->split_kernel) {
+        size_t off = tk(v, s->ks.name)->off, end = tk(v, s->ks.args)->off + 1;
+        char *widths = kernel_launch_widths(&s->ks);
+        char *head = widths ? cuco_sprintf("cuco_tx::kernel_split(%d, CUCO_SPLIT_%d, %d, 0x%lxUL, %s",
+                                           site, site, s->ks.rows_pos, s->ks.rows_mask, widths)
+                            : NULL;
+        free(widths);
+        rc = head ? plan_edit(p, off, end - off, kernel_launch_call(v, &s->ks, head), off)
+                  : CUCO_ENOMEM;
+        free(head);
+    } else {
+        size_t g = s->gemm, goff = tk(v, g)->off;
+        if (!arg_range(v, g + 1, 0, &ga, &gb))
+            return CUCO_EINVAL;
+        rc = plan_edit(p, goff, tk(v, g)->len, cuco_strdup(gemm_at(v, g)->glue), goff);
+        if (rc == 0)
+            rc = plan_edit(p, tk(v, ga)->off, 0, cuco_sprintf("%d, CUCO_SPLIT_%d, ", site, site),
+                           goff);
+    }
     if (rc == 0)
         rc = plan_edit(p, tk(v, a)->off, 0,
                        cuco_sprintf("cuco_tx::split_site(%d, CUCO_SPLIT_%d), ", site, site),
@@ -1149,12 +1171,90 @@ static int split_edits(scan *s, size_t call_open, size_t g, int site, cuco_sched
     return rc;
 }
 
-/* When the consumer found by *pl is a GEMM reading the gathered buffer: the
- * GEMM stops being a consumer (it waits per source rank itself), the wait is
- * placed again after it, and the split's edits go into the plan. Returns 0
- * (plan->split says whether it applies), or a negative error. */
-static int try_split(scan *s, cuco_sched_place *pl, int site, int (*editable)(void *, size_t),
-                     void *ctx, cuco_sched_plan *p)
+/* Statement st stops consuming the gathered buffer (the split waits per
+ * source rank itself): only its other names remain, and the wait is placed
+ * again. */
+static int stop_consuming(scan *s, stmt *st, cuco_sched_place *pl)
+{
+    cuco_strlist keep = {0};
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < st->heads.n; i++)
+        if (!listed(&s->all, st->heads.items[i]))
+            rc = cuco_strlist_push(&keep, st->heads.items[i]);
+    if (rc != 0) {
+        cuco_strlist_free(&keep);
+        return rc;
+    }
+    cuco_strlist_free(&st->heads);
+    st->heads = keep;
+    st->kind = CUCO_SCHED_WORK; /* a helper's body was checked: plain code and the GEMM */
+    return place(s, pl);
+}
+
+/* Bits of the launch's arguments that read the gathered buffer. */
+static int launch_reads(const scan *s, unsigned long *bits)
+{
+    *bits = 0;
+    int rc = 0;
+    for (int k = 0; rc == 0 && k < s->ks.nparams && k < (int)(8 * sizeof *bits); k++) {
+        int hit = 0;
+        rc = arg_names_buffer(s, s->ks.args, k, &hit);
+        *bits |= (unsigned long)hit << k;
+    }
+    return rc;
+}
+
+/* The split of a launch of a kernel declared rows_independent: every
+ * argument that reads the gathered buffer must be a row argument of the
+ * declaration. Returns 0 (p->split says whether it applies), or negative. */
+static int try_kernel_split(scan *s, cuco_sched_place *pl, stmt *st,
+                            int (*editable)(void *, size_t), void *ctx, cuco_sched_plan *p)
+{
+    const sview *v = s->v;
+    int line = tk(v, st->a)->line;
+    unsigned long reads = 0;
+    int rc = launch_reads(s, &reads);
+    if (rc != 0)
+        return rc;
+    const char *kname = v->src + tk(v, s->ks.bare)->off;
+    int klen = (int)tk(v, s->ks.bare)->len;
+    char *why = NULL;
+    if (!reads)
+        why = cuco_sprintf("launches kernel %.*s, which reads the gathered buffer through no "
+                           "argument (its launch configuration?)",
+                           klen, kname);
+    else if (reads & ~s->ks.rows_mask)
+        why = cuco_sprintf("launches kernel %.*s, which reads the gathered buffer through a "
+                           "parameter its declaration's args= does not list",
+                           klen, kname);
+    else if (editable && !editable(ctx, tk(v, s->ks.name)->off))
+        why = cuco_sprintf("is in frozen code");
+    if (why) {
+        rc = split_no(p, why, line);
+        free(why);
+        return rc > 0 ? 0 : CUCO_ENOMEM;
+    }
+    if ((rc = stop_consuming(s, st, pl)) != 0)
+        return rc;
+    p->split = 1;
+    p->split_kernel = 1;
+    p->split_line = line;
+    p->split_gemm_off = tk(v, s->ks.name)->off;
+    free(p->split_note);
+    p->split_note = cuco_sprintf("kernel %.*s at line %d consumes ncclAllGather at line %d per "
+                                 "source rank (own rows first; declared rows_independent at "
+                                 "workload.yaml line %d)",
+                                 klen, kname, line, tk(v, s->call_tok)->line, s->ks.decl_line);
+    return p->split_note ? 0 : CUCO_ENOMEM;
+}
+
+/* When the consumer found by *pl is a GEMM reading the gathered buffer (or
+ * the launch of a kernel declared rows_independent): it stops being a
+ * consumer (it waits per source rank itself), the wait is placed again after
+ * it, and the split's edits go into the plan. Returns 0 (plan->split says
+ * whether it applies), or a negative error. */
+static int try_split(scan *s, cuco_sched_place *pl, int (*editable)(void *, size_t), void *ctx,
+                     cuco_sched_plan *p)
 {
     const sview *v = s->v;
     if (pl->wait >= s->n) {
@@ -1171,8 +1271,15 @@ static int try_split(scan *s, cuco_sched_place *pl, int site, int (*editable)(vo
         g = helper_gemm(s, st, &why);
         helper = g < v->n;
     }
-    if (g >= v->n)
-        return split_no(p, why, line) > 0 ? 0 : CUCO_ENOMEM;
+    if (g >= v->n) {
+        char *kwhy = NULL;
+        int k = kernel_launch_rows(v, st->a, st->b, s->sem, s->n_sem, &s->ks, &kwhy);
+        if (k == 1)
+            return try_kernel_split(s, pl, st, editable, ctx, p);
+        int rc = k < 0 ? k : split_no(p, kwhy ? kwhy : why, line);
+        free(kwhy);
+        return rc > 0 ? 0 : rc;
+    }
     const gemm_api *api = gemm_at(v, g);
     int ha = 0, hb = 0, rc = 0;
     if (helper) /* its operands are the helper's names: the glue checks at run time */
@@ -1189,20 +1296,7 @@ static int try_split(scan *s, cuco_sched_place *pl, int site, int (*editable)(vo
                    : CUCO_ENOMEM;
     if (editable && !editable(ctx, tk(v, g)->off))
         return split_no(p, "is in frozen code", line) > 0 ? 0 : CUCO_ENOMEM;
-    /* the GEMM no longer consumes the gather: only what it writes remains */
-    cuco_strlist keep = {0};
-    for (size_t i = 0; rc == 0 && i < st->heads.n; i++)
-        if (!listed(&s->all, st->heads.items[i]))
-            rc = cuco_strlist_push(&keep, st->heads.items[i]);
-    if (rc != 0) {
-        cuco_strlist_free(&keep);
-        return rc;
-    }
-    cuco_strlist_free(&st->heads);
-    st->heads = keep;
-    st->kind = CUCO_SCHED_WORK; /* a helper's body was checked: plain code and the GEMM */
-    rc = place(s, pl);
-    if (rc != 0)
+    if ((rc = stop_consuming(s, st, pl)) != 0)
         return rc;
     p->split = 1;
     s->gemm = g;
@@ -1226,6 +1320,82 @@ static int produce_no(cuco_sched_plan *p, const char *why, int line)
     return p->produce_note ? 0 : CUCO_ENOMEM;
 }
 
+/* (a)'s edits, when it does not apply, are dropped: the producer split's
+ * own follow from produce_edit0 on. */
+static void produce_start(cuco_sched_plan *p)
+{
+    if (!p->applies) {
+        for (size_t i = 0; i < p->nedits; i++)
+            free(p->edits[i].text);
+        p->nedits = 0;
+    }
+    p->produce_edit0 = p->nedits;
+}
+
+/* The producer split of a launch (s->ks) of a kernel declared
+ * rows_independent right before the all-reduce: one of its row arguments
+ * names the all-reduce's buffer. The launch goes through
+ * cuco_tx::kernel_produce with the position of that argument and the
+ * all-reduce's count and type (evaluated at the launch, the statement right
+ * before); the all-reduce gets produce_site(...) first. */
+static int try_kernel_produce(scan *s, int site, int (*editable)(void *, size_t), void *ctx,
+                              cuco_sched_plan *p)
+{
+    const sview *v = s->v;
+    int line = tk(v, s->ks.name)->line;
+    unsigned long writes = 0;
+    int rc = launch_reads(s, &writes);
+    if (rc != 0)
+        return rc;
+    writes &= s->ks.rows_mask;
+    if (!writes)
+        return produce_no(p,
+                          "launches a kernel with no row argument (args=) naming the "
+                          "all-reduce's buffer",
+                          line);
+    if (editable && !editable(ctx, tk(v, s->ks.name)->off))
+        return produce_no(p, "is in frozen code", line);
+    int out = 0;
+    while (!((writes >> out) & 1UL))
+        out++;
+    size_t a, b, c = s->call_tok + 1;
+    char *count = arg_text(v, c, 2, 0), *type = arg_text(v, c, 3, 0);
+    char *widths = kernel_launch_widths(&s->ks);
+    char *head = count && type && widths && arg_range(v, c, 0, &a, &b)
+                     ? cuco_sprintf("cuco_tx::kernel_produce(%d, CUCO_PSPLIT_%d, %d, 0x%lxUL, %s, "
+                                    "%d, (size_t)(%s), %s",
+                                    site, site, s->ks.rows_pos, s->ks.rows_mask, widths, out, count,
+                                    type)
+                     : NULL;
+    free(count);
+    free(type);
+    free(widths);
+    if (!head)
+        return CUCO_ENOMEM;
+    produce_start(p);
+    size_t off = tk(v, s->ks.name)->off, end = tk(v, s->ks.args)->off + 1;
+    rc = plan_edit(p, off, end - off, kernel_launch_call(v, &s->ks, head), off);
+    free(head);
+    if (rc == 0)
+        rc = plan_edit(p, tk(v, a)->off, 0,
+                       cuco_sprintf("cuco_tx::produce_site(%d, CUCO_PSPLIT_%d), ", site, site),
+                       tk(v, a)->off);
+    if (rc != 0)
+        return rc;
+    p->produce = 1;
+    p->produce_kernel = 1;
+    p->produce_line = line;
+    p->produce_gemm_off = off;
+    free(p->produce_note);
+    p->produce_note = cuco_sprintf("kernel %.*s at line %d makes the input of ncclAllReduce at "
+                                   "line %d: the kernel runs in CUCO_PSPLIT_PIECES ranges of rows "
+                                   "and each range is reduced as soon as it is made (declared "
+                                   "rows_independent at workload.yaml line %d)",
+                                   (int)tk(v, s->ks.bare)->len, v->src + tk(v, s->ks.bare)->off,
+                                   line, tk(v, s->call_tok)->line, s->ks.decl_line);
+    return p->produce_note ? 0 : CUCO_ENOMEM;
+}
+
 /* When the statement right before the all-reduce is a cuBLAS GEMM that
  * writes its input (operand C names a buffer of the call): the GEMM through
  * its produce glue, the all-reduce with produce_site(...) first. Edits made
@@ -1240,8 +1410,15 @@ static int try_produce(scan *s, int site, int (*editable)(void *, size_t), void 
     int line = tk(v, st->a)->line;
     const char *why = NULL;
     size_t g = split_gemm(s, st, &why);
-    if (g >= v->n)
-        return produce_no(p, why, line);
+    if (g >= v->n) {
+        char *kwhy = NULL;
+        int k = kernel_launch_rows(v, st->a, st->b, s->sem, s->n_sem, &s->ks, &kwhy);
+        int rc = k == 1  ? try_kernel_produce(s, site, editable, ctx, p)
+                 : k < 0 ? k
+                         : produce_no(p, kwhy ? kwhy : why, line);
+        free(kwhy);
+        return rc;
+    }
     const gemm_api *api = gemm_at(v, g);
     int hit = 0;
     int rc = arg_names_buffer(s, g + 1, api->c, &hit);
@@ -1255,13 +1432,8 @@ static int try_produce(scan *s, int site, int (*editable)(void *, size_t), void 
     size_t a, b, ga, gb, c = s->call_tok + 1;
     if (!arg_range(v, c, 0, &a, &b) || !arg_range(v, g + 1, 0, &ga, &gb))
         return CUCO_EINVAL;
-    if (!p->applies) { /* (a)'s edits, if any were made, are not applied */
-        for (size_t i = 0; i < p->nedits; i++)
-            free(p->edits[i].text);
-        p->nedits = 0;
-    }
+    produce_start(p);
     size_t goff = tk(v, g)->off;
-    p->produce_edit0 = p->nedits;
     rc = plan_edit(p, goff, tk(v, g)->len, cuco_strdup(api->produce_glue), goff);
     if (rc == 0)
         rc =
@@ -1321,13 +1493,13 @@ static int applied_note(scan *s, const cuco_sched_place *pl, const char *api, cu
 }
 
 int cuco_sched_scan(const char *text, size_t call_off, const char *api, int site,
-                    int (*editable)(void *ctx, size_t off), void *ctx, cuco_sched_plan *plan,
-                    cuco_err *e)
+                    const cuco_semantic *sem, size_t n_sem, int (*editable)(void *ctx, size_t off),
+                    void *ctx, cuco_sched_plan *plan, cuco_err *e)
 {
     memset(plan, 0, sizeof(*plan));
     sview v;
     int rc = sview_open(&v, text, e);
-    scan s = {.v = &v, .call = (size_t)-1};
+    scan s = {.v = &v, .call = (size_t)-1, .sem = sem, .n_sem = n_sem};
     size_t c = 0, call_stmt = 0;
     while (rc == 0 && c < v.n && tk(&v, c)->off != call_off)
         c++;
@@ -1349,7 +1521,7 @@ int cuco_sched_scan(const char *text, size_t call_off, const char *api, int site
         rc = place(&s, &pl);
     int gather = strcmp(api, "ncclAllGather") == 0;
     if (rc == 0 && gather)
-        rc = try_split(&s, &pl, site, editable, ctx, plan);
+        rc = try_split(&s, &pl, editable, ctx, plan);
     if (rc == 0 && pl.independent == 0)
         rc = pl.wait < s.n ? plan_note(plan,
                                        "no independent work between the call and its first "
@@ -1365,7 +1537,7 @@ int cuco_sched_scan(const char *text, size_t call_off, const char *api, int site
     if (rc == 0)
         rc = plan_edits(&s, &pl, c + 1, site, plan);
     if (rc == 0 && plan->split)
-        rc = split_edits(&s, c + 1, s.gemm, site, plan);
+        rc = split_edits(&s, c + 1, site, plan);
     if (rc == 0)
         rc = applied_note(&s, &pl, api, plan);
     if (rc == 0) {

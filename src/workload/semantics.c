@@ -20,13 +20,20 @@ static const cuco_semantic_term terms[] = {
      "the experts of tokens that stay local run while the rest are dispatched; the combine "
      "of one chunk runs behind the experts of the next; one copy per destination rank",
      NULL},
-    {"rows_independent", "kernel", "rows=*",
+    {"rows_independent", "kernel", "rows=* args=*",
      "each output row depends only on the same input row (elementwise, layer norm, an "
-     "activation): the kernel can run on any range of rows; rows= names the argument that "
-     "holds the row count",
-     "a kernel that consumes gathered or received rows runs per source rank as the rows land "
-     "(consumer split for kernels)",
-     NULL},
+     "activation): launched with its row-indexed pointers moved to row r0 and its row count "
+     "set to n (same grid), the kernel computes rows r0..r0+n-1 and touches no other; rows= "
+     "names the parameter that holds the row count, args= the pointer parameters indexed by "
+     "row, each NAME (as many elements per row as the gathered or reduced one) or NAME:WIDTH "
+     "(WIDTH: the parameter that holds its elements per row)",
+     "a kernel that consumes gathered rows runs per source rank as the rows land (consumer "
+     "split for kernels); a kernel that makes an all-reduce's input runs in ranges of rows, "
+     "each reduced as soon as it is made (producer split for kernels)",
+     "schedules consumer_split_by_source (a launch that is an all-gather's first consumer) and "
+     "producer_split (a launch right before an in-place all-reduce of a row argument) split "
+     "it (both need rows= and args=, and the kernel's __global__ definition in the evolve "
+     "file)"},
     {"sum_reduction", "kernel", "into=*",
      "the kernel adds its contribution into the output (into= names it): partial results may "
      "be added in any order",

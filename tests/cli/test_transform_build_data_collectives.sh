@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # test_transform_build_data_collectives.sh: the all-gather and all-reduce programs of tests/data/transform (overlap_alias with its early_start_late_wait schedule at both knob values, seqpar_mlp with its consumer_split_by_source schedule at both, rowpar_linear
-# with its producer_split schedule at both, lt_tp_mlp with both splits on cublasLtMatmul): 'cuco transform' (no --no-verify) builds the
+# with its producer_split schedule at both, lt_tp_mlp with both splits on cublasLtMatmul,
+# seqpar_norm and rowpar_kernel with the splits of a kernel declared
+# rows_independent): 'cuco transform' (no --no-verify) builds the
 # transformed program with the manifest's nvcc command. Without a GPU the
 # outcome is exit 3, "built, not verified: no GPU", nothing registered; with
 # one it must build, run and verify (exit 0, registered with status ok).
@@ -15,7 +17,8 @@ TMP=$(mktemp -d "$CUCO_TEST_TMP/transform-build.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 fail=0
 source "$CUCO_SRC/tests/cli/transform_build.sh"
-for name in allgather allreduce_loop async_alloc overlap_alias seqpar_mlp rowpar_linear lt_tp_mlp; do
+for name in allgather allreduce_loop async_alloc overlap_alias seqpar_mlp rowpar_linear lt_tp_mlp \
+    seqpar_norm rowpar_kernel; do
     transform_bg "$CUCO_TEST_DATA/transform/$name"
     built "$name"
 done
@@ -48,4 +51,17 @@ check "lt_tp_mlp: the down projection goes through the produce glue" \
 check "lt_tp_mlp: the glue's cublasLtMatmul part is on" grep -q "^#define CUCO_TX_GEMM_LT 1" "$lt"
 check "lt_tp_mlp: builds with CUCO_PSPLIT_1=1" knob_built lt_tp_mlp CUCO_PSPLIT_1 1
 check "lt_tp_mlp: builds with CUCO_SPLIT_0=0" knob_built lt_tp_mlp CUCO_SPLIT_0 0
+# seqpar_norm: its kernel, declared rows_independent, goes through the
+# kernel split (row count at parameter 3, rows of x and y)
+sn=$TMP/seqpar_norm/gen_0/seqpar_norm.cu
+check "seqpar_norm: the launch goes through the kernel split" \
+    grep -q "cuco_tx::kernel_split(0, CUCO_SPLIT_0, 3, 0x5UL, cuco_tx::RowWidths{}, rmsnorm_rows<__half>, rows, 256, 0, g_stream," "$sn"
+check "seqpar_norm: no cuBLAS glue" bash -c "! grep -q '^#define CUCO_TX_GEMM_SPLIT' '$sn'"
+check "seqpar_norm: builds with CUCO_SPLIT_0=0" knob_built seqpar_norm CUCO_SPLIT_0 0
+# rowpar_kernel: its kernel, declared rows_independent with x:din and
+# y:dout, feeds the in-place all-reduce through the producer split
+rk=$TMP/rowpar_kernel/gen_0/rowpar_kernel.cu
+check "rowpar_kernel: the launch goes through the producer split" \
+    grep -q "cuco_tx::kernel_produce(0, CUCO_PSPLIT_0, 3, 0x5UL, cuco_tx::RowWidths{{5, 0, 6}}, 2," "$rk"
+check "rowpar_kernel: builds with CUCO_PSPLIT_0=1" knob_built rowpar_kernel CUCO_PSPLIT_0 1
 exit $fail

@@ -263,7 +263,8 @@ static void test_split_not_first(void **state)
     assert_true(
         tx_has_schedule_note(&r.notes, 8,
                              "consumer_split_by_source does not apply to ncclAllGather: its first "
-                             "consumer (line 9) is not a cuBLAS GEMM call"));
+                             "consumer (line 9) launches kernel k, which the manifest does not "
+                             "declare rows_independent"));
     assert_true(tx_has_schedule_note(&r.notes, 13,
                                      "consumer (line 14) does not read the gathered buffer "
                                      "through operand A or B"));
@@ -386,7 +387,8 @@ static void test_produce_not(void **state)
     assert_false(has_knob(r.program, "CUCO_PSPLIT_PIECES"));
     assert_true(tx_has_schedule_note(&r.notes, 9,
                                      "producer_split does not apply to ncclAllReduce: the "
-                                     "statement before it (line 8) is not a cuBLAS GEMM call"));
+                                     "statement before it (line 8) launches kernel k, which the "
+                                     "manifest does not declare rows_independent"));
     assert_true(tx_has_schedule_note(&r.notes, 13,
                                      "is a GEMM that does not write the all-reduce's buffer"));
     cuco_tx_result_free(&r);

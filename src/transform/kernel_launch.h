@@ -1,0 +1,49 @@
+/* kernel_launch.h: a statement that launches a kernel the manifest declares
+ * rows_independent (cuco/semantics.h), read for schedule (b)'s kernel split:
+ * where its name, launch configuration and arguments lie, which parameter
+ * holds the row count and which are indexed by row. */
+#ifndef CUCO_TRANSFORM_KERNEL_LAUNCH_H
+#define CUCO_TRANSFORM_KERNEL_LAUNCH_H
+
+#include "cuco/semantics.h"
+#include "sview.h"
+
+#include <stddef.h>
+
+typedef struct kernel_launch {
+    size_t name;             /* the kernel's first name token ("ns::k<float>" starts at ns) */
+    size_t bare;             /* its own name's token (k) */
+    size_t lt;               /* its '<<<' */
+    size_t args;             /* the '(' of its arguments */
+    int nparams;             /* the kernel's parameters, as many as the launch's arguments */
+    int rows_pos;            /* the parameter that holds the row count */
+    unsigned long rows_mask; /* bit i: parameter i is indexed by row */
+    /* per parameter: 0, a row argument with as many elements per row as the
+     * gathered (or reduced) one; k + 1: its elements per row are parameter
+     * k's value (args= "y:dout") */
+    signed char width_from[64];
+    int decl_line;           /* the declaration's line in the manifest */
+} kernel_launch;
+
+/* Reads statement [a, b) as one launch `k<<<...>>>(...);` of a kernel that a
+ * declaration of sem[0..n) calls rows_independent, with its rows= and args=
+ * parameters found among the kernel's parameters (its __global__ definition
+ * in the same text). Returns 1 when it is (*kl filled); 0 when not, with
+ * *why set (owned, NULL when the statement launches no kernel); negative
+ * when out of memory. */
+int kernel_launch_rows(const sview *v, size_t a, size_t b, const cuco_semantic *sem, size_t n,
+                       kernel_launch *kl, char **why);
+
+/* The glue's RowWidths aggregate for kl ("cuco_tx::RowWidths{{0, 0, 6}}",
+ * "cuco_tx::RowWidths{}" when every row argument has the reference width).
+ * NULL when out of memory. */
+char *kernel_launch_widths(const kernel_launch *kl);
+
+/* The text that replaces the launch from its name through the '(' of its
+ * arguments: "<head>, kernel, grid, block, smem, stream, " (smem and stream
+ * 0 when the launch leaves them out), head being the glue call's opening
+ * ("cuco_tx::kernel_split(0, CUCO_SPLIT_0, 3, 0x5UL"). NULL when out of
+ * memory. */
+char *kernel_launch_call(const sview *v, const kernel_launch *kl, const char *head);
+
+#endif

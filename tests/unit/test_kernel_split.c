@@ -1,0 +1,278 @@
+/* test_kernel_split.c: schedule (b) on a kernel launch, through
+ * cuco_transform_rules_declared: an all-gather whose first consumer launches
+ * a kernel the manifest declares rows_independent (rows=, args=) gets the
+ * split (cuco_tx::kernel_split with the row count's position and the row
+ * arguments' bits, split_site on the all-gather, the CUCO_SPLIT knob, no
+ * cuBLAS glue, the wait after the launch); each missing piece of the
+ * declaration or of the program leaves the launch whole with its reason. A
+ * declared kernel right before an in-place all-reduce of one of its row
+ * arguments takes producer_split (cuco_tx::kernel_produce). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuco/transform.h"
+#include "tx_test.h"
+
+/* A rows_independent declaration of kernel, with rows= and args= (either
+ * may be NULL: left out). */
+typedef struct decl {
+    cuco_semantic s;
+    char *keys[2], *values[2];
+} decl;
+
+static void decl_make(decl *d, const char *kernel, const char *rows, const char *args)
+{
+    memset(d, 0, sizeof *d);
+    d->s.kernel = (char *)kernel;
+    d->s.term = (char *)"rows_independent";
+    d->s.keys = d->keys;
+    d->s.values = d->values;
+    d->s.line = 12;
+    if (rows) {
+        d->keys[d->s.n_params] = (char *)"rows";
+        d->values[d->s.n_params++] = (char *)rows;
+    }
+    if (args) {
+        d->keys[d->s.n_params] = (char *)"args";
+        d->values[d->s.n_params++] = (char *)args;
+    }
+}
+
+static void transform_declared(const char *text, const decl *d, cuco_tx_result *r)
+{
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules_declared("p.cu", text, &d->s, 1, r, &e), 0);
+    assert_int_equal(r->refused, 0);
+    assert_non_null(r->program);
+    cuco_err_clear(&e);
+}
+
+/* line 9: the all-gather; line 10: the norm reading g (row arguments x and
+ * y, rows at position 3); lines 11-12: kernels that do not read g */
+static const char *const prog =
+    "#include <nccl.h>\n"
+    "__global__ void norm(const float *x, const float *w, float *y, int rows, int dim)\n"
+    "{ int r = blockIdx.x; if (r < rows) y[r * dim] = x[r * dim] * w[0]; }\n"
+    "__global__ void other(float *a, int n) { a[0] = (float)n; }\n"
+    "__global__ void use(const float *a, int n) {}\n"
+    "static void step(float *l, float *g, float *w, float *y, float *z, int rows, int dim,\n"
+    "                 ncclComm_t c, cudaStream_t s)\n"
+    "{\n"
+    "    ncclAllGather(l, g, 16, ncclFloat, c, s);\n"
+    "    norm<<<rows, 256, 0, s>>>(g, w, y, rows, dim);\n"
+    "    other<<<1, 32, 0, s>>>(z, 4);\n"
+    "    use<<<1, 32, 0, s>>>(y, 4);\n"
+    "}\n"
+    "int main() {\n"
+    "    float *l, *g, *w, *y, *z; ncclComm_t c; cudaStream_t s;\n"
+    "    cudaMalloc(&l, 64); cudaMalloc(&g, 128); cudaMalloc(&w, 4); cudaMalloc(&y, 128);\n"
+    "    cudaMalloc(&z, 4);\n"
+    "    step(l, g, w, y, z, 8, 4, c, s);\n"
+    "    return 0;\n"
+    "}\n";
+
+static void test_kernel_split_applies(void **state)
+{
+    (void)state;
+    decl d;
+    decl_make(&d, "norm", "rows", "x, y");
+    cuco_tx_result r;
+    transform_declared(prog, &d, &r);
+    assert_non_null(strstr(r.program, "cuco_tx::kernel_split(0, CUCO_SPLIT_0, 3, 0x5UL, "
+                                      "cuco_tx::RowWidths{}, norm, rows, 256, 0, s, g, w, y, "
+                                      "rows, dim);"));
+    assert_non_null(strstr(r.program, "cuco_tx::all_gather(cuco_tx::split_site(0, CUCO_SPLIT_0), "
+                                      "l, g"));
+    assert_non_null(strstr(r.program, "#define CUCO_SPLIT_0 1 // cuco:knob run 0 1"));
+    assert_non_null(strstr(r.program, "CUCO_SPLIT_CHUNKS 2 // cuco:knob"));
+    /* no GEMM: the glue's cuBLAS part stays out */
+    assert_null(strstr(r.program, "#define CUCO_TX_GEMM_SPLIT"));
+    /* the launch no longer consumes g and nothing after it reads g: the wait
+     * goes to the end of the block, after the other two kernels */
+    const char *split = strstr(r.program, "cuco_tx::kernel_split(");
+    const char *use = strstr(r.program, "use<<<");
+    const char *wait = strstr(r.program, "cuco_tx::early_wait(0, CUCO_EARLY_0");
+    assert_non_null(wait);
+    assert_true(split < use && use < wait);
+    assert_true(tx_has_schedule_note(&r.notes, 9, "wait moved to the end of its block (line 13)"));
+    assert_true(tx_has_schedule_note(&r.notes, 10,
+                                     "consumer_split_by_source: kernel norm at line 10 consumes "
+                                     "ncclAllGather at line 9 per source rank (own rows first; "
+                                     "declared rows_independent at workload.yaml line 12)"));
+    cuco_tx_result_free(&r);
+}
+
+/* a namespaced template kernel launched without smem and stream */
+static void test_kernel_split_template(void **state)
+{
+    (void)state;
+    static const char *const tprog =
+        "#include <nccl.h>\n"
+        "namespace ops {\n"
+        "template <typename T>\n"
+        "__global__ void __launch_bounds__(256) scale(T *out, const T *in, long n)\n"
+        "{ long i = blockIdx.x * 256L + threadIdx.x; if (i < n) out[i] = in[i] * 2; }\n"
+        "}\n"
+        "static void step(float *l, float *g, float *y, long n, ncclComm_t c, cudaStream_t s)\n"
+        "{\n"
+        "    ncclAllGather(l, g, 16, ncclFloat, c, s);\n"
+        "    ops::scale<float><<<(n + 255) / 256, 256>>>(y, g, n);\n"
+        "}\n"
+        "int main() {\n"
+        "    float *l, *g, *y; ncclComm_t c; cudaStream_t s;\n"
+        "    cudaMalloc(&l, 64); cudaMalloc(&g, 128); cudaMalloc(&y, 128);\n"
+        "    step(l, g, y, 32, c, s);\n"
+        "    return 0;\n"
+        "}\n";
+    decl d;
+    decl_make(&d, "scale", "n", "in out");
+    cuco_tx_result r;
+    transform_declared(tprog, &d, &r);
+    assert_non_null(strstr(r.program, "cuco_tx::kernel_split(0, CUCO_SPLIT_0, 2, 0x3UL, "
+                                      "cuco_tx::RowWidths{}, ops::scale<float>, (n + 255) / 256, "
+                                      "256, 0, 0, y, g, n);"));
+    assert_true(tx_has_schedule_note(&r.notes, 10, "consumer_split_by_source: kernel scale"));
+    cuco_tx_result_free(&r);
+}
+
+/* Transforms prog with d and checks that the launch stays whole and the
+ * report says why. */
+static void assert_whole(const decl *d, const char *why)
+{
+    cuco_tx_result r;
+    transform_declared(prog, d, &r);
+    assert_null(strstr(r.program, "cuco_tx::kernel_split("));
+    assert_null(strstr(r.program, "#define CUCO_SPLIT_0"));
+    if (!tx_has_schedule_note(&r.notes, 9, why)) {
+        for (size_t i = 0; i < r.notes.n; i++)
+            print_message("note %d: %s\n", r.notes.items[i].line, r.notes.items[i].text);
+        fail_msg("no note holds: %s", why);
+    }
+    cuco_tx_result_free(&r);
+}
+
+static void test_kernel_split_refused(void **state)
+{
+    (void)state;
+    decl d;
+    decl_make(&d, "other", "n", "a");
+    assert_whole(&d, "launches kernel norm, which the manifest does not declare "
+                     "rows_independent");
+    decl_make(&d, "norm", "rows", NULL);
+    assert_whole(&d, "lacks args= (the parameters indexed by row)");
+    decl_make(&d, "norm", NULL, "x y");
+    assert_whole(&d, "lacks rows= (the row count's parameter)");
+    decl_make(&d, "norm", "count", "x y");
+    assert_whole(&d, "names rows=count, which is not one of its parameters");
+    decl_make(&d, "norm", "rows", "x, out");
+    assert_whole(&d, "names args=out, which is not one of its parameters");
+    decl_make(&d, "norm", "rows", "x:width y");
+    assert_whole(&d, "names args=width, which is not one of its parameters");
+    /* g reaches x, which args= does not list */
+    decl_make(&d, "norm", "rows", "y");
+    assert_whole(&d, "reads the gathered buffer through a parameter its declaration's args= "
+                     "does not list");
+}
+
+/* the kernel's definition is elsewhere (a header, a library) */
+static void test_kernel_split_no_definition(void **state)
+{
+    (void)state;
+    static const char *const hprog =
+        "#include <nccl.h>\n"
+        "__global__ void norm(const float *x, float *y, int rows);\n"
+        "static void step(float *l, float *g, float *y, ncclComm_t c, cudaStream_t s)\n"
+        "{\n"
+        "    ncclAllGather(l, g, 16, ncclFloat, c, s);\n"
+        "    norm<<<8, 256, 0, s>>>(g, y, 8);\n"
+        "}\n"
+        "int main() {\n"
+        "    float *l, *g, *y; ncclComm_t c; cudaStream_t s;\n"
+        "    cudaMalloc(&l, 64); cudaMalloc(&g, 128); cudaMalloc(&y, 128);\n"
+        "    step(l, g, y, c, s);\n"
+        "    return 0;\n"
+        "}\n";
+    decl d;
+    decl_make(&d, "norm", "rows", "x y");
+    cuco_tx_result r;
+    transform_declared(hprog, &d, &r);
+    assert_null(strstr(r.program, "cuco_tx::kernel_split("));
+    assert_true(tx_has_schedule_note(&r.notes, 5,
+                                     "whose __global__ definition is not in this "
+                                     "file"));
+    cuco_tx_result_free(&r);
+}
+
+/* line 8: a row-parallel kernel writing y (rows at 3, row arguments x and
+ * y); line 9: the in-place all-reduce of y */
+static const char *const prog_produce =
+    "#include <nccl.h>\n"
+    "__global__ void partial(const float *x, const float *w, float *y, int rows, int din, int "
+    "dout)\n"
+    "{ int r = blockIdx.x; if (r < rows) y[r * dout] = x[r * din] * w[0]; }\n"
+    "static void step(float *x, float *w, float *y, int rows, int din, int dout, ncclComm_t c,\n"
+    "                 cudaStream_t s)\n"
+    "{\n"
+    "    float *out = y;\n"
+    "    partial<<<rows, 128, 0, s>>>(x, w, out, rows, din, dout);\n"
+    "    ncclAllReduce(y, y, (size_t)rows * dout, ncclFloat, ncclSum, c, s);\n"
+    "}\n"
+    "int main() {\n"
+    "    float *x, *w, *y; ncclComm_t c; cudaStream_t s;\n"
+    "    cudaMalloc(&x, 64); cudaMalloc(&w, 64); cudaMalloc(&y, 64);\n"
+    "    step(x, w, y, 4, 4, 4, c, s);\n"
+    "    return 0;\n"
+    "}\n";
+
+/* the kernel that writes the all-reduce's buffer (through an alias) runs in
+ * ranges of rows, each reduced as it is made */
+static void test_kernel_produce_applies(void **state)
+{
+    (void)state;
+    decl d;
+    /* x has din elements per row, y dout: parameters 4 and 5 */
+    decl_make(&d, "partial", "rows", "x:din, y:dout");
+    cuco_tx_result r;
+    transform_declared(prog_produce, &d, &r);
+    assert_non_null(strstr(r.program, "cuco_tx::kernel_produce(0, CUCO_PSPLIT_0, 3, 0x5UL, "
+                                      "cuco_tx::RowWidths{{5, 0, 6}}, 2, "
+                                      "(size_t)((size_t)rows * dout), ncclFloat, partial, rows, "
+                                      "128, 0, s, x, w, out, rows, din, dout);"));
+    assert_non_null(strstr(r.program,
+                           "cuco_tx::all_reduce(cuco_tx::produce_site(0, CUCO_PSPLIT_0), "
+                           "y, y"));
+    assert_non_null(strstr(r.program, "#define CUCO_PSPLIT_0 0 // cuco:knob run 0 1"));
+    assert_null(strstr(r.program, "#define CUCO_TX_GEMM_SPLIT"));
+    assert_true(tx_has_schedule_note(&r.notes, 8,
+                                     "producer_split: kernel partial at line 8 makes the input of "
+                                     "ncclAllReduce at line 9: the kernel runs in "
+                                     "CUCO_PSPLIT_PIECES ranges of rows"));
+    cuco_tx_result_free(&r);
+    /* y is not among the row arguments: the kernel stays whole */
+    decl_make(&d, "partial", "rows", "x");
+    transform_declared(prog_produce, &d, &r);
+    assert_null(strstr(r.program, "cuco_tx::kernel_produce("));
+    assert_null(strstr(r.program, "#define CUCO_PSPLIT_0"));
+    assert_true(tx_has_schedule_note(&r.notes, 9,
+                                     "the statement before it (line 8) launches a kernel with no "
+                                     "row argument (args=) naming the all-reduce's buffer"));
+    cuco_tx_result_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kernel_split_applies),
+        cmocka_unit_test(test_kernel_split_template),
+        cmocka_unit_test(test_kernel_split_refused),
+        cmocka_unit_test(test_kernel_split_no_definition),
+        cmocka_unit_test(test_kernel_produce_applies),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
