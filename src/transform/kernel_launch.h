@@ -22,7 +22,7 @@ typedef struct kernel_launch {
      * gathered (or reduced) one; k + 1: its elements per row are parameter
      * k's value (args= "y:dout") */
     signed char width_from[64];
-    int decl_line;           /* the declaration's line in the manifest */
+    int decl_line; /* the declaration's line in the manifest */
 } kernel_launch;
 
 /* Reads statement [a, b) as one launch `k<<<...>>>(...);` of a kernel that a

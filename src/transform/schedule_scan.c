@@ -1148,9 +1148,10 @@ static int split_edits(scan *s, size_t call_open, int site, cuco_sched_plan *p)
     if (p->split_kernel) {
         size_t off = tk(v, s->ks.name)->off, end = tk(v, s->ks.args)->off + 1;
         char *widths = kernel_launch_widths(&s->ks);
-        char *head = widths ? cuco_sprintf("cuco_tx::kernel_split(%d, CUCO_SPLIT_%d, %d, 0x%lxUL, %s",
-                                           site, site, s->ks.rows_pos, s->ks.rows_mask, widths)
-                            : NULL;
+        char *head = widths
+                         ? cuco_sprintf("cuco_tx::kernel_split(%d, CUCO_SPLIT_%d, %d, 0x%lxUL, %s",
+                                        site, site, s->ks.rows_pos, s->ks.rows_mask, widths)
+                         : NULL;
         free(widths);
         rc = head ? plan_edit(p, off, end - off, kernel_launch_call(v, &s->ks, head), off)
                   : CUCO_ENOMEM;
@@ -1361,12 +1362,12 @@ static int try_kernel_produce(scan *s, int site, int (*editable)(void *, size_t)
     size_t a, b, c = s->call_tok + 1;
     char *count = arg_text(v, c, 2, 0), *type = arg_text(v, c, 3, 0);
     char *widths = kernel_launch_widths(&s->ks);
-    char *head = count && type && widths && arg_range(v, c, 0, &a, &b)
-                     ? cuco_sprintf("cuco_tx::kernel_produce(%d, CUCO_PSPLIT_%d, %d, 0x%lxUL, %s, "
-                                    "%d, (size_t)(%s), %s",
-                                    site, site, s->ks.rows_pos, s->ks.rows_mask, widths, out, count,
-                                    type)
-                     : NULL;
+    char *head =
+        count && type && widths && arg_range(v, c, 0, &a, &b)
+            ? cuco_sprintf("cuco_tx::kernel_produce(%d, CUCO_PSPLIT_%d, %d, 0x%lxUL, %s, "
+                           "%d, (size_t)(%s), %s",
+                           site, site, s->ks.rows_pos, s->ks.rows_mask, widths, out, count, type)
+            : NULL;
     free(count);
     free(type);
     free(widths);
