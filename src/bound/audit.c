@@ -175,8 +175,11 @@ static int if_of_else(const bl_source *s, int e, int open)
 /* The conditions that decide whether token i runs, inside function f. */
 static void guards_of(const bl_source *s, int i, const bl_func *f, ranges *g)
 {
-    /* A ternary whose branch holds i. */
-    int depth = 0;
+    /* A ternary whose branch holds i: walking back, the first '?' with no
+     * colon crossed (i in its true branch) or with one (i in its false
+     * branch: that colon is its own). A ',' ends the operand that holds i:
+     * the ternaries before it, up to the '(' that encloses both, do not. */
+    int depth = 0, closed = 0;
     for (int j = i - 1; j > f->open; j--) {
         if ((bl_is(s, j, ")") || bl_is(s, j, "]")) && s->tok[j].match >= 0) {
             j = s->tok[j].match;
@@ -184,12 +187,18 @@ static void guards_of(const bl_source *s, int i, const bl_func *f, ranges *g)
         }
         if (bl_is(s, j, ";") || bl_is(s, j, "{") || bl_is(s, j, "}"))
             break;
-        if (bl_is(s, j, "("))
-            continue; /* climb out of a call's argument list */
+        if (bl_is(s, j, "(")) { /* climb out of a call's argument list */
+            depth = closed = 0;
+            continue;
+        }
+        if (bl_is(s, j, ","))
+            closed = 1;
+        if (closed)
+            continue;
         if (bl_is(s, j, ":"))
             depth++;
         else if (bl_is(s, j, "?")) {
-            if (depth > 0) {
+            if (depth > 1) {
                 depth--;
                 continue;
             }
@@ -404,7 +413,9 @@ static int dep_expr(audit_ctx *c, int si, int a, int b, const bl_func *f, int de
             return 1;
         if (!bl_is_ident(s, j) || is_const_word(s, j))
             continue;
-        if (bl_is(s, j - 1, ".") || bl_is(s, j - 1, "->"))
+        /* a member is not a variable of f; a method call (m.check(...)) is
+         * followed like a call of the function of that name */
+        if ((bl_is(s, j - 1, ".") || bl_is(s, j - 1, "->")) && !bl_is(s, j + 1, "("))
             continue;
         char *name = bl_text(s, j);
         int yes = 0;

@@ -323,6 +323,9 @@ static void test_audit_small_programs(void **state)
     audit_one("audit_constant.cu", CUCO_AUDIT_CONSTANT, 1);
     audit_one("audit_rank_only.cu", CUCO_AUDIT_UNRELATED, 1);
     audit_one("audit_compare.cu", CUCO_AUDIT_CHECKED, 0);
+    audit_one("audit_compare_else.cu", CUCO_AUDIT_CHECKED, 0);
+    audit_one("audit_ternary_other.cu", CUCO_AUDIT_UNCONDITIONAL, 1);
+    audit_one("audit_method.cu", CUCO_AUDIT_CHECKED, 0);
     audit_one("audit_helper.cu", CUCO_AUDIT_CHECKED, 0);
     audit_one("audit_print_helper.cu", CUCO_AUDIT_CHECKED, 0);
     audit_one("audit_early_return.cu", CUCO_AUDIT_CHECKED, 0);
