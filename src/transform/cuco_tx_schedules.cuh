@@ -622,6 +622,33 @@ inline void describe(const Tup& t, uintptr_t* addr, long long* ints, size_t* es,
                     cst[I] = Pointee<typename tuple_element<I, Tup>::type>::isConst, 0)...};
   (void)each;
 }
+// One launch as the splits see it: the kernel, its configuration, its
+// arguments converted to its parameter types, and what each parameter is
+// (address, integer value, element size and constness, by position).
+template <class... P>
+struct Launch {
+  static constexpr size_t n = sizeof...(P);
+  using Tup = std::tuple<P...>;
+  const void* k;
+  dim3 grid, block;
+  size_t smem;
+  cudaStream_t stream;
+  Tup t;
+  uintptr_t addr[n + 1];
+  long long ints[n + 1], elems[n + 1];
+  size_t es[n + 1];
+  bool cst[n + 1];
+  template <class... A>
+  Launch(void (*kernel)(P...), dim3 g, dim3 b, size_t sm, cudaStream_t st, A&&... a)
+      : k(reinterpret_cast<const void*>(kernel)), grid(g), block(b), smem(sm), stream(st), t(std::forward<A>(a)...) {
+    describe(t, addr, ints, es, cst, std::index_sequence_for<P...>{});
+  }
+  // The whole launch (q null) or one part of it.
+  cudaError_t run(const Part* q) {
+    Tup piece = t;
+    return launch(k, grid, block, smem, stream, piece, q, std::index_sequence_for<P...>{});
+  }
+};
 }  // namespace ksplit
 
 // Where each row argument's elements per row come from (the transform's
@@ -682,21 +709,12 @@ template <class... P, class... A>
 inline cudaError_t kernel_split(int site, int on, int rowsPos, unsigned long mask, RowWidths w,
                                 void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                                 A&&... a) {
-  using Tup = std::tuple<P...>;
-  constexpr size_t n = sizeof...(P);
-  Tup t(std::forward<A>(a)...);
-  const void* k = reinterpret_cast<const void*>(kernel);
-  auto seq = std::index_sequence_for<P...>{};
+  ksplit::Launch<P...> L(kernel, grid, block, smem, stream, std::forward<A>(a)...);
   SplitRec* r = on ? split_rec(site) : nullptr;
-  uintptr_t addr[n + 1];
-  long long ints[n + 1], elems[n + 1];
-  size_t es[n + 1];
-  bool cst[n + 1];
-  ksplit::describe(t, addr, ints, es, cst, seq);
   ksplit::Part q{};
   bool ownFromSend = false;
-  const char* why = r && r->fresh ? kernel_split_plan(*r, (int)n, addr, ints, es, cst, rowsPos, mask, w, &q,
-                                                      elems, &ownFromSend)
+  const char* why = r && r->fresh ? kernel_split_plan(*r, (int)L.n, L.addr, L.ints, L.es, L.cst, rowsPos, mask, w,
+                                                      &q, L.elems, &ownFromSend)
                                   : "no fresh gather";
   if (why) {
     if (r && r->fresh && !r->warned) {
@@ -705,10 +723,10 @@ inline cudaError_t kernel_split(int site, int on, int rowsPos, unsigned long mas
     }
     if (r) r->fresh = false;
     split_join(site, stream);
-    return ksplit::launch(k, grid, block, smem, stream, t, nullptr, seq);
+    return L.run(nullptr);
   }
   r->fresh = false;
-  long long rpr = ints[rowsPos] / r->nranks;
+  long long rpr = L.ints[rowsPos] / r->nranks;
   size_t rowBytes = r->bytes / (size_t)rpr;
   CUCO_TX_TRACE("split(%d): kernel per source rank, %lld rows each, peers' in up to %d parts\n", site, rpr,
                 split_chunks());
@@ -721,11 +739,10 @@ inline cudaError_t kernel_split(int site, int on, int rowsPos, unsigned long mas
       long long lo = rpr * part / parts, hi = rpr * (part + 1) / parts;
       if (!fromSend && cudaStreamWaitEvent(stream, part_event(*r, p, parts, (size_t)hi * rowBytes - 1), 0) != cudaSuccess)
         return cudaErrorUnknown;
-      Tup piece = t;
       q.at = reinterpret_cast<uintptr_t>(block0 + (size_t)lo * rowBytes);
       q.rowOff = p * rpr + lo;
       q.rows = hi - lo;
-      cudaError_t rc = ksplit::launch(k, grid, block, smem, stream, piece, &q, seq);
+      cudaError_t rc = L.run(&q);
       if (rc != cudaSuccess) return rc;
     }
   }
@@ -867,45 +884,36 @@ template <class... P, class... A>
 inline cudaError_t kernel_produce(int site, int on, int rowsPos, unsigned long mask, RowWidths w, int outPos,
                                   size_t count, ncclDataType_t dt, void (*kernel)(P...), dim3 grid, dim3 block,
                                   size_t smem, cudaStream_t stream, A&&... a) {
-  using Tup = std::tuple<P...>;
-  constexpr size_t n = sizeof...(P);
-  Tup t(std::forward<A>(a)...);
-  const void* k = reinterpret_cast<const void*>(kernel);
-  auto seq = std::index_sequence_for<P...>{};
+  ksplit::Launch<P...> L(kernel, grid, block, smem, stream, std::forward<A>(a)...);
   ProduceRec* r = on ? produce_rec(site) : nullptr;
   if (r) r->fresh = false;
-  uintptr_t addr[n + 1];
-  long long ints[n + 1], elems[n + 1];
-  size_t es[n + 1];
-  bool cst[n + 1];
-  ksplit::describe(t, addr, ints, es, cst, seq);
-  const char* why = r ? kernel_produce_plan((int)n, es, ints, rowsPos, mask, w, outPos, count, dt, elems) : nullptr;
+  const char* why =
+      r ? kernel_produce_plan((int)L.n, L.es, L.ints, rowsPos, mask, w, outPos, count, dt, L.elems) : nullptr;
   if (r && !why && produce_events(r) != ncclSuccess) why = "its events could not be made";
   if (!r || why) {
     if (r && !r->warned) {
       fprintf(stderr, "cuco_tx: producer split(%d): the kernel runs whole: %s\n", site, why);
       r->warned = true;
     }
-    return ksplit::launch(k, grid, block, smem, stream, t, nullptr, seq);
+    return L.run(nullptr);
   }
-  long long rows = ints[rowsPos];
+  long long rows = L.ints[rowsPos];
   int pieces = (int)std::min<long long>(produce_pieces(), rows);
   ksplit::Part q{};
   q.mask = mask;
   q.rowsPos = rowsPos;
-  q.elems = elems;
+  q.elems = L.elems;
   CUCO_TX_TRACE("producer split(%d): kernel in %d ranges of %lld rows\n", site, pieces, rows / pieces);
   for (int j = 0; j < pieces; j++) {
     long long lo = rows * j / pieces, hi = rows * (j + 1) / pieces;
-    Tup piece = t;
     q.rowOff = lo;
     q.rows = hi - lo;
-    cudaError_t rc = ksplit::launch(k, grid, block, smem, stream, piece, &q, seq);
+    cudaError_t rc = L.run(&q);
     if (rc != cudaSuccess) return rc;
     if ((rc = cudaEventRecord(r->made[j], stream)) != cudaSuccess) return rc;
-    r->end[j] = (size_t)(hi * elems[outPos]) * es[outPos];
+    r->end[j] = (size_t)(hi * L.elems[outPos]) * L.es[outPos];
   }
-  r->out = reinterpret_cast<const char*>(addr[outPos]);
+  r->out = reinterpret_cast<const char*>(L.addr[outPos]);
   r->pieces = pieces;
   r->gemmStream = stream;
   r->fresh = true;

@@ -1321,6 +1321,14 @@ static int produce_no(cuco_sched_plan *p, const char *why, int line)
     return p->produce_note ? 0 : CUCO_ENOMEM;
 }
 
+/* The all-reduce's first argument (token a) gets produce_site(...). */
+static int produce_site_edit(cuco_sched_plan *p, const sview *v, size_t a, int site)
+{
+    return plan_edit(p, tk(v, a)->off, 0,
+                     cuco_sprintf("cuco_tx::produce_site(%d, CUCO_PSPLIT_%d), ", site, site),
+                     tk(v, a)->off);
+}
+
 /* (a)'s edits, when it does not apply, are dropped: the producer split's
  * own follow from produce_edit0 on. */
 static void produce_start(cuco_sched_plan *p)
@@ -1378,9 +1386,7 @@ static int try_kernel_produce(scan *s, int site, int (*editable)(void *, size_t)
     rc = plan_edit(p, off, end - off, kernel_launch_call(v, &s->ks, head), off);
     free(head);
     if (rc == 0)
-        rc = plan_edit(p, tk(v, a)->off, 0,
-                       cuco_sprintf("cuco_tx::produce_site(%d, CUCO_PSPLIT_%d), ", site, site),
-                       tk(v, a)->off);
+        rc = produce_site_edit(p, v, a, site);
     if (rc != 0)
         return rc;
     p->produce = 1;
@@ -1440,9 +1446,7 @@ static int try_produce(scan *s, int site, int (*editable)(void *, size_t), void 
         rc =
             plan_edit(p, tk(v, ga)->off, 0, cuco_sprintf("%d, CUCO_PSPLIT_%d, ", site, site), goff);
     if (rc == 0)
-        rc = plan_edit(p, tk(v, a)->off, 0,
-                       cuco_sprintf("cuco_tx::produce_site(%d, CUCO_PSPLIT_%d), ", site, site),
-                       tk(v, a)->off);
+        rc = produce_site_edit(p, v, a, site);
     if (rc != 0)
         return rc;
     p->produce = 1;
