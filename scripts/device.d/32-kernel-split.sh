@@ -11,7 +11,8 @@
 # - tests/data/transform/rowpar_kernel (a hand-written row-parallel linear
 #   kernel, then an in-place ncclAllReduce): producer_split. The seed, gen_0
 #   (split off) and CUCO_PSPLIT_0=1 at 2, 4 and 8 ranges, the same way; and
-#   CUCO_PSPLIT_0=1 verified at 1 rank.
+#   CUCO_PSPLIT_0=1 at 1 rank. Both seeds and gen_0s are timed at 1 rank
+#   too (gen_0 must not be slower than the seed there either).
 # - cuco bound on both seeds (compute and communication of a step: the gap).
 # - each split program built by hand and run once with CUCO_TX_TRACE=1: the
 #   glue's trace says the split ran (not the whole-kernel fallback).
@@ -68,6 +69,10 @@ if transform "$WL" seqpar_norm; then
     knob_variant "$g" "$T/${v%%:*}.cu" "${v#*:}" || status=1
     evaluate "$WL" "${v%%:*}" 3 "$RANKS" "$T/${v%%:*}.cu" "$g"
   done
+  if [ "$RANKS" -gt 1 ]; then  # gen_0 against the seed at one rank too
+    evaluate "$WL" seed-1rank 3 1
+    evaluate "$WL" gen0-1rank 3 1 "$g" "$g"
+  fi
   traced seqpar_norm-gen0 "$g" --tokens 96 --dim 200 --iters 1 || status=1
 else
   status=1
@@ -82,7 +87,11 @@ if transform "$WL" rowpar_kernel; then
     knob_variant "$g" "$T/rk-p$p.cu" "CUCO_PSPLIT_0=1,CUCO_PSPLIT_PIECES=$p" || status=1
     evaluate "$WL" "rk-psplit$p" 3 "$RANKS" "$T/rk-p$p.cu" "$g"
   done
-  evaluate "$WL" rk-psplit4-1rank 2 1 "$T/rk-p4.cu" "$g"
+  if [ "$RANKS" -gt 1 ]; then
+    evaluate "$WL" rk-seed-1rank 3 1
+    evaluate "$WL" rk-gen0-1rank 3 1 "$g" "$g"
+  fi
+  evaluate "$WL" rk-psplit4-1rank 3 1 "$T/rk-p4.cu" "$g"
   traced rowpar_kernel-psplit4 "$T/rk-p4.cu" --rows 100 --din 48 --dout 96 --iters 1 || status=1
 else
   status=1

@@ -554,13 +554,13 @@ inline cudaEvent_t part_event(const SplitRec& r, int p, int parts, size_t lastBy
 
 // consumer_split_by_source for a kernel the manifest declares
 // rows_independent (rows= its row count's parameter, args= its pointers
-// indexed by row, each with its width): kernel_split(site, on, rowsPos,
-// rowMask, widths, kernel, grid, block, smem, stream, args...) launches the
+// indexed by row, each with its width): kernel_split(site, on, spec,
+// kernel, grid, block, smem, stream, args...) launches the
 // kernel once per rank block of the gathered rows (own block first, each
 // peer's after its arrival event, in CUCO_SPLIT_CHUNKS parts), with the row
 // count set to the part's rows and each row argument moved to the part's
-// first row (by its own elements per row, RowWidths, in its own type), on
-// the launch's grid. Anything else (knob 0, no fresh gather, the gathered
+// first row (by its own elements per row, RowSpec, in its own type), on
+// the launch's grid (a one-block-a-row grid shrunk to the part's rows). Anything else (knob 0, no fresh gather, the gathered
 // argument not the start of the gathered buffer, rows not a multiple of the
 // rank count, another row argument inside the gathered buffer, a width that
 // does not fit) joins the gather and launches the kernel whole, saying why
@@ -586,6 +586,7 @@ struct Part {
   uintptr_t at;
   long long rowOff, rows;
   const long long* elems;
+  bool gridRows;  // the launch has one block a row: the part's grid is its rows
 };
 template <class T> inline void adjust(T& x, int i, const Part& q, std::true_type /*pointer*/, std::false_type) {
   if ((q.gathered >> i) & 1UL)
@@ -646,25 +647,33 @@ struct Launch {
   // The whole launch (q null) or one part of it.
   cudaError_t run(const Part* q) {
     Tup piece = t;
-    return launch(k, grid, block, smem, stream, piece, q, std::index_sequence_for<P...>{});
+    dim3 g = grid;
+    if (q && q->gridRows) g.x = (unsigned)q->rows;
+    return launch(k, g, block, smem, stream, piece, q, std::index_sequence_for<P...>{});
   }
 };
 }  // namespace ksplit
 
-// Where each row argument's elements per row come from (the transform's
-// reading of args= "x y:dout"): 0, as many as the gathered (or reduced)
-// argument; k + 1, the value of parameter k.
-struct RowWidths {
-  signed char from[64];
+// The transform's reading of a rows_independent declaration at one launch:
+// the row count's parameter, the row arguments' bits, whether the launch's
+// grid is written as its row count (one block a row: a part then launches
+// as many blocks as it has rows, when the grid is that count at run time),
+// and where each row argument's elements per row come from (args= "x
+// y:dout"): 0, as many as the gathered (or reduced) argument; k + 1, the
+// value of parameter k.
+struct RowSpec {
+  int rowsPos;
+  unsigned long mask;
+  int gridRows;
+  signed char widthFrom[64];
 };
 
 // Elements per row of each row argument into elems (ref for those of the
 // reference width); why a width parameter is unusable, or nullptr.
-inline const char* row_elems(int n, unsigned long mask, const RowWidths& w, const long long* ints, long long ref,
-                             long long* elems) {
+inline const char* row_elems(int n, const RowSpec& w, const long long* ints, long long ref, long long* elems) {
   for (int i = 0; i < n && i < 64; i++) {
-    int from = w.from[i] - 1;
-    if (!((mask >> i) & 1UL)) continue;
+    int from = w.widthFrom[i] - 1;
+    if (!((w.mask >> i) & 1UL)) continue;
     if (from >= n) return "a row argument's width parameter is out of range";
     elems[i] = from < 0 ? ref : ints[from];
     if (elems[i] <= 0) return "a row argument's width parameter is not a positive integer";
@@ -675,13 +684,13 @@ inline const char* row_elems(int n, unsigned long mask, const RowWidths& w, cons
 // Why the launch cannot split by the gather r (nullptr: it can); fills q's
 // gathered bits and each row argument's elements per row.
 inline const char* kernel_split_plan(const SplitRec& r, int n, const uintptr_t* addr, const long long* ints,
-                                     const size_t* es, const bool* cst, int rowsPos, unsigned long mask,
-                                     const RowWidths& w, ksplit::Part* q, long long* elems, bool* ownFromSend) {
+                                     const size_t* es, const bool* cst, const RowSpec& w, unsigned gridX,
+                                     ksplit::Part* q, long long* elems, bool* ownFromSend) {
   uintptr_t lo = reinterpret_cast<uintptr_t>(r.recv), hi = lo + r.bytes * (size_t)r.nranks;
   q->gathered = 0;
   int g = -1;
   for (int i = 0; i < n && i < 64; i++) {
-    if (!((mask >> i) & 1UL)) continue;
+    if (!((w.mask >> i) & 1UL)) continue;
     if (!es[i]) return "a row argument of its declaration is not a pointer";
     if (addr[i] == lo) {
       q->gathered |= 1UL << i;
@@ -691,30 +700,30 @@ inline const char* kernel_split_plan(const SplitRec& r, int n, const uintptr_t* 
     }
   }
   if (g < 0) return "no row argument is the start of the gathered buffer";
-  long long rows = rowsPos < n ? ints[rowsPos] : -1;
+  long long rows = w.rowsPos < n ? ints[w.rowsPos] : -1;
   if (rows <= 0 || rows % r.nranks) return "its row count is not a positive multiple of the rank count";
   long long rpr = rows / r.nranks;
   if (r.bytes % (size_t)rpr || (r.bytes / (size_t)rpr) % es[g]) return "a rank's block is not a whole number of rows";
   long long ref = (long long)(r.bytes / (size_t)rpr / es[g]);
-  if (const char* why = row_elems(n, mask, w, ints, ref, elems)) return why;
+  if (const char* why = row_elems(n, w, ints, ref, elems)) return why;
   if (elems[g] != ref) return "the gathered argument's declared width is not the gathered rows' width";
-  q->mask = mask;
-  q->rowsPos = rowsPos;
+  q->mask = w.mask;
+  q->rowsPos = w.rowsPos;
   q->elems = elems;
+  q->gridRows = w.gridRows && gridX == (unsigned long long)rows;
   *ownFromSend = cst[g] && (q->gathered & (q->gathered - 1)) == 0;
   return nullptr;
 }
 
 template <class... P, class... A>
-inline cudaError_t kernel_split(int site, int on, int rowsPos, unsigned long mask, RowWidths w,
-                                void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                                A&&... a) {
+inline cudaError_t kernel_split(int site, int on, const RowSpec& w, void (*kernel)(P...), dim3 grid, dim3 block,
+                                size_t smem, cudaStream_t stream, A&&... a) {
   ksplit::Launch<P...> L(kernel, grid, block, smem, stream, std::forward<A>(a)...);
   SplitRec* r = on ? split_rec(site) : nullptr;
   ksplit::Part q{};
   bool ownFromSend = false;
-  const char* why = r && r->fresh ? kernel_split_plan(*r, (int)L.n, L.addr, L.ints, L.es, L.cst, rowsPos, mask, w,
-                                                      &q, L.elems, &ownFromSend)
+  const char* why = r && r->fresh ? kernel_split_plan(*r, (int)L.n, L.addr, L.ints, L.es, L.cst, w, grid.x, &q,
+                                                      L.elems, &ownFromSend)
                                   : "no fresh gather";
   if (why) {
     if (r && r->fresh && !r->warned) {
@@ -726,7 +735,7 @@ inline cudaError_t kernel_split(int site, int on, int rowsPos, unsigned long mas
     return L.run(nullptr);
   }
   r->fresh = false;
-  long long rpr = L.ints[rowsPos] / r->nranks;
+  long long rpr = L.ints[w.rowsPos] / r->nranks;
   size_t rowBytes = r->bytes / (size_t)rpr;
   CUCO_TX_TRACE("split(%d): kernel per source rank, %lld rows each, peers' in up to %d parts\n", site, rpr,
                 split_chunks());
@@ -854,41 +863,40 @@ inline ncclResult_t all_reduce(ProduceSite ps, const void* sendbuff, void* recvb
 }
 
 // producer_split for a kernel the manifest declares rows_independent:
-// kernel_produce(site, on, rowsPos, rowMask, widths, outPos, count,
-// datatype, kernel, grid, block, smem, stream, args...) launches the kernel
+// kernel_produce(site, on, spec, outPos, count, datatype, kernel, grid,
+// block, smem, stream, args...) launches the kernel
 // in CUCO_PSPLIT_PIECES ranges of rows (row count set to the range's, every
 // row argument moved to its first row, the launch's grid), an event after
 // each. count and datatype are the all-reduce's: parameter outPos, the
 // buffer it reduces, holds count / rows elements per row (the reference
-// width of RowWidths). Anything else (knob 0, outPos not a row argument of
+// width of RowSpec). Anything else (knob 0, outPos not a row argument of
 // that element size, fewer than 2 rows, count not a multiple of the rows, a
 // width that does not fit) launches the kernel whole, and the all-reduce
 // then runs whole too.
-inline const char* kernel_produce_plan(int n, const size_t* es, const long long* ints, int rowsPos,
-                                       unsigned long mask, const RowWidths& w, int outPos, size_t count,
-                                       ncclDataType_t dt, long long* elems) {
-  if (outPos < 0 || outPos >= n || !((mask >> outPos) & 1UL)) return "the reduced buffer is not a row argument";
+inline const char* kernel_produce_plan(int n, const size_t* es, const long long* ints, const RowSpec& w,
+                                       int outPos, size_t count, ncclDataType_t dt, long long* elems) {
+  if (outPos < 0 || outPos >= n || !((w.mask >> outPos) & 1UL)) return "the reduced buffer is not a row argument";
   for (int i = 0; i < n && i < 64; i++)
-    if (((mask >> i) & 1UL) && !es[i]) return "a row argument of its declaration is not a pointer";
+    if (((w.mask >> i) & 1UL) && !es[i]) return "a row argument of its declaration is not a pointer";
   if (es[outPos] != dtype_size(dt)) return "the reduced buffer's element type is not the all-reduce's";
-  long long rows = rowsPos < n ? ints[rowsPos] : -1;
+  long long rows = w.rowsPos < n ? ints[w.rowsPos] : -1;
   if (rows < 2) return "it has fewer than 2 rows";
   if (count % (size_t)rows) return "the all-reduce's count is not a whole number of rows";
   long long ref = (long long)(count / (size_t)rows);
-  if (const char* why = row_elems(n, mask, w, ints, ref, elems)) return why;
+  if (const char* why = row_elems(n, w, ints, ref, elems)) return why;
   if (elems[outPos] != ref) return "the reduced argument's declared width is not the all-reduce's count per row";
   return nullptr;
 }
 
 template <class... P, class... A>
-inline cudaError_t kernel_produce(int site, int on, int rowsPos, unsigned long mask, RowWidths w, int outPos,
-                                  size_t count, ncclDataType_t dt, void (*kernel)(P...), dim3 grid, dim3 block,
-                                  size_t smem, cudaStream_t stream, A&&... a) {
+inline cudaError_t kernel_produce(int site, int on, const RowSpec& w, int outPos, size_t count, ncclDataType_t dt,
+                                  void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                                  A&&... a) {
   ksplit::Launch<P...> L(kernel, grid, block, smem, stream, std::forward<A>(a)...);
   ProduceRec* r = on ? produce_rec(site) : nullptr;
   if (r) r->fresh = false;
   const char* why =
-      r ? kernel_produce_plan((int)L.n, L.es, L.ints, rowsPos, mask, w, outPos, count, dt, L.elems) : nullptr;
+      r ? kernel_produce_plan((int)L.n, L.es, L.ints, w, outPos, count, dt, L.elems) : nullptr;
   if (r && !why && produce_events(r) != ncclSuccess) why = "its events could not be made";
   if (!r || why) {
     if (r && !r->warned) {
@@ -897,12 +905,13 @@ inline cudaError_t kernel_produce(int site, int on, int rowsPos, unsigned long m
     }
     return L.run(nullptr);
   }
-  long long rows = L.ints[rowsPos];
+  long long rows = L.ints[w.rowsPos];
   int pieces = (int)std::min<long long>(produce_pieces(), rows);
   ksplit::Part q{};
-  q.mask = mask;
-  q.rowsPos = rowsPos;
+  q.mask = w.mask;
+  q.rowsPos = w.rowsPos;
   q.elems = L.elems;
+  q.gridRows = w.gridRows && grid.x == (unsigned long long)rows;
   CUCO_TX_TRACE("producer split(%d): kernel in %d ranges of %lld rows\n", site, pieces, rows / pieces);
   for (int j = 0; j < pieces; j++) {
     long long lo = rows * j / pieces, hi = rows * (j + 1) / pieces;

@@ -64,6 +64,20 @@ static int config_item(const sview *v, size_t lt, size_t gt, int k, size_t *ca, 
     return 0;
 }
 
+/* Whether the launch's grid (configuration item 0) is written as its
+ * argument k: the same tokens ("rows" and "rows"). */
+static int same_text(const sview *v, size_t lt, size_t gt, size_t args, int k)
+{
+    size_t ca, cb, aa, ab;
+    if (!config_item(v, lt, gt, 0, &ca, &cb) || !arg_range(v, args, k, &aa, &ab) ||
+        cb - ca != ab - aa)
+        return 0;
+    for (size_t i = 0; i < cb - ca; i++)
+        if (!same_tok(v, ca + i, aa + i))
+            return 0;
+    return 1;
+}
+
 /* The '(' of the parameters of the one __global__ definition named like
  * token bare; v->n when there is none or more than one. */
 static size_t kernel_params(const sview *v, size_t bare)
@@ -200,6 +214,7 @@ int kernel_launch_rows(const sview *v, size_t a, size_t b, const cuco_semantic *
     else
         rc = row_args(v, params, args, name, kl, why);
     if (rc == 1 && !*why) {
+        kl->grid_rows = same_text(v, lt, gt, gt + 1, kl->rows_pos);
         kl->name = a;
         kl->bare = bare;
         kl->lt = lt;
@@ -213,16 +228,17 @@ int kernel_launch_rows(const sview *v, size_t a, size_t b, const cuco_semantic *
     return *why ? 0 : 1;
 }
 
-char *kernel_launch_widths(const kernel_launch *kl)
+char *kernel_launch_spec(const kernel_launch *kl)
 {
     int last = -1;
     for (int i = 0; i < 64; i++)
         if (kl->width_from[i])
             last = i;
     cuco_buf b = CUCO_BUF_INIT;
-    int rc = cuco_buf_puts(&b, "cuco_tx::RowWidths{");
+    int rc = cuco_buf_printf(&b, "cuco_tx::RowSpec{%d, 0x%lxUL, %d", kl->rows_pos, kl->rows_mask,
+                             kl->grid_rows);
     for (int i = 0; rc == 0 && i <= last; i++)
-        rc = cuco_buf_printf(&b, "%s%d", i ? ", " : "{", kl->width_from[i]);
+        rc = cuco_buf_printf(&b, "%s%d", i ? ", " : ", {", kl->width_from[i]);
     if (rc == 0)
         rc = cuco_buf_puts(&b, last >= 0 ? "}}" : "}");
     if (rc != 0) {

@@ -22,6 +22,7 @@ typedef struct kernel_launch {
      * gathered (or reduced) one; k + 1: its elements per row are parameter
      * k's value (args= "y:dout") */
     signed char width_from[64];
+    int grid_rows; /* 1: the launch's grid is its row count's argument (one block a row) */
     int decl_line; /* the declaration's line in the manifest */
 } kernel_launch;
 
@@ -34,16 +35,17 @@ typedef struct kernel_launch {
 int kernel_launch_rows(const sview *v, size_t a, size_t b, const cuco_semantic *sem, size_t n,
                        kernel_launch *kl, char **why);
 
-/* The glue's RowWidths aggregate for kl ("cuco_tx::RowWidths{{0, 0, 6}}",
- * "cuco_tx::RowWidths{}" when every row argument has the reference width).
- * NULL when out of memory. */
-char *kernel_launch_widths(const kernel_launch *kl);
+/* The glue's RowSpec aggregate for kl: "cuco_tx::RowSpec{3, 0x5UL, 1,
+ * {0, 0, 6}}" (rows position, row bits, grid_rows, widths; the widths left
+ * out when every row argument has the reference width). NULL when out of
+ * memory. */
+char *kernel_launch_spec(const kernel_launch *kl);
 
 /* The text that replaces the launch from its name through the '(' of its
  * arguments: "<head>, kernel, grid, block, smem, stream, " (smem and stream
  * 0 when the launch leaves them out), head being the glue call's opening
- * ("cuco_tx::kernel_split(0, CUCO_SPLIT_0, 3, 0x5UL"). NULL when out of
- * memory. */
+ * ("cuco_tx::kernel_split(0, CUCO_SPLIT_0, cuco_tx::RowSpec{...}"). NULL
+ * when out of memory. */
 char *kernel_launch_call(const sview *v, const kernel_launch *kl, const char *head);
 
 #endif

@@ -1147,12 +1147,11 @@ static int split_edits(scan *s, size_t call_open, int site, cuco_sched_plan *p)
     int rc;
     if (p->split_kernel) {
         size_t off = tk(v, s->ks.name)->off, end = tk(v, s->ks.args)->off + 1;
-        char *widths = kernel_launch_widths(&s->ks);
-        char *head = widths
-                         ? cuco_sprintf("cuco_tx::kernel_split(%d, CUCO_SPLIT_%d, %d, 0x%lxUL, %s",
-                                        site, site, s->ks.rows_pos, s->ks.rows_mask, widths)
-                         : NULL;
-        free(widths);
+        char *spec = kernel_launch_spec(&s->ks);
+        char *head =
+            spec ? cuco_sprintf("cuco_tx::kernel_split(%d, CUCO_SPLIT_%d, %s", site, site, spec)
+                 : NULL;
+        free(spec);
         rc = head ? plan_edit(p, off, end - off, kernel_launch_call(v, &s->ks, head), off)
                   : CUCO_ENOMEM;
         free(head);
@@ -1369,16 +1368,15 @@ static int try_kernel_produce(scan *s, int site, int (*editable)(void *, size_t)
         out++;
     size_t a, b, c = s->call_tok + 1;
     char *count = arg_text(v, c, 2, 0), *type = arg_text(v, c, 3, 0);
-    char *widths = kernel_launch_widths(&s->ks);
-    char *head =
-        count && type && widths && arg_range(v, c, 0, &a, &b)
-            ? cuco_sprintf("cuco_tx::kernel_produce(%d, CUCO_PSPLIT_%d, %d, 0x%lxUL, %s, "
-                           "%d, (size_t)(%s), %s",
-                           site, site, s->ks.rows_pos, s->ks.rows_mask, widths, out, count, type)
-            : NULL;
+    char *spec = kernel_launch_spec(&s->ks);
+    char *head = count && type && spec && arg_range(v, c, 0, &a, &b)
+                     ? cuco_sprintf("cuco_tx::kernel_produce(%d, CUCO_PSPLIT_%d, %s, %d, "
+                                    "(size_t)(%s), %s",
+                                    site, site, spec, out, count, type)
+                     : NULL;
     free(count);
     free(type);
-    free(widths);
+    free(spec);
     if (!head)
         return CUCO_ENOMEM;
     produce_start(p);

@@ -55,13 +55,13 @@ check "lt_tp_mlp: builds with CUCO_SPLIT_0=0" knob_built lt_tp_mlp CUCO_SPLIT_0 
 # kernel split (row count at parameter 3, rows of x and y)
 sn=$TMP/seqpar_norm/gen_0/seqpar_norm.cu
 check "seqpar_norm: the launch goes through the kernel split" \
-    grep -q "cuco_tx::kernel_split(0, CUCO_SPLIT_0, 3, 0x5UL, cuco_tx::RowWidths{}, rmsnorm_rows<__half>, rows, 256, 0, g_stream," "$sn"
+    grep -q "cuco_tx::kernel_split(0, CUCO_SPLIT_0, cuco_tx::RowSpec{3, 0x5UL, 1}, rmsnorm_rows<__half>, rows, 256, 0, g_stream," "$sn"
 check "seqpar_norm: no cuBLAS glue" bash -c "! grep -q '^#define CUCO_TX_GEMM_SPLIT' '$sn'"
 check "seqpar_norm: builds with CUCO_SPLIT_0=0" knob_built seqpar_norm CUCO_SPLIT_0 0
 # rowpar_kernel: its kernel, declared rows_independent with x:din and
 # y:dout, feeds the in-place all-reduce through the producer split
 rk=$TMP/rowpar_kernel/gen_0/rowpar_kernel.cu
 check "rowpar_kernel: the launch goes through the producer split" \
-    grep -q "cuco_tx::kernel_produce(0, CUCO_PSPLIT_0, 3, 0x5UL, cuco_tx::RowWidths{{5, 0, 6}}, 2," "$rk"
+    grep -q "cuco_tx::kernel_produce(0, CUCO_PSPLIT_0, cuco_tx::RowSpec{3, 0x5UL, 1, {5, 0, 6}}, 2," "$rk"
 check "rowpar_kernel: builds with CUCO_PSPLIT_0=1" knob_built rowpar_kernel CUCO_PSPLIT_0 1
 exit $fail

@@ -84,9 +84,8 @@ static void test_kernel_split_applies(void **state)
     decl_make(&d, "norm", "rows", "x, y");
     cuco_tx_result r;
     transform_declared(prog, &d, &r);
-    assert_non_null(strstr(r.program, "cuco_tx::kernel_split(0, CUCO_SPLIT_0, 3, 0x5UL, "
-                                      "cuco_tx::RowWidths{}, norm, rows, 256, 0, s, g, w, y, "
-                                      "rows, dim);"));
+    assert_non_null(strstr(r.program, "cuco_tx::kernel_split(0, CUCO_SPLIT_0, cuco_tx::RowSpec{3, "
+                                      "0x5UL, 1}, norm, rows, 256, 0, s, g, w, y, rows, dim);"));
     assert_non_null(strstr(r.program, "cuco_tx::all_gather(cuco_tx::split_site(0, CUCO_SPLIT_0), "
                                       "l, g"));
     assert_non_null(strstr(r.program, "#define CUCO_SPLIT_0 1 // cuco:knob run 0 1"));
@@ -134,9 +133,9 @@ static void test_kernel_split_template(void **state)
     decl_make(&d, "scale", "n", "in out");
     cuco_tx_result r;
     transform_declared(tprog, &d, &r);
-    assert_non_null(strstr(r.program, "cuco_tx::kernel_split(0, CUCO_SPLIT_0, 2, 0x3UL, "
-                                      "cuco_tx::RowWidths{}, ops::scale<float>, (n + 255) / 256, "
-                                      "256, 0, 0, y, g, n);"));
+    assert_non_null(strstr(r.program, "cuco_tx::kernel_split(0, CUCO_SPLIT_0, cuco_tx::RowSpec{2, "
+                                      "0x3UL, 0}, ops::scale<float>, (n + 255) / 256, 256, 0, 0, "
+                                      "y, g, n);"));
     assert_true(tx_has_schedule_note(&r.notes, 10, "consumer_split_by_source: kernel scale"));
     cuco_tx_result_free(&r);
 }
@@ -240,10 +239,11 @@ static void test_kernel_produce_applies(void **state)
     decl_make(&d, "partial", "rows", "x:din, y:dout");
     cuco_tx_result r;
     transform_declared(prog_produce, &d, &r);
-    assert_non_null(strstr(r.program, "cuco_tx::kernel_produce(0, CUCO_PSPLIT_0, 3, 0x5UL, "
-                                      "cuco_tx::RowWidths{{5, 0, 6}}, 2, "
-                                      "(size_t)((size_t)rows * dout), ncclFloat, partial, rows, "
-                                      "128, 0, s, x, w, out, rows, din, dout);"));
+    assert_non_null(strstr(r.program,
+                           "cuco_tx::kernel_produce(0, CUCO_PSPLIT_0, cuco_tx::RowSpec{3, "
+                           "0x5UL, 1, {5, 0, 6}}, 2, "
+                           "(size_t)((size_t)rows * dout), ncclFloat, partial, rows, "
+                           "128, 0, s, x, w, out, rows, din, dout);"));
     assert_non_null(strstr(r.program,
                            "cuco_tx::all_reduce(cuco_tx::produce_site(0, CUCO_PSPLIT_0), "
                            "y, y"));
