@@ -3,7 +3,7 @@
 # declares rows_independent, at 2 ranks (1 where the machine has one GPU).
 # - tests/data/transform/seqpar_norm (ncclAllGather of token rows, then a
 #   one-block-per-row RMSNorm): consumer_split_by_source. The seed, gen_0
-#   (split on, CUCO_SPLIT_CHUNKS=2) and variants (split off; chunks 1 and 4;
+#   (split on, CUCO_SPLIT_CHUNKS=4) and variants (split off; chunks 1 and 2;
 #   early start and split both off) are built, verified and timed by a
 #   confined cuco eval (--level 3) at the bench size (8192 rows of 4096 per
 #   rank): a row normalized twice, left out or read before it landed fails
@@ -64,7 +64,7 @@ if transform "$WL" seqpar_norm; then
   g=$T/ws-seqpar_norm/gen_0/seqpar_norm.cu
   evaluate "$WL" seed "3" "$RANKS"
   evaluate "$WL" gen0 3 "$RANKS" "$g" "$g"
-  for v in "split0:CUCO_SPLIT_0=0" "chunks1:CUCO_SPLIT_CHUNKS=1" "chunks4:CUCO_SPLIT_CHUNKS=4" \
+  for v in "split0:CUCO_SPLIT_0=0" "chunks1:CUCO_SPLIT_CHUNKS=1" "chunks2:CUCO_SPLIT_CHUNKS=2" \
            "plain:CUCO_SPLIT_0=0,CUCO_EARLY_0=0"; do
     knob_variant "$g" "$T/${v%%:*}.cu" "${v#*:}" || status=1
     evaluate "$WL" "${v%%:*}" 3 "$RANKS" "$T/${v%%:*}.cu" "$g"

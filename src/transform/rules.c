@@ -2416,7 +2416,7 @@ static int assemble(ctx *c, const char *text)
                         c->send_made);
     if (c->splits.n) {
         cuco_buf_puts(&g, "// the pieces each peer's gathered block is pulled and consumed in\n"
-                          "#define CUCO_SPLIT_CHUNKS 2 // cuco:knob run 1 2 4");
+                          "#define CUCO_SPLIT_CHUNKS 4 // cuco:knob run 1 2 4");
         site_switch_condition(&g, &c->splits, "CUCO_SPLIT");
     }
     if (c->produces.n) {

@@ -89,7 +89,7 @@ static void test_kernel_split_applies(void **state)
     assert_non_null(strstr(r.program, "cuco_tx::all_gather(cuco_tx::split_site(0, CUCO_SPLIT_0), "
                                       "l, g"));
     assert_non_null(strstr(r.program, "#define CUCO_SPLIT_0 1 // cuco:knob run 0 1"));
-    assert_non_null(strstr(r.program, "CUCO_SPLIT_CHUNKS 2 // cuco:knob"));
+    assert_non_null(strstr(r.program, "CUCO_SPLIT_CHUNKS 4 // cuco:knob"));
     /* no GEMM: the glue's cuBLAS part stays out */
     assert_null(strstr(r.program, "#define CUCO_TX_GEMM_SPLIT"));
     /* the launch no longer consumes g and nothing after it reads g: the wait

@@ -84,7 +84,7 @@ static void test_split_direct(void **state)
     assert_non_null(strstr(r.program, "#define CUCO_SPLIT_0 1 // cuco:knob run 0 1"));
     /* one split site: its chunk count matters only while the split is on */
     assert_non_null(strstr(
-        r.program, "#define CUCO_SPLIT_CHUNKS 2 // cuco:knob run 1 2 4 when CUCO_SPLIT_0=1\n"));
+        r.program, "#define CUCO_SPLIT_CHUNKS 4 // cuco:knob run 1 2 4 when CUCO_SPLIT_0=1\n"));
     assert_true(has_knob(r.program, "CUCO_SPLIT_0"));
     assert_true(has_knob(r.program, "CUCO_EARLY_0"));
     assert_true(tx_has_schedule_note(&r.notes, 9,
@@ -111,7 +111,7 @@ static void test_split_two_sites(void **state)
     tx_transform(prog, &r);
     assert_non_null(strstr(r.program, "#define CUCO_SPLIT_0 1 // cuco:knob run 0 1"));
     assert_non_null(strstr(r.program, "#define CUCO_SPLIT_1 1 // cuco:knob run 0 1"));
-    assert_non_null(strstr(r.program, "#define CUCO_SPLIT_CHUNKS 2 // cuco:knob run 1 2 4\n"));
+    assert_non_null(strstr(r.program, "#define CUCO_SPLIT_CHUNKS 4 // cuco:knob run 1 2 4\n"));
     assert_true(has_knob(r.program, "CUCO_SPLIT_CHUNKS"));
     cuco_tx_result_free(&r);
 }
@@ -258,7 +258,7 @@ static void test_split_not_first(void **state)
     tx_transform(prog, &r);
     assert_null(strstr(r.program, "cuco_tx::gemm_ex_split("));
     assert_null(strstr(r.program, "#define CUCO_SPLIT_0"));
-    assert_null(strstr(r.program, "CUCO_SPLIT_CHUNKS 2 // cuco:knob"));
+    assert_null(strstr(r.program, "CUCO_SPLIT_CHUNKS 4 // cuco:knob"));
     assert_null(strstr(r.program, "#define CUCO_TX_GEMM_SPLIT"));
     assert_true(
         tx_has_schedule_note(&r.notes, 8,
