@@ -187,7 +187,7 @@ int kernel_launch_rows(const sview *v, size_t a, size_t b, const cuco_semantic *
     const char *rows = d ? cuco_semantic_param(d, "rows") : NULL;
     const char *args = d ? cuco_semantic_param(d, "args") : NULL;
     size_t params = d ? kernel_params(v, bare) : v->n;
-    int rc = 1;
+    int rc = 1, refused = 1;
     if (close + 2 != b || !is(v, close + 1, ";"))
         *why = cuco_sprintf("is a launch of kernel %s inside a larger statement", name);
     else if (!d)
@@ -211,8 +211,12 @@ int kernel_launch_rows(const sview *v, size_t a, size_t b, const cuco_semantic *
         *why = cuco_sprintf("launches kernel %s, whose declaration names rows=%s, which is not "
                             "one of its parameters",
                             name, rows);
-    else
+    else {
+        refused = 0;
         rc = row_args(v, params, args, name, kl, why);
+    }
+    if (refused && !*why)
+        rc = CUCO_ENOMEM;
     if (rc == 1 && !*why) {
         kl->grid_rows = same_text(v, lt, gt, gt + 1, kl->rows_pos);
         kl->name = a;
