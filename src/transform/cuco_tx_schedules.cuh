@@ -690,7 +690,11 @@ inline const char* kernel_split_plan(const SplitRec& r, int n, const uintptr_t* 
   q->gathered = 0;
   int g = -1;
   for (int i = 0; i < n && i < 64; i++) {
-    if (!((w.mask >> i) & 1UL)) continue;
+    if (!((w.mask >> i) & 1UL)) {
+      // each part would read the whole gathered buffer through it
+      if (es[i] && addr[i] >= lo && addr[i] < hi) return "a parameter that is not a row argument points into the gathered buffer";
+      continue;
+    }
     if (!es[i]) return "a row argument of its declaration is not a pointer";
     if (addr[i] == lo) {
       q->gathered |= 1UL << i;

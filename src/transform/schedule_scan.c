@@ -1095,16 +1095,29 @@ static size_t helper_body(const sview *v, size_t f)
     return calls == 1 ? body : v->n;
 }
 
+/* Whether tokens [a, b) launch a kernel. */
+static int has_launch(const sview *v, size_t a, size_t b)
+{
+    for (size_t i = a; i < b; i++)
+        if (is(v, i, "<<<"))
+            return 1;
+    return 0;
+}
+
 /* When statement st calls a helper whose body is plain host code and one
- * cuBLAS GEMM statement: that GEMM's name token; v->n otherwise (*why). */
-static size_t helper_gemm(const scan *s, const stmt *st, const char **why)
+ * work statement, a cuBLAS GEMM or a kernel launch: 1, that statement's
+ * tokens in [*wa, *wb) and its GEMM's name token in *g (v->n for a launch);
+ * 0 otherwise (*why). */
+static int helper_work(const scan *s, const stmt *st, size_t *wa, size_t *wb, size_t *g,
+                       const char **why)
 {
     const sview *v = s->v;
     size_t f = helper_callee(v, st), body = f < v->n ? helper_body(v, f) : v->n;
     if (body >= v->n)
-        return v->n;
-    size_t end = close_of(v, body), g = v->n;
-    *why = "calls a helper that is not plain host code and one cuBLAS GEMM";
+        return 0;
+    size_t end = close_of(v, body), fa = 0, fb = 0, fg = v->n;
+    int found = 0;
+    *why = "calls a helper that is not plain host code and one cuBLAS GEMM or kernel launch";
     for (size_t i = body + 1; i < end;) {
         stmt h;
         memset(&h, 0, sizeof(h));
@@ -1115,15 +1128,26 @@ static size_t helper_gemm(const scan *s, const stmt *st, const char **why)
         int rc = stmt_classify(v, &h);
         const char *ignored = NULL;
         size_t hg = rc == 0 && h.kind == CUCO_SCHED_WORK ? split_gemm(s, &h, &ignored) : v->n;
+        int work = hg < v->n || (rc == 0 && h.kind == CUCO_SCHED_WORK && h.calls == 0 &&
+                                 has_launch(v, h.a, h.b));
         int plain = rc == 0 && h.kind == CUCO_SCHED_PLAIN && h.calls == 0;
         stmt_free(&h);
-        if ((hg >= v->n && !plain) || (hg < v->n && g < v->n))
-            return v->n;
-        if (hg < v->n)
-            g = hg;
+        if ((!work && !plain) || (work && found))
+            return 0;
+        if (work) {
+            found = 1;
+            fa = h.a;
+            fb = h.b;
+            fg = hg;
+        }
         i = h.b;
     }
-    return g;
+    if (found) {
+        *wa = fa;
+        *wb = fb;
+        *g = fg;
+    }
+    return found;
 }
 
 /* Sets plan->split_note to why the split does not apply: 1 (stop), or
@@ -1207,13 +1231,16 @@ static int launch_reads(const scan *s, unsigned long *bits)
 /* The split of a launch of a kernel declared rows_independent: every
  * argument that reads the gathered buffer must be a row argument of the
  * declaration. Returns 0 (p->split says whether it applies), or negative. */
-static int try_kernel_split(scan *s, cuco_sched_place *pl, stmt *st,
+static int try_kernel_split(scan *s, cuco_sched_place *pl, stmt *st, int helper,
                             int (*editable)(void *, size_t), void *ctx, cuco_sched_plan *p)
 {
     const sview *v = s->v;
     int line = tk(v, st->a)->line;
-    unsigned long reads = 0;
-    int rc = launch_reads(s, &reads);
+    unsigned long reads = s->ks.rows_mask;
+    /* in a helper its arguments are the helper's names: the glue checks at
+     * run time that the gathered buffer reaches the kernel through row
+     * arguments only */
+    int rc = helper ? 0 : launch_reads(s, &reads);
     if (rc != 0)
         return rc;
     const char *kname = v->src + tk(v, s->ks.bare)->off;
@@ -1238,13 +1265,15 @@ static int try_kernel_split(scan *s, cuco_sched_place *pl, stmt *st,
         return rc;
     p->split = 1;
     p->split_kernel = 1;
-    p->split_line = line;
+    p->split_line = tk(v, s->ks.name)->line;
     p->split_gemm_off = tk(v, s->ks.name)->off;
     free(p->split_note);
-    p->split_note = cuco_sprintf("kernel %.*s at line %d consumes ncclAllGather at line %d per "
-                                 "source rank (own rows first; declared rows_independent at "
-                                 "workload.yaml line %d)",
-                                 klen, kname, line, tk(v, s->call_tok)->line, s->ks.decl_line);
+    p->split_note =
+        cuco_sprintf("kernel %.*s at line %d consumes ncclAllGather at line %d per "
+                     "source rank (own rows first; declared rows_independent at "
+                     "workload.yaml line %d)%s",
+                     klen, kname, p->split_line, tk(v, s->call_tok)->line, s->ks.decl_line,
+                     helper ? ", in the helper its first consumer calls" : "");
     return p->split_note ? 0 : CUCO_ENOMEM;
 }
 
@@ -1265,17 +1294,15 @@ static int try_split(scan *s, cuco_sched_place *pl, int (*editable)(void *, size
     stmt *st = &s->stmts[pl->wait];
     int line = tk(v, st->a)->line;
     const char *why = NULL;
-    size_t g = split_gemm(s, st, &why);
+    size_t g = split_gemm(s, st, &why), la = st->a, lb = st->b;
     int helper = 0;
-    if (g >= v->n && helper_callee(v, st) < v->n) {
-        g = helper_gemm(s, st, &why);
-        helper = g < v->n;
-    }
+    if (g >= v->n && helper_callee(v, st) < v->n)
+        helper = helper_work(s, st, &la, &lb, &g, &why);
     if (g >= v->n) {
         char *kwhy = NULL;
-        int k = kernel_launch_rows(v, st->a, st->b, s->sem, s->n_sem, &s->ks, &kwhy);
+        int k = kernel_launch_rows(v, la, lb, s->sem, s->n_sem, &s->ks, &kwhy);
         if (k == 1)
-            return try_kernel_split(s, pl, st, editable, ctx, p);
+            return try_kernel_split(s, pl, st, helper, editable, ctx, p);
         int rc = k < 0 ? k : split_no(p, kwhy ? kwhy : why, line);
         free(kwhy);
         return rc > 0 ? 0 : rc;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test_transform_build_data_collectives.sh: the all-gather and all-reduce programs of tests/data/transform (overlap_alias with its early_start_late_wait schedule at both knob values, seqpar_mlp with its consumer_split_by_source schedule at both, rowpar_linear
 # with its producer_split schedule at both, lt_tp_mlp with both splits on cublasLtMatmul,
-# seqpar_norm and rowpar_kernel with the splits of a kernel declared
-# rows_independent): 'cuco transform' (no --no-verify) builds the
+# seqpar_norm, rowpar_kernel and seqpar_act with the splits of a kernel
+# declared rows_independent, seqpar_act's inside a host helper): 'cuco transform' (no --no-verify) builds the
 # transformed program with the manifest's nvcc command. Without a GPU the
 # outcome is exit 3, "built, not verified: no GPU", nothing registered; with
 # one it must build, run and verify (exit 0, registered with status ok).
@@ -18,7 +18,7 @@ trap 'rm -rf "$TMP"' EXIT
 fail=0
 source "$CUCO_SRC/tests/cli/transform_build.sh"
 for name in allgather allreduce_loop async_alloc overlap_alias seqpar_mlp rowpar_linear lt_tp_mlp \
-    seqpar_norm rowpar_kernel; do
+    seqpar_norm rowpar_kernel seqpar_act; do
     transform_bg "$CUCO_TEST_DATA/transform/$name"
     built "$name"
 done
@@ -58,6 +58,10 @@ check "seqpar_norm: the launch goes through the kernel split" \
     grep -q "cuco_tx::kernel_split(0, CUCO_SPLIT_0, cuco_tx::RowSpec{3, 0x5UL, 1}, rmsnorm_rows<__half>, rows, 256, 0, g_stream," "$sn"
 check "seqpar_norm: no cuBLAS glue" bash -c "! grep -q '^#define CUCO_TX_GEMM_SPLIT' '$sn'"
 check "seqpar_norm: builds with CUCO_SPLIT_0=0" knob_built seqpar_norm CUCO_SPLIT_0 0
+# seqpar_act: the launch inside the helper goes through the kernel split
+check "seqpar_act: the helper's launch goes through the kernel split" \
+    grep -q "cuco_tx::kernel_split(0, CUCO_SPLIT_0, cuco_tx::RowSpec{2, 0x3UL, 0, {0, 4}}, swiglu, blocks," \
+    "$TMP/seqpar_act/gen_0/seqpar_act.cu"
 # rowpar_kernel: its kernel, declared rows_independent with x:din and
 # y:dout, feeds the in-place all-reduce through the producer split
 rk=$TMP/rowpar_kernel/gen_0/rowpar_kernel.cu

@@ -265,6 +265,49 @@ static void test_kernel_produce_applies(void **state)
     cuco_tx_result_free(&r);
 }
 
+/* the launch sits in a helper called once, whose body is plain host code
+ * and the launch: the split goes into the helper, with the helper's names */
+static void test_kernel_split_helper(void **state)
+{
+    (void)state;
+    static const char *const hprog =
+        "#include <nccl.h>\n"
+        "__global__ void act(const float *in, float *out, int n, int d)\n"
+        "{ int r = blockIdx.x; if (r < n) out[r * d] = in[r * d] > 0 ? in[r * d] : 0; }\n"
+        "static void act_rows(const float *in, float *out, int n, int d, cudaStream_t st)\n"
+        "{\n"
+        "    int blocks = n;\n"
+        "    act<<<blocks, 128, 0, st>>>(in, out, n, d);\n"
+        "}\n"
+        "static void step(float *l, float *g, float *y, int rows, int dim, ncclComm_t c,\n"
+        "                 cudaStream_t s)\n"
+        "{\n"
+        "    ncclAllGather(l, g, 16, ncclFloat, c, s);\n"
+        "    act_rows(g, y, rows, dim, s);\n"
+        "}\n"
+        "int main() {\n"
+        "    float *l, *g, *y; ncclComm_t c; cudaStream_t s;\n"
+        "    cudaMalloc(&l, 64); cudaMalloc(&g, 128); cudaMalloc(&y, 128);\n"
+        "    step(l, g, y, 8, 4, c, s);\n"
+        "    return 0;\n"
+        "}\n";
+    decl d;
+    decl_make(&d, "act", "n", "in out");
+    cuco_tx_result r;
+    transform_declared(hprog, &d, &r);
+    /* the grid is a local, not the row count's argument: grid_rows 0 */
+    assert_non_null(strstr(r.program, "cuco_tx::kernel_split(0, CUCO_SPLIT_0, cuco_tx::RowSpec{2, "
+                                      "0x3UL, 0}, act, blocks, 128, 0, st, in, out, n, d);"));
+    assert_non_null(strstr(r.program, "cuco_tx::all_gather(cuco_tx::split_site(0, CUCO_SPLIT_0), "
+                                      "l, g"));
+    assert_true(tx_has_schedule_note(&r.notes, 7,
+                                     "consumer_split_by_source: kernel act at line 7 consumes "
+                                     "ncclAllGather at line 12 per source rank (own rows first; "
+                                     "declared rows_independent at workload.yaml line 12), in "
+                                     "the helper its first consumer calls"));
+    cuco_tx_result_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -272,6 +315,7 @@ int main(void)
         cmocka_unit_test(test_kernel_split_template),
         cmocka_unit_test(test_kernel_split_refused),
         cmocka_unit_test(test_kernel_split_no_definition),
+        cmocka_unit_test(test_kernel_split_helper),
         cmocka_unit_test(test_kernel_produce_applies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
