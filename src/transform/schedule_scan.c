@@ -12,20 +12,13 @@
  * the block), both keyed by the knob CUCO_EARLY_<site>. A call that is the
  * whole body of an if without else (braced or not) stands as that if.
  *
- * Schedule (b), consumer split by source (try_split): when an all-gather's
- * first consumer is a cuBLAS GEMM reading the gathered buffer (directly, or
- * in a helper called once whose body is plain code and that GEMM), the GEMM
- * goes through cuco_tx::<gemm>_split(site, CUCO_SPLIT_<site>, ...), the
- * all-gather gets split_site(site, CUCO_SPLIT_<site>) first, and the GEMM is
- * no consumer any more: the wait is placed again, after it. A launch of a
- * kernel the manifest declares rows_independent (kernel_launch.h) is split
- * the same way, through cuco_tx::kernel_split.
+ * The splits (schedule (b) and producer_split) are read on the same scan
+ * by split_scan.c (scan_int.h).
  */
 #include "cuco/analyze.h"
 #include "cuco/buf.h"
 #include "cuco/transform.h"
-#include "kernel_launch.h"
-#include "sview.h"
+#include "scan_int.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,7 +55,7 @@ static int is_head(const sview *v, size_t i)
 }
 
 /* The first head of the expression [a, b), and those after ?, : at its top. */
-static int expr_heads(const sview *v, size_t a, size_t b, cuco_strlist *out, int all)
+int scan_expr_heads(const sview *v, size_t a, size_t b, cuco_strlist *out, int all)
 {
     int want = 1, d = 0;
     for (size_t i = a; i < b; i++) {
@@ -88,7 +81,7 @@ static int expr_heads(const sview *v, size_t a, size_t b, cuco_strlist *out, int
 /* ---- statements ----------------------------------------------------------- */
 
 /* Index after the statement that starts at i, inside a block closing at end. */
-static size_t stmt_after(const sview *v, size_t i, size_t end)
+size_t scan_stmt_after(const sview *v, size_t i, size_t end)
 {
     if (i >= end)
         return end;
@@ -101,21 +94,21 @@ static size_t stmt_after(const sview *v, size_t i, size_t end)
             k++;
         if (!is(v, k, "("))
             return end;
-        size_t b = stmt_after(v, close_of(v, k) + 1, end);
+        size_t b = scan_stmt_after(v, close_of(v, k) + 1, end);
         if (is(v, i, "if") && b < end && is(v, b, "else"))
-            b = stmt_after(v, b + 1, end);
+            b = scan_stmt_after(v, b + 1, end);
         return b;
     }
     if (is(v, i, "do")) {
-        size_t b = stmt_after(v, i + 1, end);
+        size_t b = scan_stmt_after(v, i + 1, end);
         if (is(v, b, "while") && is(v, b + 1, "("))
             b = close_of(v, b + 1) + 1;
         return b < end && is(v, b, ";") ? b + 1 : b;
     }
     if (is(v, i, "try")) {
-        size_t b = stmt_after(v, i + 1, end);
+        size_t b = scan_stmt_after(v, i + 1, end);
         while (b < end && is(v, b, "catch"))
-            b = stmt_after(v, b, end);
+            b = scan_stmt_after(v, b, end);
         return b;
     }
     if (is(v, i, "case") || is(v, i, "default") || (ident(v, i) && is(v, i + 1, ":"))) {
@@ -136,94 +129,86 @@ static size_t stmt_after(const sview *v, size_t i, size_t end)
     return end;
 }
 
-static const char *const sync_calls[] = {"cudaStreamSynchronize",
-                                         "cudaDeviceSynchronize",
-                                         "cudaEventSynchronize",
-                                         "cudaEventRecord",
-                                         "cudaEventRecordWithFlags",
-                                         "cudaStreamWaitEvent",
-                                         "cudaEventQuery",
-                                         "cudaStreamQuery",
-                                         "cudaEventElapsedTime",
-                                         "cudaMemcpy",
-                                         "cudaMemset",
-                                         "cudaMemcpyToSymbol",
-                                         "cudaMemcpyFromSymbol",
-                                         "cudaMemcpy2D",
-                                         "cudaFree",
-                                         "cudaFreeAsync",
-                                         "cudaFreeHost",
-                                         "cudaGraphLaunch",
-                                         "cudaStreamDestroy",
-                                         "cudaStreamBeginCapture",
-                                         "cudaStreamEndCapture",
-                                         "cudaDeviceReset",
-                                         "symm_free",
-                                         "symm_free_async",
-                                         "cudaMemPrefetchAsync",
-                                         "cudaLaunchHostFunc",
-                                         "cudaStreamAddCallback",
-                                         "cudaStreamAttachMemAsync",
-                                         "cudaMemcpyPeer",
-                                         NULL};
-static const char *const work_calls[] = {
+const char *const scan_sync_calls[] = {"cudaStreamSynchronize",
+                                       "cudaDeviceSynchronize",
+                                       "cudaEventSynchronize",
+                                       "cudaEventRecord",
+                                       "cudaEventRecordWithFlags",
+                                       "cudaStreamWaitEvent",
+                                       "cudaEventQuery",
+                                       "cudaStreamQuery",
+                                       "cudaEventElapsedTime",
+                                       "cudaMemcpy",
+                                       "cudaMemset",
+                                       "cudaMemcpyToSymbol",
+                                       "cudaMemcpyFromSymbol",
+                                       "cudaMemcpy2D",
+                                       "cudaFree",
+                                       "cudaFreeAsync",
+                                       "cudaFreeHost",
+                                       "cudaGraphLaunch",
+                                       "cudaStreamDestroy",
+                                       "cudaStreamBeginCapture",
+                                       "cudaStreamEndCapture",
+                                       "cudaDeviceReset",
+                                       "symm_free",
+                                       "symm_free_async",
+                                       "cudaMemPrefetchAsync",
+                                       "cudaLaunchHostFunc",
+                                       "cudaStreamAddCallback",
+                                       "cudaStreamAttachMemAsync",
+                                       "cudaMemcpyPeer",
+                                       NULL};
+const char *const scan_work_calls[] = {
     "cudaMemcpyAsync",    "cudaMemsetAsync",  "cudaMemcpy2DAsync",
     "cudaMemcpy3DAsync",  "cudaLaunchKernel", "cudaLaunchCooperativeKernel",
     "cudaLaunchKernelEx", "cublasLtMatmul",   NULL};
 /* host calls that touch no device buffer but their arguments */
-static const char *const plain_calls[] = {"printf",
-                                          "fprintf",
-                                          "puts",
-                                          "snprintf",
-                                          "cudaGetLastError",
-                                          "cudaPeekAtLastError",
-                                          "cudaGetErrorString",
-                                          "cudaGetDevice",
-                                          "cudaSetDevice",
-                                          "cudaEventCreate",
-                                          "cudaEventCreateWithFlags",
-                                          "cudaStreamCreate",
-                                          "cudaStreamCreateWithFlags",
-                                          "cudaStreamCreateWithPriority",
-                                          "cudaMalloc",
-                                          "cudaMallocAsync",
-                                          "cublasSetStream",
-                                          "cublasSetMathMode",
-                                          "cublasSetWorkspace",
-                                          "dim3",
-                                          "min",
-                                          "max",
-                                          "abs",
-                                          "fabs",
-                                          "sqrt",
-                                          "ceil",
-                                          "floor",
-                                          "exp",
-                                          "log",
-                                          "make_float2",
-                                          "make_float4",
-                                          "__float2half",
-                                          "__half2float",
-                                          "std::min",
-                                          "std::max",
-                                          "std::abs",
-                                          "std::ceil",
-                                          "std::sqrt",
-                                          "std::move",
-                                          "std::to_string",
-                                          NULL};
+const char *const scan_plain_calls[] = {"printf",
+                                        "fprintf",
+                                        "puts",
+                                        "snprintf",
+                                        "cudaGetLastError",
+                                        "cudaPeekAtLastError",
+                                        "cudaGetErrorString",
+                                        "cudaGetDevice",
+                                        "cudaSetDevice",
+                                        "cudaEventCreate",
+                                        "cudaEventCreateWithFlags",
+                                        "cudaStreamCreate",
+                                        "cudaStreamCreateWithFlags",
+                                        "cudaStreamCreateWithPriority",
+                                        "cudaMalloc",
+                                        "cudaMallocAsync",
+                                        "cublasSetStream",
+                                        "cublasSetMathMode",
+                                        "cublasSetWorkspace",
+                                        "dim3",
+                                        "min",
+                                        "max",
+                                        "abs",
+                                        "fabs",
+                                        "sqrt",
+                                        "ceil",
+                                        "floor",
+                                        "exp",
+                                        "log",
+                                        "make_float2",
+                                        "make_float4",
+                                        "__float2half",
+                                        "__half2float",
+                                        "std::min",
+                                        "std::max",
+                                        "std::abs",
+                                        "std::ceil",
+                                        "std::sqrt",
+                                        "std::move",
+                                        "std::to_string",
+                                        NULL};
 
 /* What one statement [a, b) is, for the placement. */
-typedef struct stmt {
-    size_t a, b;
-    cuco_sched_kind kind;
-    char *stream;       /* owned */
-    cuco_strlist heads; /* every head it names */
-    int calls;          /* calls of functions not in the lists above */
-    int method_calls;   /* obj.f(...), p->f(...) */
-} stmt;
 
-static void stmt_free(stmt *s)
+void scan_stmt_free(stmt *s)
 {
     free(s->stream);
     cuco_strlist_free(&s->heads);
@@ -239,7 +224,7 @@ static cuco_sched_kind stronger(cuco_sched_kind a, cuco_sched_kind b)
 
 /* The text of argument k (0-based) of the call whose '(' or '<<<' is at open;
  * NULL when it has fewer. */
-static char *arg_text(const sview *v, size_t open, int k, int want_last)
+char *scan_arg_text(const sview *v, size_t open, int k, int want_last)
 {
     size_t close = is(v, open, "<<<") ? open : close_of(v, open);
     if (is(v, open, "<<<")) {
@@ -270,7 +255,7 @@ static char *arg_text(const sview *v, size_t open, int k, int want_last)
 }
 
 /* Qualified name ending at i ("std::min"), for the lists. */
-static int call_in(const sview *v, size_t i, const char *const *list)
+int scan_call_in(const sview *v, size_t i, const char *const *list)
 {
     size_t q = i;
     while (q >= 2 && is(v, q - 1, "::") && ident(v, q - 2))
@@ -296,7 +281,7 @@ static int push_text(cuco_strlist *l, const sview *v, size_t i)
 }
 
 /* The '(' or '<<<' after the name of a call at i; v->n when i is no call. */
-static size_t call_open(const sview *v, size_t i)
+size_t scan_call_open(const sview *v, size_t i)
 {
     if (!ident(v, i) || in_words(v, i, sview_keywords) || in_words(v, i, type_words))
         return v->n;
@@ -316,7 +301,7 @@ static size_t call_open(const sview *v, size_t i)
     return v->n;
 }
 
-static int all_caps(const sview *v, size_t i)
+int scan_all_caps(const sview *v, size_t i)
 {
     const cuco_tok *t = tk(v, i);
     for (size_t k = 0; k < t->len; k++) {
@@ -346,24 +331,24 @@ static int classify_call(const sview *v, size_t i, size_t open, stmt *s)
     int qualified_tx = i >= 2 && is(v, i - 1, "::") && is(v, i - 2, "cuco_tx");
     if (is(v, open, "<<<")) {
         k = CUCO_SCHED_WORK;
-        stream = arg_text(v, open, 3, 0);
+        stream = scan_arg_text(v, open, 3, 0);
         if (!stream)
             stream = cuco_strdup("0");
     } else if ((t->len > 4 && memcmp(name, "nccl", 4) == 0) ||
                (t->len > 4 && memcmp(name, "MPI_", 4) == 0) || qualified_tx) {
         k = CUCO_SCHED_COMM;
-    } else if (call_in(v, i, sync_calls)) {
+    } else if (scan_call_in(v, i, scan_sync_calls)) {
         k = CUCO_SCHED_SYNC;
-    } else if (call_in(v, i, work_calls)) {
+    } else if (scan_call_in(v, i, scan_work_calls)) {
         k = CUCO_SCHED_WORK;
         if (is(v, i, "cudaMemcpyAsync") || is(v, i, "cudaMemsetAsync"))
-            stream = arg_text(v, open, is(v, i, "cudaMemsetAsync") ? 3 : 4, 0);
+            stream = scan_arg_text(v, open, is(v, i, "cudaMemsetAsync") ? 3 : 4, 0);
         if (!stream && !is(v, i, "cublasLtMatmul"))
             stream = cuco_strdup("0");
     } else if (t->len > 6 && memcmp(name, "cublas", 6) == 0 &&
                (has_sub(name, t->len, "gemm") || has_sub(name, t->len, "Gemm"))) {
         k = CUCO_SCHED_WORK; /* on the handle's stream: unknown here */
-    } else if (call_in(v, i, plain_calls) || (is(v, open, "(") && all_caps(v, i))) {
+    } else if (scan_call_in(v, i, scan_plain_calls) || (is(v, open, "(") && scan_all_caps(v, i))) {
         k = CUCO_SCHED_PLAIN;
     } else {
         s->calls++;
@@ -390,7 +375,7 @@ static int binds_name(const sview *v, const stmt *s)
     return 0;
 }
 
-static int stmt_classify(const sview *v, stmt *s)
+int scan_stmt_classify(const sview *v, stmt *s)
 {
     int rc = 0;
     for (size_t i = s->a; i < s->b && rc == 0; i++) {
@@ -400,7 +385,7 @@ static int stmt_classify(const sview *v, stmt *s)
             (is(v, i, "default") && is(v, i + 1, ":")) ||
             (ident(v, i) && i == s->a && is(v, i + 1, ":")))
             s->kind = stronger(s->kind, CUCO_SCHED_EXIT);
-        size_t open = call_open(v, i);
+        size_t open = scan_call_open(v, i);
         if (open < v->n)
             rc = classify_call(v, i, open, s);
         if (rc == 0 && is_head(v, i))
@@ -412,12 +397,6 @@ static int stmt_classify(const sview *v, stmt *s)
 }
 
 /* ---- the enclosing function and its aliases ------------------------------- */
-
-typedef struct fn_scope {
-    size_t params, body, body_end; /* '(' of the parameters, '{' and '}' of the body */
-    cuco_strlist alias_a, alias_b;
-    cuco_strlist locals, pointer_params;
-} fn_scope;
 
 static void fn_scope_free(fn_scope *f)
 {
@@ -472,18 +451,18 @@ static int scan_aliases(fn_scope *f, const sview *v, size_t a, size_t b)
                 e++;
             }
             if (lhs < v->n)
-                rc = is(v, i + 1, "{") ? expr_heads(v, i + 2, close_of(v, i + 1), &rhs, 0)
-                                       : expr_heads(v, i + 1, e, &rhs, 0);
+                rc = is(v, i + 1, "{") ? scan_expr_heads(v, i + 2, close_of(v, i + 1), &rhs, 0)
+                                       : scan_expr_heads(v, i + 1, e, &rhs, 0);
         } else if (is(v, i, "swap") && is(v, i + 1, "(") && ident(v, i + 2)) {
             lhs = i + 2;
-            rc = expr_heads(v, i + 3, close_of(v, i + 1), &rhs, 0);
+            rc = scan_expr_heads(v, i + 3, close_of(v, i + 1), &rhs, 0);
         } else if (is(v, i, ":") && ident(v, i - 1) && !is(v, i + 1, ":")) {
             size_t k = i; /* range-for: "for (auto &b : buckets)" */
             while (k > a && !is(v, k, "(") && !is(v, k, ";") && !is(v, k, "{"))
                 k--;
             if (is(v, k, "(") && k > 0 && is(v, k - 1, "for")) {
                 lhs = i - 1;
-                rc = expr_heads(v, i + 1, close_of(v, k), &rhs, 0);
+                rc = scan_expr_heads(v, i + 1, close_of(v, k), &rhs, 0);
             }
         }
         if (rc == 0 && lhs < v->n)
@@ -552,24 +531,7 @@ static const api_args api_table[] = {
     {"ncclAllToAll", 0, 1},  {"ncclGather", 0, 1},        {"ncclScatter", 0, 1},
     {"ncclSend", 0, -1},     {"ncclRecv", -1, 0},         {NULL, 0, 0}};
 
-typedef struct scan {
-    const sview *v;
-    fn_scope fn;
-    stmt *stmts;
-    size_t n, call; /* statements of the block; the call's */
-    size_t block, block_end;
-    cuco_strlist send, recv;
-    char *stream;
-    int globals;              /* a buffer of the call may be reached by any call (not a local) */
-    cuco_strlist all;         /* the call's buffers and their aliases */
-    size_t gemm;              /* the split GEMM's name token (schedule (b)) */
-    size_t call_tok;          /* the communication call's name token */
-    const cuco_semantic *sem; /* the manifest's declarations (n_sem) */
-    size_t n_sem;
-    kernel_launch ks; /* the split kernel launch, when it is one (schedule (b)) */
-} scan;
-
-static int listed(const cuco_strlist *l, const char *s)
+int scan_listed(const cuco_strlist *l, const char *s)
 {
     for (size_t i = 0; i < l->n; i++)
         if (strcmp(l->items[i], s) == 0)
@@ -615,8 +577,8 @@ static int heads_connected(const fn_scope *f, const char *a, const char *b)
         grew = 0;
         for (size_t i = 0; i < f->alias_a.n && !found; i++) {
             const char *x = f->alias_a.items[i], *y = f->alias_b.items[i];
-            if (listed(&seen, x) != listed(&seen, y)) {
-                const char *nw = listed(&seen, x) ? y : x;
+            if (scan_listed(&seen, x) != scan_listed(&seen, y)) {
+                const char *nw = scan_listed(&seen, x) ? y : x;
                 if (cuco_strlist_push(&seen, nw) != 0) {
                     cuco_strlist_free(&seen);
                     return 1;
@@ -652,8 +614,8 @@ static int params_may_alias(const sview *v, const fn_scope *fn, const char *p, c
         fn_scope caller;
         int alias = 1;
         if (arg_range(v, k + 1, pp, &a1, &b1) && arg_range(v, k + 1, pq, &a2, &b2) &&
-            expr_heads(v, a1, b1, &h1, 0) == 0 && expr_heads(v, a2, b2, &h2, 0) == 0 && h1.n == 1 &&
-            h2.n == 1 && fn_scope_find(&caller, v, blk) == 0) {
+            scan_expr_heads(v, a1, b1, &h1, 0) == 0 && scan_expr_heads(v, a2, b2, &h2, 0) == 0 &&
+            h1.n == 1 && h2.n == 1 && fn_scope_find(&caller, v, blk) == 0) {
             alias = heads_connected(&caller, h1.items[0], h2.items[0]);
             fn_scope_free(&caller);
         }
@@ -680,16 +642,16 @@ static int buffers_closure(scan *s)
         grew = 0;
         for (size_t i = 0; i < s->fn.alias_a.n && rc == 0; i++) {
             const char *a = s->fn.alias_a.items[i], *b = s->fn.alias_b.items[i];
-            if (listed(&all, a) != listed(&all, b)) {
-                rc = cuco_strlist_push(&all, listed(&all, a) ? b : a);
+            if (scan_listed(&all, a) != scan_listed(&all, b)) {
+                rc = cuco_strlist_push(&all, scan_listed(&all, a) ? b : a);
                 grew = 1;
             }
         }
         for (size_t i = 0; i < all.n && rc == 0 && !grew; i++)
-            if (listed(&s->fn.pointer_params, all.items[i]))
+            if (scan_listed(&s->fn.pointer_params, all.items[i]))
                 for (size_t k = 0; k < s->fn.pointer_params.n && rc == 0; k++) {
                     const char *q = s->fn.pointer_params.items[k];
-                    if (listed(&all, q) || !params_may_alias(s->v, &s->fn, all.items[i], q))
+                    if (scan_listed(&all, q) || !params_may_alias(s->v, &s->fn, all.items[i], q))
                         continue;
                     rc = cuco_strlist_push(&all, q);
                     if (rc == 0)
@@ -700,7 +662,7 @@ static int buffers_closure(scan *s)
                 }
     }
     for (size_t i = 0; i < all.n; i++)
-        if (!listed(&s->fn.locals, all.items[i]))
+        if (!scan_listed(&s->fn.locals, all.items[i]))
             s->globals = 1;
     s->all = all;
     return rc;
@@ -712,7 +674,7 @@ static int scan_block(scan *s, size_t call_stmt)
     const sview *v = s->v;
     int rc = 0;
     for (size_t i = s->block + 1; i < s->block_end && rc == 0;) {
-        size_t j = stmt_after(v, i, s->block_end);
+        size_t j = scan_stmt_after(v, i, s->block_end);
         if (j <= i)
             j = i + 1;
         if (j > s->block_end)
@@ -729,7 +691,7 @@ static int scan_block(scan *s, size_t call_stmt)
             s->call = s->n;
             st->kind = CUCO_SCHED_COMM;
         } else {
-            rc = stmt_classify(v, st);
+            rc = scan_stmt_classify(v, st);
             if (rc == 0 && st->calls && (s->globals || st->method_calls))
                 st->kind = stronger(st->kind, CUCO_SCHED_UNKNOWN);
         }
@@ -747,7 +709,7 @@ static int plan_note(cuco_sched_plan *p, const char *fmt, int line)
     return p->note ? 1 : CUCO_ENOMEM;
 }
 
-static int plan_edit(cuco_sched_plan *p, size_t off, size_t len, char *text, size_t stmt_off)
+int scan_plan_edit(cuco_sched_plan *p, size_t off, size_t len, char *text, size_t stmt_off)
 {
     return cuco_sched_edit_push(&p->edits, &p->nedits, off, len, text, stmt_off);
 }
@@ -768,7 +730,7 @@ static size_t guarded_stmt(const sview *v, size_t s0, size_t c)
         if (d < 0)
             return v->n;
     }
-    size_t end = stmt_after(v, body, v->n);
+    size_t end = scan_stmt_after(v, body, v->n);
     return end < v->n && is(v, end, "else") ? v->n : s0;
 }
 
@@ -802,7 +764,7 @@ static int code_block(const sview *v, size_t b)
 }
 
 /* The graph of the block, placed: fills *pl. */
-static int place(scan *s, cuco_sched_place *pl)
+int scan_place(scan *s, cuco_sched_place *pl)
 {
     size_t n = s->n;
     cuco_sched_node *nodes = calloc(n ? n : 1, sizeof(*nodes));
@@ -852,10 +814,10 @@ static int plan_edits(scan *s, const cuco_sched_place *pl, size_t open, int site
     if (!arg_range(v, open, -1, &a, &b))
         return 0;
     size_t aoff = tk(v, a)->off, aend = tk(v, b - 1)->off + tk(v, b - 1)->len;
-    int rc = plan_edit(p, aoff, aend - aoff,
-                       cuco_sprintf("cuco_tx::early_start(%d, CUCO_EARLY_%d, %.*s)", site, site,
-                                    (int)(aend - aoff), v->src + aoff),
-                       aoff);
+    int rc = scan_plan_edit(p, aoff, aend - aoff,
+                            cuco_sprintf("cuco_tx::early_start(%d, CUCO_EARLY_%d, %.*s)", site,
+                                         site, (int)(aend - aoff), v->src + aoff),
+                            aoff);
     size_t at = pl->wait < s->n ? s->stmts[pl->wait].a : s->block_end;
     const char *cs = pl->wait < s->n ? s->stmts[pl->wait].stream : NULL;
     char *call = cs && s->stream && strcmp(cs, s->stream) != 0
@@ -883,7 +845,7 @@ static int plan_edits(scan *s, const cuco_sched_place *pl, size_t open, int site
                  : indent     ? cuco_sprintf("%s%s\n", indent, call)
                               : cuco_sprintf("%s ", call);
     if (rc == 0)
-        rc = plan_edit(p, off, 0, text, stmt_off);
+        rc = scan_plan_edit(p, off, 0, text, stmt_off);
     else
         free(text);
     free(call);
@@ -903,9 +865,9 @@ static int call_buffers(scan *s, size_t open, const char *api)
     size_t a, b;
     int rc = 0;
     if (x->send >= 0 && arg_range(s->v, open, x->send, &a, &b))
-        rc = expr_heads(s->v, a, b, &s->send, 0);
+        rc = scan_expr_heads(s->v, a, b, &s->send, 0);
     if (rc == 0 && x->recv >= 0 && arg_range(s->v, open, x->recv, &a, &b))
-        rc = expr_heads(s->v, a, b, &s->recv, 0);
+        rc = scan_expr_heads(s->v, a, b, &s->recv, 0);
     if (rc == 0 && arg_range(s->v, open, -1, &a, &b))
         s->stream = cuco_strndup(s->v->src + tk(s->v, a)->off,
                                  tk(s->v, b - 1)->off + tk(s->v, b - 1)->len - tk(s->v, a)->off);
@@ -920,7 +882,7 @@ static size_t braced_guard(const sview *v, size_t brace, size_t st)
     if (brace == 0 || !is(v, brace - 1, ")") || st != brace + 1)
         return v->n;
     size_t end = close_of(v, brace);
-    if (end >= v->n || stmt_after(v, st, end) != end || is(v, end + 1, "else"))
+    if (end >= v->n || scan_stmt_after(v, st, end) != end || is(v, end + 1, "else"))
         return v->n;
     size_t o = brace - 1;
     for (int d = 0;; o--) {
@@ -958,548 +920,6 @@ static int locate(scan *s, size_t c, cuco_sched_plan *p, size_t *call_stmt)
     int rc = fn_scope_find(&s->fn, v, s->block);
     if (rc == CUCO_ENOTFOUND)
         return plan_note(p, "the call is not inside a function body", 0);
-    return rc;
-}
-
-/* ---- schedule (b): consumer split by source -------------------------------- */
-
-static const gemm_api gemm_table[] = {
-    {"cublasGemmEx", "cuco_tx::gemm_ex_split", "cuco_tx::gemm_ex_produce",
-     "cuco_tx::gemm_ex_record", 19, 7, 10, 14},
-    {"cublasGemmStridedBatchedEx", "cuco_tx::gemm_strided_batched_ex_split",
-     "cuco_tx::gemm_strided_batched_ex_produce", "cuco_tx::gemm_strided_batched_ex_record", 23, 7,
-     11, 16},
-    {"cublasSgemm", "cuco_tx::sgemm_split", "cuco_tx::sgemm_produce", "cuco_tx::sgemm_record", 14,
-     7, 9, 12},
-    {"cublasHgemm", "cuco_tx::hgemm_split", "cuco_tx::hgemm_produce", "cuco_tx::hgemm_record", 14,
-     7, 9, 12},
-    /* (handle, desc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo, workspace,
-     * size, stream): D is the output */
-    {"cublasLtMatmul", "cuco_tx::lt_matmul_split", "cuco_tx::lt_matmul_produce",
-     "cuco_tx::lt_matmul_record", 16, 3, 5, 10},
-    {NULL, NULL, NULL, NULL, 0, 0, 0, 0}};
-
-const gemm_api *gemm_at(const sview *v, size_t i)
-{
-    if (!ident(v, i) || !is(v, i + 1, "(") ||
-        (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::"))))
-        return NULL;
-    for (const gemm_api *g = gemm_table; g->name; g++)
-        if (is(v, i, g->name))
-            return g;
-    return NULL;
-}
-
-static int count_args(const sview *v, size_t open)
-{
-    int n = 0;
-    size_t a, b;
-    while (arg_range(v, open, n, &a, &b))
-        n++;
-    return n;
-}
-
-/* Whether argument k of the call at open names one of the call's buffers. */
-static int arg_names_buffer(const scan *s, size_t open, int k, int *hit)
-{
-    size_t a, b;
-    cuco_strlist h = {0};
-    *hit = 0;
-    if (!arg_range(s->v, open, k, &a, &b))
-        return 0;
-    int rc = expr_heads(s->v, a, b, &h, 1);
-    for (size_t i = 0; rc == 0 && i < h.n; i++)
-        if (listed(&s->all, h.items[i]))
-            *hit = 1;
-    cuco_strlist_free(&h);
-    return rc;
-}
-
-/* The GEMM call of statement st when st is that call alone (in macros, or as
- * the body of an unbraced if without else); v->n with *why set otherwise. */
-static size_t split_gemm(const scan *s, const stmt *st, const char **why)
-{
-    const sview *v = s->v;
-    size_t g = v->n;
-    int semis = 0;
-    *why = "is not a cuBLAS GEMM call (cublasGemmEx, cublasGemmStridedBatchedEx, cublasSgemm, "
-           "cublasHgemm, cublasLtMatmul)";
-    for (size_t i = st->a; i < st->b; i++) {
-        if (is(v, i, "{") || is(v, i, "else") || is(v, i, "for") || is(v, i, "while") ||
-            is(v, i, "do") || is(v, i, "switch"))
-            return v->n;
-        semis += is(v, i, ";");
-        if (gemm_at(v, i)) {
-            if (g < v->n) {
-                *why = "holds more than one GEMM";
-                return v->n;
-            }
-            g = i;
-        }
-    }
-    if (g >= v->n)
-        return v->n;
-    if (semis != 1 || st->calls || st->kind != CUCO_SCHED_WORK) {
-        *why = "is a GEMM inside a larger statement";
-        return v->n;
-    }
-    const gemm_api *api = gemm_at(v, g);
-    if (count_args(v, g + 1) != api->nargs) {
-        *why = "is a GEMM whose arguments could not be read";
-        return v->n;
-    }
-    return g;
-}
-
-/* The one call of statement st to a function of the program that the lists
- * do not know (its name token); v->n when there is not exactly one. */
-static size_t helper_callee(const sview *v, const stmt *st)
-{
-    size_t f = v->n;
-    if (st->calls != 1 || st->method_calls)
-        return v->n;
-    for (size_t i = st->a; i < st->b; i++) {
-        size_t open = call_open(v, i);
-        if (open >= v->n || !is(v, open, "(") || is(v, i + 1, "<") || call_in(v, i, sync_calls) ||
-            call_in(v, i, work_calls) || call_in(v, i, plain_calls) || all_caps(v, i) ||
-            (tk(v, i)->len > 4 && memcmp(v->src + tk(v, i)->off, "nccl", 4) == 0) ||
-            (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::"))))
-            continue;
-        if (f < v->n)
-            return v->n;
-        f = i;
-    }
-    return f;
-}
-
-/* The '{' of the body of the file-scope function named like token f, when
- * it has one definition and is called once (from inside a function); v->n
- * otherwise. */
-static size_t helper_body(const sview *v, size_t f)
-{
-    size_t body = v->n;
-    int calls = 0;
-    for (size_t i = 0; i + 1 < v->n; i++) {
-        if (!is(v, i + 1, "(") || !same_tok(v, i, f) ||
-            (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::"))))
-            continue;
-        size_t after = close_of(v, i + 1) + 1;
-        if (block_open(v, i) < v->n) {
-            calls++;
-        } else if (after < v->n && is(v, after, "{")) {
-            if (body < v->n)
-                return v->n;
-            body = after;
-        }
-    }
-    return calls == 1 ? body : v->n;
-}
-
-/* Whether tokens [a, b) launch a kernel. */
-static int has_launch(const sview *v, size_t a, size_t b)
-{
-    for (size_t i = a; i < b; i++)
-        if (is(v, i, "<<<"))
-            return 1;
-    return 0;
-}
-
-/* When statement st calls a helper whose body is plain host code and one
- * work statement, a cuBLAS GEMM or a kernel launch: 1, that statement's
- * tokens in [*wa, *wb) and its GEMM's name token in *g (v->n for a launch);
- * 0 otherwise (*why). */
-static int helper_work(const scan *s, const stmt *st, size_t *wa, size_t *wb, size_t *g,
-                       const char **why)
-{
-    const sview *v = s->v;
-    size_t f = helper_callee(v, st), body = f < v->n ? helper_body(v, f) : v->n;
-    if (body >= v->n)
-        return 0;
-    size_t end = close_of(v, body), fa = 0, fb = 0, fg = v->n;
-    int found = 0;
-    *why = "calls a helper that is not plain host code and one cuBLAS GEMM or kernel launch";
-    for (size_t i = body + 1; i < end;) {
-        stmt h;
-        memset(&h, 0, sizeof(h));
-        h.a = i;
-        h.b = stmt_after(v, i, end);
-        if (h.b <= i)
-            h.b = i + 1;
-        int rc = stmt_classify(v, &h);
-        const char *ignored = NULL;
-        size_t hg = rc == 0 && h.kind == CUCO_SCHED_WORK ? split_gemm(s, &h, &ignored) : v->n;
-        int work = hg < v->n || (rc == 0 && h.kind == CUCO_SCHED_WORK && h.calls == 0 &&
-                                 has_launch(v, h.a, h.b));
-        int plain = rc == 0 && h.kind == CUCO_SCHED_PLAIN && h.calls == 0;
-        stmt_free(&h);
-        if ((!work && !plain) || (work && found))
-            return 0;
-        if (work) {
-            found = 1;
-            fa = h.a;
-            fb = h.b;
-            fg = hg;
-        }
-        i = h.b;
-    }
-    if (found) {
-        *wa = fa;
-        *wb = fb;
-        *g = fg;
-    }
-    return found;
-}
-
-/* Sets plan->split_note to why the split does not apply: 1 (stop), or
- * CUCO_ENOMEM. */
-static int split_no(cuco_sched_plan *p, const char *why, int line)
-{
-    free(p->split_note);
-    p->split_note = cuco_sprintf("its first consumer (line %d) %s", line, why);
-    return p->split_note ? 1 : CUCO_ENOMEM;
-}
-
-/* The split's edits: the GEMM (or the kernel launch) through its glue with
- * site and knob in front, the all-gather with split_site(...) as its first
- * argument. */
-static int split_edits(scan *s, size_t call_open, int site, cuco_sched_plan *p)
-{
-    const sview *v = s->v;
-    size_t a, b, ga, gb;
-    if (!arg_range(v, call_open, 0, &a, &b))
-        return CUCO_EINVAL;
-    int rc;
-    if (p->split_kernel) {
-        size_t off = tk(v, s->ks.name)->off, end = tk(v, s->ks.args)->off + 1;
-        char *spec = kernel_launch_spec(&s->ks);
-        char *head =
-            spec ? cuco_sprintf("cuco_tx::kernel_split(%d, CUCO_SPLIT_%d, %s", site, site, spec)
-                 : NULL;
-        free(spec);
-        rc = head ? plan_edit(p, off, end - off, kernel_launch_call(v, &s->ks, head), off)
-                  : CUCO_ENOMEM;
-        free(head);
-    } else {
-        size_t g = s->gemm, goff = tk(v, g)->off;
-        if (!arg_range(v, g + 1, 0, &ga, &gb))
-            return CUCO_EINVAL;
-        rc = plan_edit(p, goff, tk(v, g)->len, cuco_strdup(gemm_at(v, g)->glue), goff);
-        if (rc == 0)
-            rc = plan_edit(p, tk(v, ga)->off, 0, cuco_sprintf("%d, CUCO_SPLIT_%d, ", site, site),
-                           goff);
-    }
-    if (rc == 0)
-        rc = plan_edit(p, tk(v, a)->off, 0,
-                       cuco_sprintf("cuco_tx::split_site(%d, CUCO_SPLIT_%d), ", site, site),
-                       tk(v, a)->off);
-    return rc;
-}
-
-/* Statement st stops consuming the gathered buffer (the split waits per
- * source rank itself): only its other names remain, and the wait is placed
- * again. */
-static int stop_consuming(scan *s, stmt *st, cuco_sched_place *pl)
-{
-    cuco_strlist keep = {0};
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i < st->heads.n; i++)
-        if (!listed(&s->all, st->heads.items[i]))
-            rc = cuco_strlist_push(&keep, st->heads.items[i]);
-    if (rc != 0) {
-        cuco_strlist_free(&keep);
-        return rc;
-    }
-    cuco_strlist_free(&st->heads);
-    st->heads = keep;
-    st->kind = CUCO_SCHED_WORK; /* a helper's body was checked: plain code and the GEMM */
-    return place(s, pl);
-}
-
-/* Bits of the launch's arguments that read the gathered buffer. */
-static int launch_reads(const scan *s, unsigned long *bits)
-{
-    *bits = 0;
-    int rc = 0;
-    for (int k = 0; rc == 0 && k < s->ks.nparams && k < (int)(8 * sizeof *bits); k++) {
-        int hit = 0;
-        rc = arg_names_buffer(s, s->ks.args, k, &hit);
-        *bits |= (unsigned long)hit << k;
-    }
-    return rc;
-}
-
-/* The split of a launch of a kernel declared rows_independent: every
- * argument that reads the gathered buffer must be a row argument of the
- * declaration. Returns 0 (p->split says whether it applies), or negative. */
-static int try_kernel_split(scan *s, cuco_sched_place *pl, stmt *st, int helper,
-                            int (*editable)(void *, size_t), void *ctx, cuco_sched_plan *p)
-{
-    const sview *v = s->v;
-    int line = tk(v, st->a)->line;
-    unsigned long reads = s->ks.rows_mask;
-    /* in a helper its arguments are the helper's names: the glue checks at
-     * run time that the gathered buffer reaches the kernel through row
-     * arguments only */
-    int rc = helper ? 0 : launch_reads(s, &reads);
-    if (rc != 0)
-        return rc;
-    const char *kname = v->src + tk(v, s->ks.bare)->off;
-    int klen = (int)tk(v, s->ks.bare)->len;
-    char *why = NULL;
-    if (!reads)
-        why = cuco_sprintf("launches kernel %.*s, which reads the gathered buffer through no "
-                           "argument (its launch configuration?)",
-                           klen, kname);
-    else if (reads & ~s->ks.rows_mask)
-        why = cuco_sprintf("launches kernel %.*s, which reads the gathered buffer through a "
-                           "parameter its declaration's args= does not list",
-                           klen, kname);
-    else if (editable && !editable(ctx, tk(v, s->ks.name)->off))
-        why = cuco_sprintf("is in frozen code");
-    if (why) {
-        rc = split_no(p, why, line);
-        free(why);
-        return rc > 0 ? 0 : CUCO_ENOMEM;
-    }
-    if ((rc = stop_consuming(s, st, pl)) != 0)
-        return rc;
-    p->split = 1;
-    p->split_kernel = 1;
-    p->split_line = tk(v, s->ks.name)->line;
-    p->split_gemm_off = tk(v, s->ks.name)->off;
-    free(p->split_note);
-    p->split_note =
-        cuco_sprintf("kernel %.*s at line %d consumes ncclAllGather at line %d per "
-                     "source rank (own rows first; declared rows_independent at "
-                     "workload.yaml line %d)%s",
-                     klen, kname, p->split_line, tk(v, s->call_tok)->line, s->ks.decl_line,
-                     helper ? ", in the helper its first consumer calls" : "");
-    return p->split_note ? 0 : CUCO_ENOMEM;
-}
-
-/* When the consumer found by *pl is a GEMM reading the gathered buffer (or
- * the launch of a kernel declared rows_independent): it stops being a
- * consumer (it waits per source rank itself), the wait is placed again after
- * it, and the split's edits go into the plan. Returns 0 (plan->split says
- * whether it applies), or a negative error. */
-static int try_split(scan *s, cuco_sched_place *pl, int (*editable)(void *, size_t), void *ctx,
-                     cuco_sched_plan *p)
-{
-    const sview *v = s->v;
-    if (pl->wait >= s->n) {
-        free(p->split_note);
-        p->split_note = cuco_strdup("no later statement of its block reads the gathered buffer");
-        return p->split_note ? 0 : CUCO_ENOMEM;
-    }
-    stmt *st = &s->stmts[pl->wait];
-    int line = tk(v, st->a)->line;
-    const char *why = NULL;
-    size_t g = split_gemm(s, st, &why), la = st->a, lb = st->b;
-    int helper = 0;
-    if (g >= v->n && helper_callee(v, st) < v->n)
-        helper = helper_work(s, st, &la, &lb, &g, &why);
-    if (g >= v->n) {
-        char *kwhy = NULL;
-        int k = kernel_launch_rows(v, la, lb, s->sem, s->n_sem, &s->ks, &kwhy);
-        if (k == 1)
-            return try_kernel_split(s, pl, st, helper, editable, ctx, p);
-        int rc = k < 0 ? k : split_no(p, kwhy ? kwhy : why, line);
-        free(kwhy);
-        return rc > 0 ? 0 : rc;
-    }
-    const gemm_api *api = gemm_at(v, g);
-    int ha = 0, hb = 0, rc = 0;
-    if (helper) /* its operands are the helper's names: the glue checks at run time */
-        ha = 1;
-    if (rc == 0 && !helper)
-        rc = arg_names_buffer(s, g + 1, api->a, &ha);
-    if (rc == 0 && !helper)
-        rc = arg_names_buffer(s, g + 1, api->b, &hb);
-    if (rc != 0)
-        return rc;
-    if (!ha && !hb)
-        return split_no(p, "does not read the gathered buffer through operand A or B", line) > 0
-                   ? 0
-                   : CUCO_ENOMEM;
-    if (editable && !editable(ctx, tk(v, g)->off))
-        return split_no(p, "is in frozen code", line) > 0 ? 0 : CUCO_ENOMEM;
-    if ((rc = stop_consuming(s, st, pl)) != 0)
-        return rc;
-    p->split = 1;
-    s->gemm = g;
-    p->split_line = tk(v, g)->line;
-    p->split_gemm_off = tk(v, g)->off;
-    free(p->split_note);
-    p->split_note = cuco_sprintf("%s at line %d consumes ncclAllGather at line %d per source rank "
-                                 "(own rows first)%s",
-                                 api->name, p->split_line, tk(v, s->call_tok)->line,
-                                 helper ? ", in the helper its first consumer calls" : "");
-    return p->split_note ? 0 : CUCO_ENOMEM;
-}
-
-/* ---- producer_split: the mirror of (b) for an all-reduce --------------- */
-
-static int produce_no(cuco_sched_plan *p, const char *why, int line)
-{
-    free(p->produce_note);
-    p->produce_note =
-        line ? cuco_sprintf("the statement before it (line %d) %s", line, why) : cuco_strdup(why);
-    return p->produce_note ? 0 : CUCO_ENOMEM;
-}
-
-/* The all-reduce's first argument (token a) gets produce_site(...). */
-static int produce_site_edit(cuco_sched_plan *p, const sview *v, size_t a, int site)
-{
-    return plan_edit(p, tk(v, a)->off, 0,
-                     cuco_sprintf("cuco_tx::produce_site(%d, CUCO_PSPLIT_%d), ", site, site),
-                     tk(v, a)->off);
-}
-
-/* (a)'s edits, when it does not apply, are dropped: the producer split's
- * own follow from produce_edit0 on. */
-static void produce_start(cuco_sched_plan *p)
-{
-    if (!p->applies) {
-        for (size_t i = 0; i < p->nedits; i++)
-            free(p->edits[i].text);
-        p->nedits = 0;
-    }
-    p->produce_edit0 = p->nedits;
-}
-
-/* The producer split of a launch (s->ks) of a kernel declared
- * rows_independent right before the all-reduce: one of its row arguments
- * names the all-reduce's buffer. The launch goes through
- * cuco_tx::kernel_produce with the position of that argument and the
- * all-reduce's count and type (evaluated at the launch, the statement right
- * before); the all-reduce gets produce_site(...) first. */
-static int try_kernel_produce(scan *s, int site, int (*editable)(void *, size_t), void *ctx,
-                              cuco_sched_plan *p)
-{
-    const sview *v = s->v;
-    int line = tk(v, s->ks.name)->line;
-    unsigned long writes = 0;
-    int rc = launch_reads(s, &writes);
-    if (rc != 0)
-        return rc;
-    writes &= s->ks.rows_mask;
-    if (!writes)
-        return produce_no(p,
-                          "launches a kernel with no row argument (args=) naming the "
-                          "all-reduce's buffer",
-                          line);
-    if (editable && !editable(ctx, tk(v, s->ks.name)->off))
-        return produce_no(p, "is in frozen code", line);
-    int out = 0;
-    while (!((writes >> out) & 1UL))
-        out++;
-    size_t a, b, c = s->call_tok + 1;
-    char *count = arg_text(v, c, 2, 0), *type = arg_text(v, c, 3, 0);
-    char *spec = kernel_launch_spec(&s->ks);
-    char *head = count && type && spec && arg_range(v, c, 0, &a, &b)
-                     ? cuco_sprintf("cuco_tx::kernel_produce(%d, CUCO_PSPLIT_%d, %s, %d, "
-                                    "(size_t)(%s), %s",
-                                    site, site, spec, out, count, type)
-                     : NULL;
-    free(count);
-    free(type);
-    free(spec);
-    if (!head)
-        return CUCO_ENOMEM;
-    produce_start(p);
-    size_t off = tk(v, s->ks.name)->off, end = tk(v, s->ks.args)->off + 1;
-    rc = plan_edit(p, off, end - off, kernel_launch_call(v, &s->ks, head), off);
-    free(head);
-    if (rc == 0)
-        rc = produce_site_edit(p, v, a, site);
-    if (rc != 0)
-        return rc;
-    p->produce = 1;
-    p->produce_kernel = 1;
-    p->produce_line = line;
-    p->produce_gemm_off = off;
-    free(p->produce_note);
-    p->produce_note = cuco_sprintf("kernel %.*s at line %d makes the input of ncclAllReduce at "
-                                   "line %d: the kernel runs in CUCO_PSPLIT_PIECES ranges of rows "
-                                   "and each range is reduced as soon as it is made (declared "
-                                   "rows_independent at workload.yaml line %d)",
-                                   (int)tk(v, s->ks.bare)->len, v->src + tk(v, s->ks.bare)->off,
-                                   line, tk(v, s->call_tok)->line, s->ks.decl_line);
-    return p->produce_note ? 0 : CUCO_ENOMEM;
-}
-
-/* When the statement right before the all-reduce is a cuBLAS GEMM that
- * writes its input (operand C names a buffer of the call): the GEMM through
- * its produce glue, the all-reduce with produce_site(...) first. Edits made
- * for schedule (a) stay only when (a) applies. */
-static int try_produce(scan *s, int site, int (*editable)(void *, size_t), void *ctx,
-                       cuco_sched_plan *p)
-{
-    const sview *v = s->v;
-    if (s->call >= s->n || s->call == 0)
-        return produce_no(p, "nothing comes before it in its block", 0);
-    stmt *st = &s->stmts[s->call - 1];
-    int line = tk(v, st->a)->line;
-    const char *why = NULL;
-    size_t g = split_gemm(s, st, &why);
-    if (g >= v->n) {
-        char *kwhy = NULL;
-        int k = kernel_launch_rows(v, st->a, st->b, s->sem, s->n_sem, &s->ks, &kwhy);
-        int rc = k == 1  ? try_kernel_produce(s, site, editable, ctx, p)
-                 : k < 0 ? k
-                         : produce_no(p, kwhy ? kwhy : why, line);
-        free(kwhy);
-        return rc;
-    }
-    const gemm_api *api = gemm_at(v, g);
-    int hit = 0;
-    int rc = arg_names_buffer(s, g + 1, api->c, &hit);
-    if (rc != 0)
-        return rc;
-    if (!hit)
-        return produce_no(p, "is a GEMM that does not write the all-reduce's buffer (operand C)",
-                          line);
-    if (editable && !editable(ctx, tk(v, g)->off))
-        return produce_no(p, "is in frozen code", line);
-    size_t a, b, ga, gb, c = s->call_tok + 1;
-    if (!arg_range(v, c, 0, &a, &b) || !arg_range(v, g + 1, 0, &ga, &gb))
-        return CUCO_EINVAL;
-    produce_start(p);
-    size_t goff = tk(v, g)->off;
-    rc = plan_edit(p, goff, tk(v, g)->len, cuco_strdup(api->produce_glue), goff);
-    if (rc == 0)
-        rc =
-            plan_edit(p, tk(v, ga)->off, 0, cuco_sprintf("%d, CUCO_PSPLIT_%d, ", site, site), goff);
-    if (rc == 0)
-        rc = produce_site_edit(p, v, a, site);
-    if (rc != 0)
-        return rc;
-    p->produce = 1;
-    p->produce_line = tk(v, g)->line;
-    p->produce_gemm_off = goff;
-    free(p->produce_note);
-    p->produce_note = cuco_sprintf("%s at line %d makes the input of ncclAllReduce at line %d: "
-                                   "the GEMM runs in CUCO_PSPLIT_PIECES ranges of output columns "
-                                   "and each range is reduced as soon as it is made",
-                                   api->name, p->produce_line, tk(v, s->call_tok)->line);
-    return p->produce_note ? 0 : CUCO_ENOMEM;
-}
-
-/* The split does not apply because schedule (a) does not (plan->note says
- * why): keeps rc, or CUCO_ENOMEM. */
-static int split_fails(cuco_sched_plan *p, int rc)
-{
-    const char *why = p->note ? p->note : "the call could not be placed";
-    char *n = p->split        ? cuco_sprintf("the wait after the GEMM cannot be placed: %s", why)
-              : p->split_note ? NULL
-                              : cuco_strdup(why);
-    if (!n && (p->split || !p->split_note))
-        return CUCO_ENOMEM;
-    if (n) {
-        free(p->split_note);
-        p->split_note = n;
-    }
-    p->split = 0;
     return rc;
 }
 
@@ -1548,10 +968,10 @@ int cuco_sched_scan(const char *text, size_t call_off, const char *api, int site
     if (rc == 0 && s.call >= s.n)
         rc = plan_note(plan, "the call's statement was not found in its block", 0);
     if (rc == 0)
-        rc = place(&s, &pl);
+        rc = scan_place(&s, &pl);
     int gather = strcmp(api, "ncclAllGather") == 0;
     if (rc == 0 && gather)
-        rc = try_split(&s, &pl, editable, ctx, plan);
+        rc = scan_try_split(&s, &pl, editable, ctx, plan);
     if (rc == 0 && pl.independent == 0)
         rc = pl.wait < s.n ? plan_note(plan,
                                        "no independent work between the call and its first "
@@ -1567,7 +987,7 @@ int cuco_sched_scan(const char *text, size_t call_off, const char *api, int site
     if (rc == 0)
         rc = plan_edits(&s, &pl, c + 1, site, plan);
     if (rc == 0 && plan->split)
-        rc = split_edits(&s, c + 1, site, plan);
+        rc = scan_split_edits(&s, c + 1, site, plan);
     if (rc == 0)
         rc = applied_note(&s, &pl, api, plan);
     if (rc == 0) {
@@ -1578,13 +998,13 @@ int cuco_sched_scan(const char *text, size_t call_off, const char *api, int site
         plan->consumer_end = pl.wait >= s.n;
     }
     if (rc >= 0 && gather && !plan->applies)
-        rc = split_fails(plan, rc);
+        rc = scan_split_fails(plan, rc);
     if (rc >= 0 && strcmp(api, "ncclAllReduce") == 0 && s.call < s.n) {
-        int prc = try_produce(&s, site, editable, ctx, plan);
+        int prc = scan_try_produce(&s, site, editable, ctx, plan);
         rc = prc < 0 ? prc : rc;
     }
     for (size_t i = 0; i < s.n; i++)
-        stmt_free(&s.stmts[i]);
+        scan_stmt_free(&s.stmts[i]);
     free(s.stmts);
     fn_scope_free(&s.fn);
     cuco_strlist_free(&s.send);

@@ -1,0 +1,76 @@
+/* scan_int.h: what schedule_scan.c (schedule (a): a block's statements with
+ * their heads, kinds and streams, the enclosing function's aliases, and the
+ * placement of the issue and wait points) shares with split_scan.c (the
+ * splits, schedule (b) and producer_split, read on the same scan). Internal
+ * to src/transform. */
+#ifndef CUCO_TRANSFORM_SCAN_INT_H
+#define CUCO_TRANSFORM_SCAN_INT_H
+
+#include "cuco/transform.h"
+#include "kernel_launch.h"
+#include "sview.h"
+
+#include <stddef.h>
+
+/* One statement of the block: a graph node. */
+typedef struct stmt {
+    size_t a, b;
+    cuco_sched_kind kind;
+    char *stream;       /* owned */
+    cuco_strlist heads; /* every head it names */
+    int calls;          /* calls of functions not in the lists above */
+    int method_calls;   /* obj.f(...), p->f(...) */
+} stmt;
+
+/* The enclosing function: its parameters, body, aliases and locals. */
+typedef struct fn_scope {
+    size_t params, body, body_end; /* '(' of the parameters, '{' and '}' of the body */
+    cuco_strlist alias_a, alias_b;
+    cuco_strlist locals, pointer_params;
+} fn_scope;
+
+/* The scan around one communication call. */
+typedef struct scan {
+    const sview *v;
+    fn_scope fn;
+    stmt *stmts;
+    size_t n, call; /* statements of the block; the call's */
+    size_t block, block_end;
+    cuco_strlist send, recv;
+    char *stream;
+    int globals;              /* a buffer of the call may be reached by any call (not a local) */
+    cuco_strlist all;         /* the call's buffers and their aliases */
+    size_t gemm;              /* the split GEMM's name token (schedule (b)) */
+    size_t call_tok;          /* the communication call's name token */
+    const cuco_semantic *sem; /* the manifest's declarations (n_sem) */
+    size_t n_sem;
+    kernel_launch ks; /* the split kernel launch, when it is one (schedule (b)) */
+} scan;
+
+/* The calls that synchronise, that launch work, and that neither do. */
+extern const char *const scan_sync_calls[];
+extern const char *const scan_work_calls[];
+extern const char *const scan_plain_calls[];
+
+/* ---- schedule_scan.c ---- */
+size_t scan_stmt_after(const sview *v, size_t i, size_t end);
+int scan_stmt_classify(const sview *v, stmt *s);
+void scan_stmt_free(stmt *s);
+char *scan_arg_text(const sview *v, size_t open, int k, int want_last);
+int scan_call_in(const sview *v, size_t i, const char *const *list);
+size_t scan_call_open(const sview *v, size_t i);
+int scan_all_caps(const sview *v, size_t i);
+int scan_expr_heads(const sview *v, size_t a, size_t b, cuco_strlist *out, int all);
+int scan_listed(const cuco_strlist *l, const char *s);
+int scan_place(scan *s, cuco_sched_place *pl);
+int scan_plan_edit(cuco_sched_plan *p, size_t off, size_t len, char *text, size_t stmt_off);
+
+/* ---- split_scan.c ---- */
+int scan_try_split(scan *s, cuco_sched_place *pl, int (*editable)(void *, size_t), void *ctx,
+                   cuco_sched_plan *p);
+int scan_split_edits(scan *s, size_t call_open, int site, cuco_sched_plan *p);
+int scan_split_fails(cuco_sched_plan *p, int rc);
+int scan_try_produce(scan *s, int site, int (*editable)(void *, size_t), void *ctx,
+                     cuco_sched_plan *p);
+
+#endif

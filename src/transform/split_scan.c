@@ -1,0 +1,565 @@
+/* split_scan.c: the splits read on schedule (a)'s scan (scan_int.h).
+ *
+ * Schedule (b), consumer split by source (scan_try_split): when an
+ * all-gather's first consumer is a cuBLAS GEMM reading the gathered buffer
+ * (directly, or in a helper called once whose body is plain code and that
+ * GEMM), the GEMM goes through cuco_tx::<gemm>_split(site,
+ * CUCO_SPLIT_<site>, ...), the all-gather gets split_site(site,
+ * CUCO_SPLIT_<site>) first, and the GEMM is no consumer any more: the wait
+ * is placed again, after it. A launch of a kernel the manifest declares
+ * rows_independent (kernel_launch.h), directly or in such a helper, is
+ * split the same way through cuco_tx::kernel_split.
+ *
+ * producer_split (scan_try_produce): the GEMM or declared kernel right
+ * before an all-reduce that writes its buffer runs in ranges, each reduced
+ * as soon as it is made.
+ */
+#include "cuco/buf.h"
+#include "cuco/transform.h"
+#include "scan_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- schedule (b): consumer split by source -------------------------------- */
+
+static const gemm_api gemm_table[] = {
+    {"cublasGemmEx", "cuco_tx::gemm_ex_split", "cuco_tx::gemm_ex_produce",
+     "cuco_tx::gemm_ex_record", 19, 7, 10, 14},
+    {"cublasGemmStridedBatchedEx", "cuco_tx::gemm_strided_batched_ex_split",
+     "cuco_tx::gemm_strided_batched_ex_produce", "cuco_tx::gemm_strided_batched_ex_record", 23, 7,
+     11, 16},
+    {"cublasSgemm", "cuco_tx::sgemm_split", "cuco_tx::sgemm_produce", "cuco_tx::sgemm_record", 14,
+     7, 9, 12},
+    {"cublasHgemm", "cuco_tx::hgemm_split", "cuco_tx::hgemm_produce", "cuco_tx::hgemm_record", 14,
+     7, 9, 12},
+    /* (handle, desc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo, workspace,
+     * size, stream): D is the output */
+    {"cublasLtMatmul", "cuco_tx::lt_matmul_split", "cuco_tx::lt_matmul_produce",
+     "cuco_tx::lt_matmul_record", 16, 3, 5, 10},
+    {NULL, NULL, NULL, NULL, 0, 0, 0, 0}};
+
+const gemm_api *gemm_at(const sview *v, size_t i)
+{
+    if (!ident(v, i) || !is(v, i + 1, "(") ||
+        (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::"))))
+        return NULL;
+    for (const gemm_api *g = gemm_table; g->name; g++)
+        if (is(v, i, g->name))
+            return g;
+    return NULL;
+}
+
+static int count_args(const sview *v, size_t open)
+{
+    int n = 0;
+    size_t a, b;
+    while (arg_range(v, open, n, &a, &b))
+        n++;
+    return n;
+}
+
+/* Whether argument k of the call at open names one of the call's buffers. */
+static int arg_names_buffer(const scan *s, size_t open, int k, int *hit)
+{
+    size_t a, b;
+    cuco_strlist h = {0};
+    *hit = 0;
+    if (!arg_range(s->v, open, k, &a, &b))
+        return 0;
+    int rc = scan_expr_heads(s->v, a, b, &h, 1);
+    for (size_t i = 0; rc == 0 && i < h.n; i++)
+        if (scan_listed(&s->all, h.items[i]))
+            *hit = 1;
+    cuco_strlist_free(&h);
+    return rc;
+}
+
+/* The GEMM call of statement st when st is that call alone (in macros, or as
+ * the body of an unbraced if without else); v->n with *why set otherwise. */
+static size_t split_gemm(const scan *s, const stmt *st, const char **why)
+{
+    const sview *v = s->v;
+    size_t g = v->n;
+    int semis = 0;
+    *why = "is not a cuBLAS GEMM call (cublasGemmEx, cublasGemmStridedBatchedEx, cublasSgemm, "
+           "cublasHgemm, cublasLtMatmul)";
+    for (size_t i = st->a; i < st->b; i++) {
+        if (is(v, i, "{") || is(v, i, "else") || is(v, i, "for") || is(v, i, "while") ||
+            is(v, i, "do") || is(v, i, "switch"))
+            return v->n;
+        semis += is(v, i, ";");
+        if (gemm_at(v, i)) {
+            if (g < v->n) {
+                *why = "holds more than one GEMM";
+                return v->n;
+            }
+            g = i;
+        }
+    }
+    if (g >= v->n)
+        return v->n;
+    if (semis != 1 || st->calls || st->kind != CUCO_SCHED_WORK) {
+        *why = "is a GEMM inside a larger statement";
+        return v->n;
+    }
+    const gemm_api *api = gemm_at(v, g);
+    if (count_args(v, g + 1) != api->nargs) {
+        *why = "is a GEMM whose arguments could not be read";
+        return v->n;
+    }
+    return g;
+}
+
+/* The one call of statement st to a function of the program that the lists
+ * do not know (its name token); v->n when there is not exactly one. */
+static size_t helper_callee(const sview *v, const stmt *st)
+{
+    size_t f = v->n;
+    if (st->calls != 1 || st->method_calls)
+        return v->n;
+    for (size_t i = st->a; i < st->b; i++) {
+        size_t open = scan_call_open(v, i);
+        if (open >= v->n || !is(v, open, "(") || is(v, i + 1, "<") ||
+            scan_call_in(v, i, scan_sync_calls) || scan_call_in(v, i, scan_work_calls) ||
+            scan_call_in(v, i, scan_plain_calls) || scan_all_caps(v, i) ||
+            (tk(v, i)->len > 4 && memcmp(v->src + tk(v, i)->off, "nccl", 4) == 0) ||
+            (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::"))))
+            continue;
+        if (f < v->n)
+            return v->n;
+        f = i;
+    }
+    return f;
+}
+
+/* The '{' of the body of the file-scope function named like token f, when
+ * it has one definition and is called once (from inside a function); v->n
+ * otherwise. */
+static size_t helper_body(const sview *v, size_t f)
+{
+    size_t body = v->n;
+    int calls = 0;
+    for (size_t i = 0; i + 1 < v->n; i++) {
+        if (!is(v, i + 1, "(") || !same_tok(v, i, f) ||
+            (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::"))))
+            continue;
+        size_t after = close_of(v, i + 1) + 1;
+        if (block_open(v, i) < v->n) {
+            calls++;
+        } else if (after < v->n && is(v, after, "{")) {
+            if (body < v->n)
+                return v->n;
+            body = after;
+        }
+    }
+    return calls == 1 ? body : v->n;
+}
+
+/* Whether tokens [a, b) launch a kernel. */
+static int has_launch(const sview *v, size_t a, size_t b)
+{
+    for (size_t i = a; i < b; i++)
+        if (is(v, i, "<<<"))
+            return 1;
+    return 0;
+}
+
+/* When statement st calls a helper whose body is plain host code and one
+ * work statement, a cuBLAS GEMM or a kernel launch: 1, that statement's
+ * tokens in [*wa, *wb) and its GEMM's name token in *g (v->n for a launch);
+ * 0 otherwise (*why). */
+static int helper_work(const scan *s, const stmt *st, size_t *wa, size_t *wb, size_t *g,
+                       const char **why)
+{
+    const sview *v = s->v;
+    size_t f = helper_callee(v, st), body = f < v->n ? helper_body(v, f) : v->n;
+    if (body >= v->n)
+        return 0;
+    size_t end = close_of(v, body), fa = 0, fb = 0, fg = v->n;
+    int found = 0;
+    *why = "calls a helper that is not plain host code and one cuBLAS GEMM or kernel launch";
+    for (size_t i = body + 1; i < end;) {
+        stmt h;
+        memset(&h, 0, sizeof(h));
+        h.a = i;
+        h.b = scan_stmt_after(v, i, end);
+        if (h.b <= i)
+            h.b = i + 1;
+        int rc = scan_stmt_classify(v, &h);
+        const char *ignored = NULL;
+        size_t hg = rc == 0 && h.kind == CUCO_SCHED_WORK ? split_gemm(s, &h, &ignored) : v->n;
+        int work = hg < v->n || (rc == 0 && h.kind == CUCO_SCHED_WORK && h.calls == 0 &&
+                                 has_launch(v, h.a, h.b));
+        int plain = rc == 0 && h.kind == CUCO_SCHED_PLAIN && h.calls == 0;
+        scan_stmt_free(&h);
+        if ((!work && !plain) || (work && found))
+            return 0;
+        if (work) {
+            found = 1;
+            fa = h.a;
+            fb = h.b;
+            fg = hg;
+        }
+        i = h.b;
+    }
+    if (found) {
+        *wa = fa;
+        *wb = fb;
+        *g = fg;
+    }
+    return found;
+}
+
+/* Sets plan->split_note to why the split does not apply: 1 (stop), or
+ * CUCO_ENOMEM. */
+static int split_no(cuco_sched_plan *p, const char *why, int line)
+{
+    free(p->split_note);
+    p->split_note = cuco_sprintf("its first consumer (line %d) %s", line, why);
+    return p->split_note ? 1 : CUCO_ENOMEM;
+}
+
+/* The split's edits: the GEMM (or the kernel launch) through its glue with
+ * site and knob in front, the all-gather with split_site(...) as its first
+ * argument. */
+int scan_split_edits(scan *s, size_t call_open, int site, cuco_sched_plan *p)
+{
+    const sview *v = s->v;
+    size_t a, b, ga, gb;
+    if (!arg_range(v, call_open, 0, &a, &b))
+        return CUCO_EINVAL;
+    int rc;
+    if (p->split_kernel) {
+        size_t off = tk(v, s->ks.name)->off, end = tk(v, s->ks.args)->off + 1;
+        char *spec = kernel_launch_spec(&s->ks);
+        char *head =
+            spec ? cuco_sprintf("cuco_tx::kernel_split(%d, CUCO_SPLIT_%d, %s", site, site, spec)
+                 : NULL;
+        free(spec);
+        rc = head ? scan_plan_edit(p, off, end - off, kernel_launch_call(v, &s->ks, head), off)
+                  : CUCO_ENOMEM;
+        free(head);
+    } else {
+        size_t g = s->gemm, goff = tk(v, g)->off;
+        if (!arg_range(v, g + 1, 0, &ga, &gb))
+            return CUCO_EINVAL;
+        rc = scan_plan_edit(p, goff, tk(v, g)->len, cuco_strdup(gemm_at(v, g)->glue), goff);
+        if (rc == 0)
+            rc = scan_plan_edit(p, tk(v, ga)->off, 0,
+                                cuco_sprintf("%d, CUCO_SPLIT_%d, ", site, site), goff);
+    }
+    if (rc == 0)
+        rc = scan_plan_edit(p, tk(v, a)->off, 0,
+                            cuco_sprintf("cuco_tx::split_site(%d, CUCO_SPLIT_%d), ", site, site),
+                            tk(v, a)->off);
+    return rc;
+}
+
+/* Statement st stops consuming the gathered buffer (the split waits per
+ * source rank itself): only its other names remain, and the wait is placed
+ * again. */
+static int stop_consuming(scan *s, stmt *st, cuco_sched_place *pl)
+{
+    cuco_strlist keep = {0};
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < st->heads.n; i++)
+        if (!scan_listed(&s->all, st->heads.items[i]))
+            rc = cuco_strlist_push(&keep, st->heads.items[i]);
+    if (rc != 0) {
+        cuco_strlist_free(&keep);
+        return rc;
+    }
+    cuco_strlist_free(&st->heads);
+    st->heads = keep;
+    st->kind = CUCO_SCHED_WORK; /* a helper's body was checked: plain code and the GEMM */
+    return scan_place(s, pl);
+}
+
+/* Bits of the launch's arguments that read the gathered buffer. */
+static int launch_reads(const scan *s, unsigned long *bits)
+{
+    *bits = 0;
+    int rc = 0;
+    for (int k = 0; rc == 0 && k < s->ks.nparams && k < (int)(8 * sizeof *bits); k++) {
+        int hit = 0;
+        rc = arg_names_buffer(s, s->ks.args, k, &hit);
+        *bits |= (unsigned long)hit << k;
+    }
+    return rc;
+}
+
+/* The split of a launch of a kernel declared rows_independent: every
+ * argument that reads the gathered buffer must be a row argument of the
+ * declaration. Returns 0 (p->split says whether it applies), or negative. */
+static int try_kernel_split(scan *s, cuco_sched_place *pl, stmt *st, int helper,
+                            int (*editable)(void *, size_t), void *ctx, cuco_sched_plan *p)
+{
+    const sview *v = s->v;
+    int line = tk(v, st->a)->line;
+    unsigned long reads = s->ks.rows_mask;
+    /* in a helper its arguments are the helper's names: the glue checks at
+     * run time that the gathered buffer reaches the kernel through row
+     * arguments only */
+    int rc = helper ? 0 : launch_reads(s, &reads);
+    if (rc != 0)
+        return rc;
+    const char *kname = v->src + tk(v, s->ks.bare)->off;
+    int klen = (int)tk(v, s->ks.bare)->len;
+    char *why = NULL;
+    if (!reads)
+        why = cuco_sprintf("launches kernel %.*s, which reads the gathered buffer through no "
+                           "argument (its launch configuration?)",
+                           klen, kname);
+    else if (reads & ~s->ks.rows_mask)
+        why = cuco_sprintf("launches kernel %.*s, which reads the gathered buffer through a "
+                           "parameter its declaration's args= does not list",
+                           klen, kname);
+    else if (editable && !editable(ctx, tk(v, s->ks.name)->off))
+        why = cuco_sprintf("is in frozen code");
+    if (why) {
+        rc = split_no(p, why, line);
+        free(why);
+        return rc > 0 ? 0 : CUCO_ENOMEM;
+    }
+    if ((rc = stop_consuming(s, st, pl)) != 0)
+        return rc;
+    p->split = 1;
+    p->split_kernel = 1;
+    p->split_line = tk(v, s->ks.name)->line;
+    p->split_gemm_off = tk(v, s->ks.name)->off;
+    free(p->split_note);
+    p->split_note =
+        cuco_sprintf("kernel %.*s at line %d consumes ncclAllGather at line %d per "
+                     "source rank (own rows first; declared rows_independent at "
+                     "workload.yaml line %d)%s",
+                     klen, kname, p->split_line, tk(v, s->call_tok)->line, s->ks.decl_line,
+                     helper ? ", in the helper its first consumer calls" : "");
+    return p->split_note ? 0 : CUCO_ENOMEM;
+}
+
+/* When the consumer found by *pl is a GEMM reading the gathered buffer (or
+ * the launch of a kernel declared rows_independent): it stops being a
+ * consumer (it waits per source rank itself), the wait is placed again after
+ * it, and the split's edits go into the plan. Returns 0 (plan->split says
+ * whether it applies), or a negative error. */
+int scan_try_split(scan *s, cuco_sched_place *pl, int (*editable)(void *, size_t), void *ctx,
+                   cuco_sched_plan *p)
+{
+    const sview *v = s->v;
+    if (pl->wait >= s->n) {
+        free(p->split_note);
+        p->split_note = cuco_strdup("no later statement of its block reads the gathered buffer");
+        return p->split_note ? 0 : CUCO_ENOMEM;
+    }
+    stmt *st = &s->stmts[pl->wait];
+    int line = tk(v, st->a)->line;
+    const char *why = NULL;
+    size_t g = split_gemm(s, st, &why), la = st->a, lb = st->b;
+    int helper = 0;
+    if (g >= v->n && helper_callee(v, st) < v->n)
+        helper = helper_work(s, st, &la, &lb, &g, &why);
+    if (g >= v->n) {
+        char *kwhy = NULL;
+        int k = kernel_launch_rows(v, la, lb, s->sem, s->n_sem, &s->ks, &kwhy);
+        if (k == 1)
+            return try_kernel_split(s, pl, st, helper, editable, ctx, p);
+        int rc = k < 0 ? k : split_no(p, kwhy ? kwhy : why, line);
+        free(kwhy);
+        return rc > 0 ? 0 : rc;
+    }
+    const gemm_api *api = gemm_at(v, g);
+    int ha = 0, hb = 0, rc = 0;
+    if (helper) /* its operands are the helper's names: the glue checks at run time */
+        ha = 1;
+    if (rc == 0 && !helper)
+        rc = arg_names_buffer(s, g + 1, api->a, &ha);
+    if (rc == 0 && !helper)
+        rc = arg_names_buffer(s, g + 1, api->b, &hb);
+    if (rc != 0)
+        return rc;
+    if (!ha && !hb)
+        return split_no(p, "does not read the gathered buffer through operand A or B", line) > 0
+                   ? 0
+                   : CUCO_ENOMEM;
+    if (editable && !editable(ctx, tk(v, g)->off))
+        return split_no(p, "is in frozen code", line) > 0 ? 0 : CUCO_ENOMEM;
+    if ((rc = stop_consuming(s, st, pl)) != 0)
+        return rc;
+    p->split = 1;
+    s->gemm = g;
+    p->split_line = tk(v, g)->line;
+    p->split_gemm_off = tk(v, g)->off;
+    free(p->split_note);
+    p->split_note = cuco_sprintf("%s at line %d consumes ncclAllGather at line %d per source rank "
+                                 "(own rows first)%s",
+                                 api->name, p->split_line, tk(v, s->call_tok)->line,
+                                 helper ? ", in the helper its first consumer calls" : "");
+    return p->split_note ? 0 : CUCO_ENOMEM;
+}
+
+/* ---- producer_split: the mirror of (b) for an all-reduce --------------- */
+
+static int produce_no(cuco_sched_plan *p, const char *why, int line)
+{
+    free(p->produce_note);
+    p->produce_note =
+        line ? cuco_sprintf("the statement before it (line %d) %s", line, why) : cuco_strdup(why);
+    return p->produce_note ? 0 : CUCO_ENOMEM;
+}
+
+/* The all-reduce's first argument (token a) gets produce_site(...). */
+static int produce_site_edit(cuco_sched_plan *p, const sview *v, size_t a, int site)
+{
+    return scan_plan_edit(p, tk(v, a)->off, 0,
+                          cuco_sprintf("cuco_tx::produce_site(%d, CUCO_PSPLIT_%d), ", site, site),
+                          tk(v, a)->off);
+}
+
+/* (a)'s edits, when it does not apply, are dropped: the producer split's
+ * own follow from produce_edit0 on. */
+static void produce_start(cuco_sched_plan *p)
+{
+    if (!p->applies) {
+        for (size_t i = 0; i < p->nedits; i++)
+            free(p->edits[i].text);
+        p->nedits = 0;
+    }
+    p->produce_edit0 = p->nedits;
+}
+
+/* The producer split of a launch (s->ks) of a kernel declared
+ * rows_independent right before the all-reduce: one of its row arguments
+ * names the all-reduce's buffer. The launch goes through
+ * cuco_tx::kernel_produce with the position of that argument and the
+ * all-reduce's count and type (evaluated at the launch, the statement right
+ * before); the all-reduce gets produce_site(...) first. */
+static int try_kernel_produce(scan *s, int site, int (*editable)(void *, size_t), void *ctx,
+                              cuco_sched_plan *p)
+{
+    const sview *v = s->v;
+    int line = tk(v, s->ks.name)->line;
+    unsigned long writes = 0;
+    int rc = launch_reads(s, &writes);
+    if (rc != 0)
+        return rc;
+    writes &= s->ks.rows_mask;
+    if (!writes)
+        return produce_no(p,
+                          "launches a kernel with no row argument (args=) naming the "
+                          "all-reduce's buffer",
+                          line);
+    if (editable && !editable(ctx, tk(v, s->ks.name)->off))
+        return produce_no(p, "is in frozen code", line);
+    int out = 0;
+    while (!((writes >> out) & 1UL))
+        out++;
+    size_t a, b, c = s->call_tok + 1;
+    char *count = scan_arg_text(v, c, 2, 0), *type = scan_arg_text(v, c, 3, 0);
+    char *spec = kernel_launch_spec(&s->ks);
+    char *head = count && type && spec && arg_range(v, c, 0, &a, &b)
+                     ? cuco_sprintf("cuco_tx::kernel_produce(%d, CUCO_PSPLIT_%d, %s, %d, "
+                                    "(size_t)(%s), %s",
+                                    site, site, spec, out, count, type)
+                     : NULL;
+    free(count);
+    free(type);
+    free(spec);
+    if (!head)
+        return CUCO_ENOMEM;
+    produce_start(p);
+    size_t off = tk(v, s->ks.name)->off, end = tk(v, s->ks.args)->off + 1;
+    rc = scan_plan_edit(p, off, end - off, kernel_launch_call(v, &s->ks, head), off);
+    free(head);
+    if (rc == 0)
+        rc = produce_site_edit(p, v, a, site);
+    if (rc != 0)
+        return rc;
+    p->produce = 1;
+    p->produce_kernel = 1;
+    p->produce_line = line;
+    p->produce_gemm_off = off;
+    free(p->produce_note);
+    p->produce_note = cuco_sprintf("kernel %.*s at line %d makes the input of ncclAllReduce at "
+                                   "line %d: the kernel runs in CUCO_PSPLIT_PIECES ranges of rows "
+                                   "and each range is reduced as soon as it is made (declared "
+                                   "rows_independent at workload.yaml line %d)",
+                                   (int)tk(v, s->ks.bare)->len, v->src + tk(v, s->ks.bare)->off,
+                                   line, tk(v, s->call_tok)->line, s->ks.decl_line);
+    return p->produce_note ? 0 : CUCO_ENOMEM;
+}
+
+/* When the statement right before the all-reduce is a cuBLAS GEMM that
+ * writes its input (operand C names a buffer of the call): the GEMM through
+ * its produce glue, the all-reduce with produce_site(...) first. Edits made
+ * for schedule (a) stay only when (a) applies. */
+int scan_try_produce(scan *s, int site, int (*editable)(void *, size_t), void *ctx,
+                     cuco_sched_plan *p)
+{
+    const sview *v = s->v;
+    if (s->call >= s->n || s->call == 0)
+        return produce_no(p, "nothing comes before it in its block", 0);
+    stmt *st = &s->stmts[s->call - 1];
+    int line = tk(v, st->a)->line;
+    const char *why = NULL;
+    size_t g = split_gemm(s, st, &why);
+    if (g >= v->n) {
+        char *kwhy = NULL;
+        int k = kernel_launch_rows(v, st->a, st->b, s->sem, s->n_sem, &s->ks, &kwhy);
+        int rc = k == 1  ? try_kernel_produce(s, site, editable, ctx, p)
+                 : k < 0 ? k
+                         : produce_no(p, kwhy ? kwhy : why, line);
+        free(kwhy);
+        return rc;
+    }
+    const gemm_api *api = gemm_at(v, g);
+    int hit = 0;
+    int rc = arg_names_buffer(s, g + 1, api->c, &hit);
+    if (rc != 0)
+        return rc;
+    if (!hit)
+        return produce_no(p, "is a GEMM that does not write the all-reduce's buffer (operand C)",
+                          line);
+    if (editable && !editable(ctx, tk(v, g)->off))
+        return produce_no(p, "is in frozen code", line);
+    size_t a, b, ga, gb, c = s->call_tok + 1;
+    if (!arg_range(v, c, 0, &a, &b) || !arg_range(v, g + 1, 0, &ga, &gb))
+        return CUCO_EINVAL;
+    produce_start(p);
+    size_t goff = tk(v, g)->off;
+    rc = scan_plan_edit(p, goff, tk(v, g)->len, cuco_strdup(api->produce_glue), goff);
+    if (rc == 0)
+        rc = scan_plan_edit(p, tk(v, ga)->off, 0, cuco_sprintf("%d, CUCO_PSPLIT_%d, ", site, site),
+                            goff);
+    if (rc == 0)
+        rc = produce_site_edit(p, v, a, site);
+    if (rc != 0)
+        return rc;
+    p->produce = 1;
+    p->produce_line = tk(v, g)->line;
+    p->produce_gemm_off = goff;
+    free(p->produce_note);
+    p->produce_note = cuco_sprintf("%s at line %d makes the input of ncclAllReduce at line %d: "
+                                   "the GEMM runs in CUCO_PSPLIT_PIECES ranges of output columns "
+                                   "and each range is reduced as soon as it is made",
+                                   api->name, p->produce_line, tk(v, s->call_tok)->line);
+    return p->produce_note ? 0 : CUCO_ENOMEM;
+}
+
+/* The split does not apply because schedule (a) does not (plan->note says
+ * why): keeps rc, or CUCO_ENOMEM. */
+int scan_split_fails(cuco_sched_plan *p, int rc)
+{
+    const char *why = p->note ? p->note : "the call could not be placed";
+    char *n = p->split        ? cuco_sprintf("the wait after the GEMM cannot be placed: %s", why)
+              : p->split_note ? NULL
+                              : cuco_strdup(why);
+    if (!n && (p->split || !p->split_note))
+        return CUCO_ENOMEM;
+    if (n) {
+        free(p->split_note);
+        p->split_note = n;
+    }
+    p->split = 0;
+    return rc;
+}
