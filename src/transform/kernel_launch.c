@@ -33,44 +33,12 @@ static size_t launch_lt(const sview *v, size_t a, size_t end, size_t *bare)
     return i < end && is(v, i, "<<<") ? i : v->n;
 }
 
-/* The '>>>' that closes the configuration at lt (v->n: none). */
-static size_t config_end(const sview *v, size_t lt, size_t end)
-{
-    for (size_t i = lt + 1; i < end; i++)
-        if (is(v, i, ">>>"))
-            return i;
-    return v->n;
-}
-
-/* Token range [*ca, *cb) of item k of the launch configuration; 0: none. */
-static int config_item(const sview *v, size_t lt, size_t gt, int k, size_t *ca, size_t *cb)
-{
-    int idx = 0, d = 0;
-    size_t from = lt + 1;
-    for (size_t i = lt + 1; i <= gt; i++) {
-        if (i < gt && (is(v, i, "(") || is(v, i, "[") || is(v, i, "{")))
-            d++;
-        else if (i < gt && (is(v, i, ")") || is(v, i, "]") || is(v, i, "}")))
-            d--;
-        if (i == gt || (d == 0 && is(v, i, ","))) {
-            if (idx++ == k) {
-                *ca = from;
-                *cb = i;
-                return i > from;
-            }
-            from = i + 1;
-        }
-    }
-    return 0;
-}
-
 /* Whether the launch's grid (configuration item 0) is written as its
  * argument k: the same tokens ("rows" and "rows"). */
-static int same_text(const sview *v, size_t lt, size_t gt, size_t args, int k)
+static int same_text(const sview *v, size_t lt, size_t args, int k)
 {
     size_t ca, cb, aa, ab;
-    if (!config_item(v, lt, gt, 0, &ca, &cb) || !arg_range(v, args, k, &aa, &ab) ||
-        cb - ca != ab - aa)
+    if (!arg_range(v, lt, 0, &ca, &cb) || !arg_range(v, args, k, &aa, &ab) || cb - ca != ab - aa)
         return 0;
     for (size_t i = 0; i < cb - ca; i++)
         if (!same_tok(v, ca + i, aa + i))
@@ -102,31 +70,6 @@ static size_t kernel_params(const sview *v, size_t bare)
     return found;
 }
 
-static int count_items(const sview *v, size_t open)
-{
-    int n = 0;
-    size_t a, b;
-    while (arg_range(v, open, n, &a, &b))
-        n++;
-    return n;
-}
-
-/* Position of the parameter called name among those at open; -1: none. */
-static int param_index(const sview *v, size_t open, const char *name, size_t len)
-{
-    size_t a, b;
-    for (int k = 0; arg_range(v, open, k, &a, &b); k++) {
-        size_t last = v->n;
-        for (size_t i = a; i < b && !is(v, i, "=") && !is(v, i, "["); i++)
-            if (ident(v, i))
-                last = i;
-        if (last < v->n && tk(v, last)->len == len &&
-            memcmp(v->src + tk(v, last)->off, name, len) == 0)
-            return k;
-    }
-    return -1;
-}
-
 /* The manifest's rows_independent declaration of the kernel at token bare. */
 static const cuco_semantic *rows_decl(const sview *v, size_t bare, const cuco_semantic *sem,
                                       size_t n)
@@ -153,8 +96,8 @@ static int row_args(const sview *v, size_t open, const char *list, const char *k
             break;
         if (name > len)
             name = len;
-        int k = param_index(v, open, p, name);
-        int w = name < len ? param_index(v, open, p + name + 1, len - name - 1) : -1;
+        int k = param_position(v, open, p, name);
+        int w = name < len ? param_position(v, open, p + name + 1, len - name - 1) : -1;
         if (k < 0 || k >= 64 || (name < len && (w < 0 || w >= 127))) {
             int bad = k < 0 || k >= 64;
             *why = cuco_sprintf("launches kernel %s, whose declaration names args=%.*s, which is "
@@ -176,8 +119,8 @@ int kernel_launch_rows(const sview *v, size_t a, size_t b, const cuco_semantic *
     memset(kl, 0, sizeof *kl);
     *why = NULL;
     size_t bare = v->n, lt = launch_lt(v, a, b, &bare);
-    size_t gt = lt < v->n ? config_end(v, lt, b) : v->n;
-    if (gt >= v->n || !is(v, gt + 1, "("))
+    size_t gt = lt < v->n ? close_of(v, lt) : v->n;
+    if (gt >= b || !is(v, gt + 1, "("))
         return 0;
     size_t close = close_of(v, gt + 1);
     char *name = cuco_strndup(v->src + tk(v, bare)->off, tk(v, bare)->len);
@@ -204,10 +147,10 @@ int kernel_launch_rows(const sview *v, size_t a, size_t b, const cuco_semantic *
         *why = cuco_sprintf("launches kernel %s, whose __global__ definition is not in this file "
                             "(or is there more than once)",
                             name);
-    else if (count_items(v, params) != count_items(v, gt + 1))
+    else if (arg_count(v, params) != arg_count(v, gt + 1))
         *why = cuco_sprintf("launches kernel %s with %d arguments for its %d parameters", name,
-                            count_items(v, gt + 1), count_items(v, params));
-    else if ((kl->rows_pos = param_index(v, params, rows, strlen(rows))) < 0)
+                            arg_count(v, gt + 1), arg_count(v, params));
+    else if ((kl->rows_pos = param_position(v, params, rows, strlen(rows))) < 0)
         *why = cuco_sprintf("launches kernel %s, whose declaration names rows=%s, which is not "
                             "one of its parameters",
                             name, rows);
@@ -218,12 +161,12 @@ int kernel_launch_rows(const sview *v, size_t a, size_t b, const cuco_semantic *
     if (refused && !*why)
         rc = CUCO_ENOMEM;
     if (rc == 1 && !*why) {
-        kl->grid_rows = same_text(v, lt, gt, gt + 1, kl->rows_pos);
+        kl->grid_rows = same_text(v, lt, gt + 1, kl->rows_pos);
         kl->name = a;
         kl->bare = bare;
         kl->lt = lt;
         kl->args = gt + 1;
-        kl->nparams = count_items(v, params);
+        kl->nparams = arg_count(v, params);
         kl->decl_line = d->line;
     }
     free(name);
@@ -254,13 +197,13 @@ char *kernel_launch_spec(const kernel_launch *kl)
 
 char *kernel_launch_call(const sview *v, const kernel_launch *kl, const char *head)
 {
-    size_t gt = kl->args - 1, ca = 0, cb = 0;
+    size_t ca = 0, cb = 0;
     size_t from = tk(v, kl->name)->off;
     size_t to = tk(v, kl->lt - 1)->off + tk(v, kl->lt - 1)->len;
     cuco_buf b = CUCO_BUF_INIT;
     int rc = cuco_buf_printf(&b, "%s, %.*s", head, (int)(to - from), v->src + from);
     for (int k = 0; k < 4 && rc == 0; k++) {
-        if (config_item(v, kl->lt, gt, k, &ca, &cb)) {
+        if (arg_range(v, kl->lt, k, &ca, &cb)) {
             size_t o = tk(v, ca)->off, e = tk(v, cb - 1)->off + tk(v, cb - 1)->len;
             rc = cuco_buf_printf(&b, ", %.*s", (int)(e - o), v->src + o);
         } else {

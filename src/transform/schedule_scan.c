@@ -226,11 +226,7 @@ static cuco_sched_kind stronger(cuco_sched_kind a, cuco_sched_kind b)
  * NULL when it has fewer. */
 char *scan_arg_text(const sview *v, size_t open, int k, int want_last)
 {
-    size_t close = is(v, open, "<<<") ? open : close_of(v, open);
-    if (is(v, open, "<<<")) {
-        while (close < v->n && !is(v, close, ">>>"))
-            close++;
-    }
+    size_t close = close_of(v, open);
     size_t from = open + 1, idx = 0, last_from = open + 1;
     int d = 0;
     for (size_t i = open + 1; i <= close && i < v->n; i++) {
@@ -539,34 +535,6 @@ int scan_listed(const cuco_strlist *l, const char *s)
     return 0;
 }
 
-/* Position of parameter name among the parameters at '(' open; -1: none. */
-static int param_pos(const sview *v, size_t open, const char *name)
-{
-    size_t close = close_of(v, open), last = v->n;
-    int idx = 0, d = 0;
-    for (size_t i = open + 1; i <= close && i < v->n; i++) {
-        d += is(v, i, "(") || is(v, i, "[") || is(v, i, "<");
-        d -= (is(v, i, ")") && i < close) || is(v, i, "]") || is(v, i, ">");
-        if (i == close || (d == 0 && (is(v, i, ",") || is(v, i, "=")))) {
-            if (last < v->n && tk(v, last)->len == strlen(name) &&
-                memcmp(v->src + tk(v, last)->off, name, tk(v, last)->len) == 0)
-                return idx;
-            if (!is(v, i, "=")) {
-                idx++;
-                last = v->n;
-            } else {
-                while (i < close && !(d == 0 && is(v, i, ",")))
-                    i++;
-                idx++;
-                last = v->n;
-            }
-        } else if (d == 0 && ident(v, i)) {
-            last = i;
-        }
-    }
-    return -1;
-}
-
 static int heads_connected(const fn_scope *f, const char *a, const char *b)
 {
     cuco_strlist seen = {0};
@@ -598,7 +566,8 @@ static int heads_connected(const fn_scope *f, const char *a, const char *b)
 static int params_may_alias(const sview *v, const fn_scope *fn, const char *p, const char *q)
 {
     size_t name = fn->params - 1;
-    int pp = param_pos(v, fn->params, p), pq = param_pos(v, fn->params, q), calls = 0;
+    int pp = param_position(v, fn->params, p, strlen(p)),
+        pq = param_position(v, fn->params, q, strlen(q)), calls = 0;
     if (pp < 0 || pq < 0 || !ident(v, name))
         return 1;
     for (size_t k = 0; k + 1 < v->n; k++) {

@@ -50,15 +50,6 @@ const gemm_api *gemm_at(const sview *v, size_t i)
     return NULL;
 }
 
-static int count_args(const sview *v, size_t open)
-{
-    int n = 0;
-    size_t a, b;
-    while (arg_range(v, open, n, &a, &b))
-        n++;
-    return n;
-}
-
 /* Whether argument k of the call at open names one of the call's buffers. */
 static int arg_names_buffer(const scan *s, size_t open, int k, int *hit)
 {
@@ -104,7 +95,7 @@ static size_t split_gemm(const scan *s, const stmt *st, const char **why)
         return v->n;
     }
     const gemm_api *api = gemm_at(v, g);
-    if (count_args(v, g + 1) != api->nargs) {
+    if (arg_count(v, g + 1) != api->nargs) {
         *why = "is a GEMM whose arguments could not be read";
         return v->n;
     }

@@ -57,6 +57,12 @@ int same_tok(const sview *v, size_t a, size_t b)
 
 size_t close_of(const sview *v, size_t i)
 {
+    if (is(v, i, "<<<")) { /* a launch configuration: its '>>>' */
+        for (size_t k = i + 1; k < v->n; k++)
+            if (is(v, k, ">>>"))
+                return k;
+        return v->n;
+    }
     int d = 0;
     for (size_t k = i; k < v->n; k++) {
         if (is(v, k, "(") || is(v, k, "[") || is(v, k, "{"))
@@ -88,6 +94,42 @@ int arg_range(const sview *v, size_t open, int k, size_t *a, size_t *b)
         }
     }
     return 0;
+}
+
+int arg_count(const sview *v, size_t open)
+{
+    int n = 0;
+    size_t a, b;
+    while (arg_range(v, open, n, &a, &b))
+        n++;
+    return n;
+}
+
+int param_position(const sview *v, size_t open, const char *name, size_t len)
+{
+    size_t close = close_of(v, open), last = v->n;
+    int idx = 0, d = 0;
+    for (size_t i = open + 1; i <= close && i < v->n; i++) {
+        d += is(v, i, "(") || is(v, i, "[") || is(v, i, "<");
+        d -= (is(v, i, ")") && i < close) || is(v, i, "]") || is(v, i, ">");
+        if (i == close || (d == 0 && (is(v, i, ",") || is(v, i, "=")))) {
+            if (last < v->n && tk(v, last)->len == len &&
+                memcmp(v->src + tk(v, last)->off, name, len) == 0)
+                return idx;
+            if (!is(v, i, "=")) {
+                idx++;
+                last = v->n;
+            } else {
+                while (i < close && !(d == 0 && is(v, i, ",")))
+                    i++;
+                idx++;
+                last = v->n;
+            }
+        } else if (d == 0 && ident(v, i)) {
+            last = i;
+        }
+    }
+    return -1;
 }
 
 const char *const sview_keywords[] = {"if",    "for",   "while",   "switch",    "do",       "else",

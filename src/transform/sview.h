@@ -28,11 +28,19 @@ int ident(const sview *v, size_t i);
 int in_words(const sview *v, size_t i, const char *const *w);
 /* Whether tokens a and b have the same text. */
 int same_tok(const sview *v, size_t a, size_t b);
-/* Index of the bracket that closes the one at i (v->n when unbalanced). */
+/* Index of the bracket that closes the one at i (v->n when unbalanced); of
+ * the '>>>' that closes a launch configuration at a '<<<'. */
 size_t close_of(const sview *v, size_t i);
-/* Token range [*a, *b) of argument k of the call whose '(' is at open (k < 0:
- * the last); 0 when there is no such argument. */
+/* Token range [*a, *b) of argument k of the call whose '(' (or the launch
+ * configuration whose '<<<') is at open (k < 0: the last); 0 when there is
+ * no such argument. */
 int arg_range(const sview *v, size_t open, int k, size_t *a, size_t *b);
+/* How many arguments the call at open has. */
+int arg_count(const sview *v, size_t open);
+/* Position of the parameter called name (len bytes) in the parameter list
+ * whose '(' is at open (template arguments and default values skipped);
+ * -1: none. */
+int param_position(const sview *v, size_t open, const char *name, size_t len);
 
 /* Statement keywords (NULL-terminated): never a call's or a variable's name. */
 extern const char *const sview_keywords[];
