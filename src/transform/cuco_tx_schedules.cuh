@@ -623,6 +623,19 @@ inline void describe(const Tup& t, uintptr_t* addr, long long* ints, size_t* es,
                     cst[I] = Pointee<typename tuple_element<I, Tup>::type>::isConst, 0)...};
   (void)each;
 }
+// What each parameter of a launch is, by position (Launch's arrays): its
+// address (0: not a pointer), its integer value (-1: not an integer), its
+// element size and constness; elems gets each row argument's elements per
+// row.
+struct Params {
+  int n;
+  const uintptr_t* addr;
+  const long long* ints;
+  const size_t* es;
+  const bool* cst;
+  long long* elems;
+};
+
 // One launch as the splits see it: the kernel, its configuration, its
 // arguments converted to its parameter types, and what each parameter is
 // (address, integer value, element size and constness, by position).
@@ -644,6 +657,7 @@ struct Launch {
       : k(reinterpret_cast<const void*>(kernel)), grid(g), block(b), smem(sm), stream(st), t(std::forward<A>(a)...) {
     describe(t, addr, ints, es, cst, std::index_sequence_for<P...>{});
   }
+  Params params() { return Params{(int)n, addr, ints, es, cst, elems}; }
   // The whole launch (q null) or one part of it.
   cudaError_t run(const Part* q) {
     Tup piece = t;
@@ -668,54 +682,64 @@ struct RowSpec {
   signed char widthFrom[64];
 };
 
-// Elements per row of each row argument into elems (ref for those of the
+// Elements per row of each row argument into pa.elems (ref for those of the
 // reference width); why a width parameter is unusable, or nullptr.
-inline const char* row_elems(int n, const RowSpec& w, const long long* ints, long long ref, long long* elems) {
-  for (int i = 0; i < n && i < 64; i++) {
+inline const char* row_elems(const ksplit::Params& pa, const RowSpec& w, long long ref) {
+  for (int i = 0; i < pa.n && i < 64; i++) {
     int from = w.widthFrom[i] - 1;
     if (!((w.mask >> i) & 1UL)) continue;
-    if (from >= n) return "a row argument's width parameter is out of range";
-    elems[i] = from < 0 ? ref : ints[from];
-    if (elems[i] <= 0) return "a row argument's width parameter is not a positive integer";
+    if (from >= pa.n) return "a row argument's width parameter is out of range";
+    pa.elems[i] = from < 0 ? ref : pa.ints[from];
+    if (pa.elems[i] <= 0) return "a row argument's width parameter is not a positive integer";
   }
   return nullptr;
 }
 
-// Why the launch cannot split by the gather r (nullptr: it can); fills q's
-// gathered bits and each row argument's elements per row.
-inline const char* kernel_split_plan(const SplitRec& r, int n, const uintptr_t* addr, const long long* ints,
-                                     const size_t* es, const bool* cst, const RowSpec& w, unsigned gridX,
-                                     ksplit::Part* q, long long* elems, bool* ownFromSend) {
+// What every part of a launch of `rows` rows shares: the row arguments,
+// the row count's position, their widths, and whether the grid is one
+// block a row (written so, and equal to the rows at run time).
+inline ksplit::Part part_of(const ksplit::Params& pa, const RowSpec& w, unsigned gridX, long long rows) {
+  ksplit::Part q{};
+  q.mask = w.mask;
+  q.rowsPos = w.rowsPos;
+  q.elems = pa.elems;
+  q.gridRows = w.gridRows && gridX == (unsigned long long)rows;
+  return q;
+}
+
+// Why the launch cannot split by the gather r (nullptr: it can); fills q
+// (with the gathered bits) and each row argument's elements per row.
+inline const char* kernel_split_plan(const SplitRec& r, const ksplit::Params& pa, const RowSpec& w, unsigned gridX,
+                                     ksplit::Part* q, bool* ownFromSend) {
   uintptr_t lo = reinterpret_cast<uintptr_t>(r.recv), hi = lo + r.bytes * (size_t)r.nranks;
-  q->gathered = 0;
+  unsigned long gathered = 0;
   int g = -1;
-  for (int i = 0; i < n && i < 64; i++) {
+  for (int i = 0; i < pa.n && i < 64; i++) {
     if (!((w.mask >> i) & 1UL)) {
       // each part would read the whole gathered buffer through it
-      if (es[i] && addr[i] >= lo && addr[i] < hi) return "a parameter that is not a row argument points into the gathered buffer";
+      if (pa.es[i] && pa.addr[i] >= lo && pa.addr[i] < hi)
+        return "a parameter that is not a row argument points into the gathered buffer";
       continue;
     }
-    if (!es[i]) return "a row argument of its declaration is not a pointer";
-    if (addr[i] == lo) {
-      q->gathered |= 1UL << i;
+    if (!pa.es[i]) return "a row argument of its declaration is not a pointer";
+    if (pa.addr[i] == lo) {
+      gathered |= 1UL << i;
       if (g < 0) g = i;
-    } else if (addr[i] > lo && addr[i] < hi) {
+    } else if (pa.addr[i] > lo && pa.addr[i] < hi) {
       return "a row argument points inside the gathered buffer, not at its start";
     }
   }
   if (g < 0) return "no row argument is the start of the gathered buffer";
-  long long rows = w.rowsPos < n ? ints[w.rowsPos] : -1;
+  long long rows = w.rowsPos < pa.n ? pa.ints[w.rowsPos] : -1;
   if (rows <= 0 || rows % r.nranks) return "its row count is not a positive multiple of the rank count";
   long long rpr = rows / r.nranks;
-  if (r.bytes % (size_t)rpr || (r.bytes / (size_t)rpr) % es[g]) return "a rank's block is not a whole number of rows";
-  long long ref = (long long)(r.bytes / (size_t)rpr / es[g]);
-  if (const char* why = row_elems(n, w, ints, ref, elems)) return why;
-  if (elems[g] != ref) return "the gathered argument's declared width is not the gathered rows' width";
-  q->mask = w.mask;
-  q->rowsPos = w.rowsPos;
-  q->elems = elems;
-  q->gridRows = w.gridRows && gridX == (unsigned long long)rows;
-  *ownFromSend = cst[g] && (q->gathered & (q->gathered - 1)) == 0;
+  if (r.bytes % (size_t)rpr || (r.bytes / (size_t)rpr) % pa.es[g]) return "a rank's block is not a whole number of rows";
+  long long ref = (long long)(r.bytes / (size_t)rpr / pa.es[g]);
+  if (const char* why = row_elems(pa, w, ref)) return why;
+  if (pa.elems[g] != ref) return "the gathered argument's declared width is not the gathered rows' width";
+  *q = part_of(pa, w, gridX, rows);
+  q->gathered = gathered;
+  *ownFromSend = pa.cst[g] && (gathered & (gathered - 1)) == 0;
   return nullptr;
 }
 
@@ -726,8 +750,7 @@ inline cudaError_t kernel_split(int site, int on, const RowSpec& w, void (*kerne
   SplitRec* r = on ? split_rec(site) : nullptr;
   ksplit::Part q{};
   bool ownFromSend = false;
-  const char* why = r && r->fresh ? kernel_split_plan(*r, (int)L.n, L.addr, L.ints, L.es, L.cst, w, grid.x, &q,
-                                                      L.elems, &ownFromSend)
+  const char* why = r && r->fresh ? kernel_split_plan(*r, L.params(), w, grid.x, &q, &ownFromSend)
                                   : "no fresh gather";
   if (why) {
     if (r && r->fresh && !r->warned) {
@@ -877,18 +900,18 @@ inline ncclResult_t all_reduce(ProduceSite ps, const void* sendbuff, void* recvb
 // that element size, fewer than 2 rows, count not a multiple of the rows, a
 // width that does not fit) launches the kernel whole, and the all-reduce
 // then runs whole too.
-inline const char* kernel_produce_plan(int n, const size_t* es, const long long* ints, const RowSpec& w,
-                                       int outPos, size_t count, ncclDataType_t dt, long long* elems) {
-  if (outPos < 0 || outPos >= n || !((w.mask >> outPos) & 1UL)) return "the reduced buffer is not a row argument";
-  for (int i = 0; i < n && i < 64; i++)
-    if (((w.mask >> i) & 1UL) && !es[i]) return "a row argument of its declaration is not a pointer";
-  if (es[outPos] != dtype_size(dt)) return "the reduced buffer's element type is not the all-reduce's";
-  long long rows = w.rowsPos < n ? ints[w.rowsPos] : -1;
+inline const char* kernel_produce_plan(const ksplit::Params& pa, const RowSpec& w, int outPos, size_t count,
+                                       ncclDataType_t dt) {
+  if (outPos < 0 || outPos >= pa.n || !((w.mask >> outPos) & 1UL)) return "the reduced buffer is not a row argument";
+  for (int i = 0; i < pa.n && i < 64; i++)
+    if (((w.mask >> i) & 1UL) && !pa.es[i]) return "a row argument of its declaration is not a pointer";
+  if (pa.es[outPos] != dtype_size(dt)) return "the reduced buffer's element type is not the all-reduce's";
+  long long rows = w.rowsPos < pa.n ? pa.ints[w.rowsPos] : -1;
   if (rows < 2) return "it has fewer than 2 rows";
   if (count % (size_t)rows) return "the all-reduce's count is not a whole number of rows";
   long long ref = (long long)(count / (size_t)rows);
-  if (const char* why = row_elems(n, w, ints, ref, elems)) return why;
-  if (elems[outPos] != ref) return "the reduced argument's declared width is not the all-reduce's count per row";
+  if (const char* why = row_elems(pa, w, ref)) return why;
+  if (pa.elems[outPos] != ref) return "the reduced argument's declared width is not the all-reduce's count per row";
   return nullptr;
 }
 
@@ -899,8 +922,7 @@ inline cudaError_t kernel_produce(int site, int on, const RowSpec& w, int outPos
   ksplit::Launch<P...> L(kernel, grid, block, smem, stream, std::forward<A>(a)...);
   ProduceRec* r = on ? produce_rec(site) : nullptr;
   if (r) r->fresh = false;
-  const char* why =
-      r ? kernel_produce_plan((int)L.n, L.es, L.ints, w, outPos, count, dt, L.elems) : nullptr;
+  const char* why = r ? kernel_produce_plan(L.params(), w, outPos, count, dt) : nullptr;
   if (r && !why && produce_events(r) != ncclSuccess) why = "its events could not be made";
   if (!r || why) {
     if (r && !r->warned) {
@@ -911,11 +933,7 @@ inline cudaError_t kernel_produce(int site, int on, const RowSpec& w, int outPos
   }
   long long rows = L.ints[w.rowsPos];
   int pieces = (int)std::min<long long>(produce_pieces(), rows);
-  ksplit::Part q{};
-  q.mask = w.mask;
-  q.rowsPos = w.rowsPos;
-  q.elems = L.elems;
-  q.gridRows = w.gridRows && grid.x == (unsigned long long)rows;
+  ksplit::Part q = part_of(L.params(), w, grid.x, rows);
   CUCO_TX_TRACE("producer split(%d): kernel in %d ranges of %lld rows\n", site, pieces, rows / pieces);
   for (int j = 0; j < pieces; j++) {
     long long lo = rows * j / pieces, hi = rows * (j + 1) / pieces;
