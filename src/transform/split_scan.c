@@ -211,6 +211,18 @@ static int split_no(cuco_sched_plan *p, const char *why, int line)
     return p->split_note ? 1 : CUCO_ENOMEM;
 }
 
+/* The launch kl, from its name through the '(' of its arguments, through
+ * the glue call that head opens; head (owned, NULL: out of memory) is
+ * freed. */
+static int launch_edit(cuco_sched_plan *p, const sview *v, const kernel_launch *kl, char *head)
+{
+    size_t off = tk(v, kl->name)->off, end = tk(v, kl->args)->off + 1;
+    int rc = head ? scan_plan_edit(p, off, end - off, kernel_launch_call(v, kl, head), off)
+                  : CUCO_ENOMEM;
+    free(head);
+    return rc;
+}
+
 /* The split's edits: the GEMM (or the kernel launch) through its glue with
  * site and knob in front, the all-gather with split_site(...) as its first
  * argument. */
@@ -222,15 +234,12 @@ int scan_split_edits(scan *s, size_t call_open, int site, cuco_sched_plan *p)
         return CUCO_EINVAL;
     int rc;
     if (p->split_kernel) {
-        size_t off = tk(v, s->ks.name)->off, end = tk(v, s->ks.args)->off + 1;
         char *spec = kernel_launch_spec(&s->ks);
         char *head =
             spec ? cuco_sprintf("cuco_tx::kernel_split(%d, CUCO_SPLIT_%d, %s", site, site, spec)
                  : NULL;
         free(spec);
-        rc = head ? scan_plan_edit(p, off, end - off, kernel_launch_call(v, &s->ks, head), off)
-                  : CUCO_ENOMEM;
-        free(head);
+        rc = launch_edit(p, v, &s->ks, head);
     } else {
         size_t g = s->gemm, goff = tk(v, g)->off;
         if (!arg_range(v, g + 1, 0, &ga, &gb))
@@ -459,9 +468,8 @@ static int try_kernel_produce(scan *s, int site, int (*editable)(void *, size_t)
     if (!head)
         return CUCO_ENOMEM;
     produce_start(p);
-    size_t off = tk(v, s->ks.name)->off, end = tk(v, s->ks.args)->off + 1;
-    rc = scan_plan_edit(p, off, end - off, kernel_launch_call(v, &s->ks, head), off);
-    free(head);
+    size_t off = tk(v, s->ks.name)->off;
+    rc = launch_edit(p, v, &s->ks, head);
     if (rc == 0)
         rc = produce_site_edit(p, v, a, site);
     if (rc != 0)
