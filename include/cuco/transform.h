@@ -190,6 +190,8 @@ typedef struct cuco_sched_plan {
      * all-gather gets cuco_tx::split_site(site, CUCO_SPLIT_<site>) first. */
     int split;             /* 1: the split's edits are among edits */
     int split_kernel;      /* 1: the consumer is a kernel launch (cuco_tx::kernel_split) */
+    int split_attention;   /* 1: that kernel is declared attention (cuco_tx::attention_split):
+                            * the all-gathers of its other key arguments join the split */
     int split_line;        /* the GEMM's (or the launch's) line */
     size_t split_gemm_off; /* byte offset of the split GEMM's (or kernel's) name */
     char *split_note;      /* owned: the split's report line (applies or why not); NULL: none */

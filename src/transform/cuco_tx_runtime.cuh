@@ -1,9 +1,10 @@
 // cuco_tx: the glue 'cuco transform' writes into a transformed program. It
 // maps the host NCCL calls the rules rewrote (same arguments, same stream,
 // same ncclResult_t) onto device/'s symmetric-memory kernels. This file is
-// part 1 of 4 (knobs, buffers and windows, communicators, collectives); the
-// program gets it joined with cuco_tx_p2p.cuh, cuco_tx_schedules.cuh and
-// cuco_tx_gemm.cuh, in that order (cuco_transform_runtime).
+// part 1 of 5 (knobs, buffers and windows, communicators, collectives); the
+// program gets it joined with cuco_tx_p2p.cuh, cuco_tx_schedules.cuh,
+// cuco_tx_attention.cuh and cuco_tx_gemm.cuh, in that order
+// (cuco_transform_runtime).
 //
 // Buffers: every allocation the rules found feeding a collective is made with
 // symm_malloc (ncclMemAlloc, rounded to 4 KiB, plus a signal-slot area) and
@@ -185,6 +186,33 @@ inline std::vector<Buf*>& bufs() { static std::vector<Buf*> v; return v; }
 inline std::vector<Comm>& comms() { static std::vector<Comm> v; return v; }
 inline std::vector<P2pOp>& pending() { static std::vector<P2pOp> v; return v; }
 inline int& group_depth() { static int d = 0; return d; }
+
+// Collectives inside a cuco_tx group run where they are issued (only the
+// point-to-point calls wait for group_end), each on its own stream when
+// schedule early_start_late_wait moved it to a side stream. Members of one
+// group run one after another, in the order issued: two device collectives
+// of one communicator running at once on different streams could wait for
+// each other's peers. group_member(stream), at each collective's entry,
+// makes `stream` wait for the previous member's stream when it differs.
+struct GroupOrder {
+  cudaStream_t last = nullptr;
+  cudaEvent_t done = nullptr;
+  bool any = false;  // a member was issued in the current group
+};
+inline GroupOrder& group_order() { static GroupOrder g; return g; }
+inline void group_member(cudaStream_t stream) {
+  GroupOrder& g = group_order();
+  if (group_depth() == 0) return;
+  if (g.any && g.last != stream) {
+    if (!g.done && cudaEventCreateWithFlags(&g.done, cudaEventDisableTiming) != cudaSuccess) g.done = nullptr;
+    if (!g.done || cudaEventRecord(g.done, g.last) != cudaSuccess || cudaStreamWaitEvent(stream, g.done, 0) != cudaSuccess) {
+      fprintf(stderr, "cuco_tx: group: event record/wait failed; synchronising the device\n");
+      cudaDeviceSynchronize();
+    }
+  }
+  g.last = stream;
+  g.any = true;
+}
 
 // CUCO_TX_TRACE=1 (any value but 0): each communicator setup, window
 // registration and point-to-point call on stderr as it is issued, with the
@@ -377,6 +405,7 @@ inline ncclResult_t all_gather(const void* sendbuff, void* recvbuff, size_t send
                                ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   size_t es = dtype_size(datatype);
   if (!es) return CUCO_TX_FAIL("all_gather: unsupported data type");
+  group_member(stream);
   Comm* x = nullptr;
   if (comm_setup(comm) != ncclSuccess || !(x = comm_find(comm))) return ncclInvalidUsage;
   size_t bytes = sendcount * es;
@@ -428,6 +457,7 @@ inline ncclResult_t reduce_scatter(const void* sendbuff, void* recvbuff, size_t 
                                    cudaStream_t stream) {
   if (op != ncclSum && !(op == ncclAvg && avg_type(datatype)))
     return CUCO_TX_FAIL("reduce_scatter: only ncclSum (and ncclAvg of floating types) is implemented on the device");
+  group_member(stream);
   size_t es = dtype_size(datatype);
   Comm* x = nullptr;
   if (!es || comm_setup(comm) != ncclSuccess || !(x = comm_find(comm))) return ncclInvalidUsage;
@@ -458,6 +488,7 @@ inline ncclResult_t all_reduce(const void* sendbuff, void* recvbuff, size_t coun
     return CUCO_TX_FAIL("all_reduce: only ncclSum (and ncclAvg of floating types) is implemented on the device");
   size_t es = dtype_size(datatype);
   if (!es) return CUCO_TX_FAIL("all_reduce: unsupported data type");
+  group_member(stream);
   size_t bytes = count * es;
   Comm* x = nullptr;
   if (comm_setup(comm) != ncclSuccess || !(x = comm_find(comm))) return ncclInvalidUsage;

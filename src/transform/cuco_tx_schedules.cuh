@@ -1,4 +1,4 @@
-// cuco_tx glue, part 3 of 4: the schedules (send_as_produced's pieces,
+// cuco_tx glue, part 3 of 5: the schedules (send_as_produced's pieces,
 // early_start_late_wait, consumer_split_by_source, producer_split).
 namespace cuco_tx {
 
@@ -264,7 +264,7 @@ inline ncclResult_t scatter(const void* sendbuff, void* recvbuff, size_t count, 
 // Every NCCL call of a group was rewritten, so no ncclGroupStart is needed
 // (window registration and device-communicator creation must not be grouped).
 inline ncclResult_t group_start() {
-  group_depth()++;
+  if (group_depth()++ == 0) group_order().any = false;
   return ncclSuccess;
 }
 
@@ -383,12 +383,22 @@ struct EarlySite {
 };
 inline std::vector<EarlySite>& early_sites() { static std::vector<EarlySite> v; return v; }
 
+// The side streams have the device's greatest priority: the little SM work
+// a call there may need (a local copy of its own block) is scheduled ahead
+// of the waiting blocks of the kernels it overlaps, so that the transfers
+// behind it start at once.
+inline cudaError_t side_stream_make(cudaStream_t* st) {
+  int least = 0, greatest = 0;
+  if (cudaDeviceGetStreamPriorityRange(&least, &greatest) != cudaSuccess) greatest = 0;
+  return cudaStreamCreateWithPriority(st, cudaStreamNonBlocking, greatest);
+}
+
 inline cudaStream_t early_start(int site, int on, cudaStream_t stream) {
   if (!on) return stream;
   std::vector<EarlySite>& v = early_sites();
   if ((size_t)site >= v.size()) v.resize((size_t)site + 1);
   EarlySite& e = v[(size_t)site];
-  if (!e.side && (cudaStreamCreateWithFlags(&e.side, cudaStreamNonBlocking) != cudaSuccess ||
+  if (!e.side && (side_stream_make(&e.side) != cudaSuccess ||
                   cudaEventCreateWithFlags(&e.ready, cudaEventDisableTiming) != cudaSuccess ||
                   cudaEventCreateWithFlags(&e.done, cudaEventDisableTiming) != cudaSuccess)) {
     fprintf(stderr, "cuco_tx: early_start(%d): cannot create its side stream; the call stays on its stream\n", site);
@@ -466,10 +476,11 @@ inline R* site_rec(std::vector<R>& v, int site) {
   if ((size_t)site >= v.size()) v.resize((size_t)site + 1);
   return &v[(size_t)site];
 }
-inline SplitRec* split_rec(int site) {
+inline std::vector<SplitRec>& split_recs() {
   static std::vector<SplitRec> v;
-  return site_rec(v, site);
+  return v;
 }
+inline SplitRec* split_rec(int site) { return site_rec(split_recs(), site); }
 
 // The pull itself, on `stream`; records r->arrived[p] after each block lands.
 inline ncclResult_t all_gather_pull(SplitRec* r, Buf* b, const char* send, size_t outOff, cudaStream_t stream) {
@@ -504,6 +515,7 @@ inline ncclResult_t all_gather(SplitSite ss, const void* sendbuff, void* recvbuf
                                ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   SplitRec* r = ss.on ? split_rec(ss.site) : nullptr;
   if (!r) return all_gather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  group_member(stream);
   r->fresh = false;
   size_t es = dtype_size(datatype);
   Comm* x = nullptr;
@@ -587,15 +599,30 @@ struct Part {
   long long rowOff, rows;
   const long long* elems;
   bool gridRows;  // the launch has one block a row: the part's grid is its rows
+  // attention_split: the first key's index (set to firstBase + rowOff), and
+  // where this part's output and log-sum-exp go (-1: not changed)
+  int firstPos = -1, outPos = -1, lsePos = -1;
+  long long firstBase = 0;
+  uintptr_t outAt = 0, lseAt = 0;
+  const uintptr_t* own = nullptr;  // by position: where the part reads instead (0: moved by rowOff)
 };
 template <class T> inline void adjust(T& x, int i, const Part& q, std::true_type /*pointer*/, std::false_type) {
-  if ((q.gathered >> i) & 1UL)
+  if (i == q.outPos)
+    x = reinterpret_cast<T>(q.outAt);
+  else if (i == q.lsePos)
+    x = reinterpret_cast<T>(q.lseAt);
+  else if (q.own && q.own[i])
+    x = reinterpret_cast<T>(q.own[i]);
+  else if ((q.gathered >> i) & 1UL)
     x = reinterpret_cast<T>(q.at);
   else if ((q.mask >> i) & 1UL)
     x = reinterpret_cast<T>(reinterpret_cast<uintptr_t>(x) + (uintptr_t)(q.rowOff * q.elems[i]) * Pointee<T>::size);
 }
 template <class T> inline void adjust(T& x, int i, const Part& q, std::false_type, std::true_type /*integral*/) {
-  if (i == q.rowsPos) x = (T)q.rows;
+  if (i == q.rowsPos)
+    x = (T)q.rows;
+  else if (i == q.firstPos)
+    x = (T)(q.firstBase + q.rowOff);
 }
 template <class T> inline void adjust(T&, int, const Part&, std::false_type, std::false_type) {}
 
@@ -658,12 +685,12 @@ struct Launch {
     describe(t, addr, ints, es, cst, std::index_sequence_for<P...>{});
   }
   Params params() { return Params{(int)n, addr, ints, es, cst, elems}; }
-  // The whole launch (q null) or one part of it.
-  cudaError_t run(const Part* q) {
+  // The whole launch (q null) or one part of it, on its stream or on `on`.
+  cudaError_t run(const Part* q, cudaStream_t on = nullptr) {
     Tup piece = t;
     dim3 g = grid;
     if (q && q->gridRows) g.x = (unsigned)q->rows;
-    return launch(k, g, block, smem, stream, piece, q, std::index_sequence_for<P...>{});
+    return launch(k, g, block, smem, on ? on : stream, piece, q, std::index_sequence_for<P...>{});
   }
 };
 }  // namespace ksplit

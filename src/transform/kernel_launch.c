@@ -1,10 +1,11 @@
 /* kernel_launch.c: reads a kernel launch statement against the manifest's
- * rows_independent declarations (kernel_launch.h). */
+ * rows_independent and attention declarations (kernel_launch.h). */
 #include "kernel_launch.h"
 
 #include "cuco/buf.h"
 #include "cuco/err.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,13 +71,15 @@ static size_t kernel_params(const sview *v, size_t bare)
     return found;
 }
 
-/* The manifest's rows_independent declaration of the kernel at token bare. */
-static const cuco_semantic *rows_decl(const sview *v, size_t bare, const cuco_semantic *sem,
-                                      size_t n)
+/* The manifest's rows_independent or attention declaration of the kernel
+ * at token bare (the first of either). */
+static const cuco_semantic *split_decl(const sview *v, size_t bare, const cuco_semantic *sem,
+                                       size_t n)
 {
     const cuco_tok *t = tk(v, bare);
     for (size_t i = 0; i < n; i++)
-        if (sem[i].kernel && !strcmp(sem[i].term, "rows_independent") &&
+        if (sem[i].kernel &&
+            (!strcmp(sem[i].term, "rows_independent") || !strcmp(sem[i].term, "attention")) &&
             strlen(sem[i].kernel) == t->len && !memcmp(sem[i].kernel, v->src + t->off, t->len))
             return &sem[i];
     return NULL;
@@ -113,10 +116,53 @@ static int row_args(const sview *v, size_t open, const char *list, const char *k
     return 1;
 }
 
+/* The first parameter an attention declaration needs and lacks (NULL: none). */
+static const char *attention_missing(const cuco_semantic *d)
+{
+    static const char *const need[] = {"keys", "args", "out", "lse", "out_rows", "out_width", NULL};
+    for (const char *const *k = need; *k; k++)
+        if (!cuco_semantic_param(d, *k))
+            return *k;
+    return NULL;
+}
+
+/* The position of the parameter that declaration key names, into *pos (-1
+ * when the key is absent); 0, or 1 with *why when the kernel has no such
+ * parameter. */
+static int decl_position(const sview *v, size_t params, const cuco_semantic *d, const char *key,
+                         const char *kernel, int *pos, char **why)
+{
+    const char *name = cuco_semantic_param(d, key);
+    *pos = name ? param_position(v, params, name, strlen(name)) : -1;
+    if (!name || *pos >= 0)
+        return 0;
+    *why = cuco_sprintf("launches kernel %s, whose declaration names %s=%s, which is not one of "
+                        "its parameters",
+                        kernel, key, name);
+    return 1;
+}
+
+/* The declaration's parameters as positions into kl (rows or keys, args,
+ * and attention's first_key, out, lse): 1 when they all name parameters, 0
+ * with *why when not, negative when out of memory. */
+static int decl_positions(const sview *v, size_t params, const cuco_semantic *d, const char *kernel,
+                          kernel_launch *kl, char **why)
+{
+    kl->attention = !strcmp(d->term, "attention");
+    const char *count = kl->attention ? "keys" : "rows";
+    if (decl_position(v, params, d, count, kernel, &kl->rows_pos, why) ||
+        (kl->attention && (decl_position(v, params, d, "first_key", kernel, &kl->first_pos, why) ||
+                           decl_position(v, params, d, "out", kernel, &kl->out_pos, why) ||
+                           decl_position(v, params, d, "lse", kernel, &kl->lse_pos, why))))
+        return *why ? 0 : CUCO_ENOMEM;
+    return row_args(v, params, cuco_semantic_param(d, "args"), kernel, kl, why);
+}
+
 int kernel_launch_rows(const sview *v, size_t a, size_t b, const cuco_semantic *sem, size_t n,
                        kernel_launch *kl, char **why)
 {
     memset(kl, 0, sizeof *kl);
+    kl->first_pos = kl->out_pos = kl->lse_pos = -1;
     *why = NULL;
     size_t bare = v->n, lt = launch_lt(v, a, b, &bare);
     size_t gt = lt < v->n ? close_of(v, lt) : v->n;
@@ -126,23 +172,25 @@ int kernel_launch_rows(const sview *v, size_t a, size_t b, const cuco_semantic *
     char *name = cuco_strndup(v->src + tk(v, bare)->off, tk(v, bare)->len);
     if (!name)
         return CUCO_ENOMEM;
-    const cuco_semantic *d = rows_decl(v, bare, sem, n);
-    const char *rows = d ? cuco_semantic_param(d, "rows") : NULL;
-    const char *args = d ? cuco_semantic_param(d, "args") : NULL;
+    const cuco_semantic *d = split_decl(v, bare, sem, n);
+    int att = d && !strcmp(d->term, "attention");
+    const char *lacks = !d                                ? NULL
+                        : att                             ? attention_missing(d)
+                        : !cuco_semantic_param(d, "rows") ? "rows= (the row count's parameter)"
+                        : !cuco_semantic_param(d, "args") ? "args= (the parameters indexed by row)"
+                                                          : NULL;
     size_t params = d ? kernel_params(v, bare) : v->n;
     int rc = 1, refused = 1;
     if (close + 2 != b || !is(v, close + 1, ";"))
         *why = cuco_sprintf("is a launch of kernel %s inside a larger statement", name);
     else if (!d)
         *why = cuco_sprintf("launches kernel %s, which the manifest does not declare "
-                            "rows_independent (and is no cuBLAS GEMM call)",
+                            "rows_independent or attention (and is no cuBLAS GEMM call)",
                             name);
-    else if (!rows || !args)
-        *why = cuco_sprintf("launches kernel %s, whose rows_independent declaration (workload.yaml "
-                            "line %d) lacks %s",
-                            name, d->line,
-                            !rows ? "rows= (the row count's parameter)"
-                                  : "args= (the parameters indexed by row)");
+    else if (lacks)
+        *why = cuco_sprintf("launches kernel %s, whose %s declaration (workload.yaml line %d) "
+                            "lacks %s%s",
+                            name, d->term, d->line, lacks, att ? "=" : "");
     else if (params >= v->n)
         *why = cuco_sprintf("launches kernel %s, whose __global__ definition is not in this file "
                             "(or is there more than once)",
@@ -150,24 +198,22 @@ int kernel_launch_rows(const sview *v, size_t a, size_t b, const cuco_semantic *
     else if (arg_count(v, params) != arg_count(v, gt + 1))
         *why = cuco_sprintf("launches kernel %s with %d arguments for its %d parameters", name,
                             arg_count(v, gt + 1), arg_count(v, params));
-    else if ((kl->rows_pos = param_position(v, params, rows, strlen(rows))) < 0)
-        *why = cuco_sprintf("launches kernel %s, whose declaration names rows=%s, which is not "
-                            "one of its parameters",
-                            name, rows);
     else {
         refused = 0;
-        rc = row_args(v, params, args, name, kl, why);
+        rc = decl_positions(v, params, d, name, kl, why);
     }
     if (refused && !*why)
         rc = CUCO_ENOMEM;
     if (rc == 1 && !*why) {
-        kl->grid_rows = same_text(v, lt, gt + 1, kl->rows_pos);
+        kl->grid_rows = !kl->attention && same_text(v, lt, gt + 1, kl->rows_pos);
         kl->name = a;
         kl->bare = bare;
         kl->lt = lt;
         kl->args = gt + 1;
         kl->nparams = arg_count(v, params);
         kl->decl_line = d->line;
+        kl->params = params;
+        kl->decl = d;
     }
     free(name);
     if (rc < 0)
@@ -188,6 +234,55 @@ char *kernel_launch_spec(const kernel_launch *kl)
         rc = cuco_buf_printf(&b, "%s%d", i ? ", " : ", {", kl->width_from[i]);
     if (rc == 0)
         rc = cuco_buf_puts(&b, last >= 0 ? "}}" : "}");
+    if (rc != 0) {
+        cuco_buf_free(&b);
+        return NULL;
+    }
+    return cuco_buf_detach(&b);
+}
+
+/* expr with every identifier that names one of kl's kernel parameters
+ * replaced by the launch's argument, in parentheses, appended to b. */
+static int subst_params(cuco_buf *b, const sview *v, const kernel_launch *kl, const char *expr)
+{
+    int rc = 0;
+    for (const char *p = expr; rc == 0 && *p;) {
+        size_t n = 0;
+        if (isalpha((unsigned char)*p) || *p == '_')
+            while (isalnum((unsigned char)p[n]) || p[n] == '_')
+                n++;
+        else if (isdigit((unsigned char)*p))
+            while (isalnum((unsigned char)p[n]) || p[n] == '.')
+                n++;
+        int k = n && !isdigit((unsigned char)*p) ? param_position(v, kl->params, p, n) : -1;
+        size_t a, e;
+        if (k >= 0 && arg_range(v, kl->args, k, &a, &e)) {
+            size_t o = tk(v, a)->off, end = tk(v, e - 1)->off + tk(v, e - 1)->len;
+            rc = cuco_buf_printf(b, "(%.*s)", (int)(end - o), v->src + o);
+        } else {
+            rc = cuco_buf_printf(b, "%.*s", (int)(n ? n : 1), p);
+        }
+        p += n ? n : 1;
+    }
+    return rc;
+}
+
+char *kernel_launch_attention_spec(const sview *v, const kernel_launch *kl)
+{
+    char *rows = kernel_launch_spec(kl);
+    cuco_buf b = CUCO_BUF_INIT;
+    int rc = rows ? cuco_buf_printf(&b, "cuco_tx::AttnSpec{%s, %d, %d, %d}, (size_t)(", rows,
+                                    kl->first_pos, kl->out_pos, kl->lse_pos)
+                  : CUCO_ENOMEM;
+    free(rows);
+    if (rc == 0)
+        rc = subst_params(&b, v, kl, cuco_semantic_param(kl->decl, "out_rows"));
+    if (rc == 0)
+        rc = cuco_buf_puts(&b, "), (size_t)(");
+    if (rc == 0)
+        rc = subst_params(&b, v, kl, cuco_semantic_param(kl->decl, "out_width"));
+    if (rc == 0)
+        rc = cuco_buf_puts(&b, ")");
     if (rc != 0) {
         cuco_buf_free(&b);
         return NULL;

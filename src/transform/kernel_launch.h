@@ -1,7 +1,8 @@
 /* kernel_launch.h: a statement that launches a kernel the manifest declares
- * rows_independent (cuco/semantics.h), read for schedule (b)'s kernel split:
- * where its name, launch configuration and arguments lie, which parameter
- * holds the row count and which are indexed by row. */
+ * rows_independent or attention (cuco/semantics.h), read for schedule (b)'s
+ * kernel splits: where its name, launch configuration and arguments lie,
+ * which parameter holds the row (key) count, which are indexed by row (key),
+ * and for attention where its output, log-sum-exp and first key's index go. */
 #ifndef CUCO_TRANSFORM_KERNEL_LAUNCH_H
 #define CUCO_TRANSFORM_KERNEL_LAUNCH_H
 
@@ -24,14 +25,20 @@ typedef struct kernel_launch {
     signed char width_from[64];
     int grid_rows; /* 1: the launch's grid is its row count's argument (one block a row) */
     int decl_line; /* the declaration's line in the manifest */
+    size_t params; /* the '(' of the kernel's parameters in its __global__ definition */
+    const cuco_semantic *decl; /* the declaration (borrowed from the caller's list) */
+    /* attention (decl->term "attention"): rows are keys; first_key= (-1: none),
+     * out= and lse= parameters */
+    int attention, first_pos, out_pos, lse_pos;
 } kernel_launch;
 
 /* Reads statement [a, b) as one launch `k<<<...>>>(...);` of a kernel that a
- * declaration of sem[0..n) calls rows_independent, with its rows= and args=
- * parameters found among the kernel's parameters (its __global__ definition
- * in the same text). Returns 1 when it is (*kl filled); 0 when not, with
- * *why set (owned, NULL when the statement launches no kernel); negative
- * when out of memory. */
+ * declaration of sem[0..n) calls rows_independent (rows=, args=) or
+ * attention (keys=, args=, out=, lse=, out_rows=, out_width=, first_key=),
+ * with those parameters found among the kernel's parameters (its __global__
+ * definition in the same text). Returns 1 when it is (*kl filled); 0 when
+ * not, with *why set (owned, NULL when the statement launches no kernel);
+ * negative when out of memory. */
 int kernel_launch_rows(const sview *v, size_t a, size_t b, const cuco_semantic *sem, size_t n,
                        kernel_launch *kl, char **why);
 
@@ -46,6 +53,13 @@ char *kernel_launch_spec(const kernel_launch *kl);
  * 0 when the launch leaves them out), head being the glue call's opening
  * ("cuco_tx::kernel_split(0, CUCO_SPLIT_0, cuco_tx::RowSpec{...}"). NULL
  * when out of memory. */
+/* The glue's AttnSpec aggregate and output shape for an attention launch:
+ * "cuco_tx::AttnSpec{<RowSpec>, first, out, lse}, (size_t)(ROWS),
+ * (size_t)(WIDTH)", ROWS and WIDTH being out_rows= and out_width= with
+ * each of the kernel's parameter names replaced by the launch's argument.
+ * NULL when out of memory. */
+char *kernel_launch_attention_spec(const sview *v, const kernel_launch *kl);
+
 char *kernel_launch_call(const sview *v, const kernel_launch *kl, const char *head);
 
 #endif

@@ -314,12 +314,13 @@ typedef struct ctx {
     int *comm_lines;         /* the line of each one's first rewritten call */
     size_t *fn_of;           /* per code token: its innermost function's name token, or n */
     size_t *sched_toks;      /* rewritten communication calls, in program order */
-    int *sched_group;        /* 1: inside ncclGroupStart/End */
+    int *sched_group;        /* the ncclGroupStart/End group it is in (1, 2, ...), 0: none */
     size_t nsched;
-    cuco_buf knobs;     /* CUCO_EARLY_<site> knob lines for the glue */
-    int gemm_lt;        /* some cublasLtMatmul goes through a schedule (CUCO_TX_GEMM_LT) */
-    sched_sites splits; /* all-gathers split by consumer_split_by_source (CUCO_SPLIT_CHUNKS) */
-    size_t gemm_splits; /* of them, those whose consumer is a GEMM (not a kernel) */
+    cuco_buf knobs;          /* CUCO_EARLY_<site> knob lines for the glue */
+    int gemm_lt;             /* some cublasLtMatmul goes through a schedule (CUCO_TX_GEMM_LT) */
+    sched_sites splits;      /* all-gathers split by consumer_split_by_source (CUCO_SPLIT_CHUNKS) */
+    size_t gemm_splits;      /* of them, those whose consumer is a GEMM (not a kernel) */
+    sched_sites attn_splits; /* of them, those whose consumer is a kernel declared attention */
     const cuco_semantic *sem; /* the manifest's declared semantics (n_sem) */
     size_t n_sem;
     sched_sites produces; /* all-reduces fed by producer_split (CUCO_PSPLIT_PIECES) */
@@ -1736,7 +1737,7 @@ static int sched_candidate(ctx *c, size_t tok, int group)
         return CUCO_ENOMEM;
     c->sched_group = g;
     c->sched_toks[c->nsched] = tok;
-    c->sched_group[c->nsched++] = group != 0;
+    c->sched_group[c->nsched++] = group;
     const char *api = c->v.src + T(&c->v, tok)->off;
     size_t len = T(&c->v, tok)->len;
     unsigned reads = cuco_glue_reads_of(api, len);
@@ -1776,6 +1777,8 @@ static int split_report(ctx *c, const cuco_sched_plan *plan, size_t k, int line,
     if (split) {
         sched_sites_add(&c->splits, k);
         c->gemm_splits += !plan->split_kernel;
+        if (plan->split_attention)
+            sched_sites_add(&c->attn_splits, k);
         rc = cuco_buf_printf(&c->knobs, "#define CUCO_SPLIT_%zu 1 // cuco:knob run 0 1\n", k);
     }
     if (rc == 0)
@@ -1806,6 +1809,68 @@ static int produce_report(ctx *c, const cuco_sched_plan *plan, size_t k, int lin
                                      "producer_split does not apply to %s: %s", api,
                                      plan->produce_note ? plan->produce_note : "no placement");
     return rc;
+}
+
+/* A later all-gather whose first consumer an earlier one already split: the
+ * attention split of a kernel waits for the pieces of every all-gather of
+ * its keys, so this one keeps its edits but the launch's (the earlier plan
+ * rewrote it); any other split consumer reads one gathered buffer per
+ * part, so this all-gather's plan is dropped (it stays in place, before the
+ * split consumer on its stream). */
+static int split_shared(ctx *c, cuco_sched_plan *plan)
+{
+    int taken = 0;
+    for (size_t i = 0; plan->split && i < c->nsplit_gemms; i++)
+        taken |= c->split_gemms[i] == plan->split_gemm_off;
+    if (!taken)
+        return 0;
+    size_t kept = 0;
+    for (size_t i = 0; i < plan->nedits; i++) {
+        cuco_sched_edit *x = &plan->edits[i];
+        int launch = x->off == plan->split_gemm_off && x->len > 0;
+        if (!plan->split_attention || launch)
+            free(x->text);
+        else
+            plan->edits[kept++] = *x;
+    }
+    plan->nedits = kept;
+    free(plan->split_note);
+    if (plan->split_attention) {
+        plan->split_note = cuco_sprintf("joins the attention split of the kernel at line %d: its "
+                                        "parts wait for this all-gather's pieces too",
+                                        plan->split_line);
+    } else {
+        plan->split = plan->applies = 0;
+        free(plan->note);
+        plan->note = cuco_sprintf("its first consumer (line %d) is already split for an earlier "
+                                  "all-gather",
+                                  plan->split_line);
+        plan->split_note = cuco_strdup(plan->note ? plan->note : "");
+        if (!plan->note)
+            return CUCO_ENOMEM;
+    }
+    return plan->split_note ? 0 : CUCO_ENOMEM;
+}
+
+/* Whether every scheduled call of the group of site k is an all-gather,
+ * all-reduce or reduce-scatter: cuco_tx::group_start/end defer only the
+ * point-to-point calls (and the collectives made of them), so each of
+ * these runs where it stands and may be scheduled as if ungrouped. */
+static int group_of_collectives(const ctx *c, size_t k)
+{
+    static const char *const direct[] = {"ncclAllGather", "ncclAllReduce", "ncclReduceScatter",
+                                         NULL};
+    for (size_t j = 0; j < c->nsched; j++) {
+        if (c->sched_group[j] != c->sched_group[k])
+            continue;
+        const cuco_tok *t = T(&c->v, c->sched_toks[j]);
+        int ok = 0;
+        for (const char *const *d = direct; *d; d++)
+            ok |= t->len == strlen(*d) && !strncmp(c->v.src + t->off, *d, t->len);
+        if (!ok)
+            return 0;
+    }
+    return 1;
 }
 
 /* A GEMM takes one of the two splits: the producer split of a GEMM the
@@ -1897,10 +1962,11 @@ static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
         free(api);
         return rc;
     }
-    if (c->sched_group[k]) {
+    if (c->sched_group[k] && !group_of_collectives(c, k)) {
         rc = cuco_tx_notes_add(&c->r->notes, line, "schedule",
                                "early_start_late_wait does not apply to %s: inside "
-                               "ncclGroupStart/ncclGroupEnd, the group is issued as one",
+                               "ncclGroupStart/ncclGroupEnd with point-to-point calls, the group "
+                               "is issued as one",
                                api);
         if (rc == 0 && gather)
             rc = cuco_tx_notes_add(&c->r->notes, line, "schedule",
@@ -1913,6 +1979,8 @@ static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
     cuco_sched_plan plan;
     rc = cuco_sched_scan(text, T(v, tok)->off, api, (int)k, c->sem, c->n_sem, sched_editable, c,
                          &plan, e);
+    if (rc == 0)
+        rc = split_shared(c, &plan);
     if (rc == 0)
         rc = one_split_per_gemm(c, &plan);
     if (rc == 0 && (plan.applies || plan.produce))
@@ -2418,6 +2486,11 @@ static int assemble(ctx *c, const char *text)
         cuco_buf_puts(&g, "// the pieces each peer's gathered block is pulled and consumed in\n"
                           "#define CUCO_SPLIT_CHUNKS 4 // cuco:knob run 1 2 4");
         site_switch_condition(&g, &c->splits, "CUCO_SPLIT");
+    }
+    if (c->attn_splits.n) {
+        cuco_buf_puts(&g, "// the parts each peer's keys are attended in (merged by log-sum-exp)\n"
+                          "#define CUCO_ATTN_CHUNKS 1 // cuco:knob run 1 2 4");
+        site_switch_condition(&g, &c->attn_splits, "CUCO_SPLIT");
     }
     if (c->produces.n) {
         cuco_buf_puts(&g, "// the ranges a GEMM feeding an all-reduce is made and reduced in\n"

@@ -277,9 +277,26 @@ static int push_text(cuco_strlist *l, const sview *v, size_t i)
 }
 
 /* The '(' or '<<<' after the name of a call at i; v->n when i is no call. */
+/* Whether the identifier at i is the name a declaration with direct
+ * initialisation declares (`dim3 grid(x, y);`, `ns::Type t(a);`): a type
+ * name right before it, at the start of a statement. */
+static int declared_name(const sview *v, size_t i)
+{
+    if (i == 0 || !ident(v, i - 1) || in_words(v, i - 1, sview_keywords))
+        return 0;
+    size_t t = i - 1;
+    while (t >= 2 && is(v, t - 1, "::") && ident(v, t - 2))
+        t -= 2;
+    if (t >= 1 && is(v, t - 1, "::")) /* ::T */
+        t--;
+    return t == 0 || is(v, t - 1, ";") || is(v, t - 1, "{") || is(v, t - 1, "}") ||
+           is(v, t - 1, "const");
+}
+
 size_t scan_call_open(const sview *v, size_t i)
 {
-    if (!ident(v, i) || in_words(v, i, sview_keywords) || in_words(v, i, type_words))
+    if (!ident(v, i) || in_words(v, i, sview_keywords) || in_words(v, i, type_words) ||
+        declared_name(v, i))
         return v->n;
     if (is(v, i + 1, "(") || is(v, i + 1, "<<<"))
         return i + 1;
@@ -733,14 +750,52 @@ static int code_block(const sview *v, size_t b)
 }
 
 /* The graph of the block, placed: fills *pl. */
+/* Whether tokens [a, b) name the call `name` (ncclGroupStart, ...). */
+static int holds_call(const sview *v, size_t a, size_t b, const char *name)
+{
+    for (size_t i = a; i + 1 < b; i++)
+        if (is(v, i, name) && is(v, i + 1, "("))
+            return 1;
+    return 0;
+}
+
+/* The statement that ends the NCCL group the call is in (ncclGroupStart
+ * before it in its block, not yet ended), when every statement from the
+ * call to it is a communication call; (size_t)-1 otherwise. The rules
+ * schedule grouped calls only when the group holds collectives that run
+ * where they stand (rules.c, group_of_collectives). */
+static size_t call_group_end(const scan *s)
+{
+    const sview *v = s->v;
+    int depth = 0;
+    for (size_t i = 0; i < s->call && i < s->n; i++)
+        depth += holds_call(v, s->stmts[i].a, s->stmts[i].b, "ncclGroupStart") -
+                 holds_call(v, s->stmts[i].a, s->stmts[i].b, "ncclGroupEnd");
+    for (size_t i = s->call + 1; depth > 0 && i < s->n; i++) {
+        const stmt *st = &s->stmts[i];
+        if (holds_call(v, st->a, st->b, "ncclGroupEnd") && --depth == 0)
+            return i;
+        if (st->kind != CUCO_SCHED_COMM)
+            return (size_t)-1;
+    }
+    return (size_t)-1;
+}
+
 int scan_place(scan *s, cuco_sched_place *pl)
 {
     size_t n = s->n;
     cuco_sched_node *nodes = calloc(n ? n : 1, sizeof(*nodes));
     if (!nodes)
         return CUCO_ENOMEM;
+    size_t group_end = call_group_end(s);
     for (size_t i = 0; i < n; i++) {
         stmt *st = &s->stmts[i];
+        if (group_end != (size_t)-1 && i > s->call && i <= group_end) {
+            /* the rest of the call's group: issued with it, never its consumer */
+            nodes[i].kind = CUCO_SCHED_PLAIN;
+            nodes[i].line = tk(s->v, st->a)->line;
+            continue;
+        }
         nodes[i].kind = st->kind;
         nodes[i].stream = i == s->call ? s->stream : st->stream;
         nodes[i].line = tk(s->v, st->a)->line;
@@ -843,15 +898,41 @@ static int call_buffers(scan *s, size_t open, const char *api)
     return rc != 0 ? rc : s->stream ? 0 : CUCO_ENOMEM;
 }
 
+/* Whether the block at brace (closing at end) holds one NCCL group and
+ * nothing else: ncclGroupStart, statements that are NCCL calls, ncclGroupEnd. */
+static int group_block(const sview *v, size_t brace, size_t end)
+{
+    size_t i = brace + 1, n = 0;
+    int last_end = 0;
+    while (i < end) {
+        size_t j = scan_stmt_after(v, i, end);
+        if (j <= i)
+            return 0;
+        int opens = holds_call(v, i, j, "ncclGroupStart");
+        last_end = holds_call(v, i, j, "ncclGroupEnd");
+        int nccl = 0;
+        for (size_t k = i; k < j; k++)
+            nccl |= ident(v, k) && tk(v, k)->len > 4 && !memcmp(v->src + tk(v, k)->off, "nccl", 4);
+        if ((n == 0) != opens || !nccl || is(v, i, "{") || in_words(v, i, sview_keywords))
+            return 0;
+        n++;
+        i = j;
+    }
+    return n >= 3 && last_end;
+}
+
 /* When the block at brace is the body of `if (cond) { call; }` (no else)
- * and holds only the statement at st: that if statement, which stands for
- * the call in the enclosing block; v->n otherwise. */
+ * and holds only the statement at st, or only the NCCL group st is in:
+ * that if statement, which stands for the call in the enclosing block; v->n
+ * otherwise. */
 static size_t braced_guard(const sview *v, size_t brace, size_t st)
 {
-    if (brace == 0 || !is(v, brace - 1, ")") || st != brace + 1)
+    if (brace == 0 || !is(v, brace - 1, ")"))
         return v->n;
     size_t end = close_of(v, brace);
-    if (end >= v->n || scan_stmt_after(v, st, end) != end || is(v, end + 1, "else"))
+    if (end >= v->n || is(v, end + 1, "else"))
+        return v->n;
+    if ((st != brace + 1 || scan_stmt_after(v, st, end) != end) && !group_block(v, brace, end))
         return v->n;
     size_t o = brace - 1;
     for (int d = 0;; o--) {

@@ -234,10 +234,11 @@ int scan_split_edits(scan *s, size_t call_open, int site, cuco_sched_plan *p)
         return CUCO_EINVAL;
     int rc;
     if (p->split_kernel) {
-        char *spec = kernel_launch_spec(&s->ks);
-        char *head =
-            spec ? cuco_sprintf("cuco_tx::kernel_split(%d, CUCO_SPLIT_%d, %s", site, site, spec)
-                 : NULL;
+        int att = s->ks.attention;
+        char *spec = att ? kernel_launch_attention_spec(v, &s->ks) : kernel_launch_spec(&s->ks);
+        char *head = spec ? cuco_sprintf("cuco_tx::%s(%d, CUCO_SPLIT_%d, %s",
+                                         att ? "attention_split" : "kernel_split", site, site, spec)
+                          : NULL;
         free(spec);
         rc = launch_edit(p, v, &s->ks, head);
     } else {
@@ -326,15 +327,17 @@ static int try_kernel_split(scan *s, cuco_sched_place *pl, stmt *st, int helper,
         return rc;
     p->split = 1;
     p->split_kernel = 1;
+    p->split_attention = s->ks.attention;
     p->split_line = tk(v, s->ks.name)->line;
     p->split_gemm_off = tk(v, s->ks.name)->off;
     free(p->split_note);
-    p->split_note =
-        cuco_sprintf("kernel %.*s at line %d consumes ncclAllGather at line %d per "
-                     "source rank (own rows first; declared rows_independent at "
-                     "workload.yaml line %d)%s",
-                     klen, kname, p->split_line, tk(v, s->call_tok)->line, s->ks.decl_line,
-                     helper ? ", in the helper its first consumer calls" : "");
+    p->split_note = cuco_sprintf(
+        "kernel %.*s at line %d consumes ncclAllGather at line %d per source rank (%s; declared "
+        "%s at workload.yaml line %d)%s",
+        klen, kname, p->split_line, tk(v, s->call_tok)->line,
+        s->ks.attention ? "own keys first, the parts merged by log-sum-exp" : "own rows first",
+        s->ks.decl->term, s->ks.decl_line,
+        helper ? ", in the helper its first consumer calls" : "");
     return p->split_note ? 0 : CUCO_ENOMEM;
 }
 
@@ -505,9 +508,12 @@ int scan_try_produce(scan *s, int site, int (*editable)(void *, size_t), void *c
     if (g >= v->n) {
         char *kwhy = NULL;
         int k = kernel_launch_rows(v, st->a, st->b, s->sem, s->n_sem, &s->ks, &kwhy);
-        int rc = k == 1  ? try_kernel_produce(s, site, editable, ctx, p)
-                 : k < 0 ? k
-                         : produce_no(p, kwhy ? kwhy : why, line);
+        int rc =
+            k == 1 && s->ks.attention
+                ? produce_no(p, "launches a kernel declared attention (no producer split)", line)
+            : k == 1 ? try_kernel_produce(s, site, editable, ctx, p)
+            : k < 0  ? k
+                     : produce_no(p, kwhy ? kwhy : why, line);
         free(kwhy);
         return rc;
     }

@@ -7,12 +7,24 @@
 #include <string.h>
 
 static const cuco_semantic_term terms[] = {
-    {"attention", "kernel", "over=keys merge=log_sum_exp",
+    {"attention", "kernel",
+     "over=keys merge=log_sum_exp keys=* args=* first_key=* out=* lse=* out_rows=* out_width=*",
      "the kernel computes softmax attention; its result over all keys is the log-sum-exp "
-     "merge of its results over parts of the keys",
+     "merge of its results over parts of the keys: launched with its key-indexed pointers "
+     "moved to key k0, its key count set to n (and first_key= to its global index plus k0), "
+     "it writes the attention of its queries over keys k0..k0+n-1 to out= and the natural log "
+     "of each output row's softmax denominator to lse= (float, one per output row, -inf where "
+     "no key is visible; the kernel may be given a null lse= by the program). keys= names the "
+     "key count's parameter, args= the pointers indexed by key (NAME or NAME:WIDTH, as "
+     "rows_independent's), out_rows= and out_width= the output's rows (as many as lse "
+     "entries) and elements per row, as expressions over its parameters",
      "consume local K/V first and each remote part as it lands, merging partial outputs by "
      "log-sum-exp (context parallelism)",
-     NULL},
+     "schedule consumer_split_by_source splits a launch that is the first consumer of "
+     "all-gathers of its key arguments (one all-gather, or several in one group): one launch "
+     "per source rank's keys (own first, each peer's in CUCO_ATTN_CHUNKS parts as they land), "
+     "merged by log-sum-exp (needs keys=, args=, out=, lse=, out_rows=, out_width=, and the "
+     "kernel's __global__ definition in the evolve file)"},
     {"routing_permutation", "call", "dedup=true|false",
      "the exchange moves each token to the ranks of the experts it is routed to (an MoE "
      "dispatch or combine); dedup=true: a token bound for several experts of one rank "

@@ -64,8 +64,18 @@ done
 check "flash_attn_cp: the attention declaration is in the report" \
     grep -q "^## Declared semantics" "$TMP/wl-flash_attn_cp/gen_0/transform_report.md"
 check "flash_attn_cp: the declaration says what it admits and who uses it" \
-    grep -Eq "workload.yaml:[0-9]+: kernel flash_attn_fwd is attention \(over=keys, merge=log_sum_exp\).*admits: .*log-sum-exp.*strategy note for the LLM mutators" \
+    grep -Eq "workload.yaml:[0-9]+: kernel flash_attn_fwd is attention \(over=keys, merge=log_sum_exp, keys=kv_len, .*admits: .*log-sum-exp.*schedule consumer_split_by_source splits" \
     "$TMP/wl-flash_attn_cp/gen_0/transform_report.md"
+# ... and the schedule uses it: both grouped all-gathers feed one attention split
+check "flash_attn_cp: the attention kernel is split by source" \
+    grep -Eq "consumer_split_by_source: kernel flash_attn_fwd at line [0-9]+ consumes ncclAllGather at line [0-9]+ per source rank \(own keys first, the parts merged by log-sum-exp; declared attention" \
+    "$TMP/wl-flash_attn_cp/gen_0/transform_report.md"
+check "flash_attn_cp: the V all-gather joins the split" \
+    grep -q "consumer_split_by_source: joins the attention split of the kernel" \
+    "$TMP/wl-flash_attn_cp/gen_0/transform_report.md"
+check "flash_attn_cp: one attention_split launch, both gathers split" \
+    test "$(grep -c 'cuco_tx::attention_split(0, CUCO_SPLIT_0, cuco_tx::AttnSpec{' "$TMP/wl-flash_attn_cp/gen_0/flash_attn_cp.cu")" -eq 1 -a \
+    "$(grep -c 'cuco_tx::all_gather(cuco_tx::split_site(' "$TMP/wl-flash_attn_cp/gen_0/flash_attn_cp.cu")" -eq 2
 check "moe_dispatch_combine: the routing declaration is in the report" \
     grep -q "call ncclAlltoAll is routing_permutation (dedup=true)" \
     "$TMP/wl-moe_dispatch_combine/gen_0/transform_report.md"

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # test_transform_build_data_foreign.sh: the programs of tests/data/transform
 # written in other engineers' styles (tp_mlp_allreduce, pipeline_stages,
-# ring_pass, reduce_scatter_grad): 'cuco analyze' finds the calls and buffers
-# that matter, 'cuco transform' makes the right buffers symmetric (both
-# halves of a swapped double buffer, buffers renamed by helpers) and builds
-# the result with the manifest's nvcc command. Without a GPU the outcome is
+# ring_pass, reduce_scatter_grad, cp_attention): 'cuco analyze' finds the
+# calls and buffers that matter, 'cuco transform' makes the right buffers
+# symmetric (both halves of a swapped double buffer, buffers renamed by
+# helpers) and builds the result with the manifest's nvcc command;
+# cp_attention's kernel, declared attention, takes the attention split (its
+# other parts per peer build too). Without a GPU the outcome is
 # exit 3, "built, not verified: no GPU", nothing registered; with one it must
 # build, run and verify (exit 0, registered).
 set -u
@@ -73,11 +75,15 @@ if ! command -v nvcc >/dev/null || ! command -v mpicxx >/dev/null; then
 fi
 # without a GPU (nothing runs) two nvcc builds at a time; with one, one
 # program at a time so that their runs do not share the GPUs
-for pair in "tp_mlp_allreduce pipeline_stages" "ring_pass reduce_scatter_grad"; do
+for pair in "tp_mlp_allreduce pipeline_stages" "ring_pass reduce_scatter_grad" "cp_attention"; do
     for name in $pair; do
         if [ $gpu = 1 ]; then transform_bg "$D/$name"; else transform_bg "$D/$name" & fi
     done
     wait
     for name in $pair; do built "$name"; done
 done
+ca=$TMP/cp_attention/gen_0/cp_attention.cu
+check "cp_attention: the launch goes through the attention split" \
+    grep -q "cuco_tx::attention_split(0, CUCO_SPLIT_0, cuco_tx::AttnSpec{cuco_tx::RowSpec{5, 0x2UL, 0}, -1, 6, 7}, (size_t)((tokens_) \* (heads_)), (size_t)((d_)), attend," "$ca"
+check "cp_attention: builds with CUCO_ATTN_CHUNKS=4" knob_built cp_attention CUCO_ATTN_CHUNKS 4
 exit $fail

@@ -93,9 +93,6 @@ __global__ void fill_rows(bf16 *x, long rows, int heads, long tok0, int tensor, 
 #define FA_BM (16 * FA_WARPS)    // queries per block
 #define FA_BN 64                 // keys per tile
 #define FA_THREADS (FA_WARPS * 32)
-#define FA_INIT 1  // start from an empty softmax state
-#define FA_FINAL 2 // write the normalized bf16 output (else the fp32 state)
-
 // Tiles of 128-dim bf16 rows (256 bytes = 16 chunks of 16 bytes); chunk c of
 // row r is stored at chunk c ^ (r & 7), so the 8 rows an ldmatrix reads at
 // one logical chunk fall in 8 distinct bank groups.
@@ -103,13 +100,6 @@ struct FaSmem {
     bf16 q[FA_BM * HEAD_DIM];
     bf16 k[2][FA_BN * HEAD_DIM];
     bf16 v[2][FA_BN * HEAD_DIM];
-};
-
-// A segment: kv_len keys whose first has global index kv_g0, rows of
-// kv_heads * 128 elements (the head's 128 values at offset kv_head * 128).
-struct FaSegment {
-    const bf16 *k, *v;
-    long kv_len, kv_g0;
 };
 
 __device__ __forceinline__ uint32_t fa_swz(int row, int chunk)
@@ -187,18 +177,24 @@ __device__ __forceinline__ void fa_load_tile(uint32_t dst, const bf16 *src, long
     }
 }
 
-// Grid (heads, ceil(seq_local / FA_BM)); FA_THREADS threads. FlashAttention-2
-// forward: each warp owns 16 queries, their Q fragments in registers; K/V
-// tiles of 64 keys are double-buffered in shared memory with cp.async; S =
-// Q K^T and O += P V with mma.sync m16n8k16 (bf16, fp32 accumulators in
-// registers), P rounded to bf16 in registers as the A operand of P V; online
-// softmax in the exp2 domain. Causal: tiles wholly after the block's last
+// Grid (heads, ceil(seq_local / FA_BM)); FA_THREADS threads. Attention of
+// the seq_local queries (global index of the first: q_g0) over kv_len keys
+// k, v whose first has global index kv_g0 (rows of kv_heads * 128 elements,
+// the head's 128 values at offset kv_head * 128); out gets the normalized
+// bf16 result and, when lse is not null, lse[row * heads + head] the
+// natural log of the softmax denominator (its scores scaled by
+// 1/sqrt(128); -inf where no key is visible), as flash attention's
+// softmax_lse. FlashAttention-2 forward: each warp owns 16 queries, their Q
+// fragments in registers; K/V tiles of 64 keys are double-buffered in shared
+// memory with cp.async; S = Q K^T and O += P V with mma.sync m16n8k16 (bf16,
+// fp32 accumulators in registers), P rounded to bf16 in registers as the A
+// operand of P V; online softmax in the exp2 domain. Causal: tiles wholly after the block's last
 // query are not visited, only tiles crossing a warp's diagonal are masked,
 // and the query tiles with the most keys run first.
 __global__ void __launch_bounds__(FA_THREADS)
-    flash_attn_fwd(const bf16 *__restrict__ q, FaSegment seg, int heads, int kv_heads,
-                   long seq_local, long q_g0, bool causal, int flags, float *o_state,
-                   float *m_state, float *l_state, bf16 *out)
+    flash_attn_fwd(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
+                   const bf16 *__restrict__ v, int heads, int kv_heads, long seq_local,
+                   long kv_len, long q_g0, long kv_g0, bool causal, bf16 *out, float *lse)
 {
     extern __shared__ __align__(128) unsigned char fa_smem_raw[];
     FaSmem &sm = *reinterpret_cast<FaSmem *>(fa_smem_raw);
@@ -217,50 +213,32 @@ __global__ void __launch_bounds__(FA_THREADS)
     const long warp_q_first = q_g0 + warp_q0, warp_q_last = warp_q_first + 15;
 
     // K/V tiles to visit
-    long n_tiles = (seg.kv_len + FA_BN - 1) / FA_BN;
+    long n_tiles = (kv_len + FA_BN - 1) / FA_BN;
     if (causal) {
-        long keys = q_g0 + q_tile0 + q_rows - seg.kv_g0; // keys <= the block's last query
+        long keys = q_g0 + q_tile0 + q_rows - kv_g0; // keys <= the block's last query
         n_tiles = keys <= 0 ? 0 : min(n_tiles, (keys + FA_BN - 1) / FA_BN);
     }
 
     // softmax state: m in raw score units, l partial per thread (quad-reduced at the end)
     float o[HEAD_DIM / 8][4];
     float m_r[2], l_r[2];
-    if (flags & FA_INIT) {
 #pragma unroll
-        for (int nt = 0; nt < HEAD_DIM / 8; nt++)
-            o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
-        m_r[0] = m_r[1] = -INFINITY;
-        l_r[0] = l_r[1] = 0.0f;
-    } else {
-        const long rr[2] = {q_row0, q_row1};
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            long r = min(rr[h], seq_local - 1);
-            size_t srow = (size_t)r * heads + head;
-            const float *src = o_state + srow * HEAD_DIM + 2 * tg;
-#pragma unroll
-            for (int nt = 0; nt < HEAD_DIM / 8; nt++) {
-                float2 t = *reinterpret_cast<const float2 *>(src + nt * 8);
-                o[nt][2 * h] = t.x;
-                o[nt][2 * h + 1] = t.y;
-            }
-            m_r[h] = m_state[srow];
-            l_r[h] = tg == 0 ? l_state[srow] : 0.0f;
-        }
-    }
+    for (int nt = 0; nt < HEAD_DIM / 8; nt++)
+        o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
+    m_r[0] = m_r[1] = -INFINITY;
+    l_r[0] = l_r[1] = 0.0f;
 
     const uint32_t sq = (uint32_t)__cvta_generic_to_shared(sm.q);
     const uint32_t sk0 = (uint32_t)__cvta_generic_to_shared(sm.k[0]);
     const uint32_t sv0 = (uint32_t)__cvta_generic_to_shared(sm.v[0]);
     const uint32_t kv_tile_bytes = FA_BN * HEAD_DIM * 2;
-    const bf16 *kbase = seg.k + (long)kv_head * HEAD_DIM;
-    const bf16 *vbase = seg.v + (long)kv_head * HEAD_DIM;
+    const bf16 *kbase = k + (long)kv_head * HEAD_DIM;
+    const bf16 *vbase = v + (long)kv_head * HEAD_DIM;
 
     if (n_tiles > 0) {
         fa_load_tile<FA_BM>(sq, q + (q_tile0 * heads + head) * HEAD_DIM, q_stride, q_rows);
-        fa_load_tile<FA_BN>(sk0, kbase, kv_stride, seg.kv_len);
-        fa_load_tile<FA_BN>(sv0, vbase, kv_stride, seg.kv_len);
+        fa_load_tile<FA_BN>(sk0, kbase, kv_stride, kv_len);
+        fa_load_tile<FA_BN>(sv0, vbase, kv_stride, kv_len);
         fa_cp_async_commit();
     }
 
@@ -282,9 +260,9 @@ __global__ void __launch_bounds__(FA_THREADS)
         if (j + 1 < n_tiles) {
             long t1 = (j + 1) * FA_BN;
             fa_load_tile<FA_BN>(sk0 + (stage ^ 1) * kv_tile_bytes, kbase + t1 * kv_stride,
-                                kv_stride, seg.kv_len - t1);
+                                kv_stride, kv_len - t1);
             fa_load_tile<FA_BN>(sv0 + (stage ^ 1) * kv_tile_bytes, vbase + t1 * kv_stride,
-                                kv_stride, seg.kv_len - t1);
+                                kv_stride, kv_len - t1);
             fa_cp_async_commit();
             fa_cp_async_wait<1>();
         } else {
@@ -299,7 +277,7 @@ __global__ void __launch_bounds__(FA_THREADS)
                            qf[kk][1], qf[kk][2], qf[kk][3]);
         }
 
-        const long t0 = j * FA_BN, k_g0 = seg.kv_g0 + t0;
+        const long t0 = j * FA_BN, k_g0 = kv_g0 + t0;
         // a warp whose queries all precede the tile has nothing to do in it
         if (warp_active && !(causal && k_g0 > warp_q_last)) {
             const uint32_t sk = sk0 + stage * kv_tile_bytes, sv = sv0 + stage * kv_tile_bytes;
@@ -324,14 +302,14 @@ __global__ void __launch_bounds__(FA_THREADS)
 
             // mask: keys past the segment, and (causal) keys after the query
             const bool need_mask =
-                t0 + FA_BN > seg.kv_len || (causal && k_g0 + FA_BN - 1 > warp_q_first);
+                t0 + FA_BN > kv_len || (causal && k_g0 + FA_BN - 1 > warp_q_first);
             if (need_mask) {
 #pragma unroll
                 for (int nt = 0; nt < FA_BN / 8; nt++) {
 #pragma unroll
                     for (int e = 0; e < 2; e++) {
-                        long col = t0 + nt * 8 + 2 * tg + e, kg = seg.kv_g0 + col;
-                        bool out_col = col >= seg.kv_len;
+                        long col = t0 + nt * 8 + 2 * tg + e, kg = kv_g0 + col;
+                        bool out_col = col >= kv_len;
                         if (out_col || (causal && kg > q_g_row0))
                             s[nt][e] = -INFINITY;
                         if (out_col || (causal && kg > q_g_row1))
@@ -406,33 +384,20 @@ __global__ void __launch_bounds__(FA_THREADS)
         l_r[h] += __shfl_xor_sync(0xffffffffu, l_r[h], 2);
     }
     const long rr[2] = {q_row0, q_row1};
-    if (flags & FA_FINAL) {
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            if (rr[h] >= seq_local)
-                continue;
-            float inv = l_r[h] > 0.0f ? 1.0f / l_r[h] : 0.0f;
-            bf16 *dst = out + ((size_t)rr[h] * heads + head) * HEAD_DIM + 2 * tg;
+    for (int h = 0; h < 2; h++) {
+        if (rr[h] >= seq_local)
+            continue;
+        float inv = l_r[h] > 0.0f ? 1.0f / l_r[h] : 0.0f;
+        bf16 *dst = out + ((size_t)rr[h] * heads + head) * HEAD_DIM + 2 * tg;
 #pragma unroll
-            for (int nt = 0; nt < HEAD_DIM / 8; nt++)
-                *reinterpret_cast<__nv_bfloat162 *>(dst + nt * 8) =
-                    __floats2bfloat162_rn(o[nt][2 * h] * inv, o[nt][2 * h + 1] * inv);
-        }
-    } else {
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            if (rr[h] >= seq_local)
-                continue;
-            size_t srow = (size_t)rr[h] * heads + head;
-            float *dst = o_state + srow * HEAD_DIM + 2 * tg;
-#pragma unroll
-            for (int nt = 0; nt < HEAD_DIM / 8; nt++)
-                *reinterpret_cast<float2 *>(dst + nt * 8) = make_float2(o[nt][2 * h], o[nt][2 * h + 1]);
-            if (tg == 0) {
-                m_state[srow] = m_r[h];
-                l_state[srow] = l_r[h];
-            }
-        }
+        for (int nt = 0; nt < HEAD_DIM / 8; nt++)
+            *reinterpret_cast<__nv_bfloat162 *>(dst + nt * 8) =
+                __floats2bfloat162_rn(o[nt][2 * h] * inv, o[nt][2 * h + 1] * inv);
+        if (lse && tg == 0)
+            lse[(size_t)rr[h] * heads + head] =
+                l_r[h] > 0.0f ? m_r[h] * scale_log2 * 0.6931471805599453f + logf(l_r[h])
+                              : -INFINITY;
     }
 }
 
@@ -467,6 +432,16 @@ static void step_teardown(hx_ctx &, StepState &s)
     HX_CUDA(cudaFree(s.v_all));
 }
 
+// Attention of the rank's queries over the whole gathered sequence.
+static void attend(hx_ctx &c, const Problem &p, StepState &s)
+{
+    dim3 grid((unsigned)p.heads, (unsigned)((p.seq_local + FA_BM - 1) / FA_BM));
+    flash_attn_fwd<<<grid, FA_THREADS, sizeof(FaSmem), c.stream>>>(
+        p.q, s.k_all, s.v_all, p.heads, p.kv_heads, p.seq_local, p.seq,
+        (long)c.rank * p.seq_local, 0, p.causal, p.out, nullptr);
+    HX_CHECK_LAUNCH();
+}
+
 static void step_run(hx_ctx &c, const Problem &p, StepState &s, unsigned parts)
 {
     size_t count = (size_t)p.seq_local * p.kv_heads * HEAD_DIM;
@@ -476,14 +451,8 @@ static void step_run(hx_ctx &c, const Problem &p, StepState &s, unsigned parts)
         HX_NCCL(ncclAllGather(p.v, s.v_all, count, ncclBfloat16, c.comm, c.stream));
         HX_NCCL(ncclGroupEnd());
     }
-    if (parts & PART_COMPUTE) {
-        dim3 grid((unsigned)p.heads, (unsigned)((p.seq_local + FA_BM - 1) / FA_BM));
-        flash_attn_fwd<<<grid, FA_THREADS, sizeof(FaSmem), c.stream>>>(
-            p.q, FaSegment{s.k_all, s.v_all, p.seq, 0}, p.heads, p.kv_heads, p.seq_local,
-            (long)c.rank * p.seq_local, p.causal, FA_INIT | FA_FINAL, nullptr, nullptr, nullptr,
-            p.out);
-        HX_CHECK_LAUNCH();
-    }
+    if (parts & PART_COMPUTE)
+        attend(c, p, s);
 }
 // EVOLVE-BLOCK-END
 

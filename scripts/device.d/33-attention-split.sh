@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# scripts/device.d/33-attention-split.sh: consumer_split_by_source for a
+# kernel the manifest declares attention, on workloads/flash_attn_cp (K and
+# V gathered by two ncclAllGather in one group, then the flash-attention
+# kernel), at 2 ranks (1 where the machine has one GPU).
+# - The seed, its expert program, gen_0 (split on, each peer's keys in one
+#   part) and variants (split off; 2 and 4 parts a peer; the pull in one
+#   piece; split and early start off) are
+#   built, verified and timed by a confined cuco eval (--level 3, bench size,
+#   3 repeats): a part attended twice, left out, read before it landed or
+#   merged wrongly fails the frozen verification.
+# - The seed and gen_0 at 1 rank too.
+# - cuco bound on the seed (compute and communication: the gap).
+# ATTN_QUICK=1: only gen_0 and its variants at 2 ranks (no expert, 1 rank or
+# bound).
+# - gen_0 built by hand and run once at the verify size with
+#   CUCO_TX_TRACE=1: the glue's trace says the split ran.
+# Results: $OUT/attention-split.jsonl (cuco eval JSON per line, named),
+# $OUT/attention-split-bound.json, $OUT/attention-split-trace.txt.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+: "${OUT:=/tmp/cuco-gpu-out}"
+source scripts/knob-variant.sh
+CUCO=$(command -v cuco)
+T=$(mktemp -d /tmp/cuco-attn.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+export CUCO_BUILD_CACHE=$T/cache
+RANKS=1
+[ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ] && RANKS=2
+LOG=$OUT/attention-split.jsonl
+: > "$LOG"
+status=0
+WL=workloads/flash_attn_cp
+SEED=$WL/flash_attn_cp.cu
+evaluate() { # NAME RANKS [PROGRAM FROZEN]
+  local name=$1 ranks=$2
+  shift 2
+  local extra=()
+  [ $# -ge 2 ] && extra=("$1" --frozen-ref "$2")
+  timeout -k 5 200 "$CUCO" eval "$WL" "${extra[@]}" --ranks "$ranks" --level 3 --repeats 3 --json \
+    > "$T/$name.json" 2> "$OUT/attention-split-$name.err"
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["name"]=sys.argv[2]; d["ranks"]=int(sys.argv[3]); print(json.dumps(d))' \
+    "$T/$name.json" "$name" "$ranks" >> "$LOG" 2>/dev/null || { echo "{\"name\":\"$name\",\"status\":\"no JSON\"}" >> "$LOG"; status=1; }
+  python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["name"], d.get("status"), d.get("time_ms"))' "$(tail -1 "$LOG")"
+}
+"$CUCO" transform "$WL" --ranks "$RANKS" --workspace "$T/ws" --no-verify > "$OUT/attention-split-transform.log" 2>&1
+g=$T/ws/gen_0/flash_attn_cp.cu
+[ -s "$g" ] || { echo "no gen_0"; tail -20 "$OUT/attention-split-transform.log"; exit 1; }
+cp "$T/ws/gen_0/transform_report.md" "$OUT/attention-split-report.md"
+cp "$g" "$OUT/attention-split-gen0.cu"
+
+# the trace first: a hang or a crash shows here before the timed runs
+nvcc -std=c++17 -arch=sm_90 -O3 -Iworkloads/common -Idevice -I"$NCCL_HOME/include" $(mpicxx --showme:compile) \
+  -o "$T/traced" "$g" -L"$NCCL_HOME/lib" -l:libnccl.so.2 -lcublas $(mpicxx --showme:link) > "$T/traced.build.log" 2>&1 \
+  || { tail -20 "$T/traced.build.log"; exit 1; }
+for r in 1 "$RANKS"; do
+  timeout -k 5 120 mpirun -np "$r" --allow-run-as-root -x CUCO_TX_TRACE=1 -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
+    "$T/traced" --seq 1024 --heads 8 --kv_heads 2 --causal 1 --warmup 1 --iters 2 > "$T/traced-$r.log" 2>&1
+  echo "== $r ranks (rc=$?)" >> "$OUT/attention-split-trace.txt"
+  grep -E "split|Verification|CUCO_RESULT|error|fail" "$T/traced-$r.log" | sort | uniq -c >> "$OUT/attention-split-trace.txt"
+done
+cat "$OUT/attention-split-trace.txt"
+
+QUICK=${ATTN_QUICK:-0}
+evaluate seed "$RANKS"
+[ "$QUICK" = 1 ] || evaluate expert "$RANKS" "$WL/expert.cu" "$SEED"
+evaluate gen0 "$RANKS" "$g" "$g"
+for v in "split0:CUCO_SPLIT_0=0,CUCO_SPLIT_1=0" "attn2:CUCO_ATTN_CHUNKS=2" "attn4:CUCO_ATTN_CHUNKS=4" \
+         "pull1:CUCO_SPLIT_CHUNKS=1" "plain:CUCO_SPLIT_0=0,CUCO_SPLIT_1=0,CUCO_EARLY_0=0,CUCO_EARLY_1=0"; do
+  knob_variant "$g" "$T/${v%%:*}.cu" "${v#*:}" || status=1
+  evaluate "${v%%:*}" "$RANKS" "$T/${v%%:*}.cu" "$g"
+done
+if [ "$QUICK" = 1 ]; then
+  grep -c '"status": *"ok"' "$LOG"
+  exit $status
+fi
+if [ "$RANKS" -gt 1 ]; then
+  evaluate seed-1rank 1
+  evaluate gen0-1rank 1 "$g" "$g"
+fi
+timeout -k 5 200 "$CUCO" bound "$WL" --ranks "$RANKS" --workspace "$T/bound" --json \
+  > "$OUT/attention-split-bound.json" 2> "$OUT/attention-split-bound.err" || status=1
+
+grep -c '"status": *"ok"' "$LOG"
+exit $status

@@ -1,0 +1,331 @@
+// cuco_tx glue, part 4 of 5: consumer_split_by_source for a kernel the
+// manifest declares attention (keys=, args=, first_key=, out=, lse=,
+// out_rows=, out_width=).
+//
+// attention_split(site, on, spec, outRows, outWidth, kernel, grid, block,
+// smem, stream, args...) launches the kernel once per source rank's keys:
+// its own keys first (as soon as their local copy has landed), then each
+// peer's in CUCO_ATTN_CHUNKS parts (on a stream of their own, so that their
+// blocks fill the SMs the own part's last blocks leave idle), each after
+// the pieces of every key
+// argument's all-gather it reads have arrived. A part has its key pointers
+// moved to its first key, its key count set to its keys and first_key= to
+// their global index; part 0 writes the launch's own output, the others
+// temporaries, each its log-sum-exp; lse_merge then folds the parts into the
+// output (weights exp(lse_i - max)) and writes the merged log-sum-exp where
+// the launch asked for one. Every key argument must be the start of a
+// buffer gathered by a split all-gather (split_site) since its last use;
+// anything else (knob 0, no fresh gather, a parameter other than a key
+// argument pointing into a gathered buffer, key count or widths that do
+// not fit, an output type other than float, double, __half or
+// __nv_bfloat16, temporaries that cannot be allocated) launches the kernel
+// whole after every pending early-started call, saying why once on stderr.
+namespace cuco_tx {
+
+// CUCO_ATTN_CHUNKS: the parts each peer's keys are attended in (each part
+// one more output to write and to merge).
+#ifndef CUCO_ATTN_CHUNKS
+#define CUCO_ATTN_CHUNKS 1
+#endif
+inline int attn_chunks() { return clamp_count(CUCO_ATTN_CHUNKS, kMaxSplitChunks); }
+
+struct AttnSpec {
+  RowSpec rows;  // keys= (its rowsPos), args= (mask and widths); gridRows unused
+  int firstPos, outPos, lsePos;
+};
+
+namespace attn {
+template <class T> struct Mergeable : std::false_type {};
+template <> struct Mergeable<float> : std::true_type {};
+template <> struct Mergeable<double> : std::true_type {};
+template <> struct Mergeable<__half> : std::true_type {};
+template <> struct Mergeable<__nv_bfloat16> : std::true_type {};
+template <class P>
+using OutOf = typename std::remove_cv<typename std::remove_pointer<P>::type>::type;
+
+// Part 0 is out itself (merged in place), part i > 0 lies at tmp + (i - 1)
+// rows * width; part i's log-sum-exps at lse + i * rows. One warp a row,
+// each lane V elements at a time (V * sizeof(T) = 16 bytes when the rows
+// allow, else 1).
+template <class T, int V>
+__global__ void lse_merge(T* out, const T* tmp, const float* lse, float* lseOut, int n, size_t rows,
+                          size_t width) {
+  struct alignas(V * sizeof(T)) Vec { T v[V]; };
+  size_t lane = threadIdx.x & 31;
+  size_t warp = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  size_t warps = ((size_t)gridDim.x * blockDim.x) >> 5;
+  for (size_t r = warp; r < rows; r += warps) {
+    float mx = -INFINITY, sum = 0.0f;
+    for (int i = 0; i < n; i++) mx = fmaxf(mx, lse[(size_t)i * rows + r]);
+    if (mx != -INFINITY)
+      for (int i = 0; i < n; i++) sum += __expf(lse[(size_t)i * rows + r] - mx);
+    float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    for (size_t j = lane; j < width / V; j += 32) {
+      size_t e = r * (width / V) + j;
+      float acc[V];
+      Vec o = reinterpret_cast<const Vec*>(out)[e];
+      float w0 = sum > 0.0f ? __expf(lse[r] - mx) * inv : 0.0f;
+      for (int x = 0; x < V; x++) acc[x] = w0 * static_cast<float>(o.v[x]);
+      for (int i = 1; i < n && sum > 0.0f; i++) {
+        float wi = __expf(lse[(size_t)i * rows + r] - mx) * inv;
+        Vec t = reinterpret_cast<const Vec*>(tmp + (size_t)(i - 1) * rows * width)[e];
+        for (int x = 0; x < V; x++) acc[x] += wi * static_cast<float>(t.v[x]);
+      }
+      for (int x = 0; x < V; x++) o.v[x] = static_cast<T>(acc[x]);
+      reinterpret_cast<Vec*>(out)[e] = o;
+    }
+    if (lseOut && lane == 0) lseOut[r] = sum > 0.0f ? mx + logf(sum) : -INFINITY;
+  }
+}
+
+template <class T>
+inline cudaError_t merge_typed(std::true_type, uintptr_t out, const void* tmp, const float* lse, float* lseOut, int n,
+                               size_t rows, size_t width, cudaStream_t st) {
+  constexpr int V = sizeof(T) <= 16 && 16 % sizeof(T) == 0 ? (int)(16 / sizeof(T)) : 1;
+  int blocks = (int)std::min<size_t>((rows + 7) / 8, 65535);
+  bool wide = width % V == 0 && out % 16 == 0 && reinterpret_cast<uintptr_t>(tmp) % 16 == 0;
+  if (wide)
+    lse_merge<T, V><<<blocks, 256, 0, st>>>(reinterpret_cast<T*>(out), static_cast<const T*>(tmp), lse, lseOut, n,
+                                             rows, width);
+  else
+    lse_merge<T, 1><<<blocks, 256, 0, st>>>(reinterpret_cast<T*>(out), static_cast<const T*>(tmp), lse, lseOut, n,
+                                             rows, width);
+  return cudaGetLastError();
+}
+template <class T>
+inline cudaError_t merge_typed(std::false_type, uintptr_t, const void*, const float*, float*, int, size_t, size_t,
+                               cudaStream_t) {
+  return cudaErrorInvalidValue;
+}
+
+// The merge for the output parameter at pos (its type chosen among the
+// launch's parameter types); whether that type can be merged.
+template <class Tup, size_t... I>
+inline cudaError_t merge_at(int pos, uintptr_t out, const void* tmp, const float* lse, float* lseOut, int n,
+                            size_t rows, size_t width, cudaStream_t st, std::index_sequence<I...>) {
+  cudaError_t rc = cudaErrorInvalidValue;
+  int each[] = {0, ((int)I == pos ? (rc = merge_typed<OutOf<typename std::tuple_element<I, Tup>::type>>(
+                                         Mergeable<OutOf<typename std::tuple_element<I, Tup>::type>>{}, out, tmp,
+                                         lse, lseOut, n, rows, width, st),
+                                     0)
+                                  : 0)...};
+  (void)each;
+  return rc;
+}
+template <class Tup, size_t... I>
+inline bool mergeable_at(int pos, std::index_sequence<I...>) {
+  bool ok = false;
+  int each[] = {0, ((int)I == pos && std::is_pointer<typename std::tuple_element<I, Tup>::type>::value &&
+                            Mergeable<OutOf<typename std::tuple_element<I, Tup>::type>>::value
+                        ? (ok = true, 0)
+                        : 0)...};
+  (void)each;
+  return ok;
+}
+
+// The parts' outputs (all but the first) and log-sum-exps of one site,
+// kept between calls and grown when a call needs more.
+struct Temp {
+  void* out = nullptr;
+  float* lse = nullptr;
+  size_t outBytes = 0, lseBytes = 0;
+  cudaStream_t peers = nullptr;  // the peers' parts (the device's least priority)
+  cudaEvent_t start = nullptr, done = nullptr;
+};
+inline cudaError_t peers_stream(Temp* t) {
+  int least = 0, greatest = 0;
+  if (t->peers) return cudaSuccess;
+  if (cudaDeviceGetStreamPriorityRange(&least, &greatest) != cudaSuccess) least = 0;
+  cudaError_t rc = cudaStreamCreateWithPriority(&t->peers, cudaStreamNonBlocking, least);
+  if (rc == cudaSuccess) rc = cudaEventCreateWithFlags(&t->start, cudaEventDisableTiming);
+  if (rc == cudaSuccess) rc = cudaEventCreateWithFlags(&t->done, cudaEventDisableTiming);
+  return rc;
+}
+inline Temp* temp_of(int site) {
+  static std::vector<Temp> v;
+  return site_rec(v, site);
+}
+inline cudaError_t grow(void** p, size_t* have, size_t need) {
+  if (*have >= need) return cudaSuccess;
+  if (*p) cudaFree(*p);
+  *p = nullptr;
+  *have = 0;
+  cudaError_t rc = cudaMalloc(p, need);
+  if (rc == cudaSuccess) *have = need;
+  return rc;
+}
+
+// The fresh gathered buffer that starts at addr (nullptr: none).
+inline SplitRec* gathered_at(uintptr_t addr) {
+  for (SplitRec& r : split_recs())
+    if (r.fresh && reinterpret_cast<uintptr_t>(r.recv) == addr) return &r;
+  return nullptr;
+}
+
+// What the split reads: each key argument's gathered buffer, the ranks.
+struct Plan {
+  SplitRec* rec[64];
+  int rank, nranks;
+  long long perRank;  // keys per rank
+};
+
+// Why the launch cannot split (nullptr: it can); fills ap and each key
+// argument's elements per key.
+inline const char* plan_keys(const ksplit::Params& pa, const AttnSpec& w, Plan* ap) {
+  const RowSpec& rs = w.rows;
+  ap->nranks = 0;
+  for (int i = 0; i < pa.n && i < 64; i++) {
+    ap->rec[i] = nullptr;
+    if (!((rs.mask >> i) & 1UL)) continue;
+    if (!pa.es[i]) return "a key argument of its declaration is not a pointer";
+    SplitRec* r = gathered_at(pa.addr[i]);
+    if (!r) return "a key argument is not the start of a buffer a split all-gather just gathered";
+    if (ap->nranks && (r->nranks != ap->nranks || r->rank != ap->rank))
+      return "its key arguments were gathered over different communicators";
+    ap->rec[i] = r;
+    ap->rank = r->rank;
+    ap->nranks = r->nranks;
+  }
+  if (!ap->nranks) return "no key argument";
+  for (int i = 0; i < pa.n && i < 64; i++) {
+    if (((rs.mask >> i) & 1UL) || !pa.es[i]) continue;
+    for (int k = 0; k < pa.n && k < 64; k++)
+      if (SplitRec* r = ap->rec[k]) {
+        uintptr_t lo = reinterpret_cast<uintptr_t>(r->recv), hi = lo + r->bytes * (size_t)r->nranks;
+        if (pa.addr[i] >= lo && pa.addr[i] < hi)
+          return "a parameter that is not a key argument points into a gathered buffer";
+      }
+  }
+  long long keys = rs.rowsPos < pa.n ? pa.ints[rs.rowsPos] : -1;
+  if (keys <= 0 || keys % ap->nranks) return "its key count is not a positive multiple of the rank count";
+  ap->perRank = keys / ap->nranks;
+  for (int i = 0; i < pa.n && i < 64; i++) {
+    SplitRec* r = ap->rec[i];
+    if (!r) continue;
+    if (r->bytes % (size_t)ap->perRank || (r->bytes / (size_t)ap->perRank) % pa.es[i])
+      return "a rank's block is not a whole number of keys";
+    long long ref = (long long)(r->bytes / (size_t)ap->perRank / pa.es[i]);
+    int from = rs.widthFrom[i] - 1;
+    if (from >= 0 && (from >= pa.n || pa.ints[from] != ref))
+      return "a key argument's declared width is not its gathered keys' width";
+    pa.elems[i] = ref;
+  }
+  return nullptr;
+}
+
+inline const char* plan_out(const ksplit::Params& pa, const AttnSpec& w, size_t outRows, size_t outWidth,
+                            bool mergeable) {
+  if (w.outPos < 0 || w.outPos >= pa.n || !pa.es[w.outPos] || pa.cst[w.outPos]) return "out= is not a pointer it writes";
+  if (!mergeable) return "out= is not a float, double, __half or __nv_bfloat16 pointer";
+  if (w.lsePos < 0 || w.lsePos >= pa.n || pa.es[w.lsePos] != sizeof(float) || pa.cst[w.lsePos])
+    return "lse= is not a float pointer it writes";
+  if (!outRows || !outWidth) return "out_rows= or out_width= is 0 at this launch";
+  return nullptr;
+}
+
+// Every pending early-started call joined into `stream` (the whole
+// launch's fallback: whatever it reads is then in place).
+inline void join_pending(cudaStream_t stream) {
+  for (EarlySite& e : early_sites())
+    if (e.pending && e.side != stream &&
+        (cudaEventRecord(e.done, e.side) != cudaSuccess || cudaStreamWaitEvent(stream, e.done, 0) != cudaSuccess)) {
+      fprintf(stderr, "cuco_tx: attention split: event record/wait failed; synchronising the device\n");
+      cudaDeviceSynchronize();
+      return;
+    }
+}
+}  // namespace attn
+
+// Waits on `stream` for the keys [.., hi) of source rank p (its own: the
+// local copy) of every key argument, consumed in `parts` parts.
+inline cudaError_t attn_wait(const attn::Plan& ap, int n, int p, int parts, long long hi, cudaStream_t stream) {
+  for (int i = 0; i < n && i < 64; i++) {
+    const SplitRec* r = ap.rec[i];
+    if (!r) continue;
+    size_t keyBytes = r->bytes / (size_t)ap.perRank;
+    cudaEvent_t ev = p == ap.rank ? r->arrived[p] : part_event(*r, p, parts, (size_t)hi * keyBytes - 1);
+    cudaError_t rc = cudaStreamWaitEvent(stream, ev, 0);
+    if (rc != cudaSuccess) return rc;
+  }
+  return cudaSuccess;
+}
+
+template <class... P, class... A>
+inline cudaError_t attention_split(int site, int on, const AttnSpec& w, size_t outRows, size_t outWidth,
+                                   void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                                   A&&... a) {
+  using Tup = std::tuple<P...>;
+  ksplit::Launch<P...> L(kernel, grid, block, smem, stream, std::forward<A>(a)...);
+  attn::Plan ap{};
+  SplitRec* own = on ? split_rec(site) : nullptr;
+  bool fresh = own && own->fresh;
+  const char* why = !on ? "knob 0" : attn::plan_keys(L.params(), w, &ap);
+  if (!why)
+    why = attn::plan_out(L.params(), w, outRows, outWidth,
+                         attn::mergeable_at<Tup>(w.outPos, std::index_sequence_for<P...>{}));
+  long long per = ap.perRank;
+  int chunks = why ? 1 : (int)std::min<long long>(attn_chunks(), per);
+  int parts = why ? 1 : 1 + (ap.nranks - 1) * chunks;
+  size_t outBytes = outRows * outWidth * (why ? 0 : L.es[w.outPos]);
+  attn::Temp* t = attn::temp_of(site);
+  if (!why && parts > 1 &&
+      (!t || attn::grow(&t->out, &t->outBytes, (size_t)(parts - 1) * outBytes) != cudaSuccess ||
+       attn::grow(reinterpret_cast<void**>(&t->lse), &t->lseBytes, (size_t)parts * outRows * sizeof(float)) !=
+           cudaSuccess ||
+       attn::peers_stream(t) != cudaSuccess))
+    why = "its temporaries or its stream could not be made";
+  for (int i = 0; i < L.n && i < 64; i++)
+    if (ap.rec[i]) ap.rec[i]->fresh = false;
+  if (own) own->fresh = false;
+  if (why || parts == 1) {
+    if (why && fresh && !own->warned) {
+      fprintf(stderr, "cuco_tx: split(%d): the attention kernel runs whole after the gathers: %s\n", site, why);
+      own->warned = true;
+    }
+    if (!why && attn_wait(ap, (int)L.n, ap.rank, 1, per, stream) != cudaSuccess) return cudaErrorUnknown;
+    if (why) attn::join_pending(stream);
+    return L.run(nullptr);
+  }
+  // the own keys straight from the all-gathers' send buffers when the kernel
+  // only reads its key arguments (no wait for their local copies)
+  uintptr_t fromSend[64] = {};
+  bool ownFromSend = true;
+  for (int i = 0; i < L.n && i < 64; i++)
+    if (ap.rec[i]) {
+      fromSend[i] = reinterpret_cast<uintptr_t>(ap.rec[i]->send);
+      ownFromSend = ownFromSend && L.cst[i];
+    }
+  ksplit::Part q = part_of(L.params(), w.rows, grid.x, per * ap.nranks);
+  q.gridRows = false;
+  q.firstPos = w.firstPos;
+  q.firstBase = w.firstPos >= 0 ? L.ints[w.firstPos] : 0;
+  q.outPos = w.outPos;
+  q.lsePos = w.lsePos;
+  CUCO_TX_TRACE("split(%d): attention per source rank, %lld keys each, peers' in %d parts, %d merged\n", site, per,
+                chunks, parts);
+  cudaError_t rc = cudaEventRecord(t->start, stream);
+  if (rc == cudaSuccess) rc = cudaStreamWaitEvent(t->peers, t->start, 0);
+  int k = 0;
+  for (int j = 0; j < ap.nranks && rc == cudaSuccess; j++) {
+    int p = (ap.rank + j) % ap.nranks, n = j == 0 ? 1 : chunks;
+    cudaStream_t on = j == 0 ? stream : t->peers;
+    for (int part = 0; part < n && rc == cudaSuccess; part++, k++) {
+      long long lo = per * part / n, hi = per * (part + 1) / n;
+      q.own = k == 0 && ownFromSend ? fromSend : nullptr;
+      if (!q.own && attn_wait(ap, (int)L.n, p, n, hi, on) != cudaSuccess) rc = cudaErrorUnknown;
+      q.rowOff = p * per + lo;
+      q.rows = hi - lo;
+      q.outAt = k == 0 ? L.addr[w.outPos] : reinterpret_cast<uintptr_t>(t->out) + (size_t)(k - 1) * outBytes;
+      q.lseAt = reinterpret_cast<uintptr_t>(t->lse + (size_t)k * outRows);
+      if (rc == cudaSuccess) rc = L.run(&q, on);
+    }
+  }
+  // the merge after every part (also after a failed one: nothing left unjoined)
+  cudaError_t joined = cudaEventRecord(t->done, t->peers);
+  if (joined == cudaSuccess) joined = cudaStreamWaitEvent(stream, t->done, 0);
+  if (rc != cudaSuccess || joined != cudaSuccess) return rc != cudaSuccess ? rc : joined;
+  return attn::merge_at<Tup>(w.outPos, L.addr[w.outPos], t->out, t->lse, reinterpret_cast<float*>(L.addr[w.lsePos]),
+                             parts, outRows, outWidth, stream, std::index_sequence_for<P...>{});
+}
+
+}  // namespace cuco_tx
