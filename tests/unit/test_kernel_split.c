@@ -46,11 +46,7 @@ static void decl_make(decl *d, const char *kernel, const char *rows, const char 
 
 static void transform_declared(const char *text, const decl *d, cuco_tx_result *r)
 {
-    cuco_err e = CUCO_ERR_INIT;
-    assert_int_equal(cuco_transform_rules_declared("p.cu", text, &d->s, 1, r, &e), 0);
-    assert_int_equal(r->refused, 0);
-    assert_non_null(r->program);
-    cuco_err_clear(&e);
+    tx_transform_declared(text, &d->s, 1, r);
 }
 
 /* line 9: the all-gather; line 10: the norm reading g (row arguments x and

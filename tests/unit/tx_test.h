@@ -33,4 +33,15 @@ static inline void tx_transform(const char *text, cuco_tx_result *r)
     cuco_err_clear(&e);
 }
 
+/* The same with the manifest's declarations sem[0..n). */
+static inline void tx_transform_declared(const char *text, const cuco_semantic *sem, size_t n,
+                                         cuco_tx_result *r)
+{
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules_declared("p.cu", text, sem, n, r, &e), 0);
+    assert_int_equal(r->refused, 0);
+    assert_non_null(r->program);
+    cuco_err_clear(&e);
+}
+
 #endif
