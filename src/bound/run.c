@@ -19,6 +19,7 @@
 #include "cuco/fs.h"
 #include "cuco/hash.h"
 #include "cuco/proc.h"
+#include "cuco/program.h"
 #include "cuco/run_view.h"
 #include "cuco/toolchain.h"
 
@@ -207,6 +208,22 @@ static void vouch_run(const cuco_workload *w, const cuco_proc_result *pr, const 
     free(why);
 }
 
+/* The values the program's run knobs are written with, into env: the
+ * cascade's build reads them from the environment (CUCO_KNOB_<NAME>, falling
+ * back to each knob's first choice), so without them a run would measure
+ * another program than the text. */
+static int run_knob_env(const char *text, cuco_strlist *env, cuco_err *e)
+{
+    char *staged = NULL;
+    cuco_strlist knobs = {0};
+    int rc = cuco_program_stage_run_knobs(text, &staged, &knobs, e);
+    for (size_t i = 0; rc == 0 && i < knobs.n; i++)
+        rc = cuco_strlist_push(env, knobs.items[i]);
+    free(staged);
+    cuco_strlist_free(&knobs);
+    return rc;
+}
+
 /* Builds text (or reuses its build) and runs it at bench size: as it is,
  * then with the timeline library loaded (or only the latter with
  * o->single_run). */
@@ -250,6 +267,13 @@ static int measure(const cuco_workload *w, const char *text, const cuco_bound_op
         cuco_strlist_push(&env, kv);
         free(kv);
         free(v);
+    }
+    if ((rc = run_knob_env(text, &env, e)) != 0) {
+        free(bin);
+        free(build_dir);
+        cuco_strlist_free(&argv);
+        cuco_strlist_free(&env);
+        return rc;
     }
     /* Pass 0 times the program as it is; pass 1 (when a timeline is wanted)
      * runs it again with the CUPTI library loaded, whose tracing adds a
