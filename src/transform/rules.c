@@ -1909,7 +1909,7 @@ static int plan_apply(ctx *c, const cuco_sched_edit *edits, size_t n)
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const cuco_sched_edit *x = &edits[i];
-        static const char lt_glue[] = "cuco_tx::lt_matmul_"; /* schedule_scan.c's gemm_table */
+        static const char lt_glue[] = "cuco_tx::lt_matmul_"; /* split_scan.c's gemm_table */
         c->gemm_lt |= x->text && !strncmp(x->text, lt_glue, sizeof lt_glue - 1);
         rc = add_edit(c, tok_at(v, x->stmt_off), x->off, x->len, x->text);
         if (rc == 0 && x->len == 0)

@@ -1,8 +1,8 @@
-/* scan_int.h: what schedule_scan.c (schedule (a): a block's statements with
- * their heads, kinds and streams, the enclosing function's aliases, and the
- * placement of the issue and wait points) shares with split_scan.c (the
- * splits, schedule (b) and producer_split, read on the same scan). Internal
- * to src/transform. */
+/* scan_int.h: what schedule_scan.c (a block's statements with their heads,
+ * kinds and streams, the enclosing function's aliases, and the placement of
+ * the issue and wait points) shares with split_scan.c (the splits, schedule
+ * (b) and producer_split, read on the same scan) and sched_plan.c (the plan
+ * of one call, which uses both). Internal to src/transform. */
 #ifndef CUCO_TRANSFORM_SCAN_INT_H
 #define CUCO_TRANSFORM_SCAN_INT_H
 
@@ -63,6 +63,14 @@ int scan_all_caps(const sview *v, size_t i);
 int scan_expr_heads(const sview *v, size_t a, size_t b, cuco_strlist *out, int all);
 int scan_listed(const cuco_strlist *l, const char *s);
 int scan_place(scan *s, cuco_sched_place *pl);
+int scan_holds_call(const sview *v, size_t a, size_t b, const char *name);
+/* the enclosing function of the block at brace (CUCO_ENOTFOUND: none) */
+int scan_fn_scope_find(fn_scope *f, const sview *v, size_t brace);
+void scan_fn_scope_free(fn_scope *f);
+/* s->all: the call's buffers with their aliases (s->send, s->recv read) */
+int scan_buffers_closure(scan *s);
+/* s->stmts: the block's statements, classified; s->call: the call's */
+int scan_read_block(scan *s, size_t call_stmt);
 int scan_plan_edit(cuco_sched_plan *p, size_t off, size_t len, char *text, size_t stmt_off);
 
 /* ---- split_scan.c ---- */

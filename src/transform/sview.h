@@ -50,7 +50,7 @@ size_t block_open(const sview *v, size_t i);
  * a lambda's: *lambda = 1) body; v->n otherwise. */
 size_t params_of(const sview *v, size_t brace, int *lambda);
 
-/* The cuBLAS GEMM calls the schedules route (schedule_scan.c): the glue
+/* The cuBLAS GEMM calls the schedules route (split_scan.c): the glue
  * names of the consumer split, the producer split and send_as_produced's
  * record, the argument count and the positions of the operands A, B and C. */
 typedef struct gemm_api {

@@ -1,0 +1,337 @@
+/* sched_plan.c: the plan of one communication call (cuco_sched_scan): finds
+ * its statement, block and function, reads the block (schedule_scan.c),
+ * places the call, tries the splits on the placement (split_scan.c) and
+ * turns the result into edits and report lines: the call's stream argument
+ * through cuco_tx::early_start, a cuco_tx::early_wait before the first
+ * consumer (or the end of the block), both keyed by the knob
+ * CUCO_EARLY_<site>. A call that is the whole body of an if without else
+ * (braced or not), or one of the calls of an NCCL group that is the whole
+ * body of one, stands as that if. */
+#include "cuco/buf.h"
+#include "cuco/transform.h"
+#include "scan_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The buffer and stream arguments of the calls schedule (a) places. */
+typedef struct api_args {
+    const char *api;
+    int send, recv; /* argument positions; -1: none */
+} api_args;
+
+static const api_args api_table[] = {
+    {"ncclAllGather", 0, 1}, {"ncclReduceScatter", 0, 1}, {"ncclAllReduce", 0, 1},
+    {"ncclBroadcast", 0, 1}, {"ncclBcast", 0, 0},         {"ncclAlltoAll", 0, 1},
+    {"ncclAllToAll", 0, 1},  {"ncclGather", 0, 1},        {"ncclScatter", 0, 1},
+    {"ncclSend", 0, -1},     {"ncclRecv", -1, 0},         {NULL, 0, 0}};
+
+/* Sets why the schedule does not apply: returns 1 (stop), or CUCO_ENOMEM. */
+static int plan_note(cuco_sched_plan *p, const char *fmt, int line)
+{
+    free(p->note);
+    p->note = cuco_sprintf(fmt, line);
+    return p->note ? 1 : CUCO_ENOMEM;
+}
+
+/* `if (cond) call;` (no braces, no else) at s0 with the call at c in its
+ * body: the if statement stands for the call, whose effects happen or not;
+ * v->n otherwise. */
+static size_t guarded_stmt(const sview *v, size_t s0, size_t c)
+{
+    if (!is(v, s0 + 1, "("))
+        return v->n;
+    size_t body = close_of(v, s0 + 1) + 1;
+    if (body >= v->n || body > c || is(v, body, "{") || in_words(v, body, sview_keywords))
+        return v->n;
+    int d = 0;
+    for (size_t k = body; k < c; k++) {
+        d += is(v, k, "(") - is(v, k, ")");
+        if (d < 0)
+            return v->n;
+    }
+    size_t end = scan_stmt_after(v, body, v->n);
+    return end < v->n && is(v, end, "else") ? v->n : s0;
+}
+
+/* Where the call statement starts (v->n: it is not a plain statement, e.g. a
+ * condition or the body of an unbraced for, or of an if with an else). */
+static size_t plain_stmt_start(const sview *v, size_t c)
+{
+    size_t s0 = c;
+    while (s0 > 0 && !is(v, s0 - 1, ";") && !is(v, s0 - 1, "{") && !is(v, s0 - 1, "}"))
+        s0--;
+    if (s0 > 0 && is(v, s0, "if"))
+        return guarded_stmt(v, s0, c);
+    if (s0 == 0 || in_words(v, s0, sview_keywords))
+        return v->n;
+    int d = 0;
+    for (size_t k = s0; k < c; k++) {
+        d += is(v, k, "(") - is(v, k, ")");
+        if (d < 0)
+            return v->n;
+    }
+    return s0;
+}
+
+/* Whether the '{' at b opens code (not an initializer list). */
+static int code_block(const sview *v, size_t b)
+{
+    static const char *const before[] = {")",        "else",  "do",      "try",   "{",
+                                         "}",        ";",     "]",       "const", "noexcept",
+                                         "override", "final", "mutable", NULL};
+    return b > 0 && b < v->n && in_words(v, b - 1, before);
+}
+
+/* The graph of the block, placed: fills *pl. */
+/* The start of the line of token i when only blanks precede it there (with
+ * that indentation in *indent, caller frees), else the token's offset. */
+static size_t line_slot(const sview *v, size_t i, char **indent)
+{
+    size_t off = tk(v, i)->off, ls = off;
+    while (ls > 0 && (v->src[ls - 1] == ' ' || v->src[ls - 1] == '\t'))
+        ls--;
+    if (ls == 0 || v->src[ls - 1] == '\n') {
+        *indent = cuco_strndup(v->src + ls, off - ls);
+        return ls;
+    }
+    *indent = NULL;
+    return off;
+}
+
+/* The edits: the stream argument through early_start, the wait before node
+ * pl->wait (or the block's '}'). */
+static int plan_edits(scan *s, const cuco_sched_place *pl, size_t open, int site,
+                      cuco_sched_plan *p)
+{
+    const sview *v = s->v;
+    size_t a, b;
+    if (!arg_range(v, open, -1, &a, &b))
+        return 0;
+    size_t aoff = tk(v, a)->off, aend = tk(v, b - 1)->off + tk(v, b - 1)->len;
+    int rc = scan_plan_edit(p, aoff, aend - aoff,
+                            cuco_sprintf("cuco_tx::early_start(%d, CUCO_EARLY_%d, %.*s)", site,
+                                         site, (int)(aend - aoff), v->src + aoff),
+                            aoff);
+    size_t at = pl->wait < s->n ? s->stmts[pl->wait].a : s->block_end;
+    const char *cs = pl->wait < s->n ? s->stmts[pl->wait].stream : NULL;
+    char *call = cs && s->stream && strcmp(cs, s->stream) != 0
+                     ? cuco_sprintf("cuco_tx::early_wait(%d, CUCO_EARLY_%d, %s);", site, site, cs)
+                     : cuco_sprintf("cuco_tx::early_wait(%d, CUCO_EARLY_%d);", site, site);
+    char *indent = NULL;
+    size_t off = line_slot(v, at, &indent);
+    if (pl->wait >= s->n && indent) {
+        free(indent);
+        char *ci = NULL;
+        line_slot(v, s->stmts[s->call].a, &ci);
+        indent = ci;
+    }
+    size_t stmt_off = tk(v, at)->off;
+    int after_last = pl->wait >= s->n && indent && s->n > 0 && is(v, s->stmts[s->n - 1].b - 1, ";");
+    if (after_last) {
+        /* right after the block's last statement, on a line of its own: an
+         * edit of that statement (the '}' line may be frozen code) */
+        const cuco_tok *semi = tk(v, s->stmts[s->n - 1].b - 1);
+        off = semi->off + semi->len;
+        stmt_off = semi->off;
+    }
+    char *text = !call        ? NULL
+                 : after_last ? cuco_sprintf("\n%s%s", indent, call)
+                 : indent     ? cuco_sprintf("%s%s\n", indent, call)
+                              : cuco_sprintf("%s ", call);
+    if (rc == 0)
+        rc = scan_plan_edit(p, off, 0, text, stmt_off);
+    else
+        free(text);
+    free(call);
+    free(indent);
+    p->wait_line = tk(v, at)->line;
+    return rc;
+}
+
+/* The call's buffers and stream from its arguments. */
+static int call_buffers(scan *s, size_t open, const char *api)
+{
+    const api_args *x = api_table;
+    while (x->api && strcmp(x->api, api) != 0)
+        x++;
+    if (!x->api)
+        return CUCO_ENOTFOUND;
+    size_t a, b;
+    int rc = 0;
+    if (x->send >= 0 && arg_range(s->v, open, x->send, &a, &b))
+        rc = scan_expr_heads(s->v, a, b, &s->send, 0);
+    if (rc == 0 && x->recv >= 0 && arg_range(s->v, open, x->recv, &a, &b))
+        rc = scan_expr_heads(s->v, a, b, &s->recv, 0);
+    if (rc == 0 && arg_range(s->v, open, -1, &a, &b))
+        s->stream = cuco_strndup(s->v->src + tk(s->v, a)->off,
+                                 tk(s->v, b - 1)->off + tk(s->v, b - 1)->len - tk(s->v, a)->off);
+    return rc != 0 ? rc : s->stream ? 0 : CUCO_ENOMEM;
+}
+
+/* Whether the block at brace (closing at end) holds one NCCL group and
+ * nothing else: ncclGroupStart, statements that are NCCL calls, ncclGroupEnd. */
+static int group_block(const sview *v, size_t brace, size_t end)
+{
+    size_t i = brace + 1, n = 0;
+    int last_end = 0;
+    while (i < end) {
+        size_t j = scan_stmt_after(v, i, end);
+        if (j <= i)
+            return 0;
+        int opens = scan_holds_call(v, i, j, "ncclGroupStart");
+        last_end = scan_holds_call(v, i, j, "ncclGroupEnd");
+        int nccl = 0;
+        for (size_t k = i; k < j; k++)
+            nccl |= ident(v, k) && tk(v, k)->len > 4 && !memcmp(v->src + tk(v, k)->off, "nccl", 4);
+        if ((n == 0) != opens || !nccl || is(v, i, "{") || in_words(v, i, sview_keywords))
+            return 0;
+        n++;
+        i = j;
+    }
+    return n >= 3 && last_end;
+}
+
+/* When the block at brace is the body of `if (cond) { call; }` (no else)
+ * and holds only the statement at st, or only the NCCL group st is in:
+ * that if statement, which stands for the call in the enclosing block; v->n
+ * otherwise. */
+static size_t braced_guard(const sview *v, size_t brace, size_t st)
+{
+    if (brace == 0 || !is(v, brace - 1, ")"))
+        return v->n;
+    size_t end = close_of(v, brace);
+    if (end >= v->n || is(v, end + 1, "else"))
+        return v->n;
+    if ((st != brace + 1 || scan_stmt_after(v, st, end) != end) && !group_block(v, brace, end))
+        return v->n;
+    size_t o = brace - 1;
+    for (int d = 0;; o--) {
+        d += is(v, o, ")") - is(v, o, "(");
+        if (d == 0 || o == 0)
+            break;
+    }
+    if (o == 0 || !is(v, o, "(") || !is(v, o - 1, "if"))
+        return v->n;
+    size_t s0 = o - 1;
+    return s0 > 0 && (is(v, s0 - 1, ";") || is(v, s0 - 1, "{") || is(v, s0 - 1, "}")) ? s0 : v->n;
+}
+
+/* Finds the call's statement, block and function; 1 when the schedule
+ * cannot apply (p->note says why). */
+static int locate(scan *s, size_t c, cuco_sched_plan *p, size_t *call_stmt)
+{
+    const sview *v = s->v;
+    *call_stmt = plain_stmt_start(v, c);
+    if (*call_stmt >= v->n)
+        return plan_note(p,
+                         "the call is not a statement of its own (a condition, or the body "
+                         "of a loop, or of an if with an else, without braces)",
+                         0);
+    s->block = block_open(v, *call_stmt);
+    while (s->block < v->n && braced_guard(v, s->block, *call_stmt) < v->n) {
+        *call_stmt = braced_guard(v, s->block, *call_stmt);
+        s->block = block_open(v, *call_stmt);
+    }
+    if (s->block >= v->n || !code_block(v, s->block))
+        return plan_note(p, "the call is not in a braced block", 0);
+    s->block_end = close_of(v, s->block);
+    if (s->block_end >= v->n)
+        return plan_note(p, "the call's block is not closed", 0);
+    int rc = scan_fn_scope_find(&s->fn, v, s->block);
+    if (rc == CUCO_ENOTFOUND)
+        return plan_note(p, "the call is not inside a function body", 0);
+    return rc;
+}
+
+/* The report line of a plan that applies. */
+static int applied_note(scan *s, const cuco_sched_place *pl, const char *api, cuco_sched_plan *p)
+{
+    const sview *v = s->v;
+    int line = tk(v, s->call_tok)->line;
+    char *where = pl->wait < s->n ? cuco_sprintf("before the statement at line %d", p->wait_line)
+                                  : cuco_sprintf("to the end of its block (line %d)", p->wait_line);
+    free(p->note);
+    p->note =
+        where ? cuco_sprintf("early_start_late_wait: %s at line %d issued on a "
+                             "side stream, wait moved %s (%zu independent launch%s in "
+                             "between, %zu on its stream%s)",
+                             api, line, where, pl->independent, pl->independent == 1 ? "" : "es",
+                             pl->same_stream, pl->knob_default ? "" : "; knob default 0")
+              : NULL;
+    free(where);
+    return p->note ? 0 : CUCO_ENOMEM;
+}
+
+int cuco_sched_scan(const char *text, size_t call_off, const char *api, int site,
+                    const cuco_semantic *sem, size_t n_sem, int (*editable)(void *ctx, size_t off),
+                    void *ctx, cuco_sched_plan *plan, cuco_err *e)
+{
+    memset(plan, 0, sizeof(*plan));
+    sview v;
+    int rc = sview_open(&v, text, e);
+    scan s = {.v = &v, .call = (size_t)-1, .sem = sem, .n_sem = n_sem};
+    size_t c = 0, call_stmt = 0;
+    while (rc == 0 && c < v.n && tk(&v, c)->off != call_off)
+        c++;
+    if (rc == 0 && (c >= v.n || !is(&v, c + 1, "(")))
+        rc = cuco_err_set(e, CUCO_EINVAL, "no call at byte %zu", call_off);
+    s.call_tok = c;
+    if (rc == 0)
+        rc = locate(&s, c, plan, &call_stmt);
+    if (rc == 0)
+        rc = call_buffers(&s, c + 1, api);
+    if (rc == 0)
+        rc = scan_buffers_closure(&s);
+    if (rc == 0)
+        rc = scan_read_block(&s, call_stmt);
+    cuco_sched_place pl = {0};
+    if (rc == 0 && s.call >= s.n)
+        rc = plan_note(plan, "the call's statement was not found in its block", 0);
+    if (rc == 0)
+        rc = scan_place(&s, &pl);
+    int gather = strcmp(api, "ncclAllGather") == 0;
+    if (rc == 0 && gather)
+        rc = scan_try_split(&s, &pl, editable, ctx, plan);
+    if (rc == 0 && pl.independent == 0)
+        rc = pl.wait < s.n ? plan_note(plan,
+                                       "no independent work between the call and its first "
+                                       "consumer (line %d)",
+                                       tk(&v, s.stmts[pl.wait].a)->line)
+                           : plan_note(plan,
+                                       "no independent work between the call and the end "
+                                       "of its block (line %d)",
+                                       tk(&v, s.block_end)->line);
+    size_t at = rc == 0 ? (pl.wait < s.n ? s.stmts[pl.wait].a : s.block_end) : 0;
+    if (rc == 0 && editable && !editable(ctx, tk(&v, at)->off))
+        rc = plan_note(plan, "its first consumer (line %d) is in frozen code", tk(&v, at)->line);
+    if (rc == 0)
+        rc = plan_edits(&s, &pl, c + 1, site, plan);
+    if (rc == 0 && plan->split)
+        rc = scan_split_edits(&s, c + 1, site, plan);
+    if (rc == 0)
+        rc = applied_note(&s, &pl, api, plan);
+    if (rc == 0) {
+        plan->applies = 1;
+        plan->knob_default = pl.knob_default;
+        plan->independent = pl.independent;
+        plan->same_stream = pl.same_stream;
+        plan->consumer_end = pl.wait >= s.n;
+    }
+    if (rc >= 0 && gather && !plan->applies)
+        rc = scan_split_fails(plan, rc);
+    if (rc >= 0 && strcmp(api, "ncclAllReduce") == 0 && s.call < s.n) {
+        int prc = scan_try_produce(&s, site, editable, ctx, plan);
+        rc = prc < 0 ? prc : rc;
+    }
+    for (size_t i = 0; i < s.n; i++)
+        scan_stmt_free(&s.stmts[i]);
+    free(s.stmts);
+    scan_fn_scope_free(&s.fn);
+    cuco_strlist_free(&s.send);
+    cuco_strlist_free(&s.recv);
+    cuco_strlist_free(&s.all);
+    free(s.stream);
+    sview_close(&v);
+    return rc > 0 ? 0 : rc;
+}
