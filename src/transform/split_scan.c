@@ -2,13 +2,14 @@
  *
  * Schedule (b), consumer split by source (scan_try_split): when an
  * all-gather's first consumer is a cuBLAS GEMM reading the gathered buffer
- * (directly, or in a helper called once whose body is plain code and that
- * GEMM), the GEMM goes through cuco_tx::<gemm>_split(site,
- * CUCO_SPLIT_<site>, ...), the all-gather gets split_site(site,
- * CUCO_SPLIT_<site>) first, and the GEMM is no consumer any more: the wait
- * is placed again, after it. A launch of a kernel the manifest declares
- * rows_independent (kernel_launch.h), directly or in such a helper, is
- * split the same way through cuco_tx::kernel_split.
+ * (directly, in the block of an `if` without else, or in a helper called
+ * once, the block or the helper's body being plain code and that GEMM), the
+ * GEMM goes through cuco_tx::<gemm>_split(site, CUCO_SPLIT_<site>, ...),
+ * the all-gather gets split_site(site, CUCO_SPLIT_<site>) first, and the
+ * GEMM is no consumer any more: the wait is placed again, after it. A
+ * launch of a kernel the manifest declares rows_independent or attention
+ * (kernel_launch.h), in the same places, is split the same way through
+ * cuco_tx::kernel_split or cuco_tx::attention_split.
  *
  * producer_split (scan_try_produce): the GEMM or declared kernel right
  * before an all-reduce that writes its buffer runs in ranges, each reduced
@@ -156,20 +157,15 @@ static int has_launch(const sview *v, size_t a, size_t b)
     return 0;
 }
 
-/* When statement st calls a helper whose body is plain host code and one
- * work statement, a cuBLAS GEMM or a kernel launch: 1, that statement's
- * tokens in [*wa, *wb) and its GEMM's name token in *g (v->n for a launch);
- * 0 otherwise (*why). */
-static int helper_work(const scan *s, const stmt *st, size_t *wa, size_t *wb, size_t *g,
-                       const char **why)
+/* When the braced block at body holds plain host code and one work
+ * statement, a cuBLAS GEMM or a kernel launch: 1, that statement's tokens
+ * in [*wa, *wb) and its GEMM's name token in *g (v->n for a launch); 0
+ * otherwise. */
+static int body_work(const scan *s, size_t body, size_t *wa, size_t *wb, size_t *g)
 {
     const sview *v = s->v;
-    size_t f = helper_callee(v, st), body = f < v->n ? helper_body(v, f) : v->n;
-    if (body >= v->n)
-        return 0;
     size_t end = close_of(v, body), fa = 0, fb = 0, fg = v->n;
     int found = 0;
-    *why = "calls a helper that is not plain host code and one cuBLAS GEMM or kernel launch";
     for (size_t i = body + 1; i < end;) {
         stmt h;
         memset(&h, 0, sizeof(h));
@@ -200,6 +196,35 @@ static int helper_work(const scan *s, const stmt *st, size_t *wa, size_t *wb, si
         *g = fg;
     }
     return found;
+}
+
+/* When statement st calls a helper whose body is plain host code and one
+ * work statement (body_work): 1, with that statement; 0 otherwise (*why). */
+static int helper_work(const scan *s, const stmt *st, size_t *wa, size_t *wb, size_t *g,
+                       const char **why)
+{
+    const sview *v = s->v;
+    size_t f = helper_callee(v, st), body = f < v->n ? helper_body(v, f) : v->n;
+    if (body >= v->n)
+        return 0;
+    *why = "calls a helper that is not plain host code and one cuBLAS GEMM or kernel launch";
+    return body_work(s, body, wa, wb, g);
+}
+
+/* When statement st is `if (cond) { ... }` (no else) whose block is plain
+ * host code and one work statement (body_work): 1, with that statement;
+ * 0 otherwise (*why when it is such an if). */
+static int guarded_work(const scan *s, const stmt *st, size_t *wa, size_t *wb, size_t *g,
+                        const char **why)
+{
+    const sview *v = s->v;
+    if (!is(v, st->a, "if") || !is(v, st->a + 1, "("))
+        return 0;
+    size_t body = close_of(v, st->a + 1) + 1;
+    if (body >= st->b || !is(v, body, "{") || close_of(v, body) + 1 != st->b)
+        return 0;
+    *why = "is an if whose block is not plain host code and one cuBLAS GEMM or kernel launch";
+    return body_work(s, body, wa, wb, g);
 }
 
 /* Sets plan->split_note to why the split does not apply: 1 (stop), or
@@ -362,6 +387,8 @@ int scan_try_split(scan *s, cuco_sched_place *pl, int (*editable)(void *, size_t
     int helper = 0;
     if (g >= v->n && helper_callee(v, st) < v->n)
         helper = helper_work(s, st, &la, &lb, &g, &why);
+    if (g >= v->n && !helper)
+        guarded_work(s, st, &la, &lb, &g, &why); /* its names are this function's */
     if (g >= v->n) {
         char *kwhy = NULL;
         int k = kernel_launch_rows(v, la, lb, s->sem, s->n_sem, &s->ks, &kwhy);

@@ -207,6 +207,37 @@ static void test_declared_name_is_no_call(void **state)
     free(changed);
 }
 
+/* The consumer written in the block of an if (the grid declared there, a
+ * check after the launch): the launch in the block is split. */
+static void test_attention_split_guarded(void **state)
+{
+    (void)state;
+    char *text = cuco_strdup(prog);
+    const char *from = "    if (parts & 2)\n        attend(q, s, o, nq, nk, st);\n";
+    char *at = strstr(text, from);
+    assert_non_null(at);
+    char *changed = cuco_sprintf(
+        "%.*s    if (parts & 2) {\n        dim3 grid(nq, HEADS);\n"
+        "        attn<<<grid, 128, 0, st>>>(q, s.k_all, s.v_all, nq, nk, 0, o, nullptr, 64);\n"
+        "        CHECK_LAUNCH();\n    }\n%s",
+        (int)(at - text), text, at + strlen(from));
+    free(text);
+    decl d;
+    decl_make(&d, NULL);
+    cuco_tx_result r;
+    transform_declared(changed, &d, &r);
+    if (!strstr(r.program, "cuco_tx::attention_split(0, CUCO_SPLIT_0, cuco_tx::AttnSpec{")) {
+        print_notes(&r);
+        fail_msg("the launch in the if's block is not split");
+    }
+    const char *split = strstr(r.program, "cuco_tx::attention_split(0");
+    const char *check = strstr(split, "CHECK_LAUNCH();");
+    const char *wait = strstr(r.program, "cuco_tx::early_wait(1, CUCO_EARLY_1);");
+    assert_true(check && wait && check < wait);
+    cuco_tx_result_free(&r);
+    free(changed);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -214,6 +245,7 @@ int main(void)
         cmocka_unit_test(test_attention_split_refused),
         cmocka_unit_test(test_group_with_p2p),
         cmocka_unit_test(test_declared_name_is_no_call),
+        cmocka_unit_test(test_attention_split_guarded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
