@@ -48,27 +48,36 @@ static int same_text(const sview *v, size_t lt, size_t args, int k)
 }
 
 /* The '(' of the parameters of the one __global__ definition named like
- * token bare; v->n when there is none or more than one. */
+ * token bare; without a definition in the text (the kernel is defined in
+ * another file), of its first __global__ declaration there (whose
+ * parameter names then give the positions); v->n when there is neither, or
+ * more than one definition. */
 static size_t kernel_params(const sview *v, size_t bare)
 {
-    size_t found = v->n;
+    size_t found = v->n, declared = v->n;
     for (size_t i = 0; i + 1 < v->n; i++) {
         if (!same_tok(v, i, bare) || !is(v, i + 1, "(") ||
             (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->"))))
             continue;
         size_t close = close_of(v, i + 1);
-        if (close + 1 >= v->n || !is(v, close + 1, "{"))
+        int body = close + 1 < v->n && is(v, close + 1, "{");
+        if (close + 1 >= v->n || (!body && !is(v, close + 1, ";")))
             continue;
         int global = 0;
         for (size_t k = i; k-- > 0 && !is(v, k, ";") && !is(v, k, "}") && !is(v, k, "{");)
             global |= is(v, k, "__global__");
         if (!global)
             continue;
+        if (!body) {
+            if (declared >= v->n)
+                declared = i + 1;
+            continue;
+        }
         if (found < v->n)
             return v->n;
         found = i + 1;
     }
-    return found;
+    return found < v->n ? found : declared;
 }
 
 /* The manifest's rows_independent or attention declaration of the kernel
@@ -192,8 +201,8 @@ int kernel_launch_rows(const sview *v, size_t a, size_t b, const cuco_semantic *
                             "lacks %s%s",
                             name, d->term, d->line, lacks, att ? "=" : "");
     else if (params >= v->n)
-        *why = cuco_sprintf("launches kernel %s, whose __global__ definition is not in this file "
-                            "(or is there more than once)",
+        *why = cuco_sprintf("launches kernel %s, which is neither defined nor declared "
+                            "__global__ in this file (or is defined there more than once)",
                             name);
     else if (arg_count(v, params) != arg_count(v, gt + 1))
         *why = cuco_sprintf("launches kernel %s with %d arguments for its %d parameters", name,

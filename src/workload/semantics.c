@@ -24,7 +24,7 @@ static const cuco_semantic_term terms[] = {
      "all-gathers of its key arguments (one all-gather, or several in one group): one launch "
      "per source rank's keys (own first, each peer's in CUCO_ATTN_CHUNKS parts as they land), "
      "merged by log-sum-exp (needs keys=, args=, out=, lse=, out_rows=, out_width=, and the "
-     "kernel's __global__ definition in the evolve file)"},
+     "kernel's __global__ definition or declaration in the evolve file)"},
     {"routing_permutation", "call", "dedup=true|false",
      "the exchange moves each token to the ranks of the experts it is routed to (an MoE "
      "dispatch or combine); dedup=true: a token bound for several experts of one rank "
@@ -44,8 +44,8 @@ static const cuco_semantic_term terms[] = {
      "each reduced as soon as it is made (producer split for kernels)",
      "schedules consumer_split_by_source (a launch that is an all-gather's first consumer) and "
      "producer_split (a launch right before an in-place all-reduce of a row argument) split "
-     "it (both need rows= and args=, and the kernel's __global__ definition in the evolve "
-     "file)"},
+     "it (both need rows= and args=, and the kernel's __global__ definition or declaration in "
+     "the evolve file)"},
     {"sum_reduction", "kernel", "into=*",
      "the kernel adds its contribution into the output (into= names it): partial results may "
      "be added in any order",

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuco/buf.h"
 #include "cuco/transform.h"
 #include "tx_test.h"
 
@@ -175,7 +176,9 @@ static void test_kernel_split_refused(void **state)
                      "does not list");
 }
 
-/* the kernel's definition is elsewhere (a header, a library) */
+/* the kernel's definition is elsewhere (another file, a library): its
+ * __global__ declaration here gives the parameters' positions; with no
+ * declaration either (a header's) the launch stays whole */
 static void test_kernel_split_no_definition(void **state)
 {
     (void)state;
@@ -197,11 +200,21 @@ static void test_kernel_split_no_definition(void **state)
     decl_make(&d, "norm", "rows", "x y");
     cuco_tx_result r;
     transform_declared(hprog, &d, &r);
+    assert_non_null(strstr(r.program, "cuco_tx::kernel_split(0, CUCO_SPLIT_0, cuco_tx::RowSpec{2, "
+                                      "0x3UL, 1}, norm, 8, 256, 0, s, g, y, 8);"));
+    cuco_tx_result_free(&r);
+    /* the same without the declaration */
+    const char *proto = "__global__ void norm(const float *x, float *y, int rows);\n";
+    const char *at = strstr(hprog, proto);
+    char *bare = cuco_sprintf("%.*s%s", (int)(at - hprog), hprog, at + strlen(proto));
+    assert_non_null(bare);
+    transform_declared(bare, &d, &r);
     assert_null(strstr(r.program, "cuco_tx::kernel_split("));
-    assert_true(tx_has_schedule_note(&r.notes, 5,
-                                     "whose __global__ definition is not in this "
+    assert_true(tx_has_schedule_note(&r.notes, 4,
+                                     "which is neither defined nor declared __global__ in this "
                                      "file"));
     cuco_tx_result_free(&r);
+    free(bare);
 }
 
 /* line 8: a row-parallel kernel writing y (rows at 3, row arguments x and
