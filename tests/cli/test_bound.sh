@@ -113,13 +113,13 @@ if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
         "$(json_get "$TMP/ws4/bound.json" "j['verification_audit']['dynamic']['result']")" = no_collective
     # A run knob (read from the environment by the cascade's build) is run at
     # the value the program is written with, not at its first choice: here
-    # only the written value 2 gives the right product.
+    # only the written value 2 computes the rows (1 leaves them zero).
     mkdir -p "$TMP/runknob"
     cp "$CUCO_SRC/workloads/cpu_demo/workload.yaml" "$TMP/runknob/"
     sed -e 's|^#define CUCO_BLOCK 8 .*|&\n#define CUCO_RUN_SCALE 2 // cuco:knob run 1 2|' \
-        -e 's|c\[j\] += aik \* brow\[j\];|c[j] += aik * brow[j] * (CUCO_RUN_SCALE - 1);|' \
+        -e 's|row_end = row0 + nrows;|row_end = row0 + nrows * (CUCO_RUN_SCALE - 1);|' \
         "$CUCO_SRC/workloads/cpu_demo/main.c" >"$TMP/runknob/main.c"
-    check "run knob: the test program has it" grep -q "(CUCO_RUN_SCALE - 1)" "$TMP/runknob/main.c"
+    check "run knob: the test program has it" grep -q "nrows \* (CUCO_RUN_SCALE - 1)" "$TMP/runknob/main.c"
     "$CUCO_BIN" bound "$TMP/runknob" --quiet --no-variants --workspace "$TMP/ws9" >"$TMP/out9" 2>&1
     check "run knob: measured at its written value (the program passed)" test \
         "$(json_get "$TMP/ws9/bound.json" "j['program']['verification']")" = pass
