@@ -94,11 +94,53 @@ static const cuco_semantic *split_decl(const sview *v, size_t bare, const cuco_s
     return NULL;
 }
 
+/* Where a kernel's parameter names come from: its __global__ definition or
+ * declaration in the text (the '(' at open), or the declaration's params=
+ * list ("x w y rows dim") when neither is there (list not NULL). */
+typedef struct param_src {
+    const sview *v;
+    size_t open;
+    const char *list;
+} param_src;
+
+/* The position of parameter name[0..len), or -1. */
+static int param_at(const param_src *ps, const char *name, size_t len)
+{
+    if (!ps->list)
+        return param_position(ps->v, ps->open, name, len);
+    int k = 0;
+    for (const char *p = ps->list; *p; k++) {
+        p += strspn(p, ", \t");
+        size_t n = strcspn(p, ", \t");
+        if (!n)
+            break;
+        if (n == len && !memcmp(p, name, len))
+            return k;
+        p += n;
+    }
+    return -1;
+}
+
+/* How many parameters the kernel has. */
+static int param_count(const param_src *ps)
+{
+    if (!ps->list)
+        return arg_count(ps->v, ps->open);
+    int k = 0;
+    for (const char *p = ps->list; *p;) {
+        p += strspn(p, ", \t");
+        size_t n = strcspn(p, ", \t");
+        k += n > 0;
+        p += n;
+    }
+    return k;
+}
+
 /* The row arguments args= names ("x, y" or "x y:dout"): their bits into
  * kl->rows_mask and their widths' parameters into kl->width_from; *why on a
  * name the kernel does not have. */
-static int row_args(const sview *v, size_t open, const char *list, const char *kernel,
-                    kernel_launch *kl, char **why)
+static int row_args(const param_src *ps, const char *list, const char *kernel, kernel_launch *kl,
+                    char **why)
 {
     kl->rows_mask = 0;
     for (const char *p = list; *p;) {
@@ -108,8 +150,8 @@ static int row_args(const sview *v, size_t open, const char *list, const char *k
             break;
         if (name > len)
             name = len;
-        int k = param_position(v, open, p, name);
-        int w = name < len ? param_position(v, open, p + name + 1, len - name - 1) : -1;
+        int k = param_at(ps, p, name);
+        int w = name < len ? param_at(ps, p + name + 1, len - name - 1) : -1;
         if (k < 0 || k >= 64 || (name < len && (w < 0 || w >= 127))) {
             int bad = k < 0 || k >= 64;
             *why = cuco_sprintf("launches kernel %s, whose declaration names args=%.*s, which is "
@@ -138,11 +180,11 @@ static const char *attention_missing(const cuco_semantic *d)
 /* The position of the parameter that declaration key names, into *pos (-1
  * when the key is absent); 0, or 1 with *why when the kernel has no such
  * parameter. */
-static int decl_position(const sview *v, size_t params, const cuco_semantic *d, const char *key,
+static int decl_position(const param_src *ps, const cuco_semantic *d, const char *key,
                          const char *kernel, int *pos, char **why)
 {
     const char *name = cuco_semantic_param(d, key);
-    *pos = name ? param_position(v, params, name, strlen(name)) : -1;
+    *pos = name ? param_at(ps, name, strlen(name)) : -1;
     if (!name || *pos >= 0)
         return 0;
     *why = cuco_sprintf("launches kernel %s, whose declaration names %s=%s, which is not one of "
@@ -154,17 +196,17 @@ static int decl_position(const sview *v, size_t params, const cuco_semantic *d, 
 /* The declaration's parameters as positions into kl (rows or keys, args,
  * and attention's first_key, out, lse): 1 when they all name parameters, 0
  * with *why when not, negative when out of memory. */
-static int decl_positions(const sview *v, size_t params, const cuco_semantic *d, const char *kernel,
+static int decl_positions(const param_src *ps, const cuco_semantic *d, const char *kernel,
                           kernel_launch *kl, char **why)
 {
     kl->attention = !strcmp(d->term, "attention");
     const char *count = kl->attention ? "keys" : "rows";
-    if (decl_position(v, params, d, count, kernel, &kl->rows_pos, why) ||
-        (kl->attention && (decl_position(v, params, d, "first_key", kernel, &kl->first_pos, why) ||
-                           decl_position(v, params, d, "out", kernel, &kl->out_pos, why) ||
-                           decl_position(v, params, d, "lse", kernel, &kl->lse_pos, why))))
+    if (decl_position(ps, d, count, kernel, &kl->rows_pos, why) ||
+        (kl->attention && (decl_position(ps, d, "first_key", kernel, &kl->first_pos, why) ||
+                           decl_position(ps, d, "out", kernel, &kl->out_pos, why) ||
+                           decl_position(ps, d, "lse", kernel, &kl->lse_pos, why))))
         return *why ? 0 : CUCO_ENOMEM;
-    return row_args(v, params, cuco_semantic_param(d, "args"), kernel, kl, why);
+    return row_args(ps, cuco_semantic_param(d, "args"), kernel, kl, why);
 }
 
 int kernel_launch_rows(const sview *v, size_t a, size_t b, const cuco_semantic *sem, size_t n,
@@ -189,6 +231,8 @@ int kernel_launch_rows(const sview *v, size_t a, size_t b, const cuco_semantic *
                         : !cuco_semantic_param(d, "args") ? "args= (the parameters indexed by row)"
                                                           : NULL;
     size_t params = d ? kernel_params(v, bare) : v->n;
+    const char *listed = d && params >= v->n ? cuco_semantic_param(d, "params") : NULL;
+    param_src ps = {v, params, listed};
     int rc = 1, refused = 1;
     if (close + 2 != b || !is(v, close + 1, ";"))
         *why = cuco_sprintf("is a launch of kernel %s inside a larger statement", name);
@@ -200,16 +244,18 @@ int kernel_launch_rows(const sview *v, size_t a, size_t b, const cuco_semantic *
         *why = cuco_sprintf("launches kernel %s, whose %s declaration (workload.yaml line %d) "
                             "lacks %s%s",
                             name, d->term, d->line, lacks, att ? "=" : "");
-    else if (params >= v->n)
+    else if (params >= v->n && !listed)
         *why = cuco_sprintf("launches kernel %s, which is neither defined nor declared "
-                            "__global__ in this file (or is defined there more than once)",
+                            "__global__ in this file (or is defined there more than once; "
+                            "params= in its declaration may list its parameter names)",
                             name);
-    else if (arg_count(v, params) != arg_count(v, gt + 1))
-        *why = cuco_sprintf("launches kernel %s with %d arguments for its %d parameters", name,
-                            arg_count(v, gt + 1), arg_count(v, params));
+    else if (param_count(&ps) != arg_count(v, gt + 1))
+        *why = cuco_sprintf("launches kernel %s with %d arguments for its %d parameters%s", name,
+                            arg_count(v, gt + 1), param_count(&ps),
+                            listed ? " (its declaration's params=)" : "");
     else {
         refused = 0;
-        rc = decl_positions(v, params, d, name, kl, why);
+        rc = decl_positions(&ps, d, name, kl, why);
     }
     if (refused && !*why)
         rc = CUCO_ENOMEM;
@@ -219,9 +265,10 @@ int kernel_launch_rows(const sview *v, size_t a, size_t b, const cuco_semantic *
         kl->bare = bare;
         kl->lt = lt;
         kl->args = gt + 1;
-        kl->nparams = arg_count(v, params);
+        kl->nparams = param_count(&ps);
         kl->decl_line = d->line;
         kl->params = params;
+        kl->param_list = listed;
         kl->decl = d;
     }
     free(name);
@@ -263,7 +310,8 @@ static int subst_params(cuco_buf *b, const sview *v, const kernel_launch *kl, co
         else if (isdigit((unsigned char)*p))
             while (isalnum((unsigned char)p[n]) || p[n] == '.')
                 n++;
-        int k = n && !isdigit((unsigned char)*p) ? param_position(v, kl->params, p, n) : -1;
+        param_src ps = {v, kl->params, kl->param_list};
+        int k = n && !isdigit((unsigned char)*p) ? param_at(&ps, p, n) : -1;
         size_t a, e;
         if (k >= 0 && arg_range(v, kl->args, k, &a, &e)) {
             size_t o = tk(v, a)->off, end = tk(v, e - 1)->off + tk(v, e - 1)->len;

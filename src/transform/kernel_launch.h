@@ -23,9 +23,11 @@ typedef struct kernel_launch {
      * gathered (or reduced) one; k + 1: its elements per row are parameter
      * k's value (args= "y:dout") */
     signed char width_from[64];
-    int grid_rows; /* 1: the launch's grid is its row count's argument (one block a row) */
-    int decl_line; /* the declaration's line in the manifest */
-    size_t params; /* the '(' of the kernel's parameters in its __global__ definition */
+    int grid_rows;          /* 1: the launch's grid is its row count's argument (one block a row) */
+    int decl_line;          /* the declaration's line in the manifest */
+    size_t params;          /* the '(' of the kernel's parameters in its __global__ definition or
+                             * declaration; v->n when they come from param_list */
+    const char *param_list; /* the declaration's params= (borrowed), or NULL */
     const cuco_semantic *decl; /* the declaration (borrowed from the caller's list) */
     /* attention (decl->term "attention"): rows are keys; first_key= (-1: none),
      * out= and lse= parameters */
@@ -36,7 +38,8 @@ typedef struct kernel_launch {
  * declaration of sem[0..n) calls rows_independent (rows=, args=) or
  * attention (keys=, args=, out=, lse=, out_rows=, out_width=, first_key=),
  * with those parameters found among the kernel's parameters (its __global__
- * definition in the same text). Returns 1 when it is (*kl filled); 0 when
+ * definition or declaration in the same text, else the declaration's
+ * params= list of names). Returns 1 when it is (*kl filled); 0 when
  * not, with *why set (owned, NULL when the statement launches no kernel);
  * negative when out of memory. */
 int kernel_launch_rows(const sview *v, size_t a, size_t b, const cuco_semantic *sem, size_t n,

@@ -8,7 +8,8 @@
 
 static const cuco_semantic_term terms[] = {
     {"attention", "kernel",
-     "over=keys merge=log_sum_exp keys=* args=* first_key=* out=* lse=* out_rows=* out_width=*",
+     "over=keys merge=log_sum_exp keys=* args=* first_key=* out=* lse=* out_rows=* out_width=* "
+     "params=*",
      "the kernel computes softmax attention; its result over all keys is the log-sum-exp "
      "merge of its results over parts of the keys: launched with its key-indexed pointers "
      "moved to key k0, its key count set to n (and first_key= to its global index plus k0), "
@@ -17,7 +18,8 @@ static const cuco_semantic_term terms[] = {
      "no key is visible; the kernel may be given a null lse= by the program). keys= names the "
      "key count's parameter, args= the pointers indexed by key (NAME or NAME:WIDTH, as "
      "rows_independent's), out_rows= and out_width= the output's rows (as many as lse "
-     "entries) and elements per row, as expressions over its parameters",
+     "entries) and elements per row, as expressions over its parameters; params= as for "
+     "rows_independent",
      "consume local K/V first and each remote part as it lands, merging partial outputs by "
      "log-sum-exp (context parallelism)",
      "schedule consumer_split_by_source splits a launch that is the first consumer of "
@@ -32,20 +34,21 @@ static const cuco_semantic_term terms[] = {
      "the experts of tokens that stay local run while the rest are dispatched; the combine "
      "of one chunk runs behind the experts of the next; one copy per destination rank",
      NULL},
-    {"rows_independent", "kernel", "rows=* args=*",
+    {"rows_independent", "kernel", "rows=* args=* params=*",
      "each output row depends only on the same input row (elementwise, layer norm, an "
      "activation): launched with its row-indexed pointers moved to row r0 and its row count "
      "set to n (same grid), the kernel computes rows r0..r0+n-1 and touches no other; rows= "
      "names the parameter that holds the row count, args= the pointer parameters indexed by "
      "row, each NAME (as many elements per row as the gathered or reduced one) or NAME:WIDTH "
-     "(WIDTH: the parameter that holds its elements per row)",
+     "(WIDTH: the parameter that holds its elements per row); params= lists the kernel's "
+     "parameter names when neither its definition nor a declaration is in the evolve file",
      "a kernel that consumes gathered rows runs per source rank as the rows land (consumer "
      "split for kernels); a kernel that makes an all-reduce's input runs in ranges of rows, "
      "each reduced as soon as it is made (producer split for kernels)",
      "schedules consumer_split_by_source (a launch that is an all-gather's first consumer) and "
      "producer_split (a launch right before an in-place all-reduce of a row argument) split "
      "it (both need rows= and args=, and the kernel's __global__ definition or declaration in "
-     "the evolve file)"},
+     "the evolve file, or params=)"},
     {"sum_reduction", "kernel", "into=*",
      "the kernel adds its contribution into the output (into= names it): partial results may "
      "be added in any order",

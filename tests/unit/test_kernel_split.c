@@ -24,7 +24,7 @@
  * may be NULL: left out). */
 typedef struct decl {
     cuco_semantic s;
-    char *keys[2], *values[2];
+    char *keys[3], *values[3];
 } decl;
 
 static void decl_make(decl *d, const char *kernel, const char *rows, const char *args)
@@ -178,7 +178,8 @@ static void test_kernel_split_refused(void **state)
 
 /* the kernel's definition is elsewhere (another file, a library): its
  * __global__ declaration here gives the parameters' positions; with no
- * declaration either (a header's) the launch stays whole */
+ * declaration either (a header's) the launch stays whole, unless the
+ * manifest's declaration lists the parameters (params=) */
 static void test_kernel_split_no_definition(void **state)
 {
     (void)state;
@@ -213,6 +214,20 @@ static void test_kernel_split_no_definition(void **state)
     assert_true(tx_has_schedule_note(&r.notes, 4,
                                      "which is neither defined nor declared __global__ in this "
                                      "file"));
+    cuco_tx_result_free(&r);
+    /* ... unless the declaration lists the parameters' names */
+    d.keys[d.s.n_params] = (char *)"params";
+    d.values[d.s.n_params++] = (char *)"x, y, rows";
+    transform_declared(bare, &d, &r);
+    assert_non_null(strstr(r.program, "cuco_tx::kernel_split(0, CUCO_SPLIT_0, cuco_tx::RowSpec{2, "
+                                      "0x3UL, 1}, norm, 8, 256, 0, s, g, y, 8);"));
+    cuco_tx_result_free(&r);
+    d.values[d.s.n_params - 1] = (char *)"x y";
+    transform_declared(bare, &d, &r);
+    assert_null(strstr(r.program, "cuco_tx::kernel_split("));
+    assert_true(tx_has_schedule_note(&r.notes, 4,
+                                     "with 3 arguments for its 2 parameters (its declaration's "
+                                     "params=)"));
     cuco_tx_result_free(&r);
     free(bare);
 }
