@@ -1811,6 +1811,16 @@ static int produce_report(ctx *c, const cuco_sched_plan *plan, size_t k, int lin
     return rc;
 }
 
+/* Whether an earlier plan's consumer split rewrote the GEMM (or launch)
+ * whose name is at byte off. */
+static int split_taken(const ctx *c, size_t off)
+{
+    for (size_t i = 0; i < c->nsplit_gemms; i++)
+        if (c->split_gemms[i] == off)
+            return 1;
+    return 0;
+}
+
 /* A later all-gather whose first consumer an earlier one already split: the
  * attention split of a kernel waits for the pieces of every all-gather of
  * its keys, so this one keeps its edits but the launch's (the earlier plan
@@ -1819,10 +1829,7 @@ static int produce_report(ctx *c, const cuco_sched_plan *plan, size_t k, int lin
  * split consumer on its stream). */
 static int split_shared(ctx *c, cuco_sched_plan *plan)
 {
-    int taken = 0;
-    for (size_t i = 0; plan->split && i < c->nsplit_gemms; i++)
-        taken |= c->split_gemms[i] == plan->split_gemm_off;
-    if (!taken)
+    if (!plan->split || !split_taken(c, plan->split_gemm_off))
         return 0;
     size_t kept = 0;
     for (size_t i = 0; i < plan->nedits; i++) {
@@ -1858,16 +1865,11 @@ static int split_shared(ctx *c, cuco_sched_plan *plan)
  * these runs where it stands and may be scheduled as if ungrouped. */
 static int group_of_collectives(const ctx *c, size_t k)
 {
-    static const char *const direct[] = {"ncclAllGather", "ncclAllReduce", "ncclReduceScatter",
-                                         NULL};
+    const view *v = &c->v;
     for (size_t j = 0; j < c->nsched; j++) {
-        if (c->sched_group[j] != c->sched_group[k])
-            continue;
-        const cuco_tok *t = T(&c->v, c->sched_toks[j]);
-        int ok = 0;
-        for (const char *const *d = direct; *d; d++)
-            ok |= t->len == strlen(*d) && !strncmp(c->v.src + t->off, *d, t->len);
-        if (!ok)
+        size_t t = c->sched_toks[j];
+        if (c->sched_group[j] == c->sched_group[k] && !is(v, t, "ncclAllGather") &&
+            !is(v, t, "ncclAllReduce") && !is(v, t, "ncclReduceScatter"))
             return 0;
     }
     return 1;
@@ -1885,10 +1887,7 @@ static int one_split_per_gemm(ctx *c, cuco_sched_plan *plan)
         c->split_gemms = g;
         c->split_gemms[c->nsplit_gemms++] = plan->split_gemm_off;
     }
-    int taken = 0;
-    for (size_t i = 0; plan->produce && i < c->nsplit_gemms; i++)
-        taken |= c->split_gemms[i] == plan->produce_gemm_off;
-    if (!taken)
+    if (!plan->produce || !split_taken(c, plan->produce_gemm_off))
         return 0;
     for (size_t i = plan->produce_edit0; i < plan->nedits; i++)
         free(plan->edits[i].text);
