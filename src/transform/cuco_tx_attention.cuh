@@ -133,10 +133,8 @@ struct Temp {
   cudaEvent_t start = nullptr, done = nullptr;
 };
 inline cudaError_t peers_stream(Temp* t) {
-  int least = 0, greatest = 0;
   if (t->peers) return cudaSuccess;
-  if (cudaDeviceGetStreamPriorityRange(&least, &greatest) != cudaSuccess) least = 0;
-  cudaError_t rc = cudaStreamCreateWithPriority(&t->peers, cudaStreamNonBlocking, least);
+  cudaError_t rc = priority_stream_create(&t->peers, false);
   if (rc == cudaSuccess) rc = cudaEventCreateWithFlags(&t->start, cudaEventDisableTiming);
   if (rc == cudaSuccess) rc = cudaEventCreateWithFlags(&t->done, cudaEventDisableTiming);
   return rc;

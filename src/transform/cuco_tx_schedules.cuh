@@ -119,14 +119,18 @@ inline ncclResult_t recv(void* recvbuff, size_t count, ncclDataType_t datatype, 
   return p2p_enqueue(false, recvbuff, count, datatype, peer, comm, stream);
 }
 
-// The side stream of early pieces, at the device's highest priority: where
-// the pieces go by SM kernels, their CTAs get the next free SM ahead of the
-// computation's.
-inline cudaError_t side_stream_create(cudaStream_t* st) {
-  int least = 0, greatest = 0;
-  cudaError_t r = cudaDeviceGetStreamPriorityRange(&least, &greatest);
-  return r == cudaSuccess ? cudaStreamCreateWithPriority(st, cudaStreamNonBlocking, greatest) : r;
+// A non-blocking stream at the device's greatest priority (or its least).
+inline cudaError_t priority_stream_create(cudaStream_t* st, bool greatest) {
+  int least = 0, most = 0;
+  cudaError_t r = cudaDeviceGetStreamPriorityRange(&least, &most);
+  return r == cudaSuccess ? cudaStreamCreateWithPriority(st, cudaStreamNonBlocking, greatest ? most : least) : r;
 }
+
+// A side stream, at the device's greatest priority: the SM work on it (the
+// pieces of a send by SM kernels, the local copy of a pulled all-gather's own
+// block) gets the next free SM ahead of the computation it overlaps, so that
+// the transfers behind it start at once.
+inline cudaError_t side_stream_create(cudaStream_t* st) { return priority_stream_create(st, true); }
 
 // Makes stream wait for what the communicator's side stream holds now.
 inline ncclResult_t side_join(Comm* x, cudaStream_t stream) {
@@ -383,22 +387,12 @@ struct EarlySite {
 };
 inline std::vector<EarlySite>& early_sites() { static std::vector<EarlySite> v; return v; }
 
-// The side streams have the device's greatest priority: the little SM work
-// a call there may need (a local copy of its own block) is scheduled ahead
-// of the waiting blocks of the kernels it overlaps, so that the transfers
-// behind it start at once.
-inline cudaError_t side_stream_make(cudaStream_t* st) {
-  int least = 0, greatest = 0;
-  if (cudaDeviceGetStreamPriorityRange(&least, &greatest) != cudaSuccess) greatest = 0;
-  return cudaStreamCreateWithPriority(st, cudaStreamNonBlocking, greatest);
-}
-
 inline cudaStream_t early_start(int site, int on, cudaStream_t stream) {
   if (!on) return stream;
   std::vector<EarlySite>& v = early_sites();
   if ((size_t)site >= v.size()) v.resize((size_t)site + 1);
   EarlySite& e = v[(size_t)site];
-  if (!e.side && (side_stream_make(&e.side) != cudaSuccess ||
+  if (!e.side && (side_stream_create(&e.side) != cudaSuccess ||
                   cudaEventCreateWithFlags(&e.ready, cudaEventDisableTiming) != cudaSuccess ||
                   cudaEventCreateWithFlags(&e.done, cudaEventDisableTiming) != cudaSuccess)) {
     fprintf(stderr, "cuco_tx: early_start(%d): cannot create its side stream; the call stays on its stream\n", site);
