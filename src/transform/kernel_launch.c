@@ -103,21 +103,27 @@ typedef struct param_src {
     const char *list;
 } param_src;
 
+/* The next item of a declaration's list ("x, y" or "x y:dout"): its start,
+ * *len its length (0: the list is over); *p moves past it. */
+static const char *list_next(const char **p, size_t *len)
+{
+    *p += strspn(*p, ", \t");
+    const char *item = *p;
+    *len = strcspn(item, ", \t");
+    *p += *len;
+    return item;
+}
+
 /* The position of parameter name[0..len), or -1. */
 static int param_at(const param_src *ps, const char *name, size_t len)
 {
     if (!ps->list)
         return param_position(ps->v, ps->open, name, len);
-    int k = 0;
-    for (const char *p = ps->list; *p; k++) {
-        p += strspn(p, ", \t");
-        size_t n = strcspn(p, ", \t");
-        if (!n)
-            break;
-        if (n == len && !memcmp(p, name, len))
+    const char *p = ps->list, *item;
+    size_t n;
+    for (int k = 0; (item = list_next(&p, &n)), n; k++)
+        if (n == len && !memcmp(item, name, len))
             return k;
-        p += n;
-    }
     return -1;
 }
 
@@ -126,13 +132,11 @@ static int param_count(const param_src *ps)
 {
     if (!ps->list)
         return arg_count(ps->v, ps->open);
+    const char *p = ps->list;
+    size_t n;
     int k = 0;
-    for (const char *p = ps->list; *p;) {
-        p += strspn(p, ", \t");
-        size_t n = strcspn(p, ", \t");
-        k += n > 0;
-        p += n;
-    }
+    while (list_next(&p, &n), n)
+        k++;
     return k;
 }
 
@@ -143,11 +147,10 @@ static int row_args(const param_src *ps, const char *list, const char *kernel, k
                     char **why)
 {
     kl->rows_mask = 0;
-    for (const char *p = list; *p;) {
-        p += strspn(p, ", \t");
-        size_t len = strcspn(p, ", \t"), name = strcspn(p, ":");
-        if (!len)
-            break;
+    const char *p, *rest = list;
+    size_t len;
+    while ((p = list_next(&rest, &len)), len) {
+        size_t name = strcspn(p, ":");
         if (name > len)
             name = len;
         int k = param_at(ps, p, name);
@@ -162,7 +165,6 @@ static int row_args(const param_src *ps, const char *list, const char *kernel, k
         }
         kl->rows_mask |= 1UL << k;
         kl->width_from[k] = (signed char)(w + 1);
-        p += len;
     }
     return 1;
 }
