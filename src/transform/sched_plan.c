@@ -183,7 +183,7 @@ static int group_block(const sview *v, size_t brace, size_t end)
         last_end = scan_holds_call(v, i, j, "ncclGroupEnd");
         int nccl = 0;
         for (size_t k = i; k < j; k++)
-            nccl |= ident(v, k) && tk(v, k)->len > 4 && !memcmp(v->src + tk(v, k)->off, "nccl", 4);
+            nccl |= nccl_name(v, k);
         if ((n == 0) != opens || !nccl || is(v, i, "{") || in_words(v, i, sview_keywords))
             return 0;
         n++;

@@ -342,8 +342,7 @@ static int classify_call(const sview *v, size_t i, size_t open, stmt *s)
         stream = scan_arg_text(v, open, 3, 0);
         if (!stream)
             stream = cuco_strdup("0");
-    } else if ((t->len > 4 && memcmp(name, "nccl", 4) == 0) ||
-               (t->len > 4 && memcmp(name, "MPI_", 4) == 0) || qualified_tx) {
+    } else if (nccl_name(v, i) || (t->len > 4 && memcmp(name, "MPI_", 4) == 0) || qualified_tx) {
         k = CUCO_SCHED_COMM;
     } else if (scan_call_in(v, i, scan_sync_calls)) {
         k = CUCO_SCHED_SYNC;

@@ -55,6 +55,11 @@ int same_tok(const sview *v, size_t a, size_t b)
            memcmp(v->src + tk(v, a)->off, v->src + tk(v, b)->off, tk(v, a)->len) == 0;
 }
 
+int nccl_name(const sview *v, size_t i)
+{
+    return ident(v, i) && tk(v, i)->len > 4 && memcmp(v->src + tk(v, i)->off, "nccl", 4) == 0;
+}
+
 size_t close_of(const sview *v, size_t i)
 {
     if (is(v, i, "<<<")) { /* a launch configuration: its '>>>' */
