@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuco/buf.h"
 #include "cuco/transform.h"
 #include "tx_test.h"
 
@@ -166,13 +165,9 @@ static void test_attention_split_refused(void **state)
 static void test_group_with_p2p(void **state)
 {
     (void)state;
-    char *text = cuco_strdup(prog);
-    assert_non_null(text);
-    char *at = strstr(text, "        ncclGroupEnd();\n");
-    assert_non_null(at);
-    char *grown = cuco_sprintf("%.*s        ncclSend(k, 16, ncclFloat, 0, c, st);\n%s",
-                               (int)(at - text), text, at);
-    free(text);
+    char *grown = tx_replaced(prog, "        ncclGroupEnd();\n",
+                              "        ncclSend(k, 16, ncclFloat, 0, c, st);\n"
+                              "        ncclGroupEnd();\n");
     decl d;
     decl_make(&d, NULL);
     cuco_tx_result r;
@@ -192,12 +187,8 @@ static void test_group_with_p2p(void **state)
 static void test_declared_name_is_no_call(void **state)
 {
     (void)state;
-    char *text = cuco_strdup(prog);
-    char *at = strstr(text, "    dim3 grid(nq, HEADS);\n");
-    assert_non_null(at);
-    char *changed = cuco_sprintf("%.*s    ::dim3 grid(nq, HEADS);\n%s", (int)(at - text), text,
-                                 at + strlen("    dim3 grid(nq, HEADS);\n"));
-    free(text);
+    char *changed =
+        tx_replaced(prog, "    dim3 grid(nq, HEADS);\n", "    ::dim3 grid(nq, HEADS);\n");
     decl d;
     decl_make(&d, NULL);
     cuco_tx_result r;
@@ -212,16 +203,11 @@ static void test_declared_name_is_no_call(void **state)
 static void test_attention_split_guarded(void **state)
 {
     (void)state;
-    char *text = cuco_strdup(prog);
-    const char *from = "    if (parts & 2)\n        attend(q, s, o, nq, nk, st);\n";
-    char *at = strstr(text, from);
-    assert_non_null(at);
-    char *changed = cuco_sprintf(
-        "%.*s    if (parts & 2) {\n        dim3 grid(nq, HEADS);\n"
+    char *changed = tx_replaced(
+        prog, "    if (parts & 2)\n        attend(q, s, o, nq, nk, st);\n",
+        "    if (parts & 2) {\n        dim3 grid(nq, HEADS);\n"
         "        attn<<<grid, 128, 0, st>>>(q, s.k_all, s.v_all, nq, nk, 0, o, nullptr, 64);\n"
-        "        CHECK_LAUNCH();\n    }\n%s",
-        (int)(at - text), text, at + strlen(from));
-    free(text);
+        "        CHECK_LAUNCH();\n    }\n");
     decl d;
     decl_make(&d, NULL);
     cuco_tx_result r;

@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "cuco/buf.h"
 #include "cuco/transform.h"
 
 /* Whether a note of this kind (at line, or any line when 0) holds needle. */
@@ -42,6 +43,16 @@ static inline void tx_transform_declared(const char *text, const cuco_semantic *
     assert_int_equal(r->refused, 0);
     assert_non_null(r->program);
     cuco_err_clear(&e);
+}
+
+/* text with its first `from` replaced by `to` (owned; from must be there). */
+static inline char *tx_replaced(const char *text, const char *from, const char *to)
+{
+    const char *at = strstr(text, from);
+    assert_non_null(at);
+    char *out = cuco_sprintf("%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+    assert_non_null(out);
+    return out;
 }
 
 #endif
