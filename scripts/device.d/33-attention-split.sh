@@ -15,8 +15,9 @@
 # bound).
 # - gen_0 built by hand and run once at the verify size with
 #   CUCO_TX_TRACE=1: the glue's trace says the split ran.
+# - cuco bound on gen_0 itself: its kernel timeline (the merge's share).
 # Results: $OUT/attention-split.jsonl (cuco eval JSON per line, named),
-# $OUT/attention-split-bound.json, $OUT/attention-split-trace.txt.
+# $OUT/attention-split-bound.json, $OUT/attention-split-gen0-bound.json, $OUT/attention-split-trace.txt.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:=/tmp/cuco-gpu-out}"
@@ -70,6 +71,11 @@ for v in "split0:CUCO_SPLIT_0=0,CUCO_SPLIT_1=0" "attn2:CUCO_ATTN_CHUNKS=2" "attn
   knob_variant "$g" "$T/${v%%:*}.cu" "${v#*:}" || status=1
   evaluate "${v%%:*}" "$RANKS" "$T/${v%%:*}.cu" "$g"
 done
+# gen_0's own kernel timeline (the merge's time per step among them)
+timeout -k 5 200 "$CUCO" bound "$g" --ranks "$RANKS" --workspace "$T/gen0-bound" --json \
+  --nvcc-flags "-I$PWD/workloads/common -I$PWD/device" -- \
+  --seq 8192 --heads 32 --kv_heads 32 --causal 1 --warmup 3 --iters 10 \
+  > "$OUT/attention-split-gen0-bound.json" 2> "$OUT/attention-split-gen0-bound.err" || status=1
 if [ "$QUICK" = 1 ]; then
   grep -c '"status": *"ok"' "$LOG"
   exit $status

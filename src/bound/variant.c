@@ -22,6 +22,13 @@ static const char *const comm_calls[] = {"ncclAllGather",     "ncclAllReduce",
                                          "ncclAlltoAllv",     "ncclGather",
                                          "ncclScatter",       NULL};
 
+/* The communication of a program cuco transform wrote: its calls of the
+ * cuco_tx glue's collectives and point-to-point (cuco_tx::all_gather, ...,
+ * also the checked_ and staged_ forms), each returning ncclResult_t. */
+static const char *const glue_comm_calls[] = {
+    "all_gather", "reduce_scatter", "all_reduce", "all_to_all", "broadcast", "bcast",
+    "gather",     "scatter",        "send",       "recv",       NULL};
+
 static int in_list(const char *name, const char *const *list)
 {
     for (size_t i = 0; list[i]; i++)
@@ -94,6 +101,32 @@ static int inside_blocks(const cuco_block *b, size_t nb, size_t off)
         if (off >= b[i].body_start && off < b[i].body_end)
             return 1;
     return 0;
+}
+
+/* Whether the call whose name is at token i is cuco_tx::NAME( with NAME a
+ * communication of the glue (glue_comm_calls, after a checked_ or staged_
+ * prefix). */
+static int glue_comm_call(const bl_source *s, int i, const char *name)
+{
+    if (i < 2 || !bl_is(s, i - 1, "::") || !bl_is(s, i - 2, "cuco_tx"))
+        return 0;
+    static const char *const prefixes[] = {"checked_", "staged_", ""};
+    for (int p = 0; p < 3; p++) {
+        size_t n = strlen(prefixes[p]);
+        if (!strncmp(name, prefixes[p], n) && in_list(name + n, glue_comm_calls))
+            return 1;
+    }
+    return 0;
+}
+
+/* The index of the token closing `namespace cuco_tx {` opened at token i
+ * (the glue a transformed program carries: its own NCCL calls are the
+ * transport, not the program's communication), else -1. */
+static int glue_namespace_end(const bl_source *s, int i)
+{
+    if (!bl_is(s, i, "namespace") || !bl_is(s, i + 1, "cuco_tx") || !bl_is(s, i + 2, "{"))
+        return -1;
+    return s->tok[i + 2].match;
 }
 
 /* Adds the analysis's calls of this kind that no edit covers yet. */
@@ -394,6 +427,11 @@ int cuco_bound_variant_from(const char *text, const char *path, const json_t *an
     for (int i = 0; i < s.n; i++) {
         if (!inside_blocks(blocks, nb, s.tok[i].off))
             continue;
+        int glue_end = glue_namespace_end(&s, i);
+        if (glue_end > i) {
+            i = glue_end;
+            continue;
+        }
         if (kind == CUCO_VARIANT_NO_COMPUTE && bl_is(&s, i, "<<<")) {
             int start = launch_callee_start(&s, i);
             int j = i + 1;
@@ -416,7 +454,8 @@ int cuco_bound_variant_from(const char *text, const char *path, const json_t *an
             continue;
         char *name = bl_text(&s, i);
         const char *with = NULL;
-        if (kind == CUCO_VARIANT_NO_COMM && in_list(name, comm_calls))
+        if (kind == CUCO_VARIANT_NO_COMM &&
+            (in_list(name, comm_calls) || glue_comm_call(&s, i, name)))
             with = "ncclSuccess";
         else if (kind == CUCO_VARIANT_NO_COMPUTE && is_blas_compute(name))
             with = "CUBLAS_STATUS_SUCCESS";

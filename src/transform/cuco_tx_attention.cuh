@@ -44,37 +44,36 @@ template <class P>
 using OutOf = typename std::remove_cv<typename std::remove_pointer<P>::type>::type;
 
 // Part 0 is out itself (merged in place), part i > 0 lies at tmp + (i - 1)
-// rows * width; part i's log-sum-exps at lse + i * rows. One warp a row,
-// each lane V elements at a time (V * sizeof(T) = 16 bytes when the rows
-// allow, else 1).
+// rows * width; part i's log-sum-exps at lse + i * rows. One thread a
+// vector of V elements (V * sizeof(T) = 16 bytes when the rows allow, else
+// 1), so that every lane loads and stores whatever the row width; each
+// thread reads its row's n log-sum-exps (cached: the row's other vectors
+// read the same) and the row's first vector writes the merged one.
 template <class T, int V>
 __global__ void lse_merge(T* out, const T* tmp, const float* lse, float* lseOut, int n, size_t rows,
                           size_t width) {
   struct alignas(V * sizeof(T)) Vec { T v[V]; };
-  size_t lane = threadIdx.x & 31;
-  size_t warp = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-  size_t warps = ((size_t)gridDim.x * blockDim.x) >> 5;
-  for (size_t r = warp; r < rows; r += warps) {
+  size_t perRow = width / V, total = rows * perRow;
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
+    size_t r = e / perRow;
     float mx = -INFINITY, sum = 0.0f;
-    for (int i = 0; i < n; i++) mx = fmaxf(mx, lse[(size_t)i * rows + r]);
+    for (int i = 0; i < n; i++) mx = fmaxf(mx, __ldg(lse + (size_t)i * rows + r));
     if (mx != -INFINITY)
-      for (int i = 0; i < n; i++) sum += __expf(lse[(size_t)i * rows + r] - mx);
+      for (int i = 0; i < n; i++) sum += __expf(__ldg(lse + (size_t)i * rows + r) - mx);
     float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    for (size_t j = lane; j < width / V; j += 32) {
-      size_t e = r * (width / V) + j;
-      float acc[V];
-      Vec o = reinterpret_cast<const Vec*>(out)[e];
-      float w0 = sum > 0.0f ? __expf(lse[r] - mx) * inv : 0.0f;
-      for (int x = 0; x < V; x++) acc[x] = w0 * static_cast<float>(o.v[x]);
-      for (int i = 1; i < n && sum > 0.0f; i++) {
-        float wi = __expf(lse[(size_t)i * rows + r] - mx) * inv;
-        Vec t = reinterpret_cast<const Vec*>(tmp + (size_t)(i - 1) * rows * width)[e];
-        for (int x = 0; x < V; x++) acc[x] += wi * static_cast<float>(t.v[x]);
-      }
-      for (int x = 0; x < V; x++) o.v[x] = static_cast<T>(acc[x]);
-      reinterpret_cast<Vec*>(out)[e] = o;
+    float acc[V];
+    Vec o = reinterpret_cast<const Vec*>(out)[e];
+    float w0 = sum > 0.0f ? __expf(__ldg(lse + r) - mx) * inv : 0.0f;
+    for (int x = 0; x < V; x++) acc[x] = w0 * static_cast<float>(o.v[x]);
+    for (int i = 1; i < n && sum > 0.0f; i++) {
+      float wi = __expf(__ldg(lse + (size_t)i * rows + r) - mx) * inv;
+      Vec t = reinterpret_cast<const Vec*>(tmp + (size_t)(i - 1) * rows * width)[e];
+      for (int x = 0; x < V; x++) acc[x] += wi * static_cast<float>(t.v[x]);
     }
-    if (lseOut && lane == 0) lseOut[r] = sum > 0.0f ? mx + logf(sum) : -INFINITY;
+    for (int x = 0; x < V; x++) o.v[x] = static_cast<T>(acc[x]);
+    reinterpret_cast<Vec*>(out)[e] = o;
+    if (lseOut && e % perRow == 0) lseOut[r] = sum > 0.0f ? mx + logf(sum) : -INFINITY;
   }
 }
 
@@ -82,8 +81,9 @@ template <class T>
 inline cudaError_t merge_typed(std::true_type, uintptr_t out, const void* tmp, const float* lse, float* lseOut, int n,
                                size_t rows, size_t width, cudaStream_t st) {
   constexpr int V = sizeof(T) <= 16 && 16 % sizeof(T) == 0 ? (int)(16 / sizeof(T)) : 1;
-  int blocks = (int)std::min<size_t>((rows + 7) / 8, 65535);
   bool wide = width % V == 0 && out % 16 == 0 && reinterpret_cast<uintptr_t>(tmp) % 16 == 0;
+  size_t vectors = rows * (wide ? width / V : width);
+  int blocks = (int)std::max<size_t>(1, std::min<size_t>((vectors + 255) / 256, 65535));
   if (wide)
     lse_merge<T, V><<<blocks, 256, 0, st>>>(reinterpret_cast<T*>(out), static_cast<const T*>(tmp), lse, lseOut, n,
                                              rows, width);

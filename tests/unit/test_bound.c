@@ -193,6 +193,44 @@ static void test_variant_no_comm(void **state)
     free(out);
 }
 
+/* A program cuco transform wrote: its glue (namespace cuco_tx, with NCCL
+ * calls of its own) inside the block, the program's communication through
+ * cuco_tx::all_gather and co. The variant without communication removes
+ * the program's glue calls, not the glue's transport. */
+static const char transformed[] =
+    "// EVOLVE-BLOCK-START\n"
+    "namespace cuco_tx {\n"
+    "inline ncclResult_t all_gather(const void* s, void* r, size_t n, ncclDataType_t t,\n"
+    "                               ncclComm_t c, cudaStream_t st) {\n"
+    "  return ::ncclAllGather(s, r, n, t, c, st);\n"
+    "}\n"
+    "}  // namespace cuco_tx\n"
+    "void step(float *a, float *b, ncclComm_t comm, cudaStream_t st) {\n"
+    "    CHECK(cuco_tx::group_start());\n"
+    "    CHECK(cuco_tx::all_gather(cuco_tx::split_site(0, CUCO_SPLIT_0), a, b, 4, ncclFloat,\n"
+    "                              comm, cuco_tx::early_start(0, CUCO_EARLY_0, st)));\n"
+    "    CHECK(cuco_tx::group_end());\n"
+    "    CHECK(cuco_tx::checked_all_reduce(b, b, 8, ncclFloat, ncclSum, comm, st));\n"
+    "    CHECK(cuco_tx::symm_malloc(&a, 64));\n"
+    "    cuco_tx::early_wait(0, CUCO_EARLY_0);\n"
+    "}\n"
+    "// EVOLVE-BLOCK-END\n";
+
+static void test_variant_no_comm_transformed(void **state)
+{
+    (void)state;
+    char *out = NULL;
+    int n = 0;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_bound_variant(transformed, "t.cu", CUCO_VARIANT_NO_COMM, &out, &n, &e), 0);
+    assert_int_equal(n, 2);
+    assert_non_null(strstr(out, "  return ::ncclAllGather(s, r, n, t, c, st);")); /* the glue kept */
+    assert_non_null(strstr(out, "    CHECK(ncclSuccess\n);\n    CHECK(cuco_tx::group_end());"));
+    assert_non_null(strstr(out, "    CHECK(ncclSuccess);\n    CHECK(cuco_tx::symm_malloc(&a, 64));"));
+    assert_non_null(strstr(out, "cuco_tx::early_wait(0, CUCO_EARLY_0);"));
+    free(out);
+}
+
 static void test_variant_no_compute(void **state)
 {
     (void)state;
@@ -541,7 +579,8 @@ int main(void)
         cmocka_unit_test(test_interval_union),   cmocka_unit_test(test_comm_kernel_names),
         cmocka_unit_test(test_timeline_two_ranks), cmocka_unit_test(test_timeline_errors),
         cmocka_unit_test(test_timeline_timed),
-        cmocka_unit_test(test_variant_no_comm),  cmocka_unit_test(test_variant_no_compute),
+        cmocka_unit_test(test_variant_no_comm),
+        cmocka_unit_test(test_variant_no_comm_transformed),  cmocka_unit_test(test_variant_no_compute),
         cmocka_unit_test(test_audit_small_programs), cmocka_unit_test(test_audit_workloads),
         cmocka_unit_test(test_audit_comm),
         cmocka_unit_test(test_variant_from_analysis),
