@@ -17,9 +17,11 @@
 #pragma once
 #include <cstdint>
 #include <cstdlib>
+#include <algorithm>
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include "check.cuh"
+#include "dtype.cuh"
 #include "host.cuh"
 #include "launch.cuh"
 
@@ -200,6 +202,94 @@ inline int all_to_all_ce(Symm& s, const void* src, size_t outOff, size_t rowByte
     const char* from = static_cast<const char*>(src) + (size_t)p * rowBytes;
     char* to = static_cast<char*>(s.lsaBase[p]) + outOff + (size_t)s.rank * rowBytes;
     CUCO_TRY(ce_copy(to, from, rowBytes, st));
+  }
+  CUCO_TRY(ce_rendezvous(s, st));
+  return 0;
+}
+
+namespace kern {
+// mine[i] += scratch[k * stride + i] for k < peers: the sums of one rank's
+// part of a copy-engine all-reduce (the peers' parts pulled into scratch).
+// Vec: 16 bytes at a time (every pointer and the stride aligned).
+template <typename T, bool Vec>
+__global__ void ce_sum(T* mine, const T* scratch, size_t len, size_t stride, int peers) {
+  size_t step = (size_t)gridDim.x * blockDim.x;
+  if constexpr (Vec) {
+    constexpr int n = 16 / sizeof(T);
+    int4* m = reinterpret_cast<int4*>(mine);
+    const int4* sc = reinterpret_cast<const int4*>(scratch);
+    for (size_t v = blockIdx.x * (size_t)blockDim.x + threadIdx.x; v < len / n; v += step) {
+      Pack<T> acc;
+      acc.set(m[v]);
+      for (int k = 0; k < peers; k++) acc.add(sc[k * (stride / n) + v]);
+      m[v] = acc.get();
+    }
+  } else {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < len; i += step) {
+      typename DType<T>::Acc acc = DType<T>::to(mine[i]);
+      for (int k = 0; k < peers; k++) acc += DType<T>::to(scratch[k * stride + i]);
+      mine[i] = DType<T>::from(acc);
+    }
+  }
+}
+}  // namespace kern
+
+// The elements of rank p's part of an n-element copy-engine all-reduce
+// among `ranks`: equal parts rounded to 16 bytes, the last ones shorter.
+template <typename T> inline size_t ce_part_len(size_t n, int ranks) {
+  constexpr size_t v = 16 / sizeof(T);
+  return (n + (size_t)ranks * v - 1) / ((size_t)ranks * v) * v;
+}
+
+// The scratch all_reduce_ce needs for n elements: the peers' copies of
+// this rank's part.
+template <typename T> inline size_t all_reduce_ce_scratch(size_t n, int ranks) {
+  return ranks > 1 ? (size_t)(ranks - 1) * ce_part_len<T>(n, ranks) * sizeof(T) : 0;
+}
+
+// In-place sum of n elements at window offset off over every rank, with the
+// copy engines carrying the data and one short SM kernel a rank (the sum of
+// its part): a rendezvous (every rank's input made); each rank pulls its
+// part from every peer's window into scratch (plain device memory of
+// all_reduce_ce_scratch bytes) and adds them to its own; a rendezvous
+// (every part summed, every pull done); each rank pushes its summed part
+// into every peer's window; a rendezvous (every part landed everywhere).
+// Like reduce-scatter then all-gather, 2 (ranks - 1) / ranks of the data
+// over NVLink, no SM held while it moves. One rank: nothing to do.
+template <typename T>
+inline int all_reduce_ce(Symm& s, size_t off, size_t n, void* scratch, cudaStream_t st) {
+  CUCO_ARG_TRY(off + n * sizeof(T) <= s.dataBytes, "all_reduce_ce: %zu elements at %zu do not fit the window's %zu "
+               "bytes", n, off, s.dataBytes);
+  if (s.nranks <= 1 || n == 0) return 0;
+  CUCO_ARG_TRY(scratch != nullptr, "all_reduce_ce: no scratch");
+  CUCO_TRY(lsa_peer_bases(s));
+  size_t q = ce_part_len<T>(n, s.nranks);
+  size_t lo = std::min(n, (size_t)s.rank * q), len = std::min(n, lo + q) - lo;
+  T* mine = s.local<T>(off) + lo;
+  T* sc = static_cast<T*>(scratch);
+  CUCO_TRY(ce_rendezvous(s, st));
+  int k = 0;
+  for (int d = 1; d < s.nranks && len; d++, k++) {
+    int p = (s.rank + d) % s.nranks;
+    const T* theirs = reinterpret_cast<const T*>(static_cast<char*>(s.lsaBase[p]) + off) + lo;
+    CUCO_TRY(ce_copy(sc + (size_t)k * q, theirs, len * sizeof(T), st));
+  }
+  if (len) {
+    bool vec = (reinterpret_cast<uintptr_t>(mine) | reinterpret_cast<uintptr_t>(sc)) % 16 == 0 &&
+               len % (16 / sizeof(T)) == 0;
+    size_t items = vec ? len / (16 / sizeof(T)) : len;
+    unsigned blocks = (unsigned)std::min<size_t>((items + 255) / 256, 1024);
+    if (vec)
+      kern::ce_sum<T, true><<<blocks, 256, 0, st>>>(mine, sc, len, q, s.nranks - 1);
+    else
+      kern::ce_sum<T, false><<<blocks, 256, 0, st>>>(mine, sc, len, q, s.nranks - 1);
+    CUCO_CUDA_TRY(cudaGetLastError());
+  }
+  CUCO_TRY(ce_rendezvous(s, st));
+  for (int d = 1; d < s.nranks && len; d++) {
+    int p = (s.rank + d) % s.nranks;
+    T* theirs = reinterpret_cast<T*>(static_cast<char*>(s.lsaBase[p]) + off) + lo;
+    CUCO_TRY(ce_copy(theirs, mine, len * sizeof(T), st));
   }
   CUCO_TRY(ce_rendezvous(s, st));
   return 0;

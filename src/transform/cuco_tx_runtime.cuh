@@ -44,6 +44,13 @@
 // CUCO_STAGED_NCCL_FROM bytes on (0: never) instead of a staging copy.
 #define CUCO_P2P_NCCL_FROM 1048576     // cuco:knob run 0 262144 1048576 4194304 67108864
 #define CUCO_STAGED_NCCL_FROM 4194304  // cuco:knob run 0 65536 4194304 67108864
+// CUCO_AR_CE_FROM: an all-reduce of at least this many bytes (0: none) that
+// ends in place in a window (its input there, or staged there) at 2 ranks
+// or more goes by the copy engines (cuco::all_reduce_ce: each rank pulls
+// its part from the peers, sums it with one short kernel and pushes it
+// back, between rendezvous of stream memory operations): the data moves
+// with no SM held, beside a kernel that holds them all.
+#define CUCO_AR_CE_FROM 0              // cuco:knob run 0 1048576 16777216
 // CUCO_P2P_CE 1: those large sends and receives (none when
 // CUCO_P2P_NCCL_FROM is 0) stay on the device and the
 // copy engines carry them (no SM): the receiver posts where its buffer is
@@ -171,6 +178,8 @@ struct Comm {
   cudaStream_t side = nullptr;   // send_as_produced: the pieces that go early
   cuco::Symm ctrlSymm;           // the control window's peer addresses (copy-engine sends)
   std::vector<SendDest*> dests;  // copy-engine sends' destinations, owned here
+  std::vector<void*> ceScratch;  // copy-engine all-reduces' scratch, the last the largest (owned)
+  size_t ceScratchBytes = 0;
 };
 
 struct P2pOp {
@@ -481,6 +490,43 @@ inline ncclResult_t all_reduce_t(Buf* b, size_t inOff, size_t outOff, size_t n, 
   return ncclSuccess;
 }
 
+// v >= from, with the threshold a parameter: a knob's 0 in the comparison
+// itself would be a "pointless comparison" warning.
+inline bool at_least(size_t v, size_t from) { return v >= from; }
+
+// At least `bytes` of scratch for x's copy-engine all-reduces. A larger one
+// replaces it; the smaller ones stay allocated until comm_release (freeing
+// them here would wait for the device, whose streams may wait on peers).
+inline void* ce_scratch(Comm* x, size_t bytes) {
+  if (bytes <= x->ceScratchBytes && !x->ceScratch.empty()) return x->ceScratch.back();
+  void* p = nullptr;
+  if (cudaMalloc(&p, bytes ? bytes : 16) != cudaSuccess) return nullptr;
+  x->ceScratch.push_back(p);
+  x->ceScratchBytes = bytes;
+  return p;
+}
+
+template <typename T>
+inline ncclResult_t all_reduce_ce_t(Comm* x, Buf* b, size_t off, size_t n, cudaStream_t st) {
+  void* scratch = ce_scratch(x, cuco::all_reduce_ce_scratch<T>(n, x->nranks));
+  if (!scratch) return CUCO_TX_FAIL("all_reduce: cannot allocate the copy engine's scratch");
+  CUCO_TX_TRY(cuco::all_reduce_ce<T>(b->symm, off, n, scratch, st));
+  return ncclSuccess;
+}
+
+// f(T{}) for the element type of t (float, half, bfloat16, int32), else
+// the failure `what`.
+template <class F>
+inline ncclResult_t with_dtype(ncclDataType_t t, const char* what, F f) {
+  switch (t) {
+    case ncclFloat32: return f(float{});
+    case ncclFloat16: return f(__half{});
+    case ncclBfloat16: return f(__nv_bfloat16{});
+    case ncclInt32: return f(int32_t{});
+    default: return CUCO_TX_FAIL(what);
+  }
+}
+
 inline ncclResult_t all_reduce(const void* sendbuff, void* recvbuff, size_t count,
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream) {
@@ -514,14 +560,13 @@ inline ncclResult_t all_reduce(const void* sendbuff, void* recvbuff, size_t coun
     if (cudaMemcpyAsync(stage_dst, stage_src, bytes, cudaMemcpyDeviceToDevice, stream) != cudaSuccess)
       return CUCO_TX_FAIL("all_reduce: staging copy failed");
   }
-  ncclResult_t r;
-  switch (datatype) {
-    case ncclFloat32: r = all_reduce_t<float>(b, inOff, outOff, count, stream); break;
-    case ncclFloat16: r = all_reduce_t<__half>(b, inOff, outOff, count, stream); break;
-    case ncclBfloat16: r = all_reduce_t<__nv_bfloat16>(b, inOff, outOff, count, stream); break;
-    case ncclInt32: r = all_reduce_t<int32_t>(b, inOff, outOff, count, stream); break;
-    default: return CUCO_TX_FAIL("all_reduce: data type not implemented on the device");
-  }
+  ncclResult_t r = with_dtype(datatype, "all_reduce: data type not implemented on the device", [&](auto zero) {
+    using T = decltype(zero);
+    if constexpr (CUCO_AR_CE_FROM > 0)  // the copy engine's kernels compiled only where the knob can pick them
+      if (at_least(bytes, (size_t)CUCO_AR_CE_FROM) && inOff == outOff && cuco::ce_sync_zero_sm())
+        return all_reduce_ce_t<T>(x, b, outOff, count, stream);
+    return all_reduce_t<T>(b, inOff, outOff, count, stream);
+  });
   return r == ncclSuccess && op == ncclAvg ? scale_by_ranks(recvbuff, count, datatype, comm, stream) : r;
 }
 

@@ -313,6 +313,9 @@ inline ncclResult_t comm_release(Comm& x) {
   x.side = nullptr;
   for (SendDest* d : x.dests) send_dest_free(d);
   x.dests.clear();
+  for (void* p : x.ceScratch) cudaFree(p);
+  x.ceScratch.clear();
+  x.ceScratchBytes = 0;
   if (ncclDevCommDestroy(x.comm, &x.dc) != ncclSuccess) r = CUCO_TX_FAIL("ncclDevCommDestroy failed");
   x.live = false;
   return r;
@@ -816,7 +819,10 @@ inline cudaError_t kernel_split(int site, int on, const RowSpec& w, void (*kerne
 // transport all_reduce picks for a range (device kernel, or NCCL above
 // CUCO_STAGED_NCCL_FROM) runs there. With the knob at 0, when the GEMM did
 // not split, or when the all-reduce is not an in-place reduction of exactly
-// the GEMM's output, the all-reduce runs whole on its stream.
+// the GEMM's output, the all-reduce runs whole on its stream. The side
+// stream has the greatest priority, so that the ranges' reductions (the SM
+// kernel, or the copy engine's short sum with CUCO_AR_CE_FROM) take the next
+// free SMs ahead of the producer's later ranges.
 #ifndef CUCO_PSPLIT_PIECES
 #define CUCO_PSPLIT_PIECES 4
 #endif
@@ -850,7 +856,7 @@ inline ncclResult_t produce_events(ProduceRec* r) {
       return CUCO_TX_FAIL("producer split: cannot create its events");
   if ((!r->entry && cudaEventCreateWithFlags(&r->entry, cudaEventDisableTiming) != cudaSuccess) ||
       (!r->done && cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming) != cudaSuccess) ||
-      (!r->side && cudaStreamCreateWithFlags(&r->side, cudaStreamNonBlocking) != cudaSuccess))
+      (!r->side && side_stream_create(&r->side) != cudaSuccess))
     return CUCO_TX_FAIL("producer split: cannot create its stream");
   return ncclSuccess;
 }

@@ -21,7 +21,7 @@ typedef struct api_reads {
 static const api_reads api_table[] = {
     {"ncclAllGather", COLL_READS | CUCO_GLUE_READS_CE_COLL},
     {"ncclReduceScatter", COLL_READS},
-    {"ncclAllReduce", COLL_READS | CUCO_GLUE_READS_STAGED},
+    {"ncclAllReduce", COLL_READS | CUCO_GLUE_READS_STAGED | CUCO_GLUE_READS_CE_AR},
     {"ncclAlltoAll", P2P_READS | CUCO_GLUE_READS_CE_COLL},
     {"ncclAllToAll", P2P_READS | CUCO_GLUE_READS_CE_COLL},
     {"ncclSend", P2P_READS},
@@ -47,6 +47,7 @@ static const knob_reads knob_table[] = {
     {"CUCO_P2P_NCCL_FROM", CUCO_GLUE_READS_P2P, 0},
     {"CUCO_COPY_ENGINE", CUCO_GLUE_READS_CE_COLL, 0},
     {"CUCO_STAGED_NCCL_FROM", CUCO_GLUE_READS_STAGED, 0},
+    {"CUCO_AR_CE_FROM", CUCO_GLUE_READS_CE_AR, 0},
 };
 
 unsigned cuco_glue_reads_of(const char *api, size_t len)

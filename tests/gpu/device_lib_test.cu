@@ -194,6 +194,21 @@ template <typename T> static int test_ar(Ctx& c, size_t count, size_t inOff, siz
   return end_check(c, outOff == inOff ? "all_reduce/inpl" : "all_reduce", cuco::DType<T>::name, count, l);
 }
 
+// cuco::all_reduce_ce: in place at window offset off (an odd element offset
+// takes the kernel's one-element path), the peers' parts pulled into scratch.
+template <typename T> static int test_ar_ce(Ctx& c, size_t count, size_t off) {
+  uint64_t seed = next_seed(c);
+  T* buf = c.s.local<T>(off);
+  gen<T><<<G, B, 0, c.st>>>(buf, count, seed + c.rank, 0);
+  CUCO_CUDA_TRY(cudaGetLastError());
+  CUCO_TRY(poison(c, c.scratch, cuco::all_reduce_ce_scratch<T>(count, c.n)));
+  CUCO_TRY(cuco::symm_barrier(c.s, c.st));
+  CUCO_TRY(cuco::all_reduce_ce<T>(c.s, off, count, c.scratch, c.st));
+  CUCO_TRY(begin_check(c));
+  check_sum<T><<<G, B, 0, c.st>>>(buf, count, seed, c.n, 0, c.res);
+  return end_check(c, off % 16 ? "all_reduce_ce/odd" : "all_reduce_ce", cuco::DType<T>::name, count, Launch());
+}
+
 // MoE dispatch then combine, rows of H bf16; counts cnt[s][d] < maxRows.
 static int test_a2a(Ctx& c, size_t H, size_t maxRows, Launch l) {
   uint64_t seed = next_seed(c);
@@ -407,6 +422,8 @@ template <typename T> static int test_dtype(Ctx& c) {
     CUCO_TRY(test_ag<T>(c, count, 0, true, Launch()));
     CUCO_TRY(test_ag<T>(c, count, 3 * esz, false, Launch(), true));
     CUCO_TRY(test_ag<T>(c, count, 0, true, Launch(), true));
+    CUCO_TRY(test_ar_ce<T>(c, count * c.n, 0));
+    CUCO_TRY(test_ar_ce<T>(c, count * c.n + 1, esz));
   }
   return 0;
 }

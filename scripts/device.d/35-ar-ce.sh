@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# scripts/device.d/35-ar-ce.sh: the copy-engine all-reduce (cuco::all_reduce_ce,
+# glue knob CUCO_AR_CE_FROM) alone and under schedule producer_split, at 2
+# ranks (1 where the machine has one GPU: it then checks only that nothing
+# breaks, since one rank moves nothing).
+# - tests/gpu/device_lib_test --small: all_reduce_ce in place, every dtype,
+#   sizes from 2 elements up, an odd offset (the kernel's one-element path).
+# - tests/data/transform/rowpar_kernel (a row-parallel kernel, then an
+#   in-place ncclAllReduce of 128 MiB, two layers a step) and rowpar_linear
+#   (cublasSgemm, then an in-place all-reduce of 32 MiB): the seed, gen_0 and
+#   variants (copy engine alone; producer split with the SM all-reduce; both,
+#   at 4 and 8 ranges), each built, verified and timed by a confined cuco
+#   eval --level 3 (3 repeats) at bench size; the builds first, in parallel.
+# - rowpar_kernel with the split and the copy engine, built by hand, run
+#   once at its verify size with CUCO_TX_TRACE=1 (the split ran).
+# - cuco bound on rowpar_kernel's seed (the gap).
+# Results: $OUT/ar-ce.jsonl (cuco eval JSON per line, named),
+# $OUT/ar-ce-devlib.txt, $OUT/ar-ce-trace.txt, $OUT/ar-ce-bound.json.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+: "${OUT:=/tmp/cuco-gpu-out}"
+source scripts/knob-variant.sh
+CUCO=$(command -v cuco)
+T=$(mktemp -d /tmp/cuco-arce.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+export CUCO_BUILD_CACHE=$T/cache
+RANKS=1
+[ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ] && RANKS=2
+LOG=$OUT/ar-ce.jsonl
+: > "$LOG"
+status=0
+
+nvcc -std=c++17 -arch=sm_90 -O3 -I"$NCCL_HOME/include" -Idevice -o "$T/device_lib_test" tests/gpu/device_lib_test.cu \
+  -L"$NCCL_HOME/lib" -l:libnccl.so.2 -lpthread > "$T/devlib.build.log" 2>&1 &
+devlib_build=$!
+
+evaluate() { # WORKLOAD NAME LEVEL [PROGRAM FROZEN]
+  local wl=$1 name=$2 level=$3
+  shift 3
+  local extra=()
+  [ $# -ge 2 ] && extra=("$1" --frozen-ref "$2")
+  timeout -k 5 150 "$CUCO" eval "$wl" "${extra[@]}" --ranks "$RANKS" --level "$level" --repeats 3 --json \
+    > "$T/$name.l$level.json" 2> "$OUT/ar-ce-$name.err"
+  [ "$level" = 3 ] || return 0
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["name"]=sys.argv[2]; d["ranks"]=int(sys.argv[3]); print(json.dumps(d))' \
+    "$T/$name.l3.json" "$name" "$RANKS" >> "$LOG" 2>/dev/null || { echo "{\"name\":\"$name\",\"status\":\"no JSON\"}" >> "$LOG"; status=1; }
+  python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["name"], d.get("status"), d.get("time_ms"))' "$(tail -1 "$LOG")"
+}
+
+# NAME:KNOBS for each program (gen_0 itself has no knobs set)
+rk_variants=("ce:CUCO_AR_CE_FROM=1048576" "psplit4:CUCO_PSPLIT_0=1,CUCO_PSPLIT_PIECES=4"
+             "psplit4-ce:CUCO_PSPLIT_0=1,CUCO_PSPLIT_PIECES=4,CUCO_AR_CE_FROM=1048576"
+             "psplit8-ce:CUCO_PSPLIT_0=1,CUCO_PSPLIT_PIECES=8,CUCO_AR_CE_FROM=1048576")
+rl_variants=("ce:CUCO_AR_CE_FROM=1048576" "psplit4-ce:CUCO_PSPLIT_0=1,CUCO_PSPLIT_PIECES=4,CUCO_AR_CE_FROM=1048576")
+declare -A programs=([rk]=rowpar_kernel [rl]=rowpar_linear)
+for key in rk rl; do
+  name=${programs[$key]}
+  "$CUCO" transform "tests/data/transform/$name" --ranks "$RANKS" --workspace "$T/ws-$name" --no-verify \
+    > "$OUT/ar-ce-transform-$name.log" 2>&1
+  [ -s "$T/ws-$name/gen_0/$name.cu" ] || { echo "no gen_0 for $name"; status=1; continue; }
+  eval 'vs=("${'"$key"'_variants[@]}")'
+  for v in "${vs[@]}"; do
+    knob_variant "$T/ws-$name/gen_0/$name.cu" "$T/$key-${v%%:*}.cu" "${v#*:}" || status=1
+  done
+done
+# every build at once (level 1 fills the build cache), then the timed runs one by one
+for key in rk rl; do
+  name=${programs[$key]} g=$T/ws-${programs[$key]}/gen_0/${programs[$key]}.cu
+  [ -s "$g" ] || continue
+  evaluate "tests/data/transform/$name" "$key-gen0" 1 "$g" "$g" &
+  eval 'vs=("${'"$key"'_variants[@]}")'
+  for v in "${vs[@]}"; do evaluate "tests/data/transform/$name" "$key-${v%%:*}" 1 "$T/$key-${v%%:*}.cu" "$g" & done
+done
+wait
+
+wait $devlib_build 2>/dev/null
+if [ -x "$T/device_lib_test" ]; then
+  timeout -k 5 150 "$T/device_lib_test" --small > "$T/devlib.log" 2>&1
+  echo "device_lib_test --small rc=$? at $(nvidia-smi -L | wc -l) GPUs" > "$OUT/ar-ce-devlib.txt"
+  grep -E "all_reduce_ce|^FAIL|Verification" "$T/devlib.log" >> "$OUT/ar-ce-devlib.txt"
+  grep -q "Verification: PASS" "$T/devlib.log" || status=1
+else
+  tail -20 "$T/devlib.build.log" > "$OUT/ar-ce-devlib.txt"
+  status=1
+fi
+
+for key in rk rl; do
+  name=${programs[$key]} g=$T/ws-${programs[$key]}/gen_0/${programs[$key]}.cu
+  [ -s "$g" ] || continue
+  evaluate "tests/data/transform/$name" "$key-seed" 3
+  evaluate "tests/data/transform/$name" "$key-gen0" 3 "$g" "$g"
+  eval 'vs=("${'"$key"'_variants[@]}")'
+  for v in "${vs[@]}"; do evaluate "tests/data/transform/$name" "$key-${v%%:*}" 3 "$T/$key-${v%%:*}.cu" "$g"; done
+done
+
+: > "$OUT/ar-ce-trace.txt"
+if [ -s "$T/rk-psplit4-ce.cu" ]; then
+  nvcc -std=c++17 -arch=sm_90 -O1 -Idevice -I"$NCCL_HOME/include" $(mpicxx --showme:compile) -o "$T/traced" \
+    "$T/rk-psplit4-ce.cu" -L"$NCCL_HOME/lib" -l:libnccl.so.2 $(mpicxx --showme:link) > "$T/traced.build.log" 2>&1 \
+    && timeout -k 5 60 mpirun -np "$RANKS" --allow-run-as-root -x CUCO_TX_TRACE=1 -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
+      "$T/traced" --rows 100 --din 48 --dout 96 --iters 1 > "$T/traced.log" 2>&1
+  echo "== rowpar_kernel psplit4-ce (rc=$?)" >> "$OUT/ar-ce-trace.txt"
+  grep -E "split|Verification|CUCO_RESULT|error|fail" "$T/traced.log" | sort | uniq -c >> "$OUT/ar-ce-trace.txt"
+fi
+timeout -k 5 150 "$CUCO" bound tests/data/transform/rowpar_kernel --ranks "$RANKS" --workspace "$T/bound" --json \
+  > "$OUT/ar-ce-bound.json" 2> "$OUT/ar-ce-bound.err" || status=1
+cat "$OUT/ar-ce-devlib.txt" "$OUT/ar-ce-trace.txt"
+grep -c '"status": *"ok"' "$LOG"
+exit $status
