@@ -490,8 +490,8 @@ inline ncclResult_t all_reduce_t(Buf* b, size_t inOff, size_t outOff, size_t n, 
   return ncclSuccess;
 }
 
-// v >= from, with the threshold a parameter: a knob's 0 in the comparison
-// itself would be a "pointless comparison" warning.
+// v >= from, with the threshold a parameter: a knob's 0 written into the
+// comparison itself would be a "pointless comparison" warning.
 inline bool at_least(size_t v, size_t from) { return v >= from; }
 
 // At least `bytes` of scratch for x's copy-engine all-reduces. A larger one
@@ -527,9 +527,12 @@ inline ncclResult_t with_dtype(ncclDataType_t t, const char* what, F f) {
   }
 }
 
+// copyEngine: the copy engines wherever they can carry it (in place in a
+// window, 2 ranks or more), whatever CUCO_AR_CE_FROM says (the producer
+// split's ranges, CUCO_PSPLIT_CE).
 inline ncclResult_t all_reduce(const void* sendbuff, void* recvbuff, size_t count,
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                               cudaStream_t stream) {
+                               cudaStream_t stream, bool copyEngine = false) {
   if (op != ncclSum && !(op == ncclAvg && avg_type(datatype)))
     return CUCO_TX_FAIL("all_reduce: only ncclSum (and ncclAvg of floating types) is implemented on the device");
   size_t es = dtype_size(datatype);
@@ -560,12 +563,12 @@ inline ncclResult_t all_reduce(const void* sendbuff, void* recvbuff, size_t coun
     if (cudaMemcpyAsync(stage_dst, stage_src, bytes, cudaMemcpyDeviceToDevice, stream) != cudaSuccess)
       return CUCO_TX_FAIL("all_reduce: staging copy failed");
   }
+  // (a run knob: its value may be read at run time, so no `if constexpr`)
+  bool ce = (copyEngine || (CUCO_AR_CE_FROM > 0 && at_least(bytes, (size_t)CUCO_AR_CE_FROM))) && inOff == outOff &&
+            cuco::ce_sync_zero_sm();
   ncclResult_t r = with_dtype(datatype, "all_reduce: data type not implemented on the device", [&](auto zero) {
     using T = decltype(zero);
-    if constexpr (CUCO_AR_CE_FROM > 0)  // the copy engine's kernels compiled only where the knob can pick them
-      if (at_least(bytes, (size_t)CUCO_AR_CE_FROM) && inOff == outOff && cuco::ce_sync_zero_sm())
-        return all_reduce_ce_t<T>(x, b, outOff, count, stream);
-    return all_reduce_t<T>(b, inOff, outOff, count, stream);
+    return ce ? all_reduce_ce_t<T>(x, b, outOff, count, stream) : all_reduce_t<T>(b, inOff, outOff, count, stream);
   });
   return r == ncclSuccess && op == ncclAvg ? scale_by_ranks(recvbuff, count, datatype, comm, stream) : r;
 }

@@ -826,6 +826,13 @@ inline cudaError_t kernel_split(int site, int on, const RowSpec& w, void (*kerne
 #ifndef CUCO_PSPLIT_PIECES
 #define CUCO_PSPLIT_PIECES 4
 #endif
+// CUCO_PSPLIT_CE 1: the ranges are reduced by the copy engines
+// (cuco::all_reduce_ce) wherever they can be, so that no SM is held while
+// the data moves beside the producer's later ranges; 0: by the transport
+// all_reduce picks for the range's size.
+#ifndef CUCO_PSPLIT_CE
+#define CUCO_PSPLIT_CE 1
+#endif
 constexpr int kMaxProducePieces = 16;
 inline int produce_pieces() { return clamp_count(CUCO_PSPLIT_PIECES, kMaxProducePieces); }
 
@@ -841,7 +848,9 @@ struct ProduceRec {
   int pieces = 0;
   cudaStream_t gemmStream = nullptr;
   cudaStream_t side = nullptr;
-  cudaEvent_t entry = nullptr, done = nullptr;
+  cudaStream_t fork = nullptr;                // a kernel's odd ranges (kernel_produce)
+  cudaEvent_t entry = nullptr, done = nullptr, forked = nullptr;
+  int ranks = 0;        // the communicator's size at the last all-reduce (0: none yet)
   bool fresh = false;   // made and not reduced yet
   bool warned = false;  // the fallback was reported
 };
@@ -856,6 +865,8 @@ inline ncclResult_t produce_events(ProduceRec* r) {
       return CUCO_TX_FAIL("producer split: cannot create its events");
   if ((!r->entry && cudaEventCreateWithFlags(&r->entry, cudaEventDisableTiming) != cudaSuccess) ||
       (!r->done && cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming) != cudaSuccess) ||
+      (!r->forked && cudaEventCreateWithFlags(&r->forked, cudaEventDisableTiming) != cudaSuccess) ||
+      (!r->fork && cudaStreamCreateWithFlags(&r->fork, cudaStreamNonBlocking) != cudaSuccess) ||
       (!r->side && side_stream_create(&r->side) != cudaSuccess))
     return CUCO_TX_FAIL("producer split: cannot create its stream");
   return ncclSuccess;
@@ -890,6 +901,7 @@ inline ncclResult_t all_reduce(ProduceSite ps, const void* sendbuff, void* recvb
     r->warned = true;
   }
   if (r) r->fresh = false;
+  if (r && ncclCommCount(comm, &r->ranks) != ncclSuccess) r->ranks = 0;
   if (!fits) return all_reduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
   cudaStream_t side = r->side;
   // ordered after the stream's earlier work when it is not the GEMM's own
@@ -905,7 +917,7 @@ inline ncclResult_t all_reduce(ProduceSite ps, const void* sendbuff, void* recvb
       break;
     }
     res = all_reduce(static_cast<const char*>(sendbuff) + lo, static_cast<char*>(recvbuff) + lo, (hi - lo) / es,
-                     datatype, op, comm, side);
+                     datatype, op, comm, side, CUCO_PSPLIT_CE != 0);
     lo = hi;
   }
   if (cudaEventRecord(r->done, side) != cudaSuccess || cudaStreamWaitEvent(stream, r->done, 0) != cudaSuccess) {
@@ -949,6 +961,10 @@ inline cudaError_t kernel_produce(int site, int on, const RowSpec& w, int outPos
   ksplit::Launch<P...> L(kernel, grid, block, smem, stream, std::forward<A>(a)...);
   ProduceRec* r = on ? produce_rec(site) : nullptr;
   if (r) r->fresh = false;
+  if (r && r->ranks == 1) {  // one rank: the all-reduce moves nothing, the ranges would only cost
+    CUCO_TX_TRACE("producer split(%d): one rank, the kernel runs whole\n", site);
+    return L.run(nullptr);
+  }
   const char* why = r ? kernel_produce_plan(L.params(), w, outPos, count, dt) : nullptr;
   if (r && !why && produce_events(r) != ncclSuccess) why = "its events could not be made";
   if (!r || why) {
@@ -962,15 +978,24 @@ inline cudaError_t kernel_produce(int site, int on, const RowSpec& w, int outPos
   int pieces = (int)std::min<long long>(produce_pieces(), rows);
   ksplit::Part q = part_of(L.params(), w, grid.x, rows);
   CUCO_TX_TRACE("producer split(%d): kernel in %d ranges of %lld rows\n", site, pieces, rows / pieces);
-  for (int j = 0; j < pieces; j++) {
+  // Even ranges on the launch's stream, odd ones on the fork stream (after
+  // everything the stream had): a range's blocks fill the SMs the previous
+  // range's last blocks leave idle, as one launch's would, instead of
+  // waiting for its end. The stream then waits for the fork.
+  cudaError_t rc = cudaEventRecord(r->forked, stream);
+  if (rc == cudaSuccess) rc = cudaStreamWaitEvent(r->fork, r->forked, 0);
+  for (int j = 0; j < pieces && rc == cudaSuccess; j++) {
     long long lo = rows * j / pieces, hi = rows * (j + 1) / pieces;
+    cudaStream_t on = j % 2 ? r->fork : stream;
     q.rowOff = lo;
     q.rows = hi - lo;
-    cudaError_t rc = L.run(&q);
-    if (rc != cudaSuccess) return rc;
-    if ((rc = cudaEventRecord(r->made[j], stream)) != cudaSuccess) return rc;
+    rc = L.run(&q, on);
+    if (rc == cudaSuccess) rc = cudaEventRecord(r->made[j], on);
     r->end[j] = (size_t)(hi * L.elems[outPos]) * L.es[outPos];
   }
+  int lastOdd = pieces % 2 ? pieces - 2 : pieces - 1;
+  if (lastOdd > 0 && rc == cudaSuccess) rc = cudaStreamWaitEvent(stream, r->made[lastOdd], 0);
+  if (rc != cudaSuccess) return rc;
   r->out = reinterpret_cast<const char*>(L.addr[outPos]);
   r->pieces = pieces;
   r->gemmStream = stream;

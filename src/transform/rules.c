@@ -1798,13 +1798,17 @@ static int produce_report(ctx *c, const cuco_sched_plan *plan, size_t k, int lin
     if (plan->produce) {
         sched_sites_add(&c->produces, k);
         c->gemm_produces += !plan->produce_kernel;
-        rc = cuco_buf_printf(&c->knobs, "#define CUCO_PSPLIT_%zu 0 // cuco:knob run 0 1\n", k);
+        rc = cuco_buf_printf(&c->knobs, "#define CUCO_PSPLIT_%zu %d // cuco:knob run 0 1\n", k,
+                             plan->produce_kernel);
     }
+    /* On by default for a kernel (measured: bench/README.md, "Producer split
+     * of a kernel, ranges on two streams"), off for a GEMM (not measured at
+     * 2 ranks yet). */
     if (rc == 0)
         rc = plan->produce
                  ? cuco_tx_notes_add(&c->r->notes, plan->produce_line, "schedule",
-                                     "producer_split: %s (knob CUCO_PSPLIT_%zu, default off)",
-                                     plan->produce_note, k)
+                                     "producer_split: %s (knob CUCO_PSPLIT_%zu, default %s)",
+                                     plan->produce_note, k, plan->produce_kernel ? "on" : "off")
                  : cuco_tx_notes_add(&c->r->notes, line, "schedule",
                                      "producer_split does not apply to %s: %s", api,
                                      plan->produce_note ? plan->produce_note : "no placement");
@@ -2492,8 +2496,12 @@ static int assemble(ctx *c, const char *text)
         site_switch_condition(&g, &c->attn_splits, "CUCO_SPLIT");
     }
     if (c->produces.n) {
-        cuco_buf_puts(&g, "// the ranges a GEMM feeding an all-reduce is made and reduced in\n"
-                          "#define CUCO_PSPLIT_PIECES 4 // cuco:knob run 2 4 8");
+        cuco_buf_puts(
+            &g, "// the ranges a GEMM or kernel feeding an all-reduce is made and reduced in\n"
+                "#define CUCO_PSPLIT_PIECES 4 // cuco:knob run 2 4 8");
+        site_switch_condition(&g, &c->produces, "CUCO_PSPLIT");
+        cuco_buf_puts(&g, "// the ranges reduced by the copy engines (no SM) where they can be\n"
+                          "#define CUCO_PSPLIT_CE 1 // cuco:knob run 0 1");
         site_switch_condition(&g, &c->produces, "CUCO_PSPLIT");
     }
     cuco_buf_puts(&g, glue);

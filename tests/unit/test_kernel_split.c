@@ -268,7 +268,8 @@ static void test_kernel_produce_applies(void **state)
     assert_non_null(strstr(r.program,
                            "cuco_tx::all_reduce(cuco_tx::produce_site(0, CUCO_PSPLIT_0), "
                            "y, y"));
-    assert_non_null(strstr(r.program, "#define CUCO_PSPLIT_0 0 // cuco:knob run 0 1"));
+    assert_non_null(strstr(r.program, "#define CUCO_PSPLIT_0 1 // cuco:knob run 0 1")); /* on for a kernel */
+    assert_non_null(strstr(r.program, "#define CUCO_PSPLIT_CE 1 // cuco:knob run 0 1 when CUCO_PSPLIT_0=1\n"));
     assert_null(strstr(r.program, "#define CUCO_TX_GEMM_SPLIT"));
     assert_true(tx_has_schedule_note(&r.notes, 8,
                                      "producer_split: kernel partial at line 8 makes the input of "

@@ -352,8 +352,9 @@ static void test_produce_direct(void **state)
     assert_non_null(strstr(r.program, "cuco_tx::gemm_ex_produce(0, CUCO_PSPLIT_0, h,"));
     assert_non_null(
         strstr(r.program, "cuco_tx::all_reduce(cuco_tx::produce_site(0, CUCO_PSPLIT_0), g, g,"));
-    assert_non_null(strstr(r.program, "#define CUCO_PSPLIT_0 0 // cuco:knob run 0 1"));
+    assert_non_null(strstr(r.program, "#define CUCO_PSPLIT_0 0 // cuco:knob run 0 1")); /* off for a GEMM */
     assert_true(has_knob(r.program, "CUCO_PSPLIT_PIECES"));
+    assert_true(has_knob(r.program, "CUCO_PSPLIT_CE"));
     assert_non_null(strstr(
         r.program, "#define CUCO_PSPLIT_PIECES 4 // cuco:knob run 2 4 8 when CUCO_PSPLIT_0=1\n"));
     assert_false(has_knob(r.program, "CUCO_SPLIT_CHUNKS"));
