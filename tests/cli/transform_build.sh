@@ -41,12 +41,14 @@ transform_bg() {
 
 # init_taken NAME: 'cuco evolve --init' of NAME's gen_0 gets past its checks
 # of the program (exit 2 and the message name a refused --init); without a
-# GPU the evaluation then stops at verification, which is fine here
+# GPU the evaluation then stops at verification, which is fine here. It
+# shares the transform's build cache: gen_0 was built there already.
 init_taken() {
     local name=$1 prog rc
     prog=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["program"])' \
         "$TMP/$name/gen_0/transform_report.json") || return 1
-    "$CUCO_BIN" evolve "$(cat "$TMP/$name.dir")" --workspace "$TMP/$name.init" --init "$prog" \
+    CUCO_BUILD_CACHE="$TMP/$name/build-cache" \
+        "$CUCO_BIN" evolve "$(cat "$TMP/$name.dir")" --workspace "$TMP/$name.init" --init "$prog" \
         --evaluations 1 --quiet >"$TMP/$name.init.out" 2>&1
     rc=$?
     [ "$rc" -ne 2 ] && ! grep -q -- "--init" "$TMP/$name.init.out" || {
