@@ -50,7 +50,7 @@ transform() { # WORKLOAD NAME
 traced() { # NAME PROGRAM ARGS...: built by hand, run once with the glue's trace
   local name=$1 prog=$2
   shift 2
-  nvcc -std=c++17 -arch=sm_90 -O1 -Idevice -I"$NCCL_HOME/include" $(mpicxx --showme:compile) -o "$T/$name" "$prog" \
+  nvcc -std=c++17 -arch=sm_90 -O1 -DCUCO_PSPLIT_MIN_BYTES=0 -Idevice -I"$NCCL_HOME/include" $(mpicxx --showme:compile) -o "$T/$name" "$prog" \
     -L"$NCCL_HOME/lib" -l:libnccl.so.2 $(mpicxx --showme:link) > "$T/$name.build.log" 2>&1 || { tail -5 "$T/$name.build.log"; return 1; }
   mpirun -np "$RANKS" --allow-run-as-root -x CUCO_TX_TRACE=1 -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
     "$T/$name" "$@" > "$T/$name.run.log" 2>&1

@@ -162,7 +162,11 @@ inline cublasStatus_t produce_run(int site, int on, const GemmView& g, F gemm) {
     r->warned = true;
     return gemm(g);  // r->fresh stays false: the all-reduce runs whole too
   }
-  int pieces = std::min(produce_pieces(), g.n);
+  int pieces = std::min(produce_pieces((size_t)g.n * g.ldc * g.esC), g.n);
+  if (pieces < 2) {  // too small to gain from ranges; r->fresh stays false: the all-reduce runs whole
+    CUCO_TX_TRACE("producer split(%d): the GEMM runs whole (its output is small)\n", site);
+    return gemm(g);
+  }
   CUCO_TX_TRACE("producer split(%d): GEMM in %d ranges of output columns\n", site, pieces);
   size_t colB = g.tb == CUBLAS_OP_N ? (size_t)g.ldb * g.esB : g.esB;
   for (int j = 0; j < pieces; j++) {

@@ -824,7 +824,7 @@ inline cudaError_t kernel_split(int site, int on, const RowSpec& w, void (*kerne
 // kernel, or the copy engine's short sum with CUCO_AR_CE_FROM) take the next
 // free SMs ahead of the producer's later ranges.
 #ifndef CUCO_PSPLIT_PIECES
-#define CUCO_PSPLIT_PIECES 4
+#define CUCO_PSPLIT_PIECES 8
 #endif
 // CUCO_PSPLIT_CE 1: the ranges are reduced by the copy engines
 // (cuco::all_reduce_ce) wherever they can be, so that no SM is held while
@@ -834,7 +834,21 @@ inline cudaError_t kernel_split(int site, int on, const RowSpec& w, void (*kerne
 #define CUCO_PSPLIT_CE 1
 #endif
 constexpr int kMaxProducePieces = 16;
-inline int produce_pieces() { return clamp_count(CUCO_PSPLIT_PIECES, kMaxProducePieces); }
+// CUCO_PSPLIT_MIN_BYTES: no range below this many bytes. Each range's
+// reduction pays its rendezvous and a launch, worth it only for a range that
+// takes a while to move (measured at 16 MiB ranges of a 128 MiB all-reduce;
+// smaller ones not yet). A compile-time setting, not a search knob: tests
+// that check the ranges at small sizes build with -DCUCO_PSPLIT_MIN_BYTES=0.
+#ifndef CUCO_PSPLIT_MIN_BYTES
+#define CUCO_PSPLIT_MIN_BYTES (8 << 20)
+#endif
+// The ranges for an output of `bytes`: CUCO_PSPLIT_PIECES, fewer where the
+// ranges would be smaller than CUCO_PSPLIT_MIN_BYTES (1: run whole).
+inline int produce_pieces(size_t bytes) {
+  size_t least = (size_t)CUCO_PSPLIT_MIN_BYTES, most = least ? bytes / least : (size_t)kMaxProducePieces;
+  int knob = clamp_count(CUCO_PSPLIT_PIECES, kMaxProducePieces);
+  return most < (size_t)knob ? (int)std::max<size_t>(most, 1) : knob;
+}
 
 struct ProduceSite {
   int site, on;
@@ -975,7 +989,11 @@ inline cudaError_t kernel_produce(int site, int on, const RowSpec& w, int outPos
     return L.run(nullptr);
   }
   long long rows = L.ints[w.rowsPos];
-  int pieces = (int)std::min<long long>(produce_pieces(), rows);
+  int pieces = (int)std::min<long long>(produce_pieces(count * dtype_size(dt)), rows);
+  if (pieces < 2) {  // too small to gain from ranges
+    CUCO_TX_TRACE("producer split(%d): %zu bytes, the kernel runs whole\n", site, count * dtype_size(dt));
+    return L.run(nullptr);
+  }
   ksplit::Part q = part_of(L.params(), w, grid.x, rows);
   CUCO_TX_TRACE("producer split(%d): kernel in %d ranges of %lld rows\n", site, pieces, rows / pieces);
   // Even ranges on the launch's stream, odd ones on the fork stream (after

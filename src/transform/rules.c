@@ -2498,7 +2498,7 @@ static int assemble(ctx *c, const char *text)
     if (c->produces.n) {
         cuco_buf_puts(
             &g, "// the ranges a GEMM or kernel feeding an all-reduce is made and reduced in\n"
-                "#define CUCO_PSPLIT_PIECES 4 // cuco:knob run 2 4 8");
+                "#define CUCO_PSPLIT_PIECES 8 // cuco:knob run 2 4 8");
         site_switch_condition(&g, &c->produces, "CUCO_PSPLIT");
         cuco_buf_puts(&g, "// the ranges reduced by the copy engines (no SM) where they can be\n"
                           "#define CUCO_PSPLIT_CE 1 // cuco:knob run 0 1");

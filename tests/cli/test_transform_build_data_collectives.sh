@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# test_transform_build_data_collectives.sh: the all-gather and all-reduce programs of tests/data/transform (overlap_alias with its early_start_late_wait schedule at both knob values, seqpar_mlp with its consumer_split_by_source schedule at both, rowpar_linear
-# with its producer_split schedule at both, lt_tp_mlp with both splits on cublasLtMatmul,
-# seqpar_norm, rowpar_kernel and seqpar_act with the splits of a kernel
-# declared rows_independent, seqpar_act's inside a host helper): 'cuco transform' (no --no-verify) builds the
-# transformed program with the manifest's nvcc command. Without a GPU the
-# outcome is exit 3, "built, not verified: no GPU", nothing registered; with
-# one it must build, run and verify (exit 0, registered with status ok).
+# test_transform_build_data_collectives.sh: the all-gather programs of
+# tests/data/transform (allgather, async_alloc, overlap_alias with its
+# early_start_late_wait schedule at both knob values, seqpar_mlp with its
+# consumer_split_by_source schedule at both, seqpar_norm and seqpar_act with
+# the split of a kernel declared rows_independent, seqpar_act's inside a host
+# helper): 'cuco transform' (no --no-verify) builds the transformed program
+# with the manifest's nvcc command. Without a GPU the outcome is exit 3,
+# "built, not verified: no GPU", nothing registered; with one it must build,
+# run and verify (exit 0, registered with status ok). The all-reduce
+# programs are in test_transform_build_data_allreduce.sh.
 set -u
 : "${CUCO_BIN:?}" "${CUCO_SRC:?}" "${CUCO_TEST_DATA:?}" "${CUCO_TEST_TMP:?}"
 if ! command -v nvcc >/dev/null || ! command -v mpicxx >/dev/null; then
@@ -17,8 +20,7 @@ TMP=$(mktemp -d "$CUCO_TEST_TMP/transform-build.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 fail=0
 source "$CUCO_SRC/tests/cli/transform_build.sh"
-for name in allgather allreduce_loop async_alloc overlap_alias seqpar_mlp rowpar_linear lt_tp_mlp \
-    seqpar_norm rowpar_kernel seqpar_act; do
+for name in allgather async_alloc overlap_alias seqpar_mlp seqpar_norm seqpar_act; do
     transform_bg "$CUCO_TEST_DATA/transform/$name"
     built "$name"
 done
@@ -30,27 +32,6 @@ check "seqpar_mlp: the GEMM goes through the split glue" \
     grep -q "cuco_tx::gemm_ex_split(0, CUCO_SPLIT_0" "$TMP/seqpar_mlp/gen_0/seqpar_mlp.cu"
 check "seqpar_mlp: builds with CUCO_SPLIT_0=0" knob_built seqpar_mlp CUCO_SPLIT_0 0
 check "seqpar_mlp: builds with CUCO_EARLY_0=0" knob_built seqpar_mlp CUCO_EARLY_0 0
-# rowpar_linear's GEMM feeds its all-reduce: both go through the producer
-# split's glue (knob CUCO_PSPLIT_0, off in gen_0); on, it builds too
-check "rowpar_linear: the GEMM goes through the produce glue" \
-    grep -q "cuco_tx::sgemm_produce(0, CUCO_PSPLIT_0" "$TMP/rowpar_linear/gen_0/rowpar_linear.cu"
-check "rowpar_linear: the all-reduce takes its ranges from it" \
-    grep -q "cuco_tx::all_reduce(cuco_tx::produce_site(0, CUCO_PSPLIT_0), y, y" \
-    "$TMP/rowpar_linear/gen_0/rowpar_linear.cu"
-check "rowpar_linear: builds with CUCO_PSPLIT_0=1" knob_built rowpar_linear CUCO_PSPLIT_0 1
-check "rowpar_linear: the report names the schedule" \
-    grep -q "producer_split: cublasSgemm at line" "$TMP/rowpar_linear/gen_0/transform_report.md"
-# lt_tp_mlp: the same two schedules on cublasLtMatmul (descriptors and a
-# heuristic's algorithm); the program links cuBLASLt only, so the glue may
-# not need cuBLAS itself
-lt=$TMP/lt_tp_mlp/gen_0/lt_tp_mlp.cu
-check "lt_tp_mlp: the up projection goes through the split glue" \
-    grep -q "LT_OK(cuco_tx::lt_matmul_split(0, CUCO_SPLIT_0, lt_, up_.op" "$lt"
-check "lt_tp_mlp: the down projection goes through the produce glue" \
-    grep -q "LT_OK(cuco_tx::lt_matmul_produce(1, CUCO_PSPLIT_1, lt_, down_.op" "$lt"
-check "lt_tp_mlp: the glue's cublasLtMatmul part is on" grep -q "^#define CUCO_TX_GEMM_LT 1" "$lt"
-check "lt_tp_mlp: builds with CUCO_PSPLIT_1=1" knob_built lt_tp_mlp CUCO_PSPLIT_1 1
-check "lt_tp_mlp: builds with CUCO_SPLIT_0=0" knob_built lt_tp_mlp CUCO_SPLIT_0 0
 # seqpar_norm: its kernel, declared rows_independent, goes through the
 # kernel split (row count at parameter 3, rows of x and y)
 sn=$TMP/seqpar_norm/gen_0/seqpar_norm.cu
@@ -62,14 +43,4 @@ check "seqpar_norm: builds with CUCO_SPLIT_0=0" knob_built seqpar_norm CUCO_SPLI
 check "seqpar_act: the helper's launch goes through the kernel split" \
     grep -q "cuco_tx::kernel_split(0, CUCO_SPLIT_0, cuco_tx::RowSpec{2, 0x3UL, 0, {0, 4}}, swiglu, blocks," \
     "$TMP/seqpar_act/gen_0/seqpar_act.cu"
-# rowpar_kernel: its kernel, declared rows_independent with x:din and
-# y:dout, feeds the in-place all-reduce through the producer split
-rk=$TMP/rowpar_kernel/gen_0/rowpar_kernel.cu
-check "rowpar_kernel: the launch goes through the producer split" \
-    grep -q "cuco_tx::kernel_produce(0, CUCO_PSPLIT_0, cuco_tx::RowSpec{3, 0x5UL, 1, {5, 0, 6}}, 2," "$rk"
-# (the producer split of a kernel is on in gen_0, its ranges reduced by the
-# copy engines: the other values build too)
-check "rowpar_kernel: the split is on in gen_0" grep -q "^#define CUCO_PSPLIT_0 1 " "$rk"
-check "rowpar_kernel: builds with CUCO_PSPLIT_0=0" knob_built rowpar_kernel CUCO_PSPLIT_0 0
-check "rowpar_kernel: builds with CUCO_PSPLIT_CE=0" knob_built rowpar_kernel CUCO_PSPLIT_CE 0
 exit $fail

@@ -356,7 +356,7 @@ static void test_produce_direct(void **state)
     assert_true(has_knob(r.program, "CUCO_PSPLIT_PIECES"));
     assert_true(has_knob(r.program, "CUCO_PSPLIT_CE"));
     assert_non_null(strstr(
-        r.program, "#define CUCO_PSPLIT_PIECES 4 // cuco:knob run 2 4 8 when CUCO_PSPLIT_0=1\n"));
+        r.program, "#define CUCO_PSPLIT_PIECES 8 // cuco:knob run 2 4 8 when CUCO_PSPLIT_0=1\n"));
     assert_false(has_knob(r.program, "CUCO_SPLIT_CHUNKS"));
     assert_non_null(strstr(r.program, "#define CUCO_TX_GEMM_SPLIT 1"));
     assert_true(tx_has_schedule_note(&r.notes, 8,
