@@ -8,16 +8,8 @@
 # outcome is exit 3, "built, not verified: no GPU", nothing registered; with
 # one it must build, run and verify (exit 0, registered with status ok).
 set -u
-: "${CUCO_BIN:?}" "${CUCO_SRC:?}" "${CUCO_TEST_DATA:?}" "${CUCO_TEST_TMP:?}"
-if ! command -v nvcc >/dev/null || ! command -v mpicxx >/dev/null; then
-    echo "skip: nvcc or mpicxx not found (the transformed program is CUDA C++ with MPI)"
-    exit 77
-fi
-mkdir -p "$CUCO_TEST_TMP"
-TMP=$(mktemp -d "$CUCO_TEST_TMP/transform-build.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-fail=0
-source "$CUCO_SRC/tests/cli/transform_build.sh"
+source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
+setup transform-build nvcc
 for name in allreduce_loop rowpar_linear lt_tp_mlp rowpar_kernel; do
     transform_bg "$CUCO_TEST_DATA/transform/$name"
     built "$name"

@@ -10,13 +10,9 @@
 # exit 3, "built, not verified: no GPU", nothing registered; with one it must
 # build, run and verify (exit 0, registered).
 set -u
-: "${CUCO_BIN:?}" "${CUCO_SRC:?}" "${CUCO_TEST_DATA:?}" "${CUCO_TEST_TMP:?}"
-mkdir -p "$CUCO_TEST_TMP"
-TMP=$(mktemp -d "$CUCO_TEST_TMP/transform-foreign.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
+setup transform-foreign
 D=$CUCO_TEST_DATA/transform
-fail=0
-source "$CUCO_SRC/tests/cli/transform_build.sh"
 
 # --- analysis: the calls, with their buffers, counts, peers and streams
 analyzed() { # analyzed NAME PYTHON-ASSERTIONS (on j, the analysis)

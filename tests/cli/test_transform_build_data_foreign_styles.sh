@@ -25,13 +25,9 @@
 # outcome is exit 3 ("built, not verified: no GPU", nothing registered);
 # with one they must build, run and verify (exit 0).
 set -u
-: "${CUCO_BIN:?}" "${CUCO_SRC:?}" "${CUCO_TEST_DATA:?}" "${CUCO_TEST_TMP:?}"
-mkdir -p "$CUCO_TEST_TMP"
-TMP=$(mktemp -d "$CUCO_TEST_TMP/transform-styles.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
+setup transform-styles
 D=$CUCO_TEST_DATA/transform
-fail=0
-source "$CUCO_SRC/tests/cli/transform_build.sh"
 
 # --- analysis: what is known only at run time is noted with its line (the
 # rest of each analysis is compared with tests/data/analyze/foreign_*.expect.json)

@@ -5,16 +5,8 @@
 # one it must build, run and verify (exit 0, registered with status ok). Its
 # gen_0 takes schedule send_as_produced.
 set -u
-: "${CUCO_BIN:?}" "${CUCO_SRC:?}" "${CUCO_TEST_DATA:?}" "${CUCO_TEST_TMP:?}"
-if ! command -v nvcc >/dev/null || ! command -v mpicxx >/dev/null; then
-    echo "skip: nvcc or mpicxx not found (the transformed program is CUDA C++ with MPI)"
-    exit 77
-fi
-mkdir -p "$CUCO_TEST_TMP"
-TMP=$(mktemp -d "$CUCO_TEST_TMP/transform-build.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-fail=0
-source "$CUCO_SRC/tests/cli/transform_build.sh"
+source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
+setup transform-build nvcc
 transform_bg "$CUCO_SRC/workloads/kv_transfer"
 built kv_transfer
 # the built gen_0 carries schedule send_as_produced: the cache's send goes

@@ -1,5 +1,9 @@
-# transform_build.sh: sourced by the test_transform_build_*.sh scripts. The
-# caller sets TMP (a scratch folder) and fail=0 and has CUCO_BIN. Gives:
+# transform_build.sh: sourced by the test_transform_build_*.sh scripts
+# (CUCO_SRC, CUCO_BIN, CUCO_TEST_DATA and CUCO_TEST_TMP set). Gives:
+#   setup PREFIX [nvcc]              checks that environment, makes TMP (a
+#                                    scratch folder removed at exit) and
+#                                    fail=0; with nvcc, skips the test
+#                                    (exit 77) where nvcc or mpicxx is missing
 #   check DESCRIPTION CONDITION...   prints ok/FAIL, sets fail=1 on FAIL
 #   gpu                              1 when this host has an NVIDIA GPU
 #   transform_bg DIR                 full 'cuco transform' of DIR into
@@ -22,6 +26,18 @@
 #   symmetric NAME LINE...           rules-only transform of
 #                                    $CUCO_TEST_DATA/transform/NAME: exactly
 #                                    these cudaMalloc lines become symm_malloc
+setup() {
+    : "${CUCO_BIN:?}" "${CUCO_SRC:?}" "${CUCO_TEST_DATA:?}" "${CUCO_TEST_TMP:?}"
+    if [ "${2:-}" = nvcc ] && { ! command -v nvcc >/dev/null || ! command -v mpicxx >/dev/null; }; then
+        echo "skip: nvcc or mpicxx not found (the transformed program is CUDA C++ with MPI)"
+        exit 77
+    fi
+    mkdir -p "$CUCO_TEST_TMP"
+    TMP=$(mktemp -d "$CUCO_TEST_TMP/$1.XXXXXX")
+    trap 'rm -rf "$TMP"' EXIT
+    fail=0
+}
+
 check() {
     local what=$1
     shift
