@@ -37,7 +37,8 @@ static const cuco_semantic_term terms[] = {
     {"rows_independent", "kernel", "rows=* args=* params=*",
      "each output row depends only on the same input row (elementwise, layer norm, an "
      "activation): launched with its row-indexed pointers moved to row r0 and its row count "
-     "set to n (same grid), the kernel computes rows r0..r0+n-1 and touches no other; rows= "
+     "set to n (same grid), the kernel computes rows r0..r0+n-1 and touches no other (so "
+     "two such launches on disjoint rows may run at the same time); rows= "
      "names the parameter that holds the row count, args= the pointer parameters indexed by "
      "row, each NAME (as many elements per row as the gathered or reduced one) or NAME:WIDTH "
      "(WIDTH: the parameter that holds its elements per row); params= lists the kernel's "
