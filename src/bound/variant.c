@@ -120,8 +120,7 @@ static int glue_comm_call(const bl_source *s, int i, const char *name)
 }
 
 /* The index of the token closing `namespace cuco_tx {` opened at token i
- * (the glue a transformed program carries: its own NCCL calls are the
- * transport, not the program's communication), else -1. */
+ * (the glue a transformed program carries), else -1. */
 static int glue_namespace_end(const bl_source *s, int i)
 {
     if (!bl_is(s, i, "namespace") || !bl_is(s, i + 1, "cuco_tx") || !bl_is(s, i + 2, "{"))
@@ -427,7 +426,10 @@ int cuco_bound_variant_from(const char *text, const char *path, const json_t *an
     for (int i = 0; i < s.n; i++) {
         if (!inside_blocks(blocks, nb, s.tok[i].off))
             continue;
-        int glue_end = glue_namespace_end(&s, i);
+        /* the glue's own NCCL calls are its transport; its launches are the
+         * program's computation (a split kernel's parts), so the variant
+         * without computation still removes them */
+        int glue_end = kind == CUCO_VARIANT_NO_COMM ? glue_namespace_end(&s, i) : -1;
         if (glue_end > i) {
             i = glue_end;
             continue;

@@ -204,6 +204,7 @@ static const char transformed[] =
     "                               ncclComm_t c, cudaStream_t st) {\n"
     "  return ::ncclAllGather(s, r, n, t, c, st);\n"
     "}\n"
+    "template <class K> void part(K k, cudaStream_t st) { k<<<1, 32, 0, st>>>(); }\n"
     "}  // namespace cuco_tx\n"
     "void step(float *a, float *b, ncclComm_t comm, cudaStream_t st) {\n"
     "    CHECK(cuco_tx::group_start());\n"
@@ -228,6 +229,14 @@ static void test_variant_no_comm_transformed(void **state)
     assert_non_null(strstr(out, "    CHECK(ncclSuccess\n);\n    CHECK(cuco_tx::group_end());"));
     assert_non_null(strstr(out, "    CHECK(ncclSuccess);\n    CHECK(cuco_tx::symm_malloc(&a, 64));"));
     assert_non_null(strstr(out, "cuco_tx::early_wait(0, CUCO_EARLY_0);"));
+    assert_non_null(strstr(out, "k<<<1, 32, 0, st>>>();")); /* the glue's launch kept */
+    free(out);
+    /* without computation: the glue's launch (a split kernel's part) goes,
+     * its communication stays */
+    assert_int_equal(cuco_bound_variant(transformed, "t.cu", CUCO_VARIANT_NO_COMPUTE, &out, &n, &e), 0);
+    assert_int_equal(n, 1);
+    assert_null(strstr(out, "<<<"));
+    assert_non_null(strstr(out, "CHECK(cuco_tx::checked_all_reduce(b, b, 8"));
     free(out);
 }
 
