@@ -71,6 +71,11 @@ void cuco_tx_result_free(cuco_tx_result *r);
 int cuco_transform_check(const char *file_name, const char *text, int *passed, cuco_tx_notes *notes,
                          cuco_err *e);
 
+/* 1 when name, called as cuco_tx::name(...) in a transformed program, is
+ * one of the glue's communication calls (all_gather, ..., send, recv, also
+ * in their checked_ and staged_ forms), each returning ncclResult_t. */
+int cuco_tx_glue_comm_call(const char *name);
+
 /* The cuco_tx glue inserted into transformed programs (static text). */
 const char *cuco_transform_runtime(void);
 

@@ -13,6 +13,7 @@
 #include "cuco/buf.h"
 #include "cuco/fs.h"
 #include "cuco/program.h"
+#include "cuco/transform.h"
 
 static const char *const comm_calls[] = {"ncclAllGather",     "ncclAllReduce",
                                          "ncclReduceScatter", "ncclBroadcast",
@@ -21,13 +22,6 @@ static const char *const comm_calls[] = {"ncclAllGather",     "ncclAllReduce",
                                          "ncclAlltoAll",      "ncclAllToAll",
                                          "ncclAlltoAllv",     "ncclGather",
                                          "ncclScatter",       NULL};
-
-/* The communication of a program cuco transform wrote: its calls of the
- * cuco_tx glue's collectives and point-to-point (cuco_tx::all_gather, ...,
- * also the checked_ and staged_ forms), each returning ncclResult_t. */
-static const char *const glue_comm_calls[] = {
-    "all_gather", "reduce_scatter", "all_reduce", "all_to_all", "broadcast", "bcast",
-    "gather",     "scatter",        "send",       "recv",       NULL};
 
 static int in_list(const char *name, const char *const *list)
 {
@@ -104,19 +98,12 @@ static int inside_blocks(const cuco_block *b, size_t nb, size_t off)
 }
 
 /* Whether the call whose name is at token i is cuco_tx::NAME( with NAME a
- * communication of the glue (glue_comm_calls, after a checked_ or staged_
- * prefix). */
+ * communication of the glue (the communication of a program cuco transform
+ * wrote). */
 static int glue_comm_call(const bl_source *s, int i, const char *name)
 {
-    if (i < 2 || !bl_is(s, i - 1, "::") || !bl_is(s, i - 2, "cuco_tx"))
-        return 0;
-    static const char *const prefixes[] = {"checked_", "staged_", ""};
-    for (int p = 0; p < 3; p++) {
-        size_t n = strlen(prefixes[p]);
-        if (!strncmp(name, prefixes[p], n) && in_list(name + n, glue_comm_calls))
-            return 1;
-    }
-    return 0;
+    return i >= 2 && bl_is(s, i - 1, "::") && bl_is(s, i - 2, "cuco_tx") &&
+           cuco_tx_glue_comm_call(name);
 }
 
 /* The index of the token closing `namespace cuco_tx {` opened at token i

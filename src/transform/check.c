@@ -29,6 +29,20 @@ static const char *const glue_calls[] = {"all_gather", "reduce_scatter", "all_re
                                          "broadcast",  "bcast",          "gather",     "scatter",
                                          "send",       "recv",           NULL};
 
+int cuco_tx_glue_comm_call(const char *name)
+{
+    static const char *const prefixes[] = {"checked_", "staged_", ""};
+    for (size_t p = 0; p < sizeof prefixes / sizeof prefixes[0]; p++) {
+        size_t n = strlen(prefixes[p]);
+        if (strncmp(name, prefixes[p], n) != 0)
+            continue;
+        for (size_t i = 0; glue_calls[i]; i++)
+            if (!strcmp(name + n, glue_calls[i]))
+                return 1;
+    }
+    return 0;
+}
+
 typedef struct code {
     const cuco_lex *lx;
     size_t *ix;

@@ -141,10 +141,7 @@ template <class F>
 inline cublasStatus_t produce_run(int site, int on, const GemmView& g, F gemm) {
   ProduceRec* r = on ? produce_rec(site) : nullptr;
   if (r) r->fresh = false;
-  if (r && r->ranks == 1) {  // one rank: the all-reduce moves nothing, the ranges would only cost
-    CUCO_TX_TRACE("producer split(%d): one rank, the GEMM runs whole\n", site);
-    return gemm(g);
-  }
+  if (produce_at_one_rank(r, site, "GEMM")) return gemm(g);
   const char* why = g.whole ? g.whole
                     : g.ldc != g.m || !g.esB || !g.esC ? "its output columns are not contiguous (ldc != m)"
                     : g.n < 2                          ? "its output has one column"

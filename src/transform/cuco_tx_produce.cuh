@@ -9,14 +9,14 @@ namespace cuco_tx {
 // output columns and records an event after each; the all-reduce (its first
 // argument produce_site(site, CUCO_PSPLIT_<site>)) reduces each range on a
 // side stream as soon as the GEMM has made it, while the GEMM's next range
-// runs, and the call's stream then waits for the side stream. Whatever
-// transport all_reduce picks for a range (device kernel, or NCCL above
-// CUCO_STAGED_NCCL_FROM) runs there. With the knob at 0, when the GEMM did
-// not split, or when the all-reduce is not an in-place reduction of exactly
-// the GEMM's output, the all-reduce runs whole on its stream. The side
-// stream has the greatest priority, so that the ranges' reductions (the SM
-// kernel, or the copy engine's short sum with CUCO_AR_CE_FROM) take the next
-// free SMs ahead of the producer's later ranges.
+// runs, and the call's stream then waits for the side stream. Each range
+// goes by the copy engines (CUCO_PSPLIT_CE) or by the transport all_reduce
+// picks for its size. With the knob at 0, when the GEMM did not split, or
+// when the all-reduce is not an in-place reduction of exactly the GEMM's
+// output, the all-reduce runs whole on its stream. The side stream has the
+// greatest priority, so that the ranges' kernels (the SM all-reduce, or the
+// copy engine's short sum) take the next free SMs ahead of the producer's
+// later ranges.
 #ifndef CUCO_PSPLIT_PIECES
 #define CUCO_PSPLIT_PIECES 8
 #endif
@@ -65,6 +65,15 @@ struct ProduceRec {
 inline ProduceRec* produce_rec(int site) {
   static std::vector<ProduceRec> v;
   return site_rec(v, site);
+}
+
+// Whether the producer (`what`: "GEMM", "kernel") of site runs whole because
+// an all-reduce of the site has seen a communicator of one rank: the
+// reduction moves nothing, the ranges would only cost.
+inline bool produce_at_one_rank(const ProduceRec* r, int site, const char* what) {
+  if (!r || r->ranks != 1) return false;
+  CUCO_TX_TRACE("producer split(%d): one rank, the %s runs whole\n", site, what);
+  return true;
 }
 
 inline ncclResult_t produce_events(ProduceRec* r) {
@@ -169,10 +178,7 @@ inline cudaError_t kernel_produce(int site, int on, const RowSpec& w, int outPos
   ksplit::Launch<P...> L(kernel, grid, block, smem, stream, std::forward<A>(a)...);
   ProduceRec* r = on ? produce_rec(site) : nullptr;
   if (r) r->fresh = false;
-  if (r && r->ranks == 1) {  // one rank: the all-reduce moves nothing, the ranges would only cost
-    CUCO_TX_TRACE("producer split(%d): one rank, the kernel runs whole\n", site);
-    return L.run(nullptr);
-  }
+  if (produce_at_one_rank(r, site, "kernel")) return L.run(nullptr);
   const char* why = r ? kernel_produce_plan(L.params(), w, outPos, count, dt) : nullptr;
   if (r && !why && produce_events(r) != ncclSuccess) why = "its events could not be made";
   if (!r || why) {
@@ -183,9 +189,10 @@ inline cudaError_t kernel_produce(int site, int on, const RowSpec& w, int outPos
     return L.run(nullptr);
   }
   long long rows = L.ints[w.rowsPos];
-  int pieces = (int)std::min<long long>(produce_pieces(count * dtype_size(dt)), rows);
+  size_t bytes = count * dtype_size(dt);
+  int pieces = (int)std::min<long long>(produce_pieces(bytes), rows);
   if (pieces < 2) {  // too small to gain from ranges
-    CUCO_TX_TRACE("producer split(%d): %zu bytes, the kernel runs whole\n", site, count * dtype_size(dt));
+    CUCO_TX_TRACE("producer split(%d): %zu bytes, the kernel runs whole\n", site, bytes);
     return L.run(nullptr);
   }
   ksplit::Part q = part_of(L.params(), w, grid.x, rows);

@@ -455,6 +455,19 @@ inline ncclResult_t scale_by_ranks(void* out, size_t n, ncclDataType_t t, ncclCo
   return cudaGetLastError() == cudaSuccess ? ncclSuccess : CUCO_TX_FAIL("avg: scale launch failed");
 }
 
+// f(T{}) for the element type of t (float, half, bfloat16, int32), else
+// the failure `what`.
+template <class F>
+inline ncclResult_t with_dtype(ncclDataType_t t, const char* what, F f) {
+  switch (t) {
+    case ncclFloat32: return f(float{});
+    case ncclFloat16: return f(__half{});
+    case ncclBfloat16: return f(__nv_bfloat16{});
+    case ncclInt32: return f(int32_t{});
+    default: return CUCO_TX_FAIL(what);
+  }
+}
+
 template <typename T>
 inline ncclResult_t reduce_scatter_t(Buf* b, size_t inOff, void* out, size_t n, cudaStream_t st) {
   CUCO_TX_TRY(cuco::reduce_scatter<T>(b->symm, inOff, static_cast<T*>(out), n, st, comm_launch()));
@@ -473,14 +486,9 @@ inline ncclResult_t reduce_scatter(const void* sendbuff, void* recvbuff, size_t 
   Buf* b = nullptr;
   if (window_of(sendbuff, recvcount * es * x->nranks, comm, &b) != ncclSuccess) return ncclInvalidUsage;
   size_t inOff = (size_t)(static_cast<const char*>(sendbuff) - static_cast<char*>(b->base));
-  ncclResult_t r;
-  switch (datatype) {
-    case ncclFloat32: r = reduce_scatter_t<float>(b, inOff, recvbuff, recvcount, stream); break;
-    case ncclFloat16: r = reduce_scatter_t<__half>(b, inOff, recvbuff, recvcount, stream); break;
-    case ncclBfloat16: r = reduce_scatter_t<__nv_bfloat16>(b, inOff, recvbuff, recvcount, stream); break;
-    case ncclInt32: r = reduce_scatter_t<int32_t>(b, inOff, recvbuff, recvcount, stream); break;
-    default: return CUCO_TX_FAIL("reduce_scatter: data type not implemented on the device");
-  }
+  ncclResult_t r = with_dtype(datatype, "reduce_scatter: data type not implemented on the device", [&](auto zero) {
+    return reduce_scatter_t<decltype(zero)>(b, inOff, recvbuff, recvcount, stream);
+  });
   return r == ncclSuccess && op == ncclAvg ? scale_by_ranks(recvbuff, recvcount, datatype, comm, stream) : r;
 }
 
@@ -512,19 +520,6 @@ inline ncclResult_t all_reduce_ce_t(Comm* x, Buf* b, size_t off, size_t n, cudaS
   if (!scratch) return CUCO_TX_FAIL("all_reduce: cannot allocate the copy engine's scratch");
   CUCO_TX_TRY(cuco::all_reduce_ce<T>(b->symm, off, n, scratch, st));
   return ncclSuccess;
-}
-
-// f(T{}) for the element type of t (float, half, bfloat16, int32), else
-// the failure `what`.
-template <class F>
-inline ncclResult_t with_dtype(ncclDataType_t t, const char* what, F f) {
-  switch (t) {
-    case ncclFloat32: return f(float{});
-    case ncclFloat16: return f(__half{});
-    case ncclBfloat16: return f(__nv_bfloat16{});
-    case ncclInt32: return f(int32_t{});
-    default: return CUCO_TX_FAIL(what);
-  }
 }
 
 // copyEngine: the copy engines wherever they can carry it (in place in a
