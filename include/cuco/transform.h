@@ -197,6 +197,7 @@ typedef struct cuco_sched_plan {
     int split_kernel;      /* 1: the consumer is a kernel launch (cuco_tx::kernel_split) */
     int split_attention;   /* 1: that kernel is declared attention (cuco_tx::attention_split):
                             * the all-gathers of its other key arguments join the split */
+    int split_lend;        /* 1: its queries are declared too (the ranks may trade them) */
     int split_line;        /* the GEMM's (or the launch's) line */
     size_t split_gemm_off; /* byte offset of the split GEMM's (or kernel's) name */
     char *split_note;      /* owned: the split's report line (applies or why not); NULL: none */

@@ -66,7 +66,7 @@ QUICK=${ATTN_QUICK:-0}
 evaluate seed "$RANKS"
 [ "$QUICK" = 1 ] || evaluate expert "$RANKS" "$WL/expert.cu" "$SEED"
 evaluate gen0 "$RANKS" "$g" "$g"
-for v in "split0:CUCO_SPLIT_0=0,CUCO_SPLIT_1=0" "attn2:CUCO_ATTN_CHUNKS=2" "attn4:CUCO_ATTN_CHUNKS=4" \
+for v in "split0:CUCO_SPLIT_0=0,CUCO_SPLIT_1=0" "attn2:CUCO_ATTN_CHUNKS=2" "attn4:CUCO_ATTN_CHUNKS=4" "nolend:CUCO_ATTN_LEND=0" \
          "pull1:CUCO_SPLIT_CHUNKS=1" "plain:CUCO_SPLIT_0=0,CUCO_SPLIT_1=0,CUCO_EARLY_0=0,CUCO_EARLY_1=0"; do
   knob_variant "$g" "$T/${v%%:*}.cu" "${v#*:}" || status=1
   evaluate "${v%%:*}" "$RANKS" "$T/${v%%:*}.cu" "$g"

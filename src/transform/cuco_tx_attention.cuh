@@ -1,4 +1,4 @@
-// cuco_tx glue, part 5 of 6: consumer_split_by_source for a kernel the
+// cuco_tx glue, part 6 of 7: consumer_split_by_source for a kernel the
 // manifest declares attention (keys=, args=, first_key=, out=, lse=,
 // out_rows=, out_width=).
 //
@@ -32,6 +32,7 @@ inline int attn_chunks() { return clamp_count(CUCO_ATTN_CHUNKS, kMaxSplitChunks)
 struct AttnSpec {
   RowSpec rows;  // keys= (its rowsPos), args= (mask and widths); gridRows unused
   int firstPos, outPos, lsePos;
+  LendSpec lend;  // the queries (cuco_tx_lend.cuh)
 };
 
 namespace attn {
@@ -248,10 +249,127 @@ inline cudaError_t attn_wait(const attn::Plan& ap, int n, int p, int parts, long
   return cudaSuccess;
 }
 
+namespace attn {
+// This rank's launch as lend::exchange tells it (able 0: it cannot split,
+// or its queries are not declared usably, so nothing moves anywhere).
+inline lend::Info lend_info(const ksplit::Params& pa, const AttnSpec& w, const Plan& ap, dim3 grid, size_t outRows,
+                            size_t outWidth, size_t qWidth, int chunks, bool able) {
+  lend::Info me{};
+  const LendSpec& q = w.lend;
+  long long nq = able && q.queriesPos < pa.n ? pa.ints[q.queriesPos] : 0;
+  me.gridQ = q.grid == 0 ? grid.x : q.grid == 1 ? grid.y : grid.z;
+  able = able && nq > 0 && q.firstQueryPos >= 0 && q.firstQueryPos < pa.n && pa.ints[q.firstQueryPos] >= 0 &&
+         qWidth > 0 && outRows % (size_t)nq == 0 && me.gridQ > 0;
+  for (int i = 0; able && i < pa.n && i < 64; i++)
+    if ((q.mask >> i) & 1UL) {
+      able = pa.es[i] > 0;
+      me.nqargs++;
+      me.qRowBytes = std::max(me.qRowBytes, (long long)(qWidth * pa.es[i]));
+    }
+  me.able = able && me.nqargs > 0;
+  if (!me.able) return me;
+  me.q0 = pa.ints[q.firstQueryPos];
+  me.nq = nq;
+  me.k0 = w.firstPos >= 0 ? pa.ints[w.firstPos] : 0;
+  me.per = ap.perRank;
+  me.rpq = (long long)outRows / nq;
+  me.outRows = (long long)outRows;
+  me.outRowBytes = (long long)(outWidth * pa.es[w.outPos]);
+  me.causal = q.causalPos == -2 || (q.causalPos >= 0 && q.causalPos < pa.n && pa.ints[q.causalPos] > 0);
+  me.chunks = chunks;
+  return me;
+}
+
+// The blocks of the query dimension for n of b's queries.
+inline unsigned query_blocks(const lend::Info& b, long long n) {
+  return (unsigned)((b.gridQ * n + b.nq - 1) / b.nq);
+}
+
+// What the ranks agreed on at one launch: the deals and this rank's part in
+// them, the lend window's layout.
+struct Deals {
+  lend::Info all[kMaxRanks];
+  lend::Deal d[kMaxRanks];
+  int n = 0;
+  const lend::Deal *lent = nullptr, *helped = nullptr;
+  lend::Layout y;
+};
+
+// The lend stream's share of the deals: the lender pushes its lent queries
+// to the helper, the helper attends them over the source's keys into the
+// lender's temporaries; a rendezvous after each. `h` is the helper's part
+// (its key and query arguments filled in here).
+template <class... P>
+inline cudaError_t lend_run(lend::Site* s, ksplit::Launch<P...>& L, const AttnSpec& w, const Plan& ap,
+                            const Deals& dl, size_t qWidth, ksplit::Part h, cudaEvent_t start) {
+  cuco::Symm& y = s->data->symm;
+  char* base = static_cast<char*>(y.base);
+  cudaError_t rc = cudaStreamWaitEvent(s->ls, start, 0);
+  int a = 0;
+  uintptr_t qAt[64] = {};
+  for (int i = 0; i < (int)L.n && i < 64 && rc == cudaSuccess; i++) {
+    if (!((w.lend.mask >> i) & 1UL)) continue;
+    size_t off = dl.y.qOff + (size_t)a++ * dl.y.qArgBytes;
+    qAt[i] = reinterpret_cast<uintptr_t>(base + off);
+    if (const lend::Deal* l = dl.lent) {
+      const lend::Info& me = dl.all[l->lender];
+      size_t row = qWidth * L.es[i];
+      if (cuco::ce_copy(static_cast<char*>(y.lsaBase[l->helper]) + off,
+                        reinterpret_cast<const char*>(L.addr[i]) + (size_t)(me.nq - l->m) * row, (size_t)l->m * row,
+                        s->ls) != 0)
+        rc = cudaErrorUnknown;
+    }
+  }
+  if (rc == cudaSuccess && cuco::ce_rendezvous(y, s->ls) != 0) rc = cudaErrorUnknown;
+  if (const lend::Deal* g = dl.helped) {
+    const lend::Info& b = dl.all[g->lender];
+    int slot = lend::slot_of(dl.all, dl.d, dl.n, ap.nranks, g->lender, g->source);
+    char* peer = static_cast<char*>(y.lsaBase[g->lender]);
+    size_t first = (size_t)(b.nq - g->m) * (size_t)b.rpq;
+    h.own = qAt;
+    h.rowOff = (long long)g->source * ap.perRank;
+    h.rows = ap.perRank;
+    h.queriesPos = w.lend.queriesPos;
+    h.queries = g->m;
+    h.firstQueryPos = w.lend.firstQueryPos;
+    h.firstQuery = b.q0 + b.nq - g->m;
+    h.gridDim = w.lend.grid;
+    h.gridBlocks = query_blocks(b, g->m);
+    h.outAt = reinterpret_cast<uintptr_t>(peer + dl.y.outOff + (size_t)(slot - 1) * (size_t)(b.outRows * b.outRowBytes) +
+                                          first * (size_t)b.outRowBytes);
+    h.lseAt = reinterpret_cast<uintptr_t>(peer + dl.y.lseOff + ((size_t)slot * (size_t)b.outRows + first) * sizeof(float));
+    CUCO_TX_TRACE("split: rank %d attends rank %d's last %lld queries over rank %d's keys\n", ap.rank, g->lender,
+                  g->m, g->source);
+    if (rc == cudaSuccess && attn_wait(ap, (int)L.n, g->source, 1, ap.perRank, s->ls) != cudaSuccess)
+      rc = cudaErrorUnknown;
+    if (rc == cudaSuccess) rc = L.run(&h, s->ls);
+  }
+  if (rc == cudaSuccess && cuco::ce_rendezvous(y, s->ls) != 0) rc = cudaErrorUnknown;
+  if (rc == cudaSuccess) rc = cudaEventRecord(s->done, s->ls);
+  return rc;
+}
+}  // namespace attn
+
+// The deals of this launch (dl->n 0: none), after telling the peers about
+// it; every rank of a split gather's communicator comes here at the same
+// launch. Why it failed, or nullptr.
+inline const char* attn_deal(int site, const SplitRec& own, const lend::Info& me, attn::Deals* dl) {
+  lend::Site* s = lend::site_of(site);
+  const char* e = lend::setup(s, own.comm);
+  if (!e) e = lend::exchange(s, me, own.rank, own.nranks, dl->all);
+  if (e) return e;
+  dl->n = lend::plan(dl->all, own.nranks, dl->d);
+  if (!dl->n) return nullptr;
+  dl->lent = lend::as_lender(dl->d, dl->n, own.rank);
+  dl->helped = lend::as_helper(dl->d, dl->n, own.rank);
+  dl->y = lend::layout(dl->all, own.nranks, dl->d, dl->n);
+  return lend::data_window(s, dl->y.bytes, own.comm);
+}
+
 template <class... P, class... A>
 inline cudaError_t attention_split(int site, int on, const AttnSpec& w, size_t outRows, size_t outWidth,
-                                   void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                                   A&&... a) {
+                                   size_t qWidth, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+                                   cudaStream_t stream, A&&... a) {
   using Tup = std::tuple<P...>;
   ksplit::Launch<P...> L(kernel, grid, block, smem, stream, std::forward<A>(a)...);
   attn::Plan ap{};
@@ -263,16 +381,28 @@ inline cudaError_t attention_split(int site, int on, const AttnSpec& w, size_t o
                          attn::mergeable_at<Tup>(w.outPos, std::index_sequence_for<P...>{}));
   long long per = ap.perRank;
   int chunks = why ? 1 : (int)std::min<long long>(attn_chunks(), per);
-  int parts = why ? 1 : 1 + (ap.nranks - 1) * chunks;
+  // work moved between ranks: every rank of the gather takes part in the
+  // exchange, whether or not its own launch can split
+  attn::Deals dl;
+  if (fresh && w.lend.queriesPos >= 0 && own->nranks > 1 && CUCO_ATTN_LEND) {
+    lend::Info me = attn::lend_info(L.params(), w, ap, grid, outRows, outWidth, qWidth, chunks, !why);
+    const char* e = attn_deal(site, *own, me, &dl);
+    if (e) {
+      fprintf(stderr, "cuco_tx: split(%d): moving attention between ranks: %s\n", site, e);
+      return cudaErrorUnknown;
+    }
+  }
+  const lend::Deal* lent = dl.lent;
+  int parts = why ? 1 : dl.n ? lend::parts_of(dl.all, dl.d, dl.n, ap.nranks, ap.rank) : 1 + (ap.nranks - 1) * chunks;
   size_t outBytes = outRows * outWidth * (why ? 0 : L.es[w.outPos]);
   attn::Temp* t = attn::temp_of(site);
   if (!why && parts > 1 &&
-      (!t || attn::grow(&t->out, &t->outBytes, (size_t)(parts - 1) * outBytes) != cudaSuccess ||
-       attn::grow(reinterpret_cast<void**>(&t->lse), &t->lseBytes, (size_t)parts * outRows * sizeof(float)) !=
-           cudaSuccess ||
+      (!t || (!dl.n && (attn::grow(&t->out, &t->outBytes, (size_t)(parts - 1) * outBytes) != cudaSuccess ||
+                        attn::grow(reinterpret_cast<void**>(&t->lse), &t->lseBytes,
+                                   (size_t)parts * outRows * sizeof(float)) != cudaSuccess)) ||
        attn::peers_stream(t) != cudaSuccess))
     why = "its temporaries or its stream could not be made";
-  for (int i = 0; i < L.n && i < 64; i++)
+  for (int i = 0; i < (int)L.n && i < 64; i++)
     if (ap.rec[i]) ap.rec[i]->fresh = false;
   if (own) own->fresh = false;
   if (why || parts == 1) {
@@ -284,11 +414,14 @@ inline cudaError_t attention_split(int site, int on, const AttnSpec& w, size_t o
     if (why) attn::join_pending(stream);
     return L.run(nullptr);
   }
+  char* win = dl.n ? static_cast<char*>(lend::site_of(site)->data->base) : nullptr;
+  void* tOut = dl.n ? win + dl.y.outOff : t->out;
+  float* tLse = dl.n ? reinterpret_cast<float*>(win + dl.y.lseOff) : t->lse;
   // the own keys straight from the all-gathers' send buffers when the kernel
   // only reads its key arguments (no wait for their local copies)
   uintptr_t fromSend[64] = {};
   bool ownFromSend = true;
-  for (int i = 0; i < L.n && i < 64; i++)
+  for (int i = 0; i < (int)L.n && i < 64; i++)
     if (ap.rec[i]) {
       fromSend[i] = reinterpret_cast<uintptr_t>(ap.rec[i]->send);
       ownFromSend = ownFromSend && L.cst[i];
@@ -303,26 +436,39 @@ inline cudaError_t attention_split(int site, int on, const AttnSpec& w, size_t o
                 chunks, parts);
   cudaError_t rc = cudaEventRecord(t->start, stream);
   if (rc == cudaSuccess) rc = cudaStreamWaitEvent(t->peers, t->start, 0);
+  if (rc == cudaSuccess && dl.n) rc = attn::lend_run(lend::site_of(site), L, w, ap, dl, qWidth, q, t->start);
   int k = 0;
   for (int j = 0; j < ap.nranks && rc == cudaSuccess; j++) {
-    int p = (ap.rank + j) % ap.nranks, n = j == 0 ? 1 : chunks;
+    int p = (ap.rank + j) % ap.nranks;
+    int n = j == 0 ? 1 : dl.n ? lend::chunks_of(dl.all, dl.d, dl.n, ap.rank, p) : chunks;
+    bool lentHere = lent && lent->source == p;
     cudaStream_t on = j == 0 ? stream : t->peers;
     for (int part = 0; part < n && rc == cudaSuccess; part++, k++) {
       long long lo = per * part / n, hi = per * (part + 1) / n;
-      q.own = k == 0 && ownFromSend ? fromSend : nullptr;
-      if (!q.own && attn_wait(ap, (int)L.n, p, n, hi, on) != cudaSuccess) rc = cudaErrorUnknown;
-      q.rowOff = p * per + lo;
-      q.rows = hi - lo;
-      q.outAt = k == 0 ? L.addr[w.outPos] : reinterpret_cast<uintptr_t>(t->out) + (size_t)(k - 1) * outBytes;
-      q.lseAt = reinterpret_cast<uintptr_t>(t->lse + (size_t)k * outRows);
-      if (rc == cudaSuccess) rc = L.run(&q, on);
+      ksplit::Part r = q;
+      r.own = k == 0 && ownFromSend ? fromSend : nullptr;
+      if (!r.own && attn_wait(ap, (int)L.n, p, n, hi, on) != cudaSuccess) rc = cudaErrorUnknown;
+      r.rowOff = p * per + lo;
+      r.rows = hi - lo;
+      r.outAt = k == 0 ? L.addr[w.outPos] : reinterpret_cast<uintptr_t>(tOut) + (size_t)(k - 1) * outBytes;
+      r.lseAt = reinterpret_cast<uintptr_t>(tLse + (size_t)k * outRows);
+      if (lentHere) {  // the first queries only: the helper attends the rest
+        const lend::Info& me = dl.all[ap.rank];
+        r.queriesPos = w.lend.queriesPos;
+        r.queries = me.nq - lent->m;
+        r.gridDim = w.lend.grid;
+        r.gridBlocks = attn::query_blocks(me, r.queries);
+        if (!r.queries) continue;
+      }
+      if (rc == cudaSuccess) rc = L.run(&r, on);
     }
   }
   // the merge after every part (also after a failed one: nothing left unjoined)
   cudaError_t joined = cudaEventRecord(t->done, t->peers);
   if (joined == cudaSuccess) joined = cudaStreamWaitEvent(stream, t->done, 0);
+  if (joined == cudaSuccess && dl.n) joined = cudaStreamWaitEvent(stream, lend::site_of(site)->done, 0);
   if (rc != cudaSuccess || joined != cudaSuccess) return rc != cudaSuccess ? rc : joined;
-  return attn::merge_at<Tup>(w.outPos, L.addr[w.outPos], t->out, t->lse, reinterpret_cast<float*>(L.addr[w.lsePos]),
+  return attn::merge_at<Tup>(w.outPos, L.addr[w.outPos], tOut, tLse, reinterpret_cast<float*>(L.addr[w.lsePos]),
                              parts, outRows, outWidth, stream, std::index_sequence_for<P...>{});
 }
 

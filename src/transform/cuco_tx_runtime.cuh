@@ -1,10 +1,10 @@
 // cuco_tx: the glue 'cuco transform' writes into a transformed program. It
 // maps the host NCCL calls the rules rewrote (same arguments, same stream,
 // same ncclResult_t) onto device/'s symmetric-memory kernels. This file is
-// part 1 of 6 (knobs, buffers and windows, communicators, collectives); the
+// part 1 of 7 (knobs, buffers and windows, communicators, collectives); the
 // program gets it joined with cuco_tx_p2p.cuh, cuco_tx_schedules.cuh,
-// cuco_tx_produce.cuh, cuco_tx_attention.cuh and cuco_tx_gemm.cuh, in that
-// order (cuco_transform_runtime).
+// cuco_tx_produce.cuh, cuco_tx_lend.cuh, cuco_tx_attention.cuh and
+// cuco_tx_gemm.cuh, in that order (cuco_transform_runtime).
 //
 // Buffers: every allocation the rules found feeding a collective is made with
 // symm_malloc (ncclMemAlloc, rounded to 4 KiB, plus a signal-slot area) and

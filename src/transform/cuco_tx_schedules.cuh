@@ -1,4 +1,4 @@
-// cuco_tx glue, part 3 of 6: the schedules (send_as_produced's pieces,
+// cuco_tx glue, part 3 of 7: the schedules (send_as_produced's pieces,
 // early_start_late_wait, consumer_split_by_source; producer_split is part 4,
 // cuco_tx_produce.cuh).
 namespace cuco_tx {
@@ -461,6 +461,7 @@ struct SplitRec {
   const void* send = nullptr;  // this rank's block, as given
   size_t bytes = 0;            // per rank
   int rank = 0, nranks = 0;
+  ncclComm_t comm = nullptr;
   cudaEvent_t arrived[kMaxRanks] = {};
   cudaEvent_t piece[kMaxRanks][kMaxSplitChunks] = {};  // piece j of peer p landed
   size_t pieceBytes = 0;                                // bytes of each piece but the last
@@ -536,6 +537,7 @@ inline ncclResult_t all_gather(SplitSite ss, const void* sendbuff, void* recvbuf
   r->bytes = bytes;
   r->rank = x->rank;
   r->nranks = x->nranks;
+  r->comm = comm;
   if (bytes == 0) return ncclSuccess;
   ncclResult_t res = all_gather_pull(r, b, static_cast<const char*>(sendbuff), outOff, stream);
   r->fresh = res == ncclSuccess;
@@ -603,6 +605,12 @@ struct Part {
   long long firstBase = 0;
   uintptr_t outAt = 0, lseAt = 0;
   const uintptr_t* own = nullptr;  // by position: where the part reads instead (0: moved by rowOff)
+  // attention's queries: the query count's and first query's positions
+  // (-1: not changed), their values, and the grid dimension over the
+  // queries with its blocks for this part (-1: the launch's grid)
+  int queriesPos = -1, firstQueryPos = -1, gridDim = -1;
+  long long queries = 0, firstQuery = 0;
+  unsigned gridBlocks = 0;
 };
 template <class T> inline void adjust(T& x, int i, const Part& q, std::true_type /*pointer*/, std::false_type) {
   if (i == q.outPos)
@@ -621,6 +629,10 @@ template <class T> inline void adjust(T& x, int i, const Part& q, std::false_typ
     x = (T)q.rows;
   else if (i == q.firstPos)
     x = (T)(q.firstBase + q.rowOff);
+  else if (i == q.queriesPos)
+    x = (T)q.queries;
+  else if (i == q.firstQueryPos)
+    x = (T)q.firstQuery;
 }
 template <class T> inline void adjust(T&, int, const Part&, std::false_type, std::false_type) {}
 
@@ -688,6 +700,7 @@ struct Launch {
     Tup piece = t;
     dim3 g = grid;
     if (q && q->gridRows) g.x = (unsigned)q->rows;
+    if (q && q->gridDim >= 0) (q->gridDim == 0 ? g.x : q->gridDim == 1 ? g.y : g.z) = q->gridBlocks;
     return launch(k, g, block, smem, on ? on : stream, piece, q, std::index_sequence_for<P...>{});
   }
 };

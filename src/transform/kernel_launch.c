@@ -195,9 +195,54 @@ static int decl_position(const param_src *ps, const cuco_semantic *d, const char
     return 1;
 }
 
+/* The bits of the parameters list names ("q" or "q q_rope"), into *mask;
+ * *why on a name the kernel does not have. */
+static int name_bits(const param_src *ps, const char *key, const char *list, const char *kernel,
+                     unsigned long *mask, char **why)
+{
+    *mask = 0;
+    const char *p, *rest = list ? list : "";
+    size_t len;
+    while ((p = list_next(&rest, &len)), len) {
+        int k = param_at(ps, p, len);
+        if (k < 0 || k >= 64) {
+            *why = cuco_sprintf("launches kernel %s, whose declaration names %s=%.*s, which is "
+                                "not one of its parameters",
+                                kernel, key, (int)len, p);
+            return *why ? 0 : CUCO_ENOMEM;
+        }
+        *mask |= 1UL << k;
+    }
+    return 1;
+}
+
+/* attention's query terms (queries=, first_query=, query_args=,
+ * query_grid=, causal=) into kl; kl->lend when all that moving work needs
+ * is declared. 1, 0 with *why, or negative as decl_positions. */
+static int query_positions(const param_src *ps, const cuco_semantic *d, const char *kernel,
+                           kernel_launch *kl, char **why)
+{
+    const char *causal = cuco_semantic_param(d, "causal");
+    const char *grid = cuco_semantic_param(d, "query_grid");
+    kl->query_grid = grid ? (int)(grid[0] - 'x') : -1;
+    if (causal && !strcmp(causal, "true"))
+        kl->causal_pos = -2;
+    else if (causal && strcmp(causal, "false") &&
+             decl_position(ps, d, "causal", kernel, &kl->causal_pos, why))
+        return *why ? 0 : CUCO_ENOMEM;
+    if (decl_position(ps, d, "queries", kernel, &kl->queries_pos, why) ||
+        decl_position(ps, d, "first_query", kernel, &kl->first_query_pos, why))
+        return *why ? 0 : CUCO_ENOMEM;
+    int rc = name_bits(ps, "query_args", cuco_semantic_param(d, "query_args"), kernel,
+                       &kl->query_mask, why);
+    kl->lend = rc == 1 && kl->queries_pos >= 0 && kl->first_query_pos >= 0 && kl->query_mask &&
+               kl->query_grid >= 0 && cuco_semantic_param(d, "query_width");
+    return rc;
+}
+
 /* The declaration's parameters as positions into kl (rows or keys, args,
- * and attention's first_key, out, lse): 1 when they all name parameters, 0
- * with *why when not, negative when out of memory. */
+ * and attention's first_key, out, lse and query terms): 1 when they all
+ * name parameters, 0 with *why when not, negative when out of memory. */
 static int decl_positions(const param_src *ps, const cuco_semantic *d, const char *kernel,
                           kernel_launch *kl, char **why)
 {
@@ -208,7 +253,8 @@ static int decl_positions(const param_src *ps, const cuco_semantic *d, const cha
                            decl_position(ps, d, "out", kernel, &kl->out_pos, why) ||
                            decl_position(ps, d, "lse", kernel, &kl->lse_pos, why))))
         return *why ? 0 : CUCO_ENOMEM;
-    return row_args(ps, cuco_semantic_param(d, "args"), kernel, kl, why);
+    int rc = kl->attention ? query_positions(ps, d, kernel, kl, why) : 1;
+    return rc == 1 ? row_args(ps, cuco_semantic_param(d, "args"), kernel, kl, why) : rc;
 }
 
 int kernel_launch_rows(const sview *v, size_t a, size_t b, const cuco_semantic *sem, size_t n,
@@ -216,6 +262,7 @@ int kernel_launch_rows(const sview *v, size_t a, size_t b, const cuco_semantic *
 {
     memset(kl, 0, sizeof *kl);
     kl->first_pos = kl->out_pos = kl->lse_pos = -1;
+    kl->queries_pos = kl->first_query_pos = kl->causal_pos = kl->query_grid = -1;
     *why = NULL;
     size_t bare = v->n, lt = launch_lt(v, a, b, &bare);
     size_t gt = lt < v->n ? close_of(v, lt) : v->n;
@@ -330,9 +377,21 @@ char *kernel_launch_attention_spec(const sview *v, const kernel_launch *kl)
 {
     char *rows = kernel_launch_spec(kl);
     cuco_buf b = CUCO_BUF_INIT;
-    int rc = rows ? cuco_buf_printf(&b, "cuco_tx::AttnSpec{%s, %d, %d, %d}, (size_t)(", rows,
-                                    kl->first_pos, kl->out_pos, kl->lse_pos)
-                  : CUCO_ENOMEM;
+    /* every member of RowSpec written (its widths {} when it has none): an
+     * aggregate followed by more members warns under -Wextra otherwise */
+    size_t rl = rows ? strlen(rows) : 0;
+    if (rl >= 2 && rows[rl - 2] != '}') {
+        char *all = cuco_sprintf("%.*s, {}}", (int)(rl - 1), rows);
+        free(rows);
+        rows = all;
+    }
+    int lend = kl->lend;
+    int rc =
+        rows ? cuco_buf_printf(
+                   &b, "cuco_tx::AttnSpec{%s, %d, %d, %d, {%d, %d, %d, %d, 0x%lxUL}}, (size_t)(",
+                   rows, kl->first_pos, kl->out_pos, kl->lse_pos, lend ? kl->queries_pos : -1,
+                   kl->first_query_pos, kl->causal_pos, kl->query_grid, lend ? kl->query_mask : 0UL)
+             : CUCO_ENOMEM;
     free(rows);
     if (rc == 0)
         rc = subst_params(&b, v, kl, cuco_semantic_param(kl->decl, "out_rows"));
@@ -340,6 +399,10 @@ char *kernel_launch_attention_spec(const sview *v, const kernel_launch *kl)
         rc = cuco_buf_puts(&b, "), (size_t)(");
     if (rc == 0)
         rc = subst_params(&b, v, kl, cuco_semantic_param(kl->decl, "out_width"));
+    if (rc == 0)
+        rc = cuco_buf_puts(&b, "), (size_t)(");
+    if (rc == 0)
+        rc = subst_params(&b, v, kl, lend ? cuco_semantic_param(kl->decl, "query_width") : "0");
     if (rc == 0)
         rc = cuco_buf_puts(&b, ")");
     if (rc != 0) {

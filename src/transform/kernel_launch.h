@@ -32,6 +32,13 @@ typedef struct kernel_launch {
     /* attention (decl->term "attention"): rows are keys; first_key= (-1: none),
      * out= and lse= parameters */
     int attention, first_pos, out_pos, lse_pos;
+    /* attention's queries (moving work between ranks): the query count's and
+     * first_query='s parameters (-1: not declared), causal= (a parameter,
+     * -1 absent, -2 written as true), the grid dimension over the queries
+     * (0 x, 1 y, 2 z; -1 not declared), bit i: parameter i is indexed by
+     * query; lend is 1 when every one of them is declared */
+    int queries_pos, first_query_pos, causal_pos, query_grid, lend;
+    unsigned long query_mask;
 } kernel_launch;
 
 /* Reads statement [a, b) as one launch `k<<<...>>>(...);` of a kernel that a
@@ -57,10 +64,11 @@ char *kernel_launch_spec(const kernel_launch *kl);
  * ("cuco_tx::kernel_split(0, CUCO_SPLIT_0, cuco_tx::RowSpec{...}"). NULL
  * when out of memory. */
 /* The glue's AttnSpec aggregate and output shape for an attention launch:
- * "cuco_tx::AttnSpec{<RowSpec>, first, out, lse}, (size_t)(ROWS),
- * (size_t)(WIDTH)", ROWS and WIDTH being out_rows= and out_width= with
- * each of the kernel's parameter names replaced by the launch's argument.
- * NULL when out of memory. */
+ * "cuco_tx::AttnSpec{<RowSpec>, first, out, lse, {queries, first_query,
+ * causal, grid, 0xMASKUL}}, (size_t)(ROWS), (size_t)(WIDTH),
+ * (size_t)(QWIDTH)", ROWS, WIDTH and QWIDTH being out_rows=, out_width=
+ * and query_width= (0 without it) with each of the kernel's parameter
+ * names replaced by the launch's argument. NULL when out of memory. */
 char *kernel_launch_attention_spec(const sview *v, const kernel_launch *kl);
 
 char *kernel_launch_call(const sview *v, const kernel_launch *kl, const char *head);

@@ -321,6 +321,7 @@ typedef struct ctx {
     sched_sites splits;      /* all-gathers split by consumer_split_by_source (CUCO_SPLIT_CHUNKS) */
     size_t gemm_splits;      /* of them, those whose consumer is a GEMM (not a kernel) */
     sched_sites attn_splits; /* of them, those whose consumer is a kernel declared attention */
+    int attn_lends;          /* of those, with their queries declared (CUCO_ATTN_LEND) */
     const cuco_semantic *sem; /* the manifest's declared semantics (n_sem) */
     size_t n_sem;
     sched_sites produces; /* all-reduces fed by producer_split (CUCO_PSPLIT_PIECES) */
@@ -1779,6 +1780,7 @@ static int split_report(ctx *c, const cuco_sched_plan *plan, size_t k, int line,
         c->gemm_splits += !plan->split_kernel;
         if (plan->split_attention)
             sched_sites_add(&c->attn_splits, k);
+        c->attn_lends += plan->split_lend;
         rc = cuco_buf_printf(&c->knobs, "#define CUCO_SPLIT_%zu 1 // cuco:knob run 0 1\n", k);
     }
     if (rc == 0)
@@ -2452,6 +2454,45 @@ static const char staged_glue[] =
     "}\n"
     "}  // namespace cuco_tx\n";
 
+/* The knob lines of the schedules the program got (pieces, parts, ranges,
+ * transports), into g. */
+static void schedule_knob_lines(const ctx *c, cuco_buf *g)
+{
+    if (c->send_made)
+        cuco_buf_puts(g, "// the pieces sends and receives of 2 MiB and more move in\n"
+                         "#define CUCO_P2P_PIECES 8 // cuco:knob run 1 2 4 8 16\n");
+    if (c->glue.reads & CUCO_GLUE_READS_P2P)
+        cuco_buf_printf(g,
+                        "// large sends and receives by the copy engines (no SM)\n"
+                        "#define CUCO_P2P_CE %d // cuco:knob run 0 1\n",
+                        c->send_made);
+    if (c->splits.n) {
+        cuco_buf_puts(g, "// the pieces each peer's gathered block is pulled and consumed in\n"
+                         "#define CUCO_SPLIT_CHUNKS 4 // cuco:knob run 1 2 4");
+        site_switch_condition(g, &c->splits, "CUCO_SPLIT");
+    }
+    if (c->attn_splits.n) {
+        cuco_buf_puts(g, "// the parts each peer's keys are attended in (merged by log-sum-exp)\n"
+                         "#define CUCO_ATTN_CHUNKS 1 // cuco:knob run 1 2 4");
+        site_switch_condition(g, &c->attn_splits, "CUCO_SPLIT");
+        if (c->attn_lends) {
+            cuco_buf_puts(g,
+                          "// the busiest rank lends queries to the least busy (declared queries)\n"
+                          "#define CUCO_ATTN_LEND 1 // cuco:knob run 0 1");
+            site_switch_condition(g, &c->attn_splits, "CUCO_SPLIT");
+        }
+    }
+    if (c->produces.n) {
+        cuco_buf_puts(
+            g, "// the ranges a GEMM or kernel feeding an all-reduce is made and reduced in\n"
+               "#define CUCO_PSPLIT_PIECES 8 // cuco:knob run 2 4 8");
+        site_switch_condition(g, &c->produces, "CUCO_PSPLIT");
+        cuco_buf_puts(g, "// the ranges reduced by the copy engines (no SM) where they can be\n"
+                         "#define CUCO_PSPLIT_CE 1 // cuco:knob run 0 1");
+        site_switch_condition(g, &c->produces, "CUCO_PSPLIT");
+    }
+}
+
 static int assemble(ctx *c, const char *text)
 {
     size_t pos;
@@ -2477,33 +2518,7 @@ static int assemble(ctx *c, const char *text)
     if (c->gemm_lt)
         cuco_buf_puts(&g, "// the cublasLtMatmul part of the glue\n"
                           "#define CUCO_TX_GEMM_LT 1\n");
-    if (c->send_made)
-        cuco_buf_puts(&g, "// the pieces sends and receives of 2 MiB and more move in\n"
-                          "#define CUCO_P2P_PIECES 8 // cuco:knob run 1 2 4 8 16\n");
-    if (c->glue.reads & CUCO_GLUE_READS_P2P)
-        cuco_buf_printf(&g,
-                        "// large sends and receives by the copy engines (no SM)\n"
-                        "#define CUCO_P2P_CE %d // cuco:knob run 0 1\n",
-                        c->send_made);
-    if (c->splits.n) {
-        cuco_buf_puts(&g, "// the pieces each peer's gathered block is pulled and consumed in\n"
-                          "#define CUCO_SPLIT_CHUNKS 4 // cuco:knob run 1 2 4");
-        site_switch_condition(&g, &c->splits, "CUCO_SPLIT");
-    }
-    if (c->attn_splits.n) {
-        cuco_buf_puts(&g, "// the parts each peer's keys are attended in (merged by log-sum-exp)\n"
-                          "#define CUCO_ATTN_CHUNKS 1 // cuco:knob run 1 2 4");
-        site_switch_condition(&g, &c->attn_splits, "CUCO_SPLIT");
-    }
-    if (c->produces.n) {
-        cuco_buf_puts(
-            &g, "// the ranges a GEMM or kernel feeding an all-reduce is made and reduced in\n"
-                "#define CUCO_PSPLIT_PIECES 8 // cuco:knob run 2 4 8");
-        site_switch_condition(&g, &c->produces, "CUCO_PSPLIT");
-        cuco_buf_puts(&g, "// the ranges reduced by the copy engines (no SM) where they can be\n"
-                          "#define CUCO_PSPLIT_CE 1 // cuco:knob run 0 1");
-        site_switch_condition(&g, &c->produces, "CUCO_PSPLIT");
-    }
+    schedule_knob_lines(c, &g);
     cuco_buf_puts(&g, glue);
     free(glue);
     if (g.len && g.data[g.len - 1] != '\n')

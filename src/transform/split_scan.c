@@ -352,16 +352,21 @@ static int try_kernel_split(scan *s, cuco_sched_place *pl, stmt *st, int helper,
     p->split = 1;
     p->split_kernel = 1;
     p->split_attention = s->ks.attention;
+    p->split_lend = s->ks.attention && s->ks.lend;
     p->split_line = tk(v, s->ks.name)->line;
     p->split_gemm_off = tk(v, s->ks.name)->off;
     free(p->split_note);
     p->split_note = cuco_sprintf(
         "kernel %.*s at line %d consumes ncclAllGather at line %d per source rank (%s; declared "
-        "%s at workload.yaml line %d)%s",
+        "%s at workload.yaml line %d)%s%s",
         klen, kname, p->split_line, tk(v, s->call_tok)->line,
         s->ks.attention ? "own keys first, the parts merged by log-sum-exp" : "own rows first",
-        s->ks.decl->term, s->ks.decl_line,
-        helper ? ", in the helper its first consumer calls" : "");
+        s->ks.decl->term, s->ks.decl_line, helper ? ", in the helper its first consumer calls" : "",
+        !s->ks.attention ? ""
+        : s->ks.lend     ? "; a rank that sees more keys lends its last queries to the least busy "
+                           "rank (CUCO_ATTN_LEND)"
+                         : "; no queries move between ranks (the declaration lacks queries=, "
+                           "first_query=, query_args=, query_width= or query_grid=)");
     return p->split_note ? 0 : CUCO_ENOMEM;
 }
 

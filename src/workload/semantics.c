@@ -9,7 +9,7 @@
 static const cuco_semantic_term terms[] = {
     {"attention", "kernel",
      "over=keys merge=log_sum_exp keys=* args=* first_key=* out=* lse=* out_rows=* out_width=* "
-     "params=*",
+     "queries=* first_query=* query_args=* query_width=* query_grid=x|y|z causal=* params=*",
      "the kernel computes softmax attention; its result over all keys is the log-sum-exp "
      "merge of its results over parts of the keys: launched with its key-indexed pointers "
      "moved to key k0, its key count set to n (and first_key= to its global index plus k0), "
@@ -19,14 +19,25 @@ static const cuco_semantic_term terms[] = {
      "key count's parameter, args= the pointers indexed by key (NAME or NAME:WIDTH, as "
      "rows_independent's), out_rows= and out_width= the output's rows (as many as lse "
      "entries) and elements per row, as expressions over its parameters; params= as for "
-     "rows_independent",
+     "rows_independent. For moving work between ranks: queries= the query count's parameter, "
+     "first_query= the global index of its first query, query_args= the pointers indexed by "
+     "query, query_width= their elements per query (an expression), query_grid= the grid "
+     "dimension that covers the queries (launched on that dimension scaled to n queries of "
+     "its count, rounded up, with the query pointers moved to query q0, the query count set "
+     "to n and first_query= raised by q0, it computes queries q0..q0+n-1, whose output rows "
+     "are the query's out_rows/queries consecutive rows), causal= the parameter that says "
+     "whether a query sees only keys at or before its index (or true)",
      "consume local K/V first and each remote part as it lands, merging partial outputs by "
      "log-sum-exp (context parallelism)",
      "schedule consumer_split_by_source splits a launch that is the first consumer of "
      "all-gathers of its key arguments (one all-gather, or several in one group): one launch "
      "per source rank's keys (own first, each peer's in CUCO_ATTN_CHUNKS parts as they land), "
      "merged by log-sum-exp (needs keys=, args=, out=, lse=, out_rows=, out_width=, and the "
-     "kernel's __global__ definition or declaration in the evolve file)"},
+     "kernel's __global__ definition or declaration in the evolve file); with queries=, "
+     "first_query=, query_args=, query_width= and query_grid= as well, a rank that sees more "
+     "keys than another (a causal mask) lends the last of its queries over one source's keys "
+     "to the least busy rank, which attends them and writes their part into the lender's "
+     "merge (CUCO_ATTN_LEND)"},
     {"routing_permutation", "call", "dedup=true|false",
      "the exchange moves each token to the ranks of the experts it is routed to (an MoE "
      "dispatch or combine); dedup=true: a token bound for several experts of one rank "

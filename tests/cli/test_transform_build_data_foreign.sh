@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # test_transform_build_data_foreign.sh: the programs of tests/data/transform
 # written in other engineers' styles (tp_mlp_allreduce, pipeline_stages,
-# ring_pass, reduce_scatter_grad, cp_attention): 'cuco analyze' finds the
+# ring_pass, reduce_scatter_grad, cp_attention, cp_causal): 'cuco analyze' finds the
 # calls and buffers that matter, 'cuco transform' makes the right buffers
 # symmetric (both halves of a swapped double buffer, buffers renamed by
 # helpers) and builds the result with the manifest's nvcc command;
 # cp_attention's kernel, declared attention, takes the attention split (its
-# other parts per peer build too). Without a GPU the outcome is
+# other parts per peer build too), and cp_causal's, its queries declared
+# too, the lending between ranks (built with it off too). Without a GPU the outcome is
 # exit 3, "built, not verified: no GPU", nothing registered; with one it must
 # build, run and verify (exit 0, registered).
 set -u
@@ -71,7 +72,7 @@ if ! command -v nvcc >/dev/null || ! command -v mpicxx >/dev/null; then
 fi
 # without a GPU (nothing runs) two nvcc builds at a time; with one, one
 # program at a time so that their runs do not share the GPUs
-for pair in "tp_mlp_allreduce pipeline_stages" "ring_pass reduce_scatter_grad" "cp_attention"; do
+for pair in "tp_mlp_allreduce pipeline_stages" "ring_pass reduce_scatter_grad" "cp_attention cp_causal"; do
     for name in $pair; do
         if [ $gpu = 1 ]; then transform_bg "$D/$name"; else transform_bg "$D/$name" & fi
     done
@@ -80,6 +81,11 @@ for pair in "tp_mlp_allreduce pipeline_stages" "ring_pass reduce_scatter_grad" "
 done
 ca=$TMP/cp_attention/gen_0/cp_attention.cu
 check "cp_attention: the launch goes through the attention split" \
-    grep -q "cuco_tx::attention_split(0, CUCO_SPLIT_0, cuco_tx::AttnSpec{cuco_tx::RowSpec{5, 0x2UL, 0}, -1, 6, 7}, (size_t)((tokens_) \* (heads_)), (size_t)((d_)), attend," "$ca"
+    grep -q "cuco_tx::attention_split(0, CUCO_SPLIT_0, cuco_tx::AttnSpec{cuco_tx::RowSpec{5, 0x2UL, 0, {}}, -1, 6, 7, {-1, -1, -1, -1, 0x0UL}}, (size_t)((tokens_) \* (heads_)), (size_t)((d_)), (size_t)(0), attend," "$ca"
 check "cp_attention: builds with CUCO_ATTN_CHUNKS=4" knob_built cp_attention CUCO_ATTN_CHUNKS 4
+cc=$TMP/cp_causal/gen_0/cp_causal.cu
+check "cp_causal: the split carries its queries (count, first, causal, grid x, q) and their width" \
+    grep -q "cuco_tx::AttnSpec{cuco_tx::RowSpec{5, 0x2UL, 0, {}}, 7, 9, 10, {2, 6, 8, 0, 0x1UL}}, (size_t)((tokens_) \* (heads_)), (size_t)((d_)), (size_t)((heads_) \* (d_)), attend," "$cc"
+check "cp_causal: the lending knob" grep -q "^#define CUCO_ATTN_LEND 1 // cuco:knob run 0 1" "$cc"
+check "cp_causal: builds with CUCO_ATTN_LEND=0" knob_built cp_causal CUCO_ATTN_LEND 0
 exit $fail

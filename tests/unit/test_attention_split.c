@@ -22,7 +22,7 @@
 
 typedef struct decl {
     cuco_semantic s;
-    char *keys[10], *values[10];
+    char *keys[16], *values[16];
 } decl;
 
 static void decl_add(decl *d, const char *k, const char *v)
@@ -101,8 +101,9 @@ static void test_attention_split_applies(void **state)
     cuco_tx_result r;
     transform_declared(prog, &d, &r);
     const char *want = "cuco_tx::attention_split(0, CUCO_SPLIT_0, cuco_tx::AttnSpec{"
-                       "cuco_tx::RowSpec{4, 0x6UL, 0}, 5, 6, 7}, (size_t)((nq) * HEADS), "
-                       "(size_t)((64)), attn, grid, 128, 0, st, ";
+                       "cuco_tx::RowSpec{4, 0x6UL, 0, {}}, 5, 6, 7, {-1, -1, -1, -1, 0x0UL}}, "
+                       "(size_t)((nq) * HEADS), (size_t)((64)), (size_t)(0), attn, grid, 128, 0, "
+                       "st, ";
     if (!strstr(r.program, want)) {
         print_notes(&r);
         fail_msg("no attention_split launch in:\n%s", strstr(r.program, "static void attend"));
@@ -130,6 +131,45 @@ static void test_attention_split_applies(void **state)
                                      "joins the attention split of the kernel at "
                                      "line 9"));
     cuco_tx_result_free(&r);
+}
+
+static void assert_whole(const char *text, const decl *d, const char *why);
+
+/* The queries declared too: their positions (queries=nq 3, first_query=k0
+ * 5, causal written as true -2, grid x 0, q the only query argument) and
+ * their width in the launch's arguments; the report says the ranks may
+ * trade queries, and that they may not when query_grid= is missing. */
+static void test_attention_lend_declared(void **state)
+{
+    (void)state;
+    decl d;
+    decl_make(&d, NULL);
+    decl_add(&d, "queries", "nq");
+    decl_add(&d, "first_query", "k0");
+    decl_add(&d, "query_args", "q");
+    decl_add(&d, "query_width", "HEADS * width");
+    decl_add(&d, "causal", "true");
+    cuco_tx_result r;
+    transform_declared(prog, &d, &r);
+    assert_non_null(strstr(r.program, "5, 6, 7, {-1, 5, -2, -1, 0x0UL}}, (size_t)((nq) * HEADS), "
+                                      "(size_t)((64)), (size_t)(0), attn,"));
+    assert_true(tx_has_schedule_note(&r.notes, 9, "no queries move between ranks (the declaration "
+                                                  "lacks queries=, first_query="));
+    assert_null(strstr(r.program, "#define CUCO_ATTN_LEND 1 // cuco:knob"));
+    cuco_tx_result_free(&r);
+    decl_add(&d, "query_grid", "x");
+    transform_declared(prog, &d, &r);
+    if (!strstr(r.program, "5, 6, 7, {3, 5, -2, 0, 0x1UL}}, (size_t)((nq) * HEADS), "
+                           "(size_t)((64)), (size_t)(HEADS * (64)), attn,")) {
+        print_notes(&r);
+        fail_msg("no lend spec in:\n%s", strstr(r.program, "static void attend"));
+    }
+    assert_true(tx_has_schedule_note(&r.notes, 9, "lends its last queries to the least busy rank "
+                                                  "(CUCO_ATTN_LEND)"));
+    assert_non_null(strstr(r.program, "#define CUCO_ATTN_LEND 1 // cuco:knob run 0 1"));
+    cuco_tx_result_free(&r);
+    d.values[d.s.n_params - 4] = (char *)"qq"; /* query_args= */
+    assert_whole(prog, &d, "names query_args=qq, which is not one of its parameters");
 }
 
 /* Transforms prog with d: no attention_split, the report says why. */
@@ -228,6 +268,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attention_split_applies),
+        cmocka_unit_test(test_attention_lend_declared),
         cmocka_unit_test(test_attention_split_refused),
         cmocka_unit_test(test_group_with_p2p),
         cmocka_unit_test(test_declared_name_is_no_call),
