@@ -19,7 +19,10 @@ CUCO=$(command -v cuco)
 T=$(mktemp -d /tmp/cuco-cpa.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 RANKS=1
-[ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ] && RANKS=2
+GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
+[ "$GPUS" -ge 2 ] && RANKS=2
+MORE=""   # 4 ranks too where the machine has 4 GPUs
+[ "$GPUS" -ge 4 ] && MORE=4
 R=$OUT/cp-attention.txt
 : > "$R"
 status=0
@@ -37,7 +40,7 @@ for v in "${variants[@]}"; do
   nvcc -std=c++17 -arch=sm_90 -O2 -Idevice -I"$NCCL_HOME/include" $(mpicxx --showme:compile) -o "$T/${v%%:*}" \
     "$T/${v%%:*}.cu" -L"$NCCL_HOME/lib" -l:libnccl.so.2 $(mpicxx --showme:link) > "$T/build.log" 2>&1 \
     || { tail -10 "$T/build.log"; status=1; continue; }
-  for r in 1 "$RANKS"; do
+  for r in 1 "$RANKS" $MORE; do
     for size in "--tokens 96 --heads 2 --d 32" "--tokens 75 --heads 3 --d 24"; do
       timeout -k 5 60 mpirun -np "$r" --allow-run-as-root -x CUCO_TX_TRACE=1 -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
         "$T/${v%%:*}" $size --iters 2 > "$T/run.log" 2>&1

@@ -129,7 +129,8 @@ inline bool mergeable_at(int pos, std::index_sequence<I...>) {
 struct Temp {
   void* out = nullptr;
   float* lse = nullptr;
-  size_t outBytes = 0, lseBytes = 0;
+  float* lse0 = nullptr;  // the own part's, when it runs before the deals are known
+  size_t outBytes = 0, lseBytes = 0, lse0Bytes = 0;
   cudaStream_t peers = nullptr;  // the peers' parts (the device's least priority)
   cudaEvent_t start = nullptr, done = nullptr;
 };
@@ -366,6 +367,47 @@ inline const char* attn_deal(int site, const SplitRec& own, const lend::Info& me
   return lend::data_window(s, dl->y.bytes, own.comm);
 }
 
+namespace attn {
+// Every part's common changes: key arguments and count, first key, output
+// and log-sum-exp; `own` where part 0 reads its keys (the all-gathers' send
+// buffers when the kernel only reads its key arguments: no wait for their
+// local copies; all 0 otherwise).
+template <class... P>
+inline ksplit::Part base_part(ksplit::Launch<P...>& L, const AttnSpec& w, const Plan& ap, dim3 grid, uintptr_t* own) {
+  bool fromSend = true;
+  for (int i = 0; i < (int)L.n && i < 64; i++)
+    if (ap.rec[i]) {
+      own[i] = reinterpret_cast<uintptr_t>(ap.rec[i]->send);
+      fromSend = fromSend && L.cst[i];
+    }
+  if (!fromSend)
+    for (int i = 0; i < 64; i++) own[i] = 0;
+  ksplit::Part q = part_of(L.params(), w.rows, grid.x, ap.perRank * ap.nranks);
+  q.gridRows = false;
+  q.firstPos = w.firstPos;
+  q.firstBase = w.firstPos >= 0 ? L.ints[w.firstPos] : 0;
+  q.outPos = w.outPos;
+  q.lsePos = w.lsePos;
+  return q;
+}
+
+// The attention over this rank's own keys, into the launch's output and
+// the log-sum-exp at lseAt, on the launch's stream.
+template <class... P>
+inline cudaError_t own_part(ksplit::Launch<P...>& L, const AttnSpec& w, const Plan& ap, ksplit::Part q,
+                            const uintptr_t* own, float* lseAt) {
+  bool fromSend = false;
+  for (int i = 0; i < 64; i++) fromSend = fromSend || own[i];
+  q.own = fromSend ? own : nullptr;
+  if (!fromSend && attn_wait(ap, (int)L.n, ap.rank, 1, ap.perRank, L.stream) != cudaSuccess) return cudaErrorUnknown;
+  q.rowOff = ap.rank * ap.perRank;
+  q.rows = ap.perRank;
+  q.outAt = L.addr[w.outPos];
+  q.lseAt = reinterpret_cast<uintptr_t>(lseAt);
+  return L.run(&q, L.stream);
+}
+}  // namespace attn
+
 template <class... P, class... A>
 inline cudaError_t attention_split(int site, int on, const AttnSpec& w, size_t outRows, size_t outWidth,
                                    size_t qWidth, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
@@ -381,10 +423,25 @@ inline cudaError_t attention_split(int site, int on, const AttnSpec& w, size_t o
                          attn::mergeable_at<Tup>(w.outPos, std::index_sequence_for<P...>{}));
   long long per = ap.perRank;
   int chunks = why ? 1 : (int)std::min<long long>(attn_chunks(), per);
+  attn::Temp* t = attn::temp_of(site);
+  if (!why && (!t || attn::peers_stream(t) != cudaSuccess)) why = "its stream could not be made";
+  for (int i = 0; i < (int)L.n && i < 64; i++)
+    if (ap.rec[i]) ap.rec[i]->fresh = false;
+  if (own) own->fresh = false;
+  uintptr_t fromSend[64] = {};
+  ksplit::Part q = why ? ksplit::Part{} : attn::base_part(L, w, ap, grid, fromSend);
   // work moved between ranks: every rank of the gather takes part in the
-  // exchange, whether or not its own launch can split
+  // exchange, whether or not its own launch can split (only where a mask is
+  // declared: without one every rank's queries see every key); the own part
+  // (never lent) runs while the ranks exchange their launches
+  bool lending = fresh && w.lend.queriesPos >= 0 && w.lend.causalPos != -1 && own->nranks > 1 && CUCO_ATTN_LEND;
+  bool ownEarly = lending && !why && ap.nranks > 1;
+  if (ownEarly && (attn::grow(reinterpret_cast<void**>(&t->lse0), &t->lse0Bytes, outRows * sizeof(float)) != cudaSuccess ||
+                   cudaEventRecord(t->start, stream) != cudaSuccess ||
+                   attn::own_part(L, w, ap, q, fromSend, t->lse0) != cudaSuccess))
+    return cudaErrorUnknown;
   attn::Deals dl;
-  if (fresh && w.lend.queriesPos >= 0 && own->nranks > 1 && CUCO_ATTN_LEND) {
+  if (lending) {
     lend::Info me = attn::lend_info(L.params(), w, ap, grid, outRows, outWidth, qWidth, chunks, !why);
     const char* e = attn_deal(site, *own, me, &dl);
     if (e) {
@@ -392,19 +449,15 @@ inline cudaError_t attention_split(int site, int on, const AttnSpec& w, size_t o
       return cudaErrorUnknown;
     }
   }
-  const lend::Deal* lent = dl.lent;
   int parts = why ? 1 : dl.n ? lend::parts_of(dl.all, dl.d, dl.n, ap.nranks, ap.rank) : 1 + (ap.nranks - 1) * chunks;
   size_t outBytes = outRows * outWidth * (why ? 0 : L.es[w.outPos]);
-  attn::Temp* t = attn::temp_of(site);
-  if (!why && parts > 1 &&
-      (!t || (!dl.n && (attn::grow(&t->out, &t->outBytes, (size_t)(parts - 1) * outBytes) != cudaSuccess ||
-                        attn::grow(reinterpret_cast<void**>(&t->lse), &t->lseBytes,
-                                   (size_t)parts * outRows * sizeof(float)) != cudaSuccess)) ||
-       attn::peers_stream(t) != cudaSuccess))
-    why = "its temporaries or its stream could not be made";
-  for (int i = 0; i < (int)L.n && i < 64; i++)
-    if (ap.rec[i]) ap.rec[i]->fresh = false;
-  if (own) own->fresh = false;
+  if (!why && parts > 1 && !dl.n &&
+      (attn::grow(&t->out, &t->outBytes, (size_t)(parts - 1) * outBytes) != cudaSuccess ||
+       attn::grow(reinterpret_cast<void**>(&t->lse), &t->lseBytes, (size_t)parts * outRows * sizeof(float)) !=
+           cudaSuccess)) {
+    if (ownEarly) return cudaErrorMemoryAllocation;  // its output is half made
+    why = "its temporaries could not be made";
+  }
   if (why || parts == 1) {
     if (why && fresh && !own->warned) {
       fprintf(stderr, "cuco_tx: split(%d): the attention kernel runs whole after the gathers: %s\n", site, why);
@@ -417,42 +470,27 @@ inline cudaError_t attention_split(int site, int on, const AttnSpec& w, size_t o
   char* win = dl.n ? static_cast<char*>(lend::site_of(site)->data->base) : nullptr;
   void* tOut = dl.n ? win + dl.y.outOff : t->out;
   float* tLse = dl.n ? reinterpret_cast<float*>(win + dl.y.lseOff) : t->lse;
-  // the own keys straight from the all-gathers' send buffers when the kernel
-  // only reads its key arguments (no wait for their local copies)
-  uintptr_t fromSend[64] = {};
-  bool ownFromSend = true;
-  for (int i = 0; i < (int)L.n && i < 64; i++)
-    if (ap.rec[i]) {
-      fromSend[i] = reinterpret_cast<uintptr_t>(ap.rec[i]->send);
-      ownFromSend = ownFromSend && L.cst[i];
-    }
-  ksplit::Part q = part_of(L.params(), w.rows, grid.x, per * ap.nranks);
-  q.gridRows = false;
-  q.firstPos = w.firstPos;
-  q.firstBase = w.firstPos >= 0 ? L.ints[w.firstPos] : 0;
-  q.outPos = w.outPos;
-  q.lsePos = w.lsePos;
   CUCO_TX_TRACE("split(%d): attention per source rank, %lld keys each, peers' in %d parts, %d merged\n", site, per,
                 chunks, parts);
-  cudaError_t rc = cudaEventRecord(t->start, stream);
+  cudaError_t rc = ownEarly ? cudaMemcpyAsync(tLse, t->lse0, outRows * sizeof(float), cudaMemcpyDeviceToDevice, stream)
+                            : cudaEventRecord(t->start, stream);
   if (rc == cudaSuccess) rc = cudaStreamWaitEvent(t->peers, t->start, 0);
   if (rc == cudaSuccess && dl.n) rc = attn::lend_run(lend::site_of(site), L, w, ap, dl, qWidth, q, t->start);
-  int k = 0;
-  for (int j = 0; j < ap.nranks && rc == cudaSuccess; j++) {
+  if (rc == cudaSuccess && !ownEarly) rc = attn::own_part(L, w, ap, q, fromSend, tLse);
+  const lend::Deal* lent = dl.lent;
+  int k = 1;
+  for (int j = 1; j < ap.nranks && rc == cudaSuccess; j++) {
     int p = (ap.rank + j) % ap.nranks;
-    int n = j == 0 ? 1 : dl.n ? lend::chunks_of(dl.all, dl.d, dl.n, ap.rank, p) : chunks;
-    bool lentHere = lent && lent->source == p;
-    cudaStream_t on = j == 0 ? stream : t->peers;
+    int n = dl.n ? lend::chunks_of(dl.all, dl.d, dl.n, ap.rank, p) : chunks;
     for (int part = 0; part < n && rc == cudaSuccess; part++, k++) {
       long long lo = per * part / n, hi = per * (part + 1) / n;
       ksplit::Part r = q;
-      r.own = k == 0 && ownFromSend ? fromSend : nullptr;
-      if (!r.own && attn_wait(ap, (int)L.n, p, n, hi, on) != cudaSuccess) rc = cudaErrorUnknown;
+      if (attn_wait(ap, (int)L.n, p, n, hi, t->peers) != cudaSuccess) rc = cudaErrorUnknown;
       r.rowOff = p * per + lo;
       r.rows = hi - lo;
-      r.outAt = k == 0 ? L.addr[w.outPos] : reinterpret_cast<uintptr_t>(tOut) + (size_t)(k - 1) * outBytes;
+      r.outAt = reinterpret_cast<uintptr_t>(tOut) + (size_t)(k - 1) * outBytes;
       r.lseAt = reinterpret_cast<uintptr_t>(tLse + (size_t)k * outRows);
-      if (lentHere) {  // the first queries only: the helper attends the rest
+      if (lent && lent->source == p) {  // the first queries only: the helper attends the rest
         const lend::Info& me = dl.all[ap.rank];
         r.queriesPos = w.lend.queriesPos;
         r.queries = me.nq - lent->m;
@@ -460,7 +498,7 @@ inline cudaError_t attention_split(int site, int on, const AttnSpec& w, size_t o
         r.gridBlocks = attn::query_blocks(me, r.queries);
         if (!r.queries) continue;
       }
-      if (rc == cudaSuccess) rc = L.run(&r, on);
+      if (rc == cudaSuccess) rc = L.run(&r, t->peers);
     }
   }
   // the merge after every part (also after a failed one: nothing left unjoined)
