@@ -9,3 +9,4 @@
 #include "launch.cuh"
 #include "ce.cuh"
 #include "gin.cuh"
+#include "lend_plan.cuh"
