@@ -235,8 +235,10 @@ static int query_positions(const param_src *ps, const cuco_semantic *d, const ch
         return *why ? 0 : CUCO_ENOMEM;
     int rc = name_bits(ps, "query_args", cuco_semantic_param(d, "query_args"), kernel,
                        &kl->query_mask, why);
-    kl->lend = rc == 1 && kl->queries_pos >= 0 && kl->first_query_pos >= 0 && kl->query_mask &&
-               kl->query_grid >= 0 && cuco_semantic_param(d, "query_width");
+    kl->query_terms = rc == 1 && kl->queries_pos >= 0 && kl->first_query_pos >= 0 &&
+                      kl->query_mask && kl->query_grid >= 0 &&
+                      cuco_semantic_param(d, "query_width");
+    kl->lend = kl->query_terms && kl->causal_pos != -1;
     return rc;
 }
 

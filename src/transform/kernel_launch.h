@@ -36,8 +36,9 @@ typedef struct kernel_launch {
      * first_query='s parameters (-1: not declared), causal= (a parameter,
      * -1 absent, -2 written as true), the grid dimension over the queries
      * (0 x, 1 y, 2 z; -1 not declared), bit i: parameter i is indexed by
-     * query; lend is 1 when every one of them is declared */
-    int queries_pos, first_query_pos, causal_pos, query_grid, lend;
+     * query; query_terms is 1 when every one but causal= is declared, lend
+     * when a mask is too (without one no rank sees more keys than another) */
+    int queries_pos, first_query_pos, causal_pos, query_grid, query_terms, lend;
     unsigned long query_mask;
 } kernel_launch;
 

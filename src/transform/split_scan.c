@@ -317,6 +317,22 @@ static int launch_reads(const scan *s, unsigned long *bits)
 /* The split of a launch of a kernel declared rows_independent: every
  * argument that reads the gathered buffer must be a row argument of the
  * declaration. Returns 0 (p->split says whether it applies), or negative. */
+/* The end of an attention split's report line: whether its queries may move
+ * between ranks, or what the declaration lacks for it. */
+static const char *lend_note(const kernel_launch *kl)
+{
+    if (!kl->attention)
+        return "";
+    if (kl->lend)
+        return "; a rank that sees more keys lends its last queries to the least busy rank "
+               "(CUCO_ATTN_LEND)";
+    if (kl->query_terms)
+        return "; no queries move between ranks (no mask declared, causal= absent or false: every "
+               "rank's queries see every key)";
+    return "; no queries move between ranks (the declaration lacks queries=, first_query=, "
+           "query_args=, query_width= or query_grid=)";
+}
+
 static int try_kernel_split(scan *s, cuco_sched_place *pl, stmt *st, int helper,
                             int (*editable)(void *, size_t), void *ctx, cuco_sched_plan *p)
 {
@@ -362,11 +378,7 @@ static int try_kernel_split(scan *s, cuco_sched_place *pl, stmt *st, int helper,
         klen, kname, p->split_line, tk(v, s->call_tok)->line,
         s->ks.attention ? "own keys first, the parts merged by log-sum-exp" : "own rows first",
         s->ks.decl->term, s->ks.decl_line, helper ? ", in the helper its first consumer calls" : "",
-        !s->ks.attention ? ""
-        : s->ks.lend     ? "; a rank that sees more keys lends its last queries to the least busy "
-                           "rank (CUCO_ATTN_LEND)"
-                         : "; no queries move between ranks (the declaration lacks queries=, "
-                           "first_query=, query_args=, query_width= or query_grid=)");
+        lend_note(&s->ks));
     return p->split_note ? 0 : CUCO_ENOMEM;
 }
 

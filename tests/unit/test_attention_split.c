@@ -158,6 +158,12 @@ static void test_attention_lend_declared(void **state)
     assert_null(strstr(r.program, "#define CUCO_ATTN_LEND 1 // cuco:knob"));
     cuco_tx_result_free(&r);
     decl_add(&d, "query_grid", "x");
+    d.values[d.s.n_params - 2] = (char *)"false"; /* causal= */
+    transform_declared(prog, &d, &r);
+    assert_true(tx_has_schedule_note(&r.notes, 9, "no queries move between ranks (no mask declared"));
+    assert_null(strstr(r.program, "#define CUCO_ATTN_LEND 1 // cuco:knob"));
+    cuco_tx_result_free(&r);
+    d.values[d.s.n_params - 2] = (char *)"true";
     transform_declared(prog, &d, &r);
     if (!strstr(r.program, "5, 6, 7, {3, 5, -2, 0, 0x1UL}}, (size_t)((nq) * HEADS), "
                            "(size_t)((64)), (size_t)(HEADS * (64)), attn,")) {
