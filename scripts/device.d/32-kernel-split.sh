@@ -22,6 +22,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:=/tmp/cuco-gpu-out}"
 source scripts/knob-variant.sh
+source scripts/device-eval.sh
 CUCO=$(command -v cuco)
 T=$(mktemp -d /tmp/cuco-ksplit.XXXXXX)
 trap 'rm -rf "$T"' EXIT
@@ -31,17 +32,7 @@ RANKS=1
 LOG=$OUT/kernel-split.jsonl
 : > "$LOG"
 status=0
-evaluate() { # WORKLOAD NAME LEVEL RANKS [PROGRAM FROZEN]
-  local wl=$1 name=$2 level=$3 ranks=$4
-  shift 4
-  local extra=()
-  [ $# -ge 2 ] && extra=("$1" --frozen-ref "$2")
-  timeout -k 5 120 "$CUCO" eval "$wl" "${extra[@]}" --ranks "$ranks" --level "$level" --repeats 3 --json \
-    > "$T/$name.json" 2> "$OUT/kernel-split-$name.err"
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["name"]=sys.argv[2]; d["ranks"]=int(sys.argv[3]); print(json.dumps(d))' \
-    "$T/$name.json" "$name" "$ranks" >> "$LOG" 2>/dev/null || { echo "{\"name\":\"$name\",\"status\":\"no JSON\"}" >> "$LOG"; status=1; }
-  python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["name"], d.get("status"), d.get("time_ms"))' "$(tail -1 "$LOG")"
-}
+evaluate() { eval_named "$1" "$2" "$3" "$4" 120 kernel-split "${@:5}"; } # WORKLOAD NAME LEVEL RANKS [PROGRAM FROZEN]
 transform() { # WORKLOAD NAME
   "$CUCO" transform "$1" --ranks "$RANKS" --workspace "$T/ws-$2" --no-verify > "$OUT/kernel-split-transform-$2.log" 2>&1
   [ -s "$T/ws-$2/gen_0/$2.cu" ] || { echo "no gen_0 for $2"; tail -20 "$OUT/kernel-split-transform-$2.log"; return 1; }

@@ -23,6 +23,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:=/tmp/cuco-gpu-out}"
 source scripts/knob-variant.sh
+source scripts/device-eval.sh
 CUCO=$(command -v cuco)
 T=$(mktemp -d /tmp/cuco-attn.XXXXXX)
 trap 'rm -rf "$T"' EXIT
@@ -35,17 +36,7 @@ LOG=$OUT/attention-split.jsonl
 status=0
 WL=workloads/flash_attn_cp
 SEED=$WL/flash_attn_cp.cu
-evaluate() { # NAME RANKS [PROGRAM FROZEN]
-  local name=$1 ranks=$2
-  shift 2
-  local extra=()
-  [ $# -ge 2 ] && extra=("$1" --frozen-ref "$2")
-  timeout -k 5 200 "$CUCO" eval "$WL" "${extra[@]}" --ranks "$ranks" --level 3 --repeats 3 --json \
-    > "$T/$name.json" 2> "$OUT/attention-split-$name.err"
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["name"]=sys.argv[2]; d["ranks"]=int(sys.argv[3]); print(json.dumps(d))' \
-    "$T/$name.json" "$name" "$ranks" >> "$LOG" 2>/dev/null || { echo "{\"name\":\"$name\",\"status\":\"no JSON\"}" >> "$LOG"; status=1; }
-  python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["name"], d.get("status"), d.get("time_ms"))' "$(tail -1 "$LOG")"
-}
+evaluate() { eval_named "$WL" "$1" 3 "$2" 200 attention-split "${@:3}"; } # NAME RANKS [PROGRAM FROZEN]
 "$CUCO" transform "$WL" --ranks "$RANKS" --workspace "$T/ws" --no-verify > "$OUT/attention-split-transform.log" 2>&1
 g=$T/ws/gen_0/flash_attn_cp.cu
 [ -s "$g" ] || { echo "no gen_0"; tail -20 "$OUT/attention-split-transform.log"; exit 1; }

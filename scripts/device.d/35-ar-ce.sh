@@ -26,6 +26,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:=/tmp/cuco-gpu-out}"
 source scripts/knob-variant.sh
+source scripts/device-eval.sh
 CUCO=$(command -v cuco)
 T=$(mktemp -d /tmp/cuco-arce.XXXXXX)
 trap 'rm -rf "$T"' EXIT
@@ -40,18 +41,7 @@ nvcc -std=c++17 -arch=sm_90 -O3 -I"$NCCL_HOME/include" -Idevice -o "$T/device_li
   -L"$NCCL_HOME/lib" -l:libnccl.so.2 -lpthread > "$T/devlib.build.log" 2>&1 &
 devlib_build=$!
 
-evaluate() { # WORKLOAD NAME LEVEL [PROGRAM FROZEN]
-  local wl=$1 name=$2 level=$3
-  shift 3
-  local extra=()
-  [ $# -ge 2 ] && extra=("$1" --frozen-ref "$2")
-  timeout -k 5 150 "$CUCO" eval "$wl" "${extra[@]}" --ranks "$RANKS" --level "$level" --repeats 3 --json \
-    > "$T/$name.l$level.json" 2> "$OUT/ar-ce-$name.err"
-  [ "$level" = 3 ] || return 0
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["name"]=sys.argv[2]; d["ranks"]=int(sys.argv[3]); print(json.dumps(d))' \
-    "$T/$name.l3.json" "$name" "$RANKS" >> "$LOG" 2>/dev/null || { echo "{\"name\":\"$name\",\"status\":\"no JSON\"}" >> "$LOG"; status=1; }
-  python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["name"], d.get("status"), d.get("time_ms"))' "$(tail -1 "$LOG")"
-}
+evaluate() { eval_named "$1" "$2" "$3" "$RANKS" 150 ar-ce "${@:4}"; } # WORKLOAD NAME LEVEL [PROGRAM FROZEN]
 
 # NAME:KNOBS for each program (gen_0 itself has no knobs set)
 QUICK=${AR_CE_QUICK:-0}

@@ -1,0 +1,22 @@
+# scripts/device-eval.sh: sourced by the GPU step scripts (scripts/device.d/).
+# eval_named WORKLOAD NAME LEVEL RANKS LIMIT PREFIX [PROGRAM FROZEN]: a
+# confined 'cuco eval' of WORKLOAD (of PROGRAM, with FROZEN as its frozen
+# reference) at RANKS ranks and --level LEVEL, 3 repeats, within LIMIT
+# seconds; its JSON goes to $T/NAME.lLEVEL.json and its stderr to
+# $OUT/PREFIX-NAME.err. At level 3 the JSON is appended as one line of $LOG
+# with "name" and "ranks" added (a line {"name":NAME,"status":"no JSON"} and
+# status=1 when none came) and "NAME STATUS TIME_MS" is printed.
+# Needs CUCO, T, OUT and LOG set and a global `status`.
+eval_named() {
+  local wl=$1 name=$2 level=$3 ranks=$4 limit=$5 prefix=$6
+  shift 6
+  local extra=()
+  [ $# -ge 2 ] && extra=("$1" --frozen-ref "$2")
+  timeout -k 5 "$limit" "$CUCO" eval "$wl" "${extra[@]}" --ranks "$ranks" --level "$level" --repeats 3 --json \
+    > "$T/$name.l$level.json" 2> "$OUT/$prefix-$name.err"
+  [ "$level" = 3 ] || return 0
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["name"]=sys.argv[2]; d["ranks"]=int(sys.argv[3]); print(json.dumps(d))' \
+    "$T/$name.l3.json" "$name" "$ranks" >> "$LOG" 2>/dev/null ||
+    { echo "{\"name\":\"$name\",\"status\":\"no JSON\"}" >> "$LOG"; status=1; }
+  python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["name"], d.get("status"), d.get("time_ms"))' "$(tail -1 "$LOG")"
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# test_device_eval.sh: eval_named (scripts/device-eval.sh), the evaluation
+# helper of the GPU step scripts, against a stub cuco: the arguments it
+# passes, the JSON line it appends with name and ranks, nothing logged below
+# level 3, and a missing JSON recorded as such with status=1.
+set -u
+SRC=${CUCO_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
+T=$(mktemp -d "${CUCO_TEST_TMP:-/tmp}/deveval.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+fail=0
+check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fail=1; fi; }
+cat > "$T/cuco" <<'STUB'
+#!/usr/bin/env bash
+echo "$*" >> "$STUB_ARGS"
+case " $* " in *" bad "*) exit 1 ;; esac
+echo '{"status": "ok", "time_ms": 1.25}'
+STUB
+chmod +x "$T/cuco"
+export STUB_ARGS=$T/args
+CUCO=$T/cuco OUT=$T LOG=$T/log.jsonl status=0
+: > "$LOG"
+source "$SRC/scripts/device-eval.sh"
+printed=$(eval_named wl gen0 3 2 30 pre prog.cu frozen.cu)
+check "the arguments: program, frozen reference, ranks, level, repeats, JSON" \
+  '[ "$(tail -1 "$STUB_ARGS")" = "eval wl prog.cu --frozen-ref frozen.cu --ranks 2 --level 3 --repeats 3 --json" ]'
+check "one JSON line with name and ranks" \
+  'python3 -c "import json,sys; d=json.loads(open(sys.argv[1]).read().splitlines()[-1]); assert d[\"name\"]==\"gen0\" and d[\"ranks\"]==2 and d[\"time_ms\"]==1.25" "$LOG"'
+check "prints name, status and time" '[ "$printed" = "gen0 ok 1.25" ]'
+eval_named wl built 1 2 30 pre
+check "below level 3 nothing is logged" '[ "$(wc -l < "$LOG")" = 1 ] && [ -s "$T/built.l1.json" ]'
+eval_named bad seed 3 1 30 pre > /dev/null
+check "no JSON: recorded, status 1" \
+  '[ "$status" = 1 ] && tail -1 "$LOG" | grep -q "\"name\":\"seed\",\"status\":\"no JSON\""'
+exit $fail
