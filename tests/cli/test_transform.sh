@@ -76,6 +76,11 @@ check "flash_attn_cp: the V all-gather joins the split" \
 check "flash_attn_cp: one attention_split launch, both gathers split" \
     test "$(grep -c 'cuco_tx::attention_split(0, CUCO_SPLIT_0, cuco_tx::AttnSpec{' "$TMP/wl-flash_attn_cp/gen_0/flash_attn_cp.cu")" -eq 1 -a \
     "$(grep -c 'cuco_tx::all_gather(cuco_tx::split_site(' "$TMP/wl-flash_attn_cp/gen_0/flash_attn_cp.cu")" -eq 2
+check "flash_attn_cp: its declared queries go with the split (count, first, causal, grid y, q), lending on" \
+    grep -q "AttnSpec{cuco_tx::RowSpec{6, 0x6UL, 0, {}}, 8, 10, 11, {5, 7, 9, 1, 0x1UL}}.*(size_t)((p.heads) \* HEAD_DIM), flash_attn_fwd" \
+    "$TMP/wl-flash_attn_cp/gen_0/flash_attn_cp.cu"
+check "flash_attn_cp: the lending knob" grep -q "^#define CUCO_ATTN_LEND 1 // cuco:knob run 0 1" \
+    "$TMP/wl-flash_attn_cp/gen_0/flash_attn_cp.cu"
 check "moe_dispatch_combine: the routing declaration is in the report" \
     grep -q "call ncclAlltoAll is routing_permutation (dedup=true)" \
     "$TMP/wl-moe_dispatch_combine/gen_0/transform_report.md"
