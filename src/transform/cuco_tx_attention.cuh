@@ -296,58 +296,81 @@ struct Deals {
   lend::Layout y;
 };
 
-// The lend stream's share of the deals: the lender pushes its lent queries
-// to the helper, the helper attends them over the source's keys into the
-// lender's temporaries; a rendezvous after each. `h` is the helper's part
-// (its key and query arguments filled in here).
+// Where each query argument's lent rows lie in this rank's lend window
+// (qAt, by position); the lender pushes its rows into the helper's by the
+// copy engine, on `st`.
 template <class... P>
-inline cudaError_t lend_run(lend::Site* s, ksplit::Launch<P...>& L, const AttnSpec& w, const Plan& ap,
-                            const Deals& dl, size_t qWidth, ksplit::Part h, cudaEvent_t start) {
-  cuco::Symm& y = s->data->symm;
-  char* base = static_cast<char*>(y.base);
-  cudaError_t rc = cudaStreamWaitEvent(s->ls, start, 0);
+inline cudaError_t push_queries(cuco::Symm& win, ksplit::Launch<P...>& L, const AttnSpec& w, const Deals& dl,
+                                size_t qWidth, uintptr_t* qAt, cudaStream_t st) {
+  cudaError_t rc = cudaSuccess;
   int a = 0;
-  uintptr_t qAt[64] = {};
-  for (int i = 0; i < (int)L.n && i < 64 && rc == cudaSuccess; i++) {
+  for (int i = 0; i < (int)L.n && i < 64; i++) {
     if (!((w.lend.mask >> i) & 1UL)) continue;
     size_t off = dl.y.qOff + (size_t)a++ * dl.y.qArgBytes;
-    qAt[i] = reinterpret_cast<uintptr_t>(base + off);
-    if (const lend::Deal* l = dl.lent) {
-      const lend::Info& me = dl.all[l->lender];
-      size_t row = qWidth * L.es[i];
-      if (cuco::ce_copy(static_cast<char*>(y.lsaBase[l->helper]) + off,
-                        reinterpret_cast<const char*>(L.addr[i]) + (size_t)(me.nq - l->m) * row, (size_t)l->m * row,
-                        s->ls) != 0)
-        rc = cudaErrorUnknown;
-    }
-  }
-  if (rc == cudaSuccess && cuco::ce_rendezvous(y, s->ls) != 0) rc = cudaErrorUnknown;
-  if (const lend::Deal* g = dl.helped) {
-    const lend::Info& b = dl.all[g->lender];
-    int slot = lend::slot_of(dl.all, dl.d, dl.n, ap.nranks, g->lender, g->source);
-    char* peer = static_cast<char*>(y.lsaBase[g->lender]);
-    size_t first = (size_t)(b.nq - g->m) * (size_t)b.rpq;
-    h.own = qAt;
-    h.rowOff = (long long)g->source * ap.perRank;
-    h.rows = ap.perRank;
-    h.queriesPos = w.lend.queriesPos;
-    h.queries = g->m;
-    h.firstQueryPos = w.lend.firstQueryPos;
-    h.firstQuery = b.q0 + b.nq - g->m;
-    h.gridDim = w.lend.grid;
-    h.gridBlocks = query_blocks(b, g->m);
-    h.outAt = reinterpret_cast<uintptr_t>(peer + dl.y.outOff + (size_t)(slot - 1) * (size_t)(b.outRows * b.outRowBytes) +
-                                          first * (size_t)b.outRowBytes);
-    h.lseAt = reinterpret_cast<uintptr_t>(peer + dl.y.lseOff + ((size_t)slot * (size_t)b.outRows + first) * sizeof(float));
-    CUCO_TX_TRACE("split: rank %d attends rank %d's last %lld queries over rank %d's keys\n", ap.rank, g->lender,
-                  g->m, g->source);
-    if (rc == cudaSuccess && attn_wait(ap, (int)L.n, g->source, 1, ap.perRank, s->ls) != cudaSuccess)
+    qAt[i] = reinterpret_cast<uintptr_t>(static_cast<char*>(win.base) + off);
+    const lend::Deal* l = dl.lent;
+    if (!l || rc != cudaSuccess) continue;
+    size_t row = qWidth * L.es[i];
+    const char* from = reinterpret_cast<const char*>(L.addr[i]) + (size_t)(dl.all[l->lender].nq - l->m) * row;
+    if (cuco::ce_copy(static_cast<char*>(win.lsaBase[l->helper]) + off, from, (size_t)l->m * row, st) != 0)
       rc = cudaErrorUnknown;
+  }
+  return rc;
+}
+
+// The helper's part: the lender's lent queries (at qAt) over the source's
+// keys, its output and log-sum-exps into the lender's merge temporaries at
+// the lent rows of that source's slot.
+inline ksplit::Part helper_part(ksplit::Part h, const AttnSpec& w, const Plan& ap, const Deals& dl,
+                                const cuco::Symm& win, const uintptr_t* qAt) {
+  const lend::Deal& g = *dl.helped;
+  const lend::Info& b = dl.all[g.lender];
+  int slot = lend::slot_of(dl.all, dl.d, dl.n, ap.nranks, g.lender, g.source);
+  char* peer = static_cast<char*>(win.lsaBase[g.lender]);
+  size_t first = (size_t)(b.nq - g.m) * (size_t)b.rpq;
+  h.own = qAt;
+  h.rowOff = (long long)g.source * ap.perRank;
+  h.rows = ap.perRank;
+  h.queriesPos = w.lend.queriesPos;
+  h.queries = g.m;
+  h.firstQueryPos = w.lend.firstQueryPos;
+  h.firstQuery = b.q0 + b.nq - g.m;
+  h.gridDim = w.lend.grid;
+  h.gridBlocks = query_blocks(b, g.m);
+  h.outAt = reinterpret_cast<uintptr_t>(peer + dl.y.outOff + (size_t)(slot - 1) * (size_t)(b.outRows * b.outRowBytes) +
+                                        first * (size_t)b.outRowBytes);
+  h.lseAt = reinterpret_cast<uintptr_t>(peer + dl.y.lseOff + ((size_t)slot * (size_t)b.outRows + first) * sizeof(float));
+  return h;
+}
+
+// The lend stream's share of the deals, after `start`: a rendezvous (every
+// rank is done with its window from the last call, whatever its layout
+// was), the lender's push, a rendezvous (the queries have landed), the
+// helper's part, a rendezvous (its writes have landed); s->done after it.
+// Every rendezvous is issued whatever failed before it (the peers count
+// them), so a failure here is this rank's error, never a peer's hang.
+template <class... P>
+inline cudaError_t lend_run(lend::Site* s, ksplit::Launch<P...>& L, const AttnSpec& w, const Plan& ap,
+                            const Deals& dl, size_t qWidth, const ksplit::Part& base, cudaEvent_t start) {
+  cuco::Symm& win = s->data->symm;
+  cudaError_t rc = cudaStreamWaitEvent(s->ls, start, 0);
+  bool met = cuco::ce_rendezvous(win, s->ls) == 0;
+  uintptr_t qAt[64] = {};
+  cudaError_t pushed = push_queries(win, L, w, dl, qWidth, qAt, s->ls);
+  if (rc == cudaSuccess) rc = met ? pushed : cudaErrorUnknown;
+  met = cuco::ce_rendezvous(win, s->ls) == 0 && met;
+  if (dl.helped && rc == cudaSuccess && met) {
+    const lend::Deal& g = *dl.helped;
+    CUCO_TX_TRACE("split: rank %d attends rank %d's last %lld queries over rank %d's keys\n", ap.rank, g.lender, g.m,
+                  g.source);
+    ksplit::Part h = helper_part(base, w, ap, dl, win, qAt);
+    rc = attn_wait(ap, (int)L.n, g.source, 1, ap.perRank, s->ls);
     if (rc == cudaSuccess) rc = L.run(&h, s->ls);
   }
-  if (rc == cudaSuccess && cuco::ce_rendezvous(y, s->ls) != 0) rc = cudaErrorUnknown;
-  if (rc == cudaSuccess) rc = cudaEventRecord(s->done, s->ls);
-  return rc;
+  met = cuco::ce_rendezvous(win, s->ls) == 0 && met;
+  if (rc == cudaSuccess && !met) rc = cudaErrorUnknown;
+  cudaError_t recorded = cudaEventRecord(s->done, s->ls);
+  return rc != cudaSuccess ? rc : recorded;
 }
 }  // namespace attn
 
@@ -434,21 +457,26 @@ inline cudaError_t attention_split(int site, int on, const AttnSpec& w, size_t o
   // exchange, whether or not its own launch can split (only where a mask is
   // declared: without one every rank's queries see every key); the own part
   // (never lent) runs while the ranks exchange their launches
-  bool lending = fresh && w.lend.queriesPos >= 0 && w.lend.causalPos != -1 && own->nranks > 1 && CUCO_ATTN_LEND;
+  // (the rendezvous of stream memory operations only: the one-CTA barrier
+  // they fall back to is shared by every stream of the communicator)
+  bool lending = fresh && w.lend.queriesPos >= 0 && w.lend.causalPos != -1 && own->nranks > 1 && CUCO_ATTN_LEND &&
+                 cuco::ce_sync_zero_sm();
   bool ownEarly = lending && !why && ap.nranks > 1;
+  cudaError_t early = cudaSuccess;
   if (ownEarly && (attn::grow(reinterpret_cast<void**>(&t->lse0), &t->lse0Bytes, outRows * sizeof(float)) != cudaSuccess ||
                    cudaEventRecord(t->start, stream) != cudaSuccess ||
                    attn::own_part(L, w, ap, q, fromSend, t->lse0) != cudaSuccess))
-    return cudaErrorUnknown;
+    early = cudaErrorUnknown;  // told to the peers (this rank cannot take part), then returned
   attn::Deals dl;
   if (lending) {
-    lend::Info me = attn::lend_info(L.params(), w, ap, grid, outRows, outWidth, qWidth, chunks, !why);
+    lend::Info me = attn::lend_info(L.params(), w, ap, grid, outRows, outWidth, qWidth, chunks, !why && !early);
     const char* e = attn_deal(site, *own, me, &dl);
     if (e) {
       fprintf(stderr, "cuco_tx: split(%d): moving attention between ranks: %s\n", site, e);
       return cudaErrorUnknown;
     }
   }
+  if (early != cudaSuccess) return early;
   int parts = why ? 1 : dl.n ? lend::parts_of(dl.all, dl.d, dl.n, ap.nranks, ap.rank) : 1 + (ap.nranks - 1) * chunks;
   size_t outBytes = outRows * outWidth * (why ? 0 : L.es[w.outPos]);
   if (!why && parts > 1 && !dl.n &&
@@ -475,7 +503,10 @@ inline cudaError_t attention_split(int site, int on, const AttnSpec& w, size_t o
   cudaError_t rc = ownEarly ? cudaMemcpyAsync(tLse, t->lse0, outRows * sizeof(float), cudaMemcpyDeviceToDevice, stream)
                             : cudaEventRecord(t->start, stream);
   if (rc == cudaSuccess) rc = cudaStreamWaitEvent(t->peers, t->start, 0);
-  if (rc == cudaSuccess && dl.n) rc = attn::lend_run(lend::site_of(site), L, w, ap, dl, qWidth, q, t->start);
+  if (dl.n) {  // whatever failed before: the peers count its rendezvous
+    cudaError_t lent = attn::lend_run(lend::site_of(site), L, w, ap, dl, qWidth, q, t->start);
+    if (rc == cudaSuccess) rc = lent;
+  }
   if (rc == cudaSuccess && !ownEarly) rc = attn::own_part(L, w, ap, q, fromSend, tLse);
   const lend::Deal* lent = dl.lent;
   int k = 1;

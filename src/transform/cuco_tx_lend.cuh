@@ -46,7 +46,7 @@ using cuco::lend::plan;
 using cuco::lend::slot_of;
 
 // A site's windows and streams: `info` holds two sets of slots (the
-// parity of the call) and a staging slot; `data` the layout above.
+// parity of the call); `data` the layout of device/lend_plan.cuh.
 struct Site {
   Buf* info = nullptr;
   Buf* data = nullptr;
@@ -74,7 +74,7 @@ inline const char* setup(Site* s, ncclComm_t comm) {
       cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming) != cudaSuccess ||
       cudaMallocHost(&s->host, (kMaxRanks + 1) * sizeof(Info)) != cudaSuccess)
     return "cannot create its streams";
-  if (!(s->info = window_new((2 * kMaxRanks + 1) * kInfoBytes, comm))) return "cannot register its window";
+  if (!(s->info = window_new(2 * kMaxRanks * kInfoBytes, comm))) return "cannot register its window";
   return nullptr;
 }
 
@@ -83,13 +83,13 @@ inline const char* setup(Site* s, ncclComm_t comm) {
 inline const char* exchange(Site* s, const Info& own, int rank, int n, Info* all) {
   cuco::Symm& y = s->info->symm;
   size_t slots = (size_t)(s->calls++ & 1) * kMaxRanks * kInfoBytes;
-  char* stage = static_cast<char*>(y.base) + 2 * kMaxRanks * kInfoBytes;
+  char* mine = static_cast<char*>(y.base) + slots + (size_t)rank * kInfoBytes;
   s->host[0] = own;
-  if (cudaMemcpyAsync(stage, s->host, sizeof(Info), cudaMemcpyHostToDevice, s->xs) != cudaSuccess)
-    return "cannot stage its launch";
+  if (cudaMemcpyAsync(mine, s->host, sizeof(Info), cudaMemcpyHostToDevice, s->xs) != cudaSuccess)
+    return "cannot write its launch";
   for (int p = 0; p < n; p++)
-    if (cuco::ce_copy(static_cast<char*>(y.lsaBase[p]) + slots + (size_t)rank * kInfoBytes, stage, sizeof(Info),
-                      s->xs) != 0)
+    if (p != rank &&
+        cuco::ce_copy(static_cast<char*>(y.lsaBase[p]) + slots + (size_t)rank * kInfoBytes, mine, sizeof(Info), s->xs) != 0)
       return "cannot tell a peer its launch";
   if (cuco::ce_rendezvous(y, s->xs) != 0) return "its rendezvous failed";
   for (int p = 0; p < n; p++)
@@ -102,11 +102,14 @@ inline const char* exchange(Site* s, const Info& own, int rank, int n, Info* all
 }
 
 // The data window, at least `bytes` (collective: the same on every rank,
-// since every rank sizes it from the same Infos). A larger one replaces
-// it; the old one stays registered (its rendezvous count is its own).
+// since every rank sizes it from the same Infos). A larger one, at least
+// twice the size, replaces it; the old one stays allocated and registered
+// until the communicator's end (its rendezvous count is its own), so a
+// site whose shapes grow step by step holds a few, not one a step.
 inline const char* data_window(Site* s, size_t bytes, ncclComm_t comm) {
   if (s->data && s->data->bytes >= bytes) return nullptr;
   if (s->data && cudaStreamSynchronize(s->ls) != cudaSuccess) return "cannot finish its last deals";
+  if (s->data) bytes = std::max(bytes, 2 * s->data->bytes);
   return (s->data = window_new(bytes, comm)) ? nullptr : "cannot register its window";
 }
 }  // namespace lend
