@@ -431,6 +431,44 @@ inline cudaError_t own_part(ksplit::Launch<P...>& L, const AttnSpec& w, const Pl
 }
 }  // namespace attn
 
+namespace attn {
+// Each peer's keys in its parts, on `on` once they have landed, part k's
+// output and log-sum-exp into slot k of the temporaries (tOut, tLse); the
+// source this rank lends only for the queries it keeps.
+template <class... P>
+inline cudaError_t peer_parts(ksplit::Launch<P...>& L, const AttnSpec& w, const Plan& ap, const Deals& dl,
+                              const ksplit::Part& base, int chunks, void* tOut, float* tLse, size_t outRows,
+                              size_t outBytes, cudaStream_t on) {
+  const long long per = ap.perRank;
+  const lend::Deal* lent = dl.lent;
+  int k = 1;
+  for (int j = 1; j < ap.nranks; j++) {
+    int p = (ap.rank + j) % ap.nranks;
+    int n = dl.n ? lend::chunks_of(dl.all, dl.d, dl.n, ap.rank, p) : chunks;
+    for (int part = 0; part < n; part++, k++) {
+      long long lo = per * part / n, hi = per * (part + 1) / n;
+      ksplit::Part r = base;
+      r.rowOff = p * per + lo;
+      r.rows = hi - lo;
+      r.outAt = reinterpret_cast<uintptr_t>(tOut) + (size_t)(k - 1) * outBytes;
+      r.lseAt = reinterpret_cast<uintptr_t>(tLse + (size_t)k * outRows);
+      if (lent && lent->source == p) {  // the first queries only: the helper attends the rest
+        const lend::Info& me = dl.all[ap.rank];
+        r.queriesPos = w.lend.queriesPos;
+        r.queries = me.nq - lent->m;
+        r.gridDim = w.lend.grid;
+        r.gridBlocks = query_blocks(me, r.queries);
+        if (!r.queries) continue;
+      }
+      cudaError_t rc = attn_wait(ap, (int)L.n, p, n, hi, on);
+      if (rc == cudaSuccess) rc = L.run(&r, on);
+      if (rc != cudaSuccess) return rc;
+    }
+  }
+  return cudaSuccess;
+}
+}  // namespace attn
+
 template <class... P, class... A>
 inline cudaError_t attention_split(int site, int on, const AttnSpec& w, size_t outRows, size_t outWidth,
                                    size_t qWidth, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
@@ -508,30 +546,7 @@ inline cudaError_t attention_split(int site, int on, const AttnSpec& w, size_t o
     if (rc == cudaSuccess) rc = lent;
   }
   if (rc == cudaSuccess && !ownEarly) rc = attn::own_part(L, w, ap, q, fromSend, tLse);
-  const lend::Deal* lent = dl.lent;
-  int k = 1;
-  for (int j = 1; j < ap.nranks && rc == cudaSuccess; j++) {
-    int p = (ap.rank + j) % ap.nranks;
-    int n = dl.n ? lend::chunks_of(dl.all, dl.d, dl.n, ap.rank, p) : chunks;
-    for (int part = 0; part < n && rc == cudaSuccess; part++, k++) {
-      long long lo = per * part / n, hi = per * (part + 1) / n;
-      ksplit::Part r = q;
-      if (attn_wait(ap, (int)L.n, p, n, hi, t->peers) != cudaSuccess) rc = cudaErrorUnknown;
-      r.rowOff = p * per + lo;
-      r.rows = hi - lo;
-      r.outAt = reinterpret_cast<uintptr_t>(tOut) + (size_t)(k - 1) * outBytes;
-      r.lseAt = reinterpret_cast<uintptr_t>(tLse + (size_t)k * outRows);
-      if (lent && lent->source == p) {  // the first queries only: the helper attends the rest
-        const lend::Info& me = dl.all[ap.rank];
-        r.queriesPos = w.lend.queriesPos;
-        r.queries = me.nq - lent->m;
-        r.gridDim = w.lend.grid;
-        r.gridBlocks = attn::query_blocks(me, r.queries);
-        if (!r.queries) continue;
-      }
-      if (rc == cudaSuccess) rc = L.run(&r, t->peers);
-    }
-  }
+  if (rc == cudaSuccess) rc = attn::peer_parts(L, w, ap, dl, q, chunks, tOut, tLse, outRows, outBytes, t->peers);
   // the merge after every part (also after a failed one: nothing left unjoined)
   cudaError_t joined = cudaEventRecord(t->done, t->peers);
   if (joined == cudaSuccess) joined = cudaStreamWaitEvent(stream, t->done, 0);
