@@ -293,7 +293,7 @@ struct Deals {
   lend::Deal d[kMaxRanks];
   int n = 0;
   const lend::Deal *lent = nullptr, *helped = nullptr;
-  lend::Layout y;
+  lend::Layout layout;
 };
 
 // Where each query argument's lent rows lie in this rank's lend window
@@ -306,7 +306,7 @@ inline cudaError_t push_queries(cuco::Symm& win, ksplit::Launch<P...>& L, const 
   int a = 0;
   for (int i = 0; i < (int)L.n && i < 64; i++) {
     if (!((w.lend.mask >> i) & 1UL)) continue;
-    size_t off = dl.y.qOff + (size_t)a++ * dl.y.qArgBytes;
+    size_t off = dl.layout.qOff + (size_t)a++ * dl.layout.qArgBytes;
     qAt[i] = reinterpret_cast<uintptr_t>(static_cast<char*>(win.base) + off);
     const lend::Deal* l = dl.lent;
     if (!l || rc != cudaSuccess) continue;
@@ -337,9 +337,9 @@ inline ksplit::Part helper_part(ksplit::Part h, const AttnSpec& w, const Plan& a
   h.firstQuery = b.q0 + b.nq - g.m;
   h.gridDim = w.lend.grid;
   h.gridBlocks = query_blocks(b, g.m);
-  h.outAt = reinterpret_cast<uintptr_t>(peer + dl.y.outOff + (size_t)(slot - 1) * (size_t)(b.outRows * b.outRowBytes) +
+  h.outAt = reinterpret_cast<uintptr_t>(peer + dl.layout.outOff + (size_t)(slot - 1) * (size_t)(b.outRows * b.outRowBytes) +
                                         first * (size_t)b.outRowBytes);
-  h.lseAt = reinterpret_cast<uintptr_t>(peer + dl.y.lseOff + ((size_t)slot * (size_t)b.outRows + first) * sizeof(float));
+  h.lseAt = reinterpret_cast<uintptr_t>(peer + dl.layout.lseOff + ((size_t)slot * (size_t)b.outRows + first) * sizeof(float));
   return h;
 }
 
@@ -377,17 +377,17 @@ inline cudaError_t lend_run(lend::Site* s, ksplit::Launch<P...>& L, const AttnSp
 // The deals of this launch (dl->n 0: none), after telling the peers about
 // it; every rank of a split gather's communicator comes here at the same
 // launch. Why it failed, or nullptr.
-inline const char* attn_deal(int site, const SplitRec& own, const lend::Info& me, attn::Deals* dl) {
+inline const char* attn_deal(int site, const SplitRec& gather, const lend::Info& me, attn::Deals* dl) {
   lend::Site* s = lend::site_of(site);
-  const char* e = lend::setup(s, own.comm);
-  if (!e) e = lend::exchange(s, me, own.rank, own.nranks, dl->all);
+  const char* e = lend::setup(s, gather.comm);
+  if (!e) e = lend::exchange(s, me, gather.rank, gather.nranks, dl->all);
   if (e) return e;
-  dl->n = lend::plan(dl->all, own.nranks, dl->d);
+  dl->n = lend::plan(dl->all, gather.nranks, dl->d);
   if (!dl->n) return nullptr;
-  dl->lent = lend::as_lender(dl->d, dl->n, own.rank);
-  dl->helped = lend::as_helper(dl->d, dl->n, own.rank);
-  dl->y = lend::layout(dl->all, own.nranks, dl->d, dl->n);
-  return lend::data_window(s, dl->y.bytes, own.comm);
+  dl->lent = lend::as_lender(dl->d, dl->n, gather.rank);
+  dl->helped = lend::as_helper(dl->d, dl->n, gather.rank);
+  dl->layout = lend::layout(dl->all, gather.nranks, dl->d, dl->n);
+  return lend::data_window(s, dl->layout.bytes, gather.comm);
 }
 
 namespace attn {
@@ -476,8 +476,8 @@ inline cudaError_t attention_split(int site, int on, const AttnSpec& w, size_t o
   using Tup = std::tuple<P...>;
   ksplit::Launch<P...> L(kernel, grid, block, smem, stream, std::forward<A>(a)...);
   attn::Plan ap{};
-  SplitRec* own = on ? split_rec(site) : nullptr;
-  bool fresh = own && own->fresh;
+  SplitRec* gather = on ? split_rec(site) : nullptr;
+  bool fresh = gather && gather->fresh;
   const char* why = !on ? "knob 0" : attn::plan_keys(L.params(), w, &ap);
   if (!why)
     why = attn::plan_out(L.params(), w, outRows, outWidth,
@@ -488,7 +488,7 @@ inline cudaError_t attention_split(int site, int on, const AttnSpec& w, size_t o
   if (!why && (!t || attn::peers_stream(t) != cudaSuccess)) why = "its stream could not be made";
   for (int i = 0; i < (int)L.n && i < 64; i++)
     if (ap.rec[i]) ap.rec[i]->fresh = false;
-  if (own) own->fresh = false;
+  if (gather) gather->fresh = false;
   uintptr_t fromSend[64] = {};
   ksplit::Part q = why ? ksplit::Part{} : attn::base_part(L, w, ap, grid, fromSend);
   // work moved between ranks: every rank of the gather takes part in the
@@ -497,7 +497,7 @@ inline cudaError_t attention_split(int site, int on, const AttnSpec& w, size_t o
   // (never lent) runs while the ranks exchange their launches
   // (the rendezvous of stream memory operations only: the one-CTA barrier
   // they fall back to is shared by every stream of the communicator)
-  bool lending = fresh && w.lend.queriesPos >= 0 && w.lend.causalPos != -1 && own->nranks > 1 && CUCO_ATTN_LEND &&
+  bool lending = fresh && w.lend.queriesPos >= 0 && w.lend.causalPos != -1 && gather->nranks > 1 && CUCO_ATTN_LEND &&
                  cuco::ce_sync_zero_sm();
   bool ownEarly = lending && !why && ap.nranks > 1;
   cudaError_t early = cudaSuccess;
@@ -508,7 +508,7 @@ inline cudaError_t attention_split(int site, int on, const AttnSpec& w, size_t o
   attn::Deals dl;
   if (lending) {
     lend::Info me = attn::lend_info(L.params(), w, ap, grid, outRows, outWidth, qWidth, chunks, !why && !early);
-    const char* e = attn_deal(site, *own, me, &dl);
+    const char* e = attn_deal(site, *gather, me, &dl);
     if (e) {
       fprintf(stderr, "cuco_tx: split(%d): moving attention between ranks: %s\n", site, e);
       return cudaErrorUnknown;
@@ -525,17 +525,17 @@ inline cudaError_t attention_split(int site, int on, const AttnSpec& w, size_t o
     why = "its temporaries could not be made";
   }
   if (why || parts == 1) {
-    if (why && fresh && !own->warned) {
+    if (why && fresh && !gather->warned) {
       fprintf(stderr, "cuco_tx: split(%d): the attention kernel runs whole after the gathers: %s\n", site, why);
-      own->warned = true;
+      gather->warned = true;
     }
     if (!why && attn_wait(ap, (int)L.n, ap.rank, 1, per, stream) != cudaSuccess) return cudaErrorUnknown;
     if (why) attn::join_pending(stream);
     return L.run(nullptr);
   }
   char* win = dl.n ? static_cast<char*>(lend::site_of(site)->data->base) : nullptr;
-  void* tOut = dl.n ? win + dl.y.outOff : t->out;
-  float* tLse = dl.n ? reinterpret_cast<float*>(win + dl.y.lseOff) : t->lse;
+  void* tOut = dl.n ? win + dl.layout.outOff : t->out;
+  float* tLse = dl.n ? reinterpret_cast<float*>(win + dl.layout.lseOff) : t->lse;
   CUCO_TX_TRACE("split(%d): attention per source rank, %lld keys each, peers' in %d parts, %d merged\n", site, per,
                 chunks, parts);
   cudaError_t rc = ownEarly ? cudaMemcpyAsync(tLse, t->lse0, outRows * sizeof(float), cudaMemcpyDeviceToDevice, stream)

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 using namespace cuco::lend;
 
@@ -52,6 +53,59 @@ static double spread(const double* c, int n) {
   double lo = c[0], hi = c[0];
   for (int r = 1; r < n; r++) lo = std::fmin(lo, c[r]), hi = std::fmax(hi, c[r]);
   return hi - lo;
+}
+
+// A small deterministic generator (the test must not depend on the libc's).
+static unsigned long long rng = 88172645463325252ULL;
+static long long draw(long long n) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (long long)(rng % (unsigned long long)n);
+}
+
+// Random launches (ranks, queries, tiles, shard order, mask, chunks): every
+// rank lends or helps at most once, never over its own keys, at least one
+// and at most all of its queries; slots stay inside the parts; the
+// helper's writes (the lent rows of the lender's slot) and the pushed
+// queries stay inside the window's regions.
+static bool random_launches() {
+  Info in[kMaxLendRanks];
+  Deal d[kMaxLendRanks];
+  for (int t = 0; t < 20000; t++) {
+    int n = 2 + (int)draw(7);
+    long long per = 1 + draw(5000), tile = 1 + draw(128);
+    contiguous(in, n, per, tile, (int)(draw(4) != 0));
+    int order[kMaxLendRanks];
+    for (int r = 0; r < n; r++) order[r] = r;
+    for (int r = n - 1; r > 0; r--) std::swap(order[r], order[draw(r + 1)]);
+    for (int r = 0; r < n; r++) {
+      in[r].q0 = order[r] * per;  // a shuffled layout of the shards
+      in[r].chunks = 1 + (int)draw(4);
+    }
+    int nd = plan(in, n, d);
+    int seen[kMaxLendRanks] = {};
+    for (int i = 0; i < nd; i++) {
+      const Deal& x = d[i];
+      if (x.lender == x.helper || x.source == x.lender || x.m < 1 || x.m > in[x.lender].nq) return false;
+      if (seen[x.lender]++ || seen[x.helper]++) return false;
+    }
+    Layout y = layout(in, n, d, nd);
+    for (int r = 0; r < n; r++) {
+      int parts = parts_of(in, d, nd, n, r);
+      for (int p = 0; p < n; p++)
+        if (slot_of(in, d, nd, n, r, p) >= parts) return false;
+    }
+    for (int i = 0; i < nd; i++) {
+      const Info& b = in[d[i].lender];
+      size_t slot = (size_t)slot_of(in, d, nd, n, d[i].lender, d[i].source);
+      size_t outEnd = y.outOff + slot * (size_t)(b.outRows * b.outRowBytes);  // end of the slot
+      size_t lseEnd = y.lseOff + (slot + 1) * (size_t)b.outRows * sizeof(float);
+      if (slot < 1 || outEnd > y.lseOff || lseEnd > y.bytes) return false;
+      if ((size_t)d[i].m * (size_t)b.qRowBytes > y.qArgBytes) return false;
+    }
+  }
+  return true;
 }
 
 int main() {
@@ -118,5 +172,6 @@ int main() {
             y.lseOff >= y.outOff + (maxParts - 1) * 2048 * 32 * 256 &&
             y.bytes >= y.lseOff + maxParts * 2048 * 32 * sizeof(float),
         "the window holds the lent queries, every rank's temporaries and log-sum-exps, in that order");
+  check(random_launches(), "2 to 8 ranks, 20000 random launches: deals well formed, writes inside the window");
   return failed ? 1 : 0;
 }
