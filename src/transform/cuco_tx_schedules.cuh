@@ -717,7 +717,7 @@ struct RowSpec {
   int rowsPos;
   unsigned long mask;
   int gridRows;
-  signed char widthFrom[64];
+  signed char widthFrom[64] = {};  // written only when some width is declared
 };
 
 // Elements per row of each row argument into pa.elems (ref for those of the

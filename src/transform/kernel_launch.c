@@ -140,31 +140,33 @@ static int param_count(const param_src *ps)
     return k;
 }
 
-/* The row arguments args= names ("x, y" or "x y:dout"): their bits into
- * kl->rows_mask and their widths' parameters into kl->width_from; *why on a
+/* The parameters list names (declaration key `key`: "x, y", or with
+ * widths "x y:dout"): their bits into *mask and, when widths is not NULL,
+ * each one's width parameter + 1 into widths (0: none written); *why on a
  * name the kernel does not have. */
-static int row_args(const param_src *ps, const char *list, const char *kernel, kernel_launch *kl,
-                    char **why)
+static int arg_bits(const param_src *ps, const char *key, const char *list, const char *kernel,
+                    unsigned long *mask, signed char *widths, char **why)
 {
-    kl->rows_mask = 0;
-    const char *p, *rest = list;
+    *mask = 0;
+    const char *p, *rest = list ? list : "";
     size_t len;
     while ((p = list_next(&rest, &len)), len) {
-        size_t name = strcspn(p, ":");
+        size_t name = widths ? strcspn(p, ":") : len;
         if (name > len)
             name = len;
         int k = param_at(ps, p, name);
         int w = name < len ? param_at(ps, p + name + 1, len - name - 1) : -1;
         if (k < 0 || k >= 64 || (name < len && (w < 0 || w >= 127))) {
             int bad = k < 0 || k >= 64;
-            *why = cuco_sprintf("launches kernel %s, whose declaration names args=%.*s, which is "
+            *why = cuco_sprintf("launches kernel %s, whose declaration names %s=%.*s, which is "
                                 "not one of its parameters",
-                                kernel, bad ? (int)name : (int)(len - name - 1),
+                                kernel, key, bad ? (int)name : (int)(len - name - 1),
                                 bad ? p : p + name + 1);
             return *why ? 0 : CUCO_ENOMEM;
         }
-        kl->rows_mask |= 1UL << k;
-        kl->width_from[k] = (signed char)(w + 1);
+        *mask |= 1UL << k;
+        if (widths)
+            widths[k] = (signed char)(w + 1);
     }
     return 1;
 }
@@ -195,27 +197,6 @@ static int decl_position(const param_src *ps, const cuco_semantic *d, const char
     return 1;
 }
 
-/* The bits of the parameters list names ("q" or "q q_rope"), into *mask;
- * *why on a name the kernel does not have. */
-static int name_bits(const param_src *ps, const char *key, const char *list, const char *kernel,
-                     unsigned long *mask, char **why)
-{
-    *mask = 0;
-    const char *p, *rest = list ? list : "";
-    size_t len;
-    while ((p = list_next(&rest, &len)), len) {
-        int k = param_at(ps, p, len);
-        if (k < 0 || k >= 64) {
-            *why = cuco_sprintf("launches kernel %s, whose declaration names %s=%.*s, which is "
-                                "not one of its parameters",
-                                kernel, key, (int)len, p);
-            return *why ? 0 : CUCO_ENOMEM;
-        }
-        *mask |= 1UL << k;
-    }
-    return 1;
-}
-
 /* attention's query terms (queries=, first_query=, query_args=,
  * query_grid=, causal=) into kl; kl->lend when all that moving work needs
  * is declared. 1, 0 with *why, or negative as decl_positions. */
@@ -233,8 +214,8 @@ static int query_positions(const param_src *ps, const cuco_semantic *d, const ch
     if (decl_position(ps, d, "queries", kernel, &kl->queries_pos, why) ||
         decl_position(ps, d, "first_query", kernel, &kl->first_query_pos, why))
         return *why ? 0 : CUCO_ENOMEM;
-    int rc = name_bits(ps, "query_args", cuco_semantic_param(d, "query_args"), kernel,
-                       &kl->query_mask, why);
+    int rc = arg_bits(ps, "query_args", cuco_semantic_param(d, "query_args"), kernel,
+                      &kl->query_mask, NULL, why);
     kl->query_terms = rc == 1 && kl->queries_pos >= 0 && kl->first_query_pos >= 0 &&
                       kl->query_mask && kl->query_grid >= 0 &&
                       cuco_semantic_param(d, "query_width");
@@ -256,7 +237,9 @@ static int decl_positions(const param_src *ps, const cuco_semantic *d, const cha
                            decl_position(ps, d, "lse", kernel, &kl->lse_pos, why))))
         return *why ? 0 : CUCO_ENOMEM;
     int rc = kl->attention ? query_positions(ps, d, kernel, kl, why) : 1;
-    return rc == 1 ? row_args(ps, cuco_semantic_param(d, "args"), kernel, kl, why) : rc;
+    return rc == 1 ? arg_bits(ps, "args", cuco_semantic_param(d, "args"), kernel, &kl->rows_mask,
+                              kl->width_from, why)
+                   : rc;
 }
 
 int kernel_launch_rows(const sview *v, size_t a, size_t b, const cuco_semantic *sem, size_t n,
@@ -379,14 +362,6 @@ char *kernel_launch_attention_spec(const sview *v, const kernel_launch *kl)
 {
     char *rows = kernel_launch_spec(kl);
     cuco_buf b = CUCO_BUF_INIT;
-    /* every member of RowSpec written (its widths {} when it has none): an
-     * aggregate followed by more members warns under -Wextra otherwise */
-    size_t rl = rows ? strlen(rows) : 0;
-    if (rl >= 2 && rows[rl - 2] != '}') {
-        char *all = cuco_sprintf("%.*s, {}}", (int)(rl - 1), rows);
-        free(rows);
-        rows = all;
-    }
     int lend = kl->lend;
     int rc =
         rows ? cuco_buf_printf(

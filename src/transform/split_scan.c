@@ -314,9 +314,6 @@ static int launch_reads(const scan *s, unsigned long *bits)
     return rc;
 }
 
-/* The split of a launch of a kernel declared rows_independent: every
- * argument that reads the gathered buffer must be a row argument of the
- * declaration. Returns 0 (p->split says whether it applies), or negative. */
 /* The end of an attention split's report line: whether its queries may move
  * between ranks, or what the declaration lacks for it. */
 static const char *lend_note(const kernel_launch *kl)
@@ -333,6 +330,9 @@ static const char *lend_note(const kernel_launch *kl)
            "query_args=, query_width= or query_grid=)";
 }
 
+/* The split of a launch of a kernel declared rows_independent: every
+ * argument that reads the gathered buffer must be a row argument of the
+ * declaration. Returns 0 (p->split says whether it applies), or negative. */
 static int try_kernel_split(scan *s, cuco_sched_place *pl, stmt *st, int helper,
                             int (*editable)(void *, size_t), void *ctx, cuco_sched_plan *p)
 {

@@ -81,11 +81,11 @@ for pair in "tp_mlp_allreduce pipeline_stages" "ring_pass reduce_scatter_grad" "
 done
 ca=$TMP/cp_attention/gen_0/cp_attention.cu
 check "cp_attention: the launch goes through the attention split" \
-    grep -q "cuco_tx::attention_split(0, CUCO_SPLIT_0, cuco_tx::AttnSpec{cuco_tx::RowSpec{5, 0x2UL, 0, {}}, -1, 6, 7, {-1, -1, -1, -1, 0x0UL}}, (size_t)((tokens_) \* (heads_)), (size_t)((d_)), (size_t)(0), attend," "$ca"
+    grep -q "cuco_tx::attention_split(0, CUCO_SPLIT_0, cuco_tx::AttnSpec{cuco_tx::RowSpec{5, 0x2UL, 0}, -1, 6, 7, {-1, -1, -1, -1, 0x0UL}}, (size_t)((tokens_) \* (heads_)), (size_t)((d_)), (size_t)(0), attend," "$ca"
 check "cp_attention: builds with CUCO_ATTN_CHUNKS=4" knob_built cp_attention CUCO_ATTN_CHUNKS 4
 cc=$TMP/cp_causal/gen_0/cp_causal.cu
 check "cp_causal: the split carries its queries (count, first, causal, grid x, q) and their width" \
-    grep -q "cuco_tx::AttnSpec{cuco_tx::RowSpec{5, 0x2UL, 0, {}}, 7, 9, 10, {2, 6, 8, 0, 0x1UL}}, (size_t)((tokens_) \* (heads_)), (size_t)((d_)), (size_t)((heads_) \* (d_)), attend," "$cc"
+    grep -q "cuco_tx::AttnSpec{cuco_tx::RowSpec{5, 0x2UL, 0}, 7, 9, 10, {2, 6, 8, 0, 0x1UL}}, (size_t)((tokens_) \* (heads_)), (size_t)((d_)), (size_t)((heads_) \* (d_)), attend," "$cc"
 check "cp_causal: the lending knob" grep -q "^#define CUCO_ATTN_LEND 1 // cuco:knob run 0 1" "$cc"
 check "cp_causal: builds with CUCO_ATTN_LEND=0" knob_built cp_causal CUCO_ATTN_LEND 0
 exit $fail

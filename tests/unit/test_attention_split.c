@@ -101,7 +101,7 @@ static void test_attention_split_applies(void **state)
     cuco_tx_result r;
     transform_declared(prog, &d, &r);
     const char *want = "cuco_tx::attention_split(0, CUCO_SPLIT_0, cuco_tx::AttnSpec{"
-                       "cuco_tx::RowSpec{4, 0x6UL, 0, {}}, 5, 6, 7, {-1, -1, -1, -1, 0x0UL}}, "
+                       "cuco_tx::RowSpec{4, 0x6UL, 0}, 5, 6, 7, {-1, -1, -1, -1, 0x0UL}}, "
                        "(size_t)((nq) * HEADS), (size_t)((64)), (size_t)(0), attn, grid, 128, 0, "
                        "st, ";
     if (!strstr(r.program, want)) {
