@@ -84,9 +84,12 @@ inline int plan(const Info* in, int n, Deal* deals) {
     double x = (c[b] - c[h]) / 2;
     if (c[b] - c[h] <= c[b] / 16) continue;
     int s = h;
-    for (int p = 0; p < n; p++)
-      if (p != b && visible(in[b], in[b].q0, in[b].nq, p) > visible(in[b], in[b].q0, in[b].nq, s)) s = p;
-    if (s == b || visible(in[b], in[b].q0, in[b].nq, s) <= 0) continue;
+    double most = visible(in[b], in[b].q0, in[b].nq, h);
+    for (int p = 0; p < n; p++) {
+      double v = p == b ? 0.0 : visible(in[b], in[b].q0, in[b].nq, p);
+      if (v > most) s = p, most = v;
+    }
+    if (most <= 0) continue;
     long long m = queries_for(in[b], s, x);
     if (m <= 0) continue;
     deals[nd++] = Deal{b, h, s, m};

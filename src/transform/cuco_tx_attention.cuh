@@ -392,19 +392,18 @@ inline const char* attn_deal(int site, const SplitRec& gather, const lend::Info&
 
 namespace attn {
 // Every part's common changes: key arguments and count, first key, output
-// and log-sum-exp; `own` where part 0 reads its keys (the all-gathers' send
-// buffers when the kernel only reads its key arguments: no wait for their
-// local copies; all 0 otherwise).
+// and log-sum-exp. Where the kernel only reads its key arguments, *fromSend
+// and own[] (by position) say that part 0 may read its keys from the
+// all-gathers' send buffers (no wait for their local copies).
 template <class... P>
-inline ksplit::Part base_part(ksplit::Launch<P...>& L, const AttnSpec& w, const Plan& ap, dim3 grid, uintptr_t* own) {
-  bool fromSend = true;
+inline ksplit::Part base_part(ksplit::Launch<P...>& L, const AttnSpec& w, const Plan& ap, dim3 grid, uintptr_t* own,
+                              bool* fromSend) {
+  *fromSend = true;
   for (int i = 0; i < (int)L.n && i < 64; i++)
     if (ap.rec[i]) {
       own[i] = reinterpret_cast<uintptr_t>(ap.rec[i]->send);
-      fromSend = fromSend && L.cst[i];
+      *fromSend = *fromSend && L.cst[i];
     }
-  if (!fromSend)
-    for (int i = 0; i < 64; i++) own[i] = 0;
   ksplit::Part q = part_of(L.params(), w.rows, grid.x, ap.perRank * ap.nranks);
   q.gridRows = false;
   q.firstPos = w.firstPos;
@@ -415,14 +414,13 @@ inline ksplit::Part base_part(ksplit::Launch<P...>& L, const AttnSpec& w, const 
 }
 
 // The attention over this rank's own keys, into the launch's output and
-// the log-sum-exp at lseAt, on the launch's stream.
+// the log-sum-exp at lseAt, on the launch's stream; reading them at own[]
+// (base_part) when it is not null, else once their local copies landed.
 template <class... P>
 inline cudaError_t own_part(ksplit::Launch<P...>& L, const AttnSpec& w, const Plan& ap, ksplit::Part q,
                             const uintptr_t* own, float* lseAt) {
-  bool fromSend = false;
-  for (int i = 0; i < 64; i++) fromSend = fromSend || own[i];
-  q.own = fromSend ? own : nullptr;
-  if (!fromSend && attn_wait(ap, (int)L.n, ap.rank, 1, ap.perRank, L.stream) != cudaSuccess) return cudaErrorUnknown;
+  q.own = own;
+  if (!own && attn_wait(ap, (int)L.n, ap.rank, 1, ap.perRank, L.stream) != cudaSuccess) return cudaErrorUnknown;
   q.rowOff = ap.rank * ap.perRank;
   q.rows = ap.perRank;
   q.outAt = L.addr[w.outPos];
@@ -489,8 +487,10 @@ inline cudaError_t attention_split(int site, int on, const AttnSpec& w, size_t o
   for (int i = 0; i < (int)L.n && i < 64; i++)
     if (ap.rec[i]) ap.rec[i]->fresh = false;
   if (gather) gather->fresh = false;
-  uintptr_t fromSend[64] = {};
-  ksplit::Part q = why ? ksplit::Part{} : attn::base_part(L, w, ap, grid, fromSend);
+  uintptr_t sendAt[64] = {};
+  bool fromSend = false;
+  ksplit::Part q = why ? ksplit::Part{} : attn::base_part(L, w, ap, grid, sendAt, &fromSend);
+  const uintptr_t* ownAt = fromSend ? sendAt : nullptr;
   // work moved between ranks: every rank of the gather takes part in the
   // exchange, whether or not its own launch can split (only where a mask is
   // declared: without one every rank's queries see every key); the own part
@@ -503,7 +503,7 @@ inline cudaError_t attention_split(int site, int on, const AttnSpec& w, size_t o
   cudaError_t early = cudaSuccess;
   if (ownEarly && (attn::grow(reinterpret_cast<void**>(&t->lse0), &t->lse0Bytes, outRows * sizeof(float)) != cudaSuccess ||
                    cudaEventRecord(t->start, stream) != cudaSuccess ||
-                   attn::own_part(L, w, ap, q, fromSend, t->lse0) != cudaSuccess))
+                   attn::own_part(L, w, ap, q, ownAt, t->lse0) != cudaSuccess))
     early = cudaErrorUnknown;  // told to the peers (this rank cannot take part), then returned
   attn::Deals dl;
   if (lending) {
@@ -545,7 +545,7 @@ inline cudaError_t attention_split(int site, int on, const AttnSpec& w, size_t o
     cudaError_t lent = attn::lend_run(lend::site_of(site), L, w, ap, dl, qWidth, q, t->start);
     if (rc == cudaSuccess) rc = lent;
   }
-  if (rc == cudaSuccess && !ownEarly) rc = attn::own_part(L, w, ap, q, fromSend, tLse);
+  if (rc == cudaSuccess && !ownEarly) rc = attn::own_part(L, w, ap, q, ownAt, tLse);
   if (rc == cudaSuccess) rc = attn::peer_parts(L, w, ap, dl, q, chunks, tOut, tLse, outRows, outBytes, t->peers);
   // the merge after every part (also after a failed one: nothing left unjoined)
   cudaError_t joined = cudaEventRecord(t->done, t->peers);

@@ -52,7 +52,8 @@ struct Site {
   Buf* data = nullptr;
   cudaStream_t xs = nullptr, ls = nullptr;  // the exchange's, the deals'
   cudaEvent_t done = nullptr;
-  Info* host = nullptr;  // pinned: [0] this rank's, [1..] everyone's
+  Info* own = nullptr;    // pinned: this rank's launch, as sent
+  char* slots = nullptr;  // pinned: everyone's, as read back (one slot each)
   unsigned long long calls = 0;
 };
 inline Site* site_of(int site) {
@@ -72,7 +73,8 @@ inline const char* setup(Site* s, ncclComm_t comm) {
   if (s->info) return nullptr;
   if (priority_stream_create(&s->xs, true) != cudaSuccess || priority_stream_create(&s->ls, false) != cudaSuccess ||
       cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming) != cudaSuccess ||
-      cudaMallocHost(&s->host, (kMaxRanks + 1) * sizeof(Info)) != cudaSuccess)
+      cudaMallocHost(&s->own, sizeof(Info)) != cudaSuccess ||
+      cudaMallocHost(&s->slots, kMaxRanks * kInfoBytes) != cudaSuccess)
     return "cannot create its streams";
   if (!(s->info = window_new(2 * kMaxRanks * kInfoBytes, comm))) return "cannot register its window";
   return nullptr;
@@ -84,20 +86,19 @@ inline const char* exchange(Site* s, const Info& own, int rank, int n, Info* all
   cuco::Symm& y = s->info->symm;
   size_t slots = (size_t)(s->calls++ & 1) * kMaxRanks * kInfoBytes;
   char* mine = static_cast<char*>(y.base) + slots + (size_t)rank * kInfoBytes;
-  s->host[0] = own;
-  if (cudaMemcpyAsync(mine, s->host, sizeof(Info), cudaMemcpyHostToDevice, s->xs) != cudaSuccess)
+  *s->own = own;
+  if (cudaMemcpyAsync(mine, s->own, sizeof(Info), cudaMemcpyHostToDevice, s->xs) != cudaSuccess)
     return "cannot write its launch";
   for (int p = 0; p < n; p++)
     if (p != rank &&
         cuco::ce_copy(static_cast<char*>(y.lsaBase[p]) + slots + (size_t)rank * kInfoBytes, mine, sizeof(Info), s->xs) != 0)
       return "cannot tell a peer its launch";
   if (cuco::ce_rendezvous(y, s->xs) != 0) return "its rendezvous failed";
-  for (int p = 0; p < n; p++)
-    if (cudaMemcpyAsync(s->host + 1 + p, static_cast<char*>(y.base) + slots + (size_t)p * kInfoBytes, sizeof(Info),
-                        cudaMemcpyDeviceToHost, s->xs) != cudaSuccess)
-      return "cannot read the peers' launches";
-  if (cudaStreamSynchronize(s->xs) != cudaSuccess) return "cannot read the peers' launches";
-  for (int p = 0; p < n; p++) all[p] = s->host[1 + p];
+  if (cudaMemcpyAsync(s->slots, static_cast<char*>(y.base) + slots, (size_t)n * kInfoBytes, cudaMemcpyDeviceToHost,
+                      s->xs) != cudaSuccess ||
+      cudaStreamSynchronize(s->xs) != cudaSuccess)
+    return "cannot read the peers' launches";
+  for (int p = 0; p < n; p++) std::memcpy(&all[p], s->slots + (size_t)p * kInfoBytes, sizeof(Info));
   return nullptr;
 }
 
