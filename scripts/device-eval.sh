@@ -1,4 +1,8 @@
 # scripts/device-eval.sh: sourced by the GPU step scripts (scripts/device.d/).
+# step_start TMPNAME NAME: what such a step starts with: CUCO (the cuco on
+# PATH), T (a temporary folder under /tmp, removed at exit, holding the
+# build cache), RANKS (2 where the machine has two GPUs or more, else 1),
+# LOG ($OUT/NAME.jsonl, emptied) and status=0.
 # eval_named WORKLOAD NAME LEVEL RANKS LIMIT PREFIX [PROGRAM FROZEN]: a
 # confined 'cuco eval' of WORKLOAD (of PROGRAM, with FROZEN as its frozen
 # reference) at RANKS ranks and --level LEVEL, 3 repeats, within LIMIT
@@ -19,4 +23,16 @@ eval_named() {
     "$T/$name.l3.json" "$name" "$ranks" >> "$LOG" 2>/dev/null ||
     { echo "{\"name\":\"$name\",\"status\":\"no JSON\"}" >> "$LOG"; status=1; }
   python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["name"], d.get("status"), d.get("time_ms"))' "$(tail -1 "$LOG")"
+}
+
+step_start() {
+  CUCO=$(command -v cuco)
+  T=$(mktemp -d "/tmp/$1.XXXXXX")
+  trap 'rm -rf "$T"' EXIT
+  export CUCO_BUILD_CACHE=$T/cache
+  RANKS=1
+  [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ] && RANKS=2
+  LOG=$OUT/$2.jsonl
+  : > "$LOG"
+  status=0
 }

@@ -23,15 +23,7 @@ cd "$(dirname "$0")/../.."
 : "${OUT:=/tmp/cuco-gpu-out}"
 source scripts/knob-variant.sh
 source scripts/device-eval.sh
-CUCO=$(command -v cuco)
-T=$(mktemp -d /tmp/cuco-ksplit.XXXXXX)
-trap 'rm -rf "$T"' EXIT
-export CUCO_BUILD_CACHE=$T/cache
-RANKS=1
-[ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ] && RANKS=2
-LOG=$OUT/kernel-split.jsonl
-: > "$LOG"
-status=0
+step_start cuco-ksplit kernel-split
 evaluate() { eval_named "$1" "$2" "$3" "$4" 120 kernel-split "${@:5}"; } # WORKLOAD NAME LEVEL RANKS [PROGRAM FROZEN]
 transform() { # WORKLOAD NAME
   "$CUCO" transform "$1" --ranks "$RANKS" --workspace "$T/ws-$2" --no-verify > "$OUT/kernel-split-transform-$2.log" 2>&1

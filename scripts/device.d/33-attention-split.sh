@@ -24,16 +24,8 @@ cd "$(dirname "$0")/../.."
 : "${OUT:=/tmp/cuco-gpu-out}"
 source scripts/knob-variant.sh
 source scripts/device-eval.sh
-CUCO=$(command -v cuco)
-T=$(mktemp -d /tmp/cuco-attn.XXXXXX)
-trap 'rm -rf "$T"' EXIT
-export CUCO_BUILD_CACHE=$T/cache
-RANKS=1
-[ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ] && RANKS=2
+step_start cuco-attn attention-split
 RANKS=${ATTN_RANKS:-$RANKS}
-LOG=$OUT/attention-split.jsonl
-: > "$LOG"
-status=0
 WL=workloads/flash_attn_cp
 SEED=$WL/flash_attn_cp.cu
 evaluate() { eval_named "$WL" "$1" 3 "$2" 200 attention-split "${@:3}"; } # NAME RANKS [PROGRAM FROZEN]

@@ -27,15 +27,7 @@ cd "$(dirname "$0")/../.."
 : "${OUT:=/tmp/cuco-gpu-out}"
 source scripts/knob-variant.sh
 source scripts/device-eval.sh
-CUCO=$(command -v cuco)
-T=$(mktemp -d /tmp/cuco-arce.XXXXXX)
-trap 'rm -rf "$T"' EXIT
-export CUCO_BUILD_CACHE=$T/cache
-RANKS=1
-[ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ] && RANKS=2
-LOG=$OUT/ar-ce.jsonl
-: > "$LOG"
-status=0
+step_start cuco-arce ar-ce
 
 nvcc -std=c++17 -arch=sm_90 -O3 -I"$NCCL_HOME/include" -Idevice -o "$T/device_lib_test" tests/gpu/device_lib_test.cu \
   -L"$NCCL_HOME/lib" -l:libnccl.so.2 -lpthread > "$T/devlib.build.log" 2>&1 &

@@ -2,7 +2,8 @@
 # test_device_eval.sh: eval_named (scripts/device-eval.sh), the evaluation
 # helper of the GPU step scripts, against a stub cuco: the arguments it
 # passes, the JSON line it appends with name and ranks, nothing logged below
-# level 3, and a missing JSON recorded as such with status=1.
+# level 3, and a missing JSON recorded as such with status=1; step_start's
+# temporary folder, log and rank count.
 set -u
 SRC=${CUCO_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 T=$(mktemp -d "${CUCO_TEST_TMP:-/tmp}/deveval.XXXXXX")
@@ -31,4 +32,14 @@ check "below level 3 nothing is logged" '[ "$(wc -l < "$LOG")" = 1 ] && [ -s "$T
 eval_named bad seed 3 1 30 pre > /dev/null
 check "no JSON: recorded, status 1" \
   '[ "$status" = 1 ] && tail -1 "$LOG" | grep -q "\"name\":\"seed\",\"status\":\"no JSON\""'
+printf '#!/bin/sh\necho "GPU 0"\necho "GPU 1"\n' > "$T/nvidia-smi"
+chmod +x "$T/nvidia-smi"
+(
+  PATH=$T:/usr/bin:/bin OUT=$T
+  echo 'stale' > "$T/step.jsonl"
+  step_start cuco-test step
+  [ -d "$T" ] && [ -d "$(dirname "$CUCO_BUILD_CACHE")" ] && [ "$CUCO" = "$OUT/cuco" ] && [ ! -s "$LOG" ] &&
+    [ "$LOG" = "$OUT/step.jsonl" ] && [ "$status" = 0 ] && [ "$RANKS" = 2 ] && [ "${T#/tmp/cuco-test.}" != "$T" ]
+) && echo "ok   step_start: temporary folder, emptied log, the cuco on PATH, 2 ranks on two GPUs" ||
+  { echo "FAIL step_start"; fail=1; }
 exit $fail
