@@ -208,27 +208,29 @@ inline int all_to_all_ce(Symm& s, const void* src, size_t outOff, size_t rowByte
 }
 
 namespace kern {
-// mine[i] += scratch[k * stride + i] for k < peers: the sums of one rank's
-// part of a copy-engine all-reduce (the peers' parts pulled into scratch).
-// Vec: 16 bytes at a time (every pointer and the stride aligned).
+// out[i] = base[i] + scratch[k * stride + i] summed over k < peers: the sums
+// of one rank's part of a copy-engine all-reduce or reduce-scatter (the
+// peers' parts pulled into scratch; base may be out). Vec: 16 bytes at a
+// time (every pointer and the stride aligned).
 template <typename T, bool Vec>
-__global__ void ce_sum(T* mine, const T* scratch, size_t len, size_t stride, int peers) {
+__global__ void ce_sum(T* out, const T* base, const T* scratch, size_t len, size_t stride, int peers) {
   size_t step = (size_t)gridDim.x * blockDim.x;
   if constexpr (Vec) {
     constexpr int n = 16 / sizeof(T);
-    int4* m = reinterpret_cast<int4*>(mine);
+    int4* o = reinterpret_cast<int4*>(out);
+    const int4* b = reinterpret_cast<const int4*>(base);
     const int4* sc = reinterpret_cast<const int4*>(scratch);
     for (size_t v = blockIdx.x * (size_t)blockDim.x + threadIdx.x; v < len / n; v += step) {
       Pack<T> acc;
-      acc.set(m[v]);
+      acc.set(b[v]);
       for (int k = 0; k < peers; k++) acc.add(sc[k * (stride / n) + v]);
-      m[v] = acc.get();
+      o[v] = acc.get();
     }
   } else {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < len; i += step) {
-      typename DType<T>::Acc acc = DType<T>::to(mine[i]);
+      typename DType<T>::Acc acc = DType<T>::to(base[i]);
       for (int k = 0; k < peers; k++) acc += DType<T>::to(scratch[k * stride + i]);
-      mine[i] = DType<T>::from(acc);
+      out[i] = DType<T>::from(acc);
     }
   }
 }
@@ -239,6 +241,27 @@ __global__ void ce_sum(T* mine, const T* scratch, size_t len, size_t stride, int
 template <typename T> inline size_t ce_part_len(size_t n, int ranks) {
   constexpr size_t v = 16 / sizeof(T);
   return (n + (size_t)ranks * v - 1) / ((size_t)ranks * v) * v;
+}
+
+// out[i] = base[i] + the `peers` copies in scratch (stride elements apart),
+// by one short kernel on st; 16 bytes at a time where every pointer and the
+// stride allow it. With no peer, a copy (none when base is out).
+template <typename T>
+inline int ce_sum_into(T* out, const T* base, const T* sc, size_t len, size_t stride, int peers,
+                       cudaStream_t st) {
+  if (!len || (peers < 1 && out == base)) return 0;
+  constexpr size_t v = 16 / sizeof(T);
+  bool vec = (reinterpret_cast<uintptr_t>(out) | reinterpret_cast<uintptr_t>(base) |
+              reinterpret_cast<uintptr_t>(sc)) % 16 == 0 &&
+             len % v == 0 && stride % v == 0;
+  size_t items = vec ? len / v : len;
+  unsigned blocks = (unsigned)std::min<size_t>((items + 255) / 256, 1024);
+  if (vec)
+    kern::ce_sum<T, true><<<blocks, 256, 0, st>>>(out, base, sc, len, stride, peers);
+  else
+    kern::ce_sum<T, false><<<blocks, 256, 0, st>>>(out, base, sc, len, stride, peers);
+  CUCO_CUDA_TRY(cudaGetLastError());
+  return 0;
 }
 
 // The scratch all_reduce_ce needs for n elements: the peers' copies of
@@ -274,17 +297,7 @@ inline int all_reduce_ce(Symm& s, size_t off, size_t n, void* scratch, cudaStrea
     const T* theirs = reinterpret_cast<const T*>(static_cast<char*>(s.lsaBase[p]) + off) + lo;
     CUCO_TRY(ce_copy(sc + (size_t)k * q, theirs, len * sizeof(T), st));
   }
-  if (len) {
-    bool vec = (reinterpret_cast<uintptr_t>(mine) | reinterpret_cast<uintptr_t>(sc)) % 16 == 0 &&
-               len % (16 / sizeof(T)) == 0;
-    size_t items = vec ? len / (16 / sizeof(T)) : len;
-    unsigned blocks = (unsigned)std::min<size_t>((items + 255) / 256, 1024);
-    if (vec)
-      kern::ce_sum<T, true><<<blocks, 256, 0, st>>>(mine, sc, len, q, s.nranks - 1);
-    else
-      kern::ce_sum<T, false><<<blocks, 256, 0, st>>>(mine, sc, len, q, s.nranks - 1);
-    CUCO_CUDA_TRY(cudaGetLastError());
-  }
+  CUCO_TRY(ce_sum_into(mine, mine, sc, len, q, s.nranks - 1, st));
   CUCO_TRY(ce_rendezvous(s, st));
   for (int d = 1; d < s.nranks && len; d++) {
     int p = (s.rank + d) % s.nranks;
@@ -292,6 +305,51 @@ inline int all_reduce_ce(Symm& s, size_t off, size_t n, void* scratch, cudaStrea
     CUCO_TRY(ce_copy(theirs, mine, len * sizeof(T), st));
   }
   CUCO_TRY(ce_rendezvous(s, st));
+  return 0;
+}
+
+// The scratch reduce_scatter_ce needs for `count` output elements a rank:
+// the peers' copies of this rank's part.
+template <typename T> inline size_t reduce_scatter_ce_scratch(size_t count, int ranks) {
+  constexpr size_t v = 16 / sizeof(T);
+  return ranks > 1 ? (size_t)(ranks - 1) * ((count + v - 1) / v * v) * sizeof(T) : 0;
+}
+
+// Sum-reduce-scatter of elements [lo, hi) of every rank's part with the
+// copy engines. The input, `count` elements for each rank, is at window
+// offset inOff on every rank; rank r's out[i] becomes the sum over ranks of
+// input element r*count + i, for lo <= i < hi (lo 0 and hi count: the whole
+// reduce-scatter; a range lets a producer that makes every rank's part step
+// by step have each step reduced as soon as it is made, all ranks pulling at
+// once). On stream st: a rendezvous (every rank's range made); this rank
+// pulls its part's range from every peer's window into scratch
+// (reduce_scatter_ce_scratch bytes) and one short kernel writes its own plus
+// the peers' into out (in place when out is its part of the input); with
+// `closing`, a second rendezvous (every pull done: the inputs may be
+// rewritten). Ranges of one input are issued in order on one stream, the
+// last one closing. One rank: a copy.
+template <typename T>
+inline int reduce_scatter_ce(Symm& s, size_t inOff, T* out, size_t count, size_t lo, size_t hi, void* scratch,
+                             cudaStream_t st, bool closing = true) {
+  CUCO_ARG_TRY(lo <= hi && hi <= count && inOff + count * (size_t)s.nranks * sizeof(T) <= s.dataBytes,
+               "reduce_scatter_ce: elements %zu..%zu of %zu a rank at %zu do not fit the window's %zu bytes", lo, hi,
+               count, inOff, s.dataBytes);
+  size_t len = hi - lo, at = (size_t)s.rank * count + lo;
+  if (s.nranks > 1) {
+    CUCO_ARG_TRY(scratch != nullptr || !len, "reduce_scatter_ce: no scratch");
+    CUCO_TRY(lsa_peer_bases(s));
+    CUCO_TRY(ce_rendezvous(s, st));
+  }
+  constexpr size_t v = 16 / sizeof(T);
+  size_t stride = (len + v - 1) / v * v;
+  T* sc = static_cast<T*>(scratch);
+  for (int d = 1, k = 0; d < s.nranks && len; d++, k++) {
+    int p = (s.rank + d) % s.nranks;
+    const T* theirs = reinterpret_cast<const T*>(static_cast<char*>(s.lsaBase[p]) + inOff) + at;
+    CUCO_TRY(ce_copy(sc + (size_t)k * stride, theirs, len * sizeof(T), st));
+  }
+  CUCO_TRY(ce_sum_into(out + lo, s.local<T>(inOff) + at, sc, len, stride, s.nranks - 1, st));
+  if (closing && s.nranks > 1) CUCO_TRY(ce_rendezvous(s, st));
   return 0;
 }
 

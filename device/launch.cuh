@@ -209,13 +209,16 @@ int all_reduce(Symm& s, size_t inOff, size_t outOff, size_t count, cudaStream_t 
 }
 
 // All-to-all in rows of rowBytes (see cuco::all_to_all); counts/offsets are
-// device arrays of nranks entries. sendBytes (this rank's total, for the
-// default launch) may be an estimate.
+// device arrays of nranks entries. maxSendBytes, from which the default
+// launch is chosen, must be the same on every rank (the most any rank sends
+// in this call, or a bound on it), as must cfg: each CTA meets the peers'
+// CTA of the same index at the kernel's barriers, so ranks that launched
+// different CTA counts would pass them unpaired.
 inline int all_to_all(Symm& s, const void* src, size_t outOff, size_t rowBytes,
                       const size_t* sendCounts, const size_t* sendOffs, const size_t* dstOffs,
-                      size_t sendBytes, cudaStream_t st, Launch cfg = Launch()) {
+                      size_t maxSendBytes, cudaStream_t st, Launch cfg = Launch()) {
   Launch l;
-  CUCO_TRY(resolve_launch(s, Op::AllToAll, sendBytes, cfg, &l));
+  CUCO_TRY(resolve_launch(s, Op::AllToAll, maxSendBytes, cfg, &l));
   SymmDev d = s.dev();
   switch (l.unroll) {
     case 1: CUCO_TRY((fit_threads<kern::all_to_all<CUCO_UNROLL_(1)>>(&l))); kern::all_to_all<CUCO_UNROLL_(1)><<<l.ctas, l.threads, 0, st>>>(d, src, outOff, rowBytes, sendCounts, sendOffs, dstOffs, l.chunk); break;

@@ -266,7 +266,9 @@ static int bench_a2a(Ctx& c, size_t tokens) {
   for (int s = 0; s < n; s++) recvRows += cnt[s * n + me];
   size_t maxRecv = 0;
   for (int d = 0; d < n; d++) { size_t r = 0; for (int s = 0; s < n; s++) r += cnt[s * n + d]; maxRecv = std::max(maxRecv, r); }
-  size_t sendB = sendRows * rowB;
+  size_t maxSend = 0;  // the launch is chosen from the most any rank sends: every rank launches the same CTAs
+  for (int s = 0; s < n; s++) { size_t r = 0; for (int d = 0; d < n; d++) r += cnt[s * n + d]; maxSend = std::max(maxSend, r); }
+  size_t sendB = sendRows * rowB, maxSendB = maxSend * rowB;
   if (maxRecv * rowB + (1 << 20) > c.s.dataBytes || sendB > c.nbytes || maxRecv * rowB > c.nbytes) return 0;
   std::vector<size_t> hv(5 * (size_t)n);
   for (int p = 0; p < n; p++) {
@@ -282,15 +284,15 @@ static int bench_a2a(Ctx& c, size_t tokens) {
   CUCO_CUDA_TRY(cudaGetLastError());
   Row row;
   row.op = "a2a"; row.bytes = sendB; row.perRank = sendB; row.ok = true;
-  int iters = iters_for(sendB);
+  int iters = iters_for(maxSendB);  // the same on every rank
   for (const Launch& l0 : configs()) {
     Launch l;
-    DIE(cuco::resolve_launch(c.s, cuco::Op::AllToAll, sendB, l0, &l));
+    DIE(cuco::resolve_launch(c.s, cuco::Op::AllToAll, maxSendB, l0, &l));
     l.threads = cuco::effective_threads<float>(cuco::Op::AllToAll, l.unroll, l.threads);
     CUCO_CUDA_TRY(cudaMemsetAsync(c.s.local<char>(0), 0x7F, recvRows * rowB + 2, c.st));
     DIE(sync_all(c));
     double us;
-    auto run = [&]() { return cuco::all_to_all(c.s, send, 0, rowB, dv, dv + n, dv + 2 * n, sendB, c.st, l); };
+    auto run = [&]() { return cuco::all_to_all(c.s, send, 0, rowB, dv, dv + n, dv + 2 * n, maxSendB, c.st, l); };
     DIE(time_us(c, iters, run, &us));
     CUCO_CUDA_TRY(cudaMemsetAsync(c.bad, 0, 8, c.st));
     check_a2a<<<264, 512, 0, c.st>>>(c.s.local<__nv_bfloat16>(0), recvRows, H, n, dv + 3 * n, dv + 4 * n, seed, c.bad);

@@ -167,7 +167,8 @@ inline cublasStatus_t produce_run(int site, int on, const GemmView& g, F gemm) {
   CUCO_TX_TRACE("producer split(%d): GEMM in %d ranges of output columns\n", site, pieces);
   size_t colB = g.tb == CUBLAS_OP_N ? (size_t)g.ldb * g.esB : g.esB;
   for (int j = 0; j < pieces; j++) {
-    long lo = (long)g.n * j / pieces, hi = (long)g.n * (j + 1) / pieces;
+    long long lo, hi;
+    produce_range(r, g.n, pieces, j, &lo, &hi);
     GemmView v = g;
     v.n = (int)(hi - lo);
     v.B = g.B + (size_t)lo * colB;
@@ -175,9 +176,12 @@ inline cublasStatus_t produce_run(int site, int on, const GemmView& g, F gemm) {
     cublasStatus_t rc = gemm(v);
     if (rc != CUBLAS_STATUS_SUCCESS) return rc;
     if (cudaEventRecord(r->made[j], st) != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
+    r->begin[j] = (size_t)lo * g.ldc * g.esC;
     r->end[j] = (size_t)hi * g.ldc * g.esC;
   }
   r->out = g.C;
+  r->inputs[0] = g.A;
+  r->inputs[1] = g.B;
   r->pieces = pieces;
   r->gemmStream = st;
   r->fresh = true;

@@ -51,7 +51,8 @@ inline ProduceSite produce_site(int site, int on) { return ProduceSite{site, on}
 
 struct ProduceRec {
   const char* out = nullptr;                  // the producer's (GEMM's or kernel's) output
-  size_t end[kMaxProducePieces] = {};         // byte end of each range made
+  size_t begin[kMaxProducePieces] = {};       // byte range of each range made
+  size_t end[kMaxProducePieces] = {};
   cudaEvent_t made[kMaxProducePieces] = {};   // range j written
   int pieces = 0;
   cudaStream_t gemmStream = nullptr;
@@ -59,6 +60,8 @@ struct ProduceRec {
   cudaStream_t fork = nullptr;                // a kernel's odd ranges (kernel_produce)
   cudaEvent_t entry = nullptr, done = nullptr, forked = nullptr;
   int ranks = 0;        // the communicator's size at the last all-reduce (0: none yet)
+  int chunks = 0;       // the ranks of the reduce-scatter the site fed last (0: an all-reduce)
+  const void* inputs[2] = {};  // a GEMM's A and B (a kernel's inputs are not known: nullptr)
   bool fresh = false;   // made and not reduced yet
   bool warned = false;  // the fallback was reported
 };
@@ -74,6 +77,24 @@ inline bool produce_at_one_rank(const ProduceRec* r, int site, const char* what)
   if (!r || r->ranks != 1) return false;
   CUCO_TX_TRACE("producer split(%d): one rank, the %s runs whole\n", site, what);
   return true;
+}
+
+// Range j of `units` (a GEMM's output columns, a kernel's rows) in
+// `pieces` ranges: in order or, once the site's collective was seen to be a
+// reduce-scatter of `chunks` ranks and units and pieces divide evenly among
+// them, step by step over the ranks' parts: range k*chunks + d is step k's
+// share of part d, so that every step holds some of every rank's part and
+// the ranks all reduce at once (produce_in_steps).
+inline void produce_range(const ProduceRec* r, long long units, int pieces, int j, long long* lo, long long* hi) {
+  int c = r->chunks;
+  if (c > 1 && pieces % c == 0 && units % c == 0 && units / c >= pieces / c) {
+    long long per = units / c, steps = pieces / c, k = j / c, d = j % c;
+    *lo = d * per + per * k / steps;
+    *hi = d * per + per * (k + 1) / steps;
+    return;
+  }
+  *lo = units * j / pieces;
+  *hi = units * (j + 1) / pieces;
 }
 
 inline ncclResult_t produce_events(ProduceRec* r) {
@@ -100,49 +121,171 @@ inline bool follows_gemm_stream(cudaStream_t stream, cudaStream_t gemm) {
   return false;
 }
 
-// Each range on the side stream once made; the stream waits for all of them
-// (also after a range failed, so that nothing of the call is left running
-// unjoined). In place only: an output elsewhere could be an input the GEMM's
-// later ranges still read.
-inline ncclResult_t all_reduce(ProduceSite ps, const void* sendbuff, void* recvbuff, size_t count,
-                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+// Whether the collective of site ps (`what`, sendbuff, `bytes` of input,
+// `inPlace`) may reduce its producer's ranges as they are made: the ranges
+// are fresh and cover exactly sendbuff. Says once why not. Marks the
+// ranges taken and counts the communicator's ranks either way.
+inline ProduceRec* produce_taken(ProduceSite ps, const char* what, const void* sendbuff, size_t bytes, bool inPlace,
+                                 ncclComm_t comm) {
   ProduceRec* r = ps.on ? produce_rec(ps.site) : nullptr;
-  size_t es = dtype_size(datatype);
-  bool fits = r && r->fresh && sendbuff == r->out && recvbuff == sendbuff && es && r->pieces > 0 &&
-              count * es == r->end[r->pieces - 1];
-  if (r && r->fresh && !fits && !r->warned) {
-    fprintf(stderr,
-            "cuco_tx: producer split(%d): the all-reduce runs whole: it is not an in-place reduction of exactly "
-            "its producer's output\n",
-            ps.site);
+  if (!r) return nullptr;
+  size_t made = 0;
+  for (int j = 0; j < r->pieces; j++) made += r->end[j] - r->begin[j];
+  bool fits = r->fresh && sendbuff == r->out && inPlace && bytes && r->pieces > 0 && bytes == made;
+  if (r->fresh && !fits && !r->warned) {
+    fprintf(stderr, "cuco_tx: producer split(%d): the %s runs whole: %s\n", ps.site, what,
+            inPlace ? "its input is not exactly its producer's output"
+                    : "it is not an in-place reduction of exactly its producer's output");
     r->warned = true;
   }
-  if (r) r->fresh = false;
-  if (r && ncclCommCount(comm, &r->ranks) != ncclSuccess) r->ranks = 0;
-  if (!fits) return all_reduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
-  cudaStream_t side = r->side;
-  // ordered after the stream's earlier work when it is not the GEMM's own
+  r->fresh = false;
+  if (ncclCommCount(comm, &r->ranks) != ncclSuccess) r->ranks = 0;
+  return fits ? r : nullptr;
+}
+
+// The side stream, ordered after `stream`'s earlier work when that is not
+// the producer's own stream.
+inline ncclResult_t produce_enter(ProduceRec* r, cudaStream_t stream) {
   if (!follows_gemm_stream(stream, r->gemmStream) &&
-      (cudaEventRecord(r->entry, stream) != cudaSuccess || cudaStreamWaitEvent(side, r->entry, 0) != cudaSuccess))
+      (cudaEventRecord(r->entry, stream) != cudaSuccess || cudaStreamWaitEvent(r->side, r->entry, 0) != cudaSuccess))
     return CUCO_TX_FAIL("producer split: event record/wait failed");
-  ncclResult_t res = ncclSuccess;
-  size_t lo = 0;
-  for (int j = 0; j < r->pieces && res == ncclSuccess; j++) {
-    size_t hi = r->end[j];
-    if (cudaStreamWaitEvent(side, r->made[j], 0) != cudaSuccess) {
-      res = CUCO_TX_FAIL("producer split: event wait failed");
-      break;
-    }
-    res = all_reduce(static_cast<const char*>(sendbuff) + lo, static_cast<char*>(recvbuff) + lo, (hi - lo) / es,
-                     datatype, op, comm, side, CUCO_PSPLIT_CE != 0);
-    lo = hi;
-  }
-  if (cudaEventRecord(r->done, side) != cudaSuccess || cudaStreamWaitEvent(stream, r->done, 0) != cudaSuccess) {
-    fprintf(stderr, "cuco_tx: producer split(%d): event record/wait failed; synchronising the device\n", ps.site);
+  return ncclSuccess;
+}
+
+// `stream` waits for the side stream (also after a range failed, so that
+// nothing of the call is left running unjoined).
+inline ncclResult_t produce_join(ProduceRec* r, int site, cudaStream_t stream, ncclResult_t res) {
+  if (cudaEventRecord(r->done, r->side) != cudaSuccess || cudaStreamWaitEvent(stream, r->done, 0) != cudaSuccess) {
+    fprintf(stderr, "cuco_tx: producer split(%d): event record/wait failed; synchronising the device\n", site);
     cudaDeviceSynchronize();
     if (res == ncclSuccess) res = ncclSystemError;
   }
   return res;
+}
+
+// Each range on the side stream once made; the stream waits for all of
+// them. In place only: an output elsewhere could be an input the GEMM's
+// later ranges still read.
+inline ncclResult_t all_reduce(ProduceSite ps, const void* sendbuff, void* recvbuff, size_t count,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  size_t es = dtype_size(datatype);
+  ProduceRec* r = produce_taken(ps, "all-reduce", sendbuff, count * es, recvbuff == sendbuff, comm);
+  if (!r) return all_reduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  r->chunks = 0;
+  ncclResult_t res = produce_enter(r, stream);
+  for (int j = 0; j < r->pieces && res == ncclSuccess; j++) {
+    size_t lo = r->begin[j], hi = r->end[j];
+    if (cudaStreamWaitEvent(r->side, r->made[j], 0) != cudaSuccess) {
+      res = CUCO_TX_FAIL("producer split: event wait failed");
+      break;
+    }
+    res = all_reduce(static_cast<const char*>(sendbuff) + lo, static_cast<char*>(recvbuff) + lo, (hi - lo) / es,
+                     datatype, op, comm, r->side, CUCO_PSPLIT_CE != 0);
+  }
+  return produce_join(r, ps.site, stream, res);
+}
+
+// The communicator's size (the reduce-scatter's input is recvcount times
+// it, for kernel_produce's count).
+inline size_t comm_size(ncclComm_t comm) {
+  int n = 0;
+  return ncclCommCount(comm, &n) == ncclSuccess && n > 0 ? (size_t)n : 0;
+}
+
+// The start of the allocation holding p, or 0 when the driver cannot say.
+inline uintptr_t alloc_start(const void* p) {
+  using Fn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+  static const Fn fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    return cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+                   q == cudaDriverEntryPointSuccess
+               ? reinterpret_cast<Fn>(f)
+               : nullptr;
+  }();
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (!fn || !p || fn(&base, &size, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS) return 0;
+  return (uintptr_t)base;
+}
+
+// Whether out lies in none of the producer's inputs' allocations (known for
+// a GEMM only), so that a reduction may write it while later ranges run.
+inline bool apart_from_inputs(const ProduceRec* r, const void* out) {
+  uintptr_t o = alloc_start(out), a = alloc_start(r->inputs[0]), b = alloc_start(r->inputs[1]);
+  return o && a && b && o != a && o != b;
+}
+
+// Whether the ranges were made step by step over n parts of partBytes
+// (produce_range): range k*n + d is the same stretch of part d for every d.
+inline bool produce_in_steps(const ProduceRec* r, int n, size_t partBytes) {
+  if (n < 2 || r->pieces % n) return false;
+  for (int j = 0; j < r->pieces; j++) {
+    size_t first = r->begin[j - j % n], last = r->end[j - j % n], at = (size_t)(j % n) * partBytes;
+    if (last > partBytes || r->begin[j] != first + at || r->end[j] != last + at) return false;
+  }
+  return true;
+}
+
+// The reduce-scatter by the copy engines (cuco::reduce_scatter_ce) on the
+// side stream: a step as soon as the producer has made it, where the ranges
+// come in steps over the ranks' parts; otherwise whole once all are made
+// (the producer learns from this call to make the next one in steps). Its
+// output is written directly when in place (this rank's part of the input)
+// or outside the producer's inputs' allocations; otherwise it is summed into
+// scratch and copied out once the producer is done: recvbuff could be an
+// input of the producer's later ranges.
+template <typename T>
+inline ncclResult_t produce_rs_ranges(ProduceRec* r, Comm* x, Buf* b, const void* sendbuff, void* recvbuff,
+                                      size_t count) {
+  size_t inOff = (size_t)(static_cast<const char*>(sendbuff) - static_cast<char*>(b->base)), es = sizeof(T);
+  const T* part = reinterpret_cast<const T*>(b->symm.local<char>(inOff)) + (size_t)x->rank * count;
+  bool direct = recvbuff == part || apart_from_inputs(r, recvbuff), steps = produce_in_steps(r, x->nranks, count * es);
+  size_t staged = direct ? 0 : cuco::round_up(count * es, 256);
+  char* scratch = static_cast<char*>(ce_scratch(x, staged + cuco::reduce_scatter_ce_scratch<T>(count, x->nranks)));
+  if (!scratch) return CUCO_TX_FAIL("reduce_scatter: cannot allocate the copy engine's scratch");
+  T* out = direct ? static_cast<T*>(recvbuff) : reinterpret_cast<T*>(scratch);
+  int n = steps ? x->nranks : r->pieces, last = steps ? r->pieces / n - 1 : 0;
+  for (int k = 0; k <= last; k++) {
+    for (int j = k * n; j < (k + 1) * n; j++)
+      if (cudaStreamWaitEvent(r->side, r->made[j], 0) != cudaSuccess)
+        return CUCO_TX_FAIL("producer split: event wait failed");
+    size_t lo = steps ? r->begin[k * n] / es : 0, hi = steps ? r->end[k * n] / es : count;
+    CUCO_TX_TRY(cuco::reduce_scatter_ce<T>(b->symm, inOff, out, count, lo, hi, scratch + staged, r->side, k == last));
+  }
+  if (!direct && cudaMemcpyAsync(recvbuff, out, count * es, cudaMemcpyDeviceToDevice, r->side) != cudaSuccess)
+    return CUCO_TX_FAIL("reduce_scatter: copy of the result failed");
+  return ncclSuccess;
+}
+
+// A reduce-scatter of exactly its producer's output, on 2 ranks or more,
+// whose input is in a window: each range reduced to its owners by the copy
+// engines as soon as it is made, on the side stream; the stream then waits.
+inline ncclResult_t reduce_scatter(ProduceSite ps, const void* sendbuff, void* recvbuff, size_t recvcount,
+                                   ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  size_t n = comm_size(comm), es = dtype_size(datatype);
+  ProduceRec* r = produce_taken(ps, "reduce-scatter", sendbuff, recvcount * es * n, true, comm);
+  Comm* x = nullptr;
+  Buf* b = nullptr;
+  bool ce = r && n > 1 && CUCO_PSPLIT_CE && (op == ncclSum || (op == ncclAvg && avg_type(datatype))) &&
+            comm_setup(comm) == ncclSuccess && (x = comm_find(comm)) &&
+            window_of(sendbuff, recvcount * es * n, comm, &b) == ncclSuccess;
+  if (r && !ce) CUCO_TX_TRACE("producer split(%d): the reduce-scatter runs whole (copy engines off or no window)\n", ps.site);
+  if (!ce) return reduce_scatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+  group_member(stream);
+  r->chunks = (int)n;
+  CUCO_TX_TRACE("producer split(%d): reduce-scatter of %d ranges by the copy engines%s%s\n", ps.site, r->pieces,
+                produce_in_steps(r, (int)n, recvcount * es) ? ", in steps over the ranks' parts" : ", whole",
+                recvbuff == static_cast<const char*>(sendbuff) + (size_t)x->rank * recvcount * es ? ", in place"
+                : apart_from_inputs(r, recvbuff) ? ", into its output"
+                                                 : ", staged");
+  ncclResult_t res = produce_enter(r, stream);
+  if (res == ncclSuccess)
+    res = with_dtype(datatype, "reduce_scatter: data type not implemented on the device", [&](auto zero) {
+      return produce_rs_ranges<decltype(zero)>(r, x, b, sendbuff, recvbuff, recvcount);
+    });
+  if (res == ncclSuccess && op == ncclAvg) res = scale_by_ranks(recvbuff, recvcount, datatype, comm, r->side);
+  return produce_join(r, ps.site, stream, res);
 }
 
 // producer_split for a kernel the manifest declares rows_independent:
@@ -177,7 +320,7 @@ inline cudaError_t kernel_produce(int site, int on, const RowSpec& w, int outPos
                                   A&&... a) {
   ksplit::Launch<P...> L(kernel, grid, block, smem, stream, std::forward<A>(a)...);
   ProduceRec* r = on ? produce_rec(site) : nullptr;
-  if (r) r->fresh = false;
+  if (r) r->fresh = false, r->inputs[0] = r->inputs[1] = nullptr;
   if (produce_at_one_rank(r, site, "kernel")) return L.run(nullptr);
   const char* why = r ? kernel_produce_plan(L.params(), w, outPos, count, dt) : nullptr;
   if (r && !why && produce_events(r) != ncclSuccess) why = "its events could not be made";
@@ -204,12 +347,14 @@ inline cudaError_t kernel_produce(int site, int on, const RowSpec& w, int outPos
   cudaError_t rc = cudaEventRecord(r->forked, stream);
   if (rc == cudaSuccess) rc = cudaStreamWaitEvent(r->fork, r->forked, 0);
   for (int j = 0; j < pieces && rc == cudaSuccess; j++) {
-    long long lo = rows * j / pieces, hi = rows * (j + 1) / pieces;
+    long long lo, hi;
+    produce_range(r, rows, pieces, j, &lo, &hi);
     cudaStream_t on = j % 2 ? r->fork : stream;
     q.rowOff = lo;
     q.rows = hi - lo;
     rc = L.run(&q, on);
     if (rc == cudaSuccess) rc = cudaEventRecord(r->made[j], on);
+    r->begin[j] = (size_t)(lo * L.elems[outPos]) * L.es[outPos];
     r->end[j] = (size_t)(hi * L.elems[outPos]) * L.es[outPos];
   }
   int lastOdd = pieces % 2 ? pieces - 2 : pieces - 1;

@@ -1797,20 +1797,22 @@ static int split_report(ctx *c, const cuco_sched_plan *plan, size_t k, int line,
 static int produce_report(ctx *c, const cuco_sched_plan *plan, size_t k, int line, const char *api)
 {
     int rc = 0;
+    /* On by default for a kernel feeding an all-reduce (measured:
+     * bench/README.md, "Producer split of a kernel, ranges on two streams");
+     * off for a GEMM, and for a reduce-scatter (its copy-engine steps were
+     * slower than the whole device reduce-scatter: bench/README.md,
+     * "Producer split into a reduce-scatter"). */
+    int on = plan->produce_kernel && strcmp(api, "ncclAllReduce") == 0;
     if (plan->produce) {
         sched_sites_add(&c->produces, k);
         c->gemm_produces += !plan->produce_kernel;
-        rc = cuco_buf_printf(&c->knobs, "#define CUCO_PSPLIT_%zu %d // cuco:knob run 0 1\n", k,
-                             plan->produce_kernel);
+        rc = cuco_buf_printf(&c->knobs, "#define CUCO_PSPLIT_%zu %d // cuco:knob run 0 1\n", k, on);
     }
-    /* On by default for a kernel (measured: bench/README.md, "Producer split
-     * of a kernel, ranges on two streams"), off for a GEMM (not measured at
-     * 2 ranks yet). */
     if (rc == 0)
         rc = plan->produce
                  ? cuco_tx_notes_add(&c->r->notes, plan->produce_line, "schedule",
                                      "producer_split: %s (knob CUCO_PSPLIT_%zu, default %s)",
-                                     plan->produce_note, k, plan->produce_kernel ? "on" : "off")
+                                     plan->produce_note, k, on ? "on" : "off")
                  : cuco_tx_notes_add(&c->r->notes, line, "schedule",
                                      "producer_split does not apply to %s: %s", api,
                                      plan->produce_note ? plan->produce_note : "no placement");
@@ -2001,7 +2003,7 @@ static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
                                               plan.note ? plan.note : "no placement");
     if (rc == 0 && gather)
         rc = split_report(c, &plan, k, line, api);
-    if (rc == 0 && strcmp(api, "ncclAllReduce") == 0)
+    if (rc == 0 && (strcmp(api, "ncclAllReduce") == 0 || strcmp(api, "ncclReduceScatter") == 0))
         rc = produce_report(c, &plan, k, line, api);
     cuco_sched_plan_free(&plan);
     free(api);

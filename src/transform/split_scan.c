@@ -12,8 +12,8 @@
  * cuco_tx::kernel_split or cuco_tx::attention_split.
  *
  * producer_split (scan_try_produce): the GEMM or declared kernel right
- * before an all-reduce that writes its buffer runs in ranges, each reduced
- * as soon as it is made.
+ * before an all-reduce or reduce-scatter that writes its input runs in
+ * ranges, each reduced as soon as it is made.
  */
 #include "cuco/buf.h"
 #include "cuco/transform.h"
@@ -444,7 +444,14 @@ int scan_try_split(scan *s, cuco_sched_place *pl, int (*editable)(void *, size_t
     return p->split_note ? 0 : CUCO_ENOMEM;
 }
 
-/* ---- producer_split: the mirror of (b) for an all-reduce --------------- */
+/* ---- producer_split: the mirror of (b) for an all-reduce or a
+ * reduce-scatter ------------------------------------------------------- */
+
+static int is_reduce_scatter(const sview *v, size_t t)
+{
+    return tk(v, t)->len == strlen("ncclReduceScatter") &&
+           memcmp(v->src + tk(v, t)->off, "ncclReduceScatter", tk(v, t)->len) == 0;
+}
 
 static int produce_no(cuco_sched_plan *p, const char *why, int line)
 {
@@ -454,7 +461,7 @@ static int produce_no(cuco_sched_plan *p, const char *why, int line)
     return p->produce_note ? 0 : CUCO_ENOMEM;
 }
 
-/* The all-reduce's first argument (token a) gets produce_site(...). */
+/* The collective's first argument (token a) gets produce_site(...). */
 static int produce_site_edit(cuco_sched_plan *p, const sview *v, size_t a, int site)
 {
     return scan_plan_edit(p, tk(v, a)->off, 0,
@@ -474,12 +481,47 @@ static void produce_start(cuco_sched_plan *p)
     p->produce_edit0 = p->nedits;
 }
 
+/* Whether tokens [a, b) and [x, y) spell the same expression. */
+static int same_tokens(const sview *v, size_t a, size_t b, size_t x, size_t y)
+{
+    if (b - a != y - x)
+        return 0;
+    for (size_t i = 0; i < b - a; i++)
+        if (tk(v, a + i)->len != tk(v, x + i)->len ||
+            memcmp(v->src + tk(v, a + i)->off, v->src + tk(v, x + i)->off, tk(v, a + i)->len) != 0)
+            return 0;
+    return 1;
+}
+
+/* The row argument the collective reduces, among those naming one of its
+ * buffers (bits): the one spelled as the collective's input argument, else
+ * the only one; -1 when several name its buffers (members of one struct,
+ * say) and none is spelled as its input. */
+static int produce_out_arg(const scan *s, unsigned long bits)
+{
+    const sview *v = s->v;
+    size_t a, b, x, y;
+    int only = -1, n = 0;
+    if (!arg_range(v, s->call_tok + 1, 0, &a, &b))
+        return -1;
+    for (int k = 0; k < (int)(8 * sizeof bits); k++) {
+        if (!((bits >> k) & 1UL))
+            continue;
+        if (arg_range(v, s->ks.args, k, &x, &y) && same_tokens(v, a, b, x, y))
+            return k;
+        only = k;
+        n++;
+    }
+    return n == 1 ? only : -1;
+}
+
 /* The producer split of a launch (s->ks) of a kernel declared
- * rows_independent right before the all-reduce: one of its row arguments
- * names the all-reduce's buffer. The launch goes through
+ * rows_independent right before the all-reduce or reduce-scatter: one of
+ * its row arguments names the collective's input. The launch goes through
  * cuco_tx::kernel_produce with the position of that argument and the
- * all-reduce's count and type (evaluated at the launch, the statement right
- * before); the all-reduce gets produce_site(...) first. */
+ * collective's input count (a reduce-scatter's count times the ranks) and
+ * type (evaluated at the launch, the statement right before); the
+ * collective gets produce_site(...) first. */
 static int try_kernel_produce(scan *s, int site, int (*editable)(void *, size_t), void *ctx,
                               cuco_sched_plan *p)
 {
@@ -493,23 +535,31 @@ static int try_kernel_produce(scan *s, int site, int (*editable)(void *, size_t)
     if (!writes)
         return produce_no(p,
                           "launches a kernel with no row argument (args=) naming the "
-                          "all-reduce's buffer",
+                          "collective's input buffer",
                           line);
     if (editable && !editable(ctx, tk(v, s->ks.name)->off))
         return produce_no(p, "is in frozen code", line);
-    int out = 0;
-    while (!((writes >> out) & 1UL))
-        out++;
+    int out = produce_out_arg(s, writes);
+    if (out < 0)
+        return produce_no(p,
+                          "launches a kernel with several row arguments that may name the "
+                          "collective's buffers, none spelled as its input",
+                          line);
     size_t a, b, c = s->call_tok + 1;
+    /* the reduced buffer's elements: a reduce-scatter's count is per rank */
+    int rs = is_reduce_scatter(v, s->call_tok);
     char *count = scan_arg_text(v, c, 2, 0), *type = scan_arg_text(v, c, 3, 0);
+    char *comm = rs ? scan_arg_text(v, c, 5, 0) : cuco_strdup("");
     char *spec = kernel_launch_spec(&s->ks);
-    char *head = count && type && spec && arg_range(v, c, 0, &a, &b)
+    char *head = count && type && comm && spec && arg_range(v, c, 0, &a, &b)
                      ? cuco_sprintf("cuco_tx::kernel_produce(%d, CUCO_PSPLIT_%d, %s, %d, "
-                                    "(size_t)(%s), %s",
-                                    site, site, spec, out, count, type)
+                                    "(size_t)(%s)%s%s%s, %s",
+                                    site, site, spec, out, count,
+                                    rs ? " * cuco_tx::comm_size(" : "", comm, rs ? ")" : "", type)
                      : NULL;
     free(count);
     free(type);
+    free(comm);
     free(spec);
     if (!head)
         return CUCO_ENOMEM;
@@ -525,18 +575,20 @@ static int try_kernel_produce(scan *s, int site, int (*editable)(void *, size_t)
     p->produce_line = line;
     p->produce_gemm_off = off;
     free(p->produce_note);
-    p->produce_note = cuco_sprintf("kernel %.*s at line %d makes the input of ncclAllReduce at "
-                                   "line %d: the kernel runs in CUCO_PSPLIT_PIECES ranges of rows "
-                                   "and each range is reduced as soon as it is made (declared "
-                                   "rows_independent at workload.yaml line %d)",
-                                   (int)tk(v, s->ks.bare)->len, v->src + tk(v, s->ks.bare)->off,
-                                   line, tk(v, s->call_tok)->line, s->ks.decl_line);
+    p->produce_note =
+        cuco_sprintf("kernel %.*s at line %d makes the input of %.*s at "
+                     "line %d: the kernel runs in CUCO_PSPLIT_PIECES ranges of rows "
+                     "and each range is reduced as soon as it is made (declared "
+                     "rows_independent at workload.yaml line %d)",
+                     (int)tk(v, s->ks.bare)->len, v->src + tk(v, s->ks.bare)->off, line,
+                     (int)tk(v, s->call_tok)->len, v->src + tk(v, s->call_tok)->off,
+                     tk(v, s->call_tok)->line, s->ks.decl_line);
     return p->produce_note ? 0 : CUCO_ENOMEM;
 }
 
-/* When the statement right before the all-reduce is a cuBLAS GEMM that
+/* When the statement right before the all-reduce (or reduce-scatter) is a cuBLAS GEMM that
  * writes its input (operand C names a buffer of the call): the GEMM through
- * its produce glue, the all-reduce with produce_site(...) first. Edits made
+ * its produce glue, the collective with produce_site(...) first. Edits made
  * for schedule (a) stay only when (a) applies. */
 int scan_try_produce(scan *s, int site, int (*editable)(void *, size_t), void *ctx,
                      cuco_sched_plan *p)
@@ -566,8 +618,8 @@ int scan_try_produce(scan *s, int site, int (*editable)(void *, size_t), void *c
     if (rc != 0)
         return rc;
     if (!hit)
-        return produce_no(p, "is a GEMM that does not write the all-reduce's buffer (operand C)",
-                          line);
+        return produce_no(
+            p, "is a GEMM that does not write the collective's input buffer (operand C)", line);
     if (editable && !editable(ctx, tk(v, g)->off))
         return produce_no(p, "is in frozen code", line);
     size_t a, b, ga, gb, c = s->call_tok + 1;
@@ -587,10 +639,11 @@ int scan_try_produce(scan *s, int site, int (*editable)(void *, size_t), void *c
     p->produce_line = tk(v, g)->line;
     p->produce_gemm_off = goff;
     free(p->produce_note);
-    p->produce_note = cuco_sprintf("%s at line %d makes the input of ncclAllReduce at line %d: "
+    p->produce_note = cuco_sprintf("%s at line %d makes the input of %.*s at line %d: "
                                    "the GEMM runs in CUCO_PSPLIT_PIECES ranges of output columns "
                                    "and each range is reduced as soon as it is made",
-                                   api->name, p->produce_line, tk(v, s->call_tok)->line);
+                                   api->name, p->produce_line, (int)tk(v, s->call_tok)->len,
+                                   v->src + tk(v, s->call_tok)->off, tk(v, s->call_tok)->line);
     return p->produce_note ? 0 : CUCO_ENOMEM;
 }
 

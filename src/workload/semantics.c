@@ -55,10 +55,12 @@ static const cuco_semantic_term terms[] = {
      "(WIDTH: the parameter that holds its elements per row); params= lists the kernel's "
      "parameter names when neither its definition nor a declaration is in the evolve file",
      "a kernel that consumes gathered rows runs per source rank as the rows land (consumer "
-     "split for kernels); a kernel that makes an all-reduce's input runs in ranges of rows, "
+     "split for kernels); a kernel that makes an all-reduce's or a reduce-scatter's input runs "
+     "in ranges of rows, "
      "each reduced as soon as it is made (producer split for kernels)",
      "schedules consumer_split_by_source (a launch that is an all-gather's first consumer) and "
-     "producer_split (a launch right before an in-place all-reduce of a row argument) split "
+     "producer_split (a launch right before an in-place all-reduce, or a reduce-scatter, of a "
+     "row argument) split "
      "it (both need rows= and args=, and the kernel's __global__ definition or declaration in "
      "the evolve file, or params=)"},
     {"sum_reduction", "kernel", "into=*",

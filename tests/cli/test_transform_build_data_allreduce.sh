@@ -10,7 +10,7 @@
 set -u
 source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
 setup transform-build nvcc
-for name in allreduce_loop rowpar_linear lt_tp_mlp rowpar_kernel; do
+for name in allreduce_loop rowpar_linear lt_tp_mlp rowpar_kernel seqpar_rs; do
     transform_bg "$CUCO_TEST_DATA/transform/$name"
     built "$name"
 done
@@ -45,4 +45,21 @@ check "rowpar_kernel: the launch goes through the producer split" \
 check "rowpar_kernel: the split is on in gen_0" grep -q "^#define CUCO_PSPLIT_0 1 " "$rk"
 check "rowpar_kernel: builds with CUCO_PSPLIT_0=0" knob_built rowpar_kernel CUCO_PSPLIT_0 0
 check "rowpar_kernel: builds with CUCO_PSPLIT_CE=0" knob_built rowpar_kernel CUCO_PSPLIT_CE 0
+# seqpar_rs: a GEMM and (with -k) a kernel declared rows_independent make
+# the input of a reduce-scatter into a separate shard; the kernel's reduced
+# argument is the one spelled as the reduce-scatter's input (part, not x: both
+# are members of one struct), and its count is the per-rank count times the
+# communicator's size
+rs=$TMP/seqpar_rs/gen_0/seqpar_rs.cu
+check "seqpar_rs: the kernel's launch goes through the producer split, reducing part" \
+    grep -q "cuco_tx::kernel_produce(0, CUCO_PSPLIT_0, cuco_tx::RowSpec{3, 0x6UL, 1, {0, 5, 6}}, 2, (size_t)((size_t)L->out \* per) \* cuco_tx::comm_size(L->comm), ncclFloat32" "$rs"
+check "seqpar_rs: the GEMM goes through the produce glue" \
+    grep -q "cuco_tx::gemm_ex_produce(1, CUCO_PSPLIT_1, L->blas" "$rs"
+check "seqpar_rs: the reduce-scatter takes its ranges from it" \
+    grep -q "cuco_tx::reduce_scatter(cuco_tx::produce_site(1, CUCO_PSPLIT_1), L->part, L->shard" "$rs"
+check "seqpar_rs: the report names the schedule for the reduce-scatter" \
+    grep -q "producer_split: cublasGemmEx at line [0-9]* makes the input of ncclReduceScatter" \
+    "$TMP/seqpar_rs/gen_0/transform_report.md"
+check "seqpar_rs: builds with CUCO_PSPLIT_1=1" knob_built seqpar_rs CUCO_PSPLIT_1 1
+check "seqpar_rs: builds with CUCO_PSPLIT_CE=0" knob_built seqpar_rs CUCO_PSPLIT_CE 0
 exit $fail

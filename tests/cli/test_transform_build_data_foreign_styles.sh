@@ -249,10 +249,17 @@ start_markers ref_solver_scopes init_all_single thread_per_gpu zero_header wrapp
 mkdir -p "$TMP/src/no_verify_p2p"
 sed -e 's/sendrecv_pair/no_verify_p2p/g' "$D/sendrecv_pair/workload.yaml" >"$TMP/src/no_verify_p2p/workload.yaml"
 sed -e '/Verification/d' "$D/sendrecv_pair/sendrecv_pair.cu" >"$TMP/src/no_verify_p2p/no_verify_p2p.cu"
+# no verification line, with the producer split of a kernel into an
+# all-reduce: rowpar_kernel without its line; cuco's check has the split's
+# form (checked_all_reduce with the site first)
+mkdir -p "$TMP/src/no_verify_rk"
+sed -e 's/rowpar_kernel/no_verify_rk/g' "$D/rowpar_kernel/workload.yaml" >"$TMP/src/no_verify_rk/workload.yaml"
+sed -e '/Verification/d' "$D/rowpar_kernel/rowpar_kernel.cu" >"$TMP/src/no_verify_rk/no_verify_rk.cu"
 for name in $names no_verify_line; do
     if [ $gpu = 1 ]; then transform_bg "$D/$name"; else transform_bg "$D/$name" & fi
 done
 if [ $gpu = 1 ]; then transform_bg "$TMP/src/no_verify_p2p"; else transform_bg "$TMP/src/no_verify_p2p" & fi
+if [ $gpu = 1 ]; then transform_bg "$TMP/src/no_verify_rk"; else transform_bg "$TMP/src/no_verify_rk" & fi
 wait
 for name in $names; do built "$name"; done
 # a .cpp evolve file gets device code: nvcc builds it as CUDA, and says so
@@ -269,6 +276,10 @@ check "no_verify_line: the output says a check was added, naming the received bu
 check "no_verify_line: the broadcast goes through the checked form" \
     grep -q "cuco_tx::checked_broadcast(weights, weights, count, ncclHalf, 0, comm, s);" \
     "$TMP/no_verify_line/gen_0/no_verify_line.cu"
+built no_verify_rk
+check "no_verify_rk: the all-reduce goes through the checked form of the producer split" \
+    grep -q "cuco_tx::checked_all_reduce(cuco_tx::produce_site(0, CUCO_PSPLIT_0), L.y, L.y" \
+    "$TMP/no_verify_rk/gen_0/no_verify_rk.cu"
 # ... and where no such check exists (point-to-point), built only, and said
 cat "$TMP/no_verify_p2p.out"
 check "no_verify_p2p: built, not verifiable (exit 3, GPU or not)" test "$(cat "$TMP/no_verify_p2p.rc")" -eq 3

@@ -209,6 +209,30 @@ template <typename T> static int test_ar_ce(Ctx& c, size_t count, size_t off) {
   return end_check(c, off % 16 ? "all_reduce_ce/odd" : "all_reduce_ce", cuco::DType<T>::name, count, Launch());
 }
 
+// cuco::reduce_scatter_ce over `pieces` ranges of every rank's part, in
+// place (each rank's part of the input is its output) or into plain memory
+// at an odd element offset when count is odd.
+template <typename T> static int test_rs_ce(Ctx& c, size_t count, size_t inOff, int pieces, bool inPlace) {
+  uint64_t seed = next_seed(c);
+  size_t total = count * c.n;
+  T* in = c.s.local<T>(inOff);
+  T* out = inPlace ? in + (size_t)c.rank * count : (T*)c.scratch + count % 2;
+  void* scratch = c.scratch + cuco::round_up(count * sizeof(T) + 16, 4096);
+  gen<T><<<G, B, 0, c.st>>>(in, total, seed + c.rank, 0);
+  CUCO_CUDA_TRY(cudaGetLastError());
+  if (!inPlace) CUCO_TRY(poison(c, out, count * sizeof(T)));
+  CUCO_TRY(poison(c, scratch, cuco::reduce_scatter_ce_scratch<T>(count, c.n)));
+  CUCO_TRY(cuco::symm_barrier(c.s, c.st));
+  for (int j = 0; j < pieces; j++)
+    CUCO_TRY(cuco::reduce_scatter_ce<T>(c.s, inOff, out, count, count * j / pieces, count * (j + 1) / pieces,
+                                        scratch, c.st, j == pieces - 1));
+  CUCO_TRY(begin_check(c));
+  check_sum<T><<<G, B, 0, c.st>>>(out, count, seed, c.n, (size_t)c.rank * count, c.res);
+  Launch shown;
+  shown.ctas = pieces;  // the report's ctas column: the ranges
+  return end_check(c, inPlace ? "rs_ce/inpl" : "rs_ce", cuco::DType<T>::name, count, shown);
+}
+
 // MoE dispatch then combine, rows of H bf16; counts cnt[s][d] < maxRows.
 static int test_a2a(Ctx& c, size_t H, size_t maxRows, Launch l) {
   uint64_t seed = next_seed(c);
@@ -226,9 +250,14 @@ static int test_a2a(Ctx& c, size_t H, size_t maxRows, Launch l) {
     size_t a = 0;
     for (int s = 0; s < n; s++) { recvOffs[d * n + s] = a; a += cnt[s * n + d]; }
   }
-  size_t sendRows = 0, recvRows = 0;
+  size_t sendRows = 0, recvRows = 0, mostRows = 0;  // the most any rank sends (or sends back)
   for (int d = 0; d < n; d++) sendRows += cnt[me * n + d];
   for (int s = 0; s < n; s++) recvRows += cnt[s * n + me];
+  for (int r = 0; r < n; r++) {
+    size_t out = 0, in = 0;
+    for (int p = 0; p < n; p++) out += cnt[r * n + p], in += cnt[p * n + r];
+    mostRows = std::max(mostRows, std::max(out, in));
+  }
   std::vector<size_t> hv(6 * (size_t)n);
   for (int p = 0; p < n; p++) {
     hv[p] = cnt[me * n + p];                 // send counts (dispatch)
@@ -249,12 +278,12 @@ static int test_a2a(Ctx& c, size_t H, size_t maxRows, Launch l) {
   CUCO_TRY(poison(c, c.s.local<char>(recvOff), recvRows * row + 1));
   CUCO_TRY(poison(c, c.s.local<char>(combOff), sendRows * row + 1));
   CUCO_TRY(cuco::symm_barrier(c.s, c.st));
-  CUCO_TRY(cuco::all_to_all(c.s, send, recvOff, row, dv, dv + n, dv + 2 * n, sendRows * row, c.st, l));
+  CUCO_TRY(cuco::all_to_all(c.s, send, recvOff, row, dv, dv + n, dv + 2 * n, mostRows * row, c.st, l));
   CUCO_TRY(begin_check(c));
   check_a2a<<<G, B, 0, c.st>>>(c.s.local<__nv_bfloat16>(recvOff), recvRows, H, n, dv + 4 * n, dv + 5 * n, seed, c.res);
   CUCO_TRY(end_check(c, "a2a/dispatch", "bf16", recvRows * H, l));
   CUCO_TRY(cuco::all_to_all(c.s, c.s.local<char>(recvOff), combOff, row, dv + 3 * n, dv + 4 * n, dv + 5 * n,
-                            recvRows * row, c.st, l));
+                            mostRows * row, c.st, l));
   CUCO_TRY(begin_check(c));
   check_gen<__nv_bfloat16><<<G, B, 0, c.st>>>(c.s.local<__nv_bfloat16>(combOff), sendRows * H, seed + me, 0, c.res);
   return end_check(c, "a2a/combine", "bf16", sendRows * H, l);
@@ -424,6 +453,9 @@ template <typename T> static int test_dtype(Ctx& c) {
     CUCO_TRY(test_ag<T>(c, count, 0, true, Launch(), true));
     CUCO_TRY(test_ar_ce<T>(c, count * c.n, 0));
     CUCO_TRY(test_ar_ce<T>(c, count * c.n + 1, esz));
+    CUCO_TRY(test_rs_ce<T>(c, count, 0, 1, false));
+    CUCO_TRY(test_rs_ce<T>(c, count, 0, 3, true));
+    CUCO_TRY(test_rs_ce<T>(c, count, esz, 5, false));
   }
   return 0;
 }

@@ -6,7 +6,8 @@
  * cuBLAS glue, the wait after the launch); each missing piece of the
  * declaration or of the program leaves the launch whole with its reason. A
  * declared kernel right before an in-place all-reduce of one of its row
- * arguments takes producer_split (cuco_tx::kernel_produce). */
+ * arguments, or a reduce-scatter of one, takes producer_split
+ * (cuco_tx::kernel_produce). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -283,8 +284,66 @@ static void test_kernel_produce_applies(void **state)
     assert_null(strstr(r.program, "#define CUCO_PSPLIT_0"));
     assert_true(tx_has_schedule_note(&r.notes, 9,
                                      "the statement before it (line 8) launches a kernel with no "
-                                     "row argument (args=) naming the all-reduce's buffer"));
+                                     "row argument (args=) naming the collective's input "
+                                     "buffer"));
     cuco_tx_result_free(&r);
+}
+
+/* line 9: a kernel writing L->part from L->x (both members of one struct);
+ * line 10: the reduce-scatter of L->part into L->shard */
+static const char *const prog_rs =
+    "#include <nccl.h>\n"
+    "struct layer { float *x, *part, *shard; int tokens, din, dout; };\n"
+    "__global__ void partial(const float *x, float *part, int tokens, int din, int dout)\n"
+    "{ int t = blockIdx.x; if (t < tokens) part[t * dout] = x[t * din]; }\n"
+    "static void step(struct layer *L, size_t per, ncclComm_t comm, cudaStream_t s)\n"
+    "{\n"
+    "    int n = L->tokens;\n"
+    "    (void)n;\n"
+    "    partial<<<L->tokens, 128, 0, s>>>(L->x, L->part, L->tokens, L->din, L->dout);\n"
+    "    ncclReduceScatter(L->part, L->shard, per, ncclFloat, ncclSum, comm, s);\n"
+    "}\n"
+    "int main() {\n"
+    "    struct layer L; ncclComm_t c; cudaStream_t s;\n"
+    "    cudaMalloc(&L.x, 64); cudaMalloc(&L.part, 64); cudaMalloc(&L.shard, 64);\n"
+    "    step(&L, 8, c, s);\n"
+    "    return 0;\n"
+    "}\n";
+
+/* a kernel before a reduce-scatter: its reduced argument is the one spelled
+ * as the reduce-scatter's input (not L->x, which names the same struct), its
+ * count the per-rank count times the communicator's size; off in gen_0 */
+static void test_kernel_produce_reduce_scatter(void **state)
+{
+    (void)state;
+    decl d;
+    decl_make(&d, "partial", "tokens", "x:din, part:dout");
+    cuco_tx_result r;
+    transform_declared(prog_rs, &d, &r);
+    assert_non_null(strstr(r.program, "cuco_tx::kernel_produce(0, CUCO_PSPLIT_0, cuco_tx::RowSpec{2, "
+                                      "0x3UL, 1, {4, 5}}, 1, (size_t)(per) * "
+                                      "cuco_tx::comm_size(comm), ncclFloat, partial,"));
+    assert_non_null(strstr(r.program, "cuco_tx::reduce_scatter(cuco_tx::produce_site(0, "
+                                      "CUCO_PSPLIT_0), L->part, L->shard"));
+    assert_non_null(strstr(r.program, "#define CUCO_PSPLIT_0 0 // cuco:knob run 0 1"));
+    assert_true(tx_has_schedule_note(&r.notes, 9,
+                                     "producer_split: kernel partial at line 9 makes the input of "
+                                     "ncclReduceScatter at line 10"));
+    cuco_tx_result_free(&r);
+    /* both row arguments name the struct, neither is spelled as the input */
+    static const char *const other = "    ncclReduceScatter(L->shard, L->part, per, ncclFloat, ";
+    char *text = strdup(prog_rs);
+    assert_non_null(text);
+    char *at = strstr(text, "    ncclReduceScatter(L->part, L->shard, per, ncclFloat, ");
+    assert_non_null(at);
+    memcpy(at, other, strlen(other));
+    transform_declared(text, &d, &r);
+    assert_null(strstr(r.program ? r.program : "", "cuco_tx::kernel_produce("));
+    assert_true(tx_has_schedule_note(&r.notes, 10,
+                                     "launches a kernel with several row arguments that may name "
+                                     "the collective's buffers, none spelled as its input"));
+    cuco_tx_result_free(&r);
+    free(text);
 }
 
 /* the launch sits in a helper called once, whose body is plain host code
@@ -339,6 +398,7 @@ int main(void)
         cmocka_unit_test(test_kernel_split_no_definition),
         cmocka_unit_test(test_kernel_split_helper),
         cmocka_unit_test(test_kernel_produce_applies),
+        cmocka_unit_test(test_kernel_produce_reduce_scatter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
