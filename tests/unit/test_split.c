@@ -391,7 +391,7 @@ static void test_produce_not(void **state)
                                      "statement before it (line 8) launches kernel k, which the "
                                      "manifest does not declare rows_independent"));
     assert_true(tx_has_schedule_note(&r.notes, 13,
-                                     "is a GEMM that does not write the all-reduce's buffer"));
+                                     "is a GEMM that does not write the collective's input buffer"));
     cuco_tx_result_free(&r);
 }
 
