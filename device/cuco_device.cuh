@@ -10,3 +10,4 @@
 #include "ce.cuh"
 #include "gin.cuh"
 #include "lend_plan.cuh"
+#include "produce_plan.cuh"

@@ -80,21 +80,10 @@ inline bool produce_at_one_rank(const ProduceRec* r, int site, const char* what)
 }
 
 // Range j of `units` (a GEMM's output columns, a kernel's rows) in
-// `pieces` ranges: in order or, once the site's collective was seen to be a
-// reduce-scatter of `chunks` ranks and units and pieces divide evenly among
-// them, step by step over the ranks' parts: range k*chunks + d is step k's
-// share of part d, so that every step holds some of every rank's part and
-// the ranks all reduce at once (produce_in_steps).
+// `pieces` ranges: step by step over the ranks' parts once the site was
+// seen to feed a reduce-scatter (device/produce_plan.cuh).
 inline void produce_range(const ProduceRec* r, long long units, int pieces, int j, long long* lo, long long* hi) {
-  int c = r->chunks;
-  if (c > 1 && pieces % c == 0 && units % c == 0 && units / c >= pieces / c) {
-    long long per = units / c, steps = pieces / c, k = j / c, d = j % c;
-    *lo = d * per + per * k / steps;
-    *hi = d * per + per * (k + 1) / steps;
-    return;
-  }
-  *lo = units * j / pieces;
-  *hi = units * (j + 1) / pieces;
+  cuco::produce::range(r->chunks, units, pieces, j, lo, hi);
 }
 
 inline ncclResult_t produce_events(ProduceRec* r) {
@@ -216,15 +205,9 @@ inline bool apart_from_inputs(const ProduceRec* r, const void* out) {
   return o && a && b && o != a && o != b;
 }
 
-// Whether the ranges were made step by step over n parts of partBytes
-// (produce_range): range k*n + d is the same stretch of part d for every d.
+// Whether the ranges were made step by step over n parts of partBytes.
 inline bool produce_in_steps(const ProduceRec* r, int n, size_t partBytes) {
-  if (n < 2 || r->pieces % n) return false;
-  for (int j = 0; j < r->pieces; j++) {
-    size_t first = r->begin[j - j % n], last = r->end[j - j % n], at = (size_t)(j % n) * partBytes;
-    if (last > partBytes || r->begin[j] != first + at || r->end[j] != last + at) return false;
-  }
-  return true;
+  return cuco::produce::in_steps(r->begin, r->end, r->pieces, n, partBytes);
 }
 
 // The reduce-scatter by the copy engines (cuco::reduce_scatter_ce) on the

@@ -290,10 +290,12 @@ static int no_verification_line(const cuco_workload *w, const char *seed, cuco_t
     int added = 0, rc = cuco_tx_self_check(&tr->program, &added, e);
     if (rc != 0)
         return rc;
+    /* the symmetric buffers, less a reduce-scatter's: its input */
     cuco_buf b = CUCO_BUF_INIT;
     for (size_t i = 0; i < tr->notes.n; i++) {
         const char *for_ = strstr(tr->notes.items[i].text, " for '");
-        if (strcmp(tr->notes.items[i].kind, "symmetric") == 0 && for_)
+        if (strcmp(tr->notes.items[i].kind, "symmetric") == 0 && for_ &&
+            !strstr(for_, " of ncclReduceScatter "))
             cuco_buf_printf(&b, "%s%s", b.len ? "; " : "", for_ + 5);
     }
     if (added)
@@ -310,7 +312,8 @@ static int no_verification_line(const cuco_workload *w, const char *seed, cuco_t
             &tr->notes, 0, "verify",
             "%s prints no 'Verification: PASS|FAIL' line, so no run can be verified and the "
             "program is only built (cuco's own check covers collectives with a host NCCL twin, "
-            "not point-to-point calls). The received buffers a check should compare with a "
+            "not point-to-point calls nor a GEMM routed through a split's glue). The received "
+            "buffers a check should compare with a "
             "reference (e.g. the same computation with host NCCL, or known values): %s. Print "
             "the line from that comparison, then run cuco transform again",
             w->evolve_file, b.len ? cuco_buf_str(&b) : "(none found)");

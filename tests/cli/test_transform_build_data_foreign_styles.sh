@@ -255,11 +255,17 @@ sed -e '/Verification/d' "$D/sendrecv_pair/sendrecv_pair.cu" >"$TMP/src/no_verif
 mkdir -p "$TMP/src/no_verify_rk"
 sed -e 's/rowpar_kernel/no_verify_rk/g' "$D/rowpar_kernel/workload.yaml" >"$TMP/src/no_verify_rk/workload.yaml"
 sed -e '/Verification/d' "$D/rowpar_kernel/rowpar_kernel.cu" >"$TMP/src/no_verify_rk/no_verify_rk.cu"
+# ... and with a GEMM routed through a split's glue (seqpar_rs without its
+# line): only built, and its reduce-scatter's input is not named as received
+mkdir -p "$TMP/src/no_verify_rs"
+sed -e 's/seqpar_rs/no_verify_rs/g' "$D/seqpar_rs/workload.yaml" >"$TMP/src/no_verify_rs/workload.yaml"
+sed -e '/Verification/d' "$D/seqpar_rs/seqpar_rs.cu" >"$TMP/src/no_verify_rs/no_verify_rs.cu"
 for name in $names no_verify_line; do
     if [ $gpu = 1 ]; then transform_bg "$D/$name"; else transform_bg "$D/$name" & fi
 done
 if [ $gpu = 1 ]; then transform_bg "$TMP/src/no_verify_p2p"; else transform_bg "$TMP/src/no_verify_p2p" & fi
 if [ $gpu = 1 ]; then transform_bg "$TMP/src/no_verify_rk"; else transform_bg "$TMP/src/no_verify_rk" & fi
+if [ $gpu = 1 ]; then transform_bg "$TMP/src/no_verify_rs"; else transform_bg "$TMP/src/no_verify_rs" & fi
 wait
 for name in $names; do built "$name"; done
 # a .cpp evolve file gets device code: nvcc builds it as CUDA, and says so
@@ -280,6 +286,11 @@ built no_verify_rk
 check "no_verify_rk: the all-reduce goes through the checked form of the producer split" \
     grep -q "cuco_tx::checked_all_reduce(cuco_tx::produce_site(0, CUCO_PSPLIT_0), L.y, L.y" \
     "$TMP/no_verify_rk/gen_0/no_verify_rk.cu"
+check "no_verify_rs: built, not verifiable (exit 3, GPU or not)" test "$(cat "$TMP/no_verify_rs.rc")" -eq 3
+check "no_verify_rs: the report says a GEMM through a split's glue has no check" grep -q \
+    "nor a GEMM routed through a split's glue" "$TMP/no_verify_rs/gen_0/transform_report.md"
+check "no_verify_rs: the reduce-scatter's input is not named as a received buffer" \
+    bash -c "grep 'buffers a check should compare' '$TMP/no_verify_rs/gen_0/transform_report.md' | grep -q '(none found)'"
 # ... and where no such check exists (point-to-point), built only, and said
 cat "$TMP/no_verify_p2p.out"
 check "no_verify_p2p: built, not verifiable (exit 3, GPU or not)" test "$(cat "$TMP/no_verify_p2p.rc")" -eq 3
