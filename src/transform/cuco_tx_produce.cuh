@@ -226,19 +226,26 @@ inline ncclResult_t produce_rs_ranges(ProduceRec* r, Comm* x, Buf* b, const void
   bool direct = recvbuff == part || apart_from_inputs(r, recvbuff), steps = produce_in_steps(r, x->nranks, count * es);
   size_t staged = direct ? 0 : cuco::round_up(count * es, 256);
   char* scratch = static_cast<char*>(ce_scratch(x, staged + cuco::reduce_scatter_ce_scratch<T>(count, x->nranks)));
-  if (!scratch) return CUCO_TX_FAIL("reduce_scatter: cannot allocate the copy engine's scratch");
+  ncclResult_t res = scratch ? ncclSuccess : CUCO_TX_FAIL("reduce_scatter: cannot allocate the copy engine's scratch");
   T* out = direct ? static_cast<T*>(recvbuff) : reinterpret_cast<T*>(scratch);
+  char* pulled = scratch ? scratch + staged : nullptr;
   int n = steps ? x->nranks : r->pieces, last = steps ? r->pieces / n - 1 : 0;
   for (int k = 0; k <= last; k++) {
-    for (int j = k * n; j < (k + 1) * n; j++)
+    for (int j = k * n; j < (k + 1) * n && res == ncclSuccess; j++)
       if (cudaStreamWaitEvent(r->side, r->made[j], 0) != cudaSuccess)
-        return CUCO_TX_FAIL("producer split: event wait failed");
-    size_t lo = steps ? r->begin[k * n] / es : 0, hi = steps ? r->end[k * n] / es : count;
-    CUCO_TX_TRY(cuco::reduce_scatter_ce<T>(b->symm, inOff, out, count, lo, hi, scratch + staged, r->side, k == last));
+        res = CUCO_TX_FAIL("producer split: event wait failed");
+    // after a failure each step still meets the peers (moving nothing), so
+    // that none of them waits at a rendezvous this rank never reaches
+    size_t lo = res == ncclSuccess && steps ? r->begin[k * n] / es : 0;
+    size_t hi = res != ncclSuccess ? lo : steps ? r->end[k * n] / es : count;
+    if (cuco::reduce_scatter_ce<T>(b->symm, inOff, out, count, lo, hi, pulled, r->side, k == last) != 0 &&
+        res == ncclSuccess)
+      res = CUCO_TX_FAIL("device library call failed: cuco::reduce_scatter_ce");
   }
-  if (!direct && cudaMemcpyAsync(recvbuff, out, count * es, cudaMemcpyDeviceToDevice, r->side) != cudaSuccess)
-    return CUCO_TX_FAIL("reduce_scatter: copy of the result failed");
-  return ncclSuccess;
+  if (res == ncclSuccess && !direct &&
+      cudaMemcpyAsync(recvbuff, out, count * es, cudaMemcpyDeviceToDevice, r->side) != cudaSuccess)
+    res = CUCO_TX_FAIL("reduce_scatter: copy of the result failed");
+  return res;
 }
 
 // A reduce-scatter of exactly its producer's output, on 2 ranks or more,
@@ -262,11 +269,13 @@ inline ncclResult_t reduce_scatter(ProduceSite ps, const void* sendbuff, void* r
                 recvbuff == static_cast<const char*>(sendbuff) + (size_t)x->rank * recvcount * es ? ", in place"
                 : apart_from_inputs(r, recvbuff) ? ", into its output"
                                                  : ", staged");
-  ncclResult_t res = produce_enter(r, stream);
-  if (res == ncclSuccess)
-    res = with_dtype(datatype, "reduce_scatter: data type not implemented on the device", [&](auto zero) {
-      return produce_rs_ranges<decltype(zero)>(r, x, b, sendbuff, recvbuff, recvcount);
-    });
+  // the steps meet the peers even when this rank's entry failed (a rank
+  // that skipped them would leave the others waiting); the error is kept
+  ncclResult_t entered = produce_enter(r, stream);
+  ncclResult_t res = with_dtype(datatype, "reduce_scatter: data type not implemented on the device", [&](auto zero) {
+    return produce_rs_ranges<decltype(zero)>(r, x, b, sendbuff, recvbuff, recvcount);
+  });
+  if (entered != ncclSuccess) res = entered;
   if (res == ncclSuccess && op == ncclAvg) res = scale_by_ranks(recvbuff, recvcount, datatype, comm, r->side);
   return produce_join(r, ps.site, stream, res);
 }
