@@ -159,7 +159,7 @@ inline int ce_rendezvous(Symm& s, cudaStream_t st) {
   uint64_t* words = s.local<uint64_t>(s.ceOff);
   void* peerWord[kMaxLsaRanks];
   for (int p = 0; p < s.nranks; p++)
-    peerWord[p] = static_cast<char*>(s.lsaBase[p]) + s.ceOff + (size_t)s.rank * sizeof(uint64_t);
+    peerWord[p] = s.peer<char>(p, s.ceOff + (size_t)s.rank * sizeof(uint64_t));
   return stamp_and_wait(seq, peerWord, words, s.rank, s.nranks, st);
 }
 
@@ -180,7 +180,7 @@ inline int all_gather_ce(Symm& s, const void* src, size_t outOff, size_t bytes, 
   for (int k = 1; k <= s.nranks; k++) {
     int p = (s.rank + k) % s.nranks;
     if (p == s.rank && !src) continue;  // in place: the block is already there
-    char* to = static_cast<char*>(s.lsaBase[p]) + outOff + (size_t)s.rank * bytes;
+    char* to = s.peer<char>(p, outOff + (size_t)s.rank * bytes);
     CUCO_TRY(ce_copy(to, from, bytes, st));
   }
   CUCO_TRY(ce_rendezvous(s, st));
@@ -200,7 +200,7 @@ inline int all_to_all_ce(Symm& s, const void* src, size_t outOff, size_t rowByte
   for (int k = 1; k <= s.nranks; k++) {
     int p = (s.rank + k) % s.nranks;
     const char* from = static_cast<const char*>(src) + (size_t)p * rowBytes;
-    char* to = static_cast<char*>(s.lsaBase[p]) + outOff + (size_t)s.rank * rowBytes;
+    char* to = s.peer<char>(p, outOff + (size_t)s.rank * rowBytes);
     CUCO_TRY(ce_copy(to, from, rowBytes, st));
   }
   CUCO_TRY(ce_rendezvous(s, st));
@@ -264,6 +264,19 @@ inline int ce_sum_into(T* out, const T* base, const T* sc, size_t len, size_t st
   return 0;
 }
 
+// Pulls len elements at window offset off from every peer (starting with
+// the next rank) into scratch, the k-th peer's copy stride elements after
+// the (k-1)-th: what this rank sums of a copy-engine all-reduce or
+// reduce-scatter.
+template <typename T>
+inline int ce_pull_peers(const Symm& s, size_t off, T* scratch, size_t len, size_t stride, cudaStream_t st) {
+  for (int d = 1; d < s.nranks && len; d++) {
+    int p = (s.rank + d) % s.nranks;
+    CUCO_TRY(ce_copy(scratch + (size_t)(d - 1) * stride, s.peer<const T>(p, off), len * sizeof(T), st));
+  }
+  return 0;
+}
+
 // The scratch all_reduce_ce needs for n elements: the peers' copies of
 // this rank's part.
 template <typename T> inline size_t all_reduce_ce_scratch(size_t n, int ranks) {
@@ -291,17 +304,12 @@ inline int all_reduce_ce(Symm& s, size_t off, size_t n, void* scratch, cudaStrea
   T* mine = s.local<T>(off) + lo;
   T* sc = static_cast<T*>(scratch);
   CUCO_TRY(ce_rendezvous(s, st));
-  int k = 0;
-  for (int d = 1; d < s.nranks && len; d++, k++) {
-    int p = (s.rank + d) % s.nranks;
-    const T* theirs = reinterpret_cast<const T*>(static_cast<char*>(s.lsaBase[p]) + off) + lo;
-    CUCO_TRY(ce_copy(sc + (size_t)k * q, theirs, len * sizeof(T), st));
-  }
+  CUCO_TRY(ce_pull_peers(s, off + lo * sizeof(T), sc, len, q, st));
   CUCO_TRY(ce_sum_into(mine, mine, sc, len, q, s.nranks - 1, st));
   CUCO_TRY(ce_rendezvous(s, st));
   for (int d = 1; d < s.nranks && len; d++) {
     int p = (s.rank + d) % s.nranks;
-    T* theirs = reinterpret_cast<T*>(static_cast<char*>(s.lsaBase[p]) + off) + lo;
+    T* theirs = s.peer<T>(p, off) + lo;
     CUCO_TRY(ce_copy(theirs, mine, len * sizeof(T), st));
   }
   CUCO_TRY(ce_rendezvous(s, st));
@@ -311,8 +319,7 @@ inline int all_reduce_ce(Symm& s, size_t off, size_t n, void* scratch, cudaStrea
 // The scratch reduce_scatter_ce needs for `count` output elements a rank:
 // the peers' copies of this rank's part.
 template <typename T> inline size_t reduce_scatter_ce_scratch(size_t count, int ranks) {
-  constexpr size_t v = 16 / sizeof(T);
-  return ranks > 1 ? (size_t)(ranks - 1) * ((count + v - 1) / v * v) * sizeof(T) : 0;
+  return ranks > 1 ? (size_t)(ranks - 1) * round_up(count, 16 / sizeof(T)) * sizeof(T) : 0;
 }
 
 // Sum-reduce-scatter of elements [lo, hi) of every rank's part with the
@@ -340,14 +347,9 @@ inline int reduce_scatter_ce(Symm& s, size_t inOff, T* out, size_t count, size_t
     CUCO_TRY(lsa_peer_bases(s));
     CUCO_TRY(ce_rendezvous(s, st));
   }
-  constexpr size_t v = 16 / sizeof(T);
-  size_t stride = (len + v - 1) / v * v;
+  size_t stride = round_up(len, 16 / sizeof(T));
   T* sc = static_cast<T*>(scratch);
-  for (int d = 1, k = 0; d < s.nranks && len; d++, k++) {
-    int p = (s.rank + d) % s.nranks;
-    const T* theirs = reinterpret_cast<const T*>(static_cast<char*>(s.lsaBase[p]) + inOff) + at;
-    CUCO_TRY(ce_copy(sc + (size_t)k * stride, theirs, len * sizeof(T), st));
-  }
+  CUCO_TRY(ce_pull_peers(s, inOff + at * sizeof(T), sc, len, stride, st));
   CUCO_TRY(ce_sum_into(out + lo, s.local<T>(inOff) + at, sc, len, stride, s.nranks - 1, st));
   if (closing && s.nranks > 1) CUCO_TRY(ce_rendezvous(s, st));
   return 0;

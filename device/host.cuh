@@ -66,6 +66,10 @@ struct Symm {
   template <typename T> T* local(size_t off) const {
     return reinterpret_cast<T*>(static_cast<char*>(base) + off);
   }
+  // The same offset in LSA peer p's window (lsaBase filled: ce.cuh).
+  template <typename T> T* peer(int p, size_t off) const {
+    return reinterpret_cast<T*>(static_cast<char*>(lsaBase[p]) + off);
+  }
 };
 
 inline size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -114,7 +118,7 @@ inline int symm_create(ncclComm_t comm, size_t dataBytes, int maxBarriers, int n
   CUCO_ARG_TRY(s.dc.lsaSize == s.nranks && s.dc.lsaRank == s.rank,
                "LSA backend needs every rank in one LSA domain (lsaSize=%d nranks=%d)",
                s.dc.lsaSize, s.nranks);
-  CUCO_CUDA_TRY(cudaMemsetAsync(static_cast<char*>(s.base) + s.slotOff, 0, slotBytes, stream));
+  CUCO_CUDA_TRY(cudaMemsetAsync(s.local<char>(s.slotOff), 0, slotBytes, stream));
   CUCO_TRY(symm_barrier(s, stream));
   *out = s;
   return 0;

@@ -226,6 +226,9 @@ int cuco_sched_scan(const char *text, size_t call_off, const char *api, int site
                     const cuco_semantic *sem, size_t n_sem, int (*editable)(void *ctx, size_t off),
                     void *ctx, cuco_sched_plan *plan, cuco_err *e);
 void cuco_sched_plan_free(cuco_sched_plan *plan);
+/* Whether the producer split is tried for a call of this NCCL name: an
+ * all-reduce or a reduce-scatter (the reductions a producer's ranges feed). */
+int cuco_sched_producer_fed(const char *api);
 
 /* ---- schedule send_as_produced (send_made.c) -----------------------------
  * An ncclSend whose buffer cuBLAS GEMMs make in the function that sends it

@@ -307,12 +307,12 @@ inline cudaError_t push_queries(cuco::Symm& win, ksplit::Launch<P...>& L, const 
   for (int i = 0; i < (int)L.n && i < 64; i++) {
     if (!((w.lend.mask >> i) & 1UL)) continue;
     size_t off = dl.layout.qOff + (size_t)a++ * dl.layout.qArgBytes;
-    qAt[i] = reinterpret_cast<uintptr_t>(static_cast<char*>(win.base) + off);
+    qAt[i] = reinterpret_cast<uintptr_t>(win.local<char>(off));
     const lend::Deal* l = dl.lent;
     if (!l || rc != cudaSuccess) continue;
     size_t row = qWidth * L.es[i];
     const char* from = reinterpret_cast<const char*>(L.addr[i]) + (size_t)(dl.all[l->lender].nq - l->m) * row;
-    if (cuco::ce_copy(static_cast<char*>(win.lsaBase[l->helper]) + off, from, (size_t)l->m * row, st) != 0)
+    if (cuco::ce_copy(win.peer<char>(l->helper, off), from, (size_t)l->m * row, st) != 0)
       rc = cudaErrorUnknown;
   }
   return rc;
@@ -326,7 +326,7 @@ inline ksplit::Part helper_part(ksplit::Part h, const AttnSpec& w, const Plan& a
   const lend::Deal& g = *dl.helped;
   const lend::Info& b = dl.all[g.lender];
   int slot = lend::slot_of(dl.all, dl.d, dl.n, ap.nranks, g.lender, g.source);
-  char* peer = static_cast<char*>(win.lsaBase[g.lender]);
+  char* peer = win.peer<char>(g.lender, 0);
   size_t first = (size_t)(b.nq - g.m) * (size_t)b.rpq;
   h.own = qAt;
   h.rowOff = (long long)g.source * ap.perRank;

@@ -85,16 +85,16 @@ inline const char* setup(Site* s, ncclComm_t comm) {
 inline const char* exchange(Site* s, const Info& own, int rank, int n, Info* all) {
   cuco::Symm& y = s->info->symm;
   size_t slots = (size_t)(s->calls++ & 1) * kMaxRanks * kInfoBytes;
-  char* mine = static_cast<char*>(y.base) + slots + (size_t)rank * kInfoBytes;
+  char* mine = y.local<char>(slots + (size_t)rank * kInfoBytes);
   *s->own = own;
   if (cudaMemcpyAsync(mine, s->own, sizeof(Info), cudaMemcpyHostToDevice, s->xs) != cudaSuccess)
     return "cannot write its launch";
   for (int p = 0; p < n; p++)
     if (p != rank &&
-        cuco::ce_copy(static_cast<char*>(y.lsaBase[p]) + slots + (size_t)rank * kInfoBytes, mine, sizeof(Info), s->xs) != 0)
+        cuco::ce_copy(y.peer<char>(p, slots + (size_t)rank * kInfoBytes), mine, sizeof(Info), s->xs) != 0)
       return "cannot tell a peer its launch";
   if (cuco::ce_rendezvous(y, s->xs) != 0) return "its rendezvous failed";
-  if (cudaMemcpyAsync(s->slots, static_cast<char*>(y.base) + slots, (size_t)n * kInfoBytes, cudaMemcpyDeviceToHost,
+  if (cudaMemcpyAsync(s->slots, y.local<char>(slots), (size_t)n * kInfoBytes, cudaMemcpyDeviceToHost,
                       s->xs) != cudaSuccess ||
       cudaStreamSynchronize(s->xs) != cudaSuccess)
     return "cannot read the peers' launches";

@@ -131,7 +131,7 @@ inline bool p2p_by_ce(const P2pOp& op) {
 
 // Address of word `word` of peer's control window, for stream memory operations.
 inline CUdeviceptr ctrl_peer_word(Comm* x, int peer, size_t word) {
-  return reinterpret_cast<CUdeviceptr>(static_cast<char*>(x->ctrlSymm.lsaBase[peer]) + word * sizeof(uint64_t));
+  return reinterpret_cast<CUdeviceptr>(x->ctrlSymm.peer<char>(peer, word * sizeof(uint64_t)));
 }
 
 inline ncclResult_t write_word(cudaStream_t st, CUdeviceptr at, uint64_t v) {
@@ -258,7 +258,7 @@ inline ncclResult_t p2p_send_ce(Comm* x, const SendDest& d, Buf* to, const P2pOp
   if (cuco::stream_mem_ops().wait64(reinterpret_cast<CUstream>(op.stream), reinterpret_cast<CUdeviceptr>(ready), seq,
                                     CU_STREAM_WAIT_VALUE_GEQ) != CUDA_SUCCESS)
     return CUCO_TX_FAIL("cuStreamWaitValue64 on a receive's post failed");
-  if (cuco::ce_copy(static_cast<char*>(to->symm.lsaBase[op.peer]) + d.off, op.buf, op.bytes, op.stream) != 0)
+  if (cuco::ce_copy(to->symm.peer<char>(op.peer, d.off), op.buf, op.bytes, op.stream) != 0)
     return CUCO_TX_FAIL("copy-engine send: the copy failed");
   size_t landed = landed_word(x->rank, seq);
   ncclResult_t r = write_word(op.stream, ctrl_peer_word(x, op.peer, landed), d.off);

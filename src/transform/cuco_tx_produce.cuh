@@ -219,11 +219,14 @@ inline bool produce_in_steps(const ProduceRec* r, int n, size_t partBytes) {
 // scratch and copied out once the producer is done: recvbuff could be an
 // input of the producer's later ranges.
 template <typename T>
-inline ncclResult_t produce_rs_ranges(ProduceRec* r, Comm* x, Buf* b, const void* sendbuff, void* recvbuff,
+inline ncclResult_t produce_rs_ranges(int site, ProduceRec* r, Comm* x, Buf* b, const void* sendbuff, void* recvbuff,
                                       size_t count) {
   size_t inOff = (size_t)(static_cast<const char*>(sendbuff) - static_cast<char*>(b->base)), es = sizeof(T);
   const T* part = reinterpret_cast<const T*>(b->symm.local<char>(inOff)) + (size_t)x->rank * count;
   bool direct = recvbuff == part || apart_from_inputs(r, recvbuff), steps = produce_in_steps(r, x->nranks, count * es);
+  CUCO_TX_TRACE("producer split(%d): reduce-scatter of %d ranges by the copy engines%s%s\n", site, r->pieces,
+                steps ? ", in steps over the ranks' parts" : ", whole",
+                recvbuff == part ? ", in place" : direct ? ", into its output" : ", staged");
   size_t staged = direct ? 0 : cuco::round_up(count * es, 256);
   char* scratch = static_cast<char*>(ce_scratch(x, staged + cuco::reduce_scatter_ce_scratch<T>(count, x->nranks)));
   ncclResult_t res = scratch ? ncclSuccess : CUCO_TX_FAIL("reduce_scatter: cannot allocate the copy engine's scratch");
@@ -264,16 +267,11 @@ inline ncclResult_t reduce_scatter(ProduceSite ps, const void* sendbuff, void* r
   if (!ce) return reduce_scatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
   group_member(stream);
   r->chunks = (int)n;
-  CUCO_TX_TRACE("producer split(%d): reduce-scatter of %d ranges by the copy engines%s%s\n", ps.site, r->pieces,
-                produce_in_steps(r, (int)n, recvcount * es) ? ", in steps over the ranks' parts" : ", whole",
-                recvbuff == static_cast<const char*>(sendbuff) + (size_t)x->rank * recvcount * es ? ", in place"
-                : apart_from_inputs(r, recvbuff) ? ", into its output"
-                                                 : ", staged");
   // the steps meet the peers even when this rank's entry failed (a rank
   // that skipped them would leave the others waiting); the error is kept
   ncclResult_t entered = produce_enter(r, stream);
   ncclResult_t res = with_dtype(datatype, "reduce_scatter: data type not implemented on the device", [&](auto zero) {
-    return produce_rs_ranges<decltype(zero)>(r, x, b, sendbuff, recvbuff, recvcount);
+    return produce_rs_ranges<decltype(zero)>(ps.site, r, x, b, sendbuff, recvbuff, recvcount);
   });
   if (entered != ncclSuccess) res = entered;
   if (res == ncclSuccess && op == ncclAvg) res = scale_by_ranks(recvbuff, recvcount, datatype, comm, r->side);

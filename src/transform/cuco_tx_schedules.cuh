@@ -495,7 +495,7 @@ inline ncclResult_t all_gather_pull(SplitRec* r, Buf* b, const char* send, size_
   r->pieceBytes = (r->bytes + pieces - 1) / pieces;
   for (int k = 1; k < r->nranks; k++) {
     int p = (r->rank + k) % r->nranks;
-    const char* from = static_cast<const char*>(s.lsaBase[p]) + outOff + (size_t)p * r->bytes;
+    const char* from = s.peer<const char>(p, outOff + (size_t)p * r->bytes);
     char* to = recv + (size_t)p * r->bytes;
     for (int j = 0; j < pieces; j++) {
       size_t lo = std::min(r->bytes, (size_t)j * r->pieceBytes), hi = std::min(r->bytes, lo + r->pieceBytes);

@@ -2003,7 +2003,7 @@ static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
                                               plan.note ? plan.note : "no placement");
     if (rc == 0 && gather)
         rc = split_report(c, &plan, k, line, api);
-    if (rc == 0 && (strcmp(api, "ncclAllReduce") == 0 || strcmp(api, "ncclReduceScatter") == 0))
+    if (rc == 0 && cuco_sched_producer_fed(api))
         rc = produce_report(c, &plan, k, line, api);
     cuco_sched_plan_free(&plan);
     free(api);

@@ -320,8 +320,7 @@ int cuco_sched_scan(const char *text, size_t call_off, const char *api, int site
     }
     if (rc >= 0 && gather && !plan->applies)
         rc = scan_split_fails(plan, rc);
-    if (rc >= 0 && (strcmp(api, "ncclAllReduce") == 0 || strcmp(api, "ncclReduceScatter") == 0) &&
-        s.call < s.n) {
+    if (rc >= 0 && cuco_sched_producer_fed(api) && s.call < s.n) {
         int prc = scan_try_produce(&s, site, editable, ctx, plan);
         rc = prc < 0 ? prc : rc;
     }

@@ -182,6 +182,11 @@ void cuco_sched_edits_free(cuco_sched_edit *edits, size_t n)
     free(edits);
 }
 
+int cuco_sched_producer_fed(const char *api)
+{
+    return strcmp(api, "ncclAllReduce") == 0 || strcmp(api, "ncclReduceScatter") == 0;
+}
+
 void cuco_sched_plan_free(cuco_sched_plan *plan)
 {
     if (!plan)

@@ -447,12 +447,6 @@ int scan_try_split(scan *s, cuco_sched_place *pl, int (*editable)(void *, size_t
 /* ---- producer_split: the mirror of (b) for an all-reduce or a
  * reduce-scatter ------------------------------------------------------- */
 
-static int is_reduce_scatter(const sview *v, size_t t)
-{
-    return tk(v, t)->len == strlen("ncclReduceScatter") &&
-           memcmp(v->src + tk(v, t)->off, "ncclReduceScatter", tk(v, t)->len) == 0;
-}
-
 static int produce_no(cuco_sched_plan *p, const char *why, int line)
 {
     free(p->produce_note);
@@ -487,8 +481,7 @@ static int same_tokens(const sview *v, size_t a, size_t b, size_t x, size_t y)
     if (b - a != y - x)
         return 0;
     for (size_t i = 0; i < b - a; i++)
-        if (tk(v, a + i)->len != tk(v, x + i)->len ||
-            memcmp(v->src + tk(v, a + i)->off, v->src + tk(v, x + i)->off, tk(v, a + i)->len) != 0)
+        if (!same_tok(v, a + i, x + i))
             return 0;
     return 1;
 }
@@ -547,7 +540,7 @@ static int try_kernel_produce(scan *s, int site, int (*editable)(void *, size_t)
                           line);
     size_t a, b, c = s->call_tok + 1;
     /* the reduced buffer's elements: a reduce-scatter's count is per rank */
-    int rs = is_reduce_scatter(v, s->call_tok);
+    int rs = is(v, s->call_tok, "ncclReduceScatter");
     char *count = scan_arg_text(v, c, 2, 0), *type = scan_arg_text(v, c, 3, 0);
     char *comm = rs ? scan_arg_text(v, c, 5, 0) : cuco_strdup("");
     char *spec = kernel_launch_spec(&s->ks);

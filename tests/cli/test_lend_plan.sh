@@ -6,11 +6,5 @@
 # even, the merge slots and the window's layout. Built with the host C++
 # compiler; needs no GPU.
 set -u
-SRC=${CUCO_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
-CXX=${CXX:-c++}
-command -v "$CXX" >/dev/null || { echo "skip: no C++ compiler ($CXX)"; exit 77; }
-T=$(mktemp -d "${CUCO_TEST_TMP:-/tmp}/lendplan.XXXXXX")
-trap 'rm -rf "$T"' EXIT
-"$CXX" -std=c++17 -Wall -Wextra -Werror -fsanitize=address,undefined -I"$SRC/device" \
-    -o "$T/lend_plan_test" "$SRC/tests/cli/lend_plan_test.cc" || { echo "FAIL: build"; exit 1; }
-"$T/lend_plan_test"
+source "$(dirname "$0")/host_cc.sh"
+host_cc_run lend_plan_test
