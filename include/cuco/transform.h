@@ -189,12 +189,16 @@ typedef struct cuco_sched_plan {
     int wait_line;    /* the consumer's line, or the end of the scope's */
     int consumer_end; /* 1: no consumer, the wait is at the end of the scope */
     char *note;       /* owned: the report line (applies or why not) */
-    /* schedule (b), consumer_split_by_source (all-gathers only): the first
+    /* schedule (b), consumer_split_by_source (all-gathers): the first
      * consumer is a cuBLAS GEMM reading the gathered buffer; its call goes
      * through cuco_tx::<gemm>_split(site, CUCO_SPLIT_<site>, ...) and the
-     * all-gather gets cuco_tx::split_site(site, CUCO_SPLIT_<site>) first. */
+     * all-gather gets cuco_tx::split_site(site, CUCO_SPLIT_<site>) first.
+     * consume_as_received (receives): the first consumer is a declared
+     * rows_independent kernel (cuco_tx::kernel_recv_split), and the
+     * receive gets cuco_tx::recv_site(site, CUCO_SPLIT_<site>) first. */
     int split;             /* 1: the split's edits are among edits */
     int split_kernel;      /* 1: the consumer is a kernel launch (cuco_tx::kernel_split) */
+    int split_recv;        /* 1: the split consumes a receive piece by piece */
     int split_attention;   /* 1: that kernel is declared attention (cuco_tx::attention_split):
                             * the all-gathers of its other key arguments join the split */
     int split_lend;        /* 1: its queries are declared too (the ranks may trade them) */

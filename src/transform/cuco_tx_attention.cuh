@@ -1,4 +1,4 @@
-// cuco_tx glue, part 6 of 7: consumer_split_by_source for a kernel the
+// cuco_tx glue, part 7 of 8: consumer_split_by_source for a kernel the
 // manifest declares attention (keys=, args=, first_key=, out=, lse=,
 // out_rows=, out_width=).
 //

@@ -1,5 +1,5 @@
 #if defined(CUCO_TX_GEMM_SPLIT)
-// cuco_tx glue, part 7 of 7: the cuBLAS part of the schedules, compiled
+// cuco_tx glue, part 8 of 8: the cuBLAS part of the schedules, compiled
 // only where a GEMM takes one (CUCO_TX_GEMM_SPLIT); the glue's end after it.
 #include <cublas_v2.h>
 #if defined(CUCO_TX_GEMM_LT)

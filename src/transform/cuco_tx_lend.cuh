@@ -1,4 +1,4 @@
-// cuco_tx glue, part 5 of 7: work moved between ranks for the attention
+// cuco_tx glue, part 6 of 8: work moved between ranks for the attention
 // split (cuco_tx_attention.cuh), when the manifest declares the kernel's
 // queries (queries=, first_query=, query_args=, query_width=, query_grid=,
 // causal=).
@@ -48,17 +48,42 @@ using cuco::lend::slot_of;
 // A site's windows and streams: `info` holds two sets of slots (the
 // parity of the call); `data` the layout of device/lend_plan.cuh.
 struct Site {
+  ncclComm_t comm = nullptr;  // the communicator its windows belong to
   Buf* info = nullptr;
   Buf* data = nullptr;
+  std::vector<Buf*> retired;  // data windows a larger one replaced
   cudaStream_t xs = nullptr, ls = nullptr;  // the exchange's, the deals'
   cudaEvent_t done = nullptr;
   Info* own = nullptr;    // pinned: this rank's launch, as sent
   char* slots = nullptr;  // pinned: everyone's, as read back (one slot each)
   unsigned long long calls = 0;
 };
-inline Site* site_of(int site) {
+inline std::vector<Site>& sites() {
   static std::vector<Site> v;
-  return site_rec(v, site);
+  return v;
+}
+inline Site* site_of(int site) { return site_rec(sites(), site); }
+
+// At comm_teardown: every window, stream and pinned buffer of the sites on
+// comm, so that a later communicator starts them afresh. The windows are
+// freed in the same order on every rank (sites by index, then the order
+// they were made in).
+inline ncclResult_t release_sites(ncclComm_t comm) {
+  ncclResult_t r = ncclSuccess;
+  for (Site& s : sites()) {
+    if (!s.comm || s.comm != comm) continue;
+    s.retired.push_back(s.data);
+    s.retired.insert(s.retired.begin(), s.info);
+    for (Buf* b : s.retired)
+      if (b && symm_free(b->base) != cudaSuccess) r = CUCO_TX_FAIL("lend: freeing a window failed");
+    if (s.xs) cudaStreamDestroy(s.xs);
+    if (s.ls) cudaStreamDestroy(s.ls);
+    if (s.done) cudaEventDestroy(s.done);
+    if (s.own) cudaFreeHost(s.own);
+    if (s.slots) cudaFreeHost(s.slots);
+    s = Site{};
+  }
+  return r;
 }
 
 // A window of `bytes` on comm (collective: every rank in the same order).
@@ -70,7 +95,9 @@ inline Buf* window_new(size_t bytes, ncclComm_t comm) {
 }
 
 inline const char* setup(Site* s, ncclComm_t comm) {
-  if (s->info) return nullptr;
+  if (s->info) return s->comm == comm ? nullptr : "its windows belong to another communicator";
+  on_teardown(release_sites);
+  s->comm = comm;
   if (priority_stream_create(&s->xs, true) != cudaSuccess || priority_stream_create(&s->ls, false) != cudaSuccess ||
       cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming) != cudaSuccess ||
       cudaMallocHost(&s->own, sizeof(Info)) != cudaSuccess ||
@@ -105,12 +132,16 @@ inline const char* exchange(Site* s, const Info& own, int rank, int n, Info* all
 // The data window, at least `bytes` (collective: the same on every rank,
 // since every rank sizes it from the same Infos). A larger one, at least
 // twice the size, replaces it; the old one stays allocated and registered
-// until the communicator's end (its rendezvous count is its own), so a
-// site whose shapes grow step by step holds a few, not one a step.
+// until the communicator's teardown (its rendezvous count is its own; the
+// site's hook frees it then), so a site whose shapes grow step by step
+// holds a few, not one a step.
 inline const char* data_window(Site* s, size_t bytes, ncclComm_t comm) {
   if (s->data && s->data->bytes >= bytes) return nullptr;
   if (s->data && cudaStreamSynchronize(s->ls) != cudaSuccess) return "cannot finish its last deals";
-  if (s->data) bytes = std::max(bytes, 2 * s->data->bytes);
+  if (s->data) {
+    bytes = std::max(bytes, 2 * s->data->bytes);
+    s->retired.push_back(s->data);
+  }
   return (s->data = window_new(bytes, comm)) ? nullptr : "cannot register its window";
 }
 }  // namespace lend

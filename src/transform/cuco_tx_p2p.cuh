@@ -1,4 +1,4 @@
-// cuco_tx glue, part 2 of 7 (after cuco_tx_runtime.cuh): point-to-point
+// cuco_tx glue, part 2 of 8 (after cuco_tx_runtime.cuh): point-to-point
 // over the control window, by the SM kernel or the copy engine.
 namespace cuco_tx {
 

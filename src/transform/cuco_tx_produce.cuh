@@ -1,4 +1,4 @@
-// cuco_tx glue, part 4 of 7: schedule producer_split, the GEMM's or
+// cuco_tx glue, part 5 of 8: schedule producer_split, the GEMM's or
 // declared kernel's ranges and the all-reduce that reduces each one as it is
 // made (the GEMM's side is in cuco_tx_gemm.cuh, produce_run).
 namespace cuco_tx {

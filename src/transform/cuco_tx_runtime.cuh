@@ -1,7 +1,7 @@
 // cuco_tx: the glue 'cuco transform' writes into a transformed program. It
 // maps the host NCCL calls the rules rewrote (same arguments, same stream,
 // same ncclResult_t) onto device/'s symmetric-memory kernels. This file is
-// part 1 of 7 (knobs, buffers and windows, communicators, collectives); the
+// part 1 of 8 (knobs, buffers and windows, communicators, collectives); the
 // program gets it joined with cuco_tx_p2p.cuh, cuco_tx_schedules.cuh,
 // cuco_tx_produce.cuh, cuco_tx_lend.cuh, cuco_tx_attention.cuh and
 // cuco_tx_gemm.cuh, in that order (cuco_transform_runtime).
@@ -192,6 +192,16 @@ struct P2pOp {
 };
 
 inline std::vector<Buf*>& bufs() { static std::vector<Buf*> v; return v; }
+// What a later part of the glue holds per communicator (windows of its
+// own, streams) is released by a hook it registers once; comm_teardown runs
+// the hooks first, on every rank in the same order.
+using TeardownHook = ncclResult_t (*)(ncclComm_t);
+inline std::vector<TeardownHook>& teardown_hooks() { static std::vector<TeardownHook> v; return v; }
+inline void on_teardown(TeardownHook h) {
+  for (TeardownHook x : teardown_hooks())
+    if (x == h) return;
+  teardown_hooks().push_back(h);
+}
 inline std::vector<Comm>& comms() { static std::vector<Comm> v; return v; }
 inline std::vector<P2pOp>& pending() { static std::vector<P2pOp> v; return v; }
 inline int& group_depth() { static int d = 0; return d; }

@@ -1,6 +1,6 @@
-// cuco_tx glue, part 3 of 7: the schedules (send_as_produced's pieces,
-// early_start_late_wait, consumer_split_by_source; producer_split is part 4,
-// cuco_tx_produce.cuh).
+// cuco_tx glue, part 3 of 8: the schedules (send_as_produced's pieces,
+// early_start_late_wait, consumer_split_by_source; consume_as_received is
+// part 4, cuco_tx_recv.cuh; producer_split part 5, cuco_tx_produce.cuh).
 namespace cuco_tx {
 
 // ---- pieces, and what a GEMM made (schedule send_as_produced) -------------
@@ -361,10 +361,13 @@ inline cudaError_t symm_free_async(void* p, cudaStream_t s) {
   return cudaFreeAsync(p, s);
 }
 
-// Releases the device communicator and the windows of c (the memory stays
-// until symm_free). Call before ncclCommDestroy(c).
+// Releases the device communicator and the windows of c (the program's
+// memory stays until symm_free; the glue's own windows, the lend sites',
+// are freed by their hooks). Call before ncclCommDestroy(c).
 inline ncclResult_t comm_teardown(ncclComm_t c) {
   if (cudaDeviceSynchronize() != cudaSuccess) return CUCO_TX_FAIL("device error before teardown");
+  for (TeardownHook h : teardown_hooks())
+    if (h(c) != ncclSuccess) return ncclInvalidUsage;
   for (Buf* b : bufs()) {
     if (!b->registered || b->symm.comm != c) continue;
     if (ncclCommWindowDeregister(c, b->symm.win) != ncclSuccess) return CUCO_TX_FAIL("window deregister failed");
@@ -745,6 +748,36 @@ inline ksplit::Part part_of(const ksplit::Params& pa, const RowSpec& w, unsigned
   return q;
 }
 
+// The row arguments that point at the start of the buffer [lo, hi) (their
+// bits into *at, the first one's position into *first); why a parameter
+// cannot be split with it (nullptr: none). `received` names the buffer in
+// the reasons (a receive's, else a gather's).
+inline const char* row_args_at(const ksplit::Params& pa, const RowSpec& w, uintptr_t lo, uintptr_t hi, bool received,
+                               unsigned long* at, int* first) {
+  static const char* const why[2][3] = {
+      {"a parameter that is not a row argument points into the gathered buffer",
+       "a row argument points inside the gathered buffer, not at its start",
+       "no row argument is the start of the gathered buffer"},
+      {"a parameter that is not a row argument points into the received buffer",
+       "a row argument points inside the received buffer, not at its start",
+       "no row argument is the start of the received buffer"}};
+  const char* const* m = why[received ? 1 : 0];
+  *at = 0;
+  *first = -1;
+  for (int i = 0; i < pa.n && i < 64; i++) {
+    bool row = (w.mask >> i) & 1UL, inside = pa.es[i] && pa.addr[i] >= lo && pa.addr[i] < hi;
+    if (row && !pa.es[i]) return "a row argument of its declaration is not a pointer";
+    if (row && pa.addr[i] == lo) {
+      *at |= 1UL << i;
+      if (*first < 0) *first = i;
+    } else if (inside) {
+      // each part would read the whole buffer through it
+      return row ? m[1] : m[0];
+    }
+  }
+  return *first < 0 ? m[2] : nullptr;
+}
+
 // Why the launch cannot split by the gather r (nullptr: it can); fills q
 // (with the gathered bits) and each row argument's elements per row.
 inline const char* kernel_split_plan(const SplitRec& r, const ksplit::Params& pa, const RowSpec& w, unsigned gridX,
@@ -752,22 +785,7 @@ inline const char* kernel_split_plan(const SplitRec& r, const ksplit::Params& pa
   uintptr_t lo = reinterpret_cast<uintptr_t>(r.recv), hi = lo + r.bytes * (size_t)r.nranks;
   unsigned long gathered = 0;
   int g = -1;
-  for (int i = 0; i < pa.n && i < 64; i++) {
-    if (!((w.mask >> i) & 1UL)) {
-      // each part would read the whole gathered buffer through it
-      if (pa.es[i] && pa.addr[i] >= lo && pa.addr[i] < hi)
-        return "a parameter that is not a row argument points into the gathered buffer";
-      continue;
-    }
-    if (!pa.es[i]) return "a row argument of its declaration is not a pointer";
-    if (pa.addr[i] == lo) {
-      gathered |= 1UL << i;
-      if (g < 0) g = i;
-    } else if (pa.addr[i] > lo && pa.addr[i] < hi) {
-      return "a row argument points inside the gathered buffer, not at its start";
-    }
-  }
-  if (g < 0) return "no row argument is the start of the gathered buffer";
+  if (const char* why = row_args_at(pa, w, lo, hi, false, &gathered, &g)) return why;
   long long rows = w.rowsPos < pa.n ? pa.ints[w.rowsPos] : -1;
   if (rows <= 0 || rows % r.nranks) return "its row count is not a positive multiple of the rank count";
   long long rpr = rows / r.nranks;

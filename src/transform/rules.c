@@ -321,6 +321,7 @@ typedef struct ctx {
     sched_sites splits;      /* all-gathers split by consumer_split_by_source (CUCO_SPLIT_CHUNKS) */
     size_t gemm_splits;      /* of them, those whose consumer is a GEMM (not a kernel) */
     sched_sites attn_splits; /* of them, those whose consumer is a kernel declared attention */
+    sched_sites recv_splits; /* receives consumed piece by piece (consume_as_received) */
     int attn_lends;          /* of those, with their queries declared (CUCO_ATTN_LEND) */
     const cuco_semantic *sem; /* the manifest's declared semantics (n_sem) */
     size_t n_sem;
@@ -1770,13 +1771,16 @@ static size_t tok_at(const view *v, size_t off)
     return lo < v->n ? lo : v->n - 1;
 }
 
-/* Schedule (b)'s knob and report line for the all-gather of site k. */
+/* Schedule (b)'s knob and report line for the all-gather of site k, or
+ * consume_as_received's for the receive of site k. */
 static int split_report(ctx *c, const cuco_sched_plan *plan, size_t k, int line, const char *api)
 {
     int split = plan->applies && plan->split;
+    int recv = strcmp(api, "ncclRecv") == 0;
+    const char *name = recv ? "consume_as_received" : "consumer_split_by_source";
     int rc = 0;
     if (split) {
-        sched_sites_add(&c->splits, k);
+        sched_sites_add(recv ? &c->recv_splits : &c->splits, k);
         c->gemm_splits += !plan->split_kernel;
         if (plan->split_attention)
             sched_sites_add(&c->attn_splits, k);
@@ -1785,10 +1789,9 @@ static int split_report(ctx *c, const cuco_sched_plan *plan, size_t k, int line,
     }
     if (rc == 0)
         rc = split ? cuco_tx_notes_add(&c->r->notes, plan->split_line, "schedule",
-                                       "consumer_split_by_source: %s (knob CUCO_SPLIT_%zu)",
-                                       plan->split_note, k)
+                                       "%s: %s (knob CUCO_SPLIT_%zu)", name, plan->split_note, k)
                    : cuco_tx_notes_add(&c->r->notes, line, "schedule",
-                                       "consumer_split_by_source does not apply to %s: %s", api,
+                                       "%s does not apply to %s: %s", name, api,
                                        plan->split_note ? plan->split_note : "no placement");
     return rc;
 }
@@ -1962,7 +1965,7 @@ static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
     if (!api)
         return CUCO_ENOMEM;
     int line = T(v, tok)->line, rc = 0;
-    int gather = strcmp(api, "ncclAllGather") == 0;
+    int gather = strcmp(api, "ncclAllGather") == 0, recv = strcmp(api, "ncclRecv") == 0;
     if (strcmp(api, "ncclSend") == 0)
         rc = send_made_apply(c, text, k, c->sched_group[k], e);
     if (rc != 0) {
@@ -1975,11 +1978,12 @@ static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
                                "ncclGroupStart/ncclGroupEnd with point-to-point calls, the group "
                                "is issued as one",
                                api);
-        if (rc == 0 && gather)
-            rc = cuco_tx_notes_add(&c->r->notes, line, "schedule",
-                                   "consumer_split_by_source does not apply to %s: inside "
-                                   "ncclGroupStart/ncclGroupEnd",
-                                   api);
+        if (rc == 0 && (gather || recv))
+            rc =
+                cuco_tx_notes_add(&c->r->notes, line, "schedule",
+                                  "%s does not apply to %s: inside "
+                                  "ncclGroupStart/ncclGroupEnd",
+                                  gather ? "consumer_split_by_source" : "consume_as_received", api);
         free(api);
         return rc;
     }
@@ -2001,7 +2005,7 @@ static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
                           : cuco_tx_notes_add(&c->r->notes, line, "schedule",
                                               "early_start_late_wait does not apply to %s: %s", api,
                                               plan.note ? plan.note : "no placement");
-    if (rc == 0 && gather)
+    if (rc == 0 && (gather || recv))
         rc = split_report(c, &plan, k, line, api);
     if (rc == 0 && cuco_sched_producer_fed(api))
         rc = produce_report(c, &plan, k, line, api);
@@ -2460,7 +2464,7 @@ static const char staged_glue[] =
  * transports), into g. */
 static void schedule_knob_lines(const ctx *c, cuco_buf *g)
 {
-    if (c->send_made)
+    if (c->send_made || c->recv_splits.n)
         cuco_buf_puts(g, "// the pieces sends and receives of 2 MiB and more move in\n"
                          "#define CUCO_P2P_PIECES 8 // cuco:knob run 1 2 4 8 16\n");
     if (c->glue.reads & CUCO_GLUE_READS_P2P)

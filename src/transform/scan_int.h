@@ -64,6 +64,8 @@ int scan_expr_heads(const sview *v, size_t a, size_t b, cuco_strlist *out, int a
 int scan_listed(const cuco_strlist *l, const char *s);
 int scan_place(scan *s, cuco_sched_place *pl);
 int scan_holds_call(const sview *v, size_t a, size_t b, const char *name);
+/* 1 when the scanned call is a receive (ncclRecv) */
+int scan_is_recv(const scan *s);
 /* the enclosing function of the block at brace (CUCO_ENOTFOUND: none) */
 int scan_fn_scope_find(fn_scope *f, const sview *v, size_t brace);
 void scan_fn_scope_free(fn_scope *f);

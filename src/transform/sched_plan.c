@@ -290,8 +290,8 @@ int cuco_sched_scan(const char *text, size_t call_off, const char *api, int site
         rc = plan_note(plan, "the call's statement was not found in its block", 0);
     if (rc == 0)
         rc = scan_place(&s, &pl);
-    int gather = strcmp(api, "ncclAllGather") == 0;
-    if (rc == 0 && gather)
+    int splits = strcmp(api, "ncclAllGather") == 0 || strcmp(api, "ncclRecv") == 0;
+    if (rc == 0 && splits)
         rc = scan_try_split(&s, &pl, editable, ctx, plan);
     if (rc == 0 && pl.independent == 0)
         rc = pl.wait < s.n ? plan_note(plan,
@@ -318,7 +318,7 @@ int cuco_sched_scan(const char *text, size_t call_off, const char *api, int site
         plan->same_stream = pl.same_stream;
         plan->consumer_end = pl.wait >= s.n;
     }
-    if (rc >= 0 && gather && !plan->applies)
+    if (rc >= 0 && splits && !plan->applies)
         rc = scan_split_fails(plan, rc);
     if (rc >= 0 && cuco_sched_producer_fed(api) && s.call < s.n) {
         int prc = scan_try_produce(&s, site, editable, ctx, plan);

@@ -9,7 +9,10 @@
  * GEMM is no consumer any more: the wait is placed again, after it. A
  * launch of a kernel the manifest declares rows_independent or attention
  * (kernel_launch.h), in the same places, is split the same way through
- * cuco_tx::kernel_split or cuco_tx::attention_split.
+ * cuco_tx::kernel_split or cuco_tx::attention_split. The same scan on a
+ * receive (consume_as_received) takes only a declared rows_independent
+ * kernel: it runs piece by piece as the receive lands
+ * (cuco_tx::kernel_recv_split, the receive getting recv_site(...) first).
  *
  * producer_split (scan_try_produce): the GEMM or declared kernel right
  * before an all-reduce or reduce-scatter that writes its input runs in
@@ -257,12 +260,13 @@ int scan_split_edits(scan *s, size_t call_open, int site, cuco_sched_plan *p)
     if (!arg_range(v, call_open, 0, &a, &b))
         return CUCO_EINVAL;
     int rc;
+    int recv = scan_is_recv(s);
     if (p->split_kernel) {
         int att = s->ks.attention;
         char *spec = att ? kernel_launch_attention_spec(v, &s->ks) : kernel_launch_spec(&s->ks);
-        char *head = spec ? cuco_sprintf("cuco_tx::%s(%d, CUCO_SPLIT_%d, %s",
-                                         att ? "attention_split" : "kernel_split", site, site, spec)
-                          : NULL;
+        const char *glue = att ? "attention_split" : recv ? "kernel_recv_split" : "kernel_split";
+        char *head =
+            spec ? cuco_sprintf("cuco_tx::%s(%d, CUCO_SPLIT_%d, %s", glue, site, site, spec) : NULL;
         free(spec);
         rc = launch_edit(p, v, &s->ks, head);
     } else {
@@ -276,7 +280,8 @@ int scan_split_edits(scan *s, size_t call_open, int site, cuco_sched_plan *p)
     }
     if (rc == 0)
         rc = scan_plan_edit(p, tk(v, a)->off, 0,
-                            cuco_sprintf("cuco_tx::split_site(%d, CUCO_SPLIT_%d), ", site, site),
+                            cuco_sprintf("cuco_tx::%s(%d, CUCO_SPLIT_%d), ",
+                                         recv ? "recv_site" : "split_site", site, site),
                             tk(v, a)->off);
     return rc;
 }
@@ -331,13 +336,15 @@ static const char *lend_note(const kernel_launch *kl)
 }
 
 /* The split of a launch of a kernel declared rows_independent: every
- * argument that reads the gathered buffer must be a row argument of the
- * declaration. Returns 0 (p->split says whether it applies), or negative. */
+ * argument that reads the gathered (or received) buffer must be a row
+ * argument of the declaration. Returns 0 (p->split says whether it
+ * applies), or negative. */
 static int try_kernel_split(scan *s, cuco_sched_place *pl, stmt *st, int helper,
                             int (*editable)(void *, size_t), void *ctx, cuco_sched_plan *p)
 {
     const sview *v = s->v;
-    int line = tk(v, st->a)->line;
+    int line = tk(v, st->a)->line, recv = scan_is_recv(s);
+    const char *what = recv ? "received" : "gathered";
     unsigned long reads = s->ks.rows_mask;
     /* in a helper its arguments are the helper's names: the glue checks at
      * run time that the gathered buffer reaches the kernel through row
@@ -349,12 +356,16 @@ static int try_kernel_split(scan *s, cuco_sched_place *pl, stmt *st, int helper,
     int klen = (int)tk(v, s->ks.bare)->len;
     char *why = NULL;
     if (!reads)
-        why = cuco_sprintf("launches kernel %.*s, which reads the gathered buffer through no "
+        why = cuco_sprintf("launches kernel %.*s, which reads the %s buffer through no "
                            "argument (its launch configuration?)",
-                           klen, kname);
+                           klen, kname, what);
     else if (reads & ~s->ks.rows_mask)
-        why = cuco_sprintf("launches kernel %.*s, which reads the gathered buffer through a "
+        why = cuco_sprintf("launches kernel %.*s, which reads the %s buffer through a "
                            "parameter its declaration's args= does not list",
+                           klen, kname, what);
+    else if (recv && s->ks.attention)
+        why = cuco_sprintf("launches kernel %.*s, declared attention: a receive is consumed "
+                           "piece by piece only by a kernel declared rows_independent",
                            klen, kname);
     else if (editable && !editable(ctx, tk(v, s->ks.name)->off))
         why = cuco_sprintf("is in frozen code");
@@ -367,18 +378,26 @@ static int try_kernel_split(scan *s, cuco_sched_place *pl, stmt *st, int helper,
         return rc;
     p->split = 1;
     p->split_kernel = 1;
+    p->split_recv = recv;
     p->split_attention = s->ks.attention;
     p->split_lend = s->ks.attention && s->ks.lend;
     p->split_line = tk(v, s->ks.name)->line;
     p->split_gemm_off = tk(v, s->ks.name)->off;
     free(p->split_note);
-    p->split_note = cuco_sprintf(
-        "kernel %.*s at line %d consumes ncclAllGather at line %d per source rank (%s; declared "
-        "%s at workload.yaml line %d)%s%s",
-        klen, kname, p->split_line, tk(v, s->call_tok)->line,
-        s->ks.attention ? "own keys first, the parts merged by log-sum-exp" : "own rows first",
-        s->ks.decl->term, s->ks.decl_line, helper ? ", in the helper its first consumer calls" : "",
-        lend_note(&s->ks));
+    if (recv)
+        p->split_note = cuco_sprintf(
+            "kernel %.*s at line %d consumes ncclRecv at line %d piece by piece as it lands "
+            "(declared %s at workload.yaml line %d)%s",
+            klen, kname, p->split_line, tk(v, s->call_tok)->line, s->ks.decl->term, s->ks.decl_line,
+            helper ? ", in the helper its first consumer calls" : "");
+    else
+        p->split_note = cuco_sprintf(
+            "kernel %.*s at line %d consumes ncclAllGather at line %d per source rank (%s; "
+            "declared %s at workload.yaml line %d)%s%s",
+            klen, kname, p->split_line, tk(v, s->call_tok)->line,
+            s->ks.attention ? "own keys first, the parts merged by log-sum-exp" : "own rows first",
+            s->ks.decl->term, s->ks.decl_line,
+            helper ? ", in the helper its first consumer calls" : "", lend_note(&s->ks));
     return p->split_note ? 0 : CUCO_ENOMEM;
 }
 
@@ -391,9 +410,11 @@ int scan_try_split(scan *s, cuco_sched_place *pl, int (*editable)(void *, size_t
                    cuco_sched_plan *p)
 {
     const sview *v = s->v;
+    int recv = scan_is_recv(s);
     if (pl->wait >= s->n) {
         free(p->split_note);
-        p->split_note = cuco_strdup("no later statement of its block reads the gathered buffer");
+        p->split_note = cuco_sprintf("no later statement of its block reads the %s buffer",
+                                     recv ? "received" : "gathered");
         return p->split_note ? 0 : CUCO_ENOMEM;
     }
     stmt *st = &s->stmts[pl->wait];
@@ -414,6 +435,13 @@ int scan_try_split(scan *s, cuco_sched_place *pl, int (*editable)(void *, size_t
         free(kwhy);
         return rc > 0 ? 0 : rc;
     }
+    if (recv)
+        return split_no(p,
+                        "is a GEMM: a receive is consumed piece by piece only by a kernel "
+                        "declared rows_independent",
+                        line) > 0
+                   ? 0
+                   : CUCO_ENOMEM;
     const gemm_api *api = gemm_at(v, g);
     int ha = 0, hb = 0, rc = 0;
     if (helper) /* its operands are the helper's names: the glue checks at run time */

@@ -21,11 +21,15 @@
 #include <unistd.h>
 
 /* The parts of the glue, in the order a program gets them. */
-static const char *const runtime_parts[] = {
-    "src/transform/cuco_tx_runtime.cuh",   "src/transform/cuco_tx_p2p.cuh",
-    "src/transform/cuco_tx_schedules.cuh", "src/transform/cuco_tx_produce.cuh",
-    "src/transform/cuco_tx_lend.cuh",      "src/transform/cuco_tx_attention.cuh",
-    "src/transform/cuco_tx_gemm.cuh",      NULL};
+static const char *const runtime_parts[] = {"src/transform/cuco_tx_runtime.cuh",
+                                            "src/transform/cuco_tx_p2p.cuh",
+                                            "src/transform/cuco_tx_schedules.cuh",
+                                            "src/transform/cuco_tx_recv.cuh",
+                                            "src/transform/cuco_tx_produce.cuh",
+                                            "src/transform/cuco_tx_lend.cuh",
+                                            "src/transform/cuco_tx_attention.cuh",
+                                            "src/transform/cuco_tx_gemm.cuh",
+                                            NULL};
 
 static char *runtime_text; /* the parts joined, made once */
 

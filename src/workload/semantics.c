@@ -51,18 +51,19 @@ static const cuco_semantic_term terms[] = {
      "set to n (same grid), the kernel computes rows r0..r0+n-1 and touches no other (so "
      "two such launches on disjoint rows may run at the same time); rows= "
      "names the parameter that holds the row count, args= the pointer parameters indexed by "
-     "row, each NAME (as many elements per row as the gathered or reduced one) or NAME:WIDTH "
+     "row, each NAME (as many elements per row as the gathered, received or reduced one) or "
+     "NAME:WIDTH "
      "(WIDTH: the parameter that holds its elements per row); params= lists the kernel's "
      "parameter names when neither its definition nor a declaration is in the evolve file",
      "a kernel that consumes gathered rows runs per source rank as the rows land (consumer "
-     "split for kernels); a kernel that makes an all-reduce's or a reduce-scatter's input runs "
-     "in ranges of rows, "
-     "each reduced as soon as it is made (producer split for kernels)",
-     "schedules consumer_split_by_source (a launch that is an all-gather's first consumer) and "
-     "producer_split (a launch right before an in-place all-reduce, or a reduce-scatter, of a "
-     "row argument) split "
-     "it (both need rows= and args=, and the kernel's __global__ definition or declaration in "
-     "the evolve file, or params=)"},
+     "split for kernels); a kernel that consumes a received buffer runs piece by piece as it "
+     "lands (layer-wise); a kernel that makes an all-reduce's or a reduce-scatter's input runs "
+     "in ranges of rows, each reduced as soon as it is made (producer split for kernels)",
+     "schedules consumer_split_by_source (a launch that is an all-gather's first consumer), "
+     "consume_as_received (a launch that is a receive's first consumer, outside an NCCL "
+     "group) and producer_split (a launch right before an in-place all-reduce, or a "
+     "reduce-scatter, of a row argument) split it (all need rows= and args=, and the kernel's "
+     "__global__ definition or declaration in the evolve file, or params=)"},
     {"sum_reduction", "kernel", "into=*",
      "the kernel adds its contribution into the output (into= names it): partial results may "
      "be added in any order",

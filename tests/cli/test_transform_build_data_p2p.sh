@@ -6,8 +6,24 @@
 set -u
 source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
 setup transform-build nvcc
-for name in sendrecv_pair alltoall_group broadcast; do
+for name in sendrecv_pair alltoall_group broadcast stage_handoff; do
     transform_bg "$CUCO_TEST_DATA/transform/$name"
     built "$name"
 done
+# stage_handoff: the first stage's GEMMs make the buffer it sends (send as
+# produced), the second stage's declared kernel consumes the receive piece
+# by piece (consume as received); the one-rank path's grouped receive stays
+# whole and says why
+sh=$TMP/stage_handoff/gen_0/stage_handoff.cu
+report=$TMP/stage_handoff/gen_0/transform_report.md
+check "stage_handoff: the receive takes its site, the kernel goes through kernel_recv_split" \
+    bash -c "grep -q 'cuco_tx::recv(cuco_tx::recv_site(1, CUCO_SPLIT_1), acts,' '$sh' &&
+             grep -q 'cuco_tx::kernel_recv_split(1, CUCO_SPLIT_1, cuco_tx::RowSpec{3, 0x5UL, 0}, rms_gelu,' '$sh'"
+check "stage_handoff: the receive moves in pieces" grep -q '^#define CUCO_P2P_PIECES 8 // cuco:knob' "$sh"
+check "stage_handoff: the report names both schedules" \
+    bash -c "grep -q 'consume_as_received: kernel rms_gelu at line 127 consumes ncclRecv at line 126 piece by piece' '$report' &&
+             grep -q 'send_as_produced: ncclSend at line 118' '$report'"
+check "stage_handoff: the grouped receive is not split, and says why" \
+    grep -q 'consume_as_received does not apply to ncclRecv: inside ncclGroupStart/ncclGroupEnd' "$report"
+check "stage_handoff: builds with CUCO_SPLIT_1=0" knob_built stage_handoff CUCO_SPLIT_1 0
 exit $fail

@@ -7,7 +7,10 @@
  * declaration or of the program leaves the launch whole with its reason. A
  * declared kernel right before an in-place all-reduce of one of its row
  * arguments, or a reduce-scatter of one, takes producer_split
- * (cuco_tx::kernel_produce). */
+ * (cuco_tx::kernel_produce). A receive whose first consumer launches a
+ * declared kernel on the received rows takes consume_as_received
+ * (cuco_tx::kernel_recv_split, recv_site on the receive); a GEMM, or a
+ * receive inside a group, stays whole with its reason. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -389,6 +392,87 @@ static void test_kernel_split_helper(void **state)
     cuco_tx_result_free(&r);
 }
 
+/* line 9: the receive; line 10: the norm over the received rows; line 11:
+ * another kernel, independent of them */
+static const char *const prog_recv =
+    "#include <nccl.h>\n"
+    "__global__ void norm(const float *x, const float *w, float *y, int rows, int dim)\n"
+    "{ int r = blockIdx.x; if (r < rows) y[r * dim] = x[r * dim] * w[0]; }\n"
+    "__global__ void other(float *a, int n) { a[0] = (float)n; }\n"
+    "__global__ void use(const float *a, int n) {}\n"
+    "static void stage(float *in, float *w, float *y, float *z, int rows, int dim, int prev,\n"
+    "                  ncclComm_t c, cudaStream_t s)\n"
+    "{\n"
+    "    ncclRecv(in, (size_t)rows * dim, ncclFloat, prev, c, s);\n"
+    "    norm<<<rows, 256, 0, s>>>(in, w, y, rows, dim);\n"
+    "    other<<<1, 32, 0, s>>>(z, 4);\n"
+    "}\n"
+    "int main() {\n"
+    "    float *in, *w, *y, *z; ncclComm_t c; cudaStream_t s;\n"
+    "    cudaMalloc(&in, 128); cudaMalloc(&w, 4); cudaMalloc(&y, 128); cudaMalloc(&z, 4);\n"
+    "    stage(in, w, y, z, 8, 4, 0, c, s);\n"
+    "    return 0;\n"
+    "}\n";
+
+static void test_kernel_recv_split(void **state)
+{
+    (void)state;
+    decl d;
+    decl_make(&d, "norm", "rows", "x y");
+    cuco_tx_result r;
+    transform_declared(prog_recv, &d, &r);
+    assert_non_null(strstr(r.program, "cuco_tx::kernel_recv_split(0, CUCO_SPLIT_0, "
+                                      "cuco_tx::RowSpec{3, 0x5UL, 1}, norm, rows, 256, 0, s, in, w, "
+                                      "y, rows, dim);"));
+    assert_non_null(strstr(r.program, "cuco_tx::recv(cuco_tx::recv_site(0, CUCO_SPLIT_0), in, "));
+    assert_non_null(strstr(r.program, "cuco_tx::early_start(0, CUCO_EARLY_0, s)"));
+    assert_non_null(strstr(r.program, "#define CUCO_SPLIT_0 1 // cuco:knob run 0 1"));
+    /* the pieces the receive moves in; no gather, so no gather parts */
+    assert_non_null(strstr(r.program, "#define CUCO_P2P_PIECES 8 // cuco:knob"));
+    assert_null(strstr(r.program, "CUCO_SPLIT_CHUNKS 4 // cuco:knob"));
+    const char *split = strstr(r.program, "cuco_tx::kernel_recv_split(");
+    const char *wait = strstr(r.program, "cuco_tx::early_wait(0, CUCO_EARLY_0");
+    assert_non_null(wait);
+    assert_true(split < wait);
+    assert_true(tx_has_schedule_note(&r.notes, 10,
+                                     "consume_as_received: kernel norm at line 10 consumes ncclRecv "
+                                     "at line 9 piece by piece as it lands (declared "
+                                     "rows_independent at workload.yaml line 12)"));
+    cuco_tx_result_free(&r);
+    /* the received buffer reaches a parameter args= does not list */
+    decl_make(&d, "norm", "rows", "y");
+    transform_declared(prog_recv, &d, &r);
+    assert_null(strstr(r.program, "cuco_tx::kernel_recv_split("));
+    assert_true(tx_has_schedule_note(&r.notes, 9,
+                                     "consume_as_received does not apply to ncclRecv: its first "
+                                     "consumer (line 10) launches kernel norm, which reads the "
+                                     "received buffer through a parameter"));
+    cuco_tx_result_free(&r);
+    /* a GEMM consuming the receive stays whole */
+    char *gemm = tx_replaced(prog_recv, "    norm<<<rows, 256, 0, s>>>(in, w, y, rows, dim);\n",
+                             "    cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, dim, rows, dim, w, w, dim, "
+                             "in, dim, w, y, dim);\n");
+    decl_make(&d, "norm", "rows", "x y");
+    transform_declared(gemm, &d, &r);
+    assert_null(strstr(r.program, "cuco_tx::recv_site("));
+    assert_true(tx_has_schedule_note(&r.notes, 9,
+                                     "is a GEMM: a receive is consumed piece by piece only by a "
+                                     "kernel declared rows_independent"));
+    cuco_tx_result_free(&r);
+    free(gemm);
+    /* inside a group the receive is issued with the group */
+    char *grouped = tx_replaced(prog_recv, "    ncclRecv(in, (size_t)rows * dim, ncclFloat, prev, c, s);\n",
+                                "    ncclGroupStart();\n"
+                                "    ncclRecv(in, (size_t)rows * dim, ncclFloat, prev, c, s);\n"
+                                "    ncclGroupEnd();\n");
+    transform_declared(grouped, &d, &r);
+    assert_null(strstr(r.program, "cuco_tx::recv_site("));
+    assert_true(tx_has_schedule_note(&r.notes, 10, "consume_as_received does not apply to ncclRecv: "
+                                                   "inside ncclGroupStart/ncclGroupEnd"));
+    cuco_tx_result_free(&r);
+    free(grouped);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -399,6 +483,7 @@ int main(void)
         cmocka_unit_test(test_kernel_split_helper),
         cmocka_unit_test(test_kernel_produce_applies),
         cmocka_unit_test(test_kernel_produce_reduce_scatter),
+        cmocka_unit_test(test_kernel_recv_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

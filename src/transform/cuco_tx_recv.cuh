@@ -1,0 +1,144 @@
+// cuco_tx glue, part 4 of 8: schedule consume_as_received, a receive
+// consumed piece by piece by the kernel that reads it (after the schedules'
+// pieces and kernel splits of part 3, whose helpers it uses).
+namespace cuco_tx {
+
+// Schedule consume_as_received (knob CUCO_SPLIT_<site>): a receive whose
+// first consumer is the launch of a kernel the manifest declares
+// rows_independent, with the received buffer as one of its row arguments.
+// The receive (its first argument recv_site(site, CUCO_SPLIT_<site>)) moves
+// in CUCO_P2P_PIECES pieces on the stream early_start gave it: every piece
+// is posted first, then each is waited for in order and an event is
+// recorded after it. The kernel (kernel_recv_split, same arguments as its
+// launch) then runs once per piece on its own stream, each launch after the
+// event of the piece that completes its rows, with the row count set to the
+// rows that landed and each row argument moved to their first row: the
+// first rows are consumed while the last are still on the way. Anything
+// else (knob 0, a group, a receive from self, one piece, a launch whose row
+// arguments do not cover the buffer row by row) waits for the whole receive
+// and launches the kernel whole, saying why once on stderr.
+
+struct RecvSite {
+  int site, on;
+};
+inline RecvSite recv_site(int site, int on) { return RecvSite{site, on}; }
+
+struct RecvRec {
+  const char* buf = nullptr;  // the received buffer
+  size_t bytes = 0;
+  int pieces = 0;
+  size_t pieceEnd[kMaxP2pPieces] = {};       // one past the last byte of piece i
+  cudaEvent_t landed[kMaxP2pPieces] = {};    // piece i is in the buffer
+  bool fresh = false;                        // received and not consumed yet
+  bool warned = false;                       // the fallback was reported
+};
+inline std::vector<RecvRec>& recv_recs() {
+  static std::vector<RecvRec> v;
+  return v;
+}
+inline RecvRec* recv_rec(int site) { return site_rec(recv_recs(), site); }
+
+// The pieces of a receive on `stream`: those the device carries posted
+// first, then each piece in order (NCCL's receive, or the device's wait),
+// then its event.
+inline ncclResult_t recv_pieces(RecvRec* r, const std::vector<P2pOp>& ops, cudaStream_t stream) {
+  for (const P2pOp& op : ops)
+    if (!via_nccl(op)) CUCO_TX_TRY(p2p_post(op));
+  for (size_t i = 0; i < ops.size(); i++) {
+    const P2pOp& op = ops[i];
+    if (via_nccl(op)) {
+      CUCO_TX_TRY(::ncclRecv(const_cast<void*>(op.buf), op.bytes, ncclInt8, op.peer, op.comm, stream));
+    } else {
+      CUCO_TX_TRY(p2p_wait(op));
+    }
+    if (cudaEventRecord(r->landed[i], stream) != cudaSuccess)
+      return CUCO_TX_FAIL("consume_as_received: recording a piece's event failed");
+  }
+  return ncclSuccess;
+}
+
+inline ncclResult_t recv(RecvSite rs, void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                         ncclComm_t comm, cudaStream_t stream) {
+  RecvRec* r = rs.on ? recv_rec(rs.site) : nullptr;
+  if (r) r->fresh = false;
+  size_t es = dtype_size(datatype), bytes = count * es;
+  int k = es ? p2p_pieces(bytes) : 1;
+  if (!r || k < 2 || group_depth() > 0 || comm_setup(comm) != ncclSuccess || peer == comm_rank(comm))
+    return recv(recvbuff, count, datatype, peer, comm, stream);
+  int n = 0;
+  if (ncclCommCount(comm, &n) != ncclSuccess || peer < 0 || peer >= n) return CUCO_TX_FAIL("peer out of range");
+  for (int i = 0; i < k; i++)
+    if (!r->landed[i] && cudaEventCreateWithFlags(&r->landed[i], cudaEventDisableTiming) != cudaSuccess)
+      return CUCO_TX_FAIL("consume_as_received: cannot create its events");
+  made_forget(recvbuff, bytes);
+  std::vector<P2pOp> ops;
+  for (int i = 0; i < k; i++) {
+    ops.push_back(piece_op(false, recvbuff, bytes, k, i, peer, comm, stream));
+    r->pieceEnd[i] = piece_off(bytes, k, i + 1);
+  }
+  CUCO_TX_TRACE("rank %d: receive from peer %d in %d pieces, each consumed as it lands\n", comm_rank(comm), peer, k);
+  r->buf = static_cast<const char*>(recvbuff);
+  r->bytes = bytes;
+  r->pieces = k;
+  ncclResult_t res = recv_pieces(r, ops, stream);
+  r->fresh = res == ncclSuccess;
+  return res;
+}
+
+// Why the launch cannot consume the receive r piece by piece (nullptr: it
+// can); fills q (the received argument's bits) and the row arguments'
+// elements per row.
+inline const char* recv_split_plan(const RecvRec& r, const ksplit::Params& pa, const RowSpec& w, unsigned gridX,
+                                   ksplit::Part* q) {
+  uintptr_t lo = reinterpret_cast<uintptr_t>(r.buf), hi = lo + r.bytes;
+  unsigned long got = 0;
+  int g = -1;
+  if (const char* why = row_args_at(pa, w, lo, hi, true, &got, &g)) return why;
+  long long rows = w.rowsPos < pa.n ? pa.ints[w.rowsPos] : -1;
+  if (rows <= 0 || r.bytes % (size_t)rows || (r.bytes / (size_t)rows) % pa.es[g])
+    return "the received buffer is not a whole number of its rows";
+  long long ref = (long long)(r.bytes / (size_t)rows / pa.es[g]);
+  if (const char* why = row_elems(pa, w, ref)) return why;
+  if (pa.elems[g] != ref) return "the received argument's declared width is not the received rows' width";
+  *q = part_of(pa, w, gridX, rows);
+  q->gathered = got;
+  return nullptr;
+}
+
+template <class... P, class... A>
+inline cudaError_t kernel_recv_split(int site, int on, const RowSpec& w, void (*kernel)(P...), dim3 grid, dim3 block,
+                                     size_t smem, cudaStream_t stream, A&&... a) {
+  ksplit::Launch<P...> L(kernel, grid, block, smem, stream, std::forward<A>(a)...);
+  RecvRec* r = on ? recv_rec(site) : nullptr;
+  ksplit::Part q{};
+  const char* why = r && r->fresh ? recv_split_plan(*r, L.params(), w, grid.x, &q) : "no fresh receive";
+  if (why) {
+    if (r && r->fresh && !r->warned) {
+      fprintf(stderr, "cuco_tx: split(%d): the kernel runs whole after the receive: %s\n", site, why);
+      r->warned = true;
+    }
+    if (r) r->fresh = false;
+    split_join(site, stream);
+    return L.run(nullptr);
+  }
+  r->fresh = false;
+  long long rows = L.ints[w.rowsPos], done = 0;
+  size_t rowBytes = r->bytes / (size_t)rows;
+  int parts = 0;
+  for (int i = 0; i < r->pieces && done < rows; i++) {
+    long long upto = i + 1 == r->pieces ? rows : (long long)(r->pieceEnd[i] / rowBytes);
+    if (upto <= done) continue;
+    if (cudaStreamWaitEvent(stream, r->landed[i], 0) != cudaSuccess) return cudaErrorUnknown;
+    q.at = reinterpret_cast<uintptr_t>(r->buf + (size_t)done * rowBytes);
+    q.rowOff = done;
+    q.rows = upto - done;
+    cudaError_t rc = L.run(&q);
+    if (rc != cudaSuccess) return rc;
+    done = upto;
+    parts++;
+  }
+  CUCO_TX_TRACE("split(%d): kernel over the received rows in %d parts, each as its piece lands\n", site, parts);
+  return cudaSuccess;
+}
+
+}  // namespace cuco_tx
