@@ -1,7 +1,8 @@
 # scripts/device-eval.sh: sourced by the GPU step scripts (scripts/device.d/).
 # step_start TMPNAME NAME: what such a step starts with: CUCO (the cuco on
 # PATH), T (a temporary folder under /tmp, removed at exit, holding the
-# build cache), RANKS (2 where the machine has two GPUs or more, else 1),
+# build cache), RANKS (2 where the machine has two GPUs or more, else 1;
+# STEP_RANKS sets it),
 # LOG ($OUT/NAME.jsonl, emptied) and status=0.
 # eval_named WORKLOAD NAME LEVEL RANKS LIMIT PREFIX [PROGRAM FROZEN]: a
 # confined 'cuco eval' of WORKLOAD (of PROGRAM, with FROZEN as its frozen
@@ -32,6 +33,7 @@ step_start() {
   export CUCO_BUILD_CACHE=$T/cache
   RANKS=1
   [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ] && RANKS=2
+  RANKS=${STEP_RANKS:-$RANKS}
   LOG=$OUT/$2.jsonl
   : > "$LOG"
   status=0
