@@ -379,6 +379,9 @@ inline cudaError_t lend_run(lend::Site* s, ksplit::Launch<P...>& L, const AttnSp
 // launch. Why it failed, or nullptr.
 inline const char* attn_deal(int site, const SplitRec& gather, const lend::Info& me, attn::Deals* dl) {
   lend::Site* s = lend::site_of(site);
+  // a site whose windows belong to another live communicator lends nothing
+  // on this one (every rank of it sees the same)
+  if (s->comm && s->comm != gather.comm) return nullptr;
   const char* e = lend::setup(s, gather.comm);
   if (!e) e = lend::exchange(s, me, gather.rank, gather.nranks, dl->all);
   if (e) return e;

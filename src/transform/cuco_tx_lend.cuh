@@ -94,14 +94,17 @@ inline Buf* window_new(size_t bytes, ncclComm_t comm) {
   return cuco::lsa_peer_bases(b->symm) == 0 ? b : nullptr;
 }
 
+// The site's streams, event, pinned buffers and info window on comm (what
+// an earlier call that failed half way made is kept, not made again).
 inline const char* setup(Site* s, ncclComm_t comm) {
   if (s->info) return s->comm == comm ? nullptr : "its windows belong to another communicator";
   on_teardown(release_sites);
   s->comm = comm;
-  if (priority_stream_create(&s->xs, true) != cudaSuccess || priority_stream_create(&s->ls, false) != cudaSuccess ||
-      cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming) != cudaSuccess ||
-      cudaMallocHost(&s->own, sizeof(Info)) != cudaSuccess ||
-      cudaMallocHost(&s->slots, kMaxRanks * kInfoBytes) != cudaSuccess)
+  if ((!s->xs && priority_stream_create(&s->xs, true) != cudaSuccess) ||
+      (!s->ls && priority_stream_create(&s->ls, false) != cudaSuccess) ||
+      (!s->done && cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming) != cudaSuccess) ||
+      (!s->own && cudaMallocHost(&s->own, sizeof(Info)) != cudaSuccess) ||
+      (!s->slots && cudaMallocHost(&s->slots, kMaxRanks * kInfoBytes) != cudaSuccess))
     return "cannot create its streams";
   if (!(s->info = window_new(2 * kMaxRanks * kInfoBytes, comm))) return "cannot register its window";
   return nullptr;

@@ -14,9 +14,11 @@ namespace cuco_tx {
 // event of the piece that completes its rows, with the row count set to the
 // rows that landed and each row argument moved to their first row: the
 // first rows are consumed while the last are still on the way. Anything
-// else (knob 0, a group, a receive from self, one piece, a launch whose row
-// arguments do not cover the buffer row by row) waits for the whole receive
-// and launches the kernel whole, saying why once on stderr.
+// else (knob 0, a group, a receive from self, one piece, a receive on the
+// kernel's own stream, a received argument without a declared width, a
+// launch whose row arguments do not cover the buffer row by row) waits for
+// the whole receive and launches the kernel whole, saying why once on
+// stderr.
 
 struct RecvSite {
   int site, on;
@@ -26,6 +28,7 @@ inline RecvSite recv_site(int site, int on) { return RecvSite{site, on}; }
 struct RecvRec {
   const char* buf = nullptr;  // the received buffer
   size_t bytes = 0;
+  cudaStream_t stream = nullptr;  // the one the pieces were received on
   int pieces = 0;
   size_t pieceEnd[kMaxP2pPieces] = {};       // one past the last byte of piece i
   cudaEvent_t landed[kMaxP2pPieces] = {};    // piece i is in the buffer
@@ -40,13 +43,16 @@ inline RecvRec* recv_rec(int site) { return site_rec(recv_recs(), site); }
 
 // The pieces of a receive on `stream`: those the device carries posted
 // first, then each piece in order (NCCL's receive, or the device's wait),
-// then its event.
+// then its event. Which way each piece goes is decided once, before the
+// first post (a post registers the windows, which changes via_nccl).
 inline ncclResult_t recv_pieces(RecvRec* r, const std::vector<P2pOp>& ops, cudaStream_t stream) {
-  for (const P2pOp& op : ops)
-    if (!via_nccl(op)) CUCO_TX_TRY(p2p_post(op));
+  std::vector<char> nccl(ops.size());
+  for (size_t i = 0; i < ops.size(); i++) nccl[i] = via_nccl(ops[i]);
+  for (size_t i = 0; i < ops.size(); i++)
+    if (!nccl[i]) CUCO_TX_TRY(p2p_post(ops[i]));
   for (size_t i = 0; i < ops.size(); i++) {
     const P2pOp& op = ops[i];
-    if (via_nccl(op)) {
+    if (nccl[i]) {
       CUCO_TX_TRY(::ncclRecv(const_cast<void*>(op.buf), op.bytes, ncclInt8, op.peer, op.comm, stream));
     } else {
       CUCO_TX_TRY(p2p_wait(op));
@@ -79,6 +85,7 @@ inline ncclResult_t recv(RecvSite rs, void* recvbuff, size_t count, ncclDataType
   CUCO_TX_TRACE("rank %d: receive from peer %d in %d pieces, each consumed as it lands\n", comm_rank(comm), peer, k);
   r->buf = static_cast<const char*>(recvbuff);
   r->bytes = bytes;
+  r->stream = stream;
   r->pieces = k;
   ncclResult_t res = recv_pieces(r, ops, stream);
   r->fresh = res == ncclSuccess;
@@ -94,6 +101,10 @@ inline const char* recv_split_plan(const RecvRec& r, const ksplit::Params& pa, c
   unsigned long got = 0;
   int g = -1;
   if (const char* why = row_args_at(pa, w, lo, hi, true, &got, &g)) return why;
+  // a receive may fill only part of what the kernel reads: its rows are
+  // known only from the received argument's declared width
+  if (g >= 64 || w.widthFrom[g] == 0)
+    return "the received argument's width is not declared (args= NAME:WIDTH)";
   long long rows = w.rowsPos < pa.n ? pa.ints[w.rowsPos] : -1;
   if (rows <= 0 || r.bytes % (size_t)rows || (r.bytes / (size_t)rows) % pa.es[g])
     return "the received buffer is not a whole number of its rows";
@@ -111,7 +122,9 @@ inline cudaError_t kernel_recv_split(int site, int on, const RowSpec& w, void (*
   ksplit::Launch<P...> L(kernel, grid, block, smem, stream, std::forward<A>(a)...);
   RecvRec* r = on ? recv_rec(site) : nullptr;
   ksplit::Part q{};
-  const char* why = r && r->fresh ? recv_split_plan(*r, L.params(), w, grid.x, &q) : "no fresh receive";
+  const char* why = !r || !r->fresh        ? "no fresh receive"
+                    : r->stream == stream ? "received on the kernel's own stream (CUCO_EARLY off): nothing to overlap"
+                                          : recv_split_plan(*r, L.params(), w, grid.x, &q);
   if (why) {
     if (r && r->fresh && !r->warned) {
       fprintf(stderr, "cuco_tx: split(%d): the kernel runs whole after the receive: %s\n", site, why);

@@ -366,16 +366,21 @@ inline cudaError_t symm_free_async(void* p, cudaStream_t s) {
 // are freed by their hooks). Call before ncclCommDestroy(c).
 inline ncclResult_t comm_teardown(ncclComm_t c) {
   if (cudaDeviceSynchronize() != cudaSuccess) return CUCO_TX_FAIL("device error before teardown");
+  // every step runs even after a failure (deregistration is collective: a
+  // rank that stopped early would leave the others waiting); the first
+  // failure is returned
+  ncclResult_t r = ncclSuccess;
   for (TeardownHook h : teardown_hooks())
-    if (h(c) != ncclSuccess) return ncclInvalidUsage;
+    if (h(c) != ncclSuccess && r == ncclSuccess) r = ncclInvalidUsage;
   for (Buf* b : bufs()) {
     if (!b->registered || b->symm.comm != c) continue;
-    if (ncclCommWindowDeregister(c, b->symm.win) != ncclSuccess) return CUCO_TX_FAIL("window deregister failed");
+    if (ncclCommWindowDeregister(c, b->symm.win) != ncclSuccess && r == ncclSuccess)
+      r = CUCO_TX_FAIL("window deregister failed");
     b->registered = false;
   }
   for (Comm& x : comms())
-    if (x.comm == c && x.live && comm_release(x) != ncclSuccess) return ncclInvalidUsage;
-  return ncclSuccess;
+    if (x.comm == c && x.live && comm_release(x) != ncclSuccess && r == ncclSuccess) r = ncclInvalidUsage;
+  return r;
 }
 
 // Schedule early_start_late_wait (knobs CUCO_EARLY_<site>, one per rewritten

@@ -34,12 +34,30 @@ static size_t launch_lt(const sview *v, size_t a, size_t end, size_t *bare)
     return i < end && is(v, i, "<<<") ? i : v->n;
 }
 
+/* Past a leading C cast of [*a, b) ("(unsigned)rows", "(long int)n"): a
+ * parenthesised run of names followed by more tokens. */
+static void skip_cast(const sview *v, size_t *a, size_t b)
+{
+    if (*a >= b || !is(v, *a, "("))
+        return;
+    size_t i = *a + 1;
+    while (i < b && ident(v, i))
+        i++;
+    if (i > *a + 1 && i + 1 < b && is(v, i, ")"))
+        *a = i + 1;
+}
+
 /* Whether the launch's grid (configuration item 0) is written as its
- * argument k: the same tokens ("rows" and "rows"). */
+ * argument k: the same tokens ("rows" and "rows"), either one behind a C
+ * cast ("(unsigned)rows"). */
 static int same_text(const sview *v, size_t lt, size_t args, int k)
 {
     size_t ca, cb, aa, ab;
-    if (!arg_range(v, lt, 0, &ca, &cb) || !arg_range(v, args, k, &aa, &ab) || cb - ca != ab - aa)
+    if (!arg_range(v, lt, 0, &ca, &cb) || !arg_range(v, args, k, &aa, &ab))
+        return 0;
+    skip_cast(v, &ca, cb);
+    skip_cast(v, &aa, ab);
+    if (cb - ca != ab - aa)
         return 0;
     for (size_t i = 0; i < cb - ca; i++)
         if (!same_tok(v, ca + i, aa + i))

@@ -675,12 +675,13 @@ int scan_plan_edit(cuco_sched_plan *p, size_t off, size_t len, char *text, size_
     return cuco_sched_edit_push(&p->edits, &p->nedits, off, len, text, stmt_off);
 }
 
-/* Whether tokens [a, b) name the call `name` (ncclGroupStart, ...). */
+/* 1 when the scanned call is a receive (ncclRecv). */
 int scan_is_recv(const scan *s)
 {
     return s->call_tok < s->v->n && is(s->v, s->call_tok, "ncclRecv");
 }
 
+/* Whether tokens [a, b) name the call `name` (ncclGroupStart, ...). */
 int scan_holds_call(const sview *v, size_t a, size_t b, const char *name)
 {
     for (size_t i = a; i + 1 < b; i++)

@@ -335,6 +335,15 @@ static const char *lend_note(const kernel_launch *kl)
            "query_args=, query_width= or query_grid=)";
 }
 
+/* Whether every argument of bits has a declared width (NAME:WIDTH). */
+static int widths_declared(const kernel_launch *kl, unsigned long bits)
+{
+    for (int i = 0; i < 64; i++)
+        if (((bits >> i) & 1UL) && !kl->width_from[i])
+            return 0;
+    return 1;
+}
+
 /* The split of a launch of a kernel declared rows_independent: every
  * argument that reads the gathered (or received) buffer must be a row
  * argument of the declaration. Returns 0 (p->split says whether it
@@ -366,6 +375,11 @@ static int try_kernel_split(scan *s, cuco_sched_place *pl, stmt *st, int helper,
     else if (recv && s->ks.attention)
         why = cuco_sprintf("launches kernel %.*s, declared attention: a receive is consumed "
                            "piece by piece only by a kernel declared rows_independent",
+                           klen, kname);
+    else if (recv && !widths_declared(&s->ks, reads))
+        why = cuco_sprintf("launches kernel %.*s, whose declaration gives no width to the "
+                           "argument that reads the received buffer (args= NAME:WIDTH): a "
+                           "receive may fill only part of what the kernel reads",
                            klen, kname);
     else if (editable && !editable(ctx, tk(v, s->ks.name)->off))
         why = cuco_sprintf("is in frozen code");

@@ -63,7 +63,8 @@ static const cuco_semantic_term terms[] = {
      "consume_as_received (a launch that is a receive's first consumer, outside an NCCL "
      "group) and producer_split (a launch right before an in-place all-reduce, or a "
      "reduce-scatter, of a row argument) split it (all need rows= and args=, and the kernel's "
-     "__global__ definition or declaration in the evolve file, or params=)"},
+     "__global__ definition or declaration in the evolve file, or params=; "
+     "consume_as_received also the received argument's width, NAME:WIDTH)"},
     {"sum_reduction", "kernel", "into=*",
      "the kernel adds its contribution into the output (into= names it): partial results may "
      "be added in any order",

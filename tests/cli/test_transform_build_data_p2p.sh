@@ -18,7 +18,7 @@ sh=$TMP/stage_handoff/gen_0/stage_handoff.cu
 report=$TMP/stage_handoff/gen_0/transform_report.md
 check "stage_handoff: the receive takes its site, the kernel goes through kernel_recv_split" \
     bash -c "grep -q 'cuco_tx::recv(cuco_tx::recv_site(1, CUCO_SPLIT_1), acts,' '$sh' &&
-             grep -q 'cuco_tx::kernel_recv_split(1, CUCO_SPLIT_1, cuco_tx::RowSpec{3, 0x5UL, 0}, rms_gelu,' '$sh'"
+             grep -q 'cuco_tx::kernel_recv_split(1, CUCO_SPLIT_1, cuco_tx::RowSpec{3, 0x5UL, 1, {5, 0, 5}}, rms_gelu,' '$sh'"
 check "stage_handoff: the receive moves in pieces" grep -q '^#define CUCO_P2P_PIECES 8 // cuco:knob' "$sh"
 check "stage_handoff: the report names both schedules" \
     bash -c "grep -q 'consume_as_received: kernel rms_gelu at line 127 consumes ncclRecv at line 126 piece by piece' '$report' &&

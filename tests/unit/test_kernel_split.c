@@ -418,12 +418,12 @@ static void test_kernel_recv_split(void **state)
 {
     (void)state;
     decl d;
-    decl_make(&d, "norm", "rows", "x y");
+    decl_make(&d, "norm", "rows", "x:dim y:dim");
     cuco_tx_result r;
     transform_declared(prog_recv, &d, &r);
     assert_non_null(strstr(r.program, "cuco_tx::kernel_recv_split(0, CUCO_SPLIT_0, "
-                                      "cuco_tx::RowSpec{3, 0x5UL, 1}, norm, rows, 256, 0, s, in, w, "
-                                      "y, rows, dim);"));
+                                      "cuco_tx::RowSpec{3, 0x5UL, 1, {5, 0, 5}}, norm, rows, 256, 0, "
+                                      "s, in, w, y, rows, dim);"));
     assert_non_null(strstr(r.program, "cuco_tx::recv(cuco_tx::recv_site(0, CUCO_SPLIT_0), in, "));
     assert_non_null(strstr(r.program, "cuco_tx::early_start(0, CUCO_EARLY_0, s)"));
     assert_non_null(strstr(r.program, "#define CUCO_SPLIT_0 1 // cuco:knob run 0 1"));
@@ -439,8 +439,16 @@ static void test_kernel_recv_split(void **state)
                                      "at line 9 piece by piece as it lands (declared "
                                      "rows_independent at workload.yaml line 12)"));
     cuco_tx_result_free(&r);
+    /* without the received argument's width the rows it holds are unknown */
+    decl_make(&d, "norm", "rows", "x y");
+    transform_declared(prog_recv, &d, &r);
+    assert_null(strstr(r.program, "cuco_tx::kernel_recv_split("));
+    assert_true(tx_has_schedule_note(&r.notes, 9,
+                                     "launches kernel norm, whose declaration gives no width to the "
+                                     "argument that reads the received buffer (args= NAME:WIDTH)"));
+    cuco_tx_result_free(&r);
     /* the received buffer reaches a parameter args= does not list */
-    decl_make(&d, "norm", "rows", "y");
+    decl_make(&d, "norm", "rows", "y:dim");
     transform_declared(prog_recv, &d, &r);
     assert_null(strstr(r.program, "cuco_tx::kernel_recv_split("));
     assert_true(tx_has_schedule_note(&r.notes, 9,
@@ -452,7 +460,7 @@ static void test_kernel_recv_split(void **state)
     char *gemm = tx_replaced(prog_recv, "    norm<<<rows, 256, 0, s>>>(in, w, y, rows, dim);\n",
                              "    cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, dim, rows, dim, w, w, dim, "
                              "in, dim, w, y, dim);\n");
-    decl_make(&d, "norm", "rows", "x y");
+    decl_make(&d, "norm", "rows", "x:dim y:dim");
     transform_declared(gemm, &d, &r);
     assert_null(strstr(r.program, "cuco_tx::recv_site("));
     assert_true(tx_has_schedule_note(&r.notes, 9,
