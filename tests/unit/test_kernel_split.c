@@ -105,6 +105,22 @@ static void test_kernel_split_applies(void **state)
                                      "ncclAllGather at line 9 per source rank (own rows first; "
                                      "declared rows_independent at workload.yaml line 12)"));
     cuco_tx_result_free(&r);
+    /* a grid written as a cast of the row count is still one block a row;
+     * an expression over it is not */
+    static const char *const grids[][2] = {{"(unsigned)rows", "1}, norm, (unsigned)rows,"},
+                                           {"(unsigned int)rows", "1}, norm, (unsigned int)rows,"},
+                                           {"(unsigned)(rows + 1)", "0}, norm, (unsigned)(rows + 1),"}};
+    for (size_t i = 0; i < sizeof grids / sizeof grids[0]; i++) {
+        char *launch = cuco_sprintf("norm<<<%s, 256, 0, s>>>", grids[i][0]);
+        char *text = tx_replaced(prog, "norm<<<rows, 256, 0, s>>>", launch);
+        transform_declared(text, &d, &r);
+        char *want = cuco_sprintf("cuco_tx::RowSpec{3, 0x5UL, %s", grids[i][1]);
+        assert_non_null(strstr(r.program, want));
+        cuco_tx_result_free(&r);
+        free(want);
+        free(text);
+        free(launch);
+    }
 }
 
 /* a namespaced template kernel launched without smem and stream */
