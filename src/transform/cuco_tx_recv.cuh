@@ -125,15 +125,7 @@ inline cudaError_t kernel_recv_split(int site, int on, const RowSpec& w, void (*
   const char* why = !r || !r->fresh        ? "no fresh receive"
                     : r->stream == stream ? "received on the kernel's own stream (CUCO_EARLY off): nothing to overlap"
                                           : recv_split_plan(*r, L.params(), w, grid.x, &q);
-  if (why) {
-    if (r && r->fresh && !r->warned) {
-      fprintf(stderr, "cuco_tx: split(%d): the kernel runs whole after the receive: %s\n", site, why);
-      r->warned = true;
-    }
-    if (r) r->fresh = false;
-    split_join(site, stream);
-    return L.run(nullptr);
-  }
+  if (why) return launch_whole(r, site, "receive", why, L, stream);
   r->fresh = false;
   long long rows = L.ints[w.rowsPos], done = 0;
   size_t rowBytes = r->bytes / (size_t)rows;

@@ -804,6 +804,21 @@ inline const char* kernel_split_plan(const SplitRec& r, const ksplit::Params& pa
   return nullptr;
 }
 
+// A split launch that cannot split: it waits for its site's whole
+// communication and runs whole, saying why once (r: the site's record,
+// SplitRec or RecvRec, or nullptr; after: what it consumes).
+template <class R, class... P>
+inline cudaError_t launch_whole(R* r, int site, const char* after, const char* why, ksplit::Launch<P...>& L,
+                                cudaStream_t stream) {
+  if (r && r->fresh && !r->warned) {
+    fprintf(stderr, "cuco_tx: split(%d): the kernel runs whole after the %s: %s\n", site, after, why);
+    r->warned = true;
+  }
+  if (r) r->fresh = false;
+  split_join(site, stream);
+  return L.run(nullptr);
+}
+
 template <class... P, class... A>
 inline cudaError_t kernel_split(int site, int on, const RowSpec& w, void (*kernel)(P...), dim3 grid, dim3 block,
                                 size_t smem, cudaStream_t stream, A&&... a) {
@@ -813,15 +828,7 @@ inline cudaError_t kernel_split(int site, int on, const RowSpec& w, void (*kerne
   bool ownFromSend = false;
   const char* why = r && r->fresh ? kernel_split_plan(*r, L.params(), w, grid.x, &q, &ownFromSend)
                                   : "no fresh gather";
-  if (why) {
-    if (r && r->fresh && !r->warned) {
-      fprintf(stderr, "cuco_tx: split(%d): the kernel runs whole after the gather: %s\n", site, why);
-      r->warned = true;
-    }
-    if (r) r->fresh = false;
-    split_join(site, stream);
-    return L.run(nullptr);
-  }
+  if (why) return launch_whole(r, site, "gather", why, L, stream);
   r->fresh = false;
   long long rpr = L.ints[w.rowsPos] / r->nranks;
   size_t rowBytes = r->bytes / (size_t)rpr;
