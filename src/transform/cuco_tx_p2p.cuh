@@ -123,9 +123,10 @@ static __global__ void recv_wait_kernel(ncclWindow_t ctrl, int me, int src, uint
 
 // Whether a send or receive of this size goes by the copy engine
 // (CUCO_P2P_CE, messages of CUCO_P2P_NCCL_FROM bytes or more, a driver with
-// stream memory operations). Both ends decide alike, from the size.
+// stream memory operations). Both ends decide alike, from the message's
+// size (every piece of a message the same way).
 inline bool p2p_by_ce(const P2pOp& op) {
-  return CUCO_P2P_CE && CUCO_P2P_NCCL_FROM > 0 && op.bytes >= (size_t)CUCO_P2P_NCCL_FROM &&
+  return CUCO_P2P_CE && CUCO_P2P_NCCL_FROM > 0 && op.msgBytes >= (size_t)CUCO_P2P_NCCL_FROM &&
          op.peer != comm_rank(op.comm) && cuco::stream_mem_ops().ok;
 }
 
@@ -353,10 +354,12 @@ inline bool nccl_local_register_off() {
 // complete; NCCL_LOCAL_REGISTER=0 runs), so once a window of the
 // communicator is registered, every size takes the device path unless the
 // environment turns local registration off. Both ends of a pair decide
-// alike: the sizes match, windows are registered by every rank together, and
-// the environment is the job's.
+// alike: the sizes match (a piece is judged by its whole message's size, so
+// the pieces of one message go one way, whether its end flushes them one by
+// one or together), windows are registered by every rank together, and the
+// environment is the job's.
 inline bool via_nccl(const P2pOp& op) {
-  if (CUCO_P2P_NCCL_FROM <= 0 || op.bytes < (size_t)CUCO_P2P_NCCL_FROM || op.peer == comm_rank(op.comm) ||
+  if (CUCO_P2P_NCCL_FROM <= 0 || op.msgBytes < (size_t)CUCO_P2P_NCCL_FROM || op.peer == comm_rank(op.comm) ||
       p2p_by_ce(op))
     return false;
   const Comm* x = comm_find(op.comm);

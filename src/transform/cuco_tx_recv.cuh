@@ -44,7 +44,7 @@ inline RecvRec* recv_rec(int site) { return site_rec(recv_recs(), site); }
 // The pieces of a receive on `stream`: those the device carries posted
 // first, then each piece in order (NCCL's receive, or the device's wait),
 // then its event. Which way each piece goes is decided once, before the
-// first post (a post registers the windows, which changes via_nccl).
+// first post (every piece of a message goes the same way, see via_nccl).
 inline ncclResult_t recv_pieces(RecvRec* r, const std::vector<P2pOp>& ops, cudaStream_t stream) {
   std::vector<char> nccl(ops.size());
   for (size_t i = 0; i < ops.size(); i++) nccl[i] = via_nccl(ops[i]);

@@ -189,6 +189,7 @@ struct P2pOp {
   int peer;
   ncclComm_t comm;
   cudaStream_t stream;
+  size_t msgBytes;  // the whole message's bytes when the op is one of its pieces
 };
 
 inline std::vector<Buf*>& bufs() { static std::vector<Buf*> v; return v; }

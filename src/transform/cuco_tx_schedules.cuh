@@ -49,7 +49,7 @@ inline size_t piece_off(size_t bytes, int k, int i) {
 inline P2pOp piece_op(bool isSend, const void* buf, size_t bytes, int k, int i, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
   size_t lo = piece_off(bytes, k, i), hi = piece_off(bytes, k, i + 1);
-  return P2pOp{isSend, static_cast<const char*>(buf) + lo, hi - lo, peer, comm, stream};
+  return P2pOp{isSend, static_cast<const char*>(buf) + lo, hi - lo, peer, comm, stream, bytes};
 }
 
 inline void made_drop(size_t i) {
