@@ -12,6 +12,12 @@
 # with "name" and "ranks" added (a line {"name":NAME,"status":"no JSON"} and
 # status=1 when none came) and "NAME STATUS TIME_MS" is printed.
 # Needs CUCO, T, OUT and LOG set and a global `status`.
+# variants_build WORKLOAD PREFIX GEN0 VARIANT...: each VARIANT
+# ("NAME:K=V[,K=V...]") written from GEN0 to $T/NAME.cu (knob_variant, from
+# scripts/knob-variant.sh), then the seed, gen0 (GEN0) and every variant
+# built and verified side by side (eval_named, level 1, RANKS ranks, 200 s).
+# variants_time WORKLOAD PREFIX GEN0 VARIANT...: the same programs timed one
+# after another (level 3), in that order.
 eval_named() {
   local wl=$1 name=$2 level=$3 ranks=$4 limit=$5 prefix=$6
   shift 6
@@ -37,4 +43,27 @@ step_start() {
   LOG=$OUT/$2.jsonl
   : > "$LOG"
   status=0
+}
+
+variants_build() {
+  local wl=$1 prefix=$2 g=$3 v pids=()
+  shift 3
+  for v in "$@"; do knob_variant "$g" "$T/${v%%:*}.cu" "${v#*:}" || status=1; done
+  eval_named "$wl" seed 1 "$RANKS" 200 "$prefix" &
+  pids+=($!)
+  eval_named "$wl" gen0 1 "$RANKS" 200 "$prefix" "$g" "$g" &
+  pids+=($!)
+  for v in "$@"; do
+    eval_named "$wl" "${v%%:*}" 1 "$RANKS" 200 "$prefix" "$T/${v%%:*}.cu" "$g" &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+}
+
+variants_time() {
+  local wl=$1 prefix=$2 g=$3 v
+  shift 3
+  eval_named "$wl" seed 3 "$RANKS" 200 "$prefix"
+  eval_named "$wl" gen0 3 "$RANKS" 200 "$prefix" "$g" "$g"
+  for v in "$@"; do eval_named "$wl" "${v%%:*}" 3 "$RANKS" 200 "$prefix" "$T/${v%%:*}.cu" "$g"; done
 }

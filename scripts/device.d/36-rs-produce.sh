@@ -38,12 +38,7 @@ g=$T/ws/gen_0/seqpar_rs.cu
 [ -s "$g" ] || { tail -20 "$OUT/rs-transform.log"; exit 1; }
 variants=("on8:CUCO_PSPLIT_1=1" "on4:CUCO_PSPLIT_1=1,CUCO_PSPLIT_PIECES=4" "on2:CUCO_PSPLIT_1=1,CUCO_PSPLIT_PIECES=2"
           "on8-noce:CUCO_PSPLIT_1=1,CUCO_PSPLIT_CE=0")
-for v in "${variants[@]}"; do knob_variant "$g" "$T/${v%%:*}.cu" "${v#*:}" || status=1; done
-evaluate() { eval_named "$WL" "$1" "$2" "$RANKS" 200 rs "${@:3}"; } # NAME LEVEL [PROGRAM FROZEN]
-evaluate seed 1 &
-evaluate gen0 1 "$g" "$g" &
-for v in "${variants[@]}"; do evaluate "${v%%:*}" 1 "$T/${v%%:*}.cu" "$g" & done
-wait
+variants_build "$WL" rs "$g" "${variants[@]}"
 
 wait $devlib_build 2>/dev/null
 : > "$OUT/rs-devlib.txt"
@@ -54,9 +49,7 @@ for i in $(seq "${DEVLIB_RUNS:-3}"); do
   grep -q "Verification: PASS" "$T/devlib.log" || status=1
 done
 
-evaluate seed 3
-evaluate gen0 3 "$g" "$g"
-for v in "${variants[@]}"; do evaluate "${v%%:*}" 3 "$T/${v%%:*}.cu" "$g"; done
+variants_time "$WL" rs "$g" "${variants[@]}"
 
 : > "$OUT/rs-trace.txt"
 knob_variant "$g" "$T/traced.cu" "CUCO_PSPLIT_0=1,CUCO_PSPLIT_1=1" || status=1

@@ -27,17 +27,9 @@ g=$T/ws/gen_0/stage_handoff.cu
 [ -s "$g" ] || { tail -20 "$OUT/recv-transform.log"; exit 1; }
 variants=("nosplit:CUCO_SPLIT_1=0" "nosend:CUCO_SENDP_0=0" "none:CUCO_SPLIT_1=0,CUCO_SENDP_0=0,CUCO_EARLY_1=0"
           "p4:CUCO_P2P_PIECES=4" "p16:CUCO_P2P_PIECES=16" "noce:CUCO_P2P_CE=0")
-for v in "${variants[@]}"; do knob_variant "$g" "$T/${v%%:*}.cu" "${v#*:}" || status=1; done
-evaluate() { eval_named "$WL" "$1" "$2" "$RANKS" 200 recv "${@:3}"; } # NAME LEVEL [PROGRAM FROZEN]
-evaluate seed 1 &
-evaluate gen0 1 "$g" "$g" &
-for v in "${variants[@]}"; do evaluate "${v%%:*}" 1 "$T/${v%%:*}.cu" "$g" & done
-wait
-
-evaluate seed 3
-evaluate gen0 3 "$g" "$g"
-for v in "${variants[@]}"; do evaluate "${v%%:*}" 3 "$T/${v%%:*}.cu" "$g"; done
-evaluate seed-again 3
+variants_build "$WL" recv "$g" "${variants[@]}"
+variants_time "$WL" recv "$g" "${variants[@]}"
+eval_named "$WL" seed-again 3 "$RANKS" 200 recv
 
 : > "$OUT/recv-trace.txt"
 if nvcc -std=c++17 -arch=sm_90 -O2 -Idevice -I"$NCCL_HOME/include" $(mpicxx --showme:compile) \
