@@ -233,6 +233,10 @@ void cuco_sched_plan_free(cuco_sched_plan *plan);
 /* Whether the producer split is tried for a call of this NCCL name: an
  * all-reduce or a reduce-scatter (the reductions a producer's ranges feed). */
 int cuco_sched_producer_fed(const char *api);
+/* The consumer split a call of this NCCL name may take, by its report
+ * name: "consumer_split_by_source" for an all-gather, "consume_as_received"
+ * for a receive; NULL for any other call. */
+const char *cuco_sched_consumer_split(const char *api);
 
 /* ---- schedule send_as_produced (send_made.c) -----------------------------
  * An ncclSend whose buffer cuBLAS GEMMs make in the function that sends it

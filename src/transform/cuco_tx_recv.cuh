@@ -47,20 +47,17 @@ inline RecvRec* recv_rec(int site) { return site_rec(recv_recs(), site); }
 // first post (every piece of a message goes the same way, see via_nccl).
 inline ncclResult_t recv_pieces(RecvRec* r, const std::vector<P2pOp>& ops, cudaStream_t stream) {
   std::vector<char> nccl(ops.size());
+  ncclResult_t res = ncclSuccess;
   for (size_t i = 0; i < ops.size(); i++) nccl[i] = via_nccl(ops[i]);
-  for (size_t i = 0; i < ops.size(); i++)
-    if (!nccl[i]) CUCO_TX_TRY(p2p_post(ops[i]));
-  for (size_t i = 0; i < ops.size(); i++) {
+  for (size_t i = 0; i < ops.size() && res == ncclSuccess; i++)
+    if (!nccl[i]) res = p2p_post(ops[i]);
+  for (size_t i = 0; i < ops.size() && res == ncclSuccess; i++) {
     const P2pOp& op = ops[i];
-    if (nccl[i]) {
-      CUCO_TX_TRY(::ncclRecv(const_cast<void*>(op.buf), op.bytes, ncclInt8, op.peer, op.comm, stream));
-    } else {
-      CUCO_TX_TRY(p2p_wait(op));
-    }
-    if (cudaEventRecord(r->landed[i], stream) != cudaSuccess)
-      return CUCO_TX_FAIL("consume_as_received: recording a piece's event failed");
+    res = nccl[i] ? ::ncclRecv(const_cast<void*>(op.buf), op.bytes, ncclInt8, op.peer, op.comm, stream) : p2p_wait(op);
+    if (res == ncclSuccess && cudaEventRecord(r->landed[i], stream) != cudaSuccess)
+      res = CUCO_TX_FAIL("consume_as_received: recording a piece's event failed");
   }
-  return ncclSuccess;
+  return res;
 }
 
 inline ncclResult_t recv(RecvSite rs, void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
@@ -71,15 +68,12 @@ inline ncclResult_t recv(RecvSite rs, void* recvbuff, size_t count, ncclDataType
   int k = es ? p2p_pieces(bytes) : 1;
   if (!r || k < 2 || group_depth() > 0 || comm_setup(comm) != ncclSuccess || peer == comm_rank(comm))
     return recv(recvbuff, count, datatype, peer, comm, stream);
-  int n = 0;
-  if (ncclCommCount(comm, &n) != ncclSuccess || peer < 0 || peer >= n) return CUCO_TX_FAIL("peer out of range");
-  for (int i = 0; i < k; i++)
+  std::vector<P2pOp> ops;
+  ncclResult_t made = p2p_ops(false, recvbuff, count, datatype, peer, comm, stream, &ops);
+  if (made != ncclSuccess) return made;
+  for (int i = 0; i < k; i++) {
     if (!r->landed[i] && cudaEventCreateWithFlags(&r->landed[i], cudaEventDisableTiming) != cudaSuccess)
       return CUCO_TX_FAIL("consume_as_received: cannot create its events");
-  made_forget(recvbuff, bytes);
-  std::vector<P2pOp> ops;
-  for (int i = 0; i < k; i++) {
-    ops.push_back(piece_op(false, recvbuff, bytes, k, i, peer, comm, stream));
     r->pieceEnd[i] = piece_off(bytes, k, i + 1);
   }
   CUCO_TX_TRACE("rank %d: receive from peer %d in %d pieces, each consumed as it lands\n", comm_rank(comm), peer, k);

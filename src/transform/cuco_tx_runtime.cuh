@@ -3,8 +3,9 @@
 // same ncclResult_t) onto device/'s symmetric-memory kernels. This file is
 // part 1 of 8 (knobs, buffers and windows, communicators, collectives); the
 // program gets it joined with cuco_tx_p2p.cuh, cuco_tx_schedules.cuh,
-// cuco_tx_produce.cuh, cuco_tx_lend.cuh, cuco_tx_attention.cuh and
-// cuco_tx_gemm.cuh, in that order (cuco_transform_runtime).
+// cuco_tx_recv.cuh, cuco_tx_produce.cuh, cuco_tx_lend.cuh,
+// cuco_tx_attention.cuh and cuco_tx_gemm.cuh, in that order
+// (cuco_transform_runtime).
 //
 // Buffers: every allocation the rules found feeding a collective is made with
 // symm_malloc (ncclMemAlloc, rounded to 4 KiB, plus a signal-slot area) and

@@ -96,8 +96,11 @@ inline bool made_wait(int site, const char* lo, const char* hi, cudaStream_t s) 
   return true;
 }
 
-inline ncclResult_t p2p_enqueue(bool isSend, const void* buf, size_t count, ncclDataType_t datatype, int peer,
-                                ncclComm_t comm, cudaStream_t stream) {
+// The pieces of a send or receive as operations on `stream`, appended to
+// ops (none when count is 0), once its type and peer are checked; a
+// receive drops the records of what GEMMs made that it overwrites.
+inline ncclResult_t p2p_ops(bool isSend, const void* buf, size_t count, ncclDataType_t datatype, int peer,
+                            ncclComm_t comm, cudaStream_t stream, std::vector<P2pOp>* ops) {
   size_t es = dtype_size(datatype);
   if (!es) return CUCO_TX_FAIL(isSend ? "send: unsupported data type" : "recv: unsupported data type");
   int n = 0;
@@ -106,7 +109,14 @@ inline ncclResult_t p2p_enqueue(bool isSend, const void* buf, size_t count, nccl
   size_t bytes = count * es;
   if (!isSend) made_forget(buf, bytes);
   int k = p2p_pieces(bytes);
-  for (int i = 0; i < k; i++) pending().push_back(piece_op(isSend, buf, bytes, k, i, peer, comm, stream));
+  for (int i = 0; i < k; i++) ops->push_back(piece_op(isSend, buf, bytes, k, i, peer, comm, stream));
+  return ncclSuccess;
+}
+
+inline ncclResult_t p2p_enqueue(bool isSend, const void* buf, size_t count, ncclDataType_t datatype, int peer,
+                                ncclComm_t comm, cudaStream_t stream) {
+  ncclResult_t r = p2p_ops(isSend, buf, count, datatype, peer, comm, stream, &pending());
+  if (r != ncclSuccess || count == 0) return r;
   return group_depth() > 0 ? ncclSuccess : p2p_flush();
 }
 

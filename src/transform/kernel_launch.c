@@ -57,12 +57,7 @@ static int same_text(const sview *v, size_t lt, size_t args, int k)
         return 0;
     skip_cast(v, &ca, cb);
     skip_cast(v, &aa, ab);
-    if (cb - ca != ab - aa)
-        return 0;
-    for (size_t i = 0; i < cb - ca; i++)
-        if (!same_tok(v, ca + i, aa + i))
-            return 0;
-    return 1;
+    return same_range(v, ca, cb, aa, ab);
 }
 
 /* The '(' of the parameters of the one __global__ definition named like

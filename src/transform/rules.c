@@ -1776,11 +1776,10 @@ static size_t tok_at(const view *v, size_t off)
 static int split_report(ctx *c, const cuco_sched_plan *plan, size_t k, int line, const char *api)
 {
     int split = plan->applies && plan->split;
-    int recv = strcmp(api, "ncclRecv") == 0;
-    const char *name = recv ? "consume_as_received" : "consumer_split_by_source";
+    const char *name = cuco_sched_consumer_split(api);
     int rc = 0;
     if (split) {
-        sched_sites_add(recv ? &c->recv_splits : &c->splits, k);
+        sched_sites_add(plan->split_recv ? &c->recv_splits : &c->splits, k);
         c->gemm_splits += !plan->split_kernel;
         if (plan->split_attention)
             sched_sites_add(&c->attn_splits, k);
@@ -1965,7 +1964,7 @@ static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
     if (!api)
         return CUCO_ENOMEM;
     int line = T(v, tok)->line, rc = 0;
-    int gather = strcmp(api, "ncclAllGather") == 0, recv = strcmp(api, "ncclRecv") == 0;
+    const char *split_name = cuco_sched_consumer_split(api);
     if (strcmp(api, "ncclSend") == 0)
         rc = send_made_apply(c, text, k, c->sched_group[k], e);
     if (rc != 0) {
@@ -1978,12 +1977,10 @@ static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
                                "ncclGroupStart/ncclGroupEnd with point-to-point calls, the group "
                                "is issued as one",
                                api);
-        if (rc == 0 && (gather || recv))
-            rc =
-                cuco_tx_notes_add(&c->r->notes, line, "schedule",
-                                  "%s does not apply to %s: inside "
-                                  "ncclGroupStart/ncclGroupEnd",
-                                  gather ? "consumer_split_by_source" : "consume_as_received", api);
+        if (rc == 0 && split_name)
+            rc = cuco_tx_notes_add(&c->r->notes, line, "schedule",
+                                   "%s does not apply to %s: inside ncclGroupStart/ncclGroupEnd",
+                                   split_name, api);
         free(api);
         return rc;
     }
@@ -2005,7 +2002,7 @@ static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
                           : cuco_tx_notes_add(&c->r->notes, line, "schedule",
                                               "early_start_late_wait does not apply to %s: %s", api,
                                               plan.note ? plan.note : "no placement");
-    if (rc == 0 && (gather || recv))
+    if (rc == 0 && split_name)
         rc = split_report(c, &plan, k, line, api);
     if (rc == 0 && cuco_sched_producer_fed(api))
         rc = produce_report(c, &plan, k, line, api);

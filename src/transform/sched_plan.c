@@ -290,7 +290,7 @@ int cuco_sched_scan(const char *text, size_t call_off, const char *api, int site
         rc = plan_note(plan, "the call's statement was not found in its block", 0);
     if (rc == 0)
         rc = scan_place(&s, &pl);
-    int splits = strcmp(api, "ncclAllGather") == 0 || strcmp(api, "ncclRecv") == 0;
+    int splits = cuco_sched_consumer_split(api) != NULL;
     if (rc == 0 && splits)
         rc = scan_try_split(&s, &pl, editable, ctx, plan);
     if (rc == 0 && pl.independent == 0)

@@ -187,6 +187,13 @@ int cuco_sched_producer_fed(const char *api)
     return strcmp(api, "ncclAllReduce") == 0 || strcmp(api, "ncclReduceScatter") == 0;
 }
 
+const char *cuco_sched_consumer_split(const char *api)
+{
+    return strcmp(api, "ncclAllGather") == 0 ? "consumer_split_by_source"
+           : strcmp(api, "ncclRecv") == 0    ? "consume_as_received"
+                                             : NULL;
+}
+
 void cuco_sched_plan_free(cuco_sched_plan *plan)
 {
     if (!plan)

@@ -517,17 +517,6 @@ static void produce_start(cuco_sched_plan *p)
     p->produce_edit0 = p->nedits;
 }
 
-/* Whether tokens [a, b) and [x, y) spell the same expression. */
-static int same_tokens(const sview *v, size_t a, size_t b, size_t x, size_t y)
-{
-    if (b - a != y - x)
-        return 0;
-    for (size_t i = 0; i < b - a; i++)
-        if (!same_tok(v, a + i, x + i))
-            return 0;
-    return 1;
-}
-
 /* The row argument the collective reduces, among those naming one of its
  * buffers (bits): the one spelled as the collective's input argument, else
  * the only one; -1 when several name its buffers (members of one struct,
@@ -542,7 +531,7 @@ static int produce_out_arg(const scan *s, unsigned long bits)
     for (int k = 0; k < (int)(8 * sizeof bits); k++) {
         if (!((bits >> k) & 1UL))
             continue;
-        if (arg_range(v, s->ks.args, k, &x, &y) && same_tokens(v, a, b, x, y))
+        if (arg_range(v, s->ks.args, k, &x, &y) && same_range(v, a, b, x, y))
             return k;
         only = k;
         n++;

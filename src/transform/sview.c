@@ -55,6 +55,16 @@ int same_tok(const sview *v, size_t a, size_t b)
            memcmp(v->src + tk(v, a)->off, v->src + tk(v, b)->off, tk(v, a)->len) == 0;
 }
 
+int same_range(const sview *v, size_t a, size_t b, size_t x, size_t y)
+{
+    if (b - a != y - x)
+        return 0;
+    for (size_t i = 0; i < b - a; i++)
+        if (!same_tok(v, a + i, x + i))
+            return 0;
+    return 1;
+}
+
 int nccl_name(const sview *v, size_t i)
 {
     return ident(v, i) && tk(v, i)->len > 4 && memcmp(v->src + tk(v, i)->off, "nccl", 4) == 0;

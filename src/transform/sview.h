@@ -28,6 +28,8 @@ int ident(const sview *v, size_t i);
 int in_words(const sview *v, size_t i, const char *const *w);
 /* Whether tokens a and b have the same text. */
 int same_tok(const sview *v, size_t a, size_t b);
+/* Whether token ranges [a, b) and [x, y) spell the same text, token by token. */
+int same_range(const sview *v, size_t a, size_t b, size_t x, size_t y);
 /* Whether token i is an NCCL name (an identifier starting with "nccl"). */
 int nccl_name(const sview *v, size_t i);
 /* Index of the bracket that closes the one at i (v->n when unbalanced); of
