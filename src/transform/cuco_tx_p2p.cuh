@@ -352,8 +352,9 @@ inline bool nccl_local_register_off() {
 // local registration is on (seen at 2 ranks: the device all-to-all of
 // counts registers the windows, then the rows' ncclSend/ncclRecv never
 // complete; NCCL_LOCAL_REGISTER=0 runs), so once a window of the
-// communicator is registered, every size takes the device path unless the
-// environment turns local registration off. Both ends of a pair decide
+// communicator is registered, every size takes the device path unless local
+// registration is off (the glue turns it off before main unless the job sets
+// NCCL_LOCAL_REGISTER: LocalRegisterOff, cuco_tx_runtime.cuh). Both ends of a pair decide
 // alike: the sizes match (a piece is judged by its whole message's size, so
 // the pieces of one message go one way, whether its end flushes them one by
 // one or together), windows are registered by every rank together, and the

@@ -9,7 +9,7 @@
 //
 // Buffers: every allocation the rules found feeding a collective is made with
 // symm_malloc (ncclMemAlloc, rounded to 4 KiB, plus a signal-slot area) and
-// registered as a symmetric window at the first device collective, in
+// registered as a symmetric window (see eager_comm for when), in
 // allocation order (every rank allocates the same buffers in the same order,
 // as symmetric memory requires). One ncclDevComm per communicator serves all
 // windows. symm_free deregisters and frees (plain device memory falls back to
@@ -297,6 +297,41 @@ inline cudaError_t clear_now(void* p, size_t bytes) {
   return r == cudaSuccess ? cudaStreamSynchronize(st) : r;
 }
 
+// When windows are registered (a collective of every rank of the
+// communicator). By default at the first use of one, every buffer allocated
+// by then, with the communicator of that use. Where the transform saw one
+// communicator made once, in main (CUCO_TX_ONE_COMM), they are registered
+// as soon as both exist instead: at comm_setup the buffers allocated before
+// it, and later ones when they are allocated. Every rank reaches both
+// places, so a program whose ranks 2 and up never communicate while rank 0
+// sends to rank 1 does not wait on them at the send.
+#ifndef CUCO_TX_ONE_COMM
+#define CUCO_TX_ONE_COMM 0
+#endif
+inline ncclResult_t windows_register(ncclComm_t c);
+// The communicator windows are registered with as they are allocated, or
+// null (registration waits for a first use).
+inline ncclComm_t eager_comm() {
+  if (!CUCO_TX_ONE_COMM) return nullptr;
+  ncclComm_t only = nullptr;
+  int live = 0;
+  for (const Comm& x : comms())
+    if (x.live && ++live == 1) only = x.comm;
+  return live == 1 ? only : nullptr;
+}
+
+// NCCL 2.28's own send/recv hang on a buffer inside a registered symmetric
+// window while NCCL's local registration is on (via_nccl, cuco_tx_p2p.cuh),
+// and windows may be registered before a program's first send. So the
+// transformed program turns NCCL's local registration off before main, before
+// NCCL reads it, unless the job sets NCCL_LOCAL_REGISTER itself: large sends
+// and receives keep NCCL's transport (CUCO_P2P_NCCL_FROM). NCCL then moves
+// the program's other NCCL calls through its own buffers, as it does for the
+// cudaMalloc buffers of a program that registers none.
+static struct LocalRegisterOff {
+  LocalRegisterOff() { setenv("NCCL_LOCAL_REGISTER", "0", 0); }
+} local_register_off;
+
 // Symmetric allocation: replaces cudaMalloc for buffers a collective needs in
 // a window. Returns a cudaError_t so the program's own checks still apply.
 inline cudaError_t symm_malloc(void** p, size_t bytes) {
@@ -314,6 +349,8 @@ inline cudaError_t symm_malloc(void** p, size_t bytes) {
   b->symm.bytes = b->dataBytes + slotBytes;
   bufs().push_back(b);
   *p = b->base;
+  ncclComm_t c = eager_comm();
+  if (c && windows_register(c) != ncclSuccess) return cudaErrorInvalidValue;
   return cudaSuccess;
 }
 template <typename T> inline cudaError_t symm_malloc(T** p, size_t bytes) {
@@ -373,7 +410,7 @@ inline ncclResult_t comm_setup(ncclComm_t c) {
   CUCO_TX_TRY(cuco::load_kernels<__half>());
   CUCO_TX_TRY(cuco::load_kernels<__nv_bfloat16>());
   CUCO_TX_TRY(cuco::load_kernels<int32_t>());
-  return ncclSuccess;
+  return eager_comm() == c ? windows_register(c) : ncclSuccess;
 }
 
 // Registers every symmetric buffer not registered yet, in allocation order.

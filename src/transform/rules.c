@@ -332,9 +332,11 @@ typedef struct ctx {
     size_t n_gathers;     /* rewritten all-gathers */
     size_t *split_gemms;  /* byte offsets of the GEMMs the consumer split rewrote */
     size_t nsplit_gemms;
-    int nccl_mem;   /* some ncclMemAlloc became symmetric (symm_mem_alloc / _free glue) */
-    int staged;     /* some all-reduce on managed memory is staged (staged_all_reduce glue) */
-    int stage_call; /* the call being rewritten is one of them */
+    int nccl_mem;       /* some ncclMemAlloc became symmetric (symm_mem_alloc / _free glue) */
+    int staged;         /* some all-reduce on managed memory is staged (staged_all_reduce glue) */
+    int stage_call;     /* the call being rewritten is one of them */
+    int comm_creations; /* ncclCommInitRank / InitRankConfig / Split calls in the file */
+    int comm_in_main;   /* one of them sets up the device communicator in main() */
 } ctx;
 
 static int line_of(const ctx *c, size_t i)
@@ -2162,6 +2164,7 @@ static int scan_comm_init(ctx *c, scan_state *st, size_t i, const char *name)
     args a;
     call_args(v, i + 1, &a);
     int k = strcmp(name, "ncclCommSplit") == 0 ? 3 : 0;
+    c->comm_creations++;
     int nonblocking = strcmp(name, "ncclCommInitRank") != 0 ? nonblocking_line(c) : 0;
     if (st->group_depth > 0 || in_loop(v, i) || threads_line(c))
         /* NCCL's own multi-device pattern: a communicator per GPU, made in a
@@ -2190,6 +2193,8 @@ static int scan_comm_init(ctx *c, scan_state *st, size_t i, const char *name)
     if (rc == 0)
         rc = cuco_tx_notes_add(&c->r->notes, t->line, "setup",
                                "device communicator created after %s", name);
+    if (rc == 0 && scope_map(c) == 0 && c->fn_of[i] < v->n)
+        c->comm_in_main = c->comm_in_main || is(v, c->fn_of[i], "main");
     free(comm);
     free(ins);
     return rc;
@@ -2253,8 +2258,12 @@ static int scan_one(ctx *c, scan_state *st, size_t i, const char *name, int call
         return scan_p2p_collective(c, st, i, name);
     if (strcmp(name, "ncclSend") == 0 || strcmp(name, "ncclRecv") == 0)
         return scan_p2p_call(c, st, i, name);
-    if (strcmp(name, "ncclCommInitAll") == 0)
+    if (strcmp(name, "ncclCommInitRankScalable") == 0 || strcmp(name, "ncclCommShrink") == 0)
+        c->comm_creations++; /* no device communicator set up after it: counted only */
+    if (strcmp(name, "ncclCommInitAll") == 0) {
+        c->comm_creations++;
         return several_devices(c, i, name, 1);
+    }
     if (strcmp(name, "ncclCommInitRank") == 0 || strcmp(name, "ncclCommInitRankConfig") == 0 ||
         strcmp(name, "ncclCommSplit") == 0)
         return scan_comm_init(c, st, i, name);
@@ -2521,6 +2530,10 @@ static int assemble(ctx *c, const char *text)
     if (c->gemm_lt)
         cuco_buf_puts(&g, "// the cublasLtMatmul part of the glue\n"
                           "#define CUCO_TX_GEMM_LT 1\n");
+    if (c->comm_creations == 1 && c->comm_in_main)
+        cuco_buf_puts(&g, "// the program makes one communicator, once (in main): windows are\n"
+                          "// registered when they are allocated (cuco_tx::eager_comm)\n"
+                          "#define CUCO_TX_ONE_COMM 1\n");
     schedule_knob_lines(c, &g);
     cuco_buf_puts(&g, glue);
     free(glue);

@@ -577,6 +577,51 @@ static void test_nonblocking_config(void **state)
     cuco_err_clear(&e);
 }
 
+/* Windows are registered at allocation (CUCO_TX_ONE_COMM) only where the
+ * program makes one communicator, once, in main: a second one made later, or
+ * one made in a helper that may run twice, could own buffers allocated while
+ * the first is the only one, so those keep registration at first use. */
+static void test_one_comm_eager_windows(void **state)
+{
+    (void)state;
+    const char *once = "int main() {\n"
+                       "  ncclComm_t comm; ncclUniqueId id; float *x;\n"
+                       "  ncclCommInitRank(&comm, 4, id, 0);\n"
+                       "  cudaMalloc(&x, 64);\n"
+                       "  ncclSend(x, 16, ncclFloat, 1, comm, 0);\n"
+                       "}\n";
+    const char *split = "int main() {\n"
+                        "  ncclComm_t comm, tp; ncclUniqueId id; float *x;\n"
+                        "  ncclCommInitRank(&comm, 4, id, 0);\n"
+                        "  ncclCommSplit(comm, 0, 0, &tp, NULL);\n"
+                        "  cudaMalloc(&x, 64);\n"
+                        "  ncclSend(x, 16, ncclFloat, 1, tp, 0);\n"
+                        "}\n";
+    const char *helper = "static void make(ncclComm_t *c, ncclUniqueId id) {\n"
+                         "  ncclCommInitRank(c, 4, id, 0);\n"
+                         "}\n"
+                         "int main() {\n"
+                         "  ncclComm_t comm; ncclUniqueId id; float *x;\n"
+                         "  make(&comm, id);\n"
+                         "  cudaMalloc(&x, 64);\n"
+                         "  ncclSend(x, 16, ncclFloat, 1, comm, 0);\n"
+                         "}\n";
+    const char *srcs[] = {once, split, helper};
+    for (int k = 0; k < 3; k++) {
+        cuco_tx_result r;
+        cuco_err e = CUCO_ERR_INIT;
+        assert_int_equal(cuco_transform_rules("o.cu", srcs[k], &r, &e), 0);
+        assert_int_equal(r.refused, 0);
+        const char *def = strstr(r.program, "#define CUCO_TX_ONE_COMM 1");
+        if (k == 0)
+            assert_non_null(def);
+        else
+            assert_null(def);
+        cuco_tx_result_free(&r);
+        cuco_err_clear(&e);
+    }
+}
+
 /* A named lambda wrapping a collective is a helper like a function: its
  * buffer parameter is what its calls pass, and its communicator parameter
  * too (two communicators through one lambda are refused). */
@@ -761,6 +806,7 @@ int main(void)
         cmocka_unit_test(test_one_communicator),
         cmocka_unit_test(test_reduce_names),
         cmocka_unit_test(test_nonblocking_config),
+        cmocka_unit_test(test_one_comm_eager_windows),
         cmocka_unit_test(test_lambda_helper),
         cmocka_unit_test(test_devices_per_process),
         cmocka_unit_test(test_scoped_names),
