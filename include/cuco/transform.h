@@ -261,4 +261,20 @@ int cuco_send_made_scan(const char *text, size_t call_off, int site,
                         cuco_send_made_plan *plan, cuco_err *e);
 void cuco_send_made_plan_free(cuco_send_made_plan *plan);
 
+/* ---- allocations made on some ranks only (rank_branch.c) ------------------
+ * For each byte offset offs[k] (an allocation's name), whether it lies in a
+ * branch of an 'if' whose condition reads the rank (the rank argument of
+ * ncclCommInitRank, the out-argument of MPI_Comm_rank or ncclCommUserRank,
+ * or a variable made from one): out[k].cond_line is that if's line (0:
+ * none) and out[k].cond its condition, "(...)" (owned; free with
+ * cuco_rank_branches_free). A hint: matched by name. */
+typedef struct cuco_rank_branch {
+    int cond_line;
+    char *cond;
+} cuco_rank_branch;
+
+int cuco_rank_branches(const char *text, const size_t *offs, size_t n, cuco_rank_branch *out,
+                       cuco_err *e);
+void cuco_rank_branches_free(cuco_rank_branch *b, size_t n);
+
 #endif

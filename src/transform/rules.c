@@ -2638,6 +2638,39 @@ int cuco_transform_rules(const char *file_name, const char *text, cuco_tx_result
     return cuco_transform_rules_declared(file_name, text, NULL, 0, r, e);
 }
 
+/* A note for each symmetric allocation under a branch that reads the rank:
+ * windows are registered by every rank together, so a rank that skips the
+ * allocation leaves the others waiting at the registration. */
+static int rank_branch_notes(ctx *c, cuco_err *e)
+{
+    if (!c->nalloc)
+        return 0;
+    size_t *offs = malloc(c->nalloc * sizeof(*offs));
+    cuco_rank_branch *b = calloc(c->nalloc, sizeof(*b));
+    int rc = offs && b ? 0 : CUCO_ENOMEM;
+    for (size_t k = 0; rc == 0 && k < c->nalloc; k++)
+        offs[k] = T(&c->v, c->alloc_sites[k])->off;
+    if (rc == 0 && cuco_rank_branches(c->v.src, offs, c->nalloc, b, e) != 0)
+        rc = e->code ? e->code : CUCO_ENOMEM;
+    for (size_t k = 0; rc == 0 && k < c->nalloc; k++) {
+        if (!b[k].cond_line)
+            continue;
+        const cuco_tok *t = T(&c->v, c->alloc_sites[k]);
+        rc = cuco_tx_notes_add(&c->r->notes, t->line, "note",
+                               "%.*s of a symmetric buffer runs only where 'if %s' (line %d) "
+                               "holds, which reads the rank: every rank registers the windows "
+                               "together, in allocation order, so every rank must allocate it "
+                               "(else the ranks that did wait at the registration); allocate it "
+                               "before the branch",
+                               (int)t->len, c->v.src + t->off, b[k].cond, b[k].cond_line);
+    }
+    if (b)
+        cuco_rank_branches_free(b, c->nalloc);
+    free(b);
+    free(offs);
+    return rc;
+}
+
 int cuco_transform_rules_declared(const char *file_name, const char *text, const cuco_semantic *sem,
                                   size_t n_sem, cuco_tx_result *r, cuco_err *e)
 {
@@ -2666,6 +2699,8 @@ int cuco_transform_rules_declared(const char *file_name, const char *text, const
         cuco_tx_notes_add(&r->notes, 0, "refused",
                           "no NCCL collective or point-to-point call found: nothing to transform");
     }
+    if (rc == 0 && !r->refused)
+        rc = rank_branch_notes(&c, e);
     if (rc == 0 && !r->refused)
         rc = sched_all(&c, text, e);
     if (rc == 0 && !r->refused)

@@ -622,6 +622,39 @@ static void test_one_comm_eager_windows(void **state)
     }
 }
 
+/* A symmetric buffer allocated under a branch that reads the rank (directly,
+ * through a flag made from it, or in the else of such a branch) gets a note
+ * naming the condition; one under a branch that does not read it, or
+ * outside any branch, gets none. */
+static void test_rank_branch_alloc(void **state)
+{
+    (void)state;
+    const char *src = "int main() {\n"
+                      "  int rank; MPI_Comm_rank(MPI_COMM_WORLD, &rank);\n"
+                      "  ncclComm_t comm; ncclUniqueId id; float *x = 0, *y, *z, *w; int n = 4;\n"
+                      "  ncclCommInitRank(&comm, 2, id, rank);\n"
+                      "  int second = rank == 1;\n"
+                      "  if (second) { cudaMalloc(&x, 64); }\n"
+                      "  if (rank == 0) n = 8; else cudaMalloc(&z, 64);\n"
+                      "  if (n > 2) cudaMalloc(&w, 64);\n"
+                      "  cudaMalloc(&y, 64);\n"
+                      "  if (second) ncclRecv(x, 16, ncclFloat, 0, comm, 0);\n"
+                      "  ncclAllReduce(y, y, 16, ncclFloat, ncclSum, comm, 0);\n"
+                      "  ncclAllReduce(z, z, 16, ncclFloat, ncclSum, comm, 0);\n"
+                      "  ncclAllReduce(w, w, 16, ncclFloat, ncclSum, comm, 0);\n"
+                      "}\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("rb.cu", src, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    assert_true(tx_has_note(&r.notes, "note", 6, "only where 'if (second)' (line 6) holds"));
+    assert_true(tx_has_note(&r.notes, "note", 7, "only where 'if (rank == 0)' (line 7) holds"));
+    assert_false(tx_has_note(&r.notes, "note", 8, "reads the rank"));
+    assert_false(tx_has_note(&r.notes, "note", 9, "reads the rank"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
 /* A named lambda wrapping a collective is a helper like a function: its
  * buffer parameter is what its calls pass, and its communicator parameter
  * too (two communicators through one lambda are refused). */
@@ -807,6 +840,7 @@ int main(void)
         cmocka_unit_test(test_reduce_names),
         cmocka_unit_test(test_nonblocking_config),
         cmocka_unit_test(test_one_comm_eager_windows),
+        cmocka_unit_test(test_rank_branch_alloc),
         cmocka_unit_test(test_lambda_helper),
         cmocka_unit_test(test_devices_per_process),
         cmocka_unit_test(test_scoped_names),
