@@ -7,7 +7,8 @@
 # rows_independent).
 # - seed, gen_0 (both schedules on) and variants: the receive's split off,
 #   the send's pieces off, both off with early start off, 4 and 16 pieces,
-#   the pieces by NCCL/SM instead of the copy engine; each built, verified
+#   the pieces by NCCL (noce) or the SM kernel (smk) instead of the copy
+#   engine; each built, verified
 #   and timed by a confined cuco eval --level 3 (3 repeats) at bench size,
 #   the builds first, in parallel.
 # - gen_0 at 1 and RANKS ranks at the verify size under CUCO_TX_TRACE=1 (the
@@ -26,7 +27,8 @@ WL=tests/data/transform/stage_handoff
 g=$T/ws/gen_0/stage_handoff.cu
 [ -s "$g" ] || { tail -20 "$OUT/recv-transform.log"; exit 1; }
 variants=("nosplit:CUCO_SPLIT_1=0" "nosend:CUCO_SENDP_0=0" "none:CUCO_SPLIT_1=0,CUCO_SENDP_0=0,CUCO_EARLY_1=0"
-          "p4:CUCO_P2P_PIECES=4" "p16:CUCO_P2P_PIECES=16" "noce:CUCO_P2P_CE=0")
+          "p4:CUCO_P2P_PIECES=4" "p16:CUCO_P2P_PIECES=16" "noce:CUCO_P2P_CE=0"
+          "smk:CUCO_P2P_CE=0,CUCO_P2P_NCCL_FROM=0")
 variants_build "$WL" recv "$g" "${variants[@]}"
 variants_time "$WL" recv "$g" "${variants[@]}"
 eval_named "$WL" seed-again 3 "$RANKS" 200 recv

@@ -336,7 +336,7 @@ typedef struct ctx {
     int staged;         /* some all-reduce on managed memory is staged (staged_all_reduce glue) */
     int stage_call;     /* the call being rewritten is one of them */
     int comm_creations; /* ncclCommInitRank / InitRankConfig / Split calls in the file */
-    int comm_in_main;   /* one of them sets up the device communicator in main() */
+    int comm_once;      /* one of them sets up the device communicator, in a function run once */
 } ctx;
 
 static int line_of(const ctx *c, size_t i)
@@ -2155,6 +2155,32 @@ static int scan_p2p_call(ctx *c, scan_state *st, size_t i, const char *name)
     return 0;
 }
 
+/* Whether the function whose name is at token f runs once: main, or a
+ * function the file names once besides its definition and its declarations
+ * at file scope, by a call outside any loop, in a function that runs once. */
+static int runs_once(const ctx *c, size_t f, int depth)
+{
+    const view *v = &c->v;
+    if (f >= v->n || depth >= 8)
+        return 0;
+    if (is(v, f, "main"))
+        return 1;
+    size_t use = v->n;
+    int uses = 0;
+    for (size_t t = 0; t < v->n; t++) {
+        if (t == f || !is_ident(v, t) || T(v, t)->len != T(v, f)->len ||
+            memcmp(v->src + T(v, t)->off, v->src + T(v, f)->off, T(v, f)->len) != 0)
+            continue;
+        if (c->fn_of[t] >= v->n)
+            continue; /* at file scope: a declaration or another definition */
+        uses++;
+        use = t;
+    }
+    if (uses != 1 || !is(v, use + 1, "(") || in_loop(v, use))
+        return 0;
+    return runs_once(c, c->fn_of[use], depth + 1);
+}
+
 /* ncclCommInitRank / InitRankConfig / Split: the device communicator is
  * set up right after the call. */
 static int scan_comm_init(ctx *c, scan_state *st, size_t i, const char *name)
@@ -2194,7 +2220,7 @@ static int scan_comm_init(ctx *c, scan_state *st, size_t i, const char *name)
         rc = cuco_tx_notes_add(&c->r->notes, t->line, "setup",
                                "device communicator created after %s", name);
     if (rc == 0 && scope_map(c) == 0 && c->fn_of[i] < v->n)
-        c->comm_in_main = c->comm_in_main || is(v, c->fn_of[i], "main");
+        c->comm_once = c->comm_once || runs_once(c, c->fn_of[i], 0);
     free(comm);
     free(ins);
     return rc;
@@ -2530,8 +2556,8 @@ static int assemble(ctx *c, const char *text)
     if (c->gemm_lt)
         cuco_buf_puts(&g, "// the cublasLtMatmul part of the glue\n"
                           "#define CUCO_TX_GEMM_LT 1\n");
-    if (c->comm_creations == 1 && c->comm_in_main)
-        cuco_buf_puts(&g, "// the program makes one communicator, once (in main): windows are\n"
+    if (c->comm_creations == 1 && c->comm_once)
+        cuco_buf_puts(&g, "// the program makes one communicator, once: windows are\n"
                           "// registered when they are allocated (cuco_tx::eager_comm)\n"
                           "#define CUCO_TX_ONE_COMM 1\n");
     schedule_knob_lines(c, &g);

@@ -578,9 +578,10 @@ static void test_nonblocking_config(void **state)
 }
 
 /* Windows are registered at allocation (CUCO_TX_ONE_COMM) only where the
- * program makes one communicator, once, in main: a second one made later, or
- * one made in a helper that may run twice, could own buffers allocated while
- * the first is the only one, so those keep registration at first use. */
+ * program makes one communicator, once: in main, or in a helper main calls
+ * once (outside a loop). A second one made later (a split), or one made by a
+ * helper called twice or in a loop, could own buffers allocated while the
+ * first is the only one, so those keep registration at first use. */
 static void test_one_comm_eager_windows(void **state)
 {
     (void)state;
@@ -606,14 +607,34 @@ static void test_one_comm_eager_windows(void **state)
                          "  cudaMalloc(&x, 64);\n"
                          "  ncclSend(x, 16, ncclFloat, 1, comm, 0);\n"
                          "}\n";
-    const char *srcs[] = {once, split, helper};
-    for (int k = 0; k < 3; k++) {
+    const char *twice = "static void make(ncclComm_t *c, ncclUniqueId id) {\n"
+                        "  ncclCommInitRank(c, 4, id, 0);\n"
+                        "}\n"
+                        "int main() {\n"
+                        "  ncclComm_t comm, other; ncclUniqueId id; float *x;\n"
+                        "  make(&comm, id);\n"
+                        "  make(&other, id);\n"
+                        "  cudaMalloc(&x, 64);\n"
+                        "  ncclSend(x, 16, ncclFloat, 1, comm, 0);\n"
+                        "}\n";
+    const char *looped = "static void make(ncclComm_t *c, ncclUniqueId id) {\n"
+                         "  ncclCommInitRank(c, 4, id, 0);\n"
+                         "}\n"
+                         "static void setup(ncclComm_t *c, ncclUniqueId id) { make(c, id); }\n"
+                         "int main() {\n"
+                         "  ncclComm_t comm; ncclUniqueId id; float *x;\n"
+                         "  for (int i = 0; i < 2; i++) setup(&comm, id);\n"
+                         "  cudaMalloc(&x, 64);\n"
+                         "  ncclSend(x, 16, ncclFloat, 1, comm, 0);\n"
+                         "}\n";
+    const char *srcs[] = {once, helper, split, twice, looped};
+    for (int k = 0; k < 5; k++) {
         cuco_tx_result r;
         cuco_err e = CUCO_ERR_INIT;
         assert_int_equal(cuco_transform_rules("o.cu", srcs[k], &r, &e), 0);
         assert_int_equal(r.refused, 0);
         const char *def = strstr(r.program, "#define CUCO_TX_ONE_COMM 1");
-        if (k == 0)
+        if (k <= 1)
             assert_non_null(def);
         else
             assert_null(def);
