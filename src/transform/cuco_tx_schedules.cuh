@@ -214,6 +214,14 @@ inline ncclResult_t all_to_all(const void* sendbuff, void* recvbuff, size_t coun
       return ncclSuccess;
     }
   }
+  // Blocks whose sends and receives would all go through NCCL (via_nccl:
+  // their size, local registration; every rank decides alike) go as NCCL's
+  // own all-to-all, the call the program wrote: the rank's own block moves
+  // inside it instead of by a local copy before the group.
+  if (group_depth() == 0 && count > 0 && n > 1 && comm_setup(comm) == ncclSuccess) {
+    P2pOp block{true, sendbuff, count * es, (comm_rank(comm) + 1) % n, comm, stream, count * es};
+    if (via_nccl(block)) return ::ncclAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream);
+  }
   group_start();
   ncclResult_t r = ncclSuccess;
   for (int p = 0; p < n && r == ncclSuccess; p++) {
