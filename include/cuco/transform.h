@@ -263,7 +263,8 @@ void cuco_send_made_plan_free(cuco_send_made_plan *plan);
 
 /* ---- allocations made on some ranks only (rank_branch.c) ------------------
  * For each byte offset offs[k] (an allocation's name), whether it lies in a
- * branch of an 'if' whose condition reads the rank (the rank argument of
+ * branch of an 'if' whose condition reads the rank, or after one whose
+ * branch leaves the function (after_exit) (the rank argument of
  * ncclCommInitRank, the out-argument of MPI_Comm_rank or ncclCommUserRank,
  * or a variable made from one): out[k].cond_line is that if's line (0:
  * none) and out[k].cond its condition, "(...)" (owned; free with
@@ -271,6 +272,7 @@ void cuco_send_made_plan_free(cuco_send_made_plan *plan);
 typedef struct cuco_rank_branch {
     int cond_line;
     char *cond;
+    int after_exit; /* the allocation follows the if, whose branch leaves (return, exit) */
 } cuco_rank_branch;
 
 int cuco_rank_branches(const char *text, const size_t *offs, size_t n, cuco_rank_branch *out,

@@ -307,8 +307,9 @@ inline ncclResult_t p2p_wait(const P2pOp& op) {
   return cudaGetLastError() == cudaSuccess ? ncclSuccess : CUCO_TX_FAIL("receive wait launch failed");
 }
 
-// Sends to self become local copies into the matching receive to self (the
-// k-th send to self of a group feeds its k-th receive from self).
+// Sends to self that NCCL's group does not carry (nccl_part) become local
+// copies into the matching receive to self (the k-th send to self of a group
+// feeds its k-th receive from self).
 inline ncclResult_t p2p_self(const std::vector<P2pOp>& ops) {
   std::vector<const P2pOp*> sends, recvs;
   for (const P2pOp& op : ops) {
@@ -367,15 +368,14 @@ inline bool via_nccl(const P2pOp& op) {
   return !x || x->nwins == 0 || nccl_local_register_off();
 }
 
-// The group's sends and receives that go through NCCL, as one NCCL group,
-// after the device ones (every rank issues them in the same order).
+// The group's sends and receives that go through NCCL (nccl_part), as one
+// NCCL group, after the device ones (every rank issues them in the same
+// order).
 inline ncclResult_t p2p_nccl(const std::vector<P2pOp>& ops) {
-  bool any = false;
-  for (const P2pOp& op : ops) any = any || via_nccl(op);
-  if (!any) return ncclSuccess;
+  if (ops.empty()) return ncclSuccess;
   ncclResult_t r = ::ncclGroupStart();
   for (const P2pOp& op : ops) {
-    if (r != ncclSuccess || !via_nccl(op)) continue;
+    if (r != ncclSuccess) continue;
     r = op.isSend ? ::ncclSend(op.buf, op.bytes, ncclInt8, op.peer, op.comm, op.stream)
                   : ::ncclRecv(const_cast<void*>(op.buf), op.bytes, ncclInt8, op.peer, op.comm, op.stream);
   }
@@ -383,23 +383,51 @@ inline ncclResult_t p2p_nccl(const std::vector<P2pOp>& ops) {
   return r != ncclSuccess ? r : g;
 }
 
+// Whether a send to self and its receive (the k-th of each in a group) go in
+// NCCL's group: where a send of the same size to a peer would (via_nccl's
+// size and registration tests), the two buffers differing and the sizes
+// matching. NCCL then copies the block inside its kernel, beside the peers'
+// transfers, instead of a local copy on the stream before them. Decided by
+// the pair, so both of its ops go the same way.
+inline bool self_pair_via_nccl(const P2pOp& send, const P2pOp& recv) {
+  if (send.comm != recv.comm || send.buf == recv.buf || send.bytes != recv.bytes || CUCO_P2P_NCCL_FROM <= 0 ||
+      send.msgBytes < (size_t)CUCO_P2P_NCCL_FROM || (CUCO_P2P_CE && cuco::stream_mem_ops().ok))
+    return false;  // (with the copy engine on, a peer send of that size goes by it: no NCCL kernel)
+  const Comm* x = comm_find(send.comm);
+  return !x || x->nwins == 0 || nccl_local_register_off();
+}
+
+// Splits a group's ops into those NCCL carries (via_nccl, and the pairs to
+// self of self_pair_via_nccl), in order, and the rest (kept in ops).
+inline std::vector<P2pOp> nccl_part(std::vector<P2pOp>& ops) {
+  std::vector<size_t> selfSends, selfRecvs;
+  std::vector<char> nccl(ops.size(), 0);
+  for (size_t i = 0; i < ops.size(); i++) {
+    if (comm_setup(ops[i].comm) != ncclSuccess) continue;
+    if (ops[i].peer == comm_rank(ops[i].comm))
+      (ops[i].isSend ? selfSends : selfRecvs).push_back(i);
+    else
+      nccl[i] = via_nccl(ops[i]);
+  }
+  for (size_t k = 0; k < selfSends.size() && k < selfRecvs.size(); k++)
+    if (self_pair_via_nccl(ops[selfSends[k]], ops[selfRecvs[k]])) nccl[selfSends[k]] = nccl[selfRecvs[k]] = 1;
+  std::vector<P2pOp> viaNccl, kept;
+  for (size_t i = 0; i < ops.size(); i++) {
+    const P2pOp& op = ops[i];
+    CUCO_TX_TRACE("rank %d: %s peer %d, %zu bytes, via %s\n", comm_rank(op.comm), op.isSend ? "send to" : "receive from",
+                  op.peer, op.bytes, nccl[i] ? "NCCL" : op.peer == comm_rank(op.comm) ? "a local copy" : "the device");
+    (nccl[i] ? viaNccl : kept).push_back(op);
+  }
+  ops.swap(kept);
+  return viaNccl;
+}
+
 // Posts every receive, then issues every send, then waits for every receive,
 // so no two ranks can wait on each other; then the ones NCCL carries.
 inline ncclResult_t p2p_flush() {
   std::vector<P2pOp> ops;
   ops.swap(pending());
-  for (const P2pOp& op : ops)
-    CUCO_TX_TRACE("rank %d: %s peer %d, %zu bytes, via %s\n", comm_rank(op.comm), op.isSend ? "send to" : "receive from",
-                  op.peer, op.bytes, op.peer == comm_rank(op.comm) ? "a local copy" : via_nccl(op) ? "NCCL" : "the device");
-  std::vector<P2pOp> viaNccl;
-  for (size_t i = 0; i < ops.size();) {
-    if (comm_setup(ops[i].comm) == ncclSuccess && via_nccl(ops[i])) {
-      viaNccl.push_back(ops[i]);
-      ops.erase(ops.begin() + (long)i);
-    } else {
-      i++;
-    }
-  }
+  std::vector<P2pOp> viaNccl = nccl_part(ops);
   ncclResult_t r = ncclSuccess;
   std::vector<int> posted(kMaxRanks, 0);
   for (const P2pOp& op : ops) {

@@ -174,6 +174,7 @@ struct Comm {
   void* ctrl = nullptr;          // control window memory (ncclMemAlloc)
   ncclWindow_t ctrlWin = nullptr;
   int nwins = 0;                 // data windows registered so far
+  bool setupFailed = false;      // its windows could not be registered at setup (eager_comm)
   int* error = nullptr;          // device flag: a send found no fitting receive
   std::vector<uint64_t> postSeq, sendSeq, recvSeq;  // per peer
   cudaStream_t side = nullptr;   // send_as_produced: the pieces that go early
@@ -309,14 +310,21 @@ inline cudaError_t clear_now(void* p, size_t bytes) {
 #define CUCO_TX_ONE_COMM 0
 #endif
 inline ncclResult_t windows_register(ncclComm_t c);
+// The program's one communicator once comm_setup has seen it, until
+// comm_teardown (CUCO_TX_ONE_COMM).
+inline ncclComm_t& one_comm() { static ncclComm_t c = nullptr; return c; }
 // The communicator windows are registered with as they are allocated, or
-// null (registration waits for a first use).
+// null (registration waits for a first use): the one communicator while it
+// is the only live one, or while none is (symm_free releases the device
+// communicator with its last window; registering sets it up again, at an
+// allocation every rank reaches).
 inline ncclComm_t eager_comm() {
   if (!CUCO_TX_ONE_COMM) return nullptr;
   ncclComm_t only = nullptr;
   int live = 0;
   for (const Comm& x : comms())
     if (x.live && ++live == 1) only = x.comm;
+  if (live == 0) return one_comm();
   return live == 1 ? only : nullptr;
 }
 
@@ -377,7 +385,7 @@ inline Comm* comm_find(ncclComm_t c) {
 
 // Creates the device communicator (once per communicator). Collective.
 inline ncclResult_t comm_setup(ncclComm_t c) {
-  if (comm_find(c)) return ncclSuccess;
+  if (const Comm* found = comm_find(c)) return found->setupFailed ? ncclInvalidUsage : ncclSuccess;
   Comm x;
   x.comm = c;
   if (ncclCommUserRank(c, &x.rank) != ncclSuccess || ncclCommCount(c, &x.nranks) != ncclSuccess)
@@ -410,7 +418,10 @@ inline ncclResult_t comm_setup(ncclComm_t c) {
   CUCO_TX_TRY(cuco::load_kernels<__half>());
   CUCO_TX_TRY(cuco::load_kernels<__nv_bfloat16>());
   CUCO_TX_TRY(cuco::load_kernels<int32_t>());
-  return eager_comm() == c ? windows_register(c) : ncclSuccess;
+  if (CUCO_TX_ONE_COMM && comms().size() == 1) one_comm() = c;
+  if (eager_comm() != c || windows_register(c) == ncclSuccess) return ncclSuccess;
+  comm_find(c)->setupFailed = true;  // every later use fails too: the ranks disagree on the windows now
+  return CUCO_TX_FAIL("registering the windows allocated before the communicator failed");
 }
 
 // Registers every symmetric buffer not registered yet, in allocation order.

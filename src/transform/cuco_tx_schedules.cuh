@@ -220,7 +220,10 @@ inline ncclResult_t all_to_all(const void* sendbuff, void* recvbuff, size_t coun
   // inside it instead of by a local copy before the group.
   if (group_depth() == 0 && count > 0 && n > 1 && comm_setup(comm) == ncclSuccess) {
     P2pOp block{true, sendbuff, count * es, (comm_rank(comm) + 1) % n, comm, stream, count * es};
-    if (via_nccl(block)) return ::ncclAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream);
+    if (via_nccl(block)) {
+      made_forget(recvbuff, (size_t)n * count * es);  // as each receive does (p2p_ops)
+      return ::ncclAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream);
+    }
   }
   group_start();
   ncclResult_t r = ncclSuccess;
@@ -357,6 +360,7 @@ inline cudaError_t symm_free(void* p) {
     v.erase(v.begin() + (long)i);
     delete b;
     // the last window of a communicator gone: its device communicator goes too
+    // (eager_comm sets it up again at the next allocation)
     bool used = false;
     for (Buf* o : v) used = used || (o->registered && o->symm.comm == c);
     if (c && !used) {
@@ -398,6 +402,7 @@ inline ncclResult_t comm_teardown(ncclComm_t c) {
   }
   for (Comm& x : comms())
     if (x.comm == c && x.live && comm_release(x) != ncclSuccess && r == ncclSuccess) r = ncclInvalidUsage;
+  if (one_comm() == c) one_comm() = nullptr;  // destroyed next: nothing registers with it
   return r;
 }
 

@@ -56,27 +56,44 @@ static int reads_rank(const rank_names *r, size_t a, size_t b)
     return 0;
 }
 
-/* The last identifier of argument k of the call whose '(' is at open. */
-static size_t last_ident_of_arg(const sview *v, size_t open, int k)
+/* The last identifier of argument k of the call whose '(' is at open, when
+ * the argument only names a variable ("rank", "&rank", "c.rank",
+ * "&c->rank", "*r"); v->n for anything else (a call, an index). */
+static size_t named_arg(const sview *v, size_t open, int k)
 {
-    size_t a, b;
+    size_t a, b, last = v->n;
     if (!arg_range(v, open, k, &a, &b))
         return v->n;
-    for (size_t t = b; t > a; t--)
-        if (ident(v, t - 1))
-            return t - 1;
-    return v->n;
+    for (size_t t = a; t < b; t++) {
+        if (ident(v, t))
+            last = t;
+        else if (!is(v, t, "&") && !is(v, t, "*") && !is(v, t, ".") && !is(v, t, "->"))
+            return v->n;
+    }
+    return last;
+}
+
+static const struct {
+    const char *call;
+    int arg;
+} sources[] = {{"ncclCommInitRank", 3},
+               {"ncclCommInitRankConfig", 3},
+               {"MPI_Comm_rank", 1},
+               {"ncclCommUserRank", 1}};
+
+/* Whether tokens [a, b) call one of the sources ("r = ncclCommInitRank(...,
+ * rank)" makes a result code, not a rank). */
+static int calls_source(const sview *v, size_t a, size_t b)
+{
+    for (size_t t = a; t < b; t++)
+        for (size_t s = 0; s < sizeof(sources) / sizeof(sources[0]); s++)
+            if (is(v, t, sources[s].call))
+                return 1;
+    return 0;
 }
 
 static int seed_names(rank_names *r)
 {
-    static const struct {
-        const char *call;
-        int arg;
-    } sources[] = {{"ncclCommInitRank", 3},
-                   {"ncclCommInitRankConfig", 3},
-                   {"MPI_Comm_rank", 1},
-                   {"ncclCommUserRank", 1}};
     const sview *v = r->v;
     for (size_t i = 0; i + 1 < v->n; i++) {
         if (!ident(v, i) || !is(v, i + 1, "("))
@@ -84,7 +101,7 @@ static int seed_names(rank_names *r)
         for (size_t s = 0; s < sizeof(sources) / sizeof(sources[0]); s++) {
             if (!is(v, i, sources[s].call))
                 continue;
-            size_t t = last_ident_of_arg(v, i + 1, sources[s].arg);
+            size_t t = named_arg(v, i + 1, sources[s].arg);
             if (t < v->n && names_add(r, t) < 0)
                 return -1;
         }
@@ -116,7 +133,8 @@ static int grow_names(rank_names *r)
     for (size_t i = 1; i + 1 < v->n; i++) {
         if (!is(v, i, "=") || !ident(v, i - 1) || names_has(r, i - 1))
             continue;
-        if (reads_rank(r, i + 1, statement_end(v, i + 1))) {
+        size_t end = statement_end(v, i + 1);
+        if (reads_rank(r, i + 1, end) && !calls_source(v, i + 1, end)) {
             int rc = names_add(r, i - 1);
             if (rc < 0)
                 return -1;
@@ -126,17 +144,44 @@ static int grow_names(rank_names *r)
     return added;
 }
 
-/* The end of the statement or block that starts at body. */
-static size_t body_end(const sview *v, size_t body)
+/* The last token of the statement or block that starts at body: a block's
+ * '}', or a nested if (with its else), for, while or switch's own body's
+ * end, or a simple statement's ';'. */
+static size_t body_end(const sview *v, size_t body, int depth)
 {
+    if (body >= v->n || depth > 64)
+        return v->n;
     if (is(v, body, "{"))
         return close_of(v, body);
+    if ((is(v, body, "if") || is(v, body, "for") || is(v, body, "while") ||
+         is(v, body, "switch")) &&
+        is(v, body + 1, "(")) {
+        size_t end = body_end(v, close_of(v, body + 1) + 1, depth + 1);
+        if (is(v, body, "if") && end + 1 < v->n && is(v, end + 1, "else"))
+            end = body_end(v, end + 2, depth + 1);
+        return end;
+    }
+    if (is(v, body, "do")) {
+        size_t end = body_end(v, body + 1, depth + 1); /* then "while (...);" */
+        return end + 2 < v->n && is(v, end + 1, "while") ? statement_end(v, end + 2) : end;
+    }
     return statement_end(v, body);
 }
 
+/* Whether tokens [a, b] leave the function or the program (return, exit). */
+static int leaves(const sview *v, size_t a, size_t b)
+{
+    static const char *const exits[] = {"return", "exit", "_exit", "abort", "MPI_Abort", NULL};
+    for (size_t t = a; t <= b && t < v->n; t++)
+        if (in_words(v, t, exits))
+            return 1;
+    return 0;
+}
+
 /* The innermost 'if' (its token) whose condition reads the rank and whose
- * branch (then or else) holds token i; v->n when none. */
-static size_t rank_if_around(const rank_names *r, size_t i)
+ * branch (then or else) holds token i, or whose then-branch leaves (return,
+ * exit) before i in the same block; v->n when none. */
+static size_t rank_if_around(const rank_names *r, size_t i, int *after_exit)
 {
     const sview *v = r->v;
     size_t found = v->n;
@@ -146,12 +191,19 @@ static size_t rank_if_around(const rank_names *r, size_t i)
         size_t close = close_of(v, f + 1);
         if (close >= v->n || !reads_rank(r, f + 2, close))
             continue;
-        size_t then_end = body_end(v, close + 1);
+        size_t then_end = body_end(v, close + 1, 0);
         int inside = close < i && i <= then_end;
         if (!inside && then_end + 1 < v->n && is(v, then_end + 1, "else"))
-            inside = then_end + 1 < i && i <= body_end(v, then_end + 2);
-        if (inside)
+            inside = then_end + 1 < i && i <= body_end(v, then_end + 2, 0);
+        /* "if (rank >= 2) { ...; return 0; }": what follows in its block
+         * runs on the other ranks only */
+        size_t block = block_open(v, f);
+        int exits = !inside && then_end < i && leaves(v, close + 1, then_end) &&
+                    (block >= v->n || i < close_of(v, block));
+        if (inside || exits) {
             found = f;
+            *after_exit = exits;
+        }
     }
     return found;
 }
@@ -175,7 +227,7 @@ int cuco_rank_branches(const char *text, const size_t *offs, size_t n, cuco_rank
         size_t i = 0;
         while (i < v.n && tk(&v, i)->off < offs[k])
             i++;
-        size_t f = i < v.n ? rank_if_around(&r, i) : v.n;
+        size_t f = i < v.n ? rank_if_around(&r, i, &out[k].after_exit) : v.n;
         if (f >= v.n)
             continue;
         size_t close = close_of(&v, f + 1);

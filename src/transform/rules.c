@@ -2155,9 +2155,34 @@ static int scan_p2p_call(ctx *c, scan_state *st, size_t i, const char *name)
     return 0;
 }
 
+/* Whether token i is in a lambda's body ("[&](...) { ... }", "[] { ... }"),
+ * which may run any number of times. */
+static int in_lambda(const view *v, size_t i)
+{
+    for (size_t b = 0; b < i; b++) {
+        if (!is(v, b, "{") || match_close(v, b) < i)
+            continue;
+        size_t k = b;
+        while (k > 0 && (is(v, k - 1, "mutable") || is(v, k - 1, "noexcept")))
+            k--;
+        if (k > 0 && is(v, k - 1, ")")) {
+            int d = 0;
+            for (k = k - 1; k > 0; k--) {
+                d += is(v, k, ")") - is(v, k, "(");
+                if (d == 0)
+                    break;
+            }
+        }
+        if (k > 0 && is(v, k - 1, "]"))
+            return 1;
+    }
+    return 0;
+}
+
 /* Whether the function whose name is at token f runs once: main, or a
  * function the file names once besides its definition and its declarations
- * at file scope, by a call outside any loop, in a function that runs once. */
+ * at file scope, by a call outside any loop and any lambda, in a function
+ * that runs once. */
 static int runs_once(const ctx *c, size_t f, int depth)
 {
     const view *v = &c->v;
@@ -2176,7 +2201,7 @@ static int runs_once(const ctx *c, size_t f, int depth)
         uses++;
         use = t;
     }
-    if (uses != 1 || !is(v, use + 1, "(") || in_loop(v, use))
+    if (uses != 1 || !is(v, use + 1, "(") || in_loop(v, use) || in_lambda(v, use))
         return 0;
     return runs_once(c, c->fn_of[use], depth + 1);
 }
@@ -2219,7 +2244,7 @@ static int scan_comm_init(ctx *c, scan_state *st, size_t i, const char *name)
     if (rc == 0)
         rc = cuco_tx_notes_add(&c->r->notes, t->line, "setup",
                                "device communicator created after %s", name);
-    if (rc == 0 && scope_map(c) == 0 && c->fn_of[i] < v->n)
+    if (rc == 0 && scope_map(c) == 0 && c->fn_of[i] < v->n && !in_lambda(v, i))
         c->comm_once = c->comm_once || runs_once(c, c->fn_of[i], 0);
     free(comm);
     free(ins);
@@ -2684,11 +2709,13 @@ static int rank_branch_notes(ctx *c, cuco_err *e)
         const cuco_tok *t = T(&c->v, c->alloc_sites[k]);
         rc = cuco_tx_notes_add(&c->r->notes, t->line, "note",
                                "%.*s of a symmetric buffer runs only where 'if %s' (line %d) "
-                               "holds, which reads the rank: every rank registers the windows "
+                               "%s, which reads the rank: every rank registers the windows "
                                "together, in allocation order, so every rank must allocate it "
                                "(else the ranks that did wait at the registration); allocate it "
                                "before the branch",
-                               (int)t->len, c->v.src + t->off, b[k].cond, b[k].cond_line);
+                               (int)t->len, c->v.src + t->off, b[k].cond, b[k].cond_line,
+                               b[k].after_exit ? "does not hold (its branch leaves first)"
+                                               : "holds");
     }
     if (b)
         cuco_rank_branches_free(b, c->nalloc);

@@ -627,8 +627,15 @@ static void test_one_comm_eager_windows(void **state)
                          "  cudaMalloc(&x, 64);\n"
                          "  ncclSend(x, 16, ncclFloat, 1, comm, 0);\n"
                          "}\n";
-    const char *srcs[] = {once, helper, split, twice, looped};
-    for (int k = 0; k < 5; k++) {
+    const char *lambda = "int main() {\n"
+                         "  ncclComm_t comm; ncclUniqueId id; float *x;\n"
+                         "  auto make = [&]() { ncclCommInitRank(&comm, 4, id, 0); };\n"
+                         "  make(); make();\n"
+                         "  cudaMalloc(&x, 64);\n"
+                         "  ncclSend(x, 16, ncclFloat, 1, comm, 0);\n"
+                         "}\n";
+    const char *srcs[] = {once, helper, split, twice, looped, lambda};
+    for (int k = 0; k < 6; k++) {
         cuco_tx_result r;
         cuco_err e = CUCO_ERR_INIT;
         assert_int_equal(cuco_transform_rules("o.cu", srcs[k], &r, &e), 0);
@@ -672,6 +679,35 @@ static void test_rank_branch_alloc(void **state)
     assert_true(tx_has_note(&r.notes, "note", 7, "only where 'if (rank == 0)' (line 7) holds"));
     assert_false(tx_has_note(&r.notes, "note", 8, "reads the rank"));
     assert_false(tx_has_note(&r.notes, "note", 9, "reads the rank"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+
+    /* an if/else-if chain and a loop under an if end where their bodies end;
+     * an early return leaves the rest of its block to the other ranks; a
+     * result code of the init call and a computed rank argument name no rank */
+    const char *more = "int main(int argc, char **argv) {\n"
+                       "  int rank; MPI_Comm_rank(MPI_COMM_WORLD, &rank);\n"
+                       "  ncclComm_t comm; ncclUniqueId id; float *a, *b, *c, *d; int n = 4;\n"
+                       "  ncclResult_t res = ncclCommInitRank(&comm, 2, id, rank);\n"
+                       "  if (rank == 0) { n = 1; } else if (rank == 1) { n = 2; }\n"
+                       "  cudaMalloc(&a, 64);\n"
+                       "  if (rank == 0) for (int i = 0; i < 2; i++) { n++; }\n"
+                       "  cudaMalloc(&b, 64);\n"
+                       "  if (res != ncclSuccess) n = 0;\n"
+                       "  cudaMalloc(&c, 64);\n"
+                       "  if (rank >= 2) { MPI_Finalize(); return 0; }\n"
+                       "  cudaMalloc(&d, 64);\n"
+                       "  ncclAllReduce(a, a, 16, ncclFloat, ncclSum, comm, 0);\n"
+                       "  ncclAllReduce(b, b, 16, ncclFloat, ncclSum, comm, 0);\n"
+                       "  ncclAllReduce(c, c, 16, ncclFloat, ncclSum, comm, 0);\n"
+                       "  ncclAllReduce(d, d, 16, ncclFloat, ncclSum, comm, 0);\n"
+                       "}\n";
+    assert_int_equal(cuco_transform_rules("rb2.cu", more, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    assert_false(tx_has_note(&r.notes, "note", 6, "reads the rank"));
+    assert_false(tx_has_note(&r.notes, "note", 8, "reads the rank"));
+    assert_false(tx_has_note(&r.notes, "note", 10, "reads the rank"));
+    assert_true(tx_has_note(&r.notes, "note", 12, "'if (rank >= 2)' (line 11) does not hold"));
     cuco_tx_result_free(&r);
     cuco_err_clear(&e);
 }
