@@ -273,6 +273,8 @@ typedef struct cuco_rank_branch {
     int cond_line;
     char *cond;
     int after_exit; /* the allocation follows the if, whose branch leaves (return, exit) */
+    int call_line;  /* the if decides every call of the allocation's function: the first
+                     * call's line (0: the if is in the allocation's own function) */
 } cuco_rank_branch;
 
 int cuco_rank_branches(const char *text, const size_t *offs, size_t n, cuco_rank_branch *out,

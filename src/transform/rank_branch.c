@@ -208,6 +208,40 @@ static size_t rank_if_around(const rank_names *r, size_t i, int *after_exit)
     return found;
 }
 
+/* The rank 'if' that decides whether token i runs: one around it in its
+ * function (rank_if_around), or else one that decides every call of its
+ * function, up to 4 functions up (*call_line: the first such call's line);
+ * v->n when a call, or the token itself, runs on every rank. */
+static size_t rank_if_deciding(const rank_names *r, size_t i, int *after_exit, int *call_line,
+                               int depth)
+{
+    const sview *v = r->v;
+    size_t f = rank_if_around(r, i, after_exit);
+    size_t body = function_body_of(v, i);
+    if (f < v->n || depth >= 4 || body >= v->n)
+        return f;
+    int lambda = 0;
+    size_t name = params_of(v, body, &lambda) - 1;
+    if (is(v, name, "main"))
+        return v->n;
+    size_t found = v->n;
+    for (size_t t = 0; t + 1 < v->n; t++) {
+        if (t == name || !same_tok(v, t, name) || !is(v, t + 1, "(") ||
+            function_body_of(v, t) >= v->n)
+            continue; /* not a call: the definition, a declaration at file scope */
+        int exits = 0, line = 0;
+        size_t g = rank_if_deciding(r, t, &exits, &line, depth + 1);
+        if (g >= v->n)
+            return v->n; /* this call runs on every rank */
+        if (found >= v->n) {
+            found = g;
+            *after_exit = exits;
+            *call_line = line ? line : tk(v, t)->line;
+        }
+    }
+    return found;
+}
+
 int cuco_rank_branches(const char *text, const size_t *offs, size_t n, cuco_rank_branch *out,
                        cuco_err *e)
 {
@@ -227,7 +261,8 @@ int cuco_rank_branches(const char *text, const size_t *offs, size_t n, cuco_rank
         size_t i = 0;
         while (i < v.n && tk(&v, i)->off < offs[k])
             i++;
-        size_t f = i < v.n ? rank_if_around(&r, i, &out[k].after_exit) : v.n;
+        size_t f =
+            i < v.n ? rank_if_deciding(&r, i, &out[k].after_exit, &out[k].call_line, 0) : v.n;
         if (f >= v.n)
             continue;
         size_t close = close_of(&v, f + 1);

@@ -2707,15 +2707,20 @@ static int rank_branch_notes(ctx *c, cuco_err *e)
         if (!b[k].cond_line)
             continue;
         const cuco_tok *t = T(&c->v, c->alloc_sites[k]);
-        rc = cuco_tx_notes_add(&c->r->notes, t->line, "note",
-                               "%.*s of a symmetric buffer runs only where 'if %s' (line %d) "
-                               "%s, which reads the rank: every rank registers the windows "
-                               "together, in allocation order, so every rank must allocate it "
-                               "(else the ranks that did wait at the registration); allocate it "
-                               "before the branch",
-                               (int)t->len, c->v.src + t->off, b[k].cond, b[k].cond_line,
-                               b[k].after_exit ? "does not hold (its branch leaves first)"
-                                               : "holds");
+        char via[96] = "";
+        if (b[k].call_line)
+            snprintf(via, sizeof via,
+                     " (it decides every call of its function, the first at line %d)",
+                     b[k].call_line);
+        rc = cuco_tx_notes_add(
+            &c->r->notes, t->line, "note",
+            "%.*s of a symmetric buffer runs only where 'if %s' (line %d) "
+            "%s%s, which reads the rank: every rank registers the windows "
+            "together, in allocation order, so every rank must allocate it "
+            "(else the ranks that did wait at the registration); allocate it "
+            "before the branch",
+            (int)t->len, c->v.src + t->off, b[k].cond, b[k].cond_line,
+            b[k].after_exit ? "does not hold (its branch leaves first)" : "holds", via);
     }
     if (b)
         cuco_rank_branches_free(b, c->nalloc);

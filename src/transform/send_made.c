@@ -64,17 +64,6 @@ static int refuse(made_scan *m, int line, const char *fmt, ...)
     return 0;
 }
 
-/* The '{' of the body of the innermost named function (not a lambda) that
- * holds token i; v->n when none. */
-static size_t enclosing_body(const sview *v, size_t i)
-{
-    int lambda = 0;
-    for (size_t b = block_open(v, i); b < v->n; b = block_open(v, b))
-        if (params_of(v, b, &lambda) < v->n && !lambda)
-            return b;
-    return v->n;
-}
-
 /* The name token of the function whose body opens at brace. */
 static size_t body_name(const sview *v, size_t brace)
 {
@@ -155,7 +144,7 @@ static int const_param(const sview *v, size_t name, int k)
 {
     size_t f = 0, a, b;
     while (f + 1 < v->n &&
-           !(same_tok(v, f, name) && is(v, f + 1, "(") && enclosing_body(v, f) >= v->n))
+           !(same_tok(v, f, name) && is(v, f + 1, "(") && function_body_of(v, f) >= v->n))
         f++;
     if (f + 1 >= v->n || !arg_range(v, f + 1, k, &a, &b))
         return 0;
@@ -345,7 +334,7 @@ static int find_b(made_scan *m, size_t send_body, size_t root_s)
     for (size_t i = 0; i + 1 < v->n; i++) {
         if (!is_call_of(v, i, f))
             continue;
-        size_t body = enclosing_body(v, i);
+        size_t body = function_body_of(v, i);
         if (!arg_range(v, i + 1, j, &a, &b) || b != a + 1 || !ident(v, a) || body >= v->n ||
             (caller < v->n && (body != caller || !same_tok(v, a, root))))
             return refuse(m, tk(v, i)->line,
@@ -431,7 +420,7 @@ int cuco_send_made_scan(const char *text, size_t call_off, int site,
         c++;
     if (rc == 0 && (c >= v.n || !is(&v, c + 1, "(")))
         rc = cuco_err_set(e, CUCO_EINVAL, "no call at byte %zu", call_off);
-    size_t body = rc == 0 ? enclosing_body(&v, c) : v.n;
+    size_t body = rc == 0 ? function_body_of(&v, c) : v.n;
     if (rc == 0 && body >= v.n)
         rc = refuse(&m, tk(&v, c)->line, "the send is not inside a function");
     else if (rc == 0 &&

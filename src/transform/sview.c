@@ -193,3 +193,12 @@ size_t params_of(const sview *v, size_t brace, int *lambda)
         return v->n;
     return o;
 }
+
+size_t function_body_of(const sview *v, size_t i)
+{
+    int lambda = 0;
+    for (size_t b = block_open(v, i); b < v->n; b = block_open(v, b))
+        if (params_of(v, b, &lambda) < v->n && !lambda)
+            return b;
+    return v->n;
+}

@@ -2,7 +2,7 @@
  * out) with the few questions the schedule scans ask of them: what a token
  * is, where a bracket closes, where a call's argument lies, which block and
  * which function holds a token. Shared by
- * schedule_scan.c and send_made.c. */
+ * schedule_scan.c, send_made.c and rank_branch.c. */
 #ifndef CUCO_TRANSFORM_SVIEW_H
 #define CUCO_TRANSFORM_SVIEW_H
 
@@ -53,6 +53,9 @@ size_t block_open(const sview *v, size_t i);
 /* The '(' of the parameter list when the block at brace is a function's (or
  * a lambda's: *lambda = 1) body; v->n otherwise. */
 size_t params_of(const sview *v, size_t brace, int *lambda);
+/* The '{' of the body of the innermost named function (not a lambda) that
+ * holds token i; v->n when none (file scope). */
+size_t function_body_of(const sview *v, size_t i);
 
 /* The cuBLAS GEMM calls the schedules route (split_scan.c): the glue
  * names of the consumer split, the producer split and send_as_produced's

@@ -710,6 +710,30 @@ static void test_rank_branch_alloc(void **state)
     assert_true(tx_has_note(&r.notes, "note", 12, "'if (rank >= 2)' (line 11) does not hold"));
     cuco_tx_result_free(&r);
     cuco_err_clear(&e);
+
+    /* through a helper: flagged when every call of it is under a rank branch
+     * (the note names the first call), not when one call runs everywhere */
+    const char *helpers = "static float *x, *y;\n"
+                          "static void make_recv(void) { cudaMalloc(&x, 64); }\n"
+                          "static void make_both(void) { cudaMalloc(&y, 64); }\n"
+                          "int main() {\n"
+                          "  int rank; MPI_Comm_rank(MPI_COMM_WORLD, &rank);\n"
+                          "  ncclComm_t comm; ncclUniqueId id;\n"
+                          "  ncclCommInitRank(&comm, 2, id, rank);\n"
+                          "  if (rank == 1) make_recv();\n"
+                          "  if (rank == 0) make_both();\n"
+                          "  make_both();\n"
+                          "  if (rank == 1) ncclRecv(x, 16, ncclFloat, 0, comm, 0);\n"
+                          "  ncclAllReduce(y, y, 16, ncclFloat, ncclSum, comm, 0);\n"
+                          "}\n";
+    assert_int_equal(cuco_transform_rules("rb3.cu", helpers, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    assert_true(tx_has_note(&r.notes, "note", 2,
+                            "'if (rank == 1)' (line 8) holds (it decides every call of its function, "
+                            "the first at line 8)"));
+    assert_false(tx_has_note(&r.notes, "note", 3, "reads the rank"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
 }
 
 /* A named lambda wrapping a collective is a helper like a function: its
