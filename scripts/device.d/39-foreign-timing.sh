@@ -5,8 +5,9 @@
 # and verified side by side (a confined 'cuco eval --level 1', every program
 # at once), then timed one after another ('cuco eval --level 3', 3 repeats,
 # the manifest's bench size) at RANKS ranks, seed then gen_0, until
-# FOREIGN_BUDGET_S seconds (default 400) have passed since the step began;
-# the programs left are listed as not timed.
+# FOREIGN_BUDGET_S seconds (default 400) have passed since the step began,
+# each eval within FOREIGN_EVAL_S seconds (default 90); the programs left are
+# listed as not timed. Put the programs of long bench runs last.
 # Results: $OUT/foreign-timing.jsonl (one line an eval, named PROGRAM-seed
 # and PROGRAM-gen0) and $OUT/foreign-timing.txt (a line a program: seed ms,
 # gen_0 ms, seed / gen_0).
@@ -17,8 +18,8 @@ mkdir -p "$OUT"
 source scripts/device-eval.sh
 step_start cuco-foreign foreign-timing
 began=$(date +%s)
-PROGRAMS=${FOREIGN_PROGRAMS:-sendrecv_pair ring_pass pipeline_stages alltoall_group jacobi_halo tp_mlp_allreduce
-  allreduce_loop ddp_buckets reduce_scatter_grad alltoall_pack broadcast allgather layer_send}
+PROGRAMS=${FOREIGN_PROGRAMS:-alltoall_pack alltoall_group jacobi_halo sendrecv_pair ring_pass pipeline_stages
+  tp_mlp_allreduce ddp_buckets reduce_scatter_grad allgather allreduce_loop layer_send broadcast}
 gen0_of() { echo "$T/ws-$1/gen_0/$(sed -n 's/^evolve_file: *//p' "tests/data/transform/$1/workload.yaml")"; }
 
 for p in $PROGRAMS; do
@@ -37,8 +38,8 @@ for p in $PROGRAMS; do
   g=$(gen0_of "$p")
   if [ ! -s "$g" ]; then echo "$p: no gen_0 ($(tail -1 "$T/$p.tx.log"))"; status=1; continue; fi
   if [ $(( $(date +%s) - began )) -ge "${FOREIGN_BUDGET_S:-400}" ]; then left+=("$p"); continue; fi
-  eval_named "tests/data/transform/$p" "$p-seed" 3 "$RANKS" 200 foreign
-  eval_named "tests/data/transform/$p" "$p-gen0" 3 "$RANKS" 200 foreign "$g" "$g"
+  eval_named "tests/data/transform/$p" "$p-seed" 3 "$RANKS" "${FOREIGN_EVAL_S:-90}" foreign
+  eval_named "tests/data/transform/$p" "$p-gen0" 3 "$RANKS" "${FOREIGN_EVAL_S:-90}" foreign "$g" "$g"
 done
 
 python3 - "$LOG" "$RANKS" "${left[*]:-}" > "$OUT/foreign-timing.txt" <<'EOF'

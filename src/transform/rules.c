@@ -337,6 +337,7 @@ typedef struct ctx {
     int stage_call;     /* the call being rewritten is one of them */
     int comm_creations; /* ncclCommInitRank / InitRankConfig / Split calls in the file */
     int comm_once;      /* one of them sets up the device communicator, in a function run once */
+    int setup_line;     /* the line of the first communicator setup inserted (0: none) */
 } ctx;
 
 static int line_of(const ctx *c, size_t i)
@@ -2244,6 +2245,8 @@ static int scan_comm_init(ctx *c, scan_state *st, size_t i, const char *name)
     if (rc == 0)
         rc = cuco_tx_notes_add(&c->r->notes, t->line, "setup",
                                "device communicator created after %s", name);
+    if (rc == 0 && !c->setup_line)
+        c->setup_line = t->line;
     if (rc == 0 && scope_map(c) == 0 && c->fn_of[i] < v->n && !in_lambda(v, i))
         c->comm_once = c->comm_once || runs_once(c, c->fn_of[i], 0);
     free(comm);
@@ -2556,6 +2559,29 @@ static void schedule_knob_lines(const ctx *c, cuco_buf *g)
     }
 }
 
+/* The report's line on when the windows are registered (CUCO_TX_ONE_COMM
+ * or at first use, and why), at the first communicator setup inserted. */
+static int window_timing_note(ctx *c)
+{
+    if (!c->setup_line)
+        return 0;
+    if (c->comm_creations == 1 && c->comm_once)
+        return cuco_tx_notes_add(&c->r->notes, c->setup_line, "setup",
+                                 "windows registered right after this setup and at each later "
+                                 "allocation, which every rank reaches (the program makes one "
+                                 "communicator, once)");
+    char many[48];
+    snprintf(many, sizeof many, "the file makes %d communicators", c->comm_creations);
+    const char *why = c->comm_creations > 1 ? many
+                                            : "its communicator may be made more than once: in a "
+                                              "loop, a lambda, or a function main does not call "
+                                              "exactly once";
+    return cuco_tx_notes_add(&c->r->notes, c->setup_line, "setup",
+                             "windows registered at their first use, with the communicator of "
+                             "that use, so every rank must reach a rewritten call (%s)",
+                             why);
+}
+
 static int assemble(ctx *c, const char *text)
 {
     size_t pos;
@@ -2585,6 +2611,10 @@ static int assemble(ctx *c, const char *text)
         cuco_buf_puts(&g, "// the program makes one communicator, once: windows are\n"
                           "// registered when they are allocated (cuco_tx::eager_comm)\n"
                           "#define CUCO_TX_ONE_COMM 1\n");
+    if (window_timing_note(c) != 0) {
+        cuco_buf_free(&g);
+        return CUCO_ENOMEM;
+    }
     schedule_knob_lines(c, &g);
     cuco_buf_puts(&g, glue);
     free(glue);

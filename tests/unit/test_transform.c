@@ -645,6 +645,14 @@ static void test_one_comm_eager_windows(void **state)
             assert_non_null(def);
         else
             assert_null(def);
+        /* the report says when the windows are registered, and why */
+        const char *said = k <= 1   ? "windows registered right after this setup"
+                           : k == 2 ? "at their first use, with the communicator of that use, so "
+                                      "every rank must reach a rewritten call (the file makes 2 "
+                                      "communicators)"
+                                    : "its communicator may be made more than once";
+        int line = k == 1 || k == 3 ? 2 : k == 4 ? 2 : 3;
+        assert_true(tx_has_note(&r.notes, "setup", line, said));
         cuco_tx_result_free(&r);
         cuco_err_clear(&e);
     }
