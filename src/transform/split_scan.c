@@ -415,6 +415,28 @@ static int try_kernel_split(scan *s, cuco_sched_place *pl, stmt *st, int helper,
     return p->split_note ? 0 : CUCO_ENOMEM;
 }
 
+/* Whether the call's block ends its function: only closing braces and the
+ * other branches of an if/else follow it ("if (send) {...} else { recv }"). */
+static int ends_function(const scan *s)
+{
+    const sview *v = s->v;
+    if (s->fn.body >= v->n || s->fn.params == 0 || s->block_end >= v->n)
+        return 0;
+    size_t t = s->block == s->fn.body ? s->fn.body_end : s->block_end + 1;
+    while (t < s->fn.body_end) {
+        if (is(v, t, "}") || is(v, t, "else")) {
+            t++;
+        } else if (is(v, t, "if") && is(v, t + 1, "(")) {
+            t = close_of(v, t + 1) + 1;
+        } else if (is(v, t, "{")) {
+            t = close_of(v, t) + 1;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* When the consumer found by *pl is a GEMM reading the gathered buffer (or
  * the launch of a kernel declared rows_independent): it stops being a
  * consumer (it waits per source rank itself), the wait is placed again after
@@ -427,8 +449,17 @@ int scan_try_split(scan *s, cuco_sched_place *pl, int (*editable)(void *, size_t
     int recv = scan_is_recv(s);
     if (pl->wait >= s->n) {
         free(p->split_note);
-        p->split_note = cuco_sprintf("no later statement of its block reads the %s buffer",
-                                     recv ? "received" : "gathered");
+        const char *what = recv ? "received" : "gathered";
+        if (ends_function(s)) {
+            const cuco_tok *name = tk(v, s->fn.params - 1);
+            p->split_note = cuco_sprintf("no later statement of its block reads the %s buffer: "
+                                         "the call ends function %.*s, and a consumer in its "
+                                         "callers is not looked for",
+                                         what, (int)name->len, v->src + name->off);
+        } else {
+            p->split_note =
+                cuco_sprintf("no later statement of its block reads the %s buffer", what);
+        }
         return p->split_note ? 0 : CUCO_ENOMEM;
     }
     stmt *st = &s->stmts[pl->wait];

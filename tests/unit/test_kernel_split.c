@@ -495,6 +495,22 @@ static void test_kernel_recv_split(void **state)
                                                    "inside ncclGroupStart/ncclGroupEnd"));
     cuco_tx_result_free(&r);
     free(grouped);
+    /* a receive that ends its function, in an if/else: the report says its
+     * consumer would be in a caller */
+    char *ends = tx_replaced(prog_recv,
+                             "    ncclRecv(in, (size_t)rows * dim, ncclFloat, prev, c, s);\n"
+                             "    norm<<<rows, 256, 0, s>>>(in, w, y, rows, dim);\n"
+                             "    other<<<1, 32, 0, s>>>(z, 4);\n",
+                             "    if (prev < 0) { other<<<1, 32, 0, s>>>(z, 4); }\n"
+                             "    else { ncclRecv(in, (size_t)rows * dim, ncclFloat, prev, c, s); }\n");
+    transform_declared(ends, &d, &r);
+    assert_null(strstr(r.program, "cuco_tx::recv_site("));
+    assert_true(tx_has_schedule_note(&r.notes, 10,
+                                     "no later statement of its block reads the received buffer: "
+                                     "the call ends function stage, and a consumer in its callers "
+                                     "is not looked for"));
+    cuco_tx_result_free(&r);
+    free(ends);
 }
 
 int main(void)
