@@ -121,13 +121,22 @@ static __global__ void recv_wait_kernel(ncclWindow_t ctrl, int me, int src, uint
   if (at != off || (where & 0xff) != win || (where >> 8) > bytes) atomicCAS(error, 0, kErrLanded);
 }
 
+// Whether a message is large enough for NCCL's own send/recv or the copy
+// engine (CUCO_P2P_NCCL_FROM bytes or more; every piece judged by its
+// whole message).
+inline bool p2p_large(const P2pOp& op) {
+  return CUCO_P2P_NCCL_FROM > 0 && op.msgBytes >= (size_t)CUCO_P2P_NCCL_FROM;
+}
+// Whether the copy engines carry the large ones (CUCO_P2P_CE, a driver with
+// stream memory operations).
+inline bool p2p_ce_on() { return CUCO_P2P_CE && cuco::stream_mem_ops().ok; }
+
 // Whether a send or receive of this size goes by the copy engine
 // (CUCO_P2P_CE, messages of CUCO_P2P_NCCL_FROM bytes or more, a driver with
 // stream memory operations). Both ends decide alike, from the message's
 // size (every piece of a message the same way).
 inline bool p2p_by_ce(const P2pOp& op) {
-  return CUCO_P2P_CE && CUCO_P2P_NCCL_FROM > 0 && op.msgBytes >= (size_t)CUCO_P2P_NCCL_FROM &&
-         op.peer != comm_rank(op.comm) && cuco::stream_mem_ops().ok;
+  return p2p_ce_on() && p2p_large(op) && op.peer != comm_rank(op.comm);
 }
 
 // Address of word `word` of peer's control window, for stream memory operations.
@@ -347,6 +356,13 @@ inline bool nccl_local_register_off() {
   return off;
 }
 
+// Whether NCCL's own send/recv may move this communicator's buffers: no
+// window of it registered yet, or NCCL's local registration off (below).
+inline bool nccl_may_touch(ncclComm_t c) {
+  const Comm* x = comm_find(c);
+  return !x || x->nwins == 0 || nccl_local_register_off();
+}
+
 // Whether a send or receive goes through NCCL's own send/recv: its size is
 // past CUCO_P2P_NCCL_FROM, and NCCL may send from it. NCCL 2.28's send/recv
 // hang when a buffer lies in a registered symmetric window while NCCL's
@@ -361,11 +377,7 @@ inline bool nccl_local_register_off() {
 // one or together), windows are registered by every rank together, and the
 // environment is the job's.
 inline bool via_nccl(const P2pOp& op) {
-  if (CUCO_P2P_NCCL_FROM <= 0 || op.msgBytes < (size_t)CUCO_P2P_NCCL_FROM || op.peer == comm_rank(op.comm) ||
-      p2p_by_ce(op))
-    return false;
-  const Comm* x = comm_find(op.comm);
-  return !x || x->nwins == 0 || nccl_local_register_off();
+  return p2p_large(op) && op.peer != comm_rank(op.comm) && !p2p_by_ce(op) && nccl_may_touch(op.comm);
 }
 
 // The group's sends and receives that go through NCCL (nccl_part), as one
@@ -390,11 +402,9 @@ inline ncclResult_t p2p_nccl(const std::vector<P2pOp>& ops) {
 // transfers, instead of a local copy on the stream before them. Decided by
 // the pair, so both of its ops go the same way.
 inline bool self_pair_via_nccl(const P2pOp& send, const P2pOp& recv) {
-  if (send.comm != recv.comm || send.buf == recv.buf || send.bytes != recv.bytes || CUCO_P2P_NCCL_FROM <= 0 ||
-      send.msgBytes < (size_t)CUCO_P2P_NCCL_FROM || (CUCO_P2P_CE && cuco::stream_mem_ops().ok))
-    return false;  // (with the copy engine on, a peer send of that size goes by it: no NCCL kernel)
-  const Comm* x = comm_find(send.comm);
-  return !x || x->nwins == 0 || nccl_local_register_off();
+  // (with the copy engine on, a peer send of that size goes by it: no NCCL kernel)
+  return send.comm == recv.comm && send.buf != recv.buf && send.bytes == recv.bytes && p2p_large(send) &&
+         !p2p_ce_on() && nccl_may_touch(send.comm);
 }
 
 // Splits a group's ops into those NCCL carries (via_nccl, and the pairs to

@@ -15,7 +15,7 @@
  */
 #include "cuco/buf.h"
 #include "cuco/transform.h"
-#include "sview.h"
+#include "scan_int.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -144,28 +144,13 @@ static int grow_names(rank_names *r)
     return added;
 }
 
-/* The last token of the statement or block that starts at body: a block's
- * '}', or a nested if (with its else), for, while or switch's own body's
- * end, or a simple statement's ';'. */
-static size_t body_end(const sview *v, size_t body, int depth)
+/* The last token of the statement or block that starts at body (a nested
+ * if with its else, a loop, a block; scan_stmt_after); v->n when it does
+ * not end. */
+static size_t body_end(const sview *v, size_t body)
 {
-    if (body >= v->n || depth > 64)
-        return v->n;
-    if (is(v, body, "{"))
-        return close_of(v, body);
-    if ((is(v, body, "if") || is(v, body, "for") || is(v, body, "while") ||
-         is(v, body, "switch")) &&
-        is(v, body + 1, "(")) {
-        size_t end = body_end(v, close_of(v, body + 1) + 1, depth + 1);
-        if (is(v, body, "if") && end + 1 < v->n && is(v, end + 1, "else"))
-            end = body_end(v, end + 2, depth + 1);
-        return end;
-    }
-    if (is(v, body, "do")) {
-        size_t end = body_end(v, body + 1, depth + 1); /* then "while (...);" */
-        return end + 2 < v->n && is(v, end + 1, "while") ? statement_end(v, end + 2) : end;
-    }
-    return statement_end(v, body);
+    size_t after = body < v->n ? scan_stmt_after(v, body, v->n) : v->n;
+    return after < v->n ? after - 1 : v->n;
 }
 
 /* Whether tokens [a, b] leave the function or the program (return, exit). */
@@ -191,10 +176,10 @@ static size_t rank_if_around(const rank_names *r, size_t i, int *after_exit)
         size_t close = close_of(v, f + 1);
         if (close >= v->n || !reads_rank(r, f + 2, close))
             continue;
-        size_t then_end = body_end(v, close + 1, 0);
+        size_t then_end = body_end(v, close + 1);
         int inside = close < i && i <= then_end;
         if (!inside && then_end + 1 < v->n && is(v, then_end + 1, "else"))
-            inside = then_end + 1 < i && i <= body_end(v, then_end + 2, 0);
+            inside = then_end + 1 < i && i <= body_end(v, then_end + 2);
         /* "if (rank >= 2) { ...; return 0; }": what follows in its block
          * runs on the other ranks only */
         size_t block = block_open(v, f);

@@ -150,6 +150,12 @@ static int is(const view *v, size_t i, const char *s)
 {
     return i < v->n && cuco_tok_is(&v->lx, T(v, i), s);
 }
+/* Whether tokens a and b spell the same text. */
+static int same_text(const view *v, size_t a, size_t b)
+{
+    return T(v, a)->len == T(v, b)->len &&
+           memcmp(v->src + T(v, a)->off, v->src + T(v, b)->off, T(v, a)->len) == 0;
+}
 static int is_ident(const view *v, size_t i)
 {
     return i < v->n && T(v, i)->kind == CUCO_TOK_IDENT;
@@ -606,8 +612,7 @@ static int has_caller(const ctx *c, size_t fn)
 {
     const view *v = &c->v;
     for (size_t j = 0; j + 1 < v->n; j++) {
-        if (j == fn || T(v, j)->len != T(v, fn)->len ||
-            memcmp(v->src + T(v, j)->off, v->src + T(v, fn)->off, T(v, fn)->len) != 0)
+        if (j == fn || !same_text(v, j, fn))
             continue;
         size_t open = call_open(v, j);
         if (open < v->n &&
@@ -635,8 +640,7 @@ static int resolve_params(ctx *c, const char *name, size_t scope_fn, const char 
         if (k < 0)
             continue;
         for (size_t j = 0; j + 1 < v->n; j++) {
-            if (j == i || T(v, j)->kind != CUCO_TOK_IDENT || T(v, j)->len != T(v, i)->len ||
-                memcmp(v->src + T(v, j)->off, v->src + T(v, i)->off, T(v, i)->len) != 0)
+            if (j == i || T(v, j)->kind != CUCO_TOK_IDENT || !same_text(v, j, i))
                 continue;
             size_t call = call_open(v, j);
             /* other declarations ("void exchange(") are not calls; member calls are
@@ -777,9 +781,7 @@ static int resolve_table(ctx *c, size_t brace, const char *member, const char *w
             continue;
         size_t t = j + 1, paren = is(v, t, "(");
         t += paren;
-        if (!is_ident(v, t) || T(v, t)->len != T(v, tab)->len ||
-            memcmp(v->src + T(v, t)->off, v->src + T(v, tab)->off, T(v, tab)->len) != 0 ||
-            !is(v, t + 1, "["))
+        if (!is_ident(v, t) || !same_text(v, t, tab) || !is(v, t + 1, "["))
             continue;
         size_t e = after_brackets(v, t + 1);
         if (paren && is(v, e, ")"))
@@ -1116,8 +1118,7 @@ static int comm_collect(ctx *c, size_t first, size_t last, size_t fn, int line, 
     int k = fn < v->n && depth < 4 ? param_index(v, def_params(v, fn), name) : -1;
     int rc = 0, callers = 0;
     for (size_t j = 0; k >= 0 && j + 1 < v->n && rc == 0; j++) {
-        if (j == fn || T(v, j)->len != T(v, fn)->len ||
-            memcmp(v->src + T(v, j)->off, v->src + T(v, fn)->off, T(v, fn)->len) != 0)
+        if (j == fn || !same_text(v, j, fn))
             continue;
         size_t open = call_open(v, j);
         if (open >= v->n || function_body(v, open) ||
@@ -2194,8 +2195,7 @@ static int runs_once(const ctx *c, size_t f, int depth)
     size_t use = v->n;
     int uses = 0;
     for (size_t t = 0; t < v->n; t++) {
-        if (t == f || !is_ident(v, t) || T(v, t)->len != T(v, f)->len ||
-            memcmp(v->src + T(v, t)->off, v->src + T(v, f)->off, T(v, f)->len) != 0)
+        if (t == f || !is_ident(v, t) || !same_text(v, t, f))
             continue;
         if (c->fn_of[t] >= v->n)
             continue; /* at file scope: a declaration or another definition */
@@ -2559,13 +2559,19 @@ static void schedule_knob_lines(const ctx *c, cuco_buf *g)
     }
 }
 
+/* Whether the file makes one communicator, once (CUCO_TX_ONE_COMM). */
+static int one_comm_made(const ctx *c)
+{
+    return c->comm_creations == 1 && c->comm_once;
+}
+
 /* The report's line on when the windows are registered (CUCO_TX_ONE_COMM
  * or at first use, and why), at the first communicator setup inserted. */
 static int window_timing_note(ctx *c)
 {
     if (!c->setup_line)
         return 0;
-    if (c->comm_creations == 1 && c->comm_once)
+    if (one_comm_made(c))
         return cuco_tx_notes_add(&c->r->notes, c->setup_line, "setup",
                                  "windows registered right after this setup and at each later "
                                  "allocation, which every rank reaches (the program makes one "
@@ -2607,7 +2613,7 @@ static int assemble(ctx *c, const char *text)
     if (c->gemm_lt)
         cuco_buf_puts(&g, "// the cublasLtMatmul part of the glue\n"
                           "#define CUCO_TX_GEMM_LT 1\n");
-    if (c->comm_creations == 1 && c->comm_once)
+    if (one_comm_made(c))
         cuco_buf_puts(&g, "// the program makes one communicator, once: windows are\n"
                           "// registered when they are allocated (cuco_tx::eager_comm)\n"
                           "#define CUCO_TX_ONE_COMM 1\n");
