@@ -6,7 +6,8 @@
 # LOG ($OUT/NAME.jsonl, emptied) and status=0.
 # eval_named WORKLOAD NAME LEVEL RANKS LIMIT PREFIX [PROGRAM FROZEN]: a
 # confined 'cuco eval' of WORKLOAD (of PROGRAM, with FROZEN as its frozen
-# reference) at RANKS ranks and --level LEVEL, 3 repeats, within LIMIT
+# reference) at RANKS ranks and --level LEVEL, EVAL_REPEATS repeats (3 when
+# unset), within LIMIT
 # seconds; its JSON goes to $T/NAME.lLEVEL.json and its stderr to
 # $OUT/PREFIX-NAME.err. At level 3 the JSON is appended as one line of $LOG
 # with "name" and "ranks" added (a line {"name":NAME,"status":"no JSON"} and
@@ -23,7 +24,7 @@ eval_named() {
   shift 6
   local extra=()
   [ $# -ge 2 ] && extra=("$1" --frozen-ref "$2")
-  timeout -k 5 "$limit" "$CUCO" eval "$wl" "${extra[@]}" --ranks "$ranks" --level "$level" --repeats 3 --json \
+  timeout -k 5 "$limit" "$CUCO" eval "$wl" "${extra[@]}" --ranks "$ranks" --level "$level" --repeats "${EVAL_REPEATS:-3}" --json \
     > "$T/$name.l$level.json" 2> "$OUT/$prefix-$name.err"
   [ "$level" = 3 ] || return 0
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["name"]=sys.argv[2]; d["ranks"]=int(sys.argv[3]); print(json.dumps(d))' \

@@ -407,12 +407,17 @@ inline bool self_pair_via_nccl(const P2pOp& send, const P2pOp& recv) {
          !p2p_ce_on() && nccl_may_touch(send.comm);
 }
 
-// Splits a group's ops into those NCCL carries (via_nccl, and the pairs to
-// self of self_pair_via_nccl), in order, and the rest (kept in ops).
+// Splits a group's ops into those NCCL carries (via_nccl, the pairs to
+// self of self_pair_via_nccl, and every op on a stream being captured into
+// a graph: capturing), in order, and the rest (kept in ops).
 inline std::vector<P2pOp> nccl_part(std::vector<P2pOp>& ops) {
   std::vector<size_t> selfSends, selfRecvs;
   std::vector<char> nccl(ops.size(), 0);
   for (size_t i = 0; i < ops.size(); i++) {
+    if (capturing(ops[i].stream)) {  // stream capture: NCCL's own, whatever the size
+      nccl[i] = 1;
+      continue;
+    }
     if (comm_setup(ops[i].comm) != ncclSuccess) continue;
     if (ops[i].peer == comm_rank(ops[i].comm))
       (ops[i].isSend ? selfSends : selfRecvs).push_back(i);

@@ -470,10 +470,43 @@ inline ncclResult_t window_of(const void* p, size_t bytes, ncclComm_t c, Buf** o
   return ncclSuccess;
 }
 
+// Whether `stream` is being captured into a CUDA graph. A graph replays its
+// nodes with the arguments they had when captured, while the device paths
+// number their point-to-point calls and copy-engine rendezvous on the host
+// and set communicators and windows up at a first use: a call on a
+// capturing stream goes through NCCL's own, which captures, unless its
+// device path keeps every state on the device (replayable_all_reduce).
+// Every rank of an SPMD program captures the same calls, so both ends of a
+// transfer decide alike.
+inline bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &st) != cudaSuccess || st == cudaStreamCaptureStatusNone) return false;
+  static bool told = false;
+  if (!told) CUCO_TX_TRACE("a call on a capturing stream: NCCL's own, but for the in-place device all-reduce\n");
+  told = true;
+  return true;
+}
+
+// Whether an all-reduce may keep its device kernel under capture: the
+// communicator set up, no window waiting for registration (a collective host
+// call), and recvbuff inside a registered window; the kernel's barriers keep
+// their epochs in device memory, so every replay synchronises afresh. (A
+// send buffer outside that window is staged by a copy, which captures.)
+inline bool replayable_all_reduce(const void* recvbuff, size_t bytes, ncclComm_t comm) {
+  const Comm* x = comm_find(comm);
+  if (!x || x->setupFailed) return false;
+  if (x->nranks == 1) return true;
+  for (const Buf* b : bufs())
+    if (!b->registered) return false;
+  const Buf* b = buf_find(recvbuff, bytes);
+  return b && b->symm.comm == comm;
+}
+
 inline ncclResult_t all_gather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   size_t es = dtype_size(datatype);
   if (!es) return CUCO_TX_FAIL("all_gather: unsupported data type");
+  if (capturing(stream)) return ::ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
   group_member(stream);
   Comm* x = nullptr;
   if (comm_setup(comm) != ncclSuccess || !(x = comm_find(comm))) return ncclInvalidUsage;
@@ -537,6 +570,7 @@ inline ncclResult_t reduce_scatter_t(Buf* b, size_t inOff, void* out, size_t n, 
 inline ncclResult_t reduce_scatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                    ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                    cudaStream_t stream) {
+  if (capturing(stream)) return ::ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
   if (op != ncclSum && !(op == ncclAvg && avg_type(datatype)))
     return CUCO_TX_FAIL("reduce_scatter: only ncclSum (and ncclAvg of floating types) is implemented on the device");
   group_member(stream);
@@ -592,8 +626,11 @@ inline ncclResult_t all_reduce(const void* sendbuff, void* recvbuff, size_t coun
     return CUCO_TX_FAIL("all_reduce: only ncclSum (and ncclAvg of floating types) is implemented on the device");
   size_t es = dtype_size(datatype);
   if (!es) return CUCO_TX_FAIL("all_reduce: unsupported data type");
-  group_member(stream);
   size_t bytes = count * es;
+  bool captured = capturing(stream);
+  if (captured && !replayable_all_reduce(recvbuff, bytes, comm))
+    return ::ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  group_member(stream);
   Comm* x = nullptr;
   if (comm_setup(comm) != ncclSuccess || !(x = comm_find(comm))) return ncclInvalidUsage;
   if (x->nranks == 1) {  // the sum of one: a copy, or nothing in place (as NCCL)
@@ -619,7 +656,7 @@ inline ncclResult_t all_reduce(const void* sendbuff, void* recvbuff, size_t coun
       return CUCO_TX_FAIL("all_reduce: staging copy failed");
   }
   // (a run knob: its value may be read at run time, so no `if constexpr`)
-  bool ce = (copyEngine || (CUCO_AR_CE_FROM > 0 && at_least(bytes, (size_t)CUCO_AR_CE_FROM))) && inOff == outOff &&
+  bool ce = !captured && (copyEngine || (CUCO_AR_CE_FROM > 0 && at_least(bytes, (size_t)CUCO_AR_CE_FROM))) && inOff == outOff &&
             cuco::ce_sync_zero_sm();
   ncclResult_t r = with_dtype(datatype, "all_reduce: data type not implemented on the device", [&](auto zero) {
     using T = decltype(zero);

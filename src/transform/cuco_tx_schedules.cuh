@@ -202,6 +202,10 @@ inline ncclResult_t all_to_all(const void* sendbuff, void* recvbuff, size_t coun
   int n = 0;
   size_t es = dtype_size(datatype);
   if (!es || ncclCommCount(comm, &n) != ncclSuccess) return CUCO_TX_FAIL("all_to_all: bad arguments");
+  if (capturing(stream)) {  // stream capture: NCCL's own (cuco_tx::capturing)
+    made_forget(recvbuff, (size_t)n * count * es);
+    return ::ncclAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream);
+  }
   if (CUCO_COPY_ENGINE && group_depth() == 0 && count > 0) {
     size_t row = count * es;
     Buf* b = nullptr;

@@ -344,6 +344,7 @@ typedef struct ctx {
     int comm_creations; /* ncclCommInitRank / InitRankConfig / Split calls in the file */
     int comm_once;      /* one of them sets up the device communicator, in a function run once */
     int setup_line;     /* the line of the first communicator setup inserted (0: none) */
+    int capture_line;   /* the first stream capture into a CUDA graph (0: none) */
 } ctx;
 
 static int line_of(const ctx *c, size_t i)
@@ -1626,10 +1627,6 @@ static int nonblocking_line(const ctx *c)
     return 0;
 }
 
-/* Stream capture into a CUDA graph: a graph replays the kernels with the
- * arguments they had when captured, while the runtime's point-to-point
- * protocol numbers each call on the host (and sets a communicator up on its
- * first call), so captured device calls would replay stale sequence numbers. */
 /* Whether the statement holding token i is the unbraced body of a control
  * statement ("for (...) stmt;", "else stmt;"); *lo becomes its first byte. */
 static int control_body(const view *v, size_t i, size_t *lo)
@@ -1729,6 +1726,19 @@ static int several_devices(ctx *c, size_t i, const char *name, int init_all)
 
 static const char *const capture_calls[] = {
     "cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph", "cudaStreamBeginCapture_v2", NULL};
+
+/* Stream capture into a CUDA graph: a graph replays its nodes with the
+ * arguments they had when captured, while the glue's device paths number
+ * point-to-point calls and copy-engine rendezvous on the host and set
+ * communicators and windows up at a first use. So the glue sends a call made
+ * on a capturing stream through NCCL's own (cuco_tx::capturing), but for an
+ * all-reduce whose buffer is already a registered window, and the schedules,
+ * which fork streams and decide on the host, are left out of the program. */
+static const char capture_note[] =
+    "stream capture into a CUDA graph: calls made on a capturing stream go through NCCL's own "
+    "(which captures), but for an all-reduce whose buffer is already a registered window (its "
+    "device kernel keeps its barrier state on the device, so each replay synchronises afresh); "
+    "calls made outside a capture keep the device paths; no schedule is applied";
 
 /* ---- schedule early_start_late_wait (schedule_scan.c places it) ---------- */
 
@@ -2015,6 +2025,18 @@ static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
     return rc;
 }
 
+/* The report line of a call a schedule would have served, in a program
+ * that captures streams into graphs. */
+static int sched_not_under_capture(ctx *c, size_t k)
+{
+    const cuco_tok *t = T(&c->v, c->sched_toks[k]);
+    return cuco_tx_notes_add(&c->r->notes, t->line, "schedule",
+                             "no schedule applies to %.*s: the program captures streams into "
+                             "CUDA graphs (line %d), whose replays would repeat the schedules' "
+                             "host-side decisions",
+                             (int)t->len, c->v.src + t->off, c->capture_line);
+}
+
 static int sched_all(ctx *c, const char *text, cuco_err *e)
 {
     /* program order: point-to-point calls were recorded after the collectives */
@@ -2029,7 +2051,7 @@ static int sched_all(ctx *c, const char *text, cuco_err *e)
         }
     int rc = 0;
     for (size_t k = 0; k < c->nsched && rc == 0; k++)
-        rc = sched_apply(c, text, k, e);
+        rc = c->capture_line ? sched_not_under_capture(c, k) : sched_apply(c, text, k, e);
     return rc;
 }
 
@@ -2345,13 +2367,10 @@ static int scan_calls(ctx *c)
         rc = name ? scan_one(c, &st, i, name, called) : CUCO_ENOMEM;
         free(name);
     }
-    if (rc == 0 && capture_line && collective_calls)
-        refuse(c, capture_line,
-               "stream capture into a CUDA graph: a graph replays its kernels with the arguments "
-               "of the capture, while the device runtime numbers point-to-point calls and sets "
-               "communicators up on the host, so replays would reuse stale state; capture only "
-               "the computation, or run without graphs%s%s",
-               NULL, NULL);
+    if (rc == 0 && capture_line && collective_calls) {
+        c->capture_line = capture_line;
+        rc = cuco_tx_notes_add(&c->r->notes, capture_line, "setup", "%s", capture_note);
+    }
     if (rc == 0)
         rc = rewrite_p2p(c, st.p2p, st.np2p);
     if (rc == 0)
@@ -2504,6 +2523,8 @@ static const char staged_glue[] =
     "  static size_t stage_bytes = 0;\n"
     "  size_t bytes = count * dtype_size(datatype);\n"
     "  if (!bytes) return CUCO_TX_FAIL(\"staged_all_reduce: unsupported data type\");\n"
+    "  if (capturing(stream))  // stream capture: NCCL's own (cuco_tx::capturing)\n"
+    "    return ::ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);\n"
     "  if (bytes > stage_bytes) {\n"
     "    if (stage && symm_free(stage) != cudaSuccess) return CUCO_TX_FAIL(\"freeing the "
     "stage\");\n"

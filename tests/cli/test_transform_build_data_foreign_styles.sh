@@ -20,7 +20,8 @@
 # only (start_markers), a static-check error cited at the user's line
 # (peer_copy), no verification line (no_verify_line: cuco's own check is
 # added; a point-to-point one is only built); a layer loop of GEMMs and one
-# send of what it made (layer_send: schedule send_as_produced). The transformed
+# send of what it made (layer_send: schedule send_as_produced); a step
+# captured into a CUDA graph and replayed (graph_replay). The transformed
 # programs are built with their manifests' nvcc command: without a GPU the
 # outcome is exit 3 ("built, not verified: no GPU", nothing registered);
 # with one they must build, run and verify (exit 0).
@@ -158,6 +159,19 @@ check "alltoall_pack: ncclMemAlloc -> symm_mem_alloc, ncclMemFree -> symm_mem_fr
     grep -q "NK(cuco_tx::symm_mem_free(p));" "$TMP/alltoall_pack.nv/gen_0/alltoall_pack.cu"
 check "alltoall_pack: the packing copies pass the static check" \
     grep -q "static check passed" "$TMP/alltoall_pack.nv/gen_0/transform_report.md"
+
+# a decode step captured into a CUDA graph and replayed (graph_replay):
+# transformed, the capture noted at its line, the glue told to ask each
+# call's stream, and no schedule applied (each call says why)
+check "graph_replay: the hidden state and the ring's receive buffer are symmetric" symmetric graph_replay 64 65
+check "graph_replay: the capture's line says captured calls go through NCCL's own" \
+    grep -qF "graph_replay.cu:81: setup: stream capture into a CUDA graph: calls made on a capturing stream go through NCCL's own" \
+    "$TMP/graph_replay.nv.out"
+check "graph_replay: no schedule, and the all-reduce says why" \
+    grep -qF "graph_replay.cu:102: schedule: no schedule applies to ncclAllReduce: the program captures streams into CUDA graphs (line 81)" \
+    "$TMP/graph_replay.nv.out"
+check "graph_replay: the glue checks the stream at run time" \
+    bash -c "grep -q 'cudaStreamIsCapturing' '$TMP/graph_replay.nv/gen_0/graph_replay.cu' && ! grep -q '^#define CUCO_EARLY_' '$TMP/graph_replay.nv/gen_0/graph_replay.cu'"
 
 # the static check's errors cite the user's file and line; the program it
 # rejected is kept and named

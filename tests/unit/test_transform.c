@@ -119,10 +119,6 @@ static void test_refusals(void **state)
         {"void f(ncclComm_t c) {\n  float *x;\n  cudaMallocManaged(&x, 64);\n"
          "  ncclBroadcast(x, x, 4, ncclFloat32, 0, c, 0);\n}\n",
          "comes from cudaMallocManaged at line 3", 4},
-        {"void f(ncclComm_t c, cudaStream_t s, cudaGraph_t *g) {\n  float *x; cudaMalloc(&x, 64);\n"
-         "  cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);\n"
-         "  ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, c, s);\n  cudaStreamEndCapture(s, g);\n}\n",
-         "stream capture into a CUDA graph", 3},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         cuco_tx_result r;
@@ -134,6 +130,46 @@ static void test_refusals(void **state)
         cuco_tx_result_free(&r);
         cuco_err_clear(&e);
     }
+}
+
+/* A program that captures streams into a CUDA graph is transformed: the
+ * report says captured calls go through NCCL's own, the glue checks the
+ * stream at run time (cuco_tx::capturing), and no schedule is applied even
+ * where one would be without the capture (the all-reduce's consumer below is
+ * independent work an early start would move past). */
+static void test_stream_capture(void **state)
+{
+    (void)state;
+    const char *body = "void f(ncclComm_t c, cudaStream_t s, cudaGraph_t *g, float *y) {\n"
+                       "  float *x; cudaMalloc(&x, 64);\n"
+                       "  %s"
+                       "  ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, c, s);\n"
+                       "  scale<<<1, 32, 0, s>>>(y, 4);\n"
+                       "  use<<<1, 32, 0, s>>>(x, 4);\n"
+                       "  %s"
+                       "}\n";
+    char captured[600], plain[600];
+    snprintf(captured, sizeof captured, body, "cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);\n",
+             "cudaStreamEndCapture(s, g);\n");
+    snprintf(plain, sizeof plain, body, "", "");
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("graph.cu", captured, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    assert_non_null(r.program);
+    assert_true(tx_has_note(&r.notes, "setup", 3, "stream capture into a CUDA graph"));
+    assert_true(tx_has_note(&r.notes, "schedule", 4, "captures streams into CUDA graphs (line 3)"));
+    assert_non_null(strstr(r.program, "cuco_tx::all_reduce(x, x, 4"));
+    assert_non_null(strstr(r.program, "inline bool capturing(cudaStream_t stream)"));
+    assert_null(strstr(r.program, "#define CUCO_EARLY_"));
+    cuco_tx_result_free(&r);
+    /* the same program without the capture gets its schedule report as before */
+    assert_int_equal(cuco_transform_rules("graph.cu", plain, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    assert_false(tx_has_note(&r.notes, "schedule", 3, "captures streams"));
+    assert_true(tx_has_note(&r.notes, "schedule", 3, "early_start_late_wait"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
 }
 
 static void test_grouped_alltoall_destination(void **state)
@@ -915,6 +951,7 @@ int main(void)
         cmocka_unit_test(test_allreduce_in_block),
         cmocka_unit_test(test_wraps_program_without_blocks),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_stream_capture),
         cmocka_unit_test(test_grouped_alltoall_destination),
         cmocka_unit_test(test_data_dependent_offsets),
         cmocka_unit_test(test_check_rejects_leftover_collective),

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# scripts/device.d/41-transport-probe.sh: where does a test program's gen_0
+# lose time against its seed? PROBE_PROGRAMS names programs of
+# tests/data/transform (default: alltoall_pack jacobi_halo). Each is
+# transformed ('cuco transform --no-verify'); its seed, gen_0 and the
+# variants below are built with nvcc as the manifest builds them, then run
+# directly by mpirun at RANKS ranks with the manifest's bench arguments (or
+# PROBE_ARGS_<program> in their place, e.g. more iterations), PROBE_ROUNDS rounds (default
+# 5), the variants interleaved within each round; each run's CUCO_RESULT
+# time and its Verification line are kept.
+# Variants: seed; gen0; gen0 with NCCL_LOCAL_REGISTER=1 (the glue sets it to
+# 0 unless the job sets it); gen0 with CUCO_P2P_NCCL_FROM=0 (every send and
+# receive on the device); gen0 with CUCO_COPY_ENGINE=1; the seed with
+# NCCL_LOCAL_REGISTER=0 (is the setting itself the cost?).
+# One run of gen0 with CUCO_TX_TRACE=1 shows the paths taken.
+# Results: $OUT/transport-probe.jsonl (one line a run) and
+# $OUT/transport-probe.txt (median ms a variant, min, max).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+: "${OUT:=/tmp/cuco-gpu-out}"
+source scripts/device-eval.sh
+source scripts/knob-variant.sh
+step_start cuco-probe transport-probe
+MPI_C=$(mpicxx --showme:compile)
+MPI_L=$(mpicxx --showme:link)
+build() { # SRC OUT
+  nvcc -std=c++17 -arch=sm_90 -O1 -Idevice -I"$NCCL_HOME/include" $MPI_C -o "$2" "$1" \
+    -L"$NCCL_HOME/lib" -l:libnccl.so.2 $MPI_L > "$2.build.log" 2>&1 ||
+    { echo "build of $1 failed: $(tail -3 "$2.build.log")"; status=1; return 1; }
+}
+bench_args() { python3 - "$1" <<'EOF'
+import re, sys
+text = open(sys.argv[1]).read()
+m = re.search(r'^bench:\s*\n\s*args:\s*\[(.*?)\]', text, re.M | re.S)
+print(" ".join(a.strip().strip('"') for a in m.group(1).split(",")) if m else "")
+EOF
+}
+run_one() { # PROGRAM VARIANT BINARY ENV...
+  local p=$1 v=$2 bin=$3
+  shift 3
+  local out
+  out=$(env "$@" timeout -k 5 120 mpirun -np "$RANKS" --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
+    $(for e in "$@"; do printf -- '-x %s ' "${e%%=*}"; done) "$bin" $ARGS 2>&1)
+  local ms ok
+  ms=$(echo "$out" | sed -n 's/.*CUCO_RESULT {"time_ms": *\([0-9.e+-]*\).*/\1/p' | head -1)
+  ok=$(echo "$out" | grep -c "PASS")
+  echo "{\"program\":\"$p\",\"variant\":\"$v\",\"time_ms\":${ms:-null},\"pass_lines\":$ok}" >> "$LOG"
+  [ -n "$ms" ] || echo "$p $v: no time: $(echo "$out" | tail -3 | tr '\n' ' ')"
+}
+for p in ${PROBE_PROGRAMS:-alltoall_pack jacobi_halo}; do
+  d=tests/data/transform/$p
+  f=$(sed -n 's/^evolve_file: *//p' "$d/workload.yaml")
+  "$CUCO" transform "$d" --ranks "$RANKS" --workspace "$T/ws-$p" --no-verify > "$T/$p.tx.log" 2>&1
+  g=$T/ws-$p/gen_0/$f
+  [ -s "$g" ] || { echo "$p: no gen_0"; status=1; continue; }
+  extra=PROBE_ARGS_$p
+  ARGS=${!extra:-$(bench_args "$d/workload.yaml")}
+  echo "$p: args $ARGS"
+  knob_variant "$g" "$T/$p-dev.cu" CUCO_P2P_NCCL_FROM=0 || true
+  knob_variant "$g" "$T/$p-ce.cu" CUCO_COPY_ENGINE=1 || true
+  build "$d/$f" "$T/$p-seed" &
+  build "$g" "$T/$p-gen0" &
+  [ -s "$T/$p-dev.cu" ] && build "$T/$p-dev.cu" "$T/$p-dev" &
+  [ -s "$T/$p-ce.cu" ] && build "$T/$p-ce.cu" "$T/$p-ce" &
+  wait
+  env CUCO_TX_TRACE=1 timeout -k 5 120 mpirun -np "$RANKS" --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
+    -x CUCO_TX_TRACE "$T/$p-gen0" $ARGS > "$OUT/probe-$p-trace.txt" 2>&1
+  for round in $(seq "${PROBE_ROUNDS:-5}"); do
+    run_one "$p" seed "$T/$p-seed" X_UNUSED=0
+    run_one "$p" gen0 "$T/$p-gen0" X_UNUSED=0
+    run_one "$p" gen0_localreg1 "$T/$p-gen0" NCCL_LOCAL_REGISTER=1
+    [ -x "$T/$p-dev" ] && run_one "$p" gen0_p2p_device "$T/$p-dev" X_UNUSED=0
+    [ -x "$T/$p-ce" ] && run_one "$p" gen0_copy_engine "$T/$p-ce" X_UNUSED=0
+    run_one "$p" seed_localreg0 "$T/$p-seed" NCCL_LOCAL_REGISTER=0
+  done
+done
+python3 - "$LOG" > "$OUT/transport-probe.txt" <<'EOF'
+import json, statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    if d["time_ms"] is not None:
+        runs.setdefault((d["program"], d["variant"]), []).append(d["time_ms"])
+for (p, v), t in runs.items():
+    print("%s %-18s median %.4f min %.4f max %.4f n %d" % (p, v, statistics.median(t), min(t), max(t), len(t)))
+EOF
+cat "$OUT/transport-probe.txt"
+exit $status
