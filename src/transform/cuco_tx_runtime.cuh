@@ -475,30 +475,31 @@ inline ncclResult_t window_of(const void* p, size_t bytes, ncclComm_t c, Buf** o
 // number their point-to-point calls and copy-engine rendezvous on the host
 // and set communicators and windows up at a first use: a call on a
 // capturing stream goes through NCCL's own, which captures, unless its
-// device path keeps every state on the device (replayable_all_reduce).
+// device path keeps every state on the device (replayable_on_device).
 // Every rank of an SPMD program captures the same calls, so both ends of a
 // transfer decide alike.
 inline bool capturing(cudaStream_t stream) {
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &st) != cudaSuccess || st == cudaStreamCaptureStatusNone) return false;
   static bool told = false;
-  if (!told) CUCO_TX_TRACE("a call on a capturing stream: NCCL's own, but for the in-place device all-reduce\n");
+  if (!told) CUCO_TX_TRACE("a call on a capturing stream: NCCL's own, or an SM collective on registered windows\n");
   told = true;
   return true;
 }
 
-// Whether an all-reduce may keep its device kernel under capture: the
-// communicator set up, no window waiting for registration (a collective host
-// call), and recvbuff inside a registered window; the kernel's barriers keep
-// their epochs in device memory, so every replay synchronises afresh. (A
-// send buffer outside that window is staged by a copy, which captures.)
-inline bool replayable_all_reduce(const void* recvbuff, size_t bytes, ncclComm_t comm) {
+// Whether a collective may keep its SM kernel under capture (all-gather,
+// reduce-scatter, all-reduce; their copy-engine forms number their
+// rendezvous on the host and stay off): the communicator set up, no window
+// waiting for registration (a collective host call), and the buffer the
+// kernel reads or writes through the window (p, bytes) inside a registered
+// one. The kernels' LSA barriers keep their epochs in device memory, so
+// every replay synchronises afresh.
+inline bool replayable_on_device(const void* p, size_t bytes, ncclComm_t comm) {
   const Comm* x = comm_find(comm);
   if (!x || x->setupFailed) return false;
-  if (x->nranks == 1) return true;
   for (const Buf* b : bufs())
     if (!b->registered) return false;
-  const Buf* b = buf_find(recvbuff, bytes);
+  const Buf* b = buf_find(p, bytes);
   return b && b->symm.comm == comm;
 }
 
@@ -506,17 +507,20 @@ inline ncclResult_t all_gather(const void* sendbuff, void* recvbuff, size_t send
                                ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   size_t es = dtype_size(datatype);
   if (!es) return CUCO_TX_FAIL("all_gather: unsupported data type");
-  if (capturing(stream)) return ::ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  size_t bytes = sendcount * es;
+  int n = 0;
+  bool captured = capturing(stream);
+  if (captured && (ncclCommCount(comm, &n) != ncclSuccess || !replayable_on_device(recvbuff, bytes * n, comm)))
+    return ::ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
   group_member(stream);
   Comm* x = nullptr;
   if (comm_setup(comm) != ncclSuccess || !(x = comm_find(comm))) return ncclInvalidUsage;
-  size_t bytes = sendcount * es;
   Buf* b = nullptr;
   if (window_of(recvbuff, bytes * x->nranks, comm, &b) != ncclSuccess) return ncclInvalidUsage;
   size_t outOff = (size_t)(static_cast<char*>(recvbuff) - static_cast<char*>(b->base));
   const char* src = static_cast<const char*>(sendbuff);
   if (src == static_cast<char*>(recvbuff) + (size_t)x->rank * bytes) src = nullptr;  // in place
-  if (CUCO_COPY_ENGINE)
+  if (CUCO_COPY_ENGINE && !captured)
     CUCO_TX_TRY(cuco::all_gather_ce(b->symm, src, outOff, bytes, stream));
   else
     CUCO_TX_TRY(cuco::all_gather<char>(b->symm, src, outOff, bytes, stream, comm_launch()));
@@ -570,7 +574,10 @@ inline ncclResult_t reduce_scatter_t(Buf* b, size_t inOff, void* out, size_t n, 
 inline ncclResult_t reduce_scatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                    ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                    cudaStream_t stream) {
-  if (capturing(stream)) return ::ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+  int n = 0;
+  if (capturing(stream) && (ncclCommCount(comm, &n) != ncclSuccess ||
+                            !replayable_on_device(sendbuff, recvcount * dtype_size(datatype) * n, comm)))
+    return ::ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
   if (op != ncclSum && !(op == ncclAvg && avg_type(datatype)))
     return CUCO_TX_FAIL("reduce_scatter: only ncclSum (and ncclAvg of floating types) is implemented on the device");
   group_member(stream);
@@ -628,7 +635,7 @@ inline ncclResult_t all_reduce(const void* sendbuff, void* recvbuff, size_t coun
   if (!es) return CUCO_TX_FAIL("all_reduce: unsupported data type");
   size_t bytes = count * es;
   bool captured = capturing(stream);
-  if (captured && !replayable_all_reduce(recvbuff, bytes, comm))
+  if (captured && !replayable_on_device(recvbuff, bytes, comm))
     return ::ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
   group_member(stream);
   Comm* x = nullptr;

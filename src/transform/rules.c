@@ -1731,14 +1731,15 @@ static const char *const capture_calls[] = {
  * arguments they had when captured, while the glue's device paths number
  * point-to-point calls and copy-engine rendezvous on the host and set
  * communicators and windows up at a first use. So the glue sends a call made
- * on a capturing stream through NCCL's own (cuco_tx::capturing), but for an
- * all-reduce whose buffer is already a registered window, and the schedules,
+ * on a capturing stream through NCCL's own (cuco_tx::capturing), but for the
+ * SM collectives on registered windows (replayable_on_device), and the schedules,
  * which fork streams and decide on the host, are left out of the program. */
 static const char capture_note[] =
     "stream capture into a CUDA graph: calls made on a capturing stream go through NCCL's own "
-    "(which captures), but for an all-reduce whose buffer is already a registered window (its "
-    "device kernel keeps its barrier state on the device, so each replay synchronises afresh); "
-    "calls made outside a capture keep the device paths; no schedule is applied";
+    "(which captures), but for an all-reduce, reduce-scatter or all-gather whose window is "
+    "already registered (their SM kernels keep their barrier state on the device, so each "
+    "replay synchronises afresh); calls made outside a capture keep the device paths; no "
+    "schedule is applied";
 
 /* ---- schedule early_start_late_wait (schedule_scan.c places it) ---------- */
 

@@ -163,12 +163,12 @@ check "alltoall_pack: the packing copies pass the static check" \
 # a decode step captured into a CUDA graph and replayed (graph_replay):
 # transformed, the capture noted at its line, the glue told to ask each
 # call's stream, and no schedule applied (each call says why)
-check "graph_replay: the hidden state and the ring's receive buffer are symmetric" symmetric graph_replay 64 65
+check "graph_replay: the hidden state and the ring's receive buffer are symmetric" symmetric graph_replay 66 67
 check "graph_replay: the capture's line says captured calls go through NCCL's own" \
-    grep -qF "graph_replay.cu:81: setup: stream capture into a CUDA graph: calls made on a capturing stream go through NCCL's own" \
+    grep -qF "graph_replay.cu:85: setup: stream capture into a CUDA graph: calls made on a capturing stream go through NCCL's own" \
     "$TMP/graph_replay.nv.out"
 check "graph_replay: no schedule, and the all-reduce says why" \
-    grep -qF "graph_replay.cu:102: schedule: no schedule applies to ncclAllReduce: the program captures streams into CUDA graphs (line 81)" \
+    grep -qF "graph_replay.cu:107: schedule: no schedule applies to ncclAllReduce: the program captures streams into CUDA graphs (line 85)" \
     "$TMP/graph_replay.nv.out"
 check "graph_replay: the glue checks the stream at run time" \
     bash -c "grep -q 'cudaStreamIsCapturing' '$TMP/graph_replay.nv/gen_0/graph_replay.cu' && ! grep -q '^#define CUCO_EARLY_' '$TMP/graph_replay.nv/gen_0/graph_replay.cu'"

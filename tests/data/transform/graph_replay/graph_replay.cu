@@ -2,7 +2,9 @@
 // replayed (the way inference engines run their small steps): each layer
 // mixes the hidden state, passes it one rank along a ring (grouped
 // ncclSend/ncclRecv), averages it with what came in and sums it over the
-// ranks (in-place ncclAllReduce). The engine warms up eagerly, then captures
+// ranks: an in-place ncclAllReduce on even layers, a ncclReduceScatter into
+// the rank's shard then a ncclAllGather of the shards on odd ones (the same
+// sum). The engine warms up eagerly, then captures
 // its layers on its stream (cudaStreamCaptureModeThreadLocal) and replays
 // the graph every step; the state carries from one replay to the next, so a
 // replay that reads a stale message or a stale sum shows in the result.
@@ -63,6 +65,7 @@ class Engine {
         CK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         CK(cudaMalloc((void **)&hidden_, n * sizeof(float)));
         CK(cudaMalloc((void **)&incoming_, n * sizeof(float)));
+        CK(cudaMalloc((void **)&shard_, n / nranks * sizeof(float)));
         CK(cudaMemset(hidden_, 0, n * sizeof(float)));
     }
     ~Engine()
@@ -71,6 +74,7 @@ class Engine {
             CK(cudaGraphExecDestroy(exec_));
         CK(cudaFree(hidden_));
         CK(cudaFree(incoming_));
+        CK(cudaFree(shard_));
         CK(cudaStreamDestroy(stream_));
     }
     // one step eagerly, before anything is captured
@@ -99,7 +103,13 @@ class Engine {
             NK(ncclRecv(incoming_, n_, ncclFloat32, prev, comm_, stream_));
             NK(ncclGroupEnd());
             average<<<128, 256, 0, stream_>>>(hidden_, incoming_, n_);
-            NK(ncclAllReduce(hidden_, hidden_, n_, ncclFloat32, ncclSum, comm_, stream_));
+            if (l % 2 == 0) {
+                NK(ncclAllReduce(hidden_, hidden_, n_, ncclFloat32, ncclSum, comm_, stream_));
+            } else {
+                const size_t slice = n_ / nranks_;
+                NK(ncclReduceScatter(hidden_, shard_, slice, ncclFloat32, ncclSum, comm_, stream_));
+                NK(ncclAllGather(shard_, hidden_, slice, ncclFloat32, comm_, stream_));
+            }
         }
     }
     ncclComm_t comm_;
@@ -107,7 +117,7 @@ class Engine {
     size_t n_;
     int layers_;
     cudaStream_t stream_;
-    float *hidden_ = nullptr, *incoming_ = nullptr;
+    float *hidden_ = nullptr, *incoming_ = nullptr, *shard_ = nullptr;
     cudaGraphExec_t exec_ = nullptr;
 };
 // EVOLVE-BLOCK-END
@@ -142,6 +152,7 @@ int main(int argc, char **argv)
     CK(cudaGetDeviceCount(&ndev));
     CK(cudaSetDevice(rank % ndev));
     Args a = parse(argc, argv);
+    a.n -= a.n % nranks; // the reduce-scatter's shards are equal
     ncclUniqueId id;
     if (rank == 0)
         NK(ncclGetUniqueId(&id));
