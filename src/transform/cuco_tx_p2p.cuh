@@ -316,19 +316,22 @@ inline ncclResult_t p2p_wait(const P2pOp& op) {
   return cudaGetLastError() == cudaSuccess ? ncclSuccess : CUCO_TX_FAIL("receive wait launch failed");
 }
 
+// A group's sends to self and receives from self, in order, as indices into
+// ops: the k-th send to self of a group feeds its k-th receive from self.
+inline void self_ops(const std::vector<P2pOp>& ops, std::vector<size_t>* sends, std::vector<size_t>* recvs) {
+  for (size_t i = 0; i < ops.size(); i++)
+    if (ops[i].peer == comm_rank(ops[i].comm)) (ops[i].isSend ? sends : recvs)->push_back(i);
+}
+
 // Sends to self that NCCL's group does not carry (nccl_part) become local
-// copies into the matching receive to self (the k-th send to self of a group
-// feeds its k-th receive from self).
+// copies into the matching receive from self (self_ops).
 inline ncclResult_t p2p_self(const std::vector<P2pOp>& ops) {
-  std::vector<const P2pOp*> sends, recvs;
-  for (const P2pOp& op : ops) {
-    if (op.peer != comm_rank(op.comm)) continue;
-    (op.isSend ? sends : recvs).push_back(&op);
-  }
+  std::vector<size_t> sends, recvs;
+  self_ops(ops, &sends, &recvs);
   if (sends.size() != recvs.size()) return CUCO_TX_FAIL("a send to self without its receive in the same group");
   for (size_t i = 0; i < sends.size(); i++) {
-    const P2pOp& s = *sends[i];
-    const P2pOp& r = *recvs[i];
+    const P2pOp& s = ops[sends[i]];
+    const P2pOp& r = ops[recvs[i]];
     if (s.bytes > r.bytes) return CUCO_TX_FAIL("send to self larger than its receive");
     void* self_dst = const_cast<void*>(r.buf);
     const void* self_src = s.buf;
@@ -411,21 +414,21 @@ inline bool self_pair_via_nccl(const P2pOp& send, const P2pOp& recv) {
 // self of self_pair_via_nccl, and every op on a stream being captured into
 // a graph: capturing), in order, and the rest (kept in ops).
 inline std::vector<P2pOp> nccl_part(std::vector<P2pOp>& ops) {
-  std::vector<size_t> selfSends, selfRecvs;
-  std::vector<char> nccl(ops.size(), 0);
+  std::vector<char> nccl(ops.size(), 0), ready(ops.size(), 0);
   for (size_t i = 0; i < ops.size(); i++) {
     if (capturing(ops[i].stream)) {  // stream capture: NCCL's own, whatever the size
       nccl[i] = 1;
       continue;
     }
-    if (comm_setup(ops[i].comm) != ncclSuccess) continue;
-    if (ops[i].peer == comm_rank(ops[i].comm))
-      (ops[i].isSend ? selfSends : selfRecvs).push_back(i);
-    else
-      nccl[i] = via_nccl(ops[i]);
+    ready[i] = comm_setup(ops[i].comm) == ncclSuccess;
+    if (ready[i] && ops[i].peer != comm_rank(ops[i].comm)) nccl[i] = via_nccl(ops[i]);
   }
-  for (size_t k = 0; k < selfSends.size() && k < selfRecvs.size(); k++)
-    if (self_pair_via_nccl(ops[selfSends[k]], ops[selfRecvs[k]])) nccl[selfSends[k]] = nccl[selfRecvs[k]] = 1;
+  std::vector<size_t> selfSends, selfRecvs;
+  self_ops(ops, &selfSends, &selfRecvs);
+  for (size_t k = 0; k < selfSends.size() && k < selfRecvs.size(); k++) {
+    size_t s = selfSends[k], r = selfRecvs[k];
+    if (ready[s] && ready[r] && self_pair_via_nccl(ops[s], ops[r])) nccl[s] = nccl[r] = 1;
+  }
   std::vector<P2pOp> viaNccl, kept;
   for (size_t i = 0; i < ops.size(); i++) {
     const P2pOp& op = ops[i];
