@@ -7,7 +7,8 @@
 # directly by mpirun at RANKS ranks with the manifest's bench arguments (or
 # PROBE_ARGS_<program> in their place, e.g. more iterations), PROBE_ROUNDS rounds (default
 # 5), the variants interleaved within each round; each run's CUCO_RESULT
-# time and its Verification line are kept.
+# time and whether it printed a PASS line are kept (the summary counts the
+# runs that did: "verified").
 # Variants: seed; gen0; gen0 with NCCL_LOCAL_REGISTER=1 (the glue sets it to
 # 0 unless the job sets it); gen0 with CUCO_P2P_NCCL_FROM=0 (every send and
 # receive on the device); gen0 with CUCO_COPY_ENGINE=1; the seed with
@@ -76,13 +77,15 @@ for p in ${PROBE_PROGRAMS:-alltoall_pack jacobi_halo}; do
 done
 python3 - "$LOG" > "$OUT/transport-probe.txt" <<'EOF'
 import json, statistics, sys
-runs = {}
+runs, passed = {}, {}
 for line in open(sys.argv[1]):
     d = json.loads(line)
     if d["time_ms"] is not None:
         runs.setdefault((d["program"], d["variant"]), []).append(d["time_ms"])
+        passed[(d["program"], d["variant"])] = passed.get((d["program"], d["variant"]), 0) + (d["pass_lines"] > 0)
 for (p, v), t in runs.items():
-    print("%s %-18s median %.4f min %.4f max %.4f n %d" % (p, v, statistics.median(t), min(t), max(t), len(t)))
+    print("%s %-18s median %.4f min %.4f max %.4f n %d verified %d" % (p, v, statistics.median(t), min(t), max(t),
+                                                                     len(t), passed[(p, v)]))
 EOF
 cat "$OUT/transport-probe.txt"
 exit $status
