@@ -67,11 +67,11 @@ for p in ${PROBE_PROGRAMS:-alltoall_pack jacobi_halo}; do
   env CUCO_TX_TRACE=1 timeout -k 5 120 mpirun -np "$RANKS" --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
     -x CUCO_TX_TRACE "$T/$p-gen0" $ARGS > "$OUT/probe-$p-trace.txt" 2>&1
   for round in $(seq "${PROBE_ROUNDS:-5}"); do
-    run_one "$p" seed "$T/$p-seed" X_UNUSED=0
-    run_one "$p" gen0 "$T/$p-gen0" X_UNUSED=0
+    run_one "$p" seed "$T/$p-seed"
+    run_one "$p" gen0 "$T/$p-gen0"
     run_one "$p" gen0_localreg1 "$T/$p-gen0" NCCL_LOCAL_REGISTER=1
-    [ -x "$T/$p-dev" ] && run_one "$p" gen0_p2p_device "$T/$p-dev" X_UNUSED=0
-    [ -x "$T/$p-ce" ] && run_one "$p" gen0_copy_engine "$T/$p-ce" X_UNUSED=0
+    [ -x "$T/$p-dev" ] && run_one "$p" gen0_p2p_device "$T/$p-dev"
+    [ -x "$T/$p-ce" ] && run_one "$p" gen0_copy_engine "$T/$p-ce"
     run_one "$p" seed_localreg0 "$T/$p-seed" NCCL_LOCAL_REGISTER=0
   done
 done

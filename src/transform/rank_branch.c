@@ -211,9 +211,8 @@ static size_t rank_if_deciding(const rank_names *r, size_t i, int *after_exit, i
         return v->n;
     size_t found = v->n;
     for (size_t t = 0; t + 1 < v->n; t++) {
-        if (t == name || !same_tok(v, t, name) || !is(v, t + 1, "(") ||
-            function_body_of(v, t) >= v->n)
-            continue; /* not a call: the definition, a declaration at file scope */
+        if (!call_of(v, t, name) || function_body_of(v, t) >= v->n)
+            continue; /* not a call, or a declaration at file scope */
         int exits = 0, line = 0;
         size_t g = rank_if_deciding(r, t, &exits, &line, depth + 1);
         if (g >= v->n)

@@ -82,16 +82,6 @@ static int param_index(const sview *v, size_t f, size_t name)
     return -1;
 }
 
-/* A call of function f (name token) elsewhere than its definition. */
-static int is_call_of(const sview *v, size_t i, size_t f)
-{
-    if (i == f || !same_tok(v, i, f) || !is(v, i + 1, "(") ||
-        (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::"))))
-        return 0;
-    size_t after = close_of(v, i + 1) + 1;
-    return !(after < v->n && (is(v, after, "{") || is(v, after, "const")));
-}
-
 /* The definition (body '{') of the function named like token f; v->n. */
 static size_t definition_of(const sview *v, size_t f)
 {
@@ -332,7 +322,7 @@ static int find_b(made_scan *m, size_t send_body, size_t root_s)
                             "global: what writes it cannot be bounded)");
     size_t caller = v->n, root = v->n, a, b;
     for (size_t i = 0; i + 1 < v->n; i++) {
-        if (!is_call_of(v, i, f))
+        if (!call_of(v, i, f))
             continue;
         size_t body = function_body_of(v, i);
         if (!arg_range(v, i + 1, j, &a, &b) || b != a + 1 || !ident(v, a) || body >= v->n ||

@@ -202,3 +202,12 @@ size_t function_body_of(const sview *v, size_t i)
             return b;
     return v->n;
 }
+
+int call_of(const sview *v, size_t i, size_t f)
+{
+    if (i == f || !same_tok(v, i, f) || !is(v, i + 1, "(") ||
+        (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::"))))
+        return 0;
+    size_t after = close_of(v, i + 1) + 1;
+    return !(after < v->n && (is(v, after, "{") || is(v, after, "const")));
+}

@@ -56,6 +56,9 @@ size_t params_of(const sview *v, size_t brace, int *lambda);
 /* The '{' of the body of the innermost named function (not a lambda) that
  * holds token i; v->n when none (file scope). */
 size_t function_body_of(const sview *v, size_t i);
+/* Whether token i calls the function named like token f: not f itself, not
+ * a member's namesake (".", "->", "::" before it), not a definition. */
+int call_of(const sview *v, size_t i, size_t f);
 
 /* The cuBLAS GEMM calls the schedules route (split_scan.c): the glue
  * names of the consumer split, the producer split and send_as_produced's
