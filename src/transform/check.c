@@ -1,6 +1,7 @@
 /* check.c: the static device-initiated check of a transformed program,
  * whatever route made it. It re-lexes the program and rejects host
- * collectives left on the path, host copies into received buffers standing
+ * collectives left on the path (but those the rules kept, marked
+ * CUCO_TX_KEPT_MARK), host copies into received buffers standing
  * in for communication (not the seed's own copies: packing a send buffer is
  * local), and a program that never creates a device communicator.
  */
@@ -158,6 +159,16 @@ static int seed_copies(const char *seed, cuco_strlist *out, cuco_err *e)
     return rc;
 }
 
+/* Whether the host call at byte off of text was left host NCCL on purpose
+ * by the rules (CUCO_TX_KEPT_MARK right before it). */
+static int kept_at(const char *text, size_t off)
+{
+    size_t n = strlen(CUCO_TX_KEPT_MARK);
+    while (off > 0 && (text[off - 1] == ' ' || text[off - 1] == '\t'))
+        off--;
+    return off >= n && memcmp(text + off - n, CUCO_TX_KEPT_MARK, n) == 0;
+}
+
 static int listed(const cuco_strlist *l, const char *s, size_t n)
 {
     for (size_t i = 0; i < l->n; i++)
@@ -197,7 +208,7 @@ int cuco_tx_check_seed(const char *file_name, const char *seed, const char *text
                 const char *hit = NULL;
                 for (size_t k = 0; !hit && k + strlen(*n) < t->len; k++)
                     if (memcmp(text + t->off + k, *n, strlen(*n)) == 0 &&
-                        text[t->off + k + strlen(*n)] == '(')
+                        text[t->off + k + strlen(*n)] == '(' && !kept_at(text, t->off + k))
                         hit = *n;
                 if (hit)
                     rc = cuco_tx_notes_add(notes, t->line, "error",
@@ -230,7 +241,7 @@ int cuco_tx_check_seed(const char *file_name, const char *seed, const char *text
         }
         if (!is(&c, open, "("))
             continue;
-        if (in(&c, i, host_calls) && !member(&c, i)) {
+        if (in(&c, i, host_calls) && !member(&c, i) && !kept_at(text, t->off)) {
             rc = cuco_tx_notes_add(notes, t->line, "error", "host collective %.*s is still called",
                                    (int)t->len, text + t->off);
         } else if ((is(&c, i, "ncclDevCommCreate") || is(&c, i, "symm_create"))) {

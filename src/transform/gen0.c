@@ -619,6 +619,7 @@ static void job_report_md(const tx_job *j, cuco_buf *md)
     static const char *const kinds[][2] = {{"refused", "Not transformed"},
                                            {"error", "Static check errors"},
                                            {"rewrite", "Rewritten calls"},
+                                           {"kept", "Left host NCCL"},
                                            {"symmetric", "Symmetric buffers"},
                                            {"schedule", "Schedules"},
                                            {"verify", "Verification"},

@@ -323,7 +323,8 @@ static int run_stage(struct route *r, int stage, char **program, int *attempts, 
 }
 
 /* The system prompt: workload, analysis, refusals, notes, device library.
- * The rules' refusals are also added to notes (kind "note"). */
+ * The rules' refusals and the calls they left host NCCL are also added to
+ * notes (kind "note"). */
 static int build_system(struct route *r, cuco_tx_notes *notes, cuco_err *e)
 {
     const cuco_workload *w = r->w;
@@ -352,11 +353,13 @@ static int build_system(struct route *r, cuco_tx_notes *notes, cuco_err *e)
                                             &tr, e)))
         goto out;
     for (size_t i = 0; i < tr.notes.n; i++)
-        if (!strcmp(tr.notes.items[i].kind, "refused")) {
-            cuco_buf_printf(&refusals, "- %s:%d: %s\n", w->evolve_file, tr.notes.items[i].line,
-                            tr.notes.items[i].text);
-            if ((rc = cuco_tx_notes_add(notes, tr.notes.items[i].line, "note",
-                                        "the rules refused: %s", tr.notes.items[i].text))) {
+        if (!strcmp(tr.notes.items[i].kind, "refused") || !strcmp(tr.notes.items[i].kind, "kept")) {
+            int kept = tr.notes.items[i].kind[0] == 'k';
+            cuco_buf_printf(&refusals, "- %s:%d: %s%s\n", w->evolve_file, tr.notes.items[i].line,
+                            kept ? "left host NCCL: " : "", tr.notes.items[i].text);
+            if ((rc = cuco_tx_notes_add(notes, tr.notes.items[i].line, "note", "the rules %s: %s",
+                                        kept ? "left host NCCL" : "refused",
+                                        tr.notes.items[i].text))) {
                 rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
                 goto out;
             }

@@ -4,7 +4,9 @@
  * checks, streams and synchronisation stay valid), makes the allocations that
  * feed a collective symmetric, inserts device-communicator setup/teardown,
  * and puts the glue and its knobs into an EVOLVE-BLOCK. Anything it cannot
- * rewrite is reported with its line and the program is refused as a whole.
+ * rewrite is reported with its line: a collective outside NCCL groups stays
+ * host NCCL ("kept", marked for the static check), anything else refuses the
+ * program as a whole.
  */
 #include "cuco/transform.h"
 
@@ -364,6 +366,60 @@ static int refuse(ctx *c, int line, const char *fmt, const char *a, const char *
 {
     c->r->refused = 1;
     return cuco_tx_notes_add(&c->r->notes, line, "refused", fmt, a ? a : "", b ? b : "");
+}
+
+#define KEPT_MARK CUCO_TX_KEPT_MARK " "
+
+static int add_edit(ctx *c, size_t tok_for_stmt, size_t off, size_t len, const char *text);
+
+/* A call the device path cannot take stays host NCCL when it is outside any
+ * NCCL group: a "kept" note gives the reason (fmt, a, b as for refuse), and
+ * the caller puts KEPT_MARK before the call (keep_mark). In a group the glue
+ * issues no ncclGroupStart (every call of a group is rewritten), so there
+ * the program is refused. */
+static int keep_or_refuse(ctx *c, int line, int in_group, const char *fmt, const char *a,
+                          const char *b)
+{
+    char *why = cuco_sprintf(fmt, a ? a : "", b ? b : "");
+    if (!why)
+        return CUCO_ENOMEM;
+    int rc;
+    if (in_group) {
+        c->r->refused = 1;
+        rc = cuco_tx_notes_add(&c->r->notes, line, "refused",
+                               "%s; inside ncclGroupStart/ncclGroupEnd, where every call must "
+                               "be rewritten, it cannot stay host NCCL",
+                               why);
+    } else {
+        rc = cuco_tx_notes_add(&c->r->notes, line, "kept", "%s; it stays host NCCL", why);
+    }
+    free(why);
+    return rc;
+}
+
+/* KEPT_MARK before the kept call at byte at of token tok; wrap 0: no
+ * EVOLVE-BLOCK markers around its statement (a macro's body). */
+static int keep_mark(ctx *c, size_t tok, size_t at, int wrap)
+{
+    int rc = add_edit(c, tok, at, 0, KEPT_MARK);
+    if (rc == 0)
+        c->edits[c->nedits - 1].wrap &= wrap;
+    return rc;
+}
+
+/* Whether the file calls ncclGroupStart anywhere (a call that is not seen
+ * as a call, through a pointer or a macro, may then run inside a group). */
+static int has_group_calls(const view *v)
+{
+    for (size_t i = 0; i < v->n; i++)
+        if (is(v, i, "ncclGroupStart"))
+            return 1;
+    return 0;
+}
+
+static int is_p2p_name(const char *name)
+{
+    return !strcmp(name, "ncclSend") || !strcmp(name, "ncclRecv");
 }
 
 /* Statement extent around token i: after the previous ';', '{' or '}' to the
@@ -1470,7 +1526,7 @@ static char *value_text(const char *arg, const char *value, int line)
  * device reductions have, the operation (argument 4) ncclSum, or ncclAvg of
  * a floating type; names defined by macros or constants count as their
  * values (all of them, when #if branches define several). */
-static int check_reduce_args(ctx *c, const args *a, size_t i, const char *call)
+static int check_reduce_args(ctx *c, const args *a, size_t i, const char *call, int group)
 {
     cuco_strlist dts = {0}, ops = {0};
     int *dt_lines = NULL, *op_lines = NULL;
@@ -1485,8 +1541,8 @@ static int check_reduce_args(ctx *c, const args *a, size_t i, const char *call)
         all_float &= str_in(float_dtypes, dts.items[k]);
         if (!str_in(device_dtypes, dts.items[k])) {
             char *t = value_text(dt_arg, dts.items[k], dt_lines[k]);
-            rc = refuse(c, line_of(c, i), "%s: data type %s has no device reduction in device/",
-                        call, t);
+            rc = keep_or_refuse(c, line_of(c, i), group,
+                                "%s: data type %s has no device reduction in device/", call, t);
             free(t);
             break;
         }
@@ -1496,15 +1552,15 @@ static int check_reduce_args(ctx *c, const args *a, size_t i, const char *call)
             avg = 1;
         } else if (strcmp(ops.items[k], "ncclSum") != 0) {
             if (op_lines[k] == 0) {
-                rc = refuse(
-                    c, line_of(c, i),
+                rc = keep_or_refuse(
+                    c, line_of(c, i), group,
                     "%s: reduction '%s' is not the literal ncclSum or ncclAvg (device/ only sums)",
                     call, op_arg);
             } else {
                 char *t = value_text(op_arg, ops.items[k], op_lines[k]);
-                rc = refuse(c, line_of(c, i),
-                            "%s: reduction %s is not ncclSum or ncclAvg (device/ only sums)", call,
-                            t);
+                rc = keep_or_refuse(
+                    c, line_of(c, i), group,
+                    "%s: reduction %s is not ncclSum or ncclAvg (device/ only sums)", call, t);
                 free(t);
             }
             op_refused = 1;
@@ -1513,15 +1569,15 @@ static int check_reduce_args(ctx *c, const args *a, size_t i, const char *call)
         }
     }
     if (rc == 0 && ops.n == 0 && !op_refused)
-        rc = refuse(
-            c, line_of(c, i),
+        rc = keep_or_refuse(
+            c, line_of(c, i), group,
             "%s: reduction '%s' is not ncclSum or ncclAvg, nor a macro or constant naming one "
             "(device/ only sums)",
             call, op_arg);
     else if (rc == 0 && avg && !all_float)
         /* a sum, then a scale by 1/nranks: floating types only */
-        rc = refuse(
-            c, line_of(c, i),
+        rc = keep_or_refuse(
+            c, line_of(c, i), group,
             "%s: ncclAvg of data type '%s': the device average is implemented for floating types "
             "named by a literal, macro or constant only (float, half, bf16)",
             call, dt_arg);
@@ -2098,9 +2154,12 @@ static int scan_collective(ctx *c, scan_state *st, size_t i, const char *name)
     if (!editable(c, i, name))
         return 0;
     size_t refusals = cuco_tx_notes_count(&c->r->notes, "refused");
+    size_t kept = cuco_tx_notes_count(&c->r->notes, "kept");
     int rc = 0;
     if (!ag)
-        rc = check_reduce_args(c, &a, i, name);
+        rc = check_reduce_args(c, &a, i, name, st->group);
+    if (rc == 0 && cuco_tx_notes_count(&c->r->notes, "kept") > kept)
+        return keep_mark(c, i, t->off, 1); /* stays host NCCL: its own line says why */
     c->stage_call = 0;
     if (rc == 0)
         rc = need_symmetric(c, &a, rs ? 0 : 1, i, name);
@@ -2313,16 +2372,21 @@ static int scan_one(ctx *c, scan_state *st, size_t i, const char *name, int call
     const view *v = &c->v;
     const cuco_tok *t = T(v, i);
     if (in_list(host_collectives, v, i) && !called) {
-        refuse(c, t->line, "%s is used but not called (a function pointer or a macro argument?)%s",
-               name, NULL);
-        return 0;
+        /* what a pointer calls may run anywhere, in a group too */
+        if (is_p2p_name(name) || has_group_calls(v))
+            return refuse(c, t->line,
+                          "%s is used but not called (a function pointer or a macro "
+                          "argument?)%s",
+                          name, NULL);
+        return keep_or_refuse(c, t->line, 0, "%s is used but not called (a function pointer?)%s",
+                              name, NULL);
     }
     if (in_list(unsupported_calls, v, i)) {
-        refuse(c, t->line,
-               "%s: device/ has no device-side %s; left host-driven, so the program is not "
-               "transformed",
-               name, name);
-        return 0;
+        if (!called || !editable(c, i, name))
+            return 0;
+        int rc =
+            keep_or_refuse(c, t->line, st->group, "%s: device/ has no device-side %s", name, name);
+        return rc == 0 && !st->group ? keep_mark(c, i, t->off, 1) : rc;
     }
     if (!called)
         return 0;
@@ -2415,6 +2479,22 @@ static int rewrite_frees(ctx *c)
     return 0;
 }
 
+/* A collective named in a macro's body stays host NCCL (the macro may be
+ * expanded anywhere, so only in a file without NCCL groups); a send or a
+ * receive there is refused (its peer's call would be rewritten). */
+static int keep_macro_call(ctx *c, int line, size_t at, const char *name)
+{
+    if (is_p2p_name(name) || has_group_calls(&c->v) || (c->nblocks > 0 && !in_block(c, at)))
+        return refuse(c, line,
+                      "%s inside a preprocessor directive (a macro) cannot be rewritten in "
+                      "place%s",
+                      name,
+                      is_p2p_name(name) ? "" : " (the file has NCCL groups, or it is frozen code)");
+    int rc =
+        keep_or_refuse(c, line, 0, "%s inside a preprocessor directive (a macro)%s", name, NULL);
+    return rc == 0 ? keep_mark(c, 0, at, 0) : rc;
+}
+
 static int refuse_macros(ctx *c)
 {
     const cuco_lex *lx = &c->v.lx;
@@ -2429,11 +2509,9 @@ static int refuse_macros(ctx *c)
                 if (memcmp(p, *n, nl) == 0 &&
                     (k + nl == t->len ||
                      !(p[nl] == '_' || ((p[nl] | 32) >= 'a' && (p[nl] | 32) <= 'z')))) {
-                    c->r->refused = 1;
-                    cuco_tx_notes_add(
-                        &c->r->notes, t->line, "refused",
-                        "%s inside a preprocessor directive (a macro) cannot be rewritten in place",
-                        *n);
+                    int rc = keep_macro_call(c, t->line, t->off + k, *n);
+                    if (rc != 0)
+                        return rc;
                     break;
                 }
             }
@@ -2813,7 +2891,11 @@ int cuco_transform_rules_declared(const char *file_name, const char *text, const
     if (rc == 0 && cuco_tx_notes_count(&r->notes, "rewrite") == 0 && !r->refused) {
         r->refused = 1;
         cuco_tx_notes_add(&r->notes, 0, "refused",
-                          "no NCCL collective or point-to-point call found: nothing to transform");
+                          cuco_tx_notes_count(&r->notes, "kept")
+                              ? "every NCCL call stays host NCCL (the kept lines say why): "
+                                "nothing to transform"
+                              : "no NCCL collective or point-to-point call found: nothing to "
+                                "transform");
     }
     if (rc == 0 && !r->refused)
         rc = rank_branch_notes(&c, e);

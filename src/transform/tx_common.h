@@ -9,6 +9,10 @@
 #include <jansson.h>
 #include <stdint.h>
 
+/* The comment the rules put right before a call they leave host NCCL on
+ * purpose ("kept" note); the static check lets such a call stay. */
+#define CUCO_TX_KEPT_MARK "/* cuco:kept */"
+
 /* 1 when a GPU is visible (/dev/nvidia0 or nvidia-smi on PATH). */
 int cuco_tx_have_gpu(void);
 /* Unified diff seed -> program (diff -u, labels a/LABEL b/LABEL); *out

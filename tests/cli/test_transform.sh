@@ -2,7 +2,8 @@
 # test_transform.sh: 'cuco transform --no-verify' (rules + static check, no
 # build) on every GPU workload under workloads/ and on the small programs of
 # tests/data/transform: gen_0/ holds the program, a diff and both reports,
-# the program is registered as generation 0 of a new run; ncclReduce and a
+# the program is registered as generation 0 of a new run; a program whose
+# only call stays host NCCL (ncclReduce, "kept") and a
 # collective in frozen code are refused with their line, no program and no
 # rewrite listed; bad usage exits 2.
 set -u
@@ -113,7 +114,14 @@ refused() { # refused NAME LINE NEEDLE
     check "$name: no rewrite listed (nothing was rewritten)" \
         bash -c "! grep -q ': rewrite: ' '$TMP/$name.out' && ! grep -q 'Rewritten calls' '$ws/gen_0/transform_report.md'"
 }
-refused reduce_root 54 "ncclReduce"
+# ncclReduce has no device form: it stays host NCCL ("kept"), and with no
+# other NCCL call there is nothing to transform
+"$CUCO_BIN" transform "$D/reduce_root" --workspace "$TMP/reduce_root" --no-verify --quiet >"$TMP/reduce_root.out" 2>&1
+check "reduce_root: exit 1" test $? -eq 1
+check "reduce_root: ncclReduce kept at its line" grep -q "reduce_root.cu:55: kept: ncclReduce: device/ has no device-side ncclReduce; it stays host NCCL" "$TMP/reduce_root.out"
+check "reduce_root: refused, saying why" grep -q "refused: every NCCL call stays host NCCL" "$TMP/reduce_root.out"
+check "reduce_root: no program claimed" test ! -e "$TMP/reduce_root/gen_0/reduce_root.cu"
+check "reduce_root: report lists the kept call" grep -q "## Left host NCCL" "$TMP/reduce_root/gen_0/transform_report.md"
 refused frozen_collective 58 "outside the EVOLVE-BLOCKs"
 
 # a bare program (no manifest) is a workload of its own

@@ -21,7 +21,8 @@
 # (peer_copy), no verification line (no_verify_line: cuco's own check is
 # added; a point-to-point one is only built); a layer loop of GEMMs and one
 # send of what it made (layer_send: schedule send_as_produced); a step
-# captured into a CUDA graph and replayed (graph_replay). The transformed
+# captured into a CUDA graph and replayed (graph_replay); collectives the
+# device path cannot take left host NCCL beside one it takes (kept_calls). The transformed
 # programs are built with their manifests' nvcc command: without a GPU the
 # outcome is exit 3 ("built, not verified: no GPU", nothing registered);
 # with one they must build, run and verify (exit 0).
@@ -172,6 +173,24 @@ check "graph_replay: no schedule, and the all-reduce says why" \
     "$TMP/graph_replay.nv.out"
 check "graph_replay: the glue checks the stream at run time" \
     bash -c "grep -q 'cudaStreamIsCapturing' '$TMP/graph_replay.nv/gen_0/graph_replay.cu' && ! grep -q '^#define CUCO_EARLY_' '$TMP/graph_replay.nv/gen_0/graph_replay.cu'"
+
+# collectives the device path cannot take stay host NCCL (kept_calls): the
+# gradient sum is rewritten; the found-inf max, the pre-multiplied mean, the
+# ncclReduce, the table's pointer and the macro's call are kept, each at its
+# line, marked for the static check, which passes the program
+"$CUCO_BIN" transform "$D/kept_calls" --workspace "$TMP/kept_calls.nv" --no-verify --quiet >"$TMP/kept_calls.nv.out" 2>&1
+check "kept_calls: transformed (exit 0)" test $? -eq 0
+check "kept_calls: the gradient sum rewritten" \
+    grep -qF "kept_calls.cu:78: rewrite: ncclAllReduce -> cuco_tx::all_reduce" "$TMP/kept_calls.nv.out"
+for kept in "21: kept: ncclAllReduce inside a preprocessor directive" "29: kept: ncclAllReduce is used but not called" \
+    "80: kept: ncclAllReduce: reduction 'ncclMax'" "82: kept: ncclAllReduce: reduction 's.mean'" \
+    "84: kept: ncclReduce: device/ has no device-side ncclReduce; it stays host NCCL"; do
+    check "kept_calls: line $kept" grep -qF "kept_calls.cu:$kept" "$TMP/kept_calls.nv.out"
+done
+check "kept_calls: the kept calls marked in the program, the static check passed" \
+    bash -c "[ \$(grep -c '/\* cuco:kept \*/ nccl' '$TMP/kept_calls.nv/gen_0/kept_calls.cu') -eq 4 ] &&
+             grep -q 'static check passed' '$TMP/kept_calls.nv/gen_0/transform_report.md' &&
+             grep -q '## Left host NCCL' '$TMP/kept_calls.nv/gen_0/transform_report.md'"
 
 # the static check's errors cite the user's file and line; the program it
 # rejected is kept and named

@@ -101,12 +101,18 @@ static void test_refusals(void **state)
         const char *src, *needle;
         int line;
     } cases[] = {
-        {"#include <nccl.h>\nvoid f(float *x, ncclComm_t c) {\n  ncclReduce(x, x, 4, ncclFloat32, ncclSum, 0, c, 0);\n}\n",
-         "ncclReduce", 3},
-        {"#define AR(b) ncclAllReduce(b, b, 4, ncclFloat32, ncclSum, comm, 0)\nvoid f(float *x) { AR(x); }\n",
+        /* calls the device path cannot take, where they cannot stay host NCCL:
+         * in a group, or (through a macro) in a file with groups */
+        {"#include <nccl.h>\nvoid f(float *x, ncclComm_t c) {\n  ncclGroupStart(); ncclReduce(x, x, 4, ncclFloat32, ncclSum, 0, c, 0);\n"
+         "  ncclGroupEnd();\n}\n",
+         "ncclReduce: device/ has no device-side ncclReduce; inside ncclGroupStart", 3},
+        {"#define AR(b) ncclAllReduce(b, b, 4, ncclFloat32, ncclSum, comm, 0)\nvoid f(float *x) { ncclGroupStart(); AR(x); ncclGroupEnd(); }\n",
          "preprocessor", 1},
-        {"void f(float *x, ncclComm_t c) {\n  ncclAllReduce(x, x, 4, ncclFloat32, ncclMax, c, 0);\n}\n",
+        {"void f(float *x, ncclComm_t c) {\n  ncclGroupStart(); ncclAllReduce(x, x, 4, ncclFloat32, ncclMax, c, 0); ncclGroupEnd();\n}\n",
          "ncclSum", 2},
+        {"void f(float *x, ncclComm_t c) {\n  auto s = ncclSend;\n}\n", "used but not called", 2},
+        {"void f(float *x, ncclComm_t c) {\n  ncclAllReduce(x, x, 4, ncclFloat32, ncclMax, c, 0);\n}\n",
+         "every NCCL call stays host NCCL", 0},
         {"void f(float *x, ncclComm_t c) {\n  ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, c, 0);\n}\n",
          "cannot find the cudaMalloc", 2},
         {"// EVOLVE-BLOCK-START\n#define K 1\n// EVOLVE-BLOCK-END\nvoid f(ncclComm_t c) {\n  float *x; cudaMalloc(&x, 4);\n"
@@ -114,7 +120,7 @@ static void test_refusals(void **state)
          "outside the EVOLVE-BLOCKs", 6},
         {"void f(float *x, ncclComm_t c) {\n  ncclBcast(x, 4, ncclFloat32, 0, c);\n}\n", "expected its 6 arguments", 2},
         {"int main() { return 0; }\n", "nothing to transform", 0},
-        {"void f(int *x, ncclComm_t c) {\n  ncclReduceScatter(x, x, 4, ncclInt32, ncclAvg, c, 0);\n}\n",
+        {"void f(int *x, ncclComm_t c) {\n  ncclGroupStart(); ncclReduceScatter(x, x, 4, ncclInt32, ncclAvg, c, 0); ncclGroupEnd();\n}\n",
          "ncclAvg of data type 'ncclInt32'", 2},
         {"void f(ncclComm_t c) {\n  float *x;\n  cudaMallocManaged(&x, 64);\n"
          "  ncclBroadcast(x, x, 4, ncclFloat32, 0, c, 0);\n}\n",
@@ -130,6 +136,61 @@ static void test_refusals(void **state)
         cuco_tx_result_free(&r);
         cuco_err_clear(&e);
     }
+}
+
+/* Collectives the device path cannot take (ncclReduce, a reduction other
+ * than a sum, a call through a pointer, a call in a macro's body) stay host
+ * NCCL outside NCCL groups: each has a "kept" note at its line and the
+ * marker before it, the other calls are rewritten, and the static check
+ * passes the program with the kept calls in it. */
+static void test_kept_calls(void **state)
+{
+    (void)state;
+    const char *src =
+        "#define MAXALL(b) ncclAllReduce(b, b, 1, ncclFloat, ncclMax, comm, 0)\n"
+        "typedef ncclResult_t (*coll_fn)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,\n"
+        "                               ncclComm_t, cudaStream_t);\n"
+        "void f(ncclComm_t comm) {\n"
+        "  float *x; cudaMalloc(&x, 64);\n"
+        "  ncclAllReduce(x, x, 4, ncclFloat, ncclSum, comm, 0);\n"
+        "  ncclReduce(x, x, 4, ncclFloat, ncclSum, 0, comm, 0);\n"
+        "  ncclAllReduce(x, x, 4, ncclFloat, ncclProd, comm, 0);\n"
+        "  coll_fn fn = ncclAllReduce;\n"
+        "  fn(x, x, 4, ncclFloat, ncclSum, comm, 0);\n"
+        "  MAXALL(x);\n"
+        "}\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("kept.cu", src, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    assert_true(tx_has_note(&r.notes, "rewrite", 6, "cuco_tx::all_reduce"));
+    assert_true(tx_has_note(&r.notes, "kept", 1, "inside a preprocessor directive"));
+    assert_true(tx_has_note(&r.notes, "kept", 7, "no device-side ncclReduce; it stays host NCCL"));
+    assert_true(tx_has_note(&r.notes, "kept", 8, "ncclProd"));
+    assert_true(tx_has_note(&r.notes, "kept", 9, "used but not called"));
+    assert_non_null(strstr(r.program, "/* cuco:kept */ ncclReduce(x, x, 4"));
+    assert_non_null(strstr(r.program, "/* cuco:kept */ ncclAllReduce(x, x, 4, ncclFloat, ncclProd"));
+    assert_non_null(strstr(r.program, "#define MAXALL(b) /* cuco:kept */ ncclAllReduce(b"));
+    assert_non_null(strstr(r.program, "cuco_tx::all_reduce(x, x, 4, ncclFloat, ncclSum"));
+    int passed = 0;
+    cuco_tx_notes checked = {0};
+    assert_int_equal(cuco_transform_check("kept.cu", r.program, &passed, &checked, &e), 0);
+    assert_int_equal(passed, 1);
+    cuco_tx_notes_free(&checked);
+    /* the same host call without the marker fails the check */
+    char *bare = cuco_strdup(r.program);
+    char *mark = strstr(bare, "/* cuco:kept */ ncclReduce(");
+    memset(mark, ' ', strlen("/* cuco:kept */"));
+    assert_int_equal(cuco_transform_check("kept.cu", bare, &passed, &checked, &e), 0);
+    assert_int_equal(passed, 0);
+    int line = 1;
+    for (const char *q = bare; q < mark; q++)
+        line += *q == '\n';
+    assert_true(tx_has_note(&checked, "error", line, "host collective ncclReduce is still called"));
+    cuco_tx_notes_free(&checked);
+    free(bare);
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
 }
 
 /* A program that captures streams into a CUDA graph is transformed: the
@@ -533,9 +594,9 @@ static void test_one_communicator(void **state)
 }
 
 /* Data types and reductions named by macros or constants count as their
- * values: every #if branch of a macro (one branch with ncclDouble refuses,
- * naming the macro, the value and its line), a constant naming ncclMax
- * refuses, ncclFloat and ncclSum through names pass. */
+ * values: every #if branch of a macro (one branch with ncclDouble keeps the
+ * call host NCCL, naming the macro, the value and its line), as does a
+ * constant naming ncclMax; ncclFloat and ncclSum through names pass. */
 static void test_reduce_names(void **state)
 {
     (void)state;
@@ -556,11 +617,12 @@ static void test_reduce_names(void **state)
         "  ncclAllReduce(x, x, 4, REAL_T, ncclSum, c, 0);\n"
         "  ncclReduceScatter(x, x, 1, ncclFloat, op, c, 0);\n}\n";
     assert_int_equal(cuco_transform_rules("br.cu", branches, &r, &e), 0);
-    assert_int_equal(r.refused, 1);
-    assert_true(tx_has_note(&r.notes, "refused", 9,
+    assert_int_equal(r.refused, 1); /* both stay host NCCL: nothing is left to rewrite */
+    assert_true(tx_has_note(&r.notes, "kept", 9,
                          "data type REAL_T (ncclDouble at line 2) has no device reduction"));
-    assert_true(tx_has_note(&r.notes, "refused", 10,
+    assert_true(tx_has_note(&r.notes, "kept", 10,
                          "reduction op (ncclMax at line 6) is not ncclSum or ncclAvg"));
+    assert_true(tx_has_note(&r.notes, "refused", 0, "every NCCL call stays host NCCL"));
     cuco_tx_result_free(&r);
 
     /* ncclAvg needs a floating type, also through a name */
@@ -570,9 +632,9 @@ static void test_reduce_names(void **state)
         "  ncclAllReduce(x, x, 4, HALF_T, ncclAvg, c, 0);\n"
         "  ncclAllReduce(y, y, 4, ncclInt32, ncclAvg, c, 0);\n}\n";
     assert_int_equal(cuco_transform_rules("avg.cu", avg, &r, &e), 0);
-    assert_int_equal(r.refused, 1);
-    assert_false(tx_has_note(&r.notes, "refused", 4, "ncclAvg"));
-    assert_true(tx_has_note(&r.notes, "refused", 5, "ncclAvg of data type 'ncclInt32'"));
+    assert_int_equal(r.refused, 0);
+    assert_true(tx_has_note(&r.notes, "rewrite", 4, "cuco_tx::all_reduce"));
+    assert_true(tx_has_note(&r.notes, "kept", 5, "ncclAvg of data type 'ncclInt32'"));
     cuco_tx_result_free(&r);
     cuco_err_clear(&e);
 }
@@ -951,6 +1013,7 @@ int main(void)
         cmocka_unit_test(test_allreduce_in_block),
         cmocka_unit_test(test_wraps_program_without_blocks),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_kept_calls),
         cmocka_unit_test(test_stream_capture),
         cmocka_unit_test(test_grouped_alltoall_destination),
         cmocka_unit_test(test_data_dependent_offsets),

@@ -1,5 +1,6 @@
 // reduce_root.cu: ncclReduce (a sum to one root), which device/ does not
-// implement: the transform must refuse it with its line and write no program.
+// implement: the call stays host NCCL (a "kept" line), and with nothing else
+// to rewrite the transform writes no program.
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <nccl.h>
