@@ -347,6 +347,8 @@ typedef struct ctx {
     int comm_once;      /* one of them sets up the device communicator, in a function run once */
     int setup_line;     /* the line of the first communicator setup inserted (0: none) */
     int capture_line;   /* the first stream capture into a CUDA graph (0: none) */
+    char *device_comm;  /* with calls on several communicators, the one the device calls
+                         * use (the others' collectives stay host NCCL); NULL: one or none */
 } ctx;
 
 static int line_of(const ctx *c, size_t i)
@@ -1239,6 +1241,50 @@ static int note_comm(ctx *c, const args *a, int k, size_t call_tok)
                         line_of(c, call_tok), 0);
 }
 
+/* The communicators named by argument k of the call at call_tok (a helper's
+ * parameter stands for what its callers pass), into *names; none for an
+ * accessor. */
+static int call_comms(ctx *c, const args *a, int k, size_t call_tok, cuco_strlist *names)
+{
+    cuco_strlist keep_names = c->comm_names, keep_texts = c->comm_texts;
+    int *keep_lines = c->comm_lines;
+    c->comm_names = (cuco_strlist){0};
+    c->comm_texts = (cuco_strlist){0};
+    c->comm_lines = NULL;
+    int rc = note_comm(c, a, k, call_tok);
+    *names = c->comm_names;
+    cuco_strlist_free(&c->comm_texts);
+    free(c->comm_lines);
+    c->comm_names = keep_names;
+    c->comm_texts = keep_texts;
+    c->comm_lines = keep_lines;
+    return rc;
+}
+
+/* A collective on a communicator other than c->device_comm stays host NCCL
+ * (refused in a group): 1 when it does, 0 when the device takes it. */
+static int other_comm_kept(ctx *c, const args *a, size_t call_tok, const char *call, int group,
+                           int *rc)
+{
+    cuco_strlist of = {0};
+    *rc = c->device_comm && a->n >= 2 ? call_comms(c, a, a->n - 2, call_tok, &of) : 0;
+    const char *other = NULL;
+    for (size_t k = 0; *rc == 0 && k < of.n && !other; k++)
+        if (strcmp(of.items[k], c->device_comm) != 0)
+            other = of.items[k];
+    if (other) {
+        char *why = cuco_sprintf("%s on communicator '%s': the device calls use '%s' (the device "
+                                 "runtime registers its windows with one communicator)",
+                                 call, other, c->device_comm);
+        *rc = why ? keep_or_refuse(c, line_of(c, call_tok), group, "%s%s", why, NULL) : CUCO_ENOMEM;
+        free(why);
+        if (*rc == 0 && !group)
+            *rc = keep_mark(c, call_tok, T(&c->v, call_tok)->off, 1);
+    }
+    cuco_strlist_free(&of);
+    return other != NULL;
+}
+
 /* Containers whose memory comes from their own allocator. */
 static const char *const container_words[] = {"device_vector",  "device_ptr", "device_buffer",
                                               "device_uvector", "Tensor",     "unique_ptr",
@@ -1418,6 +1464,56 @@ static const char *const device_dtypes[] = {"ncclFloat32",  "ncclFloat", "ncclFl
                                             "ncclBfloat16", "ncclInt32", "ncclInt",     NULL};
 static const char *const float_dtypes[] = {"ncclFloat32", "ncclFloat",    "ncclFloat16",
                                            "ncclHalf",    "ncclBfloat16", NULL};
+
+/* Calls of the file on each communicator: with more than one, the device
+ * calls take one (c->device_comm) and the other communicators' collectives
+ * stay host NCCL: the one of the point-to-point calls when they use one,
+ * else the one with the most calls (the first named, on a tie). */
+static int choose_device_comm(ctx *c)
+{
+    const view *v = &c->v;
+    cuco_strlist names = {0}, p2p = {0};
+    size_t *counts = NULL;
+    int rc = 0;
+    for (size_t i = 0; i + 1 < v->n && rc == 0; i++) {
+        if (!in_list(host_collectives, v, i) || !is(v, i + 1, "(") ||
+            (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::"))))
+            continue;
+        args a;
+        call_args(v, i + 1, &a);
+        cuco_strlist of = {0};
+        rc = a.n >= 2 ? call_comms(c, &a, a.n - 2, i, &of) : 0;
+        int is_p2p = is(v, i, "ncclSend") || is(v, i, "ncclRecv");
+        for (size_t k = 0; rc == 0 && k < of.n; k++) {
+            size_t at = 0;
+            while (at < names.n && strcmp(names.items[at], of.items[k]) != 0)
+                at++;
+            if (at == names.n) {
+                size_t *grown = realloc(counts, (names.n + 1) * sizeof(*grown));
+                rc = grown ? cuco_strlist_push(&names, of.items[k]) : CUCO_ENOMEM;
+                counts = grown ? grown : counts;
+                if (rc == 0)
+                    counts[at] = 0;
+            }
+            if (rc == 0)
+                counts[at]++;
+            if (rc == 0 && is_p2p && !name_seen(&p2p, of.items[k]))
+                rc = cuco_strlist_push(&p2p, of.items[k]);
+        }
+        cuco_strlist_free(&of);
+    }
+    size_t best = 0;
+    for (size_t k = 1; k < names.n; k++)
+        if (counts[k] > counts[best])
+            best = k;
+    const char *pick = p2p.n == 1 ? p2p.items[0] : p2p.n == 0 && names.n ? names.items[best] : NULL;
+    if (rc == 0 && names.n > 1 && pick && !(c->device_comm = cuco_strdup(pick)))
+        rc = CUCO_ENOMEM;
+    cuco_strlist_free(&names);
+    cuco_strlist_free(&p2p);
+    free(counts);
+    return rc;
+}
 
 static const p2p_collective *p2p_collective_of(const char *name)
 {
@@ -2160,6 +2256,8 @@ static int scan_collective(ctx *c, scan_state *st, size_t i, const char *name)
         rc = check_reduce_args(c, &a, i, name, st->group);
     if (rc == 0 && cuco_tx_notes_count(&c->r->notes, "kept") > kept)
         return keep_mark(c, i, t->off, 1); /* stays host NCCL: its own line says why */
+    if (rc == 0 && other_comm_kept(c, &a, i, name, st->group, &rc))
+        return rc;
     c->stage_call = 0;
     if (rc == 0)
         rc = need_symmetric(c, &a, rs ? 0 : 1, i, name);
@@ -2197,8 +2295,11 @@ static int scan_p2p_collective(ctx *c, scan_state *st, size_t i, const char *nam
     }
     if (!editable(c, i, name))
         return 0;
+    int rc = 0;
+    if (other_comm_kept(c, &a, i, name, st->group, &rc))
+        return rc;
     size_t refusals = cuco_tx_notes_count(&c->r->notes, "refused");
-    int rc = need_symmetric(c, &a, pc->recv_arg, i, name);
+    rc = need_symmetric(c, &a, pc->recv_arg, i, name);
     if (rc == 0 && cuco_tx_notes_count(&c->r->notes, "refused") > refusals)
         return 0; /* refused on its own line */
     if (rc == 0)
@@ -2298,6 +2399,14 @@ static int scan_comm_init(ctx *c, scan_state *st, size_t i, const char *name)
     args a;
     call_args(v, i + 1, &a);
     int k = strcmp(name, "ncclCommSplit") == 0 ? 3 : 0;
+    if (a.n > k && c->device_comm) {
+        size_t made = chain_last(v, a.first[k], a.last[k]);
+        if (made < v->n && !cuco_tok_is(&v->lx, T(v, made), c->device_comm))
+            return cuco_tx_notes_add(&c->r->notes, t->line, "setup",
+                                     "no device communicator for the one %s makes: the device "
+                                     "calls use '%s', its collectives stay host NCCL",
+                                     name, c->device_comm);
+    }
     c->comm_creations++;
     int nonblocking = strcmp(name, "ncclCommInitRank") != 0 ? nonblocking_line(c) : 0;
     if (st->group_depth > 0 || in_loop(v, i) || threads_line(c))
@@ -2885,6 +2994,8 @@ int cuco_transform_rules_declared(const char *file_name, const char *text, const
     if (rc == 0)
         rc = refuse_macros(&c);
     if (rc == 0)
+        rc = choose_device_comm(&c);
+    if (rc == 0)
         rc = scan_calls(&c);
     if (rc == 0)
         rc = rewrite_frees(&c);
@@ -2922,6 +3033,7 @@ int cuco_transform_rules_declared(const char *file_name, const char *text, const
     cuco_strlist_free(&c.symm_names);
     cuco_strlist_free(&c.comm_names);
     cuco_strlist_free(&c.comm_texts);
+    free(c.device_comm);
     free(c.comm_lines);
     free(c.sched_toks);
     free(c.sched_group);

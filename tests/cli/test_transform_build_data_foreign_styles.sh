@@ -6,9 +6,10 @@
 # and ncclCheck() function (llmc_grad_avg), bucketed all-reduce through a
 # dtype-traits template (ddp_buckets), an inference-plugin enqueue over
 # pointer arrays (plugin_allgather), a halo exchange of grouped
-# send/receive on a second stream (jacobi_halo); and three it must refuse
-# with the line and the reason: a second communicator from ncclCommSplit
-# (split_tp_dp) and buffers in thrust::device_vector (thrust_overlap). One
+# send/receive on a second stream (jacobi_halo); a second communicator from
+# ncclCommSplit, whose calls stay host NCCL (split_tp_dp); one it must refuse
+# with the line and the reason: buffers in thrust::device_vector
+# (thrust_overlap). One
 # process driving every GPU (init_all_single, a pthread per GPU in
 # thread_per_gpu) is transformed for one GPU per process; a reference
 # solver with the same buffer names in another function stays local
@@ -84,8 +85,17 @@ refused() { # refused NAME FILE:LINE TEXT
     grep -qF "$text" "$ws/gen_0/transform_report.md" || { echo "not in the report"; return 1; }
     [ ! -e "$ws/gen_0/$name.cu" ] || { echo "a program was written"; return 1; }
 }
-check "split_tp_dp: refused at the second communicator's collective, naming both" \
-    refused split_tp_dp split_tp_dp.cu:122 "collectives on 2 communicators, 'g.tp' (line 94) and 'g.world' (line 122)"
+# a world communicator and pairs split from it (split_tp_dp): the device
+# calls take one communicator, the other's broadcast stays host NCCL
+"$CUCO_BIN" transform "$D/split_tp_dp" --workspace "$TMP/split_tp_dp.nv" --no-verify --quiet >"$TMP/split_tp_dp.nv.out" 2>&1
+check "split_tp_dp: transformed (exit 0)" test $? -eq 0
+check "split_tp_dp: the split communicator's all-reduce rewritten" \
+    grep -qF "split_tp_dp.cu:94: rewrite: ncclAllReduce -> cuco_tx::all_reduce" "$TMP/split_tp_dp.nv.out"
+check "split_tp_dp: the world broadcast kept, naming both communicators" \
+    grep -qF "split_tp_dp.cu:122: kept: ncclBroadcast on communicator 'world': the device calls use 'tp'" "$TMP/split_tp_dp.nv.out"
+check "split_tp_dp: the device communicator set up for the split one only" \
+    bash -c "grep -qF \"split_tp_dp.cu:61: setup: no device communicator for the one ncclCommInitRank makes: the device calls use 'tp'\" '$TMP/split_tp_dp.nv.out' &&
+             [ \$(grep -c 'cuco_tx::comm_setup(\*' '$TMP/split_tp_dp.nv/gen_0/split_tp_dp.cu') -eq 1 ]"
 # one process driving several GPUs (ncclCommInitAll and comms[i], a pthread
 # per GPU): transformed for one GPU per process, guarded past it
 check "init_all_single: transformed, the buffers of the per-device loop symmetric" \

@@ -193,6 +193,72 @@ static void test_kept_calls(void **state)
     cuco_err_clear(&e);
 }
 
+/* With calls on several communicators the device calls take one: the one
+ * of the point-to-point calls, else the one with the most calls; the other
+ * communicators' collectives stay host NCCL (marked), inside a group they
+ * refuse the program, and sends on two communicators refuse it too. */
+static void test_several_comms(void **state)
+{
+    (void)state;
+    const char *two =
+        "struct G { ncclComm_t world, tp; } g;\n"
+        "void f(float *x, float *y) {\n"
+        "  cudaMalloc(&x, 64); cudaMalloc(&y, 64);\n"
+        "  ncclAllReduce(x, x, 4, ncclFloat, ncclSum, g.tp, 0);\n"
+        "  ncclBroadcast(y, y, 4, ncclFloat, 0, g.world, 0);\n"
+        "  ncclAllGather(x, y, 2, ncclFloat, g.tp, 0);\n"
+        "}\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("two.cu", two, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    assert_true(tx_has_note(&r.notes, "rewrite", 4, "cuco_tx::all_reduce"));
+    assert_true(tx_has_note(&r.notes, "rewrite", 6, "cuco_tx::all_gather"));
+    assert_true(tx_has_note(&r.notes, "kept", 5,
+                            "ncclBroadcast on communicator 'world': the device calls use 'tp'"));
+    assert_non_null(strstr(r.program, "/* cuco:kept */ ncclBroadcast(y, y, 4"));
+    cuco_tx_result_free(&r);
+
+    /* the sends' communicator wins over the one with more collectives */
+    const char *p2p = "void f(float *x, float *y, ncclComm_t pp, ncclComm_t dp) {\n"
+                      "  cudaMalloc(&x, 64); cudaMalloc(&y, 64);\n"
+                      "  ncclAllReduce(x, x, 4, ncclFloat, ncclSum, dp, 0);\n"
+                      "  ncclAllReduce(y, y, 4, ncclFloat, ncclSum, dp, 0);\n"
+                      "  ncclSend(x, 4, ncclFloat, 1, pp, 0);\n"
+                      "  ncclRecv(y, 4, ncclFloat, 1, pp, 0);\n"
+                      "}\n";
+    assert_int_equal(cuco_transform_rules("p2p.cu", p2p, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    assert_true(tx_has_note(&r.notes, "kept", 3, "on communicator 'dp': the device calls use 'pp'"));
+    assert_true(tx_has_note(&r.notes, "kept", 4, "on communicator 'dp'"));
+    assert_true(tx_has_note(&r.notes, "rewrite", 5, "cuco_tx::send"));
+    cuco_tx_result_free(&r);
+
+    /* in a group: refused */
+    const char *grouped = "void f(float *x, ncclComm_t a, ncclComm_t b) {\n"
+                          "  cudaMalloc(&x, 64);\n"
+                          "  ncclAllReduce(x, x, 4, ncclFloat, ncclSum, a, 0);\n"
+                          "  ncclAllReduce(x, x, 4, ncclFloat, ncclSum, a, 0);\n"
+                          "  ncclGroupStart(); ncclAllReduce(x, x, 4, ncclFloat, ncclSum, b, 0); ncclGroupEnd();\n"
+                          "}\n";
+    assert_int_equal(cuco_transform_rules("grp.cu", grouped, &r, &e), 0);
+    assert_int_equal(r.refused, 1);
+    assert_true(tx_has_note(&r.notes, "refused", 5, "on communicator 'b': the device calls use 'a'"));
+    cuco_tx_result_free(&r);
+
+    /* point-to-point calls on two communicators: refused, naming both */
+    const char *sends = "void f(float *x, ncclComm_t a, ncclComm_t b) {\n"
+                        "  cudaMalloc(&x, 64);\n"
+                        "  ncclRecv(x, 4, ncclFloat, 1, a, 0);\n"
+                        "  ncclRecv(x, 4, ncclFloat, 1, b, 0);\n"
+                        "}\n";
+    assert_int_equal(cuco_transform_rules("snd.cu", sends, &r, &e), 0);
+    assert_int_equal(r.refused, 1);
+    assert_true(tx_has_note(&r.notes, "refused", 4, "collectives on 2 communicators, 'a' (line 3) and 'b' (line 4)"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
 /* A program that captures streams into a CUDA graph is transformed: the
  * report says captured calls go through NCCL's own, the glue checks the
  * stream at run time (cuco_tx::capturing), and no schedule is applied even
@@ -550,8 +616,9 @@ static void test_buffers_through_methods_and_tables(void **state)
     cuco_err_clear(&e);
 }
 
-/* Collectives on two communicators are refused (the runtime registers every
- * buffer with one), also when one helper is called with both; one
+/* A helper called with two communicators stays host NCCL (the runtime
+ * registers every buffer with one communicator, and its one call serves
+ * both); one
  * communicator known under two paths ("a.comm", "cfg->comm") or through a
  * copy ("mine = a.comm") is one, and an accessor ("a.get()") is not counted. */
 static void test_one_communicator(void **state)
@@ -571,8 +638,11 @@ static void test_one_communicator(void **state)
     assert_int_equal(cuco_transform_rules("two.cu", two, &r, &e), 0);
     assert_int_equal(r.refused, 1);
     assert_null(r.program);
-    assert_true(tx_has_note(&r.notes, "refused", 8,
-                         "collectives on 2 communicators, 'tp' (line 7) and 'world' (line 8)"));
+    /* the helper's one call serves both communicators: it stays host NCCL,
+     * and nothing else is left to rewrite */
+    assert_true(tx_has_note(&r.notes, "kept", 2,
+                            "on communicator 'world': the device calls use 'tp'"));
+    assert_true(tx_has_note(&r.notes, "refused", 0, "every NCCL call stays host NCCL"));
     cuco_tx_result_free(&r);
 
     const char *one = "struct Cfg { ncclComm_t comm; };\n"
@@ -872,8 +942,9 @@ static void test_lambda_helper(void **state)
                       "  sum(g, tp);\n"
                       "}\n";
     assert_int_equal(cuco_transform_rules("l2.cu", two, &r, &e), 0);
-    assert_int_equal(r.refused, 1);
-    assert_true(tx_has_note(&r.notes, "refused", 7, "'world' (line 6) and 'tp' (line 7)"));
+    assert_int_equal(r.refused, 1); /* its one call serves both: it stays host NCCL */
+    assert_true(tx_has_note(&r.notes, "kept", 4, "on communicator 'tp': the device calls use 'world'"));
+    assert_true(tx_has_note(&r.notes, "refused", 0, "every NCCL call stays host NCCL"));
     cuco_tx_result_free(&r);
     cuco_err_clear(&e);
 }
@@ -1014,6 +1085,7 @@ int main(void)
         cmocka_unit_test(test_wraps_program_without_blocks),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_kept_calls),
+        cmocka_unit_test(test_several_comms),
         cmocka_unit_test(test_stream_capture),
         cmocka_unit_test(test_grouped_alltoall_destination),
         cmocka_unit_test(test_data_dependent_offsets),
