@@ -1388,8 +1388,18 @@ static char *trace_hint(ctx *c, const char *name)
     return cuco_buf_detach(&b);
 }
 
-/* Makes the buffer of argument k of the call symmetric, or refuses. */
-static int need_symmetric(ctx *c, const args *a, int k, size_t call_tok, const char *call)
+/* A buffer that cannot become a window: the call is refused (group < 0: a
+ * receive, which must meet its peer's rewritten send) or kept host NCCL
+ * (keep_or_refuse, group: the call's NCCL group). */
+static int unbacked(ctx *c, int group, int line, const char *fmt, const char *a, const char *b)
+{
+    return group < 0 ? refuse(c, line, fmt, a, b) : keep_or_refuse(c, line, group, fmt, a, b);
+}
+
+/* Makes the buffer of argument k of the call symmetric, or says why not
+ * (unbacked, with group). */
+static int need_symmetric(ctx *c, const args *a, int k, size_t call_tok, const char *call,
+                          int group)
 {
     const view *v = &c->v;
     size_t last = chain_last(v, a->first[k], a->last[k]);
@@ -1397,7 +1407,8 @@ static int need_symmetric(ctx *c, const args *a, int k, size_t call_tok, const c
     if (!text)
         return CUCO_ENOMEM;
     if (last >= v->n) {
-        refuse(c, line_of(c, call_tok), "%s: cannot tell which buffer '%s' is", call, text);
+        unbacked(c, group, line_of(c, call_tok), "%s: cannot tell which buffer '%s' is", call,
+                 text);
         free(text);
         return 0;
     }
@@ -1421,13 +1432,13 @@ static int need_symmetric(ctx *c, const args *a, int k, size_t call_tok, const c
                              "window (only cudaMalloc, cudaMallocAsync and ncclMemAlloc "
                              "allocations become windows)",
                              text, (int)T(v, at)->len, v->src + T(v, at)->off, line_of(c, at));
-            refuse(c, line_of(c, call_tok), "%s: buffer %s", call, detail ? detail : "?");
+            unbacked(c, group, line_of(c, call_tok), "%s: buffer %s", call, detail ? detail : "?");
             free(detail);
         } else {
             char *hint = name ? trace_hint(c, name) : NULL;
             char *what = cuco_sprintf("'%s'%s", text, hint ? hint : "");
-            refuse(c, line_of(c, call_tok), "%s: cannot find the cudaMalloc of buffer %s", call,
-                   what ? what : text);
+            unbacked(c, group, line_of(c, call_tok), "%s: cannot find the cudaMalloc of buffer %s",
+                     call, what ? what : text);
             free(what);
             free(hint);
         }
@@ -1713,7 +1724,7 @@ static int rewrite_p2p(ctx *c, p2p_call *calls, size_t n)
         size_t refusals = cuco_tx_notes_count(&c->r->notes, "refused");
         int rc = note_comm(c, &s->a, 4, s->tok);
         if (rc == 0 && !s->is_send)
-            rc = need_symmetric(c, &s->a, 0, s->tok, "ncclRecv");
+            rc = need_symmetric(c, &s->a, 0, s->tok, "ncclRecv", -1);
         if (rc == 0 && cuco_tx_notes_count(&c->r->notes, "refused") > refusals)
             continue; /* refused on its own line: no rewrite line */
         if (rc == 0)
@@ -2260,9 +2271,11 @@ static int scan_collective(ctx *c, scan_state *st, size_t i, const char *name)
         return rc;
     c->stage_call = 0;
     if (rc == 0)
-        rc = need_symmetric(c, &a, rs ? 0 : 1, i, name);
+        rc = need_symmetric(c, &a, rs ? 0 : 1, i, name, st->group);
     if (rc == 0 && cuco_tx_notes_count(&c->r->notes, "refused") > refusals)
         return 0; /* this call is refused: its own line says why, no rewrite line */
+    if (rc == 0 && cuco_tx_notes_count(&c->r->notes, "kept") > kept)
+        return keep_mark(c, i, t->off, 1);
     if (rc == 0)
         rc = note_comm(c, &a, want - 2, i);
     const char *to = ag              ? "cuco_tx::all_gather"
@@ -2299,9 +2312,12 @@ static int scan_p2p_collective(ctx *c, scan_state *st, size_t i, const char *nam
     if (other_comm_kept(c, &a, i, name, st->group, &rc))
         return rc;
     size_t refusals = cuco_tx_notes_count(&c->r->notes, "refused");
-    rc = need_symmetric(c, &a, pc->recv_arg, i, name);
+    size_t kept = cuco_tx_notes_count(&c->r->notes, "kept");
+    rc = need_symmetric(c, &a, pc->recv_arg, i, name, st->group);
     if (rc == 0 && cuco_tx_notes_count(&c->r->notes, "refused") > refusals)
         return 0; /* refused on its own line */
+    if (rc == 0 && cuco_tx_notes_count(&c->r->notes, "kept") > kept)
+        return keep_mark(c, i, t->off, 1);
     if (rc == 0)
         rc = note_comm(c, &a, pc->nargs - 2, i);
     if (rc == 0)

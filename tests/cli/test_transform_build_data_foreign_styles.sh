@@ -7,9 +7,9 @@
 # dtype-traits template (ddp_buckets), an inference-plugin enqueue over
 # pointer arrays (plugin_allgather), a halo exchange of grouped
 # send/receive on a second stream (jacobi_halo); a second communicator from
-# ncclCommSplit, whose calls stay host NCCL (split_tp_dp); one it must refuse
-# with the line and the reason: buffers in thrust::device_vector
-# (thrust_overlap). One
+# ncclCommSplit, whose calls stay host NCCL (split_tp_dp); an all-reduce of
+# buffers in thrust::device_vector, which stays host NCCL, so that nothing
+# is left to transform (thrust_overlap). One
 # process driving every GPU (init_all_single, a pthread per GPU in
 # thread_per_gpu) is transformed for one GPU per process; a reference
 # solver with the same buffer names in another function stays local
@@ -75,16 +75,7 @@ check "layer_send: the grouped send does not take it, and says why" \
     grep -qF "layer_send.cu:44: schedule: send_as_produced does not apply to ncclSend: inside ncclGroupStart/ncclGroupEnd" \
     "$TMP/layer_send.nv.out"
 
-# --- refused, with the line and the reason, and no program written
-refused() { # refused NAME FILE:LINE TEXT
-    local name=$1 where=$2 text=$3 ws="$TMP/$1.nv" rc
-    "$CUCO_BIN" transform "$D/$name" --workspace "$ws" --no-verify --quiet >"$TMP/$name.nv.out" 2>&1
-    rc=$?
-    [ $rc -eq 1 ] || { echo "exit $rc, want 1"; cat "$TMP/$name.nv.out"; return 1; }
-    grep -qF "$where: refused: $text" "$TMP/$name.nv.out" || { cat "$TMP/$name.nv.out"; return 1; }
-    grep -qF "$text" "$ws/gen_0/transform_report.md" || { echo "not in the report"; return 1; }
-    [ ! -e "$ws/gen_0/$name.cu" ] || { echo "a program was written"; return 1; }
-}
+# --- calls kept host NCCL, with the line and the reason
 # a world communicator and pairs split from it (split_tp_dp): the device
 # calls take one communicator, the other's broadcast stays host NCCL
 "$CUCO_BIN" transform "$D/split_tp_dp" --workspace "$TMP/split_tp_dp.nv" --no-verify --quiet >"$TMP/split_tp_dp.nv.out" 2>&1
@@ -150,8 +141,18 @@ check "zero_header: the communication-removed variant drops the header's communi
     bash -c "grep -qF 'zero_header.comm_removed.cu: 4 calls replaced' '$TMP/zh-var.out' && ! grep -q 'gather_parameters(&z' '$TMP/zh-var/zero_header.comm_removed.cu'"
 check "  and the computation-removed one its launching helper (step), not the communicating ones" \
     bash -c "! grep -q ' step(&z' '$TMP/zh-var/zero_header.compute_removed.cu' && grep -q 'reduce_gradients(&z' '$TMP/zh-var/zero_header.compute_removed.cu'"
-check "thrust_overlap: refused at the all-reduce, tracing its buffer to the thrust::device_vector" \
-    refused thrust_overlap thrust_overlap.cu:73 "ncclAllReduce: cannot find the cudaMalloc of buffer 'g'; 'g' gets its value at line 69 from 'thrust::raw_pointer_cast(m.grads[l].data())'; 'grads' is declared at line 60 as 'std::vector<thrust::device_vector<float>> weights, grads;': the memory of a device_vector comes from its own allocator"
+kept_only() { # kept_only NAME FILE:LINE TEXT: the one call kept, so nothing to transform
+    local name=$1 where=$2 text=$3 ws="$TMP/$1.nv" rc
+    "$CUCO_BIN" transform "$D/$name" --workspace "$ws" --no-verify --quiet >"$TMP/$name.nv.out" 2>&1
+    rc=$?
+    [ $rc -eq 1 ] || { echo "exit $rc, want 1"; cat "$TMP/$name.nv.out"; return 1; }
+    grep -qF "$where: kept: $text" "$TMP/$name.nv.out" || { cat "$TMP/$name.nv.out"; return 1; }
+    grep -qF "refused: every NCCL call stays host NCCL" "$TMP/$name.nv.out" || return 1
+    grep -qF "$text" "$ws/gen_0/transform_report.md" || { echo "not in the report"; return 1; }
+    [ ! -e "$ws/gen_0/$name.cu" ] || { echo "a program was written"; return 1; }
+}
+check "thrust_overlap: the all-reduce stays host NCCL, its buffer traced to the thrust::device_vector" \
+    kept_only thrust_overlap thrust_overlap.cu:73 "ncclAllReduce: cannot find the cudaMalloc of buffer 'g'; 'g' gets its value at line 69 from 'thrust::raw_pointer_cast(m.grads[l].data())'; 'grads' is declared at line 60 as 'std::vector<thrust::device_vector<float>> weights, grads;': the memory of a device_vector comes from its own allocator"
 
 # a refused call gets its refusal line and no rewrite line (nor does any
 # other call of a program that is not transformed)

@@ -113,7 +113,7 @@ static void test_refusals(void **state)
         {"void f(float *x, ncclComm_t c) {\n  auto s = ncclSend;\n}\n", "used but not called", 2},
         {"void f(float *x, ncclComm_t c) {\n  ncclAllReduce(x, x, 4, ncclFloat32, ncclMax, c, 0);\n}\n",
          "every NCCL call stays host NCCL", 0},
-        {"void f(float *x, ncclComm_t c) {\n  ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, c, 0);\n}\n",
+        {"void f(float *x, ncclComm_t c) {\n  ncclRecv(x, 4, ncclFloat32, 1, c, 0);\n}\n",
          "cannot find the cudaMalloc", 2},
         {"// EVOLVE-BLOCK-START\n#define K 1\n// EVOLVE-BLOCK-END\nvoid f(ncclComm_t c) {\n  float *x; cudaMalloc(&x, 4);\n"
          "  ncclAllReduce(x, x, 1, ncclFloat32, ncclSum, c, 0);\n}\n",
@@ -123,7 +123,7 @@ static void test_refusals(void **state)
         {"void f(int *x, ncclComm_t c) {\n  ncclGroupStart(); ncclReduceScatter(x, x, 4, ncclInt32, ncclAvg, c, 0); ncclGroupEnd();\n}\n",
          "ncclAvg of data type 'ncclInt32'", 2},
         {"void f(ncclComm_t c) {\n  float *x;\n  cudaMallocManaged(&x, 64);\n"
-         "  ncclBroadcast(x, x, 4, ncclFloat32, 0, c, 0);\n}\n",
+         "  ncclGroupStart(); ncclBroadcast(x, x, 4, ncclFloat32, 0, c, 0); ncclGroupEnd();\n}\n",
          "comes from cudaMallocManaged at line 3", 4},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -139,8 +139,8 @@ static void test_refusals(void **state)
 }
 
 /* Collectives the device path cannot take (ncclReduce, a reduction other
- * than a sum, a call through a pointer, a call in a macro's body) stay host
- * NCCL outside NCCL groups: each has a "kept" note at its line and the
+ * than a sum, a call through a pointer, a call in a macro's body, a buffer
+ * that cannot be a window) stay host NCCL outside NCCL groups: each has a "kept" note at its line and the
  * marker before it, the other calls are rewritten, and the static check
  * passes the program with the kept calls in it. */
 static void test_kept_calls(void **state)
@@ -158,6 +158,9 @@ static void test_kept_calls(void **state)
         "  coll_fn fn = ncclAllReduce;\n"
         "  fn(x, x, 4, ncclFloat, ncclSum, comm, 0);\n"
         "  MAXALL(x);\n"
+        "  float *m; cudaMallocManaged(&m, 64);\n"
+        "  ncclBroadcast(m, m, 4, ncclFloat, 0, comm, 0);\n"
+        "  ncclAllGather(x, pool_get(), 4, ncclFloat, comm, 0);\n"
         "}\n";
     cuco_tx_result r;
     cuco_err e = CUCO_ERR_INIT;
@@ -168,6 +171,8 @@ static void test_kept_calls(void **state)
     assert_true(tx_has_note(&r.notes, "kept", 7, "no device-side ncclReduce; it stays host NCCL"));
     assert_true(tx_has_note(&r.notes, "kept", 8, "ncclProd"));
     assert_true(tx_has_note(&r.notes, "kept", 9, "used but not called"));
+    assert_true(tx_has_note(&r.notes, "kept", 13, "comes from cudaMallocManaged at line 12"));
+    assert_true(tx_has_note(&r.notes, "kept", 14, "cannot find the cudaMalloc of buffer 'pool_get()'"));
     assert_non_null(strstr(r.program, "/* cuco:kept */ ncclReduce(x, x, 4"));
     assert_non_null(strstr(r.program, "/* cuco:kept */ ncclAllReduce(x, x, 4, ncclFloat, ncclProd"));
     assert_non_null(strstr(r.program, "#define MAXALL(b) /* cuco:kept */ ncclAllReduce(b"));
@@ -528,14 +533,16 @@ static void test_buffer_paths(void **state)
     assert_true(tx_has_note(&r.notes, "symmetric", 2, "'all' of ncclAllGather at line 13"));
     cuco_tx_result_free(&r);
     cuco_err_clear(&e);
-    /* a parameter nobody passes a traceable buffer to is still refused, with its line */
+    /* a parameter nobody passes a traceable buffer to stays host NCCL, with its
+     * line; with nothing else to rewrite the program is refused */
     const char *lost = "static void reduce_tp(float *partial, size_t n, ncclComm_t c) {\n"
                        "  ncclAllReduce(partial, partial, n, ncclFloat, ncclSum, c, 0);\n"
                        "}\n"
                        "int main() { float *(*get)(void) = 0; reduce_tp(get(), 4, 0); }\n";
     assert_int_equal(cuco_transform_rules("lost.cu", lost, &r, &e), 0);
     assert_int_equal(r.refused, 1);
-    assert_true(tx_has_note(&r.notes, "refused", 2, "cannot find the cudaMalloc of buffer 'partial'"));
+    assert_true(tx_has_note(&r.notes, "kept", 2, "cannot find the cudaMalloc of buffer 'partial'"));
+    assert_true(tx_has_note(&r.notes, "refused", 0, "every NCCL call stays host NCCL"));
     cuco_tx_result_free(&r);
     cuco_err_clear(&e);
 }
