@@ -12,7 +12,9 @@
 # Variants: seed; gen0; gen0 with NCCL_LOCAL_REGISTER=1 (the glue sets it to
 # 0 unless the job sets it); gen0 with CUCO_P2P_NCCL_FROM=0 (every send and
 # receive on the device); gen0 with CUCO_COPY_ENGINE=1; the seed with
-# NCCL_LOCAL_REGISTER=0 (is the setting itself the cost?).
+# NCCL_LOCAL_REGISTER=0 (is the setting itself the cost?); and gen0 with the
+# knobs of each PROBE_VARIANTS entry set ("NAME:K=V[,K=V...]", space
+# separated, e.g. "nosplit:CUCO_SPLIT_0=0").
 # One run of gen0 with CUCO_TX_TRACE=1 shows the paths taken.
 # Results: $OUT/transport-probe.jsonl (one line a run) and
 # $OUT/transport-probe.txt (median ms a variant, min, max).
@@ -26,7 +28,7 @@ MPI_C=$(mpicxx --showme:compile)
 MPI_L=$(mpicxx --showme:link)
 build() { # SRC OUT
   nvcc -std=c++17 -arch=sm_90 -O1 -Idevice -I"$NCCL_HOME/include" $MPI_C -o "$2" "$1" \
-    -L"$NCCL_HOME/lib" -l:libnccl.so.2 $MPI_L > "$2.build.log" 2>&1 ||
+    -L"$NCCL_HOME/lib" -l:libnccl.so.2 -lcublas -lcublasLt $MPI_L > "$2.build.log" 2>&1 ||
     { echo "build of $1 failed: $(tail -3 "$2.build.log")"; status=1; return 1; }
 }
 bench_args() { python3 - "$1" <<'EOF'
@@ -63,6 +65,9 @@ for p in ${PROBE_PROGRAMS:-alltoall_pack jacobi_halo}; do
   build "$g" "$T/$p-gen0" &
   [ -s "$T/$p-dev.cu" ] && build "$T/$p-dev.cu" "$T/$p-dev" &
   [ -s "$T/$p-ce.cu" ] && build "$T/$p-ce.cu" "$T/$p-ce" &
+  for pv in ${PROBE_VARIANTS:-}; do
+    knob_variant "$g" "$T/$p-${pv%%:*}.cu" "${pv#*:}" && build "$T/$p-${pv%%:*}.cu" "$T/$p-${pv%%:*}" &
+  done
   wait
   env CUCO_TX_TRACE=1 timeout -k 5 120 mpirun -np "$RANKS" --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
     -x CUCO_TX_TRACE "$T/$p-gen0" $ARGS > "$OUT/probe-$p-trace.txt" 2>&1
@@ -73,6 +78,9 @@ for p in ${PROBE_PROGRAMS:-alltoall_pack jacobi_halo}; do
     [ -x "$T/$p-dev" ] && run_one "$p" gen0_p2p_device "$T/$p-dev"
     [ -x "$T/$p-ce" ] && run_one "$p" gen0_copy_engine "$T/$p-ce"
     run_one "$p" seed_localreg0 "$T/$p-seed" NCCL_LOCAL_REGISTER=0
+    for pv in ${PROBE_VARIANTS:-}; do
+      [ -x "$T/$p-${pv%%:*}" ] && run_one "$p" "gen0_${pv%%:*}" "$T/$p-${pv%%:*}"
+    done
   done
 done
 python3 - "$LOG" > "$OUT/transport-probe.txt" <<'EOF'

@@ -517,31 +517,55 @@ inline std::vector<SplitRec>& split_recs() {
 inline SplitRec* split_rec(int site) { return site_rec(split_recs(), site); }
 
 // The pull itself, on `stream`; records r->arrived[p] after each block lands.
-inline ncclResult_t all_gather_pull(SplitRec* r, Buf* b, const char* send, size_t outOff, cudaStream_t stream) {
+// Peer p's block for this rank lies in p's window `from`: at fromBase + p *
+// r->bytes for an all-gather (every rank's block in its own slot), at
+// fromBase + rank * r->bytes for an all-to-all (bySource false: this rank's
+// block of p's send buffer). `send` is this rank's own block.
+inline ncclResult_t block_pull(SplitRec* r, Buf* b, Buf* from, size_t fromBase, bool bySource, const char* send,
+                               size_t outOff, cudaStream_t stream) {
   cuco::Symm& s = b->symm;
   char* recv = static_cast<char*>(b->base) + outOff;
   char* own = recv + (size_t)r->rank * r->bytes;
   CUCO_TX_TRY(cuco::lsa_peer_bases(s));
+  CUCO_TX_TRY(cuco::lsa_peer_bases(from->symm));
   if (send != own && cudaMemcpyAsync(own, send, r->bytes, cudaMemcpyDeviceToDevice, stream) != cudaSuccess)
-    return CUCO_TX_FAIL("all_gather (split): local copy failed");
-  if (cudaEventRecord(r->arrived[r->rank], stream) != cudaSuccess) return CUCO_TX_FAIL("all_gather (split): event record failed");
+    return CUCO_TX_FAIL("split pull: local copy failed");
+  if (cudaEventRecord(r->arrived[r->rank], stream) != cudaSuccess) return CUCO_TX_FAIL("split pull: event record failed");
   CUCO_TX_TRY(cuco::ce_rendezvous(s, stream));
   int pieces = split_chunks();
   r->pieceBytes = (r->bytes + pieces - 1) / pieces;
   for (int k = 1; k < r->nranks; k++) {
     int p = (r->rank + k) % r->nranks;
-    const char* from = s.peer<const char>(p, outOff + (size_t)p * r->bytes);
+    const char* src = from->symm.peer<const char>(p, fromBase + (size_t)(bySource ? p : r->rank) * r->bytes);
     char* to = recv + (size_t)p * r->bytes;
     for (int j = 0; j < pieces; j++) {
       size_t lo = std::min(r->bytes, (size_t)j * r->pieceBytes), hi = std::min(r->bytes, lo + r->pieceBytes);
-      if ((hi > lo && cuco::ce_copy(to + lo, from + lo, hi - lo, stream) != 0) ||
+      if ((hi > lo && cuco::ce_copy(to + lo, src + lo, hi - lo, stream) != 0) ||
           cudaEventRecord(r->piece[p][j], stream) != cudaSuccess)
-        return CUCO_TX_FAIL("all_gather (split): pull from a peer failed");
+        return CUCO_TX_FAIL("split pull: pull from a peer failed");
     }
-    if (cudaEventRecord(r->arrived[p], stream) != cudaSuccess)
-      return CUCO_TX_FAIL("all_gather (split): pull from a peer failed");
+    if (cudaEventRecord(r->arrived[p], stream) != cudaSuccess) return CUCO_TX_FAIL("split pull: pull from a peer failed");
   }
   CUCO_TX_TRY(cuco::ce_rendezvous(s, stream));
+  return ncclSuccess;
+}
+
+// A site's record before its pull: events made, the layout noted.
+inline ncclResult_t split_rec_ready(SplitRec* r, Comm* x, ncclComm_t comm, const void* recv, const void* own,
+                                    size_t bytes) {
+  for (int p = 0; p < x->nranks; p++) {
+    if (!r->arrived[p] && cudaEventCreateWithFlags(&r->arrived[p], cudaEventDisableTiming) != cudaSuccess)
+      return CUCO_TX_FAIL("split: cannot create its events");
+    for (int j = 0; j < split_chunks(); j++)
+      if (!r->piece[p][j] && cudaEventCreateWithFlags(&r->piece[p][j], cudaEventDisableTiming) != cudaSuccess)
+        return CUCO_TX_FAIL("split: cannot create its events");
+  }
+  r->recv = static_cast<const char*>(recv);
+  r->send = own;
+  r->bytes = bytes;
+  r->rank = x->rank;
+  r->nranks = x->nranks;
+  r->comm = comm;
   return ncclSuccess;
 }
 
@@ -560,21 +584,48 @@ inline ncclResult_t all_gather(SplitSite ss, const void* sendbuff, void* recvbuf
   if (window_of(recvbuff, bytes * x->nranks, comm, &b) != ncclSuccess) return ncclInvalidUsage;
   size_t outOff = (size_t)(static_cast<char*>(recvbuff) - static_cast<char*>(b->base));
   if (outOff + bytes * (size_t)x->nranks > b->symm.dataBytes) return CUCO_TX_FAIL("all_gather (split): output past the window");
-  for (int p = 0; p < x->nranks; p++) {
-    if (!r->arrived[p] && cudaEventCreateWithFlags(&r->arrived[p], cudaEventDisableTiming) != cudaSuccess)
-      return CUCO_TX_FAIL("all_gather (split): cannot create its events");
-    for (int j = 0; j < split_chunks(); j++)
-      if (!r->piece[p][j] && cudaEventCreateWithFlags(&r->piece[p][j], cudaEventDisableTiming) != cudaSuccess)
-        return CUCO_TX_FAIL("all_gather (split): cannot create its events");
-  }
-  r->recv = static_cast<const char*>(recvbuff);
-  r->send = sendbuff;
-  r->bytes = bytes;
-  r->rank = x->rank;
-  r->nranks = x->nranks;
-  r->comm = comm;
+  CUCO_TX_TRY(split_rec_ready(r, x, comm, recvbuff, sendbuff, bytes));
   if (bytes == 0) return ncclSuccess;
-  ncclResult_t res = all_gather_pull(r, b, static_cast<const char*>(sendbuff), outOff, stream);
+  ncclResult_t res = block_pull(r, b, b, outOff, true, static_cast<const char*>(sendbuff), outOff, stream);
+  r->fresh = res == ncclSuccess;
+  return res;
+}
+
+// Whether [a, a + n) and [b, b + n) do not overlap.
+inline bool apart(const void* a, const void* b, size_t n) {
+  const char* x = static_cast<const char*>(a);
+  const char* y = static_cast<const char*>(b);
+  return x + n <= y || y + n <= x;
+}
+
+// Schedule consumer_split_by_source on an all-to-all (its first argument
+// split_site(...)): the same pull as the all-gather's, each peer's block for
+// this rank read from that peer's send buffer, so the consumer's parts run
+// per source rank as for an all-gather. It needs the send buffer in a
+// window too (the rules make it symmetric), 2 ranks or more, equal blocks
+// and no group or capture; otherwise the all-to-all runs whole and the
+// consumer waits for it (kernel_split & co. say why).
+inline ncclResult_t all_to_all(SplitSite ss, const void* sendbuff, void* recvbuff, size_t count,
+                               ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  SplitRec* r = ss.on ? split_rec(ss.site) : nullptr;
+  if (r) r->fresh = false;
+  size_t es = dtype_size(datatype), bytes = count * es;
+  Comm* x = nullptr;
+  Buf *b = nullptr, *from = nullptr;
+  if (!r || !es || !bytes || group_depth() > 0 || capturing(stream) || comm_setup(comm) != ncclSuccess ||
+      !(x = comm_find(comm)) || x->nranks < 2 || !buf_find(sendbuff, bytes * x->nranks) ||
+      !apart(sendbuff, recvbuff, bytes * x->nranks))
+    return all_to_all(sendbuff, recvbuff, count, datatype, comm, stream);
+  group_member(stream);
+  if (window_of(recvbuff, bytes * x->nranks, comm, &b) != ncclSuccess ||
+      window_of(sendbuff, bytes * x->nranks, comm, &from) != ncclSuccess)
+    return ncclInvalidUsage;
+  size_t outOff = (size_t)(static_cast<char*>(recvbuff) - static_cast<char*>(b->base));
+  size_t inOff = (size_t)(static_cast<const char*>(sendbuff) - static_cast<char*>(from->base));
+  const char* own = static_cast<const char*>(sendbuff) + (size_t)x->rank * bytes;
+  CUCO_TX_TRY(split_rec_ready(r, x, comm, recvbuff, own, bytes));
+  CUCO_TX_TRACE("rank %d: all-to-all pulled per source rank (split %d)\n", x->rank, ss.site);
+  ncclResult_t res = block_pull(r, b, from, inOff, false, own, outOff, stream);
   r->fresh = res == ncclSuccess;
   return res;
 }

@@ -1388,11 +1388,19 @@ static char *trace_hint(ctx *c, const char *name)
     return cuco_buf_detach(&b);
 }
 
-/* A buffer that cannot become a window: the call is refused (group < 0: a
- * receive, which must meet its peer's rewritten send) or kept host NCCL
- * (keep_or_refuse, group: the call's NCCL group). */
+/* need_symmetric's group for a buffer the call can do without (an
+ * all-to-all's send buffer, which its consumer split pulls from): nothing
+ * is said when it cannot be a window. */
+#define SYMM_OPTIONAL (-2)
+
+/* A buffer that cannot become a window: the call is refused (group -1: a
+ * receive, which must meet its peer's rewritten send), kept host NCCL
+ * (keep_or_refuse, group: the call's NCCL group), or left as it is
+ * (SYMM_OPTIONAL). */
 static int unbacked(ctx *c, int group, int line, const char *fmt, const char *a, const char *b)
 {
+    if (group == SYMM_OPTIONAL)
+        return 0;
     return group < 0 ? refuse(c, line, fmt, a, b) : keep_or_refuse(c, line, group, fmt, a, b);
 }
 
@@ -2318,6 +2326,9 @@ static int scan_p2p_collective(ctx *c, scan_state *st, size_t i, const char *nam
         return 0; /* refused on its own line */
     if (rc == 0 && cuco_tx_notes_count(&c->r->notes, "kept") > kept)
         return keep_mark(c, i, t->off, 1);
+    /* consumer_split_by_source pulls each peer's block from its send buffer */
+    if (rc == 0 && (!strcmp(name, "ncclAlltoAll") || !strcmp(name, "ncclAllToAll")))
+        rc = need_symmetric(c, &a, 0, i, name, SYMM_OPTIONAL);
     if (rc == 0)
         rc = note_comm(c, &a, pc->nargs - 2, i);
     if (rc == 0)

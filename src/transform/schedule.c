@@ -189,9 +189,11 @@ int cuco_sched_producer_fed(const char *api)
 
 const char *cuco_sched_consumer_split(const char *api)
 {
-    return strcmp(api, "ncclAllGather") == 0 ? "consumer_split_by_source"
-           : strcmp(api, "ncclRecv") == 0    ? "consume_as_received"
-                                             : NULL;
+    return strcmp(api, "ncclAllGather") == 0 || strcmp(api, "ncclAlltoAll") == 0 ||
+                   strcmp(api, "ncclAllToAll") == 0
+               ? "consumer_split_by_source"
+           : strcmp(api, "ncclRecv") == 0 ? "consume_as_received"
+                                          : NULL;
 }
 
 void cuco_sched_plan_free(cuco_sched_plan *plan)

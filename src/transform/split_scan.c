@@ -1,7 +1,8 @@
 /* split_scan.c: the splits read on schedule (a)'s scan (scan_int.h).
  *
  * Schedule (b), consumer split by source (scan_try_split): when an
- * all-gather's first consumer is a cuBLAS GEMM reading the gathered buffer
+ * all-gather's (or an all-to-all's) first consumer is a cuBLAS GEMM reading
+ * the gathered buffer
  * (directly, in the block of an `if` without else, or in a helper called
  * once, the block or the helper's body being plain code and that GEMM), the
  * GEMM goes through cuco_tx::<gemm>_split(site, CUCO_SPLIT_<site>, ...),
@@ -376,6 +377,10 @@ static int try_kernel_split(scan *s, cuco_sched_place *pl, stmt *st, int helper,
         why = cuco_sprintf("launches kernel %.*s, declared attention: a receive is consumed "
                            "piece by piece only by a kernel declared rows_independent",
                            klen, kname);
+    else if (s->ks.attention && !is(v, s->call_tok, "ncclAllGather"))
+        why = cuco_sprintf("launches kernel %.*s, declared attention: its keys are split by "
+                           "source only when all-gathered",
+                           klen, kname);
     else if (recv && !widths_declared(&s->ks, reads))
         why = cuco_sprintf("launches kernel %.*s, whose declaration gives no width to the "
                            "argument that reads the received buffer (args= NAME:WIDTH): a "
@@ -406,9 +411,10 @@ static int try_kernel_split(scan *s, cuco_sched_place *pl, stmt *st, int helper,
             helper ? ", in the helper its first consumer calls" : "");
     else
         p->split_note = cuco_sprintf(
-            "kernel %.*s at line %d consumes ncclAllGather at line %d per source rank (%s; "
+            "kernel %.*s at line %d consumes %.*s at line %d per source rank (%s; "
             "declared %s at workload.yaml line %d)%s%s",
-            klen, kname, p->split_line, tk(v, s->call_tok)->line,
+            klen, kname, p->split_line, (int)tk(v, s->call_tok)->len,
+            v->src + tk(v, s->call_tok)->off, tk(v, s->call_tok)->line,
             s->ks.attention ? "own keys first, the parts merged by log-sum-exp" : "own rows first",
             s->ks.decl->term, s->ks.decl_line,
             helper ? ", in the helper its first consumer calls" : "", lend_note(&s->ks));
@@ -510,9 +516,10 @@ int scan_try_split(scan *s, cuco_sched_place *pl, int (*editable)(void *, size_t
     p->split_line = tk(v, g)->line;
     p->split_gemm_off = tk(v, g)->off;
     free(p->split_note);
-    p->split_note = cuco_sprintf("%s at line %d consumes ncclAllGather at line %d per source rank "
+    p->split_note = cuco_sprintf("%s at line %d consumes %.*s at line %d per source rank "
                                  "(own rows first)%s",
-                                 api->name, p->split_line, tk(v, s->call_tok)->line,
+                                 api->name, p->split_line, (int)tk(v, s->call_tok)->len,
+                                 v->src + tk(v, s->call_tok)->off, tk(v, s->call_tok)->line,
                                  helper ? ", in the helper its first consumer calls" : "");
     return p->split_note ? 0 : CUCO_ENOMEM;
 }

@@ -22,7 +22,8 @@
 # (peer_copy), no verification line (no_verify_line: cuco's own check is
 # added; a point-to-point one is only built); a layer loop of GEMMs and one
 # send of what it made (layer_send: schedule send_as_produced); a step
-# captured into a CUDA graph and replayed (graph_replay); collectives the
+# captured into a CUDA graph and replayed (graph_replay); an all-to-all whose
+# consumer GEMM is split per source (a2a_expert); collectives the
 # device path cannot take left host NCCL beside one it takes (kept_calls). The transformed
 # programs are built with their manifests' nvcc command: without a GPU the
 # outcome is exit 3 ("built, not verified: no GPU", nothing registered);
@@ -171,6 +172,18 @@ check "alltoall_pack: ncclMemAlloc -> symm_mem_alloc, ncclMemFree -> symm_mem_fr
     grep -q "NK(cuco_tx::symm_mem_free(p));" "$TMP/alltoall_pack.nv/gen_0/alltoall_pack.cu"
 check "alltoall_pack: the packing copies pass the static check" \
     grep -q "static check passed" "$TMP/alltoall_pack.nv/gen_0/transform_report.md"
+
+# a fixed-capacity all-to-all whose rows the expert's GEMM reads
+# (a2a_expert): consumer_split_by_source runs the GEMM per source rank, and
+# the send buffer becomes a window too (the split pulls each peer's block
+# from it)
+"$CUCO_BIN" transform "$D/a2a_expert" --workspace "$TMP/a2a_expert.nv" --no-verify --quiet >"$TMP/a2a_expert.nv.out" 2>&1
+check "a2a_expert: the up projection split per source rank" \
+    grep -qF "a2a_expert.cu:92: schedule: consumer_split_by_source: cublasGemmEx at line 92 consumes ncclAlltoAll at line 90 per source rank (own rows first) (knob CUCO_SPLIT_0)" \
+    "$TMP/a2a_expert.nv.out"
+check "a2a_expert: both the send and the receive buffer symmetric" symmetric a2a_expert 59 60
+check "a2a_expert: the all-to-all takes the split's site" \
+    grep -q 'cuco_tx::all_to_all(cuco_tx::split_site(0, CUCO_SPLIT_0), x_local_, x_all_' "$TMP/a2a_expert.nv/gen_0/a2a_expert.cu"
 
 # a decode step captured into a CUDA graph and replayed (graph_replay):
 # transformed, the capture noted at its line, the glue told to ask each
