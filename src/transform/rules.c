@@ -2484,6 +2484,9 @@ static int scan_comm_destroy(ctx *c, size_t i, const char *name)
                                  "%s is in frozen code: windows and the device communicator are "
                                  "released by the last symmetric free",
                                  name);
+    size_t named = chain_last(v, a.first[0], a.last[0]);
+    if (c->device_comm && named < v->n && !cuco_tok_is(&v->lx, T(v, named), c->device_comm))
+        return 0; /* a communicator whose calls stay host NCCL: nothing to release */
     char *comm = arg_text(v, &a, 0);
     size_t lo, hi;
     stmt_span(c, i, &lo, &hi);

@@ -85,9 +85,10 @@ check "split_tp_dp: the split communicator's all-reduce rewritten" \
     grep -qF "split_tp_dp.cu:94: rewrite: ncclAllReduce -> cuco_tx::all_reduce" "$TMP/split_tp_dp.nv.out"
 check "split_tp_dp: the world broadcast kept, naming both communicators" \
     grep -qF "split_tp_dp.cu:122: kept: ncclBroadcast on communicator 'world': the device calls use 'tp'" "$TMP/split_tp_dp.nv.out"
-check "split_tp_dp: the device communicator set up for the split one only" \
+check "split_tp_dp: the device communicator set up and torn down for the split one only" \
     bash -c "grep -qF \"split_tp_dp.cu:61: setup: no device communicator for the one ncclCommInitRank makes: the device calls use 'tp'\" '$TMP/split_tp_dp.nv.out' &&
-             [ \$(grep -c 'cuco_tx::comm_setup(\*' '$TMP/split_tp_dp.nv/gen_0/split_tp_dp.cu') -eq 1 ]"
+             [ \$(grep -c 'cuco_tx::comm_setup(\*' '$TMP/split_tp_dp.nv/gen_0/split_tp_dp.cu') -eq 1 ] &&
+             [ \$(grep -c 'cuco_tx::comm_teardown(g' '$TMP/split_tp_dp.nv/gen_0/split_tp_dp.cu') -eq 1 ]"
 # one process driving several GPUs (ncclCommInitAll and comms[i], a pthread
 # per GPU): transformed for one GPU per process, guarded past it
 check "init_all_single: transformed, the buffers of the per-device loop symmetric" \
