@@ -208,7 +208,9 @@ int cuco_tx_check_seed(const char *file_name, const char *seed, const char *text
                 const char *hit = NULL;
                 for (size_t k = 0; !hit && k + strlen(*n) < t->len; k++)
                     if (memcmp(text + t->off + k, *n, strlen(*n)) == 0 &&
-                        text[t->off + k + strlen(*n)] == '(' && !kept_at(text, t->off + k))
+                        text[t->off + k + strlen(*n)] == '(' &&
+                        (k == 0 || !cuco_tx_ident_char(text[t->off + k - 1])) &&
+                        !kept_at(text, t->off + k))
                         hit = *n;
                 if (hit)
                     rc = cuco_tx_notes_add(notes, t->line, "error",

@@ -2634,25 +2634,34 @@ static int keep_macro_call(ctx *c, int line, size_t at, const char *name)
     return rc == 0 ? keep_mark(c, 0, at, 0) : rc;
 }
 
+/* Whether the preprocessor line at src is a #define. */
+static int is_define(const char *src, size_t len)
+{
+    size_t k = 0;
+    while (k < len && (src[k] == '#' || src[k] == ' ' || src[k] == '\t'))
+        k++;
+    return len - k >= 6 && memcmp(src + k, "define", 6) == 0;
+}
+
+/* Collectives named in a macro's body (keep_macro_call); a name in another
+ * directive (an #include's path) is not a call. */
 static int refuse_macros(ctx *c)
 {
     const cuco_lex *lx = &c->v.lx;
     for (size_t i = 0; i < lx->ntoks; i++) {
         const cuco_tok *t = &lx->toks[i];
-        if (t->kind != CUCO_TOK_PREPROC)
+        if (t->kind != CUCO_TOK_PREPROC || !is_define(lx->src + t->off, t->len))
             continue;
         for (const char *const *n = host_collectives; *n; n++) {
             size_t nl = strlen(*n);
             for (size_t k = 0; k + nl <= t->len; k++) {
                 const char *p = lx->src + t->off + k;
-                if (memcmp(p, *n, nl) == 0 &&
-                    (k + nl == t->len ||
-                     !(p[nl] == '_' || ((p[nl] | 32) >= 'a' && (p[nl] | 32) <= 'z')))) {
-                    int rc = keep_macro_call(c, t->line, t->off + k, *n);
-                    if (rc != 0)
-                        return rc;
-                    break;
-                }
+                if (memcmp(p, *n, nl) != 0 || (k > 0 && cuco_tx_ident_char(p[-1])) ||
+                    (k + nl < t->len && cuco_tx_ident_char(p[nl])))
+                    continue;
+                int rc = keep_macro_call(c, t->line, t->off + k, *n);
+                if (rc != 0)
+                    return rc;
             }
         }
     }

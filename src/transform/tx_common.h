@@ -13,6 +13,12 @@
  * purpose ("kept" note); the static check lets such a call stay. */
 #define CUCO_TX_KEPT_MARK "/* cuco:kept */"
 
+/* Whether ch may be part of an identifier (letter, digit, '_'). */
+static inline int cuco_tx_ident_char(char ch)
+{
+    return ch == '_' || (ch >= '0' && ch <= '9') || ((ch | 32) >= 'a' && (ch | 32) <= 'z');
+}
+
 /* 1 when a GPU is visible (/dev/nvidia0 or nvidia-smi on PATH). */
 int cuco_tx_have_gpu(void);
 /* Unified diff seed -> program (diff -u, labels a/LABEL b/LABEL); *out

@@ -198,6 +198,45 @@ static void test_kept_calls(void **state)
     cuco_err_clear(&e);
 }
 
+static int count_of(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* In #define bodies only whole names are calls, each one kept and marked;
+ * an #include's path naming a collective is left alone, and the static
+ * check does not take a longer name for a collective. */
+static void test_macro_names(void **state)
+{
+    (void)state;
+    const char *src = "#include \"ncclAllReduce.h\"\n"
+                      "#define X1 myncclAllReduce(a)\n"
+                      "#define X2 ncclAllReduce2(a)\n"
+                      "#define TWO(b) ncclAllReduce(b, b, 1, ncclFloat, ncclMax, c, 0); "
+                      "ncclAllReduce(b, b, 1, ncclFloat, ncclSum, c, 0)\n"
+                      "void f(ncclComm_t c) {\n  float *x; cudaMalloc(&x, 4);\n"
+                      "  ncclAllReduce(x, x, 1, ncclFloat, ncclSum, c, 0);\n  TWO(x);\n}\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("m.cu", src, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    assert_int_equal((int)cuco_tx_notes_count(&r.notes, "kept"), 2);
+    assert_true(tx_has_note(&r.notes, "kept", 4, "inside a preprocessor directive"));
+    assert_non_null(strstr(r.program, "#include \"ncclAllReduce.h\"\n"));
+    assert_non_null(strstr(r.program, "#define X1 myncclAllReduce(a)\n#define X2 ncclAllReduce2(a)\n"));
+    assert_int_equal(count_of(r.program, "/* cuco:kept */ ncclAllReduce(b, b, 1"), 2);
+    int passed = 0;
+    cuco_tx_notes checked = {0};
+    assert_int_equal(cuco_transform_check("m.cu", r.program, &passed, &checked, &e), 0);
+    assert_int_equal(passed, 1);
+    cuco_tx_notes_free(&checked);
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
 /* With calls on several communicators the device calls take one: the one
  * of the point-to-point calls, else the one with the most calls; the other
  * communicators' collectives stay host NCCL (marked), inside a group they
@@ -450,13 +489,6 @@ static void test_check_needs_device_comm(void **state)
 }
 
 /* Counts occurrences of needle in hay. */
-static int count_of(const char *hay, const char *needle)
-{
-    int n = 0;
-    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
-        n++;
-    return n;
-}
 
 /* A double buffer whose halves swap roles (std::swap of the pointers, or a
  * temporary): the receive lands in either half, so both are symmetric; a
@@ -1094,6 +1126,7 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_kept_calls),
         cmocka_unit_test(test_several_comms),
+        cmocka_unit_test(test_macro_names),
         cmocka_unit_test(test_stream_capture),
         cmocka_unit_test(test_grouped_alltoall_destination),
         cmocka_unit_test(test_data_dependent_offsets),
