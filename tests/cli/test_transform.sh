@@ -83,7 +83,7 @@ check "flash_attn_cp: its declared queries go with the split (count, first, caus
 check "flash_attn_cp: the lending knob" grep -q "^#define CUCO_ATTN_LEND 1 // cuco:knob run 0 1" \
     "$TMP/wl-flash_attn_cp/gen_0/flash_attn_cp.cu"
 check "moe_dispatch_combine: the routing declaration is in the report" \
-    grep -q "call ncclAlltoAll is routing_permutation (dedup=true)" \
+    grep -q "call ncclSend is routing_permutation (dedup=true)" \
     "$TMP/wl-moe_dispatch_combine/gen_0/transform_report.md"
 
 D="$CUCO_TEST_DATA/transform"
