@@ -1397,7 +1397,7 @@ static char *trace_hint(ctx *c, const char *name)
  * receive, which must meet its peer's rewritten send), kept host NCCL
  * (keep_or_refuse, group: the call's NCCL group), or left as it is
  * (SYMM_OPTIONAL). */
-static int unbacked(ctx *c, int group, int line, const char *fmt, const char *a, const char *b)
+static int no_window(ctx *c, int group, int line, const char *fmt, const char *a, const char *b)
 {
     if (group == SYMM_OPTIONAL)
         return 0;
@@ -1405,7 +1405,7 @@ static int unbacked(ctx *c, int group, int line, const char *fmt, const char *a,
 }
 
 /* Makes the buffer of argument k of the call symmetric, or says why not
- * (unbacked, with group). */
+ * (no_window, with group). */
 static int need_symmetric(ctx *c, const args *a, int k, size_t call_tok, const char *call,
                           int group)
 {
@@ -1415,8 +1415,8 @@ static int need_symmetric(ctx *c, const args *a, int k, size_t call_tok, const c
     if (!text)
         return CUCO_ENOMEM;
     if (last >= v->n) {
-        unbacked(c, group, line_of(c, call_tok), "%s: cannot tell which buffer '%s' is", call,
-                 text);
+        no_window(c, group, line_of(c, call_tok), "%s: cannot tell which buffer '%s' is", call,
+                  text);
         free(text);
         return 0;
     }
@@ -1440,13 +1440,13 @@ static int need_symmetric(ctx *c, const args *a, int k, size_t call_tok, const c
                              "window (only cudaMalloc, cudaMallocAsync and ncclMemAlloc "
                              "allocations become windows)",
                              text, (int)T(v, at)->len, v->src + T(v, at)->off, line_of(c, at));
-            unbacked(c, group, line_of(c, call_tok), "%s: buffer %s", call, detail ? detail : "?");
+            no_window(c, group, line_of(c, call_tok), "%s: buffer %s", call, detail ? detail : "?");
             free(detail);
         } else {
             char *hint = name ? trace_hint(c, name) : NULL;
             char *what = cuco_sprintf("'%s'%s", text, hint ? hint : "");
-            unbacked(c, group, line_of(c, call_tok), "%s: cannot find the cudaMalloc of buffer %s",
-                     call, what ? what : text);
+            no_window(c, group, line_of(c, call_tok), "%s: cannot find the cudaMalloc of buffer %s",
+                      call, what ? what : text);
             free(what);
             free(hint);
         }
