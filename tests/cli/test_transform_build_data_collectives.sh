@@ -4,7 +4,8 @@
 # early_start_late_wait schedule at both knob values, seqpar_mlp with its
 # consumer_split_by_source schedule at both, seqpar_norm and seqpar_act with
 # the split of a kernel declared rows_independent, seqpar_act's inside a host
-# helper): 'cuco transform' (no --no-verify) builds the transformed program
+# helper) and an all-to-all whose GEMM is split the same way (a2a_expert):
+# 'cuco transform' (no --no-verify) builds the transformed program
 # with the manifest's nvcc command. Without a GPU the outcome is exit 3,
 # "built, not verified: no GPU", nothing registered; with one it must build,
 # run and verify (exit 0, registered with status ok). The all-reduce
@@ -12,7 +13,7 @@
 set -u
 source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
 setup transform-build nvcc
-for name in allgather async_alloc overlap_alias seqpar_mlp seqpar_norm seqpar_act; do
+for name in allgather async_alloc overlap_alias seqpar_mlp seqpar_norm seqpar_act a2a_expert; do
     transform_bg "$CUCO_TEST_DATA/transform/$name"
     built "$name"
 done
@@ -35,4 +36,9 @@ check "seqpar_norm: builds with CUCO_SPLIT_0=0" knob_built seqpar_norm CUCO_SPLI
 check "seqpar_act: the helper's launch goes through the kernel split" \
     grep -q "cuco_tx::kernel_split(0, CUCO_SPLIT_0, cuco_tx::RowSpec{2, 0x3UL, 0, {0, 4}}, swiglu, blocks," \
     "$TMP/seqpar_act/gen_0/seqpar_act.cu"
+# a2a_expert: the all-to-all takes the split's site, the GEMM the split glue
+check "a2a_expert: the all-to-all and its GEMM go through the split" \
+    bash -c "grep -q 'cuco_tx::all_to_all(cuco_tx::split_site(0, CUCO_SPLIT_0)' '$TMP/a2a_expert/gen_0/a2a_expert.cu' &&
+             grep -q 'cuco_tx::gemm_ex_split(0, CUCO_SPLIT_0' '$TMP/a2a_expert/gen_0/a2a_expert.cu'"
+check "a2a_expert: builds with CUCO_SPLIT_0=0" knob_built a2a_expert CUCO_SPLIT_0 0
 exit $fail
