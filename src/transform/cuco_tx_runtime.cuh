@@ -451,6 +451,13 @@ inline ncclResult_t windows_register(ncclComm_t c) {
   return ncclSuccess;
 }
 
+// Whether [a, a + n) and [b, b + n) do not overlap.
+inline bool apart(const void* a, const void* b, size_t n) {
+  const char* x = static_cast<const char*>(a);
+  const char* y = static_cast<const char*>(b);
+  return x + n <= y || y + n <= x;
+}
+
 // The registered buffer holding [p, p + bytes), or nullptr.
 inline Buf* buf_find(const void* p, size_t bytes) {
   const char* q = static_cast<const char*>(p);
@@ -493,13 +500,14 @@ inline bool capturing(cudaStream_t stream) {
 // waiting for registration (a collective host call), and the buffer the
 // kernel reads or writes through the window (p, bytes) inside a registered
 // one. The kernels' LSA barriers keep their epochs in device memory, so
-// every replay synchronises afresh.
-inline bool replayable_on_device(const void* p, size_t bytes, ncclComm_t comm) {
+// every replay synchronises afresh. perRank: bytes is one rank's block of a
+// buffer that holds one for every rank of comm.
+inline bool replayable_on_device(const void* p, size_t bytes, ncclComm_t comm, bool perRank = false) {
   const Comm* x = comm_find(comm);
   if (!x || x->setupFailed) return false;
   for (const Buf* b : bufs())
     if (!b->registered) return false;
-  const Buf* b = buf_find(p, bytes);
+  const Buf* b = buf_find(p, perRank ? bytes * (size_t)x->nranks : bytes);
   return b && b->symm.comm == comm;
 }
 
@@ -508,9 +516,8 @@ inline ncclResult_t all_gather(const void* sendbuff, void* recvbuff, size_t send
   size_t es = dtype_size(datatype);
   if (!es) return CUCO_TX_FAIL("all_gather: unsupported data type");
   size_t bytes = sendcount * es;
-  int n = 0;
   bool captured = capturing(stream);
-  if (captured && (ncclCommCount(comm, &n) != ncclSuccess || !replayable_on_device(recvbuff, bytes * n, comm)))
+  if (captured && !replayable_on_device(recvbuff, bytes, comm, true))
     return ::ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
   group_member(stream);
   Comm* x = nullptr;
@@ -574,9 +581,7 @@ inline ncclResult_t reduce_scatter_t(Buf* b, size_t inOff, void* out, size_t n, 
 inline ncclResult_t reduce_scatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                    ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                    cudaStream_t stream) {
-  int n = 0;
-  if (capturing(stream) && (ncclCommCount(comm, &n) != ncclSuccess ||
-                            !replayable_on_device(sendbuff, recvcount * dtype_size(datatype) * n, comm)))
+  if (capturing(stream) && !replayable_on_device(sendbuff, recvcount * dtype_size(datatype), comm, true))
     return ::ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
   if (op != ncclSum && !(op == ncclAvg && avg_type(datatype)))
     return CUCO_TX_FAIL("reduce_scatter: only ncclSum (and ncclAvg of floating types) is implemented on the device");

@@ -209,11 +209,9 @@ inline ncclResult_t all_to_all(const void* sendbuff, void* recvbuff, size_t coun
   if (CUCO_COPY_ENGINE && group_depth() == 0 && count > 0) {
     size_t row = count * es;
     Buf* b = nullptr;
-    const char* s = static_cast<const char*>(sendbuff);
-    const char* d = static_cast<const char*>(recvbuff);
-    bool apart = s + row * (size_t)n <= d || d + row * (size_t)n <= s;
-    if (apart && comm_setup(comm) == ncclSuccess && window_of(recvbuff, row * (size_t)n, comm, &b) == ncclSuccess) {
-      size_t outOff = (size_t)(d - static_cast<char*>(b->base));
+    if (apart(sendbuff, recvbuff, row * (size_t)n) && comm_setup(comm) == ncclSuccess &&
+        window_of(recvbuff, row * (size_t)n, comm, &b) == ncclSuccess) {
+      size_t outOff = (size_t)(static_cast<char*>(recvbuff) - static_cast<char*>(b->base));
       CUCO_TX_TRY(cuco::all_to_all_ce(b->symm, sendbuff, outOff, row, stream));
       return ncclSuccess;
     }
@@ -589,13 +587,6 @@ inline ncclResult_t all_gather(SplitSite ss, const void* sendbuff, void* recvbuf
   ncclResult_t res = block_pull(r, b, b, outOff, true, static_cast<const char*>(sendbuff), outOff, stream);
   r->fresh = res == ncclSuccess;
   return res;
-}
-
-// Whether [a, a + n) and [b, b + n) do not overlap.
-inline bool apart(const void* a, const void* b, size_t n) {
-  const char* x = static_cast<const char*>(a);
-  const char* y = static_cast<const char*>(b);
-  return x + n <= y || y + n <= x;
 }
 
 // Schedule consumer_split_by_source on an all-to-all (its first argument

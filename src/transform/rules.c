@@ -399,6 +399,12 @@ static int keep_or_refuse(ctx *c, int line, int in_group, const char *fmt, const
     return rc;
 }
 
+/* Whether a "kept" note was added since the count was `before`. */
+static int kept_since(const ctx *c, size_t before)
+{
+    return cuco_tx_notes_count(&c->r->notes, "kept") > before;
+}
+
 /* KEPT_MARK before the kept call at byte at of token tok; wrap 0: no
  * EVOLVE-BLOCK markers around its statement (a macro's body). */
 static int keep_mark(ctx *c, size_t tok, size_t at, int wrap)
@@ -417,6 +423,13 @@ static int has_group_calls(const view *v)
         if (is(v, i, "ncclGroupStart"))
             return 1;
     return 0;
+}
+
+/* Whether token i follows ".", "->" or "::" (a member's or a namespace's
+ * name, not the NCCL function's). */
+static int qualified(const view *v, size_t i)
+{
+    return i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::"));
 }
 
 static int is_p2p_name(const char *name)
@@ -1261,6 +1274,17 @@ static int call_comms(ctx *c, const args *a, int k, size_t call_tok, cuco_strlis
     return rc;
 }
 
+/* Whether argument k of a call names a communicator other than
+ * c->device_comm (its collectives stay host NCCL, no device state is set up
+ * or released for it). */
+static int other_comm_arg(const ctx *c, const args *a, int k)
+{
+    if (!c->device_comm || a->n <= k)
+        return 0;
+    size_t named = chain_last(&c->v, a->first[k], a->last[k]);
+    return named < c->v.n && !cuco_tok_is(&c->v.lx, T(&c->v, named), c->device_comm);
+}
+
 /* A collective on a communicator other than c->device_comm stays host NCCL
  * (refused in a group): 1 when it does, 0 when the device takes it. */
 static int other_comm_kept(ctx *c, const args *a, size_t call_tok, const char *call, int group,
@@ -1495,8 +1519,7 @@ static int choose_device_comm(ctx *c)
     size_t *counts = NULL;
     int rc = 0;
     for (size_t i = 0; i + 1 < v->n && rc == 0; i++) {
-        if (!in_list(host_collectives, v, i) || !is(v, i + 1, "(") ||
-            (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::"))))
+        if (!in_list(host_collectives, v, i) || !is(v, i + 1, "(") || qualified(v, i))
             continue;
         args a;
         call_args(v, i + 1, &a);
@@ -2273,7 +2296,7 @@ static int scan_collective(ctx *c, scan_state *st, size_t i, const char *name)
     int rc = 0;
     if (!ag)
         rc = check_reduce_args(c, &a, i, name, st->group);
-    if (rc == 0 && cuco_tx_notes_count(&c->r->notes, "kept") > kept)
+    if (rc == 0 && kept_since(c, kept))
         return keep_mark(c, i, t->off, 1); /* stays host NCCL: its own line says why */
     if (rc == 0 && other_comm_kept(c, &a, i, name, st->group, &rc))
         return rc;
@@ -2282,7 +2305,7 @@ static int scan_collective(ctx *c, scan_state *st, size_t i, const char *name)
         rc = need_symmetric(c, &a, rs ? 0 : 1, i, name, st->group);
     if (rc == 0 && cuco_tx_notes_count(&c->r->notes, "refused") > refusals)
         return 0; /* this call is refused: its own line says why, no rewrite line */
-    if (rc == 0 && cuco_tx_notes_count(&c->r->notes, "kept") > kept)
+    if (rc == 0 && kept_since(c, kept))
         return keep_mark(c, i, t->off, 1);
     if (rc == 0)
         rc = note_comm(c, &a, want - 2, i);
@@ -2324,7 +2347,7 @@ static int scan_p2p_collective(ctx *c, scan_state *st, size_t i, const char *nam
     rc = need_symmetric(c, &a, pc->recv_arg, i, name, st->group);
     if (rc == 0 && cuco_tx_notes_count(&c->r->notes, "refused") > refusals)
         return 0; /* refused on its own line */
-    if (rc == 0 && cuco_tx_notes_count(&c->r->notes, "kept") > kept)
+    if (rc == 0 && kept_since(c, kept))
         return keep_mark(c, i, t->off, 1);
     /* consumer_split_by_source pulls each peer's block from its send buffer */
     if (rc == 0 && (!strcmp(name, "ncclAlltoAll") || !strcmp(name, "ncclAllToAll")))
@@ -2426,14 +2449,11 @@ static int scan_comm_init(ctx *c, scan_state *st, size_t i, const char *name)
     args a;
     call_args(v, i + 1, &a);
     int k = strcmp(name, "ncclCommSplit") == 0 ? 3 : 0;
-    if (a.n > k && c->device_comm) {
-        size_t made = chain_last(v, a.first[k], a.last[k]);
-        if (made < v->n && !cuco_tok_is(&v->lx, T(v, made), c->device_comm))
-            return cuco_tx_notes_add(&c->r->notes, t->line, "setup",
-                                     "no device communicator for the one %s makes: the device "
-                                     "calls use '%s', its collectives stay host NCCL",
-                                     name, c->device_comm);
-    }
+    if (other_comm_arg(c, &a, k))
+        return cuco_tx_notes_add(&c->r->notes, t->line, "setup",
+                                 "no device communicator for the one %s makes: the device "
+                                 "calls use '%s', its collectives stay host NCCL",
+                                 name, c->device_comm);
     c->comm_creations++;
     int nonblocking = strcmp(name, "ncclCommInitRank") != 0 ? nonblocking_line(c) : 0;
     if (st->group_depth > 0 || in_loop(v, i) || threads_line(c))
@@ -2484,8 +2504,7 @@ static int scan_comm_destroy(ctx *c, size_t i, const char *name)
                                  "%s is in frozen code: windows and the device communicator are "
                                  "released by the last symmetric free",
                                  name);
-    size_t named = chain_last(v, a.first[0], a.last[0]);
-    if (c->device_comm && named < v->n && !cuco_tok_is(&v->lx, T(v, named), c->device_comm))
+    if (other_comm_arg(c, &a, 0))
         return 0; /* a communicator whose calls stay host NCCL: nothing to release */
     char *comm = arg_text(v, &a, 0);
     size_t lo, hi;
@@ -2559,8 +2578,7 @@ static int scan_calls(ctx *c)
     memset(&st, 0, sizeof(st));
     int rc = 0, capture_line = 0, collective_calls = 0;
     for (size_t i = 0; i < v->n && rc == 0; i++) {
-        if (!is_ident(v, i) ||
-            (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::"))))
+        if (!is_ident(v, i) || qualified(v, i))
             continue;
         int called = is(v, i + 1, "(");
         if (called && !capture_line && in_list(capture_calls, v, i))
