@@ -128,6 +128,19 @@ int cuco_workload_placeholder_check(const char *arg, int whole_item, cuco_err *e
 /* 1 when path names a source file (.cu .cc .cpp .cxx .c), not a manifest. */
 int cuco_workload_is_program_path(const char *path);
 
+/* "C++" when path names a C++ source (.cpp .cc .cxx .c++ .C), "C" for a C
+ * one (.c), else NULL (.cu and the rest). */
+const char *cuco_workload_host_language(const char *path);
+/* 1 when build.command compiles as CUDA whatever the file's name says
+ * (-x cu, -xcu, --x=cu). */
+int cuco_workload_builds_as_cuda(const cuco_workload *w);
+/* A C++ evolve file built by nvcc is built as CUDA ("-x cu" right after
+ * nvcc, unless a language is chosen already): the transform and the
+ * mutators put device code into it, which nvcc would hand to the host
+ * compiler as plain C++. The seed builds the same way. A C file is left as
+ * it is (C is not always C++). CUCO_ENOMEM or 0. */
+int cuco_workload_build_cxx_as_cuda(cuco_workload *w);
+
 /* A workload for a bare host-driven program (one source file, no manifest):
  * built as 'nvcc -std=c++17 -arch=sm_90 -O3 -I<its folder> -I<cuco>/device -I<NCCL include>
  * <mpi compile flags> FLAGS -o NAME PROGRAM -L<NCCL lib> -l:libnccl.so.2

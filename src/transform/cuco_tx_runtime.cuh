@@ -236,6 +236,19 @@ inline void group_member(cudaStream_t stream) {
   g.any = true;
 }
 
+// A collective kept host NCCL inside a cuco_tx group ("ncclX(args)" written
+// "kept_in_group(ncclX, args)" by the rules): group_start issued no
+// ncclGroupStart, so it runs where it stands, as its own NCCL operation,
+// after the group's earlier members (group_member on its stream, the last
+// argument of every NCCL collective).
+template <class... P, class... A>
+inline ncclResult_t kept_in_group(ncclResult_t (*call)(P...), A&&... a) {
+  static_assert(sizeof...(A) > 0, "an NCCL collective takes its stream last");
+  cudaStream_t stream = std::get<sizeof...(A) - 1>(std::forward_as_tuple(a...));
+  group_member(stream);
+  return call(std::forward<A>(a)...);
+}
+
 // CUCO_TX_TRACE=1 (any value but 0): each communicator setup, window
 // registration and point-to-point call on stderr as it is issued, with the
 // rank, so that the ranks' sequences can be compared when a run hangs; and

@@ -194,38 +194,57 @@ static int check_lines_to_seed(const char *seed, const char *program, const char
     return rc;
 }
 
-/* A C++ evolve file (.cpp, .cc, ...) gets CUDA device code from the
- * transform: the manifest's nvcc builds it as CUDA ("-x cu", added when the
- * workload is read); another compiler cannot, which is refused. */
-static int cxx_build(const cuco_workload *w, cuco_tx_result *tr)
+/* Whether the build runs a host compiler, which cannot build CUDA device
+ * code; 0 for nvcc and for what is not a compiler (make, cmake, a script). */
+static int host_compiler(const char *base)
 {
-    static const char *const ext[] = {".cpp", ".cc", ".cxx", ".c++", ".C", NULL};
-    size_t n = strlen(w->evolve_file);
-    int cxx = 0;
-    for (const char *const *x = ext; *x; x++)
-        cxx |= n > strlen(*x) && strcmp(w->evolve_file + n - strlen(*x), *x) == 0;
-    if (!cxx || w->build_command.n == 0)
+    static const char *const host_only[] = {"g++",   "c++",    "clang++", "mpicxx", "mpic++",
+                                            "mpiCC", "mpig++", "gcc",     "cc",     "clang",
+                                            "icpx",  "icpc",   "mpicc",   "icx",    NULL};
+    for (const char *const *h = host_only; *h; h++)
+        if (strcmp(base, *h) == 0)
+            return 1;
+    return 0;
+}
+
+/* A C or C++ evolve file gets CUDA device code from the transform. nvcc
+ * builds a C++ one as CUDA ("-x cu", added when the workload is read); a C
+ * one only when the build says -x cu already (C is not always C++), and a
+ * host compiler cannot: both are refused, saying what to change. */
+static int host_language_build(const cuco_workload *w, cuco_tx_result *tr)
+{
+    const char *lang = cuco_workload_host_language(w->evolve_file);
+    if (!lang || w->build_command.n == 0)
         return 0;
     const char *cc = w->build_command.items[0];
     const char *base = strrchr(cc, '/') ? strrchr(cc, '/') + 1 : cc;
-    if (strcmp(base, "nvcc") == 0)
+    int nvcc = strcmp(base, "nvcc") == 0;
+    if (nvcc && cuco_workload_builds_as_cuda(w))
         return cuco_tx_notes_add(&tr->notes, 0, "note",
-                                 "%s is C++: the transformed program holds CUDA device code, so "
-                                 "nvcc builds it as CUDA (-x cu, added to build.command for the "
-                                 "seed and every candidate)",
-                                 w->evolve_file);
-    static const char *const host_only[] = {"g++",   "c++",    "clang++", "mpicxx", "mpic++",
-                                            "mpiCC", "mpig++", "gcc",     "cc",     "clang",
-                                            "icpx",  "icpc",   NULL};
-    int host = 0;
-    for (const char *const *h = host_only; *h; h++)
-        host |= strcmp(base, *h) == 0;
-    if (!host) /* make, cmake, a script: what compiles the file is not known here */
+                                 "%s is %s: the transformed program holds CUDA device code, so "
+                                 "nvcc builds it as CUDA (-x cu, %s build.command for the seed "
+                                 "and every candidate)",
+                                 w->evolve_file, lang,
+                                 strcmp(lang, "C++") == 0 ? "added to" : "given in");
+    if (!nvcc && !host_compiler(base)) /* what compiles the file is not known here */
         return cuco_tx_notes_add(&tr->notes, 0, "note",
-                                 "%s is C++ and the transform puts CUDA device code into it: the "
+                                 "%s is %s and the transform puts CUDA device code into it: the "
                                  "build (%s) must compile it as CUDA (nvcc -x cu)",
-                                 w->evolve_file, base);
+                                 w->evolve_file, lang, base);
     tr->refused = 1;
+    if (strcmp(lang, "C") == 0 && cuco_workload_is_program_path(w->manifest_path))
+        return cuco_tx_notes_add(&tr->notes, 0, "refused",
+                                 "%s is C, and the transform puts CUDA C++ device code into it, "
+                                 "which nvcc builds as C: rename it to .cu (the program must then "
+                                 "be valid C++: a malloc result needs its cast)",
+                                 w->manifest_path);
+    if (strcmp(lang, "C") == 0)
+        return cuco_tx_notes_add(&tr->notes, 0, "refused",
+                                 "%s/workload.yaml: %s is C, and the transform puts CUDA C++ "
+                                 "device code into it, which %s builds as C: rename it to .cu "
+                                 "or add -x cu after nvcc in build.command (the program must "
+                                 "then be valid C++: a malloc result needs its cast)",
+                                 w->dir, w->evolve_file, base);
     return cuco_tx_notes_add(&tr->notes, 0, "refused",
                              "%s/workload.yaml: build.command compiles %s with %s, which cannot "
                              "compile the CUDA device code the transform puts into it: build it "
@@ -447,7 +466,7 @@ static int job_rules_and_check(tx_job *j, int *verify_line, cuco_err *e)
                                             w->n_semantics, tr, e)) != 0 ||
         (rc = refuse_other_sources(w, &j->hdrs, tr, e)) != 0)
         return rc;
-    if (cxx_build(w, tr) != 0)
+    if (host_language_build(w, tr) != 0)
         return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
     if (tr->refused) {
         free(tr->program);

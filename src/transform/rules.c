@@ -349,6 +349,7 @@ typedef struct ctx {
     int capture_line;   /* the first stream capture into a CUDA graph (0: none) */
     char *device_comm;  /* with calls on several communicators, the one the device calls
                          * use (the others' collectives stay host NCCL); NULL: one or none */
+    size_t group_open;  /* the outermost ncclGroupStart of the group being scanned */
 } ctx;
 
 static int line_of(const ctx *c, size_t i)
@@ -374,26 +375,35 @@ static int refuse(ctx *c, int line, const char *fmt, const char *a, const char *
 
 static int add_edit(ctx *c, size_t tok_for_stmt, size_t off, size_t len, const char *text);
 
-/* A call the device path cannot take stays host NCCL when it is outside any
- * NCCL group: a "kept" note gives the reason (fmt, a, b as for refuse), and
- * the caller puts KEPT_MARK before the call (keep_mark). In a group the glue
- * issues no ncclGroupStart (every call of a group is rewritten), so there
- * the program is refused. */
+static int deferred_call_line(const ctx *c);
+
+/* A call the device path cannot take stays host NCCL: a "kept" note gives
+ * the reason (fmt, a, b as for refuse), and the caller marks the call
+ * (keep_call). In a group (in_group), cuco_tx::group_start/end issue no
+ * ncclGroupStart: the kept call runs where it stands, as its own NCCL
+ * operation, after the group's earlier members. A group whose
+ * point-to-point calls (or collectives made of them) the device defers to
+ * its end is refused: a kept call would then run before them, which the
+ * peers need not match. */
 static int keep_or_refuse(ctx *c, int line, int in_group, const char *fmt, const char *a,
                           const char *b)
 {
     char *why = cuco_sprintf(fmt, a ? a : "", b ? b : "");
     if (!why)
         return CUCO_ENOMEM;
-    int rc;
-    if (in_group) {
+    int rc, deferred = in_group ? deferred_call_line(c) : 0;
+    if (deferred) {
         c->r->refused = 1;
         rc = cuco_tx_notes_add(&c->r->notes, line, "refused",
-                               "%s; inside ncclGroupStart/ncclGroupEnd, where every call must "
-                               "be rewritten, it cannot stay host NCCL",
-                               why);
+                               "%s; inside ncclGroupStart/ncclGroupEnd with the point-to-point "
+                               "call of line %d, which runs at the group's end on the device, it "
+                               "cannot stay host NCCL",
+                               why, deferred);
     } else {
-        rc = cuco_tx_notes_add(&c->r->notes, line, "kept", "%s; it stays host NCCL", why);
+        rc = cuco_tx_notes_add(&c->r->notes, line, "kept", "%s; it stays host NCCL%s", why,
+                               in_group ? " (inside ncclGroupStart/ncclGroupEnd: issued where it "
+                                          "stands, after the group's earlier calls)"
+                                        : "");
     }
     free(why);
     return rc;
@@ -412,6 +422,23 @@ static int keep_mark(ctx *c, size_t tok, size_t at, int wrap)
     int rc = add_edit(c, tok, at, 0, KEPT_MARK);
     if (rc == 0)
         c->edits[c->nedits - 1].wrap &= wrap;
+    return rc;
+}
+
+/* Marks the kept call at token tok (its name, then "("). In a group the call
+ * goes through cuco_tx::kept_in_group, which orders it after the group's
+ * earlier members on their streams: "ncclX(args)" becomes
+ * "cuco_tx::kept_in_group(ncclX, args)". */
+static int keep_call(ctx *c, size_t tok, int group)
+{
+    const cuco_tok *t = T(&c->v, tok);
+    if (!group || tok + 1 >= c->v.n)
+        return keep_mark(c, tok, t->off, 1);
+    const cuco_tok *open = T(&c->v, tok + 1);
+    char *to =
+        cuco_sprintf("%scuco_tx::kept_in_group(%.*s, ", KEPT_MARK, (int)t->len, c->v.src + t->off);
+    int rc = to ? add_edit(c, tok, t->off, open->off + 1 - t->off, to) : CUCO_ENOMEM;
+    free(to);
     return rc;
 }
 
@@ -1300,10 +1327,11 @@ static int other_comm_kept(ctx *c, const args *a, size_t call_tok, const char *c
         char *why = cuco_sprintf("%s on communicator '%s': the device calls use '%s' (the device "
                                  "runtime registers its windows with one communicator)",
                                  call, other, c->device_comm);
+        size_t kept = cuco_tx_notes_count(&c->r->notes, "kept");
         *rc = why ? keep_or_refuse(c, line_of(c, call_tok), group, "%s%s", why, NULL) : CUCO_ENOMEM;
         free(why);
-        if (*rc == 0 && !group)
-            *rc = keep_mark(c, call_tok, T(&c->v, call_tok)->off, 1);
+        if (*rc == 0 && kept_since(c, kept))
+            *rc = keep_call(c, call_tok, group);
     }
     cuco_strlist_free(&of);
     return other != NULL;
@@ -1499,6 +1527,29 @@ static const p2p_collective p2p_collectives[] = {{"ncclAlltoAll", "cuco_tx::all_
                                                  {"ncclGather", "cuco_tx::gather", 7, 1},
                                                  {"ncclScatter", "cuco_tx::scatter", 7, 1},
                                                  {NULL, NULL, 0, 0}};
+/* The line of the first point-to-point call (or collective made of them:
+ * the device defers both to the group's end) in the group opened at
+ * c->group_open, or 0. */
+static int deferred_call_line(const ctx *c)
+{
+    const view *v = &c->v;
+    int depth = 0;
+    for (size_t i = c->group_open; i < v->n; i++) {
+        if (!is_ident(v, i) || !is(v, i + 1, "(") || qualified(v, i))
+            continue;
+        if (is(v, i, "ncclGroupStart"))
+            depth++;
+        else if (is(v, i, "ncclGroupEnd") && --depth <= 0)
+            return 0;
+        else if (is(v, i, "ncclSend") || is(v, i, "ncclRecv"))
+            return line_of(c, i);
+        for (const p2p_collective *p = p2p_collectives; p->name; p++)
+            if (is(v, i, p->name))
+                return line_of(c, i);
+    }
+    return 0;
+}
+
 static const char *const host_collectives[] = {
     "ncclAllGather", "ncclReduceScatter", "ncclAllReduce", "ncclSend",     "ncclRecv",
     "ncclBroadcast", "ncclBcast",         "ncclReduce",    "ncclAllToAll", "ncclAlltoAll",
@@ -2262,9 +2313,10 @@ static int scan_group_call(ctx *c, scan_state *st, size_t i, const char *name)
 {
     const cuco_tok *t = T(&c->v, i);
     int start = name[9] == 'S';
-    if (start && st->group_depth++ == 0)
+    if (start && st->group_depth++ == 0) {
         st->group = ++st->next_group;
-    else if (!start && st->group_depth > 0 && --st->group_depth == 0)
+        c->group_open = i;
+    } else if (!start && st->group_depth > 0 && --st->group_depth == 0)
         st->group = 0;
     if (!editable(c, i, name))
         return 0;
@@ -2297,7 +2349,7 @@ static int scan_collective(ctx *c, scan_state *st, size_t i, const char *name)
     if (!ag)
         rc = check_reduce_args(c, &a, i, name, st->group);
     if (rc == 0 && kept_since(c, kept))
-        return keep_mark(c, i, t->off, 1); /* stays host NCCL: its own line says why */
+        return keep_call(c, i, st->group); /* stays host NCCL: its own line says why */
     if (rc == 0 && other_comm_kept(c, &a, i, name, st->group, &rc))
         return rc;
     c->stage_call = 0;
@@ -2306,7 +2358,7 @@ static int scan_collective(ctx *c, scan_state *st, size_t i, const char *name)
     if (rc == 0 && cuco_tx_notes_count(&c->r->notes, "refused") > refusals)
         return 0; /* this call is refused: its own line says why, no rewrite line */
     if (rc == 0 && kept_since(c, kept))
-        return keep_mark(c, i, t->off, 1);
+        return keep_call(c, i, st->group);
     if (rc == 0)
         rc = note_comm(c, &a, want - 2, i);
     const char *to = ag              ? "cuco_tx::all_gather"
@@ -2348,7 +2400,7 @@ static int scan_p2p_collective(ctx *c, scan_state *st, size_t i, const char *nam
     if (rc == 0 && cuco_tx_notes_count(&c->r->notes, "refused") > refusals)
         return 0; /* refused on its own line */
     if (rc == 0 && kept_since(c, kept))
-        return keep_mark(c, i, t->off, 1);
+        return keep_call(c, i, st->group);
     /* consumer_split_by_source pulls each peer's block from its send buffer */
     if (rc == 0 && (!strcmp(name, "ncclAlltoAll") || !strcmp(name, "ncclAllToAll")))
         rc = need_symmetric(c, &a, 0, i, name, SYMM_OPTIONAL);
@@ -2542,9 +2594,10 @@ static int scan_one(ctx *c, scan_state *st, size_t i, const char *name, int call
     if (in_list(unsupported_calls, v, i)) {
         if (!called || !editable(c, i, name))
             return 0;
+        size_t kept = cuco_tx_notes_count(&c->r->notes, "kept");
         int rc =
             keep_or_refuse(c, t->line, st->group, "%s: device/ has no device-side %s", name, name);
-        return rc == 0 && !st->group ? keep_mark(c, i, t->off, 1) : rc;
+        return rc == 0 && kept_since(c, kept) ? keep_call(c, i, st->group) : rc;
     }
     if (!called)
         return 0;

@@ -73,6 +73,7 @@ int cuco_workload_from_program(const char *path, const cuco_bare_program *bp, cu
     push_words(&w->build_command, bp ? bp->flags : NULL);
     for (size_t i = 0; link[i]; i++)
         cuco_strlist_push(&w->build_command, link[i]);
+    int cuda_rc = cuco_workload_build_cxx_as_cuda(w);
     w->build_output = cuco_strdup(w->name);
     w->build_timeout_s = 300;
     w->launcher = cuco_strdup("mpirun");
@@ -94,7 +95,8 @@ int cuco_workload_from_program(const char *path, const cuco_bare_program *bp, cu
     w->bench.repeats = 1;
     free(base);
     free(abs);
-    if (!w->name || !w->evolve_file || !w->build_output || !w->launcher || !w->dir) {
+    if (cuda_rc != 0 || !w->name || !w->evolve_file || !w->build_output || !w->launcher ||
+        !w->dir) {
         cuco_workload_free(w);
         return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
     }

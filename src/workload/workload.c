@@ -580,26 +580,36 @@ static int safe_relative(const char *p)
     return 1;
 }
 
-/* 1 when path names a C++ source (.cpp, .cc, .cxx, .c++, .C). */
-static int is_cxx(const char *path)
+const char *cuco_workload_host_language(const char *path)
 {
-    static const char *const ext[] = {".cpp", ".cc", ".cxx", ".c++", ".C", NULL};
+    static const char *const cxx[] = {".cpp", ".cc", ".cxx", ".c++", ".C", NULL};
     size_t n = strlen(path);
-    for (const char *const *x = ext; *x; x++)
+    for (const char *const *x = cxx; *x; x++)
         if (n > strlen(*x) && strcmp(path + n - strlen(*x), *x) == 0)
+            return "C++";
+    return n > 2 && strcmp(path + n - 2, ".c") == 0 ? "C" : NULL;
+}
+
+int cuco_workload_builds_as_cuda(const cuco_workload *w)
+{
+    const cuco_strlist *b = &w->build_command;
+    for (size_t i = 1; i + 1 < b->n; i++)
+        if ((!strcmp(b->items[i], "-x") || !strcmp(b->items[i], "--x")) &&
+            !strcmp(b->items[i + 1], "cu"))
+            return 1;
+    for (size_t i = 1; i < b->n; i++)
+        if (!strcmp(b->items[i], "-xcu") || !strcmp(b->items[i], "--x=cu"))
             return 1;
     return 0;
 }
 
-/* A C++ evolve file built by nvcc is built as CUDA ("-x cu" after nvcc):
- * the transform and the mutators put device code into it, which nvcc would
- * hand to the host compiler as plain C++. The seed builds the same way. */
-static int cxx_as_cuda(cuco_workload *w)
+int cuco_workload_build_cxx_as_cuda(cuco_workload *w)
 {
     cuco_strlist *b = &w->build_command;
     const char *cc = b->n ? b->items[0] : "";
     const char *base = strrchr(cc, '/') ? strrchr(cc, '/') + 1 : cc;
-    if (!is_cxx(w->evolve_file) || strcmp(base, "nvcc") != 0)
+    const char *lang = cuco_workload_host_language(w->evolve_file);
+    if (!lang || strcmp(lang, "C++") != 0 || strcmp(base, "nvcc") != 0)
         return 0;
     for (size_t i = 1; i < b->n; i++)
         if (!strncmp(b->items[i], "-x", 2) || !strncmp(b->items[i], "--x", 3))
@@ -654,7 +664,9 @@ static int check_workload(manifest *m, struct top_ctx *t, const yaml_node_t *roo
     if (!safe_relative(w->build_output) || strchr(w->build_output, '/'))
         return cuco_err_set_at(m->e, CUCO_EINVAL, m->path, t->build_line,
                                "build.output '%s' must be a plain file name", w->build_output);
-    return cxx_as_cuda(w) != 0 ? cuco_err_set(m->e, CUCO_ENOMEM, "out of memory") : 0;
+    return cuco_workload_build_cxx_as_cuda(w) != 0
+               ? cuco_err_set(m->e, CUCO_ENOMEM, "out of memory")
+               : 0;
 }
 
 static int parse_document(manifest *m, const char *text, size_t len, cuco_workload *w)

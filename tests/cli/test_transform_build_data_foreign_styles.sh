@@ -249,6 +249,20 @@ sed 's/command: \[nvcc,/command: [mpicxx,/' "$D/cxx_allreduce/workload.yaml" >"$
 check "a .cpp built by mpicxx: refused (exit 1) with the fix" test $? -eq 1 -a -n \
     "$(grep -F 'workload.yaml: build.command compiles cxx_allreduce.cpp with mpicxx, which cannot compile the CUDA device code' "$TMP/cxx_host.out")"
 
+# a .c evolve file is C, which nvcc builds as C: refused with the fix; with
+# -x cu in the build it is transformed, and the output says it is built as
+# CUDA
+mkdir -p "$TMP/c_file"
+cp "$D/cxx_allreduce/cxx_allreduce.cpp" "$TMP/c_file/trainer.c"
+sed 's/cxx_allreduce\.cpp/trainer.c/g' "$D/cxx_allreduce/workload.yaml" >"$TMP/c_file/workload.yaml"
+"$CUCO_BIN" transform "$TMP/c_file" --workspace "$TMP/c_file.ws" --no-verify --quiet >"$TMP/c_file.out" 2>&1
+check "a .c built by nvcc: refused (exit 1) with the fix" test $? -eq 1 -a -n \
+    "$(grep -F 'trainer.c is C, and the transform puts CUDA C++ device code into it, which nvcc builds as C: rename it to .cu or add -x cu' "$TMP/c_file.out")"
+sed -i 's/command: \[nvcc,/command: [nvcc, -x, cu,/' "$TMP/c_file/workload.yaml"
+"$CUCO_BIN" transform "$TMP/c_file" --workspace "$TMP/c_file_cu.ws" --no-verify >"$TMP/c_file_cu.out" 2>&1
+check "a .c built by nvcc -x cu: transformed, built as CUDA" test $? -eq 0 -a -n \
+    "$(grep -F 'note: trainer.c is C: the transformed program holds CUDA device code, so nvcc builds it as CUDA (-x cu, given in build.command' "$TMP/c_file_cu.out")"
+
 # a collective in a header of the workload (a communicator class in comm.h)
 # is rewritten inside the evolve file; one in a source compiled on its own
 # (other.cu) is refused at its file and line

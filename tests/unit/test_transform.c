@@ -102,13 +102,17 @@ static void test_refusals(void **state)
         int line;
     } cases[] = {
         /* calls the device path cannot take, where they cannot stay host NCCL:
-         * in a group, or (through a macro) in a file with groups */
+         * in a group with point-to-point calls, or (through a macro) in a
+         * file with groups */
         {"#include <nccl.h>\nvoid f(float *x, ncclComm_t c) {\n  ncclGroupStart(); ncclReduce(x, x, 4, ncclFloat32, ncclSum, 0, c, 0);\n"
-         "  ncclGroupEnd();\n}\n",
-         "ncclReduce: device/ has no device-side ncclReduce; inside ncclGroupStart", 3},
+         "  ncclSend(x, 4, ncclFloat32, 1, c, 0);\n  ncclGroupEnd();\n}\n",
+         "ncclReduce: device/ has no device-side ncclReduce; inside ncclGroupStart/ncclGroupEnd with "
+         "the point-to-point call of line 4, which runs at the group's end on the device",
+         3},
         {"#define AR(b) ncclAllReduce(b, b, 4, ncclFloat32, ncclSum, comm, 0)\nvoid f(float *x) { ncclGroupStart(); AR(x); ncclGroupEnd(); }\n",
          "preprocessor", 1},
-        {"void f(float *x, ncclComm_t c) {\n  ncclGroupStart(); ncclAllReduce(x, x, 4, ncclFloat32, ncclMax, c, 0); ncclGroupEnd();\n}\n",
+        {"void f(float *x, ncclComm_t c) {\n  ncclGroupStart(); ncclAllReduce(x, x, 4, ncclFloat32, ncclMax, c, 0);\n"
+         "  ncclRecv(x, 4, ncclFloat32, 1, c, 0); ncclGroupEnd();\n}\n",
          "ncclSum", 2},
         {"void f(float *x, ncclComm_t c) {\n  auto s = ncclSend;\n}\n", "used but not called", 2},
         {"void f(float *x, ncclComm_t c) {\n  ncclAllReduce(x, x, 4, ncclFloat32, ncclMax, c, 0);\n}\n",
@@ -120,7 +124,8 @@ static void test_refusals(void **state)
          "outside the EVOLVE-BLOCKs", 6},
         {"void f(float *x, ncclComm_t c) {\n  ncclBcast(x, 4, ncclFloat32, 0, c);\n}\n", "expected its 6 arguments", 2},
         {"int main() { return 0; }\n", "nothing to transform", 0},
-        {"void f(int *x, ncclComm_t c) {\n  ncclGroupStart(); ncclReduceScatter(x, x, 4, ncclInt32, ncclAvg, c, 0); ncclGroupEnd();\n}\n",
+        {"void f(int *x, ncclComm_t c) {\n  ncclGroupStart(); ncclReduceScatter(x, x, 4, ncclInt32, ncclAvg, c, 0);\n"
+         "  ncclBroadcast(x, x, 4, ncclInt32, 0, c, 0); ncclGroupEnd();\n}\n",
          "ncclAvg of data type 'ncclInt32'", 2},
         {"void f(ncclComm_t c) {\n  float *x;\n  cudaMallocManaged(&x, 64);\n"
          "  ncclGroupStart(); ncclBroadcast(x, x, 4, ncclFloat32, 0, c, 0); ncclGroupEnd();\n}\n",
@@ -194,6 +199,43 @@ static void test_kept_calls(void **state)
     assert_true(tx_has_note(&checked, "error", line, "host collective ncclReduce is still called"));
     cuco_tx_notes_free(&checked);
     free(bare);
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
+/* In a group without point-to-point calls a kept collective goes through
+ * cuco_tx::kept_in_group (ordered after the group's earlier members), marked,
+ * beside the group's device collectives; the static check passes it. */
+static void test_kept_in_group(void **state)
+{
+    (void)state;
+    const char *src = "void f(ncclComm_t comm, cudaStream_t s, cudaStream_t side) {\n"
+                      "  float *x; cudaMalloc(&x, 64);\n"
+                      "  ncclGroupStart();\n"
+                      "  ncclAllReduce(x, x, 4, ncclFloat, ncclSum, comm, s);\n"
+                      "  CHECK(ncclAllReduce(x + 4, x + 4, 1, ncclFloat, ncclMax, comm, side));\n"
+                      "  ncclReduce(x + 5, x + 5, 1, ncclFloat, ncclSum, 0, comm, s);\n"
+                      "  ncclGroupEnd();\n"
+                      "}\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("group.cu", src, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    assert_true(tx_has_note(&r.notes, "rewrite", 4, "cuco_tx::all_reduce"));
+    assert_true(tx_has_note(&r.notes, "kept", 5,
+                            "'ncclMax' is not the literal ncclSum or ncclAvg (device/ only sums); it "
+                            "stays host NCCL (inside ncclGroupStart/ncclGroupEnd: issued where it "
+                            "stands, after the group's earlier calls)"));
+    assert_true(tx_has_note(&r.notes, "kept", 6, "no device-side ncclReduce"));
+    assert_non_null(strstr(r.program, "CHECK(/* cuco:kept */ cuco_tx::kept_in_group(ncclAllReduce, "
+                                      "x + 4, x + 4, 1, ncclFloat, ncclMax, comm, side));"));
+    assert_non_null(strstr(r.program, "/* cuco:kept */ cuco_tx::kept_in_group(ncclReduce, x + 5,"));
+    assert_non_null(strstr(r.program, "cuco_tx::group_start();"));
+    int passed = 0;
+    cuco_tx_notes checked = {0};
+    assert_int_equal(cuco_transform_check("group.cu", r.program, &passed, &checked, &e), 0);
+    assert_int_equal(passed, 1);
+    cuco_tx_notes_free(&checked);
     cuco_tx_result_free(&r);
     cuco_err_clear(&e);
 }
@@ -278,7 +320,7 @@ static void test_several_comms(void **state)
     assert_true(tx_has_note(&r.notes, "rewrite", 5, "cuco_tx::send"));
     cuco_tx_result_free(&r);
 
-    /* in a group: refused */
+    /* in a group: kept, through cuco_tx::kept_in_group */
     const char *grouped = "void f(float *x, ncclComm_t a, ncclComm_t b) {\n"
                           "  cudaMalloc(&x, 64);\n"
                           "  ncclAllReduce(x, x, 4, ncclFloat, ncclSum, a, 0);\n"
@@ -286,8 +328,10 @@ static void test_several_comms(void **state)
                           "  ncclGroupStart(); ncclAllReduce(x, x, 4, ncclFloat, ncclSum, b, 0); ncclGroupEnd();\n"
                           "}\n";
     assert_int_equal(cuco_transform_rules("grp.cu", grouped, &r, &e), 0);
-    assert_int_equal(r.refused, 1);
-    assert_true(tx_has_note(&r.notes, "refused", 5, "on communicator 'b': the device calls use 'a'"));
+    assert_int_equal(r.refused, 0);
+    assert_true(tx_has_note(&r.notes, "kept", 5, "on communicator 'b': the device calls use 'a'"));
+    assert_non_null(strstr(r.program, "cuco_tx::kept_in_group(ncclAllReduce, x, x, 4, ncclFloat, "
+                                      "ncclSum, b, 0);"));
     cuco_tx_result_free(&r);
 
     /* point-to-point calls on two communicators: refused, naming both */
@@ -1125,6 +1169,7 @@ int main(void)
         cmocka_unit_test(test_wraps_program_without_blocks),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_kept_calls),
+        cmocka_unit_test(test_kept_in_group),
         cmocka_unit_test(test_several_comms),
         cmocka_unit_test(test_macro_names),
         cmocka_unit_test(test_stream_capture),

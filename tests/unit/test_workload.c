@@ -238,8 +238,29 @@ static void test_cxx_built_as_cuda(void **state)
     dir = cuco_sprintf("%s/transform/alltoall_pack", data ? data : "tests/data");
     assert_int_equal(cuco_workload_load(dir, &w, &e), 0);
     assert_string_equal(w->build_command.items[1], "-std=c++17");
+    assert_int_equal(cuco_workload_builds_as_cuda(w), 0);
     cuco_workload_free(w);
     free(dir);
+    /* a bare C++ program too; a C one keeps its language (C is not C++) */
+    char tmpl[] = "/tmp/cuco-bare-XXXXXX";
+    assert_non_null(mkdtemp(tmpl));
+    char *cpp = cuco_path_join(tmpl, "trainer.cpp"), *c = cuco_path_join(tmpl, "trainer.c");
+    assert_int_equal(cuco_fs_write(cpp, "int main() { return 0; }\n", 25, &e), 0);
+    assert_int_equal(cuco_fs_write(c, "int main() { return 0; }\n", 25, &e), 0);
+    assert_int_equal(cuco_workload_from_program(cpp, NULL, &w, &e), 0);
+    assert_string_equal(w->build_command.items[1], "-x");
+    assert_int_equal(cuco_workload_builds_as_cuda(w), 1);
+    cuco_workload_free(w);
+    assert_int_equal(cuco_workload_from_program(c, NULL, &w, &e), 0);
+    assert_int_equal(cuco_workload_builds_as_cuda(w), 0);
+    cuco_workload_free(w);
+    assert_int_equal(cuco_fs_remove_tree(tmpl, &e), 0);
+    free(cpp);
+    free(c);
+    assert_string_equal(cuco_workload_host_language("a/b.cc"), "C++");
+    assert_string_equal(cuco_workload_host_language("main.c"), "C");
+    assert_null(cuco_workload_host_language("main.cu"));
+    assert_null(cuco_workload_host_language(".c"));
 }
 
 static void test_ranks_below_one(void **state)
