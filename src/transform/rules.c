@@ -1954,7 +1954,14 @@ static int several_devices(ctx *c, size_t i, const char *name, int init_all)
         return CUCO_ENOMEM;
     size_t lo, hi;
     stmt_span(c, i, &lo, &hi);
-    int rc = add_edit(c, i, hi, 0, guard);
+    /* the body of "for (...) ncclCommInitRank(...);" gets braces, so that the
+     * guard counts each communicator the loop makes */
+    int braces = control_body(v, i, &lo);
+    int rc = braces ? add_edit(c, i, lo, 0, "{ ") : 0;
+    if (rc == 0)
+        rc = add_edit(c, i, hi, 0, guard);
+    if (rc == 0 && braces)
+        rc = add_edit(c, i, hi, 0, " }");
     free(guard);
     if (rc == 0)
         rc = cuco_tx_notes_add(
@@ -2305,9 +2312,37 @@ static int sched_all(ctx *c, const char *text, cuco_err *e)
  * nesting and the point-to-point calls collected for rewrite_p2p. */
 typedef struct scan_state {
     int group, group_depth, next_group;
+    int nccl_group; /* the open group makes communicators only: NCCL's own */
     p2p_call *p2p;
     size_t np2p;
 } scan_state;
+
+static const char *const comm_makers[] = {
+    "ncclCommInitRank", "ncclCommInitRankConfig",   "ncclCommSplit",
+    "ncclCommShrink",   "ncclCommInitRankScalable", NULL};
+
+/* Whether the group opened at token open makes communicators and issues no
+ * visible communication (NCCL's multi-device setup: an ncclCommInitRank per
+ * GPU inside one group). It stays NCCL's own group, whose ncclGroupEnd
+ * completes the communicators together: without it, each ncclCommInitRank
+ * of one thread would wait for the next one. */
+static int group_makes_comms_only(const view *v, size_t open)
+{
+    int depth = 0, makes = 0;
+    for (size_t i = open; i < v->n; i++) {
+        if (!is_ident(v, i) || !is(v, i + 1, "(") || qualified(v, i))
+            continue;
+        if (is(v, i, "ncclGroupStart"))
+            depth++;
+        else if (is(v, i, "ncclGroupEnd") && --depth <= 0)
+            return makes;
+        else if (in_list(comm_makers, v, i))
+            makes = 1;
+        else if (in_list(host_collectives, v, i))
+            return 0;
+    }
+    return 0;
+}
 
 static int scan_group_call(ctx *c, scan_state *st, size_t i, const char *name)
 {
@@ -2316,8 +2351,20 @@ static int scan_group_call(ctx *c, scan_state *st, size_t i, const char *name)
     if (start && st->group_depth++ == 0) {
         st->group = ++st->next_group;
         c->group_open = i;
-    } else if (!start && st->group_depth > 0 && --st->group_depth == 0)
+        st->nccl_group = group_makes_comms_only(&c->v, i);
+        if (st->nccl_group)
+            return cuco_tx_notes_add(&c->r->notes, t->line, "setup",
+                                     "ncclGroupStart: the group makes communicators and "
+                                     "communicates nothing, so it stays NCCL's own group");
+    } else if (!start && st->group_depth > 0 && --st->group_depth == 0) {
         st->group = 0;
+        if (st->nccl_group) {
+            st->nccl_group = 0;
+            return 0;
+        }
+    }
+    if (st->nccl_group)
+        return 0;
     if (!editable(c, i, name))
         return 0;
     int rc = add_edit(c, i, t->off, t->len, start ? "cuco_tx::group_start" : "cuco_tx::group_end");

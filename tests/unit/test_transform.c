@@ -1065,6 +1065,16 @@ static void test_devices_per_process(void **state)
     assert_non_null(strstr(r.program, "__sync_add_and_fetch(&cuco_tx_comms_made, 1) > 1"));
     /* no device communicator made inside the group: the first collective makes it */
     assert_null(strstr(r.program, "cuco_tx::comm_setup(*(comms + i))"));
+    /* the group makes communicators only: it stays NCCL's own, so that the
+     * inits complete together at its end and the guard can stop the program
+     * (the device runtime's group would let the first init wait forever) */
+    assert_true(tx_has_note(&r.notes, "setup", 4, "stays NCCL's own group"));
+    assert_non_null(strstr(r.program, "\n  ncclGroupStart();\n"));
+    assert_non_null(strstr(r.program, "\n  ncclGroupEnd();\n"));
+    assert_null(strstr(r.program, "cuco_tx::group_start"));
+    /* the loop's body gets braces: the guard counts each communicator */
+    assert_non_null(strstr(r.program, "for (int i = 0; i < 2; i++) { ncclCommInitRank(comms + i, 4, id, i); { "
+                                      "static int cuco_tx_comms_made"));
     /* the single-statement body of the destroy loop keeps its loop */
     assert_non_null(strstr(r.program, "{ cuco_tx::comm_teardown(comms[i]); ncclCommDestroy(comms[i]); }"));
     cuco_tx_result_free(&r);
