@@ -95,6 +95,7 @@ struct Row {
   std::string op;
   size_t bytes, perRank;
   double oursUs, ncclUs;
+  double ncclWinUs = 0;  // NCCL on the symmetric window (its symmetric kernels); 0: not measured
   Launch best;
   bool ok;
   std::vector<Point> sweep;
@@ -119,9 +120,9 @@ struct Ctx {
 static void progress(const Row& r) {
   size_t bi = 0;
   for (size_t j = 1; j < r.sweep.size(); j++) if (r.sweep[j].us < r.sweep[bi].us) bi = j;
-  std::fprintf(stderr, "progress %s %zu B: ours %.2f us (%d/%d/%d/%zu) nccl %.2f us%s\n", r.op.c_str(), r.bytes,
-               r.sweep[bi].us, r.sweep[bi].l.ctas, r.sweep[bi].l.threads, r.sweep[bi].l.unroll, r.sweep[bi].l.chunk,
-               r.ncclUs, r.ok ? "" : " FAIL");
+  std::fprintf(stderr, "progress %s %zu B: ours %.2f us (%d/%d/%d/%zu) nccl %.2f us, on the window %.2f us%s\n",
+               r.op.c_str(), r.bytes, r.sweep[bi].us, r.sweep[bi].l.ctas, r.sweep[bi].l.threads, r.sweep[bi].l.unroll,
+               r.sweep[bi].l.chunk, r.ncclUs, r.ncclWinUs, r.ok ? "" : " FAIL");
 }
 
 static int sync_all(Ctx& c) { return cuco::symm_barrier(c.s, c.st); }
@@ -213,9 +214,11 @@ template <typename T> static int bench_coll(Ctx& c, const std::string& op, size_
     row.sweep.push_back(Point{l, us});
     DIE(sync_all(c));
   }
-  // NCCL on plain buffers
-  {
-    T* a = (T*)c.nbufA; T* b = (T*)c.nbufB;
+  // NCCL on plain buffers, then on the symmetric window (registered with
+  // NCCL_WIN_COLL_SYMMETRIC, where NCCL may take its symmetric kernels)
+  for (int onWin = 0; onWin < 2; onWin++) {
+    T* a = onWin ? win : (T*)c.nbufA;
+    T* b = onWin ? win + cuco::round_up(bytes, 4096) / esz : (T*)c.nbufB;
     if (op == "ag") gen<T><<<264, 512, 0, c.st>>>(a, count, seed + c.rank);
     else gen<T><<<264, 512, 0, c.st>>>(a, op == "rs" ? count * n : count, seed + c.rank);
     CUCO_CUDA_TRY(cudaGetLastError());
@@ -227,14 +230,14 @@ template <typename T> static int bench_coll(Ctx& c, const std::string& op, size_
       else CUCO_NCCL_TRY(ncclAllReduce(a, b, count, cuco::DType<T>::nccl, ncclSum, c.comm, c.st));
       return 0;
     };
-    DIE(time_us(c, iters, run, &row.ncclUs));
+    DIE(time_us(c, iters, run, onWin ? &row.ncclWinUs : &row.ncclUs));
     CUCO_CUDA_TRY(cudaMemsetAsync(c.bad, 0, 8, c.st));
     if (op == "ag") check<T><<<264, 512, 0, c.st>>>(b, count * n, count, n, seed, 0, 0, c.bad);
     else if (op == "rs") check<T><<<264, 512, 0, c.st>>>(b, count, 0, n, seed, (size_t)c.rank * count, 1, c.bad);
     else check<T><<<264, 512, 0, c.st>>>(b, count, 0, n, seed, 0, 1, c.bad);
     unsigned long long h;
     DIE(fetch_bad(c, &h));
-    if (h) { row.ok = false; std::printf("FAIL rank %d nccl %s %zu B: %llu bad\n", c.rank, op.c_str(), bytes, h); }
+    if (h) { row.ok = false; std::printf("FAIL rank %d nccl%s %s %zu B: %llu bad\n", c.rank, onWin ? " (window)" : "", op.c_str(), bytes, h); }
     DIE(sync_all(c));
   }
   if (!row.ok) c.fails++;
@@ -532,8 +535,10 @@ int main(int argc, char** argv) {
     std::printf("%-4s %12zu %12zu %10.2f %10.2f %9.1f %9.1f %7.2f  %d/%d/%d/%zu%s\n", r.op.c_str(), r.bytes, r.perRank, r.oursUs,
                 r.ncclUs, ob, nb, r.ncclUs / r.oursUs, r.best.ctas, r.best.threads, r.best.unroll, r.best.chunk, r.ok ? "" : "  FAIL");
     std::fprintf(f, "  {\"op\": \"%s\", \"bytes\": %zu, \"per_rank_bytes\": %zu, \"ours_us\": %.3f, \"nccl_us\": %.3f, "
-                 "\"ours_busbw_GBps\": %.2f, \"nccl_busbw_GBps\": %.2f, \"speedup\": %.3f, \"verified\": %s, \"best\": ",
+                 "\"ours_busbw_GBps\": %.2f, \"nccl_busbw_GBps\": %.2f, \"speedup\": %.3f, \"verified\": %s, ",
                  r.op.c_str(), r.bytes, r.perRank, r.oursUs, r.ncclUs, ob, nb, r.ncclUs / r.oursUs, r.ok ? "true" : "false");
+    if (r.ncclWinUs > 0) std::fprintf(f, "\"nccl_window_us\": %.3f, ", r.ncclWinUs);
+    std::fprintf(f, "\"best\": ");
     json_launch(f, r.best);
     std::fprintf(f, ", \"default_us\": %.3f, \"default_busbw_GBps\": %.2f, \"default\": ", r.sweep[0].us,
                  r.bytes / (r.sweep[0].us * 1e3) * f1);

@@ -5,14 +5,16 @@
 # transformed ('cuco transform --no-verify'); its seed, gen_0 and the
 # variants below are built with nvcc as the manifest builds them, then run
 # directly by mpirun at RANKS ranks with the manifest's bench arguments (or
-# PROBE_ARGS_<program> in their place, e.g. more iterations), PROBE_ROUNDS rounds (default
-# 5), the variants interleaved within each round; each run's CUCO_RESULT
-# time and whether it printed a PASS line are kept (the summary counts the
-# runs that did: "verified").
+# PROBE_ARGS_<program> in their place, e.g. more iterations; several sets
+# separated by ';' are run one after another, each named PROGRAM[ARGS]),
+# PROBE_ROUNDS rounds (default 5), the variants interleaved within each
+# round; each run's CUCO_RESULT line and whether it printed a PASS line are
+# kept (the summary counts the runs that did: "verified").
 # Variants: seed; gen0; gen0 with NCCL_LOCAL_REGISTER=1 (the glue sets it to
 # 0 unless the job sets it); gen0 with CUCO_P2P_NCCL_FROM=0 (every send and
 # receive on the device); gen0 with CUCO_COPY_ENGINE=1; the seed with
-# NCCL_LOCAL_REGISTER=0 (is the setting itself the cost?); and gen0 with the
+# NCCL_LOCAL_REGISTER=0 (is the setting itself the cost?) (PROBE_BASIC=0:
+# only seed and gen0 of these); and gen0 with the
 # knobs of each PROBE_VARIANTS entry set ("NAME:K=V[,K=V...]", space
 # separated, e.g. "nosplit:CUCO_SPLIT_0=0").
 # One run of gen0 with CUCO_TX_TRACE=1 shows the paths taken.
@@ -44,10 +46,11 @@ run_one() { # PROGRAM VARIANT BINARY ENV...
   local out
   out=$(env "$@" timeout -k 5 120 mpirun -np "$RANKS" --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
     $(for e in "$@"; do printf -- '-x %s ' "${e%%=*}"; done) "$bin" $ARGS 2>&1)
-  local ms ok
+  local ms ok result
   ms=$(echo "$out" | sed -n 's/.*CUCO_RESULT {"time_ms": *\([0-9.e+-]*\).*/\1/p' | head -1)
+  result=$(echo "$out" | sed -n 's/.*CUCO_RESULT \({.*}\).*/\1/p' | tail -1)
   ok=$(echo "$out" | grep -c "PASS")
-  echo "{\"program\":\"$p\",\"variant\":\"$v\",\"time_ms\":${ms:-null},\"pass_lines\":$ok}" >> "$LOG"
+  echo "{\"program\":\"$p\",\"variant\":\"$v\",\"time_ms\":${ms:-null},\"pass_lines\":$ok,\"result\":${result:-null}}" >> "$LOG"
   [ -n "$ms" ] || echo "$p $v: no time: $(echo "$out" | tail -3 | tr '\n' ' ')"
 }
 for p in ${PROBE_PROGRAMS:-alltoall_pack jacobi_halo}; do
@@ -70,30 +73,42 @@ for p in ${PROBE_PROGRAMS:-alltoall_pack jacobi_halo}; do
   done
   wait
   env CUCO_TX_TRACE=1 timeout -k 5 120 mpirun -np "$RANKS" --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
-    -x CUCO_TX_TRACE "$T/$p-gen0" $ARGS > "$OUT/probe-$p-trace.txt" 2>&1
+    -x CUCO_TX_TRACE "$T/$p-gen0" ${ARGS%%;*} > "$OUT/probe-$p-trace.txt" 2>&1
+  IFS=';' read -ra arg_sets <<< "$ARGS"
   for round in $(seq "${PROBE_ROUNDS:-5}"); do
-    run_one "$p" seed "$T/$p-seed"
-    run_one "$p" gen0 "$T/$p-gen0"
-    run_one "$p" gen0_localreg1 "$T/$p-gen0" NCCL_LOCAL_REGISTER=1
-    [ -x "$T/$p-dev" ] && run_one "$p" gen0_p2p_device "$T/$p-dev"
-    [ -x "$T/$p-ce" ] && run_one "$p" gen0_copy_engine "$T/$p-ce"
-    run_one "$p" seed_localreg0 "$T/$p-seed" NCCL_LOCAL_REGISTER=0
-    for pv in ${PROBE_VARIANTS:-}; do
-      [ -x "$T/$p-${pv%%:*}" ] && run_one "$p" "gen0_${pv%%:*}" "$T/$p-${pv%%:*}"
+    for ARGS in "${arg_sets[@]}"; do
+      ARGS=$(echo $ARGS)
+      n=$p; [ ${#arg_sets[@]} -gt 1 ] && n="$p[$ARGS]"
+      run_one "$n" seed "$T/$p-seed"
+      run_one "$n" gen0 "$T/$p-gen0"
+      if [ "${PROBE_BASIC:-1}" != 0 ]; then
+        run_one "$n" gen0_localreg1 "$T/$p-gen0" NCCL_LOCAL_REGISTER=1
+        [ -x "$T/$p-dev" ] && run_one "$n" gen0_p2p_device "$T/$p-dev"
+        [ -x "$T/$p-ce" ] && run_one "$n" gen0_copy_engine "$T/$p-ce"
+        run_one "$n" seed_localreg0 "$T/$p-seed" NCCL_LOCAL_REGISTER=0
+      fi
+      for pv in ${PROBE_VARIANTS:-}; do
+        [ -x "$T/$p-${pv%%:*}" ] && run_one "$n" "gen0_${pv%%:*}" "$T/$p-${pv%%:*}"
+      done
     done
   done
 done
 python3 - "$LOG" > "$OUT/transport-probe.txt" <<'EOF'
 import json, statistics, sys
-runs, passed = {}, {}
+runs, passed, extra = {}, {}, {}
 for line in open(sys.argv[1]):
     d = json.loads(line)
     if d["time_ms"] is not None:
-        runs.setdefault((d["program"], d["variant"]), []).append(d["time_ms"])
-        passed[(d["program"], d["variant"])] = passed.get((d["program"], d["variant"]), 0) + (d["pass_lines"] > 0)
+        k = (d["program"], d["variant"])
+        runs.setdefault(k, []).append(d["time_ms"])
+        passed[k] = passed.get(k, 0) + (d["pass_lines"] > 0)
+        for name, v in (d.get("result") or {}).items():
+            if name not in ("time_ms", "iters") and isinstance(v, (int, float)):
+                extra.setdefault(k, {}).setdefault(name, []).append(v)
 for (p, v), t in runs.items():
-    print("%s %-18s median %.4f min %.4f max %.4f n %d verified %d" % (p, v, statistics.median(t), min(t), max(t),
-                                                                     len(t), passed[(p, v)]))
+    more = "".join(" %s %.4g" % (n, statistics.median(x)) for n, x in extra.get((p, v), {}).items())
+    print("%s %-18s median %.4f min %.4f max %.4f n %d verified %d%s" % (p, v, statistics.median(t), min(t), max(t),
+                                                                       len(t), passed[(p, v)], more))
 EOF
 cat "$OUT/transport-probe.txt"
 exit $status

@@ -52,6 +52,15 @@
 // back, between rendezvous of stream memory operations): the data moves
 // with no SM held, beside a kernel that holds them all.
 #define CUCO_AR_CE_FROM 0              // cuco:knob run 0 1048576 16777216
+// CUCO_AR_NCCL_UPTO: an all-reduce of at most this many bytes (0: none) at 2
+// ranks or more goes through NCCL's own ncclAllReduce, on its buffers in
+// their windows (registered with NCCL_WIN_COLL_SYMMETRIC, where NCCL takes
+// its symmetric kernels). In a loop of small all-reduces synchronised with
+// the host (decode steps) those finish sooner than the device LSA kernel,
+// whose barriers cost NVLink round trips: 16 KiB 0.264 against 0.280 ms a
+// step of four, 64 KiB 33.7 against 35.9 us a step of one
+// (bench/results/2026-11-28-small-allreduce-h200x2.json).
+#define CUCO_AR_NCCL_UPTO 65536        // cuco:knob run 0 16384 65536 262144 1048576
 // CUCO_P2P_CE 1: those large sends and receives (none when
 // CUCO_P2P_NCCL_FROM is 0) stay on the device and the
 // copy engines carry them (no SM): the receiver posts where its buffer is
@@ -617,9 +626,10 @@ inline ncclResult_t all_reduce_t(Buf* b, size_t inOff, size_t outOff, size_t n, 
   return ncclSuccess;
 }
 
-// v >= from, with the threshold a parameter: a knob's 0 written into the
-// comparison itself would be a "pointless comparison" warning.
+// v >= from, v <= upto, with the threshold a parameter: a knob's 0 written
+// into the comparison itself would be a "pointless comparison" warning.
 inline bool at_least(size_t v, size_t from) { return v >= from; }
+inline bool at_most(size_t v, size_t upto) { return v <= upto; }
 
 // At least `bytes` of scratch for x's copy-engine all-reduces. A larger one
 // replaces it; the smaller ones stay allocated until comm_release (freeing
@@ -666,6 +676,8 @@ inline ncclResult_t all_reduce(const void* sendbuff, void* recvbuff, size_t coun
   }
   Buf* b = nullptr;
   if (window_of(recvbuff, bytes, comm, &b) != ncclSuccess) return ncclInvalidUsage;
+  if (!copyEngine && CUCO_AR_NCCL_UPTO > 0 && at_most(bytes, (size_t)CUCO_AR_NCCL_UPTO))
+    return ::ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
   size_t outOff = (size_t)(static_cast<char*>(recvbuff) - static_cast<char*>(b->base));
   size_t inOff = outOff;
   Buf* bs = buf_find(sendbuff, bytes);

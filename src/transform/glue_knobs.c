@@ -48,6 +48,7 @@ static const knob_reads knob_table[] = {
     {"CUCO_COPY_ENGINE", CUCO_GLUE_READS_CE_COLL, 0},
     {"CUCO_STAGED_NCCL_FROM", CUCO_GLUE_READS_STAGED, 0},
     {"CUCO_AR_CE_FROM", CUCO_GLUE_READS_CE_AR, 0},
+    {"CUCO_AR_NCCL_UPTO", CUCO_GLUE_READS_CE_AR, 0},
 };
 
 unsigned cuco_glue_reads_of(const char *api, size_t len)
