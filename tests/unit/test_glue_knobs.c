@@ -113,6 +113,7 @@ static void test_all_reduce_only(void **state)
     expect_all(r.program, collective_knobs, 1);
     expect_all(r.program, p2p_knobs, 0);
     assert_true(declares(r.program, "CUCO_STAGED_NCCL_FROM"));
+    assert_true(declares(r.program, "CUCO_AR_NCCL_UPTO")); /* small ones through NCCL */
     assert_false(declares(r.program, "CUCO_COPY_ENGINE"));
     assert_string_equal(condition_of(r.program, "CUCO_COMM_CTAS"), ""); /* no copy engine here */
     cuco_tx_result_free(&r);
@@ -131,6 +132,7 @@ static void test_gather_and_send(void **state)
     expect_all(r.program, p2p_knobs, 1);
     assert_true(declares(r.program, "CUCO_COPY_ENGINE"));
     assert_false(declares(r.program, "CUCO_STAGED_NCCL_FROM"));
+    assert_false(declares(r.program, "CUCO_AR_NCCL_UPTO"));
     /* only the all-gather reads the CTAs: moot under its copy engine; the
      * send kernel reads the threads too: no condition */
     assert_string_equal(condition_of(r.program, "CUCO_COMM_CTAS"), "CUCO_COPY_ENGINE=0");
