@@ -514,11 +514,26 @@ inline std::vector<SplitRec>& split_recs() {
 }
 inline SplitRec* split_rec(int site) { return site_rec(split_recs(), site); }
 
+// This rank's own block into its slot of the receive buffer (a copy unless
+// it is there already), then r->arrived[rank].
+inline ncclResult_t own_block_copy(SplitRec* r, char* own, const char* send, cudaStream_t stream) {
+  if (send != own && cudaMemcpyAsync(own, send, r->bytes, cudaMemcpyDeviceToDevice, stream) != cudaSuccess)
+    return CUCO_TX_FAIL("split pull: local copy failed");
+  if (cudaEventRecord(r->arrived[r->rank], stream) != cudaSuccess) return CUCO_TX_FAIL("split pull: event record failed");
+  return ncclSuccess;
+}
+
 // The pull itself, on `stream`; records r->arrived[p] after each block lands.
 // Peer p's block for this rank lies in p's window `from`: at fromBase + p *
 // r->bytes for an all-gather (every rank's block in its own slot), at
 // fromBase + rank * r->bytes for an all-to-all (bySource false: this rank's
-// block of p's send buffer). `send` is this rank's own block.
+// block of p's send buffer). `send` is this rank's own block. An all-gather's
+// peers pull this rank's block from its slot, so it is copied there first;
+// an all-to-all's pull it from the send buffer, so its local copy follows the
+// pulls instead of holding them back (the consumer reads the own block from
+// the send buffer meanwhile: a 128 MiB local copy ahead of the pulls left
+// them 0.7 ms late, bench/README.md "An all-to-all pulled before its own
+// block's copy").
 inline ncclResult_t block_pull(SplitRec* r, Buf* b, Buf* from, size_t fromBase, bool bySource, const char* send,
                                size_t outOff, cudaStream_t stream) {
   cuco::Symm& s = b->symm;
@@ -526,9 +541,7 @@ inline ncclResult_t block_pull(SplitRec* r, Buf* b, Buf* from, size_t fromBase, 
   char* own = recv + (size_t)r->rank * r->bytes;
   CUCO_TX_TRY(cuco::lsa_peer_bases(s));
   CUCO_TX_TRY(cuco::lsa_peer_bases(from->symm));
-  if (send != own && cudaMemcpyAsync(own, send, r->bytes, cudaMemcpyDeviceToDevice, stream) != cudaSuccess)
-    return CUCO_TX_FAIL("split pull: local copy failed");
-  if (cudaEventRecord(r->arrived[r->rank], stream) != cudaSuccess) return CUCO_TX_FAIL("split pull: event record failed");
+  if (bySource) CUCO_TX_TRY(own_block_copy(r, own, send, stream));
   CUCO_TX_TRY(cuco::ce_rendezvous(s, stream));
   int pieces = split_chunks();
   r->pieceBytes = (r->bytes + pieces - 1) / pieces;
@@ -544,6 +557,7 @@ inline ncclResult_t block_pull(SplitRec* r, Buf* b, Buf* from, size_t fromBase, 
     }
     if (cudaEventRecord(r->arrived[p], stream) != cudaSuccess) return CUCO_TX_FAIL("split pull: pull from a peer failed");
   }
+  if (!bySource) CUCO_TX_TRY(own_block_copy(r, own, send, stream));
   CUCO_TX_TRY(cuco::ce_rendezvous(s, stream));
   return ncclSuccess;
 }
