@@ -9,7 +9,7 @@
  * buffer names, stream and kind, plus the function's pointer aliases), so it
  * is tested apart from text; cuco_sched_scan() builds that graph from the
  * program's tokens around one call and turns the placement into edits for
- * rules.c. Conservative: whatever the scan cannot prove independent (an
+ * rules_sched.c. Conservative: whatever the scan cannot prove independent (an
  * unknown call that may reach a buffer, another communication call, a
  * synchronisation, an exit from the scope) is a consumer.
  */

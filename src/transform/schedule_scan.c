@@ -694,7 +694,7 @@ int scan_holds_call(const sview *v, size_t a, size_t b, const char *name)
  * before it in its block, not yet ended), when every statement from the
  * call to it is a communication call; (size_t)-1 otherwise. The rules
  * schedule grouped calls only when the group holds collectives that run
- * where they stand (rules.c, group_of_collectives). */
+ * where they stand (rules_sched.c, group_of_collectives). */
 static size_t call_group_end(const scan *s)
 {
     const sview *v = s->v;

@@ -1,0 +1,135 @@
+/* rules_edit.c: the edits of the rule route and what it says of a call it
+ * cannot take: the program refused, or the call kept host NCCL (and marked
+ * for the static check, through cuco_tx::kept_in_group inside a group). */
+#include "rules_int.h"
+
+/* The line of the first point-to-point call (or collective made of them:
+ * the device defers both to the group's end) in the group opened at
+ * c->group_open, or 0. */
+static int deferred_call_line(const ctx *c)
+{
+    const view *v = &c->v;
+    int depth = 0;
+    for (size_t i = c->group_open; i < v->n; i++) {
+        if (!rl_is_ident(v, i) || !rl_is(v, i + 1, "(") || rl_qualified(v, i))
+            continue;
+        if (rl_is(v, i, "ncclGroupStart"))
+            depth++;
+        else if (rl_is(v, i, "ncclGroupEnd") && --depth <= 0)
+            return 0;
+        else if (rl_is(v, i, "ncclSend") || rl_is(v, i, "ncclRecv"))
+            return rl_line_of(c, i);
+        for (const p2p_collective *p = rl_p2p_collectives; p->name; p++)
+            if (rl_is(v, i, p->name))
+                return rl_line_of(c, i);
+    }
+    return 0;
+}
+
+int rl_refuse(ctx *c, int line, const char *fmt, const char *a, const char *b)
+{
+    c->r->refused = 1;
+    return cuco_tx_notes_add(&c->r->notes, line, "refused", fmt, a ? a : "", b ? b : "");
+}
+
+int rl_keep_or_refuse(ctx *c, int line, int in_group, const char *fmt, const char *a, const char *b)
+{
+    char *why = cuco_sprintf(fmt, a ? a : "", b ? b : "");
+    if (!why)
+        return CUCO_ENOMEM;
+    int rc, deferred = in_group ? deferred_call_line(c) : 0;
+    if (deferred) {
+        c->r->refused = 1;
+        rc = cuco_tx_notes_add(&c->r->notes, line, "refused",
+                               "%s; inside ncclGroupStart/ncclGroupEnd with the point-to-point "
+                               "call of line %d, which runs at the group's end on the device, it "
+                               "cannot stay host NCCL",
+                               why, deferred);
+    } else {
+        rc = cuco_tx_notes_add(&c->r->notes, line, "kept", "%s; it stays host NCCL%s", why,
+                               in_group ? " (inside ncclGroupStart/ncclGroupEnd: issued where it "
+                                          "stands, after the group's earlier calls)"
+                                        : "");
+    }
+    free(why);
+    return rc;
+}
+
+int rl_kept_since(const ctx *c, size_t before)
+{
+    return cuco_tx_notes_count(&c->r->notes, "kept") > before;
+}
+
+int rl_keep_mark(ctx *c, size_t tok, size_t at, int wrap)
+{
+    int rc = rl_add_edit(c, tok, at, 0, KEPT_MARK);
+    if (rc == 0)
+        c->edits[c->nedits - 1].wrap &= wrap;
+    return rc;
+}
+
+int rl_keep_call(ctx *c, size_t tok, int group)
+{
+    const cuco_tok *t = rl_tok(&c->v, tok);
+    if (!group || tok + 1 >= c->v.n)
+        return rl_keep_mark(c, tok, t->off, 1);
+    const cuco_tok *open = rl_tok(&c->v, tok + 1);
+    char *to =
+        cuco_sprintf("%scuco_tx::kept_in_group(%.*s, ", KEPT_MARK, (int)t->len, c->v.src + t->off);
+    int rc = to ? rl_add_edit(c, tok, t->off, open->off + 1 - t->off, to) : CUCO_ENOMEM;
+    free(to);
+    return rc;
+}
+
+void rl_stmt_span(const ctx *c, size_t i, size_t *lo, size_t *hi)
+{
+    const view *v = &c->v;
+    size_t s = i;
+    while (s > 0 && !rl_is(v, s - 1, ";") && !rl_is(v, s - 1, "{") && !rl_is(v, s - 1, "}"))
+        s--;
+    size_t e2 = i;
+    int d = 0;
+    while (e2 < v->n) {
+        if (rl_is(v, e2, "(") || rl_is(v, e2, "["))
+            d++;
+        else if (rl_is(v, e2, ")") || rl_is(v, e2, "]"))
+            d--;
+        else if (d <= 0 && (rl_is(v, e2, ";") || rl_is(v, e2, "{") || rl_is(v, e2, "}")))
+            break;
+        e2++;
+    }
+    if (e2 >= v->n)
+        e2 = v->n - 1;
+    *lo = rl_tok(v, s)->off;
+    *hi = rl_tok_end(v, e2);
+}
+
+int rl_add_edit(ctx *c, size_t tok_for_stmt, size_t off, size_t len, const char *text)
+{
+    edit *ed = realloc(c->edits, (c->nedits + 1) * sizeof(*ed));
+    if (!ed)
+        return CUCO_ENOMEM;
+    c->edits = ed;
+    edit *x = &c->edits[c->nedits];
+    x->off = off;
+    x->len = len;
+    x->text = cuco_strdup(text);
+    if (!x->text)
+        return CUCO_ENOMEM;
+    x->wrap = c->nblocks == 0;
+    x->seq = (long)c->nedits;
+    rl_stmt_span(c, tok_for_stmt, &x->stmt_lo, &x->stmt_hi);
+    c->nedits++;
+    return 0;
+}
+
+int rl_editable(ctx *c, size_t i, const char *what)
+{
+    if (c->nblocks == 0 || rl_in_block(c, rl_tok(&c->v, i)->off))
+        return 1;
+    rl_refuse(
+        c, rl_line_of(c, i),
+        "%s is outside the EVOLVE-BLOCKs (frozen code): rewriting it would edit the harness%s",
+        what, NULL);
+    return 0;
+}
