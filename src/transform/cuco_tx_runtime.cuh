@@ -406,7 +406,12 @@ inline Comm* comm_find(ncclComm_t c) {
 }
 
 // Creates the device communicator (once per communicator). Collective.
+// A null communicator (a rank left out of ncclCommSplit by
+// NCCL_SPLIT_NOCOLOR) has nothing to set up: ncclInvalidArgument, as NCCL
+// answers for it, without a message (the setup after the split runs on
+// every rank).
 inline ncclResult_t comm_setup(ncclComm_t c) {
+  if (!c) return ncclInvalidArgument;
   if (const Comm* found = comm_find(c)) return found->setupFailed ? ncclInvalidUsage : ncclSuccess;
   Comm x;
   x.comm = c;
