@@ -4,14 +4,18 @@
 # producer_split schedule at both knob values, lt_tp_mlp with both splits on
 # cublasLtMatmul, rowpar_kernel with the producer split of a kernel declared
 # rows_independent, grouped_kept with collectives kept host NCCL inside an
-# NCCL group): 'cuco transform' (no --no-verify) builds the
+# NCCL group, decode_allreduce with small all-reduces, devices_per_thread
+# with its communicators made in an NCCL group, split_nocolor with a
+# subgroup some ranks are left out of): 'cuco transform' (no --no-verify)
+# builds the
 # transformed program with the manifest's nvcc command. Without a GPU the
 # outcome is exit 3, "built, not verified: no GPU", nothing registered; with
 # one it must build, run and verify (exit 0, registered with status ok).
 set -u
 source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
 setup transform-build nvcc
-for name in allreduce_loop rowpar_linear lt_tp_mlp rowpar_kernel seqpar_rs grouped_kept; do
+for name in allreduce_loop rowpar_linear lt_tp_mlp rowpar_kernel seqpar_rs grouped_kept decode_allreduce \
+    devices_per_thread split_nocolor; do
     transform_bg "$CUCO_TEST_DATA/transform/$name"
     built "$name"
 done
@@ -22,6 +26,11 @@ check "grouped_kept: the max is kept inside the group" \
     grep -q "/\* cuco:kept \*/ cuco_tx::kept_in_group(ncclAllReduce, o.found_inf, o.found_inf, 1, ncclFloat32, ncclMax" "$gk"
 check "grouped_kept: the bucket sums go to the device" \
     grep -q "cuco_tx::all_reduce(o.bucket\[b\], o.bucket\[b\]" "$gk"
+# devices_per_thread: the group that makes the communicators stays NCCL's
+# own, and the guard counts inside the init loop
+dp=$TMP/devices_per_thread/gen_0/devices_per_thread.cu
+check "devices_per_thread: the init group stays NCCL's" \
+    bash -c "grep -q '^    NCCLCHECK(ncclGroupStart());' '$dp' && grep -q 'cuco_tx_comms_made' '$dp'"
 # rowpar_linear's GEMM feeds its all-reduce: both go through the producer
 # split's glue (knob CUCO_PSPLIT_0, off in gen_0); on, it builds too
 check "rowpar_linear: the GEMM goes through the produce glue" \
