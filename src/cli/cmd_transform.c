@@ -34,10 +34,12 @@ static const cli_command transform_command = {
     "PROGRAM.cu is built with nvcc + MPI + NCCL + cuBLAS (as 'cuco bound' does)\n"
     "and run as 'mpirun -np N PROGRAM ARGS' for verification and timing; it must\n"
     "print 'Verification: PASS|FAIL' and 'CUCO_RESULT {\"time_ms\": ...}'\n"
-    "(docs/workload.md) to be verified and timed. A collective the device\n"
+    "(docs/workload.md) to be verified and timed. A bare .cpp is built as\n"
+    "CUDA (-x cu); a .c file must be renamed .cu. A collective the device\n"
     "path cannot take (ncclReduce, ncclMax, a second communicator's call, a\n"
-    "buffer from another allocator) stays host NCCL outside NCCL groups: the\n"
-    "report's 'kept' lines say which and why (docs/transform.md).\n",
+    "buffer from another allocator) stays host NCCL, inside an NCCL group too\n"
+    "unless the group has point-to-point calls: the report's 'kept' lines say\n"
+    "which and why (docs/transform.md).\n",
     "Exit status: 0 transformed and verified (--no-verify: transformed and\n"
     "statically checked), 1 not transformed (see the report), 2 bad usage or\n"
     "bad manifest, 3 built but not verified: no GPU on this machine.\n",

@@ -145,7 +145,7 @@ static void test_refusals(void **state)
 
 /* Collectives the device path cannot take (ncclReduce, a reduction other
  * than a sum, a call through a pointer, a call in a macro's body, a buffer
- * that cannot be a window) stay host NCCL outside NCCL groups: each has a "kept" note at its line and the
+ * that cannot be a window) stay host NCCL: each has a "kept" note at its line and the
  * marker before it, the other calls are rewritten, and the static check
  * passes the program with the kept calls in it. */
 static void test_kept_calls(void **state)
