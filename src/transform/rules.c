@@ -569,7 +569,7 @@ int cuco_transform_rules_declared(const char *file_name, const char *text, const
             cuco_err_prefix(e, "%s", file_name);
         return rc;
     }
-    rc = rl_view_open(&c.v, text, e);
+    rc = sview_open(&c.v, text, e);
     if (rc == 0)
         rc = refuse_macros(&c);
     if (rc == 0)
@@ -602,7 +602,7 @@ int cuco_transform_rules_declared(const char *file_name, const char *text, const
         cuco_err_set(e, rc, "out of memory");
     else if (rc == CUCO_EINVAL && !e->code)
         cuco_err_set(e, rc, "the cuco_tx glue is not embedded in this build");
-    rl_view_close(&c.v);
+    sview_close(&c.v);
     for (size_t i = 0; i < c.nedits; i++)
         free(c.edits[i].text);
     free(c.edits);

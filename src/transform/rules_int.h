@@ -1,8 +1,10 @@
-/* rules_int.h: what the files of the rule route share (rules.c, the call
- * scan and the entry points; rules_view.c, the token view; rules_buffers.c,
- * the symmetric buffers; rules_comm.c, the communicators; rules_sched.c, the
- * schedules; rules_emit.c, the output): the token view, the edits, the
- * transform's context, and the functions one file asks of another. */
+/* rules_int.h: what the files of the rule route share: rules.c (the call
+ * scan and the entry points), rules_view.c (questions of syntax on the
+ * token view, sview.h, and the NCCL names), rules_edit.c (the edits, the
+ * refused and kept calls), rules_buffers.c (the symmetric buffers),
+ * rules_comm.c (the communicators), rules_sched.c (the schedules) and
+ * rules_emit.c (the output). It holds the transform's context and the
+ * functions one file asks of another. */
 #ifndef CUCO_TRANSFORM_RULES_INT_H
 #define CUCO_TRANSFORM_RULES_INT_H
 
@@ -17,18 +19,12 @@
 #include "cuco/buf.h"
 #include "cuco/program.h"
 #include "glue_knobs.h"
+#include "sview.h"
 #include "tx_common.h"
 
-/* The code tokens (comments and preprocessor lines left out) with their brace
- * depth, over one lexed text. */
-typedef struct view {
-    const char *src;
-    cuco_lex lx;
-    size_t *ix; /* code token -> lexer token */
-    int *depth; /* brace depth before the token */
-    int *scope; /* the same, namespace and extern "C" braces left out (0: file scope) */
-    size_t n;
-} view;
+/* The rules read a program through sview (sview.h): its code tokens with
+ * their brace depth. */
+typedef sview view;
 
 static inline const cuco_tok *rl_tok(const view *v, size_t i)
 {
@@ -177,8 +173,6 @@ const p2p_collective *rl_p2p_collective_of(const char *name);
 
 /* ---- rules_view.c ---------------------------------------------------------- */
 
-int rl_view_open(view *v, const char *src, cuco_err *e);
-void rl_view_close(view *v);
 /* Index of the token closing the bracket opened at i (n when unbalanced). */
 size_t rl_match_close(const view *v, size_t i);
 void rl_call_args(const view *v, size_t open, args *a);

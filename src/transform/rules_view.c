@@ -1,63 +1,7 @@
-/* rules_view.c: the token view of the rule route: a program's code tokens with their
- * brace depth, and the questions of syntax the rules ask of them (a call's
- * arguments, a function's body, a declaration, a loop). */
+/* rules_view.c: the questions of syntax the rules ask of a program's code
+ * tokens (sview.h, with their brace depth): a call's arguments, a
+ * function's body, a declaration, a loop; and the NCCL names they know. */
 #include "rules_int.h"
-
-int rl_view_open(view *v, const char *src, cuco_err *e)
-{
-    memset(v, 0, sizeof(*v));
-    v->src = src;
-    int rc = cuco_lex_run(&v->lx, src, strlen(src), e);
-    if (rc != 0)
-        return rc;
-    v->ix = malloc((v->lx.ntoks + 1) * sizeof(size_t));
-    v->depth = malloc((v->lx.ntoks + 1) * sizeof(int));
-    v->scope = malloc((v->lx.ntoks + 1) * sizeof(int));
-    /* per open brace: 1 when it opens a namespace or an extern "C" block */
-    char *ns = malloc(v->lx.ntoks + 1);
-    if (!v->ix || !v->depth || !v->scope || !ns) {
-        free(ns);
-        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-    }
-    int d = 0, sc = 0;
-    for (size_t i = 0; i < v->lx.ntoks; i++) {
-        const cuco_tok *t = &v->lx.toks[i];
-        if (t->kind == CUCO_TOK_COMMENT || t->kind == CUCO_TOK_PREPROC)
-            continue;
-        v->ix[v->n] = i;
-        v->depth[v->n] = d;
-        v->scope[v->n] = sc;
-        v->n++;
-        if (t->kind == CUCO_TOK_PUNCT && t->len == 1 && src[t->off] == '{') {
-            /* "namespace {", "namespace a::b {", "extern "C" {" */
-            size_t k = v->n - 1;
-            while (k > 0 &&
-                   (rl_tok(v, k - 1)->kind == CUCO_TOK_IDENT ||
-                    cuco_tok_is(&v->lx, rl_tok(v, k - 1), "::")) &&
-                   !cuco_tok_is(&v->lx, rl_tok(v, k - 1), "namespace"))
-                k--;
-            int is_ns = (k > 0 && cuco_tok_is(&v->lx, rl_tok(v, k - 1), "namespace")) ||
-                        (v->n >= 3 && rl_tok(v, v->n - 2)->kind == CUCO_TOK_STRING &&
-                         cuco_tok_is(&v->lx, rl_tok(v, v->n - 3), "extern"));
-            ns[d] = (char)is_ns;
-            d++;
-            sc += !is_ns;
-        } else if (t->kind == CUCO_TOK_PUNCT && t->len == 1 && src[t->off] == '}' && d > 0) {
-            d--;
-            sc -= !ns[d];
-        }
-    }
-    free(ns);
-    return 0;
-}
-
-void rl_view_close(view *v)
-{
-    cuco_lex_free(&v->lx);
-    free(v->ix);
-    free(v->depth);
-    free(v->scope);
-}
 
 size_t rl_match_close(const view *v, size_t i)
 {

@@ -4,6 +4,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Whether the '{' that is code token k (the last one read) opens a namespace
+ * ("namespace {", "namespace a::b {") or an extern "C" block. */
+static int opens_namespace(const sview *v, size_t k)
+{
+    size_t j = k;
+    while (j > 0 &&
+           (tk(v, j - 1)->kind == CUCO_TOK_IDENT || cuco_tok_is(&v->lx, tk(v, j - 1), "::")) &&
+           !cuco_tok_is(&v->lx, tk(v, j - 1), "namespace"))
+        j--;
+    return (j > 0 && cuco_tok_is(&v->lx, tk(v, j - 1), "namespace")) ||
+           (k >= 2 && tk(v, k - 1)->kind == CUCO_TOK_STRING &&
+            cuco_tok_is(&v->lx, tk(v, k - 2), "extern"));
+}
+
 int sview_open(sview *v, const char *src, cuco_err *e)
 {
     memset(v, 0, sizeof(*v));
@@ -12,11 +26,33 @@ int sview_open(sview *v, const char *src, cuco_err *e)
     if (rc != 0)
         return rc;
     v->ix = malloc((v->lx.ntoks + 1) * sizeof(size_t));
-    if (!v->ix)
+    v->depth = malloc((v->lx.ntoks + 1) * sizeof(int));
+    v->scope = malloc((v->lx.ntoks + 1) * sizeof(int));
+    /* per open brace: 1 when it opens a namespace or an extern "C" block */
+    char *ns = malloc(v->lx.ntoks + 1);
+    if (!v->ix || !v->depth || !v->scope || !ns) {
+        free(ns);
         return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-    for (size_t i = 0; i < v->lx.ntoks; i++)
-        if (v->lx.toks[i].kind != CUCO_TOK_COMMENT && v->lx.toks[i].kind != CUCO_TOK_PREPROC)
-            v->ix[v->n++] = i;
+    }
+    int d = 0, sc = 0;
+    for (size_t i = 0; i < v->lx.ntoks; i++) {
+        const cuco_tok *t = &v->lx.toks[i];
+        if (t->kind == CUCO_TOK_COMMENT || t->kind == CUCO_TOK_PREPROC)
+            continue;
+        v->ix[v->n] = i;
+        v->depth[v->n] = d;
+        v->scope[v->n] = sc;
+        v->n++;
+        if (t->kind == CUCO_TOK_PUNCT && t->len == 1 && src[t->off] == '{') {
+            ns[d] = (char)opens_namespace(v, v->n - 1);
+            sc += !ns[d];
+            d++;
+        } else if (t->kind == CUCO_TOK_PUNCT && t->len == 1 && src[t->off] == '}' && d > 0) {
+            d--;
+            sc -= !ns[d];
+        }
+    }
+    free(ns);
     return 0;
 }
 
@@ -24,6 +60,8 @@ void sview_close(sview *v)
 {
     cuco_lex_free(&v->lx);
     free(v->ix);
+    free(v->depth);
+    free(v->scope);
 }
 
 const cuco_tok *tk(const sview *v, size_t i)

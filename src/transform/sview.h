@@ -15,10 +15,13 @@ typedef struct sview {
     const char *src;
     cuco_lex lx;
     size_t *ix; /* code token -> lexer token */
+    int *depth; /* per code token: the brace depth before it */
+    int *scope; /* the same, namespace and extern "C" braces left out (0: file scope) */
     size_t n;
 } sview;
 
-/* Lexes src (kept by reference); sview_close frees what it made. */
+/* Lexes src (kept by reference) into its code tokens with their brace
+ * depth; sview_close frees what it made. */
 int sview_open(sview *v, const char *src, cuco_err *e);
 void sview_close(sview *v);
 
