@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# test_transform_build_data_rest.sh: the programs of tests/data/transform
+# that the other build tests check only as text (a decode step captured
+# into a CUDA graph, graph_replay; a halo exchange in groups, jacobi_halo;
+# collectives kept host NCCL beside a device one, kept_calls; a GEMM loop's
+# send made as produced, layer_send; a world communicator and pairs split
+# from it, split_tp_dp): 'cuco transform' (no --no-verify) builds each
+# transformed program with its manifest's nvcc command, two at a time
+# without a GPU. Without a GPU the outcome is exit 3, "built, not verified:
+# no GPU", nothing registered; with one it must build, run and verify.
+set -u
+source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
+setup transform-build nvcc
+D=$CUCO_TEST_DATA/transform
+for pair in "graph_replay jacobi_halo" "kept_calls layer_send" "split_tp_dp"; do
+    for name in $pair; do
+        if [ $gpu = 1 ]; then transform_bg "$D/$name"; else transform_bg "$D/$name" & fi
+    done
+    wait
+    for name in $pair; do built "$name"; done
+done
+check "kept_calls: the kept calls are marked in the built program" \
+    grep -q "/\* cuco:kept \*/ ncclReduce(" "$TMP/kept_calls/gen_0/kept_calls.cu"
+exit $fail
