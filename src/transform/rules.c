@@ -45,11 +45,11 @@ static int add_value(cuco_strlist *vals, int **lines, const char *text, size_t l
  * expression (a call, a traits member): the runtime checks those. */
 static int arg_values(ctx *c, const args *a, int k, cuco_strlist *vals, int **lines)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     size_t t = a->first[k];
-    if (a->first[k] != a->last[k] || !rl_is_ident(v, t))
+    if (a->first[k] != a->last[k] || !ident(v, t))
         return 0;
-    char *name = cuco_strndup(v->src + rl_tok(v, t)->off, rl_tok(v, t)->len);
+    char *name = cuco_strndup(v->src + tk(v, t)->off, tk(v, t)->len);
     if (!name)
         return CUCO_ENOMEM;
     int rc = 0;
@@ -81,11 +81,11 @@ static int arg_values(ctx *c, const args *a, int k, cuco_strlist *vals, int **li
             rc = add_value(vals, lines, q, (size_t)(ve - q), p->line);
     }
     for (size_t i = 0; i + 3 < v->n && rc == 0; i++) {
-        if (!cuco_tok_is(&v->lx, rl_tok(v, i), name) || !rl_is(v, i + 1, "=") ||
-            !rl_is_ident(v, i + 2) || !(rl_is(v, i + 3, ";") || rl_is(v, i + 3, ",")) ||
-            strncmp(v->src + rl_tok(v, i + 2)->off, "nccl", 4) != 0)
+        if (!cuco_tok_is(&v->lx, tk(v, i), name) || !is(v, i + 1, "=") || !ident(v, i + 2) ||
+            !(is(v, i + 3, ";") || is(v, i + 3, ",")) ||
+            strncmp(v->src + tk(v, i + 2)->off, "nccl", 4) != 0)
             continue;
-        const cuco_tok *val = rl_tok(v, i + 2);
+        const cuco_tok *val = tk(v, i + 2);
         rc = add_value(vals, lines, v->src + val->off, val->len, val->line);
     }
     free(name);
@@ -171,7 +171,7 @@ static int check_reduce_args(ctx *c, const args *a, size_t i, const char *call, 
  * it); sends need nothing: the receiver posts where its data goes. */
 static int rewrite_p2p(ctx *c, p2p_call *calls, size_t n)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     for (size_t i = 0; i < n; i++) {
         p2p_call *s = &calls[i];
         size_t refusals = cuco_tx_notes_count(&c->r->notes, "refused");
@@ -181,7 +181,7 @@ static int rewrite_p2p(ctx *c, p2p_call *calls, size_t n)
         if (rc == 0 && cuco_tx_notes_count(&c->r->notes, "refused") > refusals)
             continue; /* refused on its own line: no rewrite line */
         if (rc == 0)
-            rc = rl_add_edit(c, s->tok, rl_tok(v, s->tok)->off, rl_tok(v, s->tok)->len,
+            rc = rl_add_edit(c, s->tok, tk(v, s->tok)->off, tk(v, s->tok)->len,
                              s->is_send ? "cuco_tx::send" : "cuco_tx::recv");
         if (rc == 0)
             rc = rl_sched_candidate(c, s->tok, s->group);
@@ -224,19 +224,19 @@ static const char *const comm_makers[] = {
  * GPU inside one group). It stays NCCL's own group, whose ncclGroupEnd
  * completes the communicators together: without it, each ncclCommInitRank
  * of one thread would wait for the next one. */
-static int group_makes_comms_only(const view *v, size_t open)
+static int group_makes_comms_only(const sview *v, size_t open)
 {
     int depth = 0, makes = 0;
     for (size_t i = open; i < v->n; i++) {
-        if (!rl_is_ident(v, i) || !rl_is(v, i + 1, "(") || rl_qualified(v, i))
+        if (!ident(v, i) || !is(v, i + 1, "(") || rl_qualified(v, i))
             continue;
-        if (rl_is(v, i, "ncclGroupStart"))
+        if (is(v, i, "ncclGroupStart"))
             depth++;
-        else if (rl_is(v, i, "ncclGroupEnd") && --depth <= 0)
+        else if (is(v, i, "ncclGroupEnd") && --depth <= 0)
             return makes;
-        else if (rl_in_list(comm_makers, v, i))
+        else if (in_words(v, i, comm_makers))
             makes = 1;
-        else if (rl_in_list(rl_host_collectives, v, i))
+        else if (in_words(v, i, rl_host_collectives))
             return 0;
     }
     return 0;
@@ -244,7 +244,7 @@ static int group_makes_comms_only(const view *v, size_t open)
 
 static int scan_group_call(ctx *c, scan_state *st, size_t i, const char *name)
 {
-    const cuco_tok *t = rl_tok(&c->v, i);
+    const cuco_tok *t = tk(&c->v, i);
     int start = name[9] == 'S';
     if (start && st->group_depth++ == 0) {
         st->group = ++st->next_group;
@@ -277,8 +277,8 @@ static int scan_group_call(ctx *c, scan_state *st, size_t i, const char *name)
 /* ncclAllGather, ncclReduceScatter, ncclAllReduce -> the device collectives. */
 static int scan_collective(ctx *c, scan_state *st, size_t i, const char *name)
 {
-    const view *v = &c->v;
-    const cuco_tok *t = rl_tok(v, i);
+    const sview *v = &c->v;
+    const cuco_tok *t = tk(v, i);
     args a;
     rl_call_args(v, i + 1, &a);
     int ag = name[4] == 'A' && name[7] == 'G', rs = name[4] == 'R';
@@ -324,8 +324,8 @@ static int scan_collective(ctx *c, scan_state *st, size_t i, const char *name)
 /* Broadcast, all-to-all and the other calls of rl_p2p_collectives. */
 static int scan_p2p_collective(ctx *c, scan_state *st, size_t i, const char *name)
 {
-    const view *v = &c->v;
-    const cuco_tok *t = rl_tok(v, i);
+    const sview *v = &c->v;
+    const cuco_tok *t = tk(v, i);
     const p2p_collective *pc = rl_p2p_collective_of(name);
     args a;
     rl_call_args(v, i + 1, &a);
@@ -367,7 +367,7 @@ static int scan_p2p_collective(ctx *c, scan_state *st, size_t i, const char *nam
 /* ncclSend / ncclRecv: collected, rewritten together by rewrite_p2p. */
 static int scan_p2p_call(ctx *c, scan_state *st, size_t i, const char *name)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     p2p_call pc;
     pc.tok = i;
     pc.is_send = name[4] == 'S';
@@ -375,7 +375,7 @@ static int scan_p2p_call(ctx *c, scan_state *st, size_t i, const char *name)
     pc.top = (int)rl_top_start(v, i);
     rl_call_args(v, i + 1, &pc.a);
     if (pc.a.n != 6) {
-        rl_refuse(c, rl_tok(v, i)->line, "%s: expected its 6 arguments%s", name, NULL);
+        rl_refuse(c, tk(v, i)->line, "%s: expected its 6 arguments%s", name, NULL);
         return 0;
     }
     if (!rl_editable(c, i, name))
@@ -391,9 +391,9 @@ static int scan_p2p_call(ctx *c, scan_state *st, size_t i, const char *name)
 /* One identifier of the program: a call cuco rewrites or refuses, or nothing. */
 static int scan_one(ctx *c, scan_state *st, size_t i, const char *name, int called)
 {
-    const view *v = &c->v;
-    const cuco_tok *t = rl_tok(v, i);
-    if (rl_in_list(rl_host_collectives, v, i) && !called) {
+    const sview *v = &c->v;
+    const cuco_tok *t = tk(v, i);
+    if (in_words(v, i, rl_host_collectives) && !called) {
         /* what a pointer calls may run anywhere, in a group too */
         if (rl_is_p2p_name(name) || rl_has_group_calls(v))
             return rl_refuse(c, t->line,
@@ -403,7 +403,7 @@ static int scan_one(ctx *c, scan_state *st, size_t i, const char *name, int call
         return rl_keep_or_refuse(c, t->line, 0, "%s is used but not called (a function pointer?)%s",
                                  name, NULL);
     }
-    if (rl_in_list(unsupported_calls, v, i)) {
+    if (in_words(v, i, unsupported_calls)) {
         if (!called || !rl_editable(c, i, name))
             return 0;
         size_t kept = cuco_tx_notes_count(&c->r->notes, "kept");
@@ -438,19 +438,19 @@ static int scan_one(ctx *c, scan_state *st, size_t i, const char *name, int call
 
 static int scan_calls(ctx *c)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     scan_state st;
     memset(&st, 0, sizeof(st));
     int rc = 0, capture_line = 0, collective_calls = 0;
     for (size_t i = 0; i < v->n && rc == 0; i++) {
-        if (!rl_is_ident(v, i) || rl_qualified(v, i))
+        if (!ident(v, i) || rl_qualified(v, i))
             continue;
-        int called = rl_is(v, i + 1, "(");
-        if (called && !capture_line && rl_in_list(capture_calls, v, i))
-            capture_line = rl_tok(v, i)->line;
-        if (called && rl_in_list(rl_host_collectives, v, i))
+        int called = is(v, i + 1, "(");
+        if (called && !capture_line && in_words(v, i, capture_calls))
+            capture_line = tk(v, i)->line;
+        if (called && in_words(v, i, rl_host_collectives))
             collective_calls++;
-        char *name = cuco_strndup(v->src + rl_tok(v, i)->off, rl_tok(v, i)->len);
+        char *name = cuco_strndup(v->src + tk(v, i)->off, tk(v, i)->len);
         rc = name ? scan_one(c, &st, i, name, called) : CUCO_ENOMEM;
         free(name);
     }
@@ -524,13 +524,13 @@ static int rank_branch_notes(ctx *c, cuco_err *e)
     cuco_rank_branch *b = calloc(c->nalloc, sizeof(*b));
     int rc = offs && b ? 0 : CUCO_ENOMEM;
     for (size_t k = 0; rc == 0 && k < c->nalloc; k++)
-        offs[k] = rl_tok(&c->v, c->alloc_sites[k])->off;
+        offs[k] = tk(&c->v, c->alloc_sites[k])->off;
     if (rc == 0 && cuco_rank_branches(c->v.src, offs, c->nalloc, b, e) != 0)
         rc = e->code ? e->code : CUCO_ENOMEM;
     for (size_t k = 0; rc == 0 && k < c->nalloc; k++) {
         if (!b[k].cond_line)
             continue;
-        const cuco_tok *t = rl_tok(&c->v, c->alloc_sites[k]);
+        const cuco_tok *t = tk(&c->v, c->alloc_sites[k]);
         char via[96] = "";
         if (b[k].call_line)
             snprintf(via, sizeof via,

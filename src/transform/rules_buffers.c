@@ -32,10 +32,10 @@ static int add_alloc(ctx *c, size_t tok, const char *why)
         return -1;
     c->alloc_sites = s;
     c->alloc_sites[c->nalloc++] = tok;
-    const cuco_tok *t = rl_tok(&c->v, tok);
+    const cuco_tok *t = tk(&c->v, tok);
     /* ncclMemAlloc memory can back a window already: it becomes one of the
      * runtime's windows, still answering ncclResult_t */
-    int nccl = rl_is(&c->v, tok, "ncclMemAlloc");
+    int nccl = is(&c->v, tok, "ncclMemAlloc");
     const char *to = nccl ? "cuco_tx::symm_mem_alloc" : "cuco_tx::symm_malloc";
     c->nccl_mem |= nccl;
     if (rl_add_edit(c, tok, t->off, t->len, to) != 0)
@@ -48,19 +48,19 @@ static int add_alloc(ctx *c, size_t tok, const char *why)
 /* Allocations in the body of function fname (a pointer-returning allocator). */
 static int resolve_function(ctx *c, const char *fname, const char *why)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     int found = 0;
     for (size_t i = 0; i + 1 < v->n; i++) {
-        if (!cuco_tok_is(&v->lx, rl_tok(v, i), fname) || !rl_is(v, i + 1, "("))
+        if (!cuco_tok_is(&v->lx, tk(v, i), fname) || !is(v, i + 1, "("))
             continue;
         size_t body = rl_function_body(v, i + 1);
         if (!body)
             continue; /* a call or prototype, not the definition */
-        size_t body_end = rl_match_close(v, body);
+        size_t body_end = close_of(v, body);
         for (size_t j = body + 1; j < body_end; j++) {
-            if ((rl_is(v, j, "cudaMalloc") || rl_is(v, j, "cudaMallocAsync") ||
-                 rl_is(v, j, "ncclMemAlloc")) &&
-                rl_is(v, j + 1, "(")) {
+            if ((is(v, j, "cudaMalloc") || is(v, j, "cudaMallocAsync") ||
+                 is(v, j, "ncclMemAlloc")) &&
+                is(v, j + 1, "(")) {
                 int rc = add_alloc(c, j, why);
                 if (rc < 0)
                     return rc;
@@ -75,13 +75,13 @@ static int resolve_function(ctx *c, const char *fname, const char *why)
  * file but its own definition and declarations (called, or passed on). */
 static int has_caller(const ctx *c, size_t fn)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     for (size_t j = 0; j + 1 < v->n; j++) {
-        if (j == fn || !rl_same_text(v, j, fn))
+        if (j == fn || !same_tok(v, j, fn))
             continue;
         size_t open = rl_call_open(v, j);
-        if (open < v->n && (rl_function_body(v, open) ||
-                            (j > 0 && rl_is_ident(v, j - 1) && !rl_is_keyword(v, j - 1))))
+        if (open < v->n &&
+            (rl_function_body(v, open) || (j > 0 && ident(v, j - 1) && !rl_is_keyword(v, j - 1))))
             continue; /* another definition or a prototype */
         return 1;
     }
@@ -93,10 +93,10 @@ static int has_caller(const ctx *c, size_t fn)
  * called as "exchange(nxt, ...)" resolves dst through nxt. */
 static int resolve_params(ctx *c, const char *name, size_t scope_fn, const char *why, int depth)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     int found = 0;
     for (size_t i = 0; i + 1 < v->n; i++) {
-        size_t open = rl_is_ident(v, i) && !rl_is_keyword(v, i) ? rl_def_params(v, i) : v->n;
+        size_t open = ident(v, i) && !rl_is_keyword(v, i) ? rl_def_params(v, i) : v->n;
         if (open >= v->n || !rl_function_body(v, open))
             continue; /* not a definition of a function or a named lambda */
         if (scope_fn < v->n && i != scope_fn)
@@ -105,13 +105,13 @@ static int resolve_params(ctx *c, const char *name, size_t scope_fn, const char 
         if (k < 0)
             continue;
         for (size_t j = 0; j + 1 < v->n; j++) {
-            if (j == i || rl_tok(v, j)->kind != CUCO_TOK_IDENT || !rl_same_text(v, j, i))
+            if (j == i || tk(v, j)->kind != CUCO_TOK_IDENT || !same_tok(v, j, i))
                 continue;
             size_t call = rl_call_open(v, j);
             /* other declarations ("void exchange(") are not calls; member calls are
              * ("comm.all_reduce(buf, n)" of a method defined in a class) */
             if (call >= v->n || rl_function_body(v, call) ||
-                (j > 0 && rl_is_ident(v, j - 1) && !rl_is_keyword(v, j - 1)))
+                (j > 0 && ident(v, j - 1) && !rl_is_keyword(v, j - 1)))
                 continue;
             args a;
             rl_call_args(v, call, &a);
@@ -119,10 +119,10 @@ static int resolve_params(ctx *c, const char *name, size_t scope_fn, const char 
                 continue;
             size_t last = rl_chain_last(v, a.first[k], a.last[k]);
             /* a caller's own variable of the same name is another variable */
-            if (last >= v->n || (cuco_tok_is(&v->lx, rl_tok(v, last), name) &&
+            if (last >= v->n || (cuco_tok_is(&v->lx, tk(v, last), name) &&
                                  (scope_fn >= v->n || c->fn_of[last] == scope_fn)))
                 continue;
-            char *arg = cuco_strndup(v->src + rl_tok(v, last)->off, rl_tok(v, last)->len);
+            char *arg = cuco_strndup(v->src + tk(v, last)->off, tk(v, last)->len);
             if (!arg)
                 return CUCO_ENOMEM;
             int rc = resolve_buffer(c, arg, last, why, depth + 1);
@@ -139,43 +139,42 @@ static int resolve_params(ctx *c, const char *name, size_t scope_fn, const char 
  * rs (up to ';' or ',' at its level): a buffer name or an allocator call. */
 static int resolve_rhs(ctx *c, size_t rs, const char *why, int depth)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     size_t re = rs;
     int d = 0;
     while (re < v->n) {
-        if (rl_is(v, re, "(") || rl_is(v, re, "[") || rl_is(v, re, "{"))
+        if (is(v, re, "(") || is(v, re, "[") || is(v, re, "{"))
             d++;
-        else if (rl_is(v, re, ")") || rl_is(v, re, "]") || rl_is(v, re, "}")) {
+        else if (is(v, re, ")") || is(v, re, "]") || is(v, re, "}")) {
             if (--d < 0)
                 break;
-        } else if (d == 0 && (rl_is(v, re, ";") || rl_is(v, re, ",")))
+        } else if (d == 0 && (is(v, re, ";") || is(v, re, ",")))
             break;
         re++;
     }
-    if (re == rs || rl_is(v, rs, "nullptr") || rl_is(v, rs, "NULL") ||
-        rl_tok(v, rs)->kind == CUCO_TOK_NUMBER)
+    if (re == rs || is(v, rs, "nullptr") || is(v, rs, "NULL") || tk(v, rs)->kind == CUCO_TOK_NUMBER)
         return 0;
     size_t base = rl_chain_last(v, rs, re - 1);
     if (base >= v->n)
         return 0;
-    char *bname = cuco_strndup(v->src + rl_tok(v, base)->off, rl_tok(v, base)->len);
+    char *bname = cuco_strndup(v->src + tk(v, base)->off, tk(v, base)->len);
     if (!bname)
         return CUCO_ENOMEM;
     int rc;
     size_t after = base + 1;
-    if (after < re && rl_is(v, after, "<")) { /* alloc_fn<T>(...) */
+    if (after < re && is(v, after, "<")) { /* alloc_fn<T>(...) */
         int d2 = 0;
         for (; after < re; after++) {
-            if (rl_is(v, after, "<"))
+            if (is(v, after, "<"))
                 d2++;
-            else if (rl_is(v, after, ">") && --d2 == 0)
+            else if (is(v, after, ">") && --d2 == 0)
                 break;
-            else if (rl_is(v, after, ">>") && (d2 -= 2) <= 0)
+            else if (is(v, after, ">>") && (d2 -= 2) <= 0)
                 break;
         }
         after++;
     }
-    if (after < re && rl_is(v, after, "(") && base == rl_chain_last(v, base, base))
+    if (after < re && is(v, after, "(") && base == rl_chain_last(v, base, base))
         rc = resolve_function(c, bname, why); /* name = (T *)alloc_fn(...) */
     else
         rc = resolve_buffer(c, bname, base, why, depth + 1);
@@ -184,19 +183,19 @@ static int resolve_rhs(ctx *c, size_t rs, const char *why, int depth)
 }
 
 /* The table name before "[...] = {" whose '{' is at brace, or n. */
-static size_t table_name(const view *v, size_t brace)
+static size_t table_name(const sview *v, size_t brace)
 {
     size_t j = brace - 1; /* the '=' */
-    while (j > 0 && rl_is(v, j - 1, "]")) {
+    while (j > 0 && is(v, j - 1, "]")) {
         int d = 0;
         for (j--; j > 0; j--) {
-            if (rl_is(v, j, "]"))
+            if (is(v, j, "]"))
                 d++;
-            else if (rl_is(v, j, "[") && --d == 0)
+            else if (is(v, j, "[") && --d == 0)
                 break;
         }
     }
-    return j > 0 && rl_is_ident(v, j - 1) ? j - 1 : v->n;
+    return j > 0 && ident(v, j - 1) ? j - 1 : v->n;
 }
 
 /* An array initializer "{a, b, ...}" opened at brace. With member NULL:
@@ -206,18 +205,18 @@ static size_t table_name(const view *v, size_t brace)
  * "*tab[i] = p") sets the member: resolves what is stored. */
 static int resolve_table(ctx *c, size_t brace, const char *member, const char *why, int depth)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     args a;
     rl_call_args(v, brace, &a);
     int found = 0;
     if (!member) {
         for (int k = 0; k < a.n; k++) {
-            if (rl_is(v, a.first[k], "&"))
+            if (is(v, a.first[k], "&"))
                 continue;
             size_t last = rl_chain_last(v, a.first[k], a.last[k]);
             if (last >= v->n)
                 continue;
-            char *el = cuco_strndup(v->src + rl_tok(v, last)->off, rl_tok(v, last)->len);
+            char *el = cuco_strndup(v->src + tk(v, last)->off, tk(v, last)->len);
             int rc = el ? resolve_buffer(c, el, last, why, depth + 1) : CUCO_ENOMEM;
             free(el);
             if (rc < 0)
@@ -229,23 +228,22 @@ static int resolve_table(ctx *c, size_t brace, const char *member, const char *w
     int holds = 0;
     for (int k = 0; k < a.n && !holds; k++) {
         size_t last = rl_chain_last(v, a.first[k], a.last[k]);
-        holds = rl_is(v, a.first[k], "&") && last < v->n &&
-                cuco_tok_is(&v->lx, rl_tok(v, last), member);
+        holds = is(v, a.first[k], "&") && last < v->n && cuco_tok_is(&v->lx, tk(v, last), member);
     }
     size_t tab = table_name(v, brace);
     if (!holds || tab >= v->n)
         return 0;
     for (size_t j = 0; j + 2 < v->n; j++) {
-        if (!rl_is(v, j, "*"))
+        if (!is(v, j, "*"))
             continue;
-        size_t t = j + 1, paren = rl_is(v, t, "(");
+        size_t t = j + 1, paren = is(v, t, "(");
         t += paren;
-        if (!rl_is_ident(v, t) || !rl_same_text(v, t, tab) || !rl_is(v, t + 1, "["))
+        if (!ident(v, t) || !same_tok(v, t, tab) || !is(v, t + 1, "["))
             continue;
         size_t e = rl_after_brackets(v, t + 1);
-        if (paren && rl_is(v, e, ")"))
+        if (paren && is(v, e, ")"))
             e++;
-        if (!rl_is(v, e, "="))
+        if (!is(v, e, "="))
             continue;
         int rc = resolve_rhs(c, e + 1, why, depth);
         if (rc < 0)
@@ -257,7 +255,7 @@ static int resolve_table(ctx *c, size_t brace, const char *member, const char *w
 
 int rl_scope_map(ctx *c)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     if (c->fn_of)
         return 0;
     c->fn_of = malloc((v->n + 1) * sizeof(*c->fn_of));
@@ -266,11 +264,11 @@ int rl_scope_map(ctx *c)
     for (size_t i = 0; i <= v->n; i++)
         c->fn_of[i] = v->n;
     for (size_t f = 0; f + 1 < v->n; f++) {
-        size_t open = rl_is_ident(v, f) && !rl_is_keyword(v, f) ? rl_def_params(v, f) : v->n;
+        size_t open = ident(v, f) && !rl_is_keyword(v, f) ? rl_def_params(v, f) : v->n;
         size_t body = open < v->n ? rl_function_body(v, open) : 0;
         if (!body)
             continue;
-        size_t end = rl_match_close(v, body);
+        size_t end = close_of(v, body);
         /* later (inner) definitions overwrite their outer function's tokens */
         for (size_t t = open; t <= end && t < v->n; t++)
             c->fn_of[t] = f;
@@ -287,16 +285,16 @@ int rl_scope_map(ctx *c)
 static void name_scope(const ctx *c, const char *name, size_t at, size_t *lo, size_t *hi,
                        size_t *fn, int *param)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     *lo = 0;
     *hi = v->n;
     *fn = v->n;
     *param = 0;
     size_t nl = strlen(name);
     for (size_t f = at < v->n ? c->fn_of[at] : v->n; f < v->n; f = c->fn_of[f]) {
-        size_t open = rl_def_params(v, f), end = rl_match_close(v, rl_function_body(v, open));
+        size_t open = rl_def_params(v, f), end = close_of(v, rl_function_body(v, open));
         for (size_t t = open; t < end && t < v->n; t++) {
-            if (rl_tok(v, t)->len != nl || memcmp(v->src + rl_tok(v, t)->off, name, nl) != 0 ||
+            if (tk(v, t)->len != nl || memcmp(v->src + tk(v, t)->off, name, nl) != 0 ||
                 !rl_declares_variable(v, t))
                 continue;
             *lo = open;
@@ -312,18 +310,17 @@ static void name_scope(const ctx *c, const char *name, size_t at, size_t *lo, si
  * what it is assigned or swapped with, the tables that hold it. */
 static int resolve_range(ctx *c, const char *name, size_t lo, size_t hi, const char *why, int depth)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     int found = 0;
     for (size_t i = lo; i + 1 < hi; i++) {
-        if ((rl_is(v, i, "cudaMalloc") || rl_is(v, i, "cudaMallocAsync") ||
-             rl_is(v, i, "ncclMemAlloc")) &&
-            rl_is(v, i + 1, "(")) {
+        if ((is(v, i, "cudaMalloc") || is(v, i, "cudaMallocAsync") || is(v, i, "ncclMemAlloc")) &&
+            is(v, i + 1, "(")) {
             args a;
             rl_call_args(v, i + 1, &a);
             if (a.n < 1)
                 continue;
             size_t last = rl_chain_last(v, a.first[0], a.last[0]);
-            if (last < v->n && cuco_tok_is(&v->lx, rl_tok(v, last), name)) {
+            if (last < v->n && cuco_tok_is(&v->lx, tk(v, last), name)) {
                 int rc = add_alloc(c, i, why);
                 if (rc < 0)
                     return rc;
@@ -333,7 +330,7 @@ static int resolve_range(ctx *c, const char *name, size_t lo, size_t hi, const c
         }
         /* swap(a, b) (std::swap, thrust::swap ...): a double buffer whose halves
          * trade places; each half may end up in the other's role */
-        if (rl_is(v, i, "swap") && rl_is(v, i + 1, "(")) {
+        if (is(v, i, "swap") && is(v, i + 1, "(")) {
             args a;
             rl_call_args(v, i + 1, &a);
             if (a.n != 2)
@@ -341,13 +338,13 @@ static int resolve_range(ctx *c, const char *name, size_t lo, size_t hi, const c
             size_t x = rl_chain_last(v, a.first[0], a.last[0]),
                    y = rl_chain_last(v, a.first[1], a.last[1]);
             size_t other = v->n;
-            if (x < v->n && cuco_tok_is(&v->lx, rl_tok(v, x), name))
+            if (x < v->n && cuco_tok_is(&v->lx, tk(v, x), name))
                 other = y;
-            else if (y < v->n && cuco_tok_is(&v->lx, rl_tok(v, y), name))
+            else if (y < v->n && cuco_tok_is(&v->lx, tk(v, y), name))
                 other = x;
             if (other >= v->n)
                 continue;
-            char *oname = cuco_strndup(v->src + rl_tok(v, other)->off, rl_tok(v, other)->len);
+            char *oname = cuco_strndup(v->src + tk(v, other)->off, tk(v, other)->len);
             if (!oname)
                 return CUCO_ENOMEM;
             int rc = resolve_buffer(c, oname, other, why, depth + 1);
@@ -358,9 +355,9 @@ static int resolve_range(ctx *c, const char *name, size_t lo, size_t hi, const c
             continue;
         }
         /* "T *name[] = {a, b}": a table of pointers is each buffer it holds */
-        if (cuco_tok_is(&v->lx, rl_tok(v, i), name) && rl_is(v, i + 1, "[")) {
+        if (cuco_tok_is(&v->lx, tk(v, i), name) && is(v, i + 1, "[")) {
             size_t eq = rl_after_brackets(v, i + 1);
-            if (rl_is(v, eq, "=") && rl_is(v, eq + 1, "{")) {
+            if (is(v, eq, "=") && is(v, eq + 1, "{")) {
                 int rc = resolve_table(c, eq + 1, NULL, why, depth);
                 if (rc < 0)
                     return rc;
@@ -369,7 +366,7 @@ static int resolve_range(ctx *c, const char *name, size_t lo, size_t hi, const c
             continue;
         }
         /* "T **tab[] = {&s->a, &s->b};" then "*(tab[i]) = p;": name is set through the table */
-        if (rl_is(v, i, "=") && rl_is(v, i + 1, "{") && i > 0 && rl_is(v, i - 1, "]")) {
+        if (is(v, i, "=") && is(v, i + 1, "{") && i > 0 && is(v, i - 1, "]")) {
             int rc = resolve_table(c, i + 1, name, why, depth);
             if (rc < 0)
                 return rc;
@@ -378,8 +375,7 @@ static int resolve_range(ctx *c, const char *name, size_t lo, size_t hi, const c
         }
         /* name = RHS;  (not ==, not a declaration of a function parameter, not
          * a store through the pointer: "*s->name = v") */
-        if (!cuco_tok_is(&v->lx, rl_tok(v, i), name) || !rl_is(v, i + 1, "=") ||
-            rl_stores_through(v, i))
+        if (!cuco_tok_is(&v->lx, tk(v, i), name) || !is(v, i + 1, "=") || rl_stores_through(v, i))
             continue;
         int rc = resolve_rhs(c, i + 2, why, depth);
         if (rc < 0)
@@ -394,7 +390,7 @@ static int resolve_range(ctx *c, const char *name, size_t lo, size_t hi, const c
  * symmetric (0: none found), negative on memory failure. */
 static int resolve_buffer(ctx *c, const char *name, size_t at, const char *why, int depth)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     if (depth > 8)
         return 0;
     if (rl_scope_map(c) != 0)
@@ -426,10 +422,10 @@ static int resolve_buffer(ctx *c, const char *name, size_t at, const char *why, 
          * allocations in the rest of the file are a guess, said in the report */
         found = resolve_range(c, name, 0, v->n, why, depth);
         if (found > 0)
-            cuco_tx_notes_add(&c->r->notes, rl_tok(v, fn)->line, "note",
+            cuco_tx_notes_add(&c->r->notes, tk(v, fn)->line, "note",
                               "guessed: '%s' of %.*s (which no function of this file calls) is "
                               "the buffer of the same name allocated elsewhere in the file",
-                              name, (int)rl_tok(v, fn)->len, v->src + rl_tok(v, fn)->off);
+                              name, (int)tk(v, fn)->len, v->src + tk(v, fn)->off);
     }
     return found;
 }
@@ -445,16 +441,16 @@ static size_t other_allocation(const ctx *c, const char *name)
                                          "cudaMallocPitch",
                                          "cuMemAlloc",
                                          NULL};
-    const view *v = &c->v;
+    const sview *v = &c->v;
     for (size_t i = 0; i + 1 < v->n; i++) {
-        if (!rl_is(v, i + 1, "(") || !rl_in_list(others, v, i))
+        if (!is(v, i + 1, "(") || !in_words(v, i, others))
             continue;
         args a;
         rl_call_args(v, i + 1, &a);
         if (a.n < 1)
             continue;
         size_t last = rl_chain_last(v, a.first[0], a.last[0]);
-        if (last < v->n && cuco_tok_is(&v->lx, rl_tok(v, last), name))
+        if (last < v->n && cuco_tok_is(&v->lx, tk(v, last), name))
             return i;
     }
     return v->n;
@@ -469,7 +465,7 @@ static const char *const container_words[] = {"device_vector",  "device_ptr", "d
  * container (container_words) rather than of a pointer. */
 static int container_note(ctx *c, cuco_buf *b, size_t t)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     size_t lo, hi;
     rl_stmt_span(c, t, &lo, &hi);
     for (const char *const *w = container_words; *w; w++) {
@@ -485,8 +481,8 @@ static int container_note(ctx *c, cuco_buf *b, size_t t)
                 "; '%.*s' is declared at line %d as '%.*s': the memory of a %s comes from its own "
                 "allocator, which cannot back a symmetric window (allocate the buffer with "
                 "cudaMalloc)",
-                (int)rl_tok(v, t)->len, v->src + rl_tok(v, t)->off, rl_tok(v, t)->line,
-                (int)(hi - lo), v->src + lo, *w);
+                (int)tk(v, t)->len, v->src + tk(v, t)->off, tk(v, t)->line, (int)(hi - lo),
+                v->src + lo, *w);
             return 1;
         }
     }
@@ -499,35 +495,35 @@ static int container_note(ctx *c, cuco_buf *b, size_t t)
  * that expression. Caller frees; NULL when there is nothing to say. */
 static char *trace_hint(ctx *c, const char *name)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     cuco_buf b = CUCO_BUF_INIT;
     size_t rs = v->n, re = v->n;
     for (size_t i = 0; i + 2 < v->n && rs >= v->n; i++) {
-        if (!cuco_tok_is(&v->lx, rl_tok(v, i), name) || !rl_is(v, i + 1, "=") ||
-            (i > 0 && (rl_is(v, i - 1, ".") || rl_is(v, i - 1, "->"))))
+        if (!cuco_tok_is(&v->lx, tk(v, i), name) || !is(v, i + 1, "=") ||
+            (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->"))))
             continue;
         rs = i + 2;
         int d = 0;
         for (re = rs; re < v->n; re++) {
-            if (rl_is(v, re, "(") || rl_is(v, re, "[") || rl_is(v, re, "{"))
+            if (is(v, re, "(") || is(v, re, "[") || is(v, re, "{"))
                 d++;
-            else if ((rl_is(v, re, ")") || rl_is(v, re, "]") || rl_is(v, re, "}")) && --d < 0)
+            else if ((is(v, re, ")") || is(v, re, "]") || is(v, re, "}")) && --d < 0)
                 break;
-            else if (d == 0 && (rl_is(v, re, ";") || rl_is(v, re, ",")))
+            else if (d == 0 && (is(v, re, ";") || is(v, re, ",")))
                 break;
         }
         if (re > rs)
             cuco_buf_printf(&b, "; '%s' gets its value at line %d from '%.*s'", name,
-                            rl_tok(v, rs)->line, (int)(rl_tok_end(v, re - 1) - rl_tok(v, rs)->off),
-                            v->src + rl_tok(v, rs)->off);
+                            tk(v, rs)->line, (int)(rl_tok_end(v, re - 1) - tk(v, rs)->off),
+                            v->src + tk(v, rs)->off);
     }
     /* the buffer's own declaration, then those of the names its value is made of */
     size_t own = rl_declaration_of(v, name, strlen(name));
     if (!(own < v->n && container_note(c, &b, own)))
         for (size_t j = rs; rs < v->n && j < re; j++) {
-            if (!rl_is_ident(v, j) || rl_is(v, j + 1, "(") || rl_is(v, j + 1, "::"))
+            if (!ident(v, j) || is(v, j + 1, "(") || is(v, j + 1, "::"))
                 continue;
-            size_t t = rl_declaration_of(v, v->src + rl_tok(v, j)->off, rl_tok(v, j)->len);
+            size_t t = rl_declaration_of(v, v->src + tk(v, j)->off, tk(v, j)->len);
             if (t < v->n && container_note(c, &b, t))
                 break;
         }
@@ -551,7 +547,7 @@ static int no_window(ctx *c, int group, int line, const char *fmt, const char *a
 
 int rl_need_symmetric(ctx *c, const args *a, int k, size_t call_tok, const char *call, int group)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     size_t last = rl_chain_last(v, a->first[k], a->last[k]);
     char *text = rl_arg_text(v, a, k);
     if (!text)
@@ -562,12 +558,12 @@ int rl_need_symmetric(ctx *c, const args *a, int k, size_t call_tok, const char 
         free(text);
         return 0;
     }
-    char *name = cuco_strndup(v->src + rl_tok(v, last)->off, rl_tok(v, last)->len);
+    char *name = cuco_strndup(v->src + tk(v, last)->off, tk(v, last)->len);
     char *why = cuco_sprintf("'%s' of %s at line %d", text, call, rl_line_of(c, call_tok));
     int rc = (!name || !why) ? CUCO_ENOMEM : resolve_buffer(c, name, last, why, 0);
     if (rc == 0) {
         size_t at = name ? other_allocation(c, name) : v->n;
-        if (at < v->n && rl_is(v, at, "cudaMallocManaged") && strcmp(call, "ncclAllReduce") == 0) {
+        if (at < v->n && is(v, at, "cudaMallocManaged") && strcmp(call, "ncclAllReduce") == 0) {
             /* host-readable scratch (a loss or a norm summed over ranks): staged
              * through a symmetric buffer of the glue */
             c->staged = c->stage_call = 1;
@@ -577,11 +573,11 @@ int rl_need_symmetric(ctx *c, const args *a, int k, size_t call_tok, const char 
                                    "symmetric staging buffer, copied in and out on its stream",
                                    text, rl_line_of(c, at), call);
         } else if (at < v->n) {
-            char *detail = cuco_sprintf(
-                "'%s' comes from %.*s at line %d, which cannot back a symmetric "
-                "window (only cudaMalloc, cudaMallocAsync and ncclMemAlloc "
-                "allocations become windows)",
-                text, (int)rl_tok(v, at)->len, v->src + rl_tok(v, at)->off, rl_line_of(c, at));
+            char *detail =
+                cuco_sprintf("'%s' comes from %.*s at line %d, which cannot back a symmetric "
+                             "window (only cudaMalloc, cudaMallocAsync and ncclMemAlloc "
+                             "allocations become windows)",
+                             text, (int)tk(v, at)->len, v->src + tk(v, at)->off, rl_line_of(c, at));
             no_window(c, group, rl_line_of(c, call_tok), "%s: buffer %s", call,
                       detail ? detail : "?");
             free(detail);
@@ -602,16 +598,16 @@ int rl_need_symmetric(ctx *c, const args *a, int k, size_t call_tok, const char 
 
 int rl_rewrite_frees(ctx *c)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     if (c->nalloc == 0)
         return 0;
     for (size_t i = 0; i + 1 < v->n; i++) {
-        int async = rl_is(v, i, "cudaFreeAsync"), nccl = c->nccl_mem && rl_is(v, i, "ncclMemFree");
-        if (!(async || nccl || rl_is(v, i, "cudaFree")) || !rl_is(v, i + 1, "(") ||
-            (i > 0 && rl_is(v, i - 1, "::")))
+        int async = is(v, i, "cudaFreeAsync"), nccl = c->nccl_mem && is(v, i, "ncclMemFree");
+        if (!(async || nccl || is(v, i, "cudaFree")) || !is(v, i + 1, "(") ||
+            (i > 0 && is(v, i - 1, "::")))
             continue;
-        if (c->nblocks == 0 || rl_in_block(c, rl_tok(v, i)->off)) {
-            int rc = rl_add_edit(c, i, rl_tok(v, i)->off, rl_tok(v, i)->len,
+        if (c->nblocks == 0 || rl_in_block(c, tk(v, i)->off)) {
+            int rc = rl_add_edit(c, i, tk(v, i)->off, tk(v, i)->len,
                                  async  ? "cuco_tx::symm_free_async"
                                  : nccl ? "cuco_tx::symm_mem_free"
                                         : "cuco_tx::symm_free");
@@ -623,9 +619,9 @@ int rl_rewrite_frees(ctx *c)
         rl_call_args(v, i + 1, &a);
         size_t last = a.n >= 1 ? rl_chain_last(v, a.first[0], a.last[0]) : v->n;
         if (last < v->n) {
-            char *nm = cuco_strndup(v->src + rl_tok(v, last)->off, rl_tok(v, last)->len);
+            char *nm = cuco_strndup(v->src + tk(v, last)->off, tk(v, last)->len);
             if (nm && rl_name_seen(&c->symm_names, nm))
-                rl_refuse(c, rl_tok(v, i)->line, "%s(%s) of a symmetric buffer is in frozen code",
+                rl_refuse(c, tk(v, i)->line, "%s(%s) of a symmetric buffer is in frozen code",
                           nccl ? "ncclMemFree" : "cudaFree", nm);
             free(nm);
         }

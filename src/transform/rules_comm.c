@@ -9,35 +9,34 @@
  * tp names both. */
 static int comm_collect(ctx *c, size_t first, size_t last, size_t fn, int line, int depth)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     /* "comms[i]": an element of an array of communicators, one per GPU of this
      * process (several_devices guards their number); the array is one name */
     size_t base = rl_chain_last(v, first, last);
-    if (base >= v->n || (base < last && rl_is(v, base + 1, "(")))
+    if (base >= v->n || (base < last && is(v, base + 1, "(")))
         return 0; /* not a name (an accessor "ctx.comm()"): unknown, not counted */
-    char *name = cuco_strndup(v->src + rl_tok(v, base)->off, rl_tok(v, base)->len);
+    char *name = cuco_strndup(v->src + tk(v, base)->off, tk(v, base)->len);
     if (!name)
         return CUCO_ENOMEM;
     /* a copy made once ("ncclComm_t comm = g.world;") is what it copies */
     size_t copy = v->n;
     int copies = 0;
     for (size_t i = 0; depth < 4 && i + 2 < v->n; i++) {
-        if (!cuco_tok_is(&v->lx, rl_tok(v, i), name) || !rl_is(v, i + 1, "=") ||
-            (i > 0 && (rl_is(v, i - 1, ".") || rl_is(v, i - 1, "->"))))
+        if (!cuco_tok_is(&v->lx, tk(v, i), name) || !is(v, i + 1, "=") ||
+            (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->"))))
             continue;
         size_t e = i + 2;
-        while (e < v->n &&
-               (rl_is_ident(v, e) || rl_is(v, e, ".") || rl_is(v, e, "->") || rl_is(v, e, "*")))
+        while (e < v->n && (ident(v, e) || is(v, e, ".") || is(v, e, "->") || is(v, e, "*")))
             e++;
-        if (rl_is(v, i + 2, "nullptr") || rl_is(v, i + 2, "NULL"))
+        if (is(v, i + 2, "nullptr") || is(v, i + 2, "NULL"))
             continue; /* an initial empty value */
         copies++;
-        if (rl_is(v, e, ";") && e > i + 2)
+        if (is(v, e, ";") && e > i + 2)
             copy = i + 2;
     }
     if (copies == 1 && copy < v->n) {
         size_t e = copy;
-        while (!rl_is(v, e + 1, ";"))
+        while (!is(v, e + 1, ";"))
             e++;
         free(name);
         return comm_collect(c, copy, e, fn, line, depth + 1);
@@ -45,23 +44,23 @@ static int comm_collect(ctx *c, size_t first, size_t last, size_t fn, int line, 
     int k = fn < v->n && depth < 4 ? rl_param_index(v, rl_def_params(v, fn), name) : -1;
     int rc = 0, callers = 0;
     for (size_t j = 0; k >= 0 && j + 1 < v->n && rc == 0; j++) {
-        if (j == fn || !rl_same_text(v, j, fn))
+        if (j == fn || !same_tok(v, j, fn))
             continue;
         size_t open = rl_call_open(v, j);
         if (open >= v->n || rl_function_body(v, open) ||
-            (j > 0 && rl_is_ident(v, j - 1) && !rl_is_keyword(v, j - 1)))
+            (j > 0 && ident(v, j - 1) && !rl_is_keyword(v, j - 1)))
             continue;
         args a;
         rl_call_args(v, open, &a);
         if (a.n <= k)
             continue;
         callers++;
-        rc = comm_collect(c, a.first[k], a.last[k], rl_enclosing_function(v, j), rl_tok(v, j)->line,
+        rc = comm_collect(c, a.first[k], a.last[k], rl_enclosing_function(v, j), tk(v, j)->line,
                           depth + 1);
     }
     if (rc == 0 && callers == 0 && !rl_name_seen(&c->comm_names, name)) {
         int *lines = realloc(c->comm_lines, (c->comm_names.n + 1) * sizeof(*lines));
-        size_t s0 = rl_tok(v, first)->off;
+        size_t s0 = tk(v, first)->off;
         char *text = cuco_strndup(v->src + s0, rl_tok_end(v, last) - s0);
         if (!lines || !text || cuco_strlist_push(&c->comm_names, name) != 0 ||
             cuco_strlist_push(&c->comm_texts, text) != 0)
@@ -133,7 +132,7 @@ static int other_comm_arg(const ctx *c, const args *a, int k)
     if (!c->device_comm || a->n <= k)
         return 0;
     size_t named = rl_chain_last(&c->v, a->first[k], a->last[k]);
-    return named < c->v.n && !cuco_tok_is(&c->v.lx, rl_tok(&c->v, named), c->device_comm);
+    return named < c->v.n && !cuco_tok_is(&c->v.lx, tk(&c->v, named), c->device_comm);
 }
 
 int rl_other_comm_kept(ctx *c, const args *a, size_t call_tok, const char *call, int group, int *rc)
@@ -161,18 +160,18 @@ int rl_other_comm_kept(ctx *c, const args *a, size_t call_tok, const char *call,
 
 int rl_choose_device_comm(ctx *c)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     cuco_strlist names = {0}, p2p = {0};
     size_t *counts = NULL;
     int rc = 0;
     for (size_t i = 0; i + 1 < v->n && rc == 0; i++) {
-        if (!rl_in_list(rl_host_collectives, v, i) || !rl_is(v, i + 1, "(") || rl_qualified(v, i))
+        if (!in_words(v, i, rl_host_collectives) || !is(v, i + 1, "(") || rl_qualified(v, i))
             continue;
         args a;
         rl_call_args(v, i + 1, &a);
         cuco_strlist of = {0};
         rc = a.n >= 2 ? call_comms(c, &a, a.n - 2, i, &of) : 0;
-        int is_p2p = rl_is(v, i, "ncclSend") || rl_is(v, i, "ncclRecv");
+        int is_p2p = is(v, i, "ncclSend") || is(v, i, "ncclRecv");
         for (size_t k = 0; rc == 0 && k < of.n; k++) {
             size_t at = 0;
             while (at < names.n && strcmp(names.items[at], of.items[k]) != 0)
@@ -208,10 +207,10 @@ int rl_choose_device_comm(ctx *c)
  * "config.blocking = 0;", "cfg->blocking = 0"), or 0. */
 static int nonblocking_line(const ctx *c)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     for (size_t i = 0; i + 2 < v->n; i++)
-        if (rl_is(v, i, "blocking") && rl_is(v, i + 1, "=") && rl_is(v, i + 2, "0"))
-            return rl_tok(v, i)->line;
+        if (is(v, i, "blocking") && is(v, i + 1, "=") && is(v, i + 2, "0"))
+            return tk(v, i)->line;
     return 0;
 }
 
@@ -219,18 +218,18 @@ static int nonblocking_line(const ctx *c)
  * none: a program that makes a communicator per thread, one GPU each. */
 static int threads_line(const ctx *c)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     for (size_t i = 0; i + 1 < v->n; i++)
-        if ((rl_is(v, i, "pthread_create") && rl_is(v, i + 1, "(")) ||
-            (rl_is(v, i, "thread") && i > 1 && rl_is(v, i - 1, "::") && rl_is(v, i - 2, "std")))
-            return rl_tok(v, i)->line;
+        if ((is(v, i, "pthread_create") && is(v, i + 1, "(")) ||
+            (is(v, i, "thread") && i > 1 && is(v, i - 1, "::") && is(v, i - 2, "std")))
+            return tk(v, i)->line;
     return 0;
 }
 
 int rl_several_devices(ctx *c, size_t i, const char *name, int init_all)
 {
-    const view *v = &c->v;
-    int line = rl_tok(v, i)->line;
+    const sview *v = &c->v;
+    int line = tk(v, i)->line;
     if (!rl_editable(c, i, name))
         return 0;
     args a;
@@ -279,30 +278,30 @@ int rl_several_devices(ctx *c, size_t i, const char *name, int init_all)
  * that runs once. */
 static int runs_once(const ctx *c, size_t f, int depth)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     if (f >= v->n || depth >= 8)
         return 0;
-    if (rl_is(v, f, "main"))
+    if (is(v, f, "main"))
         return 1;
     size_t use = v->n;
     int uses = 0;
     for (size_t t = 0; t < v->n; t++) {
-        if (t == f || !rl_is_ident(v, t) || !rl_same_text(v, t, f))
+        if (t == f || !ident(v, t) || !same_tok(v, t, f))
             continue;
         if (c->fn_of[t] >= v->n)
             continue; /* at file scope: a declaration or another definition */
         uses++;
         use = t;
     }
-    if (uses != 1 || !rl_is(v, use + 1, "(") || rl_in_loop(v, use) || rl_in_lambda(v, use))
+    if (uses != 1 || !is(v, use + 1, "(") || rl_in_loop(v, use) || rl_in_lambda(v, use))
         return 0;
     return runs_once(c, c->fn_of[use], depth + 1);
 }
 
 int rl_scan_comm_init(ctx *c, scan_state *st, size_t i, const char *name)
 {
-    const view *v = &c->v;
-    const cuco_tok *t = rl_tok(v, i);
+    const sview *v = &c->v;
+    const cuco_tok *t = tk(v, i);
     args a;
     rl_call_args(v, i + 1, &a);
     int k = strcmp(name, "ncclCommSplit") == 0 ? 3 : 0;
@@ -351,8 +350,8 @@ int rl_scan_comm_init(ctx *c, scan_state *st, size_t i, const char *name)
 
 int rl_scan_comm_destroy(ctx *c, size_t i, const char *name)
 {
-    const view *v = &c->v;
-    const cuco_tok *t = rl_tok(v, i);
+    const sview *v = &c->v;
+    const cuco_tok *t = tk(v, i);
     args a;
     rl_call_args(v, i + 1, &a);
     if (a.n != 1 || (c->nblocks != 0 && !rl_in_block(c, t->off)))

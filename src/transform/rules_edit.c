@@ -8,19 +8,19 @@
  * c->group_open, or 0. */
 static int deferred_call_line(const ctx *c)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     int depth = 0;
     for (size_t i = c->group_open; i < v->n; i++) {
-        if (!rl_is_ident(v, i) || !rl_is(v, i + 1, "(") || rl_qualified(v, i))
+        if (!ident(v, i) || !is(v, i + 1, "(") || rl_qualified(v, i))
             continue;
-        if (rl_is(v, i, "ncclGroupStart"))
+        if (is(v, i, "ncclGroupStart"))
             depth++;
-        else if (rl_is(v, i, "ncclGroupEnd") && --depth <= 0)
+        else if (is(v, i, "ncclGroupEnd") && --depth <= 0)
             return 0;
-        else if (rl_is(v, i, "ncclSend") || rl_is(v, i, "ncclRecv"))
+        else if (is(v, i, "ncclSend") || is(v, i, "ncclRecv"))
             return rl_line_of(c, i);
         for (const p2p_collective *p = rl_p2p_collectives; p->name; p++)
-            if (rl_is(v, i, p->name))
+            if (is(v, i, p->name))
                 return rl_line_of(c, i);
     }
     return 0;
@@ -70,10 +70,10 @@ int rl_keep_mark(ctx *c, size_t tok, size_t at, int wrap)
 
 int rl_keep_call(ctx *c, size_t tok, int group)
 {
-    const cuco_tok *t = rl_tok(&c->v, tok);
+    const cuco_tok *t = tk(&c->v, tok);
     if (!group || tok + 1 >= c->v.n)
         return rl_keep_mark(c, tok, t->off, 1);
-    const cuco_tok *open = rl_tok(&c->v, tok + 1);
+    const cuco_tok *open = tk(&c->v, tok + 1);
     char *to =
         cuco_sprintf("%scuco_tx::kept_in_group(%.*s, ", KEPT_MARK, (int)t->len, c->v.src + t->off);
     int rc = to ? rl_add_edit(c, tok, t->off, open->off + 1 - t->off, to) : CUCO_ENOMEM;
@@ -83,24 +83,24 @@ int rl_keep_call(ctx *c, size_t tok, int group)
 
 void rl_stmt_span(const ctx *c, size_t i, size_t *lo, size_t *hi)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     size_t s = i;
-    while (s > 0 && !rl_is(v, s - 1, ";") && !rl_is(v, s - 1, "{") && !rl_is(v, s - 1, "}"))
+    while (s > 0 && !is(v, s - 1, ";") && !is(v, s - 1, "{") && !is(v, s - 1, "}"))
         s--;
     size_t e2 = i;
     int d = 0;
     while (e2 < v->n) {
-        if (rl_is(v, e2, "(") || rl_is(v, e2, "["))
+        if (is(v, e2, "(") || is(v, e2, "["))
             d++;
-        else if (rl_is(v, e2, ")") || rl_is(v, e2, "]"))
+        else if (is(v, e2, ")") || is(v, e2, "]"))
             d--;
-        else if (d <= 0 && (rl_is(v, e2, ";") || rl_is(v, e2, "{") || rl_is(v, e2, "}")))
+        else if (d <= 0 && (is(v, e2, ";") || is(v, e2, "{") || is(v, e2, "}")))
             break;
         e2++;
     }
     if (e2 >= v->n)
         e2 = v->n - 1;
-    *lo = rl_tok(v, s)->off;
+    *lo = tk(v, s)->off;
     *hi = rl_tok_end(v, e2);
 }
 
@@ -125,7 +125,7 @@ int rl_add_edit(ctx *c, size_t tok_for_stmt, size_t off, size_t len, const char 
 
 int rl_editable(ctx *c, size_t i, const char *what)
 {
-    if (c->nblocks == 0 || rl_in_block(c, rl_tok(&c->v, i)->off))
+    if (c->nblocks == 0 || rl_in_block(c, tk(&c->v, i)->off))
         return 1;
     rl_refuse(
         c, rl_line_of(c, i),

@@ -16,11 +16,11 @@ static int cmp_edit(const void *a, const void *b)
  * file scope), or after the last top-level #include. */
 static int glue_position(ctx *c, size_t *pos, int *wrap)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     if (c->nblocks > 0) {
         size_t at = c->blocks[0].body_start;
         for (size_t i = 0; i < v->n; i++) {
-            if (rl_tok(v, i)->off >= at) {
+            if (tk(v, i)->off >= at) {
                 if (v->depth[i] != 0)
                     return rl_refuse(
                                c, c->blocks[0].start_line,

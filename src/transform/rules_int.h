@@ -22,31 +22,11 @@
 #include "sview.h"
 #include "tx_common.h"
 
-/* The rules read a program through sview (sview.h): its code tokens with
- * their brace depth. */
-typedef sview view;
-
-static inline const cuco_tok *rl_tok(const view *v, size_t i)
+/* The rules read a program through sview (sview.h: tk, is, ident, close_of
+ * and the rest); the byte after token i. */
+static inline size_t rl_tok_end(const sview *v, size_t i)
 {
-    return &v->lx.toks[v->ix[i]];
-}
-static inline int rl_is(const view *v, size_t i, const char *s)
-{
-    return i < v->n && cuco_tok_is(&v->lx, rl_tok(v, i), s);
-}
-/* Whether tokens a and b spell the same text. */
-static inline int rl_same_text(const view *v, size_t a, size_t b)
-{
-    return rl_tok(v, a)->len == rl_tok(v, b)->len &&
-           memcmp(v->src + rl_tok(v, a)->off, v->src + rl_tok(v, b)->off, rl_tok(v, a)->len) == 0;
-}
-static inline int rl_is_ident(const view *v, size_t i)
-{
-    return i < v->n && rl_tok(v, i)->kind == CUCO_TOK_IDENT;
-}
-static inline size_t rl_tok_end(const view *v, size_t i)
-{
-    return rl_tok(v, i)->off + rl_tok(v, i)->len;
+    return tk(v, i)->off + tk(v, i)->len;
 }
 
 /* Arguments of the call whose "(" is at open: [first, last] token ranges. */
@@ -74,7 +54,7 @@ typedef struct sched_sites {
  * far, the result being written, and what the scan has learnt. */
 typedef struct ctx {
     const char *file;
-    view v;
+    sview v;
     cuco_block *blocks;
     size_t nblocks;
     edit *edits;
@@ -120,7 +100,7 @@ typedef struct ctx {
 
 static inline int rl_line_of(const ctx *c, size_t i)
 {
-    return rl_tok(&c->v, i)->line;
+    return tk(&c->v, i)->line;
 }
 
 static inline int rl_in_block(const ctx *c, size_t off)
@@ -173,76 +153,72 @@ const p2p_collective *rl_p2p_collective_of(const char *name);
 
 /* ---- rules_view.c ---------------------------------------------------------- */
 
-/* Index of the token closing the bracket opened at i (n when unbalanced). */
-size_t rl_match_close(const view *v, size_t i);
-void rl_call_args(const view *v, size_t open, args *a);
-char *rl_arg_text(const view *v, const args *a, int k);
+void rl_call_args(const sview *v, size_t open, args *a);
+char *rl_arg_text(const sview *v, const args *a, int k);
 /* The last identifier of the lvalue chain an argument starts with, after
  * casts and '&': "(void **)&s.gathered" -> gathered, "p.cache + off" -> cache,
  * "&buf[i]" -> buf, "ls[i].out" -> out, "ns::alloc" -> alloc. Returns the
  * token index or n. */
-size_t rl_chain_last(const view *v, size_t first, size_t last);
+size_t rl_chain_last(const sview *v, size_t first, size_t last);
 /* Whether the file calls ncclGroupStart anywhere (a call that is not seen
  * as a call, through a pointer or a macro, may then run inside a group). */
-int rl_has_group_calls(const view *v);
+int rl_has_group_calls(const sview *v);
 /* Whether token i follows ".", "->" or "::" (a member's or a namespace's
  * name, not the NCCL function's). */
-int rl_qualified(const view *v, size_t i);
+int rl_qualified(const sview *v, size_t i);
 int rl_is_p2p_name(const char *name);
 /* Keywords and specifiers that may stand before a call or a '(' without
  * making it a declaration or a definition. */
-int rl_is_keyword(const view *v, size_t i);
+int rl_is_keyword(const sview *v, size_t i);
 /* The '{' of a function body when the parameter list opened at open is a
  * definition's ("f(int a) {", "g() const noexcept {", "h(int a) : a_(a) {"),
  * else 0. */
-size_t rl_function_body(const view *v, size_t open);
+size_t rl_function_body(const sview *v, size_t open);
 /* The '(' of a call of the name at i, also with explicit template arguments
  * ("f<T>(x)", "ns::g<float, 4>(x)"); n when i is not called. */
-size_t rl_call_open(const view *v, size_t i);
+size_t rl_call_open(const sview *v, size_t i);
 /* The '(' of the parameter list of the function or lambda whose name is at
  * name_tok ("f(int a)", "auto f = [&](float *p)"), or n. */
-size_t rl_def_params(const view *v, size_t name_tok);
+size_t rl_def_params(const sview *v, size_t name_tok);
 /* Index of the parameter called `name` in the parameter list opened at
  * token open, or -1 ("float *dst", "const T *x = nullptr", "float v[]"). */
-int rl_param_index(const view *v, size_t open, const char *name);
+int rl_param_index(const sview *v, size_t open, const char *name);
 /* The token after the brackets starting at i ("[N][M]"), or n. */
-size_t rl_after_brackets(const view *v, size_t i);
+size_t rl_after_brackets(const sview *v, size_t i);
 /* Whether the name at token i is declared there (declares), a name after a
  * ',' only in a declaration list ("float *a = x, *b;"), not in the
  * arguments of a call or the elements of an initializer ("f(a, b)",
  * "{a, b}"): the statement it is in must start with a type. */
-int rl_declares_variable(const view *v, size_t i);
+int rl_declares_variable(const sview *v, size_t i);
 /* Whether the name at token i, followed by '=', is dereferenced there
  * ("*p = v", "*s->p = v", "*(s.p) = v"): a store into the buffer, not a new
  * value of the pointer. */
-int rl_stores_through(const view *v, size_t i);
+int rl_stores_through(const sview *v, size_t i);
 /* The name token of the innermost function definition (or named lambda)
  * whose body holds token i, or n (file scope). */
-size_t rl_enclosing_function(const view *v, size_t i);
+size_t rl_enclosing_function(const sview *v, size_t i);
 /* Whether the name at token i is declared there: "T x;", "T *x = ...",
  * "std::vector<T> a, x;", "T x(n)", "T x{...}". */
-int rl_declares(const view *v, size_t i);
+int rl_declares(const sview *v, size_t i);
 /* The first token declaring the name s[0..len), or n. */
-size_t rl_declaration_of(const view *v, const char *s, size_t len);
-/* Whether token i spells one of the NULL-terminated words l. */
-int rl_in_list(const char *const *l, const view *v, size_t i);
+size_t rl_declaration_of(const sview *v, const char *s, size_t len);
 /* Whether s is one of the NULL-terminated words l. */
 int rl_str_in(const char *const *l, const char *s);
 /* The last token at file scope at or before token i: the '{' opening the
  * top-level function that holds i (namespace and extern "C" braces do not
  * count), or i itself at file scope. */
-size_t rl_top_start(const view *v, size_t i);
+size_t rl_top_start(const sview *v, size_t i);
 /* Whether token i is in the body (or the single statement) of a for, while
  * or do loop. */
-int rl_in_loop(const view *v, size_t i);
+int rl_in_loop(const sview *v, size_t i);
 /* Whether the statement holding token i is the unbraced body of a control
  * statement ("for (...) stmt;", "else stmt;"); *lo becomes its first byte. */
-int rl_control_body(const view *v, size_t i, size_t *lo);
+int rl_control_body(const sview *v, size_t i, size_t *lo);
 /* Token index of the token at byte off (the first at or after it). */
-size_t rl_tok_at(const view *v, size_t off);
+size_t rl_tok_at(const sview *v, size_t off);
 /* Whether token i is in a lambda's body ("[&](...) { ... }", "[] { ... }"),
  * which may run any number of times. */
-int rl_in_lambda(const view *v, size_t i);
+int rl_in_lambda(const sview *v, size_t i);
 /* Whether the preprocessor line at src is a #define. */
 int rl_is_define(const char *src, size_t len);
 /* The byte where the line holding byte off starts. */

@@ -28,8 +28,8 @@ int rl_sched_candidate(ctx *c, size_t tok, int group)
     c->sched_group = g;
     c->sched_toks[c->nsched] = tok;
     c->sched_group[c->nsched++] = group;
-    const char *api = c->v.src + rl_tok(&c->v, tok)->off;
-    size_t len = rl_tok(&c->v, tok)->len;
+    const char *api = c->v.src + tk(&c->v, tok)->off;
+    size_t len = tk(&c->v, tok)->len;
     unsigned reads = cuco_glue_reads_of(api, len);
     c->glue.reads |= reads;
     if (len == strlen("ncclAllGather") && !strncmp(api, "ncclAllGather", len))
@@ -149,11 +149,11 @@ static int split_shared(ctx *c, cuco_sched_plan *plan)
  * these runs where it stands and may be scheduled as if ungrouped. */
 static int group_of_collectives(const ctx *c, size_t k)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     for (size_t j = 0; j < c->nsched; j++) {
         size_t t = c->sched_toks[j];
-        if (c->sched_group[j] == c->sched_group[k] && !rl_is(v, t, "ncclAllGather") &&
-            !rl_is(v, t, "ncclAllReduce") && !rl_is(v, t, "ncclReduceScatter"))
+        if (c->sched_group[j] == c->sched_group[k] && !is(v, t, "ncclAllGather") &&
+            !is(v, t, "ncclAllReduce") && !is(v, t, "ncclReduceScatter"))
             return 0;
     }
     return 1;
@@ -188,7 +188,7 @@ static int one_split_per_gemm(ctx *c, cuco_sched_plan *plan)
  * block goes inside it. */
 static int plan_apply(ctx *c, const cuco_sched_edit *edits, size_t n)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const cuco_sched_edit *x = &edits[i];
@@ -204,15 +204,15 @@ static int plan_apply(ctx *c, const cuco_sched_edit *edits, size_t n)
 /* Schedule send_as_produced for the ncclSend of site k (send_made.c). */
 static int send_made_apply(ctx *c, const char *text, size_t k, int grouped, cuco_err *e)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     size_t tok = c->sched_toks[k];
-    int line = rl_tok(v, tok)->line;
+    int line = tk(v, tok)->line;
     if (grouped)
         return cuco_tx_notes_add(&c->r->notes, line, "schedule",
                                  "send_as_produced does not apply to ncclSend: inside "
                                  "ncclGroupStart/ncclGroupEnd");
     cuco_send_made_plan plan;
-    int rc = cuco_send_made_scan(text, rl_tok(v, tok)->off, (int)k, sched_editable, c, &plan, e);
+    int rc = cuco_send_made_scan(text, tk(v, tok)->off, (int)k, sched_editable, c, &plan, e);
     if (rc == 0 && plan.applies)
         rc = plan_apply(c, plan.edits, plan.nedits);
     if (rc == 0 && plan.applies) {
@@ -232,12 +232,12 @@ static int send_made_apply(ctx *c, const char *text, size_t k, int grouped, cuco
 
 static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
 {
-    const view *v = &c->v;
+    const sview *v = &c->v;
     size_t tok = c->sched_toks[k];
-    char *api = cuco_strndup(v->src + rl_tok(v, tok)->off, rl_tok(v, tok)->len);
+    char *api = cuco_strndup(v->src + tk(v, tok)->off, tk(v, tok)->len);
     if (!api)
         return CUCO_ENOMEM;
-    int line = rl_tok(v, tok)->line, rc = 0;
+    int line = tk(v, tok)->line, rc = 0;
     const char *split_name = cuco_sched_consumer_split(api);
     if (strcmp(api, "ncclSend") == 0)
         rc = send_made_apply(c, text, k, c->sched_group[k], e);
@@ -259,8 +259,8 @@ static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
         return rc;
     }
     cuco_sched_plan plan;
-    rc = cuco_sched_scan(text, rl_tok(v, tok)->off, api, (int)k, c->sem, c->n_sem, sched_editable,
-                         c, &plan, e);
+    rc = cuco_sched_scan(text, tk(v, tok)->off, api, (int)k, c->sem, c->n_sem, sched_editable, c,
+                         &plan, e);
     if (rc == 0)
         rc = split_shared(c, &plan);
     if (rc == 0)
@@ -289,7 +289,7 @@ static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
  * that captures streams into graphs. */
 static int sched_not_under_capture(ctx *c, size_t k)
 {
-    const cuco_tok *t = rl_tok(&c->v, c->sched_toks[k]);
+    const cuco_tok *t = tk(&c->v, c->sched_toks[k]);
     return cuco_tx_notes_add(&c->r->notes, t->line, "schedule",
                              "no schedule applies to %.*s: the program captures streams into "
                              "CUDA graphs (line %d), whose replays would repeat the schedules' "
