@@ -70,15 +70,7 @@ if ! command -v nvcc >/dev/null || ! command -v mpicxx >/dev/null; then
     [ $fail = 0 ] && exit 77
     exit $fail
 fi
-# without a GPU (nothing runs) two nvcc builds at a time; with one, one
-# program at a time so that their runs do not share the GPUs
-for pair in "tp_mlp_allreduce pipeline_stages" "ring_pass reduce_scatter_grad" "cp_attention cp_causal"; do
-    for name in $pair; do
-        if [ $gpu = 1 ]; then transform_bg "$D/$name"; else transform_bg "$D/$name" & fi
-    done
-    wait
-    for name in $pair; do built "$name"; done
-done
+built_in_pairs "$D" tp_mlp_allreduce pipeline_stages ring_pass reduce_scatter_grad cp_attention cp_causal
 ca=$TMP/cp_attention/gen_0/cp_attention.cu
 check "cp_attention: the launch goes through the attention split" \
     grep -q "cuco_tx::attention_split(0, CUCO_SPLIT_0, cuco_tx::AttnSpec{cuco_tx::RowSpec{5, 0x2UL, 0}, -1, 6, 7, {-1, -1, -1, -1, 0x0UL}}, (size_t)((tokens_) \* (heads_)), (size_t)((d_)), (size_t)(0), attend," "$ca"

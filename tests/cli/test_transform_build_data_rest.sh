@@ -12,13 +12,7 @@ set -u
 source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
 setup transform-build nvcc
 D=$CUCO_TEST_DATA/transform
-for pair in "graph_replay jacobi_halo" "kept_calls layer_send" "split_tp_dp"; do
-    for name in $pair; do
-        if [ $gpu = 1 ]; then transform_bg "$D/$name"; else transform_bg "$D/$name" & fi
-    done
-    wait
-    for name in $pair; do built "$name"; done
-done
+built_in_pairs "$D" graph_replay jacobi_halo kept_calls layer_send split_tp_dp
 check "kept_calls: the kept calls are marked in the built program" \
     grep -q "/\* cuco:kept \*/ ncclReduce(" "$TMP/kept_calls/gen_0/kept_calls.cu"
 exit $fail

@@ -18,6 +18,11 @@
 #                                    either way 'cuco evolve --init' takes
 #                                    its gen_0 (the seed's frozen text, a
 #                                    block the block guard lets in)
+#   built_in_pairs DIR NAME...       transform_bg and built for each
+#                                    DIR/NAME, two at a time without a GPU
+#                                    (nothing runs; the builds share the
+#                                    cores), one at a time with one (their
+#                                    runs must not share the GPUs)
 #   knob_built NAME KNOB VALUE       after built NAME: its gen_0 program with
 #                                    KNOB set to VALUE compiles (cuco eval
 #                                    --level 1 against the gen_0 frozen text;
@@ -53,6 +58,24 @@ transform_bg() {
     "$CUCO_BIN" transform "$1" --workspace "$TMP/$name" --quiet >"$TMP/$name.out" 2>&1
     echo $? >"$TMP/$name.rc"
     echo "$1" >"$TMP/$name.dir"
+}
+
+built_in_pairs() {
+    local dir=$1 pair name
+    shift
+    while [ $# -gt 0 ]; do
+        pair=$1
+        shift
+        if [ $# -gt 0 ]; then
+            pair="$pair $1"
+            shift
+        fi
+        for name in $pair; do
+            if [ $gpu = 1 ]; then transform_bg "$dir/$name"; else transform_bg "$dir/$name" & fi
+        done
+        wait
+        for name in $pair; do built "$name"; done
+    done
 }
 
 # init_taken NAME: 'cuco evolve --init' of NAME's gen_0 gets past its checks
