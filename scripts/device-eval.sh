@@ -13,6 +13,10 @@
 # with "name" and "ranks" added (a line {"name":NAME,"status":"no JSON"} and
 # status=1 when none came) and "NAME STATUS TIME_MS" is printed.
 # Needs CUCO, T, OUT and LOG set and a global `status`.
+# build_program SRC OUT: nvcc builds SRC (a transformed test program or its
+# seed) to OUT as the test manifests do, against $NCCL_HOME, MPI and cuBLAS;
+# its log is OUT.build.log; on failure says so and sets status=1.
+# bench_args MANIFEST: the manifest's bench arguments, on one line.
 # variants_build WORKLOAD PREFIX GEN0 VARIANT...: each VARIANT
 # ("NAME:K=V[,K=V...]") written from GEN0 to $T/NAME.cu (knob_variant, from
 # scripts/knob-variant.sh), then the seed, gen0 (GEN0) and every variant
@@ -31,6 +35,21 @@ eval_named() {
     "$T/$name.l3.json" "$name" "$ranks" >> "$LOG" 2>/dev/null ||
     { echo "{\"name\":\"$name\",\"status\":\"no JSON\"}" >> "$LOG"; status=1; }
   python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["name"], d.get("status"), d.get("time_ms"))' "$(tail -1 "$LOG")"
+}
+
+build_program() {
+  nvcc -std=c++17 -arch=sm_90 -O1 -Idevice -I"$NCCL_HOME/include" $(mpicxx --showme:compile) -o "$2" "$1" \
+    -L"$NCCL_HOME/lib" -l:libnccl.so.2 -lcublas -lcublasLt $(mpicxx --showme:link) > "$2.build.log" 2>&1 ||
+    { echo "build of $1 failed: $(tail -3 "$2.build.log")"; status=1; return 1; }
+}
+
+bench_args() {
+  python3 - "$1" <<'EOF'
+import re, sys
+text = open(sys.argv[1]).read()
+m = re.search(r'^bench:\s*\n\s*args:\s*\[(.*?)\]', text, re.M | re.S)
+print(" ".join(a.strip().strip('"') for a in m.group(1).split(",")) if m else "")
+EOF
 }
 
 step_start() {

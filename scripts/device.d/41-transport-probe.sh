@@ -26,20 +26,6 @@ cd "$(dirname "$0")/../.."
 source scripts/device-eval.sh
 source scripts/knob-variant.sh
 step_start cuco-probe transport-probe
-MPI_C=$(mpicxx --showme:compile)
-MPI_L=$(mpicxx --showme:link)
-build() { # SRC OUT
-  nvcc -std=c++17 -arch=sm_90 -O1 -Idevice -I"$NCCL_HOME/include" $MPI_C -o "$2" "$1" \
-    -L"$NCCL_HOME/lib" -l:libnccl.so.2 -lcublas -lcublasLt $MPI_L > "$2.build.log" 2>&1 ||
-    { echo "build of $1 failed: $(tail -3 "$2.build.log")"; status=1; return 1; }
-}
-bench_args() { python3 - "$1" <<'EOF'
-import re, sys
-text = open(sys.argv[1]).read()
-m = re.search(r'^bench:\s*\n\s*args:\s*\[(.*?)\]', text, re.M | re.S)
-print(" ".join(a.strip().strip('"') for a in m.group(1).split(",")) if m else "")
-EOF
-}
 run_one() { # PROGRAM VARIANT BINARY ENV...
   local p=$1 v=$2 bin=$3
   shift 3
@@ -64,12 +50,12 @@ for p in ${PROBE_PROGRAMS:-alltoall_pack jacobi_halo}; do
   echo "$p: args $ARGS"
   knob_variant "$g" "$T/$p-dev.cu" CUCO_P2P_NCCL_FROM=0 || true
   knob_variant "$g" "$T/$p-ce.cu" CUCO_COPY_ENGINE=1 || true
-  build "$d/$f" "$T/$p-seed" &
-  build "$g" "$T/$p-gen0" &
-  [ -s "$T/$p-dev.cu" ] && build "$T/$p-dev.cu" "$T/$p-dev" &
-  [ -s "$T/$p-ce.cu" ] && build "$T/$p-ce.cu" "$T/$p-ce" &
+  build_program "$d/$f" "$T/$p-seed" &
+  build_program "$g" "$T/$p-gen0" &
+  [ -s "$T/$p-dev.cu" ] && build_program "$T/$p-dev.cu" "$T/$p-dev" &
+  [ -s "$T/$p-ce.cu" ] && build_program "$T/$p-ce.cu" "$T/$p-ce" &
   for pv in ${PROBE_VARIANTS:-}; do
-    knob_variant "$g" "$T/$p-${pv%%:*}.cu" "${pv#*:}" && build "$T/$p-${pv%%:*}.cu" "$T/$p-${pv%%:*}" &
+    knob_variant "$g" "$T/$p-${pv%%:*}.cu" "${pv#*:}" && build_program "$T/$p-${pv%%:*}.cu" "$T/$p-${pv%%:*}" &
   done
   wait
   env CUCO_TX_TRACE=1 timeout -k 5 120 mpirun -np "$RANKS" --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \

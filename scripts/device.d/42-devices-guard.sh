@@ -16,9 +16,8 @@ d=tests/data/transform/devices_per_thread
 "$CUCO" transform "$d" --ranks 1 --workspace "$T/ws" --no-verify > "$T/tx.log" 2>&1
 g=$T/ws/gen_0/devices_per_thread.cu
 [ -s "$g" ] || { echo "no gen_0: $(tail -3 "$T/tx.log")" | tee "$SUM"; exit 1; }
-nvcc -std=c++17 -arch=sm_90 -O1 -Idevice -I"$NCCL_HOME/include" $(mpicxx --showme:compile) -o "$T/prog" "$g" \
-  -L"$NCCL_HOME/lib" -l:libnccl.so.2 $(mpicxx --showme:link) > "$T/build.log" 2>&1 ||
-  { echo "build failed: $(tail -3 "$T/build.log")" | tee "$SUM"; exit 1; }
+build_program "$g" "$T/prog" | tee "$SUM"
+[ -x "$T/prog" ] || exit 1
 run() { # DEVICES
   timeout -k 5 60 mpirun -np 1 --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE "$T/prog" 4099 2 "$1" 2>&1
 }

@@ -21,22 +21,18 @@ lib=$(dirname "$CUCO")/libcuco_timeline.so
 "$CUCO" transform "$d" --ranks "$RANKS" --workspace "$T/ws" --no-verify > "$T/tx.log" 2>&1
 g=$T/ws/gen_0/$f
 [ -s "$g" ] || { echo "$p: no gen_0: $(tail -2 "$T/tx.log")"; exit 1; }
-ARGS=${TL_ARGS:-$(python3 -c '
-import re, sys
-m = re.search(r"^bench:\s*\n\s*args:\s*\[(.*?)\]", open(sys.argv[1]).read(), re.M | re.S)
-print(" ".join(a.strip().strip("\"") for a in m.group(1).split(",")) if m else "")' "$d/workload.yaml")}
+ARGS=${TL_ARGS:-$(bench_args "$d/workload.yaml")}
 cp "$g" "$T/gen0.cu"
 names=(gen0)
 for v in ${TL_VARIANTS:-}; do
   knob_variant "$g" "$T/${v%%:*}.cu" "${v#*:}" && names+=("${v%%:*}")
 done
 for n in "${names[@]}"; do
-  nvcc -std=c++17 -arch=sm_90 -O1 -Idevice -I"$NCCL_HOME/include" $(mpicxx --showme:compile) -o "$T/$n" "$T/$n.cu" \
-    -L"$NCCL_HOME/lib" -l:libnccl.so.2 -lcublas -lcublasLt $(mpicxx --showme:link) > "$T/$n.build.log" 2>&1 &
+  build_program "$T/$n.cu" "$T/$n" &
 done
 wait
 for n in "${names[@]}"; do
-  [ -x "$T/$n" ] || { echo "$n: build failed: $(tail -3 "$T/$n.build.log")"; status=1; continue; }
+  [ -x "$T/$n" ] || { status=1; continue; }
   mkdir -p "$OUT/tl-$n"
   CUDA_INJECTION64_PATH=$lib CUCO_TIMELINE_DIR=$OUT/tl-$n timeout -k 5 120 mpirun -np "$RANKS" --bind-to none \
     -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x CUDA_INJECTION64_PATH -x CUCO_TIMELINE_DIR "$T/$n" $ARGS 2>&1 | tail -2
