@@ -226,20 +226,17 @@ static const char *const comm_makers[] = {
  * of one thread would wait for the next one. */
 static int group_makes_comms_only(const sview *v, size_t open)
 {
-    int depth = 0, makes = 0;
-    for (size_t i = open; i < v->n; i++) {
-        if (!ident(v, i) || !is(v, i + 1, "(") || rl_qualified(v, i))
+    size_t end = rl_group_end(v, open);
+    int makes = 0;
+    for (size_t i = open + 1; i < end; i++) {
+        if (!rl_called_name(v, i))
             continue;
-        if (is(v, i, "ncclGroupStart"))
-            depth++;
-        else if (is(v, i, "ncclGroupEnd") && --depth <= 0)
-            return makes;
-        else if (in_words(v, i, comm_makers))
+        if (in_words(v, i, comm_makers))
             makes = 1;
         else if (in_words(v, i, rl_host_collectives))
             return 0;
     }
-    return 0;
+    return end < v->n && makes;
 }
 
 static int scan_group_call(ctx *c, scan_state *st, size_t i, const char *name)

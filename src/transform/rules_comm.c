@@ -165,7 +165,7 @@ int rl_choose_device_comm(ctx *c)
     size_t *counts = NULL;
     int rc = 0;
     for (size_t i = 0; i + 1 < v->n && rc == 0; i++) {
-        if (!in_words(v, i, rl_host_collectives) || !is(v, i + 1, "(") || rl_qualified(v, i))
+        if (!in_words(v, i, rl_host_collectives) || !rl_called_name(v, i))
             continue;
         args a;
         rl_call_args(v, i + 1, &a);

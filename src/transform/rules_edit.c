@@ -9,15 +9,11 @@
 static int deferred_call_line(const ctx *c)
 {
     const sview *v = &c->v;
-    int depth = 0;
-    for (size_t i = c->group_open; i < v->n; i++) {
-        if (!ident(v, i) || !is(v, i + 1, "(") || rl_qualified(v, i))
+    size_t end = rl_group_end(v, c->group_open);
+    for (size_t i = c->group_open + 1; i < end; i++) {
+        if (!rl_called_name(v, i))
             continue;
-        if (is(v, i, "ncclGroupStart"))
-            depth++;
-        else if (is(v, i, "ncclGroupEnd") && --depth <= 0)
-            return 0;
-        else if (is(v, i, "ncclSend") || is(v, i, "ncclRecv"))
+        if (is(v, i, "ncclSend") || is(v, i, "ncclRecv"))
             return rl_line_of(c, i);
         for (const p2p_collective *p = rl_p2p_collectives; p->name; p++)
             if (is(v, i, p->name))

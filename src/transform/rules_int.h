@@ -202,6 +202,12 @@ size_t rl_enclosing_function(const sview *v, size_t i);
 int rl_declares(const sview *v, size_t i);
 /* The first token declaring the name s[0..len), or n. */
 size_t rl_declaration_of(const sview *v, const char *s, size_t len);
+/* Whether token i names a function it calls (a name, then "(", not after
+ * ".", "->" or "::"). */
+int rl_called_name(const sview *v, size_t i);
+/* The ncclGroupEnd call closing the ncclGroupStart call at token open (groups
+ * nest), or n. */
+size_t rl_group_end(const sview *v, size_t open);
 /* Whether s is one of the NULL-terminated words l. */
 int rl_str_in(const char *const *l, const char *s);
 /* The last token at file scope at or before token i: the '{' opening the

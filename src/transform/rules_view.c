@@ -454,3 +454,22 @@ const p2p_collective *rl_p2p_collective_of(const char *name)
             return p;
     return NULL;
 }
+
+int rl_called_name(const sview *v, size_t i)
+{
+    return ident(v, i) && is(v, i + 1, "(") && !rl_qualified(v, i);
+}
+
+size_t rl_group_end(const sview *v, size_t open)
+{
+    int depth = 0;
+    for (size_t i = open; i < v->n; i++) {
+        if (!rl_called_name(v, i))
+            continue;
+        if (is(v, i, "ncclGroupStart"))
+            depth++;
+        else if (is(v, i, "ncclGroupEnd") && --depth <= 0)
+            return i;
+    }
+    return v->n;
+}
