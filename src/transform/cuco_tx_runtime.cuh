@@ -61,6 +61,14 @@
 // step of four, 64 KiB 33.7 against 35.9 us a step of one
 // (bench/results/2026-11-28-small-allreduce-h200x2.json).
 #define CUCO_AR_NCCL_UPTO 65536        // cuco:knob run 0 16384 65536 262144 1048576
+// CUCO_AG_NCCL_UPTO: the same for an all-gather of at most this many bytes
+// gathered (all ranks' blocks together; 0: none): NCCL's own ncclAllGather
+// on the gathered buffer's window. One gather a step between host
+// synchronisations (greedy decoding's logits): 64 KiB 65.9 against 67.7 us
+// a step, 256 KiB 104.3 against 107.5, 1 MiB 292.3 against 294.0
+// (bench/results/2026-11-28-small-allgather-h200x2.json); back to back the
+// LSA kernel wins at every size.
+#define CUCO_AG_NCCL_UPTO 262144       // cuco:knob run 0 65536 262144 1048576 4194304
 // CUCO_P2P_CE 1: those large sends and receives (none when
 // CUCO_P2P_NCCL_FROM is 0) stay on the device and the
 // copy engines carry them (no SM): the receiver posts where its buffer is
@@ -538,6 +546,11 @@ inline bool replayable_on_device(const void* p, size_t bytes, ncclComm_t comm, b
   return b && b->symm.comm == comm;
 }
 
+// v >= from, v <= upto, with the threshold a parameter: a knob's 0 written
+// into the comparison itself would be a "pointless comparison" warning.
+inline bool at_least(size_t v, size_t from) { return v >= from; }
+inline bool at_most(size_t v, size_t upto) { return v <= upto; }
+
 inline ncclResult_t all_gather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   size_t es = dtype_size(datatype);
@@ -554,6 +567,8 @@ inline ncclResult_t all_gather(const void* sendbuff, void* recvbuff, size_t send
   size_t outOff = (size_t)(static_cast<char*>(recvbuff) - static_cast<char*>(b->base));
   const char* src = static_cast<const char*>(sendbuff);
   if (src == static_cast<char*>(recvbuff) + (size_t)x->rank * bytes) src = nullptr;  // in place
+  if (x->nranks > 1 && CUCO_AG_NCCL_UPTO > 0 && at_most(bytes * x->nranks, (size_t)CUCO_AG_NCCL_UPTO))
+    return ::ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
   if (CUCO_COPY_ENGINE && !captured)
     CUCO_TX_TRY(cuco::all_gather_ce(b->symm, src, outOff, bytes, stream));
   else
@@ -630,11 +645,6 @@ inline ncclResult_t all_reduce_t(Buf* b, size_t inOff, size_t outOff, size_t n, 
   CUCO_TX_TRY(cuco::all_reduce<T>(b->symm, inOff, outOff, n, st, comm_launch()));
   return ncclSuccess;
 }
-
-// v >= from, v <= upto, with the threshold a parameter: a knob's 0 written
-// into the comparison itself would be a "pointless comparison" warning.
-inline bool at_least(size_t v, size_t from) { return v >= from; }
-inline bool at_most(size_t v, size_t upto) { return v <= upto; }
 
 // At least `bytes` of scratch for x's copy-engine all-reduces. A larger one
 // replaces it; the smaller ones stay allocated until comm_release (freeing

@@ -19,7 +19,7 @@ typedef struct api_reads {
 #define COLL_READS (CUCO_GLUE_READS_COLL | CUCO_GLUE_READS_KERNEL)
 
 static const api_reads api_table[] = {
-    {"ncclAllGather", COLL_READS | CUCO_GLUE_READS_CE_COLL},
+    {"ncclAllGather", COLL_READS | CUCO_GLUE_READS_CE_COLL | CUCO_GLUE_READS_AG_NCCL},
     {"ncclReduceScatter", COLL_READS},
     {"ncclAllReduce", COLL_READS | CUCO_GLUE_READS_STAGED | CUCO_GLUE_READS_CE_AR},
     {"ncclAlltoAll", P2P_READS | CUCO_GLUE_READS_CE_COLL},
@@ -49,6 +49,7 @@ static const knob_reads knob_table[] = {
     {"CUCO_STAGED_NCCL_FROM", CUCO_GLUE_READS_STAGED, 0},
     {"CUCO_AR_CE_FROM", CUCO_GLUE_READS_CE_AR, 0},
     {"CUCO_AR_NCCL_UPTO", CUCO_GLUE_READS_CE_AR, 0},
+    {"CUCO_AG_NCCL_UPTO", CUCO_GLUE_READS_AG_NCCL, 0},
 };
 
 unsigned cuco_glue_reads_of(const char *api, size_t len)

@@ -17,6 +17,7 @@ enum {
     CUCO_GLUE_READS_CE_COLL = 1u << 3, /* the copy engine of all-gather and all-to-all */
     CUCO_GLUE_READS_STAGED = 1u << 4,  /* the staged all-reduce's NCCL threshold */
     CUCO_GLUE_READS_CE_AR = 1u << 5,   /* the all-reduce's transport by size (copy engine, NCCL) */
+    CUCO_GLUE_READS_AG_NCCL = 1u << 6, /* the all-gather's NCCL threshold */
 };
 
 /* The bits of the NCCL call named api (0 for a name the glue does not

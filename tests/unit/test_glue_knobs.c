@@ -114,6 +114,7 @@ static void test_all_reduce_only(void **state)
     expect_all(r.program, p2p_knobs, 0);
     assert_true(declares(r.program, "CUCO_STAGED_NCCL_FROM"));
     assert_true(declares(r.program, "CUCO_AR_NCCL_UPTO")); /* small ones through NCCL */
+    assert_false(declares(r.program, "CUCO_AG_NCCL_UPTO")); /* no all-gather here */
     assert_false(declares(r.program, "CUCO_COPY_ENGINE"));
     assert_string_equal(condition_of(r.program, "CUCO_COMM_CTAS"), ""); /* no copy engine here */
     cuco_tx_result_free(&r);
@@ -133,6 +134,7 @@ static void test_gather_and_send(void **state)
     assert_true(declares(r.program, "CUCO_COPY_ENGINE"));
     assert_false(declares(r.program, "CUCO_STAGED_NCCL_FROM"));
     assert_false(declares(r.program, "CUCO_AR_NCCL_UPTO"));
+    assert_true(declares(r.program, "CUCO_AG_NCCL_UPTO"));
     /* only the all-gather reads the CTAs: moot under its copy engine; the
      * send kernel reads the threads too: no condition */
     assert_string_equal(condition_of(r.program, "CUCO_COMM_CTAS"), "CUCO_COPY_ENGINE=0");
