@@ -50,6 +50,7 @@ typedef struct scan {
 /* The calls that synchronise, that launch work, and that neither do. */
 extern const char *const scan_sync_calls[];
 extern const char *const scan_work_calls[];
+extern const char *const scan_indirect_launches[];
 extern const char *const scan_plain_calls[];
 
 /* ---- schedule_scan.c ---- */

@@ -154,10 +154,18 @@ const char *const scan_sync_calls[] = {"cudaStreamSynchronize",
                                        "cudaStreamAttachMemAsync",
                                        "cudaMemcpyPeer",
                                        NULL};
-const char *const scan_work_calls[] = {
-    "cudaMemcpyAsync",    "cudaMemsetAsync",  "cudaMemcpy2DAsync",
-    "cudaMemcpy3DAsync",  "cudaLaunchKernel", "cudaLaunchCooperativeKernel",
-    "cudaLaunchKernelEx", "cublasLtMatmul",   NULL};
+const char *const scan_work_calls[] = {"cudaMemcpyAsync",   "cudaMemsetAsync", "cudaMemcpy2DAsync",
+                                       "cudaMemcpy3DAsync", "cublasLtMatmul",  NULL};
+/* launches that take the kernel's arguments as an array of pointers: what
+ * they read is not in the text, so they count as reading every buffer */
+const char *const scan_indirect_launches[] = {"cudaLaunchKernel",
+                                              "cudaLaunchCooperativeKernel",
+                                              "cudaLaunchKernelEx",
+                                              "cudaLaunchKernelExC",
+                                              "cuLaunchKernel",
+                                              "cuLaunchKernelEx",
+                                              "cuLaunchCooperativeKernel",
+                                              NULL};
 /* host calls that touch no device buffer but their arguments */
 const char *const scan_plain_calls[] = {"printf",
                                         "fprintf",
@@ -346,6 +354,8 @@ static int classify_call(const sview *v, size_t i, size_t open, stmt *s)
         k = CUCO_SCHED_COMM;
     } else if (scan_call_in(v, i, scan_sync_calls)) {
         k = CUCO_SCHED_SYNC;
+    } else if (scan_call_in(v, i, scan_indirect_launches)) {
+        k = CUCO_SCHED_UNKNOWN; /* its arguments behind void **: any buffer */
     } else if (scan_call_in(v, i, scan_work_calls)) {
         k = CUCO_SCHED_WORK;
         if (is(v, i, "cudaMemcpyAsync") || is(v, i, "cudaMemsetAsync"))
@@ -413,10 +423,36 @@ void scan_fn_scope_free(fn_scope *f)
     cuco_strlist_free(&f->pointer_params);
 }
 
+/* Whether the function of f declares name as an arithmetic scalar ("size_t
+ * n", "const int rows = 4": such a type word right before the name), which
+ * no buffer can alias. */
+static int declared_scalar(const fn_scope *f, const sview *v, const char *name)
+{
+    static const char *const scalar_words[] = {
+        "int",      "long",    "short",    "char",    "unsigned", "signed",    "float",
+        "double",   "bool",    "size_t",   "ssize_t", "int8_t",   "uint8_t",   "int16_t",
+        "uint16_t", "int32_t", "uint32_t", "int64_t", "uint64_t", "ptrdiff_t", NULL};
+    size_t len = strlen(name);
+    for (size_t i = f->params + 1; i < f->body_end && i < v->n; i++)
+        if (ident(v, i) && tk(v, i)->len == len && !memcmp(v->src + tk(v, i)->off, name, len) &&
+            (is(v, i + 1, "=") || is(v, i + 1, ";") || is(v, i + 1, ",") || is(v, i + 1, ")")) &&
+            in_words(v, i - 1, scalar_words))
+            return 1;
+    return 0;
+}
+
 static int add_pairs(fn_scope *f, const sview *v, size_t lhs, const cuco_strlist *rhs)
 {
-    int rc = 0;
+    char *name = cuco_strndup(v->src + tk(v, lhs)->off, tk(v, lhs)->len);
+    if (!name)
+        return CUCO_ENOMEM;
+    int rc = 0, scalar = declared_scalar(f, v, name);
+    free(name);
+    if (scalar)
+        return 0;
     for (size_t k = 0; k < rhs->n && rc == 0; k++) {
+        if (declared_scalar(f, v, rhs->items[k]))
+            continue;
         rc = push_text(&f->alias_a, v, lhs);
         if (rc == 0)
             rc = cuco_strlist_push(&f->alias_b, rhs->items[k]);
@@ -424,19 +460,39 @@ static int add_pairs(fn_scope *f, const sview *v, size_t lhs, const cuco_strlist
     return rc;
 }
 
-/* The head of the name chain that ends right before '=' at eq (p.buf, L->x);
- * v->n for a store through a pointer or an element (*p = v, a[i] = v). */
+/* The token before the '[' that opens the subscripts ending right before
+ * at ("a[i][j]" -> a); at itself when none ends there. */
+static size_t before_subscripts(const sview *v, size_t at)
+{
+    while (at > 0 && is(v, at - 1, "]")) {
+        size_t k = at - 1;
+        int d = 0;
+        for (; k < v->n; k--) {
+            d += is(v, k, "]") - is(v, k, "[");
+            if (d == 0 || k == 0)
+                break;
+        }
+        if (d != 0 || !is(v, k, "["))
+            return at;
+        at = k;
+    }
+    return at;
+}
+
+/* The head of the name chain that ends right before '=' at eq (p.buf, L->x).
+ * A store through a pointer or into an element (*p = v, a[i] = v, and a
+ * table's initialiser, void *args[] = {&v}) makes the pointer or table hold
+ * v: its head too, so that what reads it later reads v. */
 static size_t lhs_head(const sview *v, size_t eq)
 {
-    size_t k = eq;
+    size_t k = before_subscripts(v, eq);
+    size_t end = k;
     while (k > 0 && (ident(v, k - 1) || is(v, k - 1, ".") || is(v, k - 1, "->"))) {
         k--;
         if (ident(v, k) && !(k > 0 && (is(v, k - 1, ".") || is(v, k - 1, "->"))))
             break;
     }
-    if (k == eq || !ident(v, k) || in_words(v, k, type_words))
-        return v->n;
-    if (k > 0 && is(v, k - 1, "*") && !(k > 1 && (ident(v, k - 2) || is(v, k - 2, ">"))))
+    if (k == end || !ident(v, k) || in_words(v, k, type_words))
         return v->n;
     return k;
 }

@@ -118,7 +118,8 @@ static size_t helper_callee(const sview *v, const stmt *st)
         size_t open = scan_call_open(v, i);
         if (open >= v->n || !is(v, open, "(") || is(v, i + 1, "<") ||
             scan_call_in(v, i, scan_sync_calls) || scan_call_in(v, i, scan_work_calls) ||
-            scan_call_in(v, i, scan_plain_calls) || scan_all_caps(v, i) || nccl_name(v, i) ||
+            scan_call_in(v, i, scan_indirect_launches) || scan_call_in(v, i, scan_plain_calls) ||
+            scan_all_caps(v, i) || nccl_name(v, i) ||
             (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::"))))
             continue;
         if (f < v->n)

@@ -348,6 +348,47 @@ static void test_scan_streams_and_calls(void **state)
     cuco_err_clear(&e);
 }
 
+/* consumers the text reaches only through a table of pointers: a launch
+ * that takes its arguments as void ** reads any buffer (the wait sits before
+ * it), and a table filled with the buffer (an initialiser, an element
+ * store) is the buffer for the calls that take it; a scalar in the same
+ * table (the count) joins no buffer, so the launches that take it stay
+ * independent */
+static void test_scan_tables_and_indirect_launches(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        "#include <nccl.h>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "void run_table(float **t);\n"
+        "static void f(float *x, float *y, float *a, size_t n, ncclComm_t c, cudaStream_t s)\n"
+        "{\n"
+        "    void *args[] = {&y, &n};\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    cudaLaunchKernel((const void *)k, dim3(1), dim3(32), args, 0, s);\n"
+        "    float *tab[2];\n"
+        "    tab[1] = y;\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    run_table(tab);\n"
+        "}\n"
+        "int main() { float *x, *y, *a; ncclComm_t c; cudaStream_t s;\n"
+        "    cudaMalloc(&x, 64); cudaMalloc(&y, 64); cudaMalloc(&a, 64);\n"
+        "    f(x, y, a, 16, c, s); return 0; }\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("p.cu", prog, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    assert_true(tx_has_schedule_note(&r.notes, 7,
+                                     "wait moved before the statement at line 10 (2 independent"));
+    assert_true(tx_has_schedule_note(&r.notes, 13,
+                                     "wait moved before the statement at line 15 (1 independent"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
 /* ---- random graphs against an independent oracle ---------------------- */
 
 #define RND_NAMES 8 /* buffer names n0..n7; n6 and n7 appear only as aliases */
@@ -512,6 +553,7 @@ int main(void)
         cmocka_unit_test(test_scan_params_alias),
         cmocka_unit_test(test_scan_not_applied),
         cmocka_unit_test(test_scan_streams_and_calls),
+        cmocka_unit_test(test_scan_tables_and_indirect_launches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
