@@ -260,7 +260,7 @@ inline ncclResult_t reduce_scatter(ProduceSite ps, const void* sendbuff, void* r
   ProduceRec* r = produce_taken(ps, "reduce-scatter", sendbuff, recvcount * es * n, true, comm);
   Comm* x = nullptr;
   Buf* b = nullptr;
-  bool ce = r && n > 1 && CUCO_PSPLIT_CE && (op == ncclSum || (op == ncclAvg && avg_type(datatype))) &&
+  bool ce = r && n > 1 && CUCO_PSPLIT_CE && device_reduces(op, datatype) &&
             comm_setup(comm) == ncclSuccess && (x = comm_find(comm)) &&
             window_of(sendbuff, recvcount * es * n, comm, &b) == ncclSuccess;
   if (r && !ce) CUCO_TX_TRACE("producer split(%d): the reduce-scatter runs whole (copy engines off or no window)\n", ps.site);

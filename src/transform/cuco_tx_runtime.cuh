@@ -586,6 +586,24 @@ __global__ void scale_kernel(T* p, size_t n, float f) {
 
 inline bool avg_type(ncclDataType_t t) { return t == ncclFloat32 || t == ncclFloat16 || t == ncclBfloat16; }
 
+// Whether the device reductions implement op on t: a sum of float, half,
+// bfloat16 or int32, or the average of a floating type. The rules keep
+// every other literal host NCCL; one they could not read (a data type or
+// operation passed in a variable) is checked here, and what the device does
+// not implement goes through NCCL's own call (reduced_by_nccl), said once.
+inline bool device_reduces(ncclRedOp_t op, ncclDataType_t t) {
+  bool typed = t == ncclFloat32 || t == ncclFloat16 || t == ncclBfloat16 || t == ncclInt32;
+  return typed && (op == ncclSum || (op == ncclAvg && avg_type(t)));
+}
+
+inline void reduced_by_nccl(const char* call, ncclRedOp_t op, ncclDataType_t t) {
+  static bool told = false;
+  if (!told)
+    fprintf(stderr, "cuco_tx: %s of data type %d with operation %d: not reduced on the device, NCCL's own call\n",
+            call, (int)t, (int)op);
+  told = true;
+}
+
 inline ncclResult_t scale_by_ranks(void* out, size_t n, ncclDataType_t t, ncclComm_t comm, cudaStream_t st) {
   int nranks = 0;
   if (ncclCommCount(comm, &nranks) != ncclSuccess || nranks < 1) return CUCO_TX_FAIL("avg: bad communicator");
@@ -625,9 +643,11 @@ inline ncclResult_t reduce_scatter(const void* sendbuff, void* recvbuff, size_t 
                                    cudaStream_t stream) {
   if (capturing(stream) && !replayable_on_device(sendbuff, recvcount * dtype_size(datatype), comm, true))
     return ::ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
-  if (op != ncclSum && !(op == ncclAvg && avg_type(datatype)))
-    return CUCO_TX_FAIL("reduce_scatter: only ncclSum (and ncclAvg of floating types) is implemented on the device");
   group_member(stream);
+  if (!device_reduces(op, datatype)) {
+    reduced_by_nccl("reduce_scatter", op, datatype);
+    return ::ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+  }
   size_t es = dtype_size(datatype);
   Comm* x = nullptr;
   if (!es || comm_setup(comm) != ncclSuccess || !(x = comm_find(comm))) return ncclInvalidUsage;
@@ -672,8 +692,11 @@ inline ncclResult_t all_reduce_ce_t(Comm* x, Buf* b, size_t off, size_t n, cudaS
 inline ncclResult_t all_reduce(const void* sendbuff, void* recvbuff, size_t count,
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream, bool copyEngine = false) {
-  if (op != ncclSum && !(op == ncclAvg && avg_type(datatype)))
-    return CUCO_TX_FAIL("all_reduce: only ncclSum (and ncclAvg of floating types) is implemented on the device");
+  if (!device_reduces(op, datatype)) {
+    group_member(stream);
+    reduced_by_nccl("all_reduce", op, datatype);
+    return ::ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  }
   size_t es = dtype_size(datatype);
   if (!es) return CUCO_TX_FAIL("all_reduce: unsupported data type");
   size_t bytes = count * es;

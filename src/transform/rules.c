@@ -145,6 +145,12 @@ static int check_reduce_args(ctx *c, const args *a, size_t i, const char *call, 
             break;
         }
     }
+    if (rc == 0 && dts.n == 0)
+        rc = cuco_tx_notes_add(&c->r->notes, rl_line_of(c, i), "rewrite",
+                               "%s: data type '%s' is not a literal, macro or constant: one the "
+                               "device does not reduce (any but float, half, bf16 and int32) goes "
+                               "through NCCL's own call at run time",
+                               call, dt_arg);
     if (rc == 0 && ops.n == 0 && !op_refused)
         rc = rl_keep_or_refuse(
             c, rl_line_of(c, i), group,

@@ -6,7 +6,8 @@
 # rows_independent, grouped_kept with collectives kept host NCCL inside an
 # NCCL group, decode_allreduce with small all-reduces, devices_per_thread
 # with its communicators made in an NCCL group, split_nocolor with a
-# subgroup some ranks are left out of): 'cuco transform' (no --no-verify)
+# subgroup some ranks are left out of, typed_reduce whose data types come
+# from a traits template): 'cuco transform' (no --no-verify)
 # builds the
 # transformed program with the manifest's nvcc command. Without a GPU the
 # outcome is exit 3, "built, not verified: no GPU", nothing registered; with
@@ -15,7 +16,7 @@ set -u
 source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
 setup transform-build nvcc
 for name in allreduce_loop rowpar_linear lt_tp_mlp rowpar_kernel seqpar_rs grouped_kept decode_allreduce \
-    devices_per_thread split_nocolor; do
+    devices_per_thread split_nocolor typed_reduce; do
     transform_bg "$CUCO_TEST_DATA/transform/$name"
     built "$name"
 done
@@ -79,4 +80,9 @@ check "seqpar_rs: the report names the schedule for the reduce-scatter" \
     "$TMP/seqpar_rs/gen_0/transform_report.md"
 check "seqpar_rs: builds with CUCO_PSPLIT_1=1" knob_built seqpar_rs CUCO_PSPLIT_1 1
 check "seqpar_rs: builds with CUCO_PSPLIT_CE=0" knob_built seqpar_rs CUCO_PSPLIT_CE 0
+# typed_reduce: its data types are not literals; the report says that a
+# type the device does not reduce goes through NCCL at run time
+check "typed_reduce: the report says how an unknown data type is reduced" \
+    grep -q "data type 'nccl_type<T>::value' is not a literal, macro or constant" \
+    "$TMP/typed_reduce/gen_0/transform_report.md"
 exit $fail
