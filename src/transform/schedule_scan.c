@@ -14,6 +14,7 @@
 #include "cuco/buf.h"
 #include "cuco/transform.h"
 #include "scan_int.h"
+#include "tx_common.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -392,6 +393,86 @@ static int binds_name(const sview *v, const stmt *s)
     return 0;
 }
 
+static int scan_listed_word(const char *w, const char *const *list)
+{
+    for (; *list; list++)
+        if (strcmp(*list, w) == 0)
+            return 1;
+    return 0;
+}
+
+/* The #define of the macro named like token i: its replacement text
+ * [*body, *end) and, for a function-like one, its parameter list [*params,
+ * *body); 0 when the file defines no such macro. */
+static int macro_text(const sview *v, size_t i, const char **params, const char **body,
+                      const char **end)
+{
+    const cuco_lex *lx = &v->lx;
+    const char *name = v->src + tk(v, i)->off;
+    size_t nl = tk(v, i)->len;
+    for (size_t k = 0; k < lx->ntoks; k++) {
+        const cuco_tok *t = &lx->toks[k];
+        if (t->kind != CUCO_TOK_PREPROC || t->dir_len != 6 ||
+            memcmp(lx->src + t->dir_off, "define", 6) != 0)
+            continue;
+        const char *q = lx->src + t->dir_off + 6, *e = lx->src + t->off + t->len;
+        while (q < e && (*q == ' ' || *q == '\t'))
+            q++;
+        if ((size_t)(e - q) < nl || memcmp(q, name, nl) != 0 ||
+            (q + nl < e && cuco_tx_ident_char(q[nl])))
+            continue;
+        q += nl;
+        *params = q;
+        if (q < e && *q == '(')
+            while (q < e && *q != ')')
+                q++;
+        *body = q < e && *q == ')' ? q + 1 : q;
+        *end = e;
+        return 1;
+    }
+    return 0;
+}
+
+/* The names a macro used at token i reaches besides its arguments (a macro
+ * `USE_Y` written `k<<<1, 32, 0, s>>>(y, n)` reads y): every identifier of
+ * its replacement that is not one of its parameters, a member, a call or a
+ * word of the language; and whether it launches a kernel. */
+static int macro_heads(const sview *v, size_t i, cuco_strlist *heads, int *launches)
+{
+    const char *params, *body, *end;
+    if (!scan_all_caps(v, i) || !macro_text(v, i, &params, &body, &end))
+        return 0;
+    for (const char *q = body; q < end;) {
+        if (!cuco_tx_ident_char(*q) || (*q >= '0' && *q <= '9')) {
+            *launches |= q + 3 <= end && memcmp(q, "<<<", 3) == 0;
+            q++;
+            continue;
+        }
+        const char *w = q;
+        while (q < end && cuco_tx_ident_char(*q))
+            q++;
+        const char *after = q;
+        while (after < end && (*after == ' ' || *after == '\t'))
+            after++;
+        int member = w > body && (w[-1] == '.' || (w[-1] == '>' && w - 1 > body && w[-2] == '-'));
+        char *word = cuco_strndup(w, (size_t)(q - w));
+        if (!word)
+            return CUCO_ENOMEM;
+        int param = 0;
+        for (const char *p = params; p + (q - w) <= body && !param; p++)
+            param = memcmp(p, w, (size_t)(q - w)) == 0 && !cuco_tx_ident_char(p[q - w]) &&
+                    (p == params || !cuco_tx_ident_char(p[-1]));
+        int rc = 0;
+        if (!member && !param && !(after < end && (*after == '(' || *after == '<')) &&
+            !scan_listed_word(word, type_words) && !scan_listed_word(word, sview_keywords))
+            rc = cuco_strlist_push(heads, word);
+        free(word);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
 int scan_stmt_classify(const sview *v, stmt *s)
 {
     int rc = 0;
@@ -407,6 +488,11 @@ int scan_stmt_classify(const sview *v, stmt *s)
             rc = classify_call(v, i, open, s);
         if (rc == 0 && is_head(v, i))
             rc = push_text(&s->heads, v, i);
+        int launches = 0;
+        if (rc == 0 && ident(v, i))
+            rc = macro_heads(v, i, &s->heads, &launches);
+        if (launches)
+            s->kind = stronger(s->kind, CUCO_SCHED_WORK);
     }
     if (rc == 0 && binds_name(v, s))
         cuco_strlist_free(&s->heads);
@@ -423,15 +509,40 @@ void scan_fn_scope_free(fn_scope *f)
     cuco_strlist_free(&f->pointer_params);
 }
 
-/* Whether the function of f declares name as an arithmetic scalar ("size_t
- * n", "const int rows = 4": such a type word right before the name), which
- * no buffer can alias. */
+/* Whether the function of f declares name as an arithmetic scalar or a
+ * handle ("size_t n", "const int rows = 4", "cudaStream_t s": such a type
+ * word right before the name), which no buffer can alias. */
 static int declared_scalar(const fn_scope *f, const sview *v, const char *name)
 {
-    static const char *const scalar_words[] = {
-        "int",      "long",    "short",    "char",    "unsigned", "signed",    "float",
-        "double",   "bool",    "size_t",   "ssize_t", "int8_t",   "uint8_t",   "int16_t",
-        "uint16_t", "int32_t", "uint32_t", "int64_t", "uint64_t", "ptrdiff_t", NULL};
+    static const char *const scalar_words[] = {"int",
+                                               "long",
+                                               "short",
+                                               "char",
+                                               "unsigned",
+                                               "signed",
+                                               "float",
+                                               "double",
+                                               "bool",
+                                               "size_t",
+                                               "ssize_t",
+                                               "int8_t",
+                                               "uint8_t",
+                                               "int16_t",
+                                               "uint16_t",
+                                               "int32_t",
+                                               "uint32_t",
+                                               "int64_t",
+                                               "uint64_t",
+                                               "ptrdiff_t",
+                                               "cudaStream_t",
+                                               "cudaEvent_t",
+                                               "ncclComm_t",
+                                               "cublasHandle_t",
+                                               "cublasLtHandle_t",
+                                               "dim3",
+                                               "ncclDataType_t",
+                                               "ncclRedOp_t",
+                                               NULL};
     size_t len = strlen(name);
     for (size_t i = f->params + 1; i < f->body_end && i < v->n; i++)
         if (ident(v, i) && tk(v, i)->len == len && !memcmp(v->src + tk(v, i)->off, name, len) &&
@@ -513,9 +624,18 @@ static int scan_aliases(fn_scope *f, const sview *v, size_t a, size_t b)
                 d -= is(v, e, ")") || is(v, e, "]") || is(v, e, "}");
                 e++;
             }
+            /* a lambda holds every name it mentions (its captures, its body) */
             if (lhs < v->n)
-                rc = is(v, i + 1, "{") ? scan_expr_heads(v, i + 2, close_of(v, i + 1), &rhs, 0)
-                                       : scan_expr_heads(v, i + 1, e, &rhs, 0);
+                rc = is(v, i + 1, "{")   ? scan_expr_heads(v, i + 2, close_of(v, i + 1), &rhs, 0)
+                     : is(v, i + 1, "[") ? scan_expr_heads(v, i + 1, e, &rhs, 1)
+                                         : scan_expr_heads(v, i + 1, e, &rhs, 0);
+        } else if (ident(v, i) && (is(v, i + 1, "(") || is(v, i + 1, "{")) && i > a &&
+                   (is(v, i - 1, ">") ||
+                    (ident(v, i - 1) && !in_words(v, i - 1, sview_keywords)))) {
+            /* a declaration with its initialiser in brackets:
+             * "thrust::device_ptr<float> p(y);", "std::vector<float *> v{x, y};" */
+            lhs = i;
+            rc = scan_expr_heads(v, i + 2, close_of(v, i + 1), &rhs, 0);
         } else if (is(v, i, "swap") && is(v, i + 1, "(") && ident(v, i + 2)) {
             lhs = i + 2;
             rc = scan_expr_heads(v, i + 3, close_of(v, i + 1), &rhs, 0);

@@ -5,7 +5,8 @@
 # collectives kept host NCCL beside a device one, kept_calls; a GEMM loop's
 # send made as produced, layer_send; a world communicator and pairs split
 # from it, split_tp_dp; greedy decoding's small all-gather of logits,
-# decode_logits): 'cuco transform' (no --no-verify) builds each
+# decode_logits; sums read through a lambda, a macro, thrust, an argument
+# table and a vector, hidden_consumers): 'cuco transform' (no --no-verify) builds each
 # transformed program with its manifest's nvcc command, two at a time
 # without a GPU. Without a GPU the outcome is exit 3, "built, not verified:
 # no GPU", nothing registered; with one it must build, run and verify.
@@ -13,11 +14,17 @@ set -u
 source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
 setup transform-build nvcc
 D=$CUCO_TEST_DATA/transform
-built_in_pairs "$D" graph_replay jacobi_halo kept_calls layer_send split_tp_dp decode_logits
+built_in_pairs "$D" graph_replay jacobi_halo kept_calls layer_send split_tp_dp decode_logits hidden_consumers
 check "kept_calls: the kept calls are marked in the built program" \
     grep -q "/\* cuco:kept \*/ ncclReduce(" "$TMP/kept_calls/gen_0/kept_calls.cu"
 # decode_logits: its gather of 128 KiB goes through NCCL on the window by
 # default (CUCO_AG_NCCL_UPTO), the device kernel when the knob is 0
 check "decode_logits: the all-gather's NCCL threshold is declared" \
     grep -q "^#define CUCO_AG_NCCL_UPTO 262144 " "$TMP/decode_logits/gen_0/decode_logits.cu"
+# hidden_consumers: each sum's wait sits right before its hidden reader
+hc=$TMP/hidden_consumers/gen_0/transform_report.md
+for at in "68:70" "73:75" "78:80" "83:85" "88:90"; do
+    check "hidden_consumers: the sum at line ${at%%:*} is waited for before line ${at#*:}" \
+        grep -q "ncclAllReduce at line ${at%%:*} issued on a side stream, wait moved before the statement at line ${at#*:} " "$hc"
+done
 exit $fail

@@ -389,6 +389,58 @@ static void test_scan_tables_and_indirect_launches(void **state)
     cuco_err_clear(&e);
 }
 
+/* consumers hidden from a plain reading of the statement: a lambda that
+ * captures the buffer, an object-like macro whose text launches on it, a
+ * wrapper declared with the buffer in brackets (thrust's device_ptr), a
+ * vector of buffers built in braces; the stream and the count inside them
+ * join no buffer, so the launch on `a` before each stays independent */
+static void test_scan_hidden_consumers(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        "#include <nccl.h>\n"
+        "#include <vector>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "void launch_all(std::vector<float *> &v, cudaStream_t s);\n"
+        "#define USE_Y k<<<1, 32, 0, s>>>(y, n)\n"
+        "static float f(float *x, float *y, float *a, size_t n, ncclComm_t c, cudaStream_t s)\n"
+        "{\n"
+        "    auto run = [&]() { k<<<1, 32, 0, s>>>(y, n); };\n"
+        "    thrust::device_ptr<float> p(y);\n"
+        "    std::vector<float *> bufs{x, y};\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    run();\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    USE_Y;\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    float r = thrust::reduce(p, p + n);\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    launch_all(bufs, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    return r;\n"
+        "}\n"
+        "int main() { float *x, *y, *a; ncclComm_t c; cudaStream_t s;\n"
+        "    cudaMalloc(&x, 64); cudaMalloc(&y, 64); cudaMalloc(&a, 64);\n"
+        "    f(x, y, a, 16, c, s); return 0; }\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("p.cu", prog, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    static const int call_line[] = {11, 14, 17, 20}, consumer_line[] = {13, 16, 19, 22};
+    for (int k = 0; k < 4; k++) {
+        char want[96];
+        snprintf(want, sizeof want, "wait moved before the statement at line %d (1 independent",
+                 consumer_line[k]);
+        assert_true(tx_has_schedule_note(&r.notes, call_line[k], want));
+    }
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
 /* ---- random graphs against an independent oracle ---------------------- */
 
 #define RND_NAMES 8 /* buffer names n0..n7; n6 and n7 appear only as aliases */
@@ -554,6 +606,7 @@ int main(void)
         cmocka_unit_test(test_scan_not_applied),
         cmocka_unit_test(test_scan_streams_and_calls),
         cmocka_unit_test(test_scan_tables_and_indirect_launches),
+        cmocka_unit_test(test_scan_hidden_consumers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
