@@ -51,6 +51,14 @@ typedef struct scan {
 extern const char *const scan_sync_calls[];
 extern const char *const scan_work_calls[];
 extern const char *const scan_indirect_launches[];
+
+/* ---- device_symbols.c ---- */
+/* Whether the kernel launched at token name (its name) may touch memory its
+ * arguments do not name: its body (or a function of the file it calls)
+ * names a file-scope __device__/__constant__/__managed__ variable, or it is
+ * defined elsewhere while the file has such variables or hands addresses to
+ * symbols (cudaMemcpyToSymbol, cudaGetSymbolAddress). */
+int scan_launch_reaches_symbols(const sview *v, size_t name);
 extern const char *const scan_plain_calls[];
 
 /* ---- schedule_scan.c ---- */

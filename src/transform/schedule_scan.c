@@ -347,7 +347,7 @@ static int classify_call(const sview *v, size_t i, size_t open, stmt *s)
     const char *name = v->src + t->off;
     int qualified_tx = i >= 2 && is(v, i - 1, "::") && is(v, i - 2, "cuco_tx");
     if (is(v, open, "<<<")) {
-        k = CUCO_SCHED_WORK;
+        k = scan_launch_reaches_symbols(v, i) ? CUCO_SCHED_UNKNOWN : CUCO_SCHED_WORK;
         stream = scan_arg_text(v, open, 3, 0);
         if (!stream)
             stream = cuco_strdup("0");

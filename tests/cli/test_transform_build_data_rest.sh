@@ -6,7 +6,7 @@
 # send made as produced, layer_send; a world communicator and pairs split
 # from it, split_tp_dp; greedy decoding's small all-gather of logits,
 # decode_logits; sums read through a lambda, a macro, thrust, an argument
-# table and a vector, hidden_consumers): 'cuco transform' (no --no-verify) builds each
+# table, a vector and a __device__ pointer, hidden_consumers): 'cuco transform' (no --no-verify) builds each
 # transformed program with its manifest's nvcc command, two at a time
 # without a GPU. Without a GPU the outcome is exit 3, "built, not verified:
 # no GPU", nothing registered; with one it must build, run and verify.
@@ -23,7 +23,7 @@ check "decode_logits: the all-gather's NCCL threshold is declared" \
     grep -q "^#define CUCO_AG_NCCL_UPTO 262144 " "$TMP/decode_logits/gen_0/decode_logits.cu"
 # hidden_consumers: each sum's wait sits right before its hidden reader
 hc=$TMP/hidden_consumers/gen_0/transform_report.md
-for at in "68:70" "73:75" "78:80" "83:85" "88:90"; do
+for at in "79:81" "84:86" "89:91" "94:96" "99:101" "105:107"; do
     check "hidden_consumers: the sum at line ${at%%:*} is waited for before line ${at#*:}" \
         grep -q "ncclAllReduce at line ${at%%:*} issued on a side stream, wait moved before the statement at line ${at#*:} " "$hc"
 done

@@ -441,6 +441,53 @@ static void test_scan_hidden_consumers(void **state)
     cuco_err_clear(&e);
 }
 
+/* kernels that reach memory no argument names: one whose body reads a
+ * __device__ pointer, one that reads a __constant__ one through a helper,
+ * one defined in another file of a program that sets symbols; a kernel
+ * that names no symbol stays independent work */
+static void test_scan_device_symbols(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        "#include <nccl.h>\n"
+        "__device__ float *d_sum;\n"
+        "__constant__ float *c_sum;\n"
+        "__global__ void k(float *a, size_t n) { a[0] = 1; }\n"
+        "__device__ float first() { return c_sum[0]; }\n"
+        "__global__ void read_symbol(size_t n) { if (d_sum[0] != 1.0f) __trap(); }\n"
+        "__global__ void read_const(size_t n) { if (first() != 1.0f) __trap(); }\n"
+        "extern __global__ void elsewhere(size_t n);\n"
+        "static void f(float *x, float *y, float *a, size_t n, ncclComm_t c, cudaStream_t s)\n"
+        "{\n"
+        "    cudaMemcpyToSymbol(d_sum, &y, sizeof(y));\n"
+        "    cudaMemcpyToSymbol(c_sum, &y, sizeof(y));\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    read_symbol<<<1, 1, 0, s>>>(n);\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    read_const<<<1, 1, 0, s>>>(n);\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    elsewhere<<<1, 1, 0, s>>>(n);\n"
+        "}\n"
+        "int main() { float *x, *y, *a; ncclComm_t c; cudaStream_t s;\n"
+        "    cudaMalloc(&x, 64); cudaMalloc(&y, 64); cudaMalloc(&a, 64);\n"
+        "    f(x, y, a, 16, c, s); return 0; }\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("p.cu", prog, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    for (int line = 13; line <= 19; line += 3) {
+        char want[96];
+        snprintf(want, sizeof want, "wait moved before the statement at line %d (1 independent",
+                 line + 2);
+        assert_true(tx_has_schedule_note(&r.notes, line, want));
+    }
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
 /* ---- random graphs against an independent oracle ---------------------- */
 
 #define RND_NAMES 8 /* buffer names n0..n7; n6 and n7 appear only as aliases */
@@ -607,6 +654,7 @@ int main(void)
         cmocka_unit_test(test_scan_streams_and_calls),
         cmocka_unit_test(test_scan_tables_and_indirect_launches),
         cmocka_unit_test(test_scan_hidden_consumers),
+        cmocka_unit_test(test_scan_device_symbols),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,8 +2,9 @@
 // buffer are hidden from a plain reading of the statement that makes them:
 // a lambda that captures it, an object-like macro whose text launches on
 // it, thrust through a device_ptr declared before the sum, a kernel
-// launched with cudaLaunchKernel and an argument table, and a helper that
-// takes a vector of buffers. Between each sum and its reader an unrelated
+// launched with cudaLaunchKernel and an argument table, a helper that
+// takes a vector of buffers, and a kernel that reads it through a
+// __device__ pointer set with cudaMemcpyToSymbol. Between each sum and its reader an unrelated
 // kernel runs, which a scheduler may overlap with the sum; each reader must
 // still see the finished sum. Prints `Verification: PASS` when every reader
 // saw it, then CUCO_RESULT with one step.
@@ -34,6 +35,16 @@ __global__ void check(const float *x, size_t n, float want, unsigned *bad)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         if (x[i] != want)
+            atomicAdd(bad, 1u);
+}
+
+// the summed buffer, for the kernel that takes no pointer
+__device__ const float *g_sum;
+
+__global__ void check_through_symbol(size_t n, float want, unsigned *bad)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        if (g_sum[i] != want)
             atomicAdd(bad, 1u);
 }
 
@@ -89,6 +100,11 @@ static void step(float *x, float *sum, float *z, size_t n, int rank, int nranks,
     busy<<<256, 256, 0, s>>>(z, n);
     float total = thrust::reduce(thrust::cuda::par.on(s), sum_ptr, sum_ptr + n);
     *host_bad += total != want * (float)n;
+
+    fill<<<256, 256, 0, s>>>(sum, n, 0.0f);
+    NC(ncclAllReduce(x, sum, n, ncclFloat, ncclSum, comm, s));
+    busy<<<256, 256, 0, s>>>(z, n);
+    check_through_symbol<<<256, 256, 0, s>>>(n, want, bad);
 }
 
 int main(int argc, char **argv)
@@ -118,6 +134,7 @@ int main(int argc, char **argv)
     CU(cudaMalloc(&bad, sizeof(unsigned)));
     CU(cudaMemset(z, 0, n * sizeof(float)));
     CU(cudaMemset(bad, 0, sizeof(unsigned)));
+    CU(cudaMemcpyToSymbol(g_sum, &sum, sizeof sum));
     long host_bad = 0;
     step(x, sum, z, n, rank, nranks, bad, &host_bad, comm, s);
     CU(cudaStreamSynchronize(s));

@@ -1,0 +1,111 @@
+/* device_symbols.c: whether a kernel launch can reach memory that its
+ * arguments do not name. A kernel may read or write a file-scope
+ * __device__, __constant__ or __managed__ variable (a buffer of its own, or
+ * a pointer the host set with cudaMemcpyToSymbol); its launch then touches
+ * buffers no argument shows, and the schedules must treat it as reaching
+ * every buffer (scan_int.h: scan_launch_reaches_symbols). */
+#include <string.h>
+
+#include "scan_int.h"
+
+static int device_space_word(const sview *v, size_t i)
+{
+    return is(v, i, "__device__") || is(v, i, "__constant__") || is(v, i, "__managed__");
+}
+
+/* Whether file-scope token i is a device variable's name: a declaration
+ * after __device__ (or its kin) that ends at ';', '=' or '[' with no '('
+ * before (a function). */
+static int is_symbol_name(const sview *v, size_t i)
+{
+    if (!ident(v, i) || v->scope[i] != 0 ||
+        !(is(v, i + 1, ";") || is(v, i + 1, "=") || is(v, i + 1, "[") || is(v, i + 1, ",")))
+        return 0;
+    for (size_t k = i; k-- > 0;) {
+        if (is(v, k, ";") || is(v, k, "}") || is(v, k, "{") || is(v, k, "(") || is(v, k, ")"))
+            return 0;
+        if (device_space_word(v, k))
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether the body [a, b) names one of the file's device variables (the
+ * tokens syms[0..n) that declare them). */
+static int body_names_symbol(const sview *v, size_t a, size_t b, const size_t *syms, size_t n)
+{
+    for (size_t i = a; i < b; i++) {
+        if (!ident(v, i) || (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->"))))
+            continue;
+        for (size_t k = 0; k < n; k++)
+            if (same_tok(v, syms[k], i))
+                return 1;
+    }
+    return 0;
+}
+
+/* The '{' of the definition of the function named like token f; v->n when
+ * the file only declares it (or not at all). */
+static size_t definition_body(const sview *v, size_t f)
+{
+    for (size_t k = 0; k + 1 < v->n; k++) {
+        if (k == f || !same_tok(v, k, f) || !is(v, k + 1, "(") || v->scope[k] != 0)
+            continue;
+        size_t close = close_of(v, k + 1);
+        size_t body = close + 1;
+        while (body < v->n && !is(v, body, "{") && !is(v, body, ";") && !is(v, body, "("))
+            body++; /* qualifiers, __launch_bounds__ (...) stops here */
+        if (body < v->n && is(v, body, "{"))
+            return body;
+    }
+    return v->n;
+}
+
+/* Whether the file has device variables, or hands addresses to symbols. */
+static int file_uses_symbols(const sview *v)
+{
+    for (size_t i = 0; i < v->n; i++)
+        if (device_space_word(v, i) && v->scope[i] == 0) {
+            size_t k = i + 1;
+            while (k < v->n && !is(v, k, ";") && !is(v, k, "(") && !is(v, k, "{"))
+                k++;
+            if (k < v->n && is(v, k, ";"))
+                return 1;
+        } else if (is(v, i, "cudaMemcpyToSymbol") || is(v, i, "cudaMemcpyToSymbolAsync") ||
+                   is(v, i, "cudaGetSymbolAddress")) {
+            return 1;
+        }
+    return 0;
+}
+
+enum { MAX_SYMBOLS = 256 };
+
+int scan_launch_reaches_symbols(const sview *v, size_t name)
+{
+    if (!file_uses_symbols(v))
+        return 0;
+    size_t body = definition_body(v, name);
+    if (body >= v->n)
+        return 1; /* defined elsewhere: it may read them */
+    size_t syms[MAX_SYMBOLS], n = 0;
+    for (size_t i = 0; i < v->n; i++)
+        if (is_symbol_name(v, i)) {
+            if (n == MAX_SYMBOLS)
+                return 1; /* more than the list holds: assume the worst */
+            syms[n++] = i;
+        }
+    size_t end = close_of(v, body);
+    if (body_names_symbol(v, body + 1, end, syms, n))
+        return 1;
+    /* one level down: the file's functions that the kernel calls */
+    for (size_t i = body + 1; i + 1 < end; i++) {
+        if (!ident(v, i) || !is(v, i + 1, "(") ||
+            (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->"))))
+            continue;
+        size_t callee = definition_body(v, i);
+        if (callee < v->n && callee != body &&
+            body_names_symbol(v, callee + 1, close_of(v, callee), syms, n))
+            return 1;
+    }
+    return 0;
+}
