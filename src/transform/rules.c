@@ -253,18 +253,25 @@ static int scan_group_call(ctx *c, scan_state *st, size_t i, const char *name)
         st->group = ++st->next_group;
         c->group_open = i;
         st->nccl_group = group_makes_comms_only(&c->v, i);
+        st->kept_group = c->p2p_host && rl_group_p2p_line(c, i);
         if (st->nccl_group)
             return cuco_tx_notes_add(&c->r->notes, t->line, "setup",
                                      "ncclGroupStart: the group makes communicators and "
                                      "communicates nothing, so it stays NCCL's own group");
+        if (st->kept_group)
+            return cuco_tx_notes_add(&c->r->notes, t->line, "kept",
+                                     "ncclGroupStart: the group holds point-to-point calls, "
+                                     "which all stay host NCCL (see line %d): it stays NCCL's "
+                                     "own group, every call in it host NCCL",
+                                     c->p2p_host);
     } else if (!start && st->group_depth > 0 && --st->group_depth == 0) {
         st->group = 0;
-        if (st->nccl_group) {
-            st->nccl_group = 0;
+        if (st->nccl_group || st->kept_group) {
+            st->nccl_group = st->kept_group = 0;
             return 0;
         }
     }
-    if (st->nccl_group)
+    if (st->nccl_group || st->kept_group)
         return 0;
     if (!rl_editable(c, i, name))
         return 0;
@@ -383,6 +390,13 @@ static int scan_p2p_call(ctx *c, scan_state *st, size_t i, const char *name)
     }
     if (!rl_editable(c, i, name))
         return 0;
+    if (c->p2p_host) {
+        int rc = cuco_tx_notes_add(&c->r->notes, tk(v, i)->line, "kept",
+                                   "%s: every point-to-point call stays host NCCL, so that both "
+                                   "ends of each transfer take the same path (see line %d)",
+                                   name, c->p2p_host);
+        return rc == 0 ? rl_keep_call(c, i, 0) : rc;
+    }
     p2p_call *grown = realloc(st->p2p, (st->np2p + 1) * sizeof(*grown));
     if (!grown)
         return CUCO_ENOMEM;
@@ -405,6 +419,14 @@ static int scan_one(ctx *c, scan_state *st, size_t i, const char *name, int call
                              name, NULL);
         return rl_keep_or_refuse(c, t->line, 0, "%s is used but not called (a function pointer?)%s",
                                  name, NULL);
+    }
+    if (called && st->kept_group && in_words(v, i, rl_host_collectives)) {
+        if (!rl_editable(c, i, name))
+            return 0;
+        int rc = cuco_tx_notes_add(&c->r->notes, t->line, "kept",
+                                   "%s: inside the NCCL group that stays NCCL's own (line %d)",
+                                   name, rl_line_of(c, c->group_open));
+        return rc == 0 ? rl_keep_call(c, i, 0) : rc;
     }
     if (in_words(v, i, unsupported_calls)) {
         if (!called || !rl_editable(c, i, name))
@@ -556,8 +578,12 @@ static int rank_branch_notes(ctx *c, cuco_err *e)
     return rc;
 }
 
-int cuco_transform_rules_declared(const char *file_name, const char *text, const cuco_semantic *sem,
-                                  size_t n_sem, cuco_tx_result *r, cuco_err *e)
+/* One pass of the rules; p2p_host: the line of a group that keeps every
+ * point-to-point call host NCCL (0: none). *p2p_group_refused: the line of
+ * the first group whose kept call refused the program (0: none). */
+static int run_rules(const char *file_name, const char *text, const cuco_semantic *sem,
+                     size_t n_sem, int p2p_host, int *p2p_group_refused, cuco_tx_result *r,
+                     cuco_err *e)
 {
     memset(r, 0, sizeof(*r));
     ctx c;
@@ -566,6 +592,7 @@ int cuco_transform_rules_declared(const char *file_name, const char *text, const
     c.r = r;
     c.sem = sem;
     c.n_sem = n_sem;
+    c.p2p_host = p2p_host;
     int rc = cuco_program_blocks(text, &c.blocks, &c.nblocks, e);
     if (rc != 0) {
         if (!e->file)
@@ -605,6 +632,7 @@ int cuco_transform_rules_declared(const char *file_name, const char *text, const
         cuco_err_set(e, rc, "out of memory");
     else if (rc == CUCO_EINVAL && !e->code)
         cuco_err_set(e, rc, "the cuco_tx glue is not embedded in this build");
+    *p2p_group_refused = c.p2p_group_refused;
     sview_close(&c.v);
     for (size_t i = 0; i < c.nedits; i++)
         free(c.edits[i].text);
@@ -621,5 +649,52 @@ int cuco_transform_rules_declared(const char *file_name, const char *text, const
     free(c.sched_group);
     free(c.split_gemms);
     cuco_buf_free(&c.knobs);
+    return rc;
+}
+
+/* The first pass's reason for refusing the group at line, up to its "; inside". */
+static char *group_refusal(const cuco_tx_result *r, int line)
+{
+    for (size_t i = 0; i < r->notes.n; i++) {
+        const cuco_tx_note *n = &r->notes.items[i];
+        const char *cut = strstr(n->text, "; inside ncclGroupStart/ncclGroupEnd");
+        if (strcmp(n->kind, "refused") == 0 && cut && n->line >= line)
+            return cuco_strndup(n->text, (size_t)(cut - n->text));
+    }
+    return cuco_strdup("a call the device does not implement");
+}
+
+/* A group that holds point-to-point calls and a call the device does not
+ * implement cannot be split between NCCL and the device (the group's
+ * point-to-point calls run at its end on the device): a second pass keeps
+ * that group, and every point-to-point call of the program (both ends of a
+ * transfer must take one path), host NCCL; the rest goes to the device. */
+int cuco_transform_rules_declared(const char *file_name, const char *text, const cuco_semantic *sem,
+                                  size_t n_sem, cuco_tx_result *r, cuco_err *e)
+{
+    int group_line = 0, again = 0;
+    int rc = run_rules(file_name, text, sem, n_sem, 0, &group_line, r, e);
+    if (rc != 0 || !r->refused || !group_line)
+        return rc;
+    char *why = group_refusal(r, group_line);
+    cuco_tx_result first = *r;
+    rc = why ? run_rules(file_name, text, sem, n_sem, group_line, &again, r, e) : CUCO_ENOMEM;
+    if (rc == 0 && !r->refused)
+        rc = cuco_tx_notes_add(&r->notes, group_line, "kept",
+                               "%s, in this NCCL group beside point-to-point calls: the group "
+                               "stays NCCL's own, and every point-to-point call of the program "
+                               "host NCCL",
+                               why);
+    if (rc == 0 && !r->refused) {
+        cuco_tx_result_free(&first);
+    } else {
+        if (rc == 0)
+            cuco_tx_result_free(r);
+        else
+            cuco_tx_result_free(&first);
+        if (rc == 0)
+            *r = first;
+    }
+    free(why);
     return rc;
 }

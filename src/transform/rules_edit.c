@@ -6,11 +6,11 @@
 /* The line of the first point-to-point call (or collective made of them:
  * the device defers both to the group's end) in the group opened at
  * c->group_open, or 0. */
-static int deferred_call_line(const ctx *c)
+int rl_group_p2p_line(const ctx *c, size_t open)
 {
     const sview *v = &c->v;
-    size_t end = rl_group_end(v, c->group_open);
-    for (size_t i = c->group_open + 1; i < end; i++) {
+    size_t end = rl_group_end(v, open);
+    for (size_t i = open + 1; i < end; i++) {
         if (!rl_called_name(v, i))
             continue;
         if (is(v, i, "ncclSend") || is(v, i, "ncclRecv"))
@@ -33,9 +33,11 @@ int rl_keep_or_refuse(ctx *c, int line, int in_group, const char *fmt, const cha
     char *why = cuco_sprintf(fmt, a ? a : "", b ? b : "");
     if (!why)
         return CUCO_ENOMEM;
-    int rc, deferred = in_group ? deferred_call_line(c) : 0;
+    int rc, deferred = in_group ? rl_group_p2p_line(c, c->group_open) : 0;
     if (deferred) {
         c->r->refused = 1;
+        if (!c->p2p_group_refused)
+            c->p2p_group_refused = rl_line_of(c, c->group_open);
         rc = cuco_tx_notes_add(&c->r->notes, line, "refused",
                                "%s; inside ncclGroupStart/ncclGroupEnd with the point-to-point "
                                "call of line %d, which runs at the group's end on the device, it "

@@ -96,6 +96,9 @@ typedef struct ctx {
     char *device_comm;  /* with calls on several communicators, the one the device calls
                          * use (the others' collectives stay host NCCL); NULL: one or none */
     size_t group_open;  /* the outermost ncclGroupStart of the group being scanned */
+    int p2p_group_refused; /* a call had to stay host NCCL in a group with point-to-point */
+    int p2p_host;          /* that group's line: every point-to-point call, and every group holding
+                            * one, stays host NCCL (0: they go to the device) */
 } ctx;
 
 static inline int rl_line_of(const ctx *c, size_t i)
@@ -131,6 +134,7 @@ typedef struct p2p_call {
 typedef struct scan_state {
     int group, group_depth, next_group;
     int nccl_group; /* the open group makes communicators only: NCCL's own */
+    int kept_group; /* the open group holds point-to-point under p2p_host: NCCL's own, whole */
     p2p_call *p2p;
     size_t np2p;
 } scan_state;
@@ -167,6 +171,9 @@ int rl_has_group_calls(const sview *v);
  * name, not the NCCL function's). */
 int rl_qualified(const sview *v, size_t i);
 int rl_is_p2p_name(const char *name);
+/* The line of the first point-to-point call (or call built from them) in
+ * the group opened at token open; 0: none. */
+int rl_group_p2p_line(const ctx *c, size_t open);
 /* Keywords and specifiers that may stand before a call or a '(' without
  * making it a declaration or a definition. */
 int rl_is_keyword(const sview *v, size_t i);

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# test_transform_build_data_p2p.sh: the send/recv and all-to-all programs of tests/data/transform: 'cuco transform' (no --no-verify) builds the
+# test_transform_build_data_p2p.sh: the send/recv and all-to-all programs of
+# tests/data/transform (ring_flag_group: a group of point-to-point calls and
+# a max that stays NCCL's own): 'cuco transform' (no --no-verify) builds the
 # transformed program with the manifest's nvcc command. Without a GPU the
 # outcome is exit 3, "built, not verified: no GPU", nothing registered; with
 # one it must build, run and verify (exit 0, registered with status ok).
 set -u
 source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
 setup transform-build nvcc
-for name in sendrecv_pair alltoall_group broadcast stage_handoff; do
+for name in sendrecv_pair alltoall_group broadcast stage_handoff ring_flag_group; do
     transform_bg "$CUCO_TEST_DATA/transform/$name"
     built "$name"
 done
@@ -33,4 +35,10 @@ check "stage_handoff: its one communicator, made in main, registers windows as a
 check "sendrecv_pair: a communicator made by a helper main calls once does too" \
     grep -q '^#define CUCO_TX_ONE_COMM 1' "$TMP/sendrecv_pair/gen_0/sendrecv_pair.cu"
 check "stage_handoff: builds with CUCO_SPLIT_1=0" knob_built stage_handoff CUCO_SPLIT_1 0
+# ring_flag_group: its group stays NCCL's own with every call in it; the
+# gradient sum after it goes to the device
+rf=$TMP/ring_flag_group/gen_0/ring_flag_group.cu
+check "ring_flag_group: the group's calls stay host NCCL" \
+    bash -c "grep -q '^    NC(ncclGroupStart());' '$rf' && grep -q '/\* cuco:kept \*/ ncclSend(r.block' '$rf'"
+check "ring_flag_group: the gradient sum goes to the device" grep -q "cuco_tx::all_reduce(r.grad, r.grad" "$rf"
 exit $fail

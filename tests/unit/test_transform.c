@@ -143,6 +143,43 @@ static void test_refusals(void **state)
     }
 }
 
+/* A group that holds point-to-point calls and a call the device does not
+ * implement stays NCCL's own, whole; every point-to-point call of the
+ * program then stays host NCCL (a send and its receive take one path),
+ * and the other collectives go to the device. */
+static void test_kept_p2p_group(void **state)
+{
+    (void)state;
+    const char *src = "#include <nccl.h>\n"
+                      "void f(float *x, float *y, float *m, int peer, ncclComm_t c, cudaStream_t s) {\n"
+                      "  ncclGroupStart();\n"
+                      "  ncclAllReduce(m, m, 1, ncclFloat, ncclMax, c, s);\n"
+                      "  ncclSend(x, 4, ncclFloat, peer, c, s);\n"
+                      "  ncclRecv(y, 4, ncclFloat, peer, c, s);\n"
+                      "  ncclGroupEnd();\n"
+                      "  ncclSend(y, 4, ncclFloat, peer, c, s);\n"
+                      "  ncclAllReduce(x, x, 4, ncclFloat, ncclSum, c, s);\n"
+                      "}\n"
+                      "int main() { float *x, *y, *m; ncclComm_t c; cudaStream_t s;\n"
+                      "  cudaMalloc(&x, 64); cudaMalloc(&y, 64); cudaMalloc(&m, 64);\n"
+                      "  f(x, y, m, 1, c, s); return 0; }\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("g.cu", src, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    assert_true(tx_has_note(&r.notes, "kept", 3, "it stays NCCL's own group"));
+    assert_true(tx_has_note(&r.notes, "kept", 3, "reduction 'ncclMax'"));
+    assert_true(tx_has_note(&r.notes, "kept", 5, "inside the NCCL group"));
+    assert_true(tx_has_note(&r.notes, "kept", 8, "every point-to-point call stays host NCCL"));
+    assert_true(tx_has_note(&r.notes, "rewrite", 9, "cuco_tx::all_reduce"));
+    assert_non_null(strstr(r.program, "  ncclGroupStart();\n"));
+    assert_non_null(strstr(r.program, "/* cuco:kept */ ncclRecv(y, 4"));
+    assert_non_null(strstr(r.program, "/* cuco:kept */ ncclSend(y, 4"));
+    assert_null(strstr(r.program, "cuco_tx::group_start()"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
 /* Collectives the device path cannot take (ncclReduce, a reduction other
  * than a sum, a call through a pointer, a call in a macro's body, a buffer
  * that cannot be a window) stay host NCCL: each has a "kept" note at its line and the
@@ -1179,6 +1216,7 @@ int main(void)
         cmocka_unit_test(test_wraps_program_without_blocks),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_kept_calls),
+        cmocka_unit_test(test_kept_p2p_group),
         cmocka_unit_test(test_kept_in_group),
         cmocka_unit_test(test_several_comms),
         cmocka_unit_test(test_macro_names),
