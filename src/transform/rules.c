@@ -578,12 +578,17 @@ static int rank_branch_notes(ctx *c, cuco_err *e)
     return rc;
 }
 
-/* One pass of the rules; p2p_host: the line of a group that keeps every
- * point-to-point call host NCCL (0: none). *p2p_group_refused: the line of
- * the first group whose kept call refused the program (0: none). */
+/* Why a pass would keep every point-to-point call host NCCL: the line of
+ * the first group whose kept call refused the program, or of the second
+ * communicator when sends and receives sit beside collectives on several. */
+typedef struct p2p_retry {
+    int group_line, comms_line;
+} p2p_retry;
+
+/* One pass of the rules; p2p_host: the line that keeps every
+ * point-to-point call host NCCL (0: none); *retry: what refused it. */
 static int run_rules(const char *file_name, const char *text, const cuco_semantic *sem,
-                     size_t n_sem, int p2p_host, int *p2p_group_refused, cuco_tx_result *r,
-                     cuco_err *e)
+                     size_t n_sem, int p2p_host, p2p_retry *retry, cuco_tx_result *r, cuco_err *e)
 {
     memset(r, 0, sizeof(*r));
     ctx c;
@@ -632,7 +637,8 @@ static int run_rules(const char *file_name, const char *text, const cuco_semanti
         cuco_err_set(e, rc, "out of memory");
     else if (rc == CUCO_EINVAL && !e->code)
         cuco_err_set(e, rc, "the cuco_tx glue is not embedded in this build");
-    *p2p_group_refused = c.p2p_group_refused;
+    retry->group_line = c.p2p_group_refused;
+    retry->comms_line = c.p2p_comms_refused;
     sview_close(&c.v);
     for (size_t i = 0; i < c.nedits; i++)
         free(c.edits[i].text);
@@ -666,25 +672,33 @@ static char *group_refusal(const cuco_tx_result *r, int line)
 
 /* A group that holds point-to-point calls and a call the device does not
  * implement cannot be split between NCCL and the device (the group's
- * point-to-point calls run at its end on the device): a second pass keeps
- * that group, and every point-to-point call of the program (both ends of a
- * transfer must take one path), host NCCL; the rest goes to the device. */
+ * point-to-point calls run at its end on the device), nor can sends and
+ * receives go to the device beside collectives on another communicator:
+ * then a second pass keeps every point-to-point call of the program (both
+ * ends of a transfer must take one path) and every group holding one host
+ * NCCL, NCCL's own groups; the rest goes to the device. */
 int cuco_transform_rules_declared(const char *file_name, const char *text, const cuco_semantic *sem,
                                   size_t n_sem, cuco_tx_result *r, cuco_err *e)
 {
-    int group_line = 0, again = 0;
-    int rc = run_rules(file_name, text, sem, n_sem, 0, &group_line, r, e);
-    if (rc != 0 || !r->refused || !group_line)
+    p2p_retry retry = {0, 0}, again = {0, 0};
+    int rc = run_rules(file_name, text, sem, n_sem, 0, &retry, r, e);
+    int line = retry.group_line ? retry.group_line : retry.comms_line;
+    if (rc != 0 || !r->refused || !line)
         return rc;
-    char *why = group_refusal(r, group_line);
+    char *why = retry.group_line
+                    ? group_refusal(r, line)
+                    : cuco_strdup("sends and receives beside collectives on several communicators");
     cuco_tx_result first = *r;
-    rc = why ? run_rules(file_name, text, sem, n_sem, group_line, &again, r, e) : CUCO_ENOMEM;
+    rc = why ? run_rules(file_name, text, sem, n_sem, line, &again, r, e) : CUCO_ENOMEM;
     if (rc == 0 && !r->refused)
-        rc = cuco_tx_notes_add(&r->notes, group_line, "kept",
-                               "%s, in this NCCL group beside point-to-point calls: the group "
-                               "stays NCCL's own, and every point-to-point call of the program "
-                               "host NCCL",
-                               why);
+        rc = cuco_tx_notes_add(&r->notes, line, "kept", "%s%s", why,
+                               retry.group_line
+                                   ? ", in this NCCL group beside point-to-point calls: the group "
+                                     "stays NCCL's own, and every point-to-point call of the "
+                                     "program host NCCL"
+                                   : ": every point-to-point call stays host NCCL (the device "
+                                     "runtime registers its windows with one communicator), the "
+                                     "collectives on that one go to the device");
     if (rc == 0 && !r->refused) {
         cuco_tx_result_free(&first);
     } else {

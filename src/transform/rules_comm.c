@@ -85,6 +85,8 @@ int rl_check_one_comm(ctx *c)
                         i ? (i + 1 == c->comm_names.n ? " and " : ", ") : "",
                         c->comm_texts.items[i], c->comm_lines[i]);
     c->r->refused = 1;
+    if (!c->p2p_host && !c->p2p_comms_refused && rl_has_p2p_calls(&c->v))
+        c->p2p_comms_refused = c->comm_lines[1];
     int rc = cuco_tx_notes_add(
         &c->r->notes, c->comm_lines[1], "refused",
         "collectives on %zu communicators, %s: the device runtime registers every "
@@ -172,7 +174,8 @@ int rl_choose_device_comm(ctx *c)
         cuco_strlist of = {0};
         rc = a.n >= 2 ? call_comms(c, &a, a.n - 2, i, &of) : 0;
         int is_p2p = is(v, i, "ncclSend") || is(v, i, "ncclRecv");
-        for (size_t k = 0; rc == 0 && k < of.n; k++) {
+        /* under p2p_host they stay host NCCL: no say in the choice */
+        for (size_t k = 0; rc == 0 && !(is_p2p && c->p2p_host) && k < of.n; k++) {
             size_t at = 0;
             while (at < names.n && strcmp(names.items[at], of.items[k]) != 0)
                 at++;

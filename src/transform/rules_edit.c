@@ -22,6 +22,14 @@ int rl_group_p2p_line(const ctx *c, size_t open)
     return 0;
 }
 
+int rl_has_p2p_calls(const sview *v)
+{
+    for (size_t i = 0; i < v->n; i++)
+        if ((is(v, i, "ncclSend") || is(v, i, "ncclRecv")) && rl_called_name(v, i))
+            return 1;
+    return 0;
+}
+
 int rl_refuse(ctx *c, int line, const char *fmt, const char *a, const char *b)
 {
     c->r->refused = 1;

@@ -97,6 +97,7 @@ typedef struct ctx {
                          * use (the others' collectives stay host NCCL); NULL: one or none */
     size_t group_open;  /* the outermost ncclGroupStart of the group being scanned */
     int p2p_group_refused; /* a call had to stay host NCCL in a group with point-to-point */
+    int p2p_comms_refused; /* point-to-point calls beside collectives on several communicators */
     int p2p_host;          /* that group's line: every point-to-point call, and every group holding
                             * one, stays host NCCL (0: they go to the device) */
 } ctx;
@@ -174,6 +175,8 @@ int rl_is_p2p_name(const char *name);
 /* The line of the first point-to-point call (or call built from them) in
  * the group opened at token open; 0: none. */
 int rl_group_p2p_line(const ctx *c, size_t open);
+/* Whether the program calls ncclSend or ncclRecv. */
+int rl_has_p2p_calls(const sview *v);
 /* Keywords and specifiers that may stand before a call or a '(' without
  * making it a declaration or a definition. */
 int rl_is_keyword(const sview *v, size_t i);

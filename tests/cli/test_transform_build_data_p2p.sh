@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # test_transform_build_data_p2p.sh: the send/recv and all-to-all programs of
 # tests/data/transform (ring_flag_group: a group of point-to-point calls and
-# a max that stays NCCL's own): 'cuco transform' (no --no-verify) builds the
+# a max that stays NCCL's own; bidir_comms: sends and receives on two
+# communicators, which stay host NCCL): 'cuco transform' (no --no-verify) builds the
 # transformed program with the manifest's nvcc command. Without a GPU the
 # outcome is exit 3, "built, not verified: no GPU", nothing registered; with
 # one it must build, run and verify (exit 0, registered with status ok).
 set -u
 source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
 setup transform-build nvcc
-for name in sendrecv_pair alltoall_group broadcast stage_handoff ring_flag_group; do
+for name in sendrecv_pair alltoall_group broadcast stage_handoff ring_flag_group bidir_comms; do
     transform_bg "$CUCO_TEST_DATA/transform/$name"
     built "$name"
 done
@@ -41,4 +42,7 @@ rf=$TMP/ring_flag_group/gen_0/ring_flag_group.cu
 check "ring_flag_group: the group's calls stay host NCCL" \
     bash -c "grep -q '^    NC(ncclGroupStart());' '$rf' && grep -q '/\* cuco:kept \*/ ncclSend(r.block' '$rf'"
 check "ring_flag_group: the gradient sum goes to the device" grep -q "cuco_tx::all_reduce(r.grad, r.grad" "$rf"
+bd=$TMP/bidir_comms/gen_0/bidir_comms.cu
+check "bidir_comms: both rings stay host NCCL, the sum goes to the device" \
+    bash -c "grep -q '/\* cuco:kept \*/ ncclSend(r.grad_out' '$bd' && grep -q 'cuco_tx::all_reduce(r.grad, r.grad' '$bd'"
 exit $fail

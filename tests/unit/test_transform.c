@@ -178,6 +178,22 @@ static void test_kept_p2p_group(void **state)
     assert_null(strstr(r.program, "cuco_tx::group_start()"));
     cuco_tx_result_free(&r);
     cuco_err_clear(&e);
+    /* sends and receives on two communicators: the same second pass */
+    const char *two = "#include <nccl.h>\n"
+                      "void f(float *x, float *y, int peer, ncclComm_t a, ncclComm_t b, cudaStream_t s) {\n"
+                      "  ncclSend(x, 4, ncclFloat, peer, b, s);\n"
+                      "  ncclRecv(y, 4, ncclFloat, peer, a, s);\n"
+                      "  ncclAllReduce(x, x, 4, ncclFloat, ncclSum, a, s);\n"
+                      "}\n"
+                      "int main() { float *x, *y; ncclComm_t a, b; cudaStream_t s;\n"
+                      "  cudaMalloc(&x, 64); cudaMalloc(&y, 64); f(x, y, 1, a, b, s); return 0; }\n";
+    assert_int_equal(cuco_transform_rules("two.cu", two, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    assert_true(tx_has_note(&r.notes, "kept", 3, "every point-to-point call stays host NCCL"));
+    assert_true(tx_has_note(&r.notes, "rewrite", 5, "cuco_tx::all_reduce"));
+    assert_non_null(strstr(r.program, "/* cuco:kept */ ncclRecv(y, 4"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
 }
 
 /* Collectives the device path cannot take (ncclReduce, a reduction other
