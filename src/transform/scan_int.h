@@ -52,6 +52,17 @@ extern const char *const scan_sync_calls[];
 extern const char *const scan_work_calls[];
 extern const char *const scan_indirect_launches[];
 
+/* ---- scan_macros.c ---- */
+enum {
+    SCAN_MACRO_LAUNCHES = 1u << 0, /* its text launches a kernel */
+    SCAN_MACRO_EXITS = 1u << 1,    /* it may leave the block (return, break, goto, ...) */
+    SCAN_MACRO_OPAQUE = 1u << 2    /* it pastes or quotes tokens: names no text shows */
+};
+/* When token i names a macro the file defines: the names its replacement
+ * reaches (through the macros it uses, its parameters left out) appended
+ * to heads, and what else it does in *reach. */
+int scan_macro_reach(const sview *v, size_t i, cuco_strlist *heads, unsigned *reach);
+
 /* ---- device_symbols.c ---- */
 /* Whether the kernel launched at token name (its name) may touch memory its
  * arguments do not name: its body (or a function of the file it calls)
@@ -77,6 +88,11 @@ int scan_holds_call(const sview *v, size_t a, size_t b, const char *name);
 int scan_is_recv(const scan *s);
 /* the enclosing function of the block at brace (CUCO_ENOTFOUND: none) */
 int scan_fn_scope_find(fn_scope *f, const sview *v, size_t brace);
+/* scan_alias.c: the alias pairs of tokens [a, b) of f's function into
+ * f->alias_a / alias_b (f->params and body_end set). */
+int scan_alias_pairs(fn_scope *f, const sview *v, size_t a, size_t b);
+/* Words that name types, casts and constants: never a variable. */
+extern const char *const scan_type_words[];
 void scan_fn_scope_free(fn_scope *f);
 /* s->all: the call's buffers with their aliases (s->send, s->recv read) */
 int scan_buffers_closure(scan *s);

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const type_words[] = {
+const char *const scan_type_words[] = {
     "const",      "volatile",     "void",     "float",         "double",
     "int",        "char",         "short",    "long",          "unsigned",
     "signed",     "bool",         "auto",     "struct",        "class",
@@ -33,7 +33,7 @@ static const char *const type_words[] = {
  * not a call, a type, a keyword or a namespace. */
 static int is_head(const sview *v, size_t i)
 {
-    if (!ident(v, i) || in_words(v, i, type_words) || in_words(v, i, sview_keywords))
+    if (!ident(v, i) || in_words(v, i, scan_type_words) || in_words(v, i, sview_keywords))
         return 0;
     if (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::")))
         return 0;
@@ -46,6 +46,11 @@ static int is_head(const sview *v, size_t i)
     if (k > i + 1 && (is(v, k, ")") || is(v, k, ">")))
         return 0;
     if (is(v, i + 1, ">") && i > 0 && (is(v, i - 1, "<") || is(v, i - 1, ",")))
+        return 0;
+    /* (uintptr_t)y: a cast's type, the operand after it */
+    if (i > 0 && is(v, i - 1, "(") && is(v, i + 1, ")") &&
+        (ident(v, i + 2) || is(v, i + 2, "(") ||
+         (i + 2 < v->n && tk(v, i + 2)->kind == CUCO_TOK_NUMBER)))
         return 0;
     return 1;
 }
@@ -299,7 +304,7 @@ static int declared_name(const sview *v, size_t i)
 
 size_t scan_call_open(const sview *v, size_t i)
 {
-    if (!ident(v, i) || in_words(v, i, sview_keywords) || in_words(v, i, type_words) ||
+    if (!ident(v, i) || in_words(v, i, sview_keywords) || in_words(v, i, scan_type_words) ||
         declared_name(v, i))
         return v->n;
     if (is(v, i + 1, "(") || is(v, i + 1, "<<<"))
@@ -367,6 +372,8 @@ static int classify_call(const sview *v, size_t i, size_t open, stmt *s)
                (has_sub(name, t->len, "gemm") || has_sub(name, t->len, "Gemm"))) {
         k = CUCO_SCHED_WORK; /* on the handle's stream: unknown here */
     } else if (scan_call_in(v, i, scan_plain_calls) || (is(v, open, "(") && scan_all_caps(v, i))) {
+        /* a macro: scan_macro_reach reads its text when the file defines
+         * it; one from a header is taken for a wrapper of its arguments */
         k = CUCO_SCHED_PLAIN;
     } else {
         s->calls++;
@@ -393,86 +400,6 @@ static int binds_name(const sview *v, const stmt *s)
     return 0;
 }
 
-static int scan_listed_word(const char *w, const char *const *list)
-{
-    for (; *list; list++)
-        if (strcmp(*list, w) == 0)
-            return 1;
-    return 0;
-}
-
-/* The #define of the macro named like token i: its replacement text
- * [*body, *end) and, for a function-like one, its parameter list [*params,
- * *body); 0 when the file defines no such macro. */
-static int macro_text(const sview *v, size_t i, const char **params, const char **body,
-                      const char **end)
-{
-    const cuco_lex *lx = &v->lx;
-    const char *name = v->src + tk(v, i)->off;
-    size_t nl = tk(v, i)->len;
-    for (size_t k = 0; k < lx->ntoks; k++) {
-        const cuco_tok *t = &lx->toks[k];
-        if (t->kind != CUCO_TOK_PREPROC || t->dir_len != 6 ||
-            memcmp(lx->src + t->dir_off, "define", 6) != 0)
-            continue;
-        const char *q = lx->src + t->dir_off + 6, *e = lx->src + t->off + t->len;
-        while (q < e && (*q == ' ' || *q == '\t'))
-            q++;
-        if ((size_t)(e - q) < nl || memcmp(q, name, nl) != 0 ||
-            (q + nl < e && cuco_tx_ident_char(q[nl])))
-            continue;
-        q += nl;
-        *params = q;
-        if (q < e && *q == '(')
-            while (q < e && *q != ')')
-                q++;
-        *body = q < e && *q == ')' ? q + 1 : q;
-        *end = e;
-        return 1;
-    }
-    return 0;
-}
-
-/* The names a macro used at token i reaches besides its arguments (a macro
- * `USE_Y` written `k<<<1, 32, 0, s>>>(y, n)` reads y): every identifier of
- * its replacement that is not one of its parameters, a member, a call or a
- * word of the language; and whether it launches a kernel. */
-static int macro_heads(const sview *v, size_t i, cuco_strlist *heads, int *launches)
-{
-    const char *params, *body, *end;
-    if (!scan_all_caps(v, i) || !macro_text(v, i, &params, &body, &end))
-        return 0;
-    for (const char *q = body; q < end;) {
-        if (!cuco_tx_ident_char(*q) || (*q >= '0' && *q <= '9')) {
-            *launches |= q + 3 <= end && memcmp(q, "<<<", 3) == 0;
-            q++;
-            continue;
-        }
-        const char *w = q;
-        while (q < end && cuco_tx_ident_char(*q))
-            q++;
-        const char *after = q;
-        while (after < end && (*after == ' ' || *after == '\t'))
-            after++;
-        int member = w > body && (w[-1] == '.' || (w[-1] == '>' && w - 1 > body && w[-2] == '-'));
-        char *word = cuco_strndup(w, (size_t)(q - w));
-        if (!word)
-            return CUCO_ENOMEM;
-        int param = 0;
-        for (const char *p = params; p + (q - w) <= body && !param; p++)
-            param = memcmp(p, w, (size_t)(q - w)) == 0 && !cuco_tx_ident_char(p[q - w]) &&
-                    (p == params || !cuco_tx_ident_char(p[-1]));
-        int rc = 0;
-        if (!member && !param && !(after < end && (*after == '(' || *after == '<')) &&
-            !scan_listed_word(word, type_words) && !scan_listed_word(word, sview_keywords))
-            rc = cuco_strlist_push(heads, word);
-        free(word);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
-}
-
 int scan_stmt_classify(const sview *v, stmt *s)
 {
     int rc = 0;
@@ -488,11 +415,15 @@ int scan_stmt_classify(const sview *v, stmt *s)
             rc = classify_call(v, i, open, s);
         if (rc == 0 && is_head(v, i))
             rc = push_text(&s->heads, v, i);
-        int launches = 0;
+        unsigned reach = 0;
         if (rc == 0 && ident(v, i))
-            rc = macro_heads(v, i, &s->heads, &launches);
-        if (launches)
+            rc = scan_macro_reach(v, i, &s->heads, &reach);
+        if (reach & SCAN_MACRO_LAUNCHES)
             s->kind = stronger(s->kind, CUCO_SCHED_WORK);
+        if (reach & SCAN_MACRO_OPAQUE)
+            s->kind = stronger(s->kind, CUCO_SCHED_UNKNOWN);
+        if (reach & SCAN_MACRO_EXITS)
+            s->kind = stronger(s->kind, CUCO_SCHED_EXIT);
     }
     if (rc == 0 && binds_name(v, s))
         cuco_strlist_free(&s->heads);
@@ -507,152 +438,6 @@ void scan_fn_scope_free(fn_scope *f)
     cuco_strlist_free(&f->alias_b);
     cuco_strlist_free(&f->locals);
     cuco_strlist_free(&f->pointer_params);
-}
-
-/* Whether the function of f declares name as an arithmetic scalar or a
- * handle ("size_t n", "const int rows = 4", "cudaStream_t s": such a type
- * word right before the name), which no buffer can alias. */
-static int declared_scalar(const fn_scope *f, const sview *v, const char *name)
-{
-    static const char *const scalar_words[] = {"int",
-                                               "long",
-                                               "short",
-                                               "char",
-                                               "unsigned",
-                                               "signed",
-                                               "float",
-                                               "double",
-                                               "bool",
-                                               "size_t",
-                                               "ssize_t",
-                                               "int8_t",
-                                               "uint8_t",
-                                               "int16_t",
-                                               "uint16_t",
-                                               "int32_t",
-                                               "uint32_t",
-                                               "int64_t",
-                                               "uint64_t",
-                                               "ptrdiff_t",
-                                               "cudaStream_t",
-                                               "cudaEvent_t",
-                                               "ncclComm_t",
-                                               "cublasHandle_t",
-                                               "cublasLtHandle_t",
-                                               "dim3",
-                                               "ncclDataType_t",
-                                               "ncclRedOp_t",
-                                               NULL};
-    size_t len = strlen(name);
-    for (size_t i = f->params + 1; i < f->body_end && i < v->n; i++)
-        if (ident(v, i) && tk(v, i)->len == len && !memcmp(v->src + tk(v, i)->off, name, len) &&
-            (is(v, i + 1, "=") || is(v, i + 1, ";") || is(v, i + 1, ",") || is(v, i + 1, ")")) &&
-            in_words(v, i - 1, scalar_words))
-            return 1;
-    return 0;
-}
-
-static int add_pairs(fn_scope *f, const sview *v, size_t lhs, const cuco_strlist *rhs)
-{
-    char *name = cuco_strndup(v->src + tk(v, lhs)->off, tk(v, lhs)->len);
-    if (!name)
-        return CUCO_ENOMEM;
-    int rc = 0, scalar = declared_scalar(f, v, name);
-    free(name);
-    if (scalar)
-        return 0;
-    for (size_t k = 0; k < rhs->n && rc == 0; k++) {
-        if (declared_scalar(f, v, rhs->items[k]))
-            continue;
-        rc = push_text(&f->alias_a, v, lhs);
-        if (rc == 0)
-            rc = cuco_strlist_push(&f->alias_b, rhs->items[k]);
-    }
-    return rc;
-}
-
-/* The token before the '[' that opens the subscripts ending right before
- * at ("a[i][j]" -> a); at itself when none ends there. */
-static size_t before_subscripts(const sview *v, size_t at)
-{
-    while (at > 0 && is(v, at - 1, "]")) {
-        size_t k = at - 1;
-        int d = 0;
-        for (; k < v->n; k--) {
-            d += is(v, k, "]") - is(v, k, "[");
-            if (d == 0 || k == 0)
-                break;
-        }
-        if (d != 0 || !is(v, k, "["))
-            return at;
-        at = k;
-    }
-    return at;
-}
-
-/* The head of the name chain that ends right before '=' at eq (p.buf, L->x).
- * A store through a pointer or into an element (*p = v, a[i] = v, and a
- * table's initialiser, void *args[] = {&v}) makes the pointer or table hold
- * v: its head too, so that what reads it later reads v. */
-static size_t lhs_head(const sview *v, size_t eq)
-{
-    size_t k = before_subscripts(v, eq);
-    size_t end = k;
-    while (k > 0 && (ident(v, k - 1) || is(v, k - 1, ".") || is(v, k - 1, "->"))) {
-        k--;
-        if (ident(v, k) && !(k > 0 && (is(v, k - 1, ".") || is(v, k - 1, "->"))))
-            break;
-    }
-    if (k == end || !ident(v, k) || in_words(v, k, type_words))
-        return v->n;
-    return k;
-}
-
-/* Pointer assignments, tables, swaps and range-for bindings of [a, b). */
-static int scan_aliases(fn_scope *f, const sview *v, size_t a, size_t b)
-{
-    int rc = 0;
-    for (size_t i = a; i < b && rc == 0; i++) {
-        cuco_strlist rhs = {0};
-        size_t lhs = v->n;
-        if (is(v, i, "=")) {
-            lhs = lhs_head(v, i);
-            size_t e = i + 1;
-            int d = 0;
-            while (e < b && !(d == 0 && (is(v, e, ";") || is(v, e, ",") || is(v, e, ")")))) {
-                d += is(v, e, "(") || is(v, e, "[") || is(v, e, "{");
-                d -= is(v, e, ")") || is(v, e, "]") || is(v, e, "}");
-                e++;
-            }
-            /* a lambda holds every name it mentions (its captures, its body) */
-            if (lhs < v->n)
-                rc = is(v, i + 1, "{")   ? scan_expr_heads(v, i + 2, close_of(v, i + 1), &rhs, 0)
-                     : is(v, i + 1, "[") ? scan_expr_heads(v, i + 1, e, &rhs, 1)
-                                         : scan_expr_heads(v, i + 1, e, &rhs, 0);
-        } else if (ident(v, i) && (is(v, i + 1, "(") || is(v, i + 1, "{")) && i > a &&
-                   (is(v, i - 1, ">") ||
-                    (ident(v, i - 1) && !in_words(v, i - 1, sview_keywords)))) {
-            /* a declaration with its initialiser in brackets:
-             * "thrust::device_ptr<float> p(y);", "std::vector<float *> v{x, y};" */
-            lhs = i;
-            rc = scan_expr_heads(v, i + 2, close_of(v, i + 1), &rhs, 0);
-        } else if (is(v, i, "swap") && is(v, i + 1, "(") && ident(v, i + 2)) {
-            lhs = i + 2;
-            rc = scan_expr_heads(v, i + 3, close_of(v, i + 1), &rhs, 0);
-        } else if (is(v, i, ":") && ident(v, i - 1) && !is(v, i + 1, ":")) {
-            size_t k = i; /* range-for: "for (auto &b : buckets)" */
-            while (k > a && !is(v, k, "(") && !is(v, k, ";") && !is(v, k, "{"))
-                k--;
-            if (is(v, k, "(") && k > 0 && is(v, k - 1, "for")) {
-                lhs = i - 1;
-                rc = scan_expr_heads(v, i + 1, close_of(v, k), &rhs, 0);
-            }
-        }
-        if (rc == 0 && lhs < v->n)
-            rc = add_pairs(f, v, lhs, &rhs);
-        cuco_strlist_free(&rhs);
-    }
-    return rc;
 }
 
 /* Declared names of [a, b) ("T *x =", "T x;", parameters). */
@@ -688,7 +473,7 @@ int scan_fn_scope_find(fn_scope *f, const sview *v, size_t brace)
             f->params = p;
             f->body = o;
             f->body_end = close_of(v, o);
-            int rc = scan_aliases(f, v, p, f->body_end);
+            int rc = scan_alias_pairs(f, v, p, f->body_end);
             if (rc == 0)
                 rc = scan_locals(f, v, p, f->body_end);
             if (rc != 0)

@@ -441,6 +441,82 @@ static void test_scan_hidden_consumers(void **state)
     cuco_err_clear(&e);
 }
 
+/* names a statement reaches that its text does not show, and names that
+ * only sit beside a buffer: a macro using a macro that reads y, a
+ * structured binding, an out-parameter, a container's push_back, a macro
+ * that may return (the wait stays before it); a macro quoting its
+ * argument (#x), a struct passed to a pointer-to-const parameter, cuBLAS's
+ * &alpha/&beta and a size beside y in a pair alias nothing */
+static void test_scan_macros_and_bindings(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        "#include <nccl.h>\n"
+        "#include <utility>\n"
+        "#include <vector>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "struct Dims { size_t n; };\n"
+        "void view_of(float **p, float *y);\n"
+        "void launch_all(std::vector<float *> &v, cudaStream_t s);\n"
+        "static void fill(const Dims *d, const float *y) { (void)d; (void)y; }\n"
+        "#define USE_Z k<<<1, 32, 0, s>>>(y, n)\n"
+        "#define USE2 USE_Z\n"
+        "#define TRY(x) if ((x) != 0) return 1\n"
+        "#define CHECK(x) ((x) == 0 || fail(#x))\n"
+        "static int f(float *x, float *y, float *a, size_t n, ncclComm_t c, cublasHandle_t h, cudaStream_t s)\n"
+        "{\n"
+        "    const float one = 1.0f, zero = 0.0f;\n"
+        "    Dims d{n};\n"
+        "    auto [p, q] = std::make_pair(y, n);\n"
+        "    float *p2 = nullptr;\n"
+        "    std::vector<float *> v;\n"
+        "    fill(&d, y);\n"
+        "    cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, y, 1, y, 1, &zero, y, 1);\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    USE2;\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    k<<<1, 32, 0, s>>>(p, n);\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    view_of(&p2, y);\n"
+        "    k<<<1, 32, 0, s>>>(p2, n);\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    v.push_back(y);\n"
+        "    launch_all(v, s);\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    TRY(cudaGetLastError());\n"
+        "    k<<<1, 32, 0, s>>>(y, n);\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    CHECK(cudaGetLastError());\n"
+        "    k<<<1, 32, 0, s>>>(a, d.n);\n"
+        "    k<<<1, 32, 0, s>>>(a, (size_t)zero);\n"
+        "    k<<<1, 32, 0, s>>>(y, n);\n"
+        "    return 0;\n"
+        "}\n"
+        "int main() { float *x, *y, *a; ncclComm_t c; cublasHandle_t h; cudaStream_t s;\n"
+        "    cudaMalloc(&x, 64); cudaMalloc(&y, 64); cudaMalloc(&a, 64);\n"
+        "    return f(x, y, a, 16, c, h, s); }\n"
+        ;
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("p.cu", prog, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    static const int call_line[] = {22, 25, 28, 32, 36, 40},
+                     wait_line[] = {24, 27, 30, 34, 38, 44};
+    for (int k = 0; k < 6; k++) {
+        char want[96];
+        snprintf(want, sizeof want, "wait moved before the statement at line %d (%d independent",
+                 wait_line[k], k == 5 ? 2 : 1);
+        assert_true(tx_has_schedule_note(&r.notes, call_line[k], want));
+    }
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
 /* kernels that reach memory no argument names: one whose body reads a
  * __device__ pointer, one that reads a __constant__ one through a helper,
  * one defined in another file of a program that sets symbols; a kernel
@@ -655,6 +731,7 @@ int main(void)
         cmocka_unit_test(test_scan_tables_and_indirect_launches),
         cmocka_unit_test(test_scan_hidden_consumers),
         cmocka_unit_test(test_scan_device_symbols),
+        cmocka_unit_test(test_scan_macros_and_bindings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

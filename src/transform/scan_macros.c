@@ -1,0 +1,117 @@
+/* scan_macros.c: what a macro of the file reaches when a statement uses it
+ * (scan_int.h: scan_macro_reach). A statement names the variables in its
+ * own text, but a macro's replacement may name more (`#define USE_Y
+ * k<<<1, 32, 0, s>>>(y, n)` reads y), leave the function (`if (e) return
+ * e;`), use another macro, or paste tokens into names no text shows (`#x`
+ * only quotes its argument). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "scan_int.h"
+#include "tx_common.h"
+
+enum { MACRO_DEPTH = 4 };
+
+static const char *const exit_words[] = {"return", "break", "continue", "goto", "throw", NULL};
+static const char *const plain_words[] = {
+    "const",      "volatile", "void",   "float",    "double",      "int",
+    "char",       "short",    "long",   "unsigned", "signed",      "bool",
+    "auto",       "struct",   "size_t", "sizeof",   "do",          "while",
+    "if",         "else",     "for",    "switch",   "case",        "default",
+    "true",       "false",    "NULL",   "nullptr",  "static_cast", "reinterpret_cast",
+    "const_cast", NULL};
+
+static int word_in(const char *w, size_t len, const char *const *list)
+{
+    for (; *list; list++)
+        if (strlen(*list) == len && memcmp(*list, w, len) == 0)
+            return 1;
+    return 0;
+}
+
+/* The #define of the macro named w (len bytes): its replacement [*body,
+ * *end) and parameter list [*params, *body) (empty for an object-like
+ * one); 0 when the file defines none. */
+static int macro_text(const sview *v, const char *w, size_t len, const char **params,
+                      const char **body, const char **end)
+{
+    const cuco_lex *lx = &v->lx;
+    for (size_t k = 0; k < lx->ntoks; k++) {
+        const cuco_tok *t = &lx->toks[k];
+        if (t->kind != CUCO_TOK_PREPROC || t->dir_len != 6 ||
+            memcmp(lx->src + t->dir_off, "define", 6) != 0)
+            continue;
+        const char *q = lx->src + t->dir_off + 6, *e = lx->src + t->off + t->len;
+        while (q < e && (*q == ' ' || *q == '\t'))
+            q++;
+        if ((size_t)(e - q) < len || memcmp(q, w, len) != 0 ||
+            (q + len < e && cuco_tx_ident_char(q[len])))
+            continue;
+        q += len;
+        *params = q;
+        if (q < e && *q == '(')
+            while (q < e && *q != ')')
+                q++;
+        *body = q < e && *q == ')' ? q + 1 : q;
+        *end = e;
+        return 1;
+    }
+    return 0;
+}
+
+static int is_param(const char *params, const char *body, const char *w, size_t len)
+{
+    for (const char *p = params; p + len <= body; p++)
+        if (memcmp(p, w, len) == 0 && !cuco_tx_ident_char(p[len]) &&
+            (p == params || !cuco_tx_ident_char(p[-1])))
+            return 1;
+    return 0;
+}
+
+static int reach_text(const sview *v, const char *w, size_t len, int depth, cuco_strlist *heads,
+                      unsigned *reach)
+{
+    const char *params, *body, *end;
+    if (depth > MACRO_DEPTH || !macro_text(v, w, len, &params, &body, &end))
+        return 0;
+    for (const char *q = body; q < end;) {
+        if (!cuco_tx_ident_char(*q) || (*q >= '0' && *q <= '9')) {
+            if (q + 3 <= end && memcmp(q, "<<<", 3) == 0)
+                *reach |= SCAN_MACRO_LAUNCHES;
+            if (q + 2 <= end && q[0] == '#' && q[1] == '#')
+                *reach |= SCAN_MACRO_OPAQUE; /* ##: pastes names no text shows */
+            q++;
+            continue;
+        }
+        const char *a = q;
+        while (q < end && cuco_tx_ident_char(*q))
+            q++;
+        size_t n = (size_t)(q - a);
+        const char *after = q;
+        while (after < end && (*after == ' ' || *after == '\t'))
+            after++;
+        int member = a > body && (a[-1] == '.' || (a[-1] == '>' && a - 1 > body && a[-2] == '-'));
+        if (member || is_param(params, body, a, n) || word_in(a, n, plain_words))
+            continue;
+        if (word_in(a, n, exit_words)) {
+            *reach |= SCAN_MACRO_EXITS;
+            continue;
+        }
+        int rc = reach_text(v, a, n, depth + 1, heads, reach);
+        if (rc != 0)
+            return rc;
+        if (after < end && (*after == '(' || *after == '<'))
+            continue; /* a call: what it reads is in its arguments */
+        char *name = cuco_strndup(a, n);
+        rc = name ? cuco_strlist_push(heads, name) : CUCO_ENOMEM;
+        free(name);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+int scan_macro_reach(const sview *v, size_t i, cuco_strlist *heads, unsigned *reach)
+{
+    return reach_text(v, v->src + tk(v, i)->off, tk(v, i)->len, 0, heads, reach);
+}
