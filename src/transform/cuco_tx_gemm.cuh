@@ -54,6 +54,15 @@ inline bool in_gather(const SplitRec& r, const char* p) {
   return p && r.recv && p >= r.recv && p < r.recv + r.bytes * (size_t)r.nranks;
 }
 
+// Whether the output C (column-major, ldc by n) overlaps what peers read of
+// this rank (its send block, or all its all-to-all send buffer): split, the
+// GEMM runs while they may still be reading it.
+inline bool writes_send(const SplitRec& r, const GemmView& g) {
+  if (!r.peersRead || !g.C || g.n <= 0 || g.m <= 0 || g.esC == 0) return false;
+  size_t cbytes = ((size_t)g.ldc * (size_t)(g.n - 1) + (size_t)g.m) * g.esC;
+  return g.C < r.peersRead + r.peersReadBytes && r.peersRead < g.C + cbytes;
+}
+
 // Rank block p of the gathered buffer as a range of output columns: B (not
 // transposed) starts at the buffer, each block is whole columns of B (ldb
 // elements) and the blocks cover n. Of output rows: A transposed, whole
@@ -64,6 +73,7 @@ inline SplitShape split_shape(const SplitRec& r, const GemmView& g) {
   if (!a && !b) return s;
   if (g.whole) { s.why = g.whole; return s; }
   if (in_gather(r, g.C)) { s.why = "the GEMM writes into the gathered buffer"; return s; }
+  if (writes_send(r, g)) { s.why = "the GEMM writes into this rank's send buffer, which peers may still be reading"; return s; }
   if (a && b) { s.why = "both operands read the gathered buffer"; return s; }
   bool trans = a ? g.ta != CUBLAS_OP_N : g.tb != CUBLAS_OP_N;
   bool wantTrans = a;  // A's output rows are its columns only when transposed

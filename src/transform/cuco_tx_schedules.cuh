@@ -492,6 +492,8 @@ inline SplitSite split_site(int site, int on) { return SplitSite{site, on}; }
 struct SplitRec {
   const char* recv = nullptr;  // the gathered buffer
   const void* send = nullptr;  // this rank's block, as given
+  const char* peersRead = nullptr;  // what peers may read of this rank while the split runs
+  size_t peersReadBytes = 0;
   size_t bytes = 0;            // per rank
   int rank = 0, nranks = 0;
   ncclComm_t comm = nullptr;
@@ -564,7 +566,7 @@ inline ncclResult_t block_pull(SplitRec* r, Buf* b, Buf* from, size_t fromBase, 
 
 // A site's record before its pull: events made, the layout noted.
 inline ncclResult_t split_rec_ready(SplitRec* r, Comm* x, ncclComm_t comm, const void* recv, const void* own,
-                                    size_t bytes) {
+                                    size_t bytes, const void* peersRead, size_t peersReadBytes) {
   for (int p = 0; p < x->nranks; p++) {
     if (!r->arrived[p] && cudaEventCreateWithFlags(&r->arrived[p], cudaEventDisableTiming) != cudaSuccess)
       return CUCO_TX_FAIL("split: cannot create its events");
@@ -574,6 +576,8 @@ inline ncclResult_t split_rec_ready(SplitRec* r, Comm* x, ncclComm_t comm, const
   }
   r->recv = static_cast<const char*>(recv);
   r->send = own;
+  r->peersRead = static_cast<const char*>(peersRead);
+  r->peersReadBytes = peersReadBytes;
   r->bytes = bytes;
   r->rank = x->rank;
   r->nranks = x->nranks;
@@ -596,7 +600,7 @@ inline ncclResult_t all_gather(SplitSite ss, const void* sendbuff, void* recvbuf
   if (window_of(recvbuff, bytes * x->nranks, comm, &b) != ncclSuccess) return ncclInvalidUsage;
   size_t outOff = (size_t)(static_cast<char*>(recvbuff) - static_cast<char*>(b->base));
   if (outOff + bytes * (size_t)x->nranks > b->symm.dataBytes) return CUCO_TX_FAIL("all_gather (split): output past the window");
-  CUCO_TX_TRY(split_rec_ready(r, x, comm, recvbuff, sendbuff, bytes));
+  CUCO_TX_TRY(split_rec_ready(r, x, comm, recvbuff, sendbuff, bytes, sendbuff, bytes));
   if (bytes == 0) return ncclSuccess;
   ncclResult_t res = block_pull(r, b, b, outOff, true, static_cast<const char*>(sendbuff), outOff, stream);
   r->fresh = res == ncclSuccess;
@@ -628,7 +632,7 @@ inline ncclResult_t all_to_all(SplitSite ss, const void* sendbuff, void* recvbuf
   size_t outOff = (size_t)(static_cast<char*>(recvbuff) - static_cast<char*>(b->base));
   size_t inOff = (size_t)(static_cast<const char*>(sendbuff) - static_cast<char*>(from->base));
   const char* own = static_cast<const char*>(sendbuff) + (size_t)x->rank * bytes;
-  CUCO_TX_TRY(split_rec_ready(r, x, comm, recvbuff, own, bytes));
+  CUCO_TX_TRY(split_rec_ready(r, x, comm, recvbuff, own, bytes, sendbuff, bytes * x->nranks));
   CUCO_TX_TRACE("rank %d: all-to-all pulled per source rank (split %d)\n", x->rank, ss.site);
   ncclResult_t res = block_pull(r, b, from, inOff, false, own, outOff, stream);
   r->fresh = res == ncclSuccess;
@@ -871,6 +875,13 @@ inline const char* row_args_at(const ksplit::Params& pa, const RowSpec& w, uintp
 inline const char* kernel_split_plan(const SplitRec& r, const ksplit::Params& pa, const RowSpec& w, unsigned gridX,
                                      ksplit::Part* q, bool* ownFromSend) {
   uintptr_t lo = reinterpret_cast<uintptr_t>(r.recv), hi = lo + r.bytes * (size_t)r.nranks;
+  uintptr_t rlo = reinterpret_cast<uintptr_t>(r.peersRead), rhi = rlo + r.peersReadBytes;
+  bool inPlace = rlo && rlo < hi && lo < rhi;  // the send block lies in the gathered buffer
+  for (int i = 0; i < pa.n && i < 64; i++) {
+    bool writes = pa.es[i] && !pa.cst[i];
+    if (writes && rlo && ((pa.addr[i] >= rlo && pa.addr[i] < rhi) || (inPlace && pa.addr[i] >= lo && pa.addr[i] < hi)))
+      return "it writes through a pointer into this rank's send buffer, which peers may still be reading";
+  }
   unsigned long gathered = 0;
   int g = -1;
   if (const char* why = row_args_at(pa, w, lo, hi, false, &gathered, &g)) return why;

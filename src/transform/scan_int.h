@@ -16,10 +16,11 @@
 typedef struct stmt {
     size_t a, b;
     cuco_sched_kind kind;
-    char *stream;       /* owned */
-    cuco_strlist heads; /* every head it names */
-    int calls;          /* calls of functions not in the lists above */
-    int method_calls;   /* obj.f(...), p->f(...) */
+    char *stream;         /* owned: the stream of its first launch */
+    cuco_strlist streams; /* the streams of all its launches (text) */
+    cuco_strlist heads;   /* every head it names */
+    int calls;            /* calls of functions not in the lists above */
+    int method_calls;     /* obj.f(...), p->f(...) */
 } stmt;
 
 /* The enclosing function: its parameters, body, aliases and locals. */
@@ -94,6 +95,10 @@ int scan_alias_pairs(fn_scope *f, const sview *v, size_t a, size_t b);
 /* Words that name types, casts and constants: never a variable. */
 extern const char *const scan_type_words[];
 void scan_fn_scope_free(fn_scope *f);
+/* The names that may hold the buffer `name` names in the function around
+ * block brace (itself included): its aliases, and the pointer parameters
+ * its callers may pass it to (into *out, the caller's to free). */
+int scan_aliases_of(const sview *v, size_t brace, const char *name, cuco_strlist *out);
 /* s->all: the call's buffers with their aliases (s->send, s->recv read) */
 int scan_buffers_closure(scan *s);
 /* s->stmts: the block's statements, classified; s->call: the call's */

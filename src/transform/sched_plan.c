@@ -10,6 +10,7 @@
 #include "cuco/buf.h"
 #include "cuco/transform.h"
 #include "scan_int.h"
+#include "tx_common.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,51 @@ static size_t line_slot(const sview *v, size_t i, char **indent)
     return off;
 }
 
+/* Whether the statement [a, b) declares the name w (len bytes): "int i =",
+ * "cudaStream_t st :" (a loop's variable, not visible before it). */
+static int declares(const sview *v, size_t a, size_t b, const char *w, size_t len)
+{
+    for (size_t k = a + 1; k < b; k++)
+        if (ident(v, k) && tk(v, k)->len == len && memcmp(v->src + tk(v, k)->off, w, len) == 0 &&
+            (ident(v, k - 1) || is(v, k - 1, "*") || is(v, k - 1, "&")) &&
+            (is(v, k + 1, "=") || is(v, k + 1, ";") || is(v, k + 1, ",") || is(v, k + 1, ":") ||
+             is(v, k + 1, "[") || is(v, k + 1, "{")))
+            return 1;
+    return 0;
+}
+
+/* The stream the wait before consumer st names (*cs; NULL: the call's own),
+ * when it can: a name, member or element chain (no call, no increment, no
+ * assignment: evaluating it again changes nothing) that the consumer does
+ * not declare itself (streams[i] in a loop over i), and one stream besides
+ * the call's. Returns 1 when it can. */
+static int wait_stream(const sview *v, const stmt *st, const char *own, const char **cs)
+{
+    *cs = NULL;
+    for (size_t i = 0; i < st->streams.n; i++) {
+        const char *t = st->streams.items[i];
+        if (own && strcmp(t, own) == 0)
+            continue;
+        if (*cs)
+            return 0; /* two streams besides the call's */
+        for (const char *q = t; *q; q++)
+            if (strchr("()=+,?;{}<", *q) || (q[0] == '-' && q[1] != '>') ||
+                (q[0] == '>' && (q == t || q[-1] != '-')))
+                return 0;
+        for (const char *q = t; *q;) {
+            const char *w = q;
+            while (*q && cuco_tx_ident_char(*q))
+                q++;
+            if (q == w)
+                q++;
+            else if (!(*w >= '0' && *w <= '9') && declares(v, st->a, st->b, w, (size_t)(q - w)))
+                return 0;
+        }
+        *cs = t;
+    }
+    return 1;
+}
+
 /* The edits: the stream argument through early_start, the wait before node
  * pl->wait (or the block's '}'). */
 static int plan_edits(scan *s, const cuco_sched_place *pl, size_t open, int site,
@@ -114,10 +160,11 @@ static int plan_edits(scan *s, const cuco_sched_place *pl, size_t open, int site
                                          site, (int)(aend - aoff), v->src + aoff),
                             aoff);
     size_t at = pl->wait < s->n ? s->stmts[pl->wait].a : s->block_end;
-    const char *cs = pl->wait < s->n ? s->stmts[pl->wait].stream : NULL;
-    char *call = cs && s->stream && strcmp(cs, s->stream) != 0
-                     ? cuco_sprintf("cuco_tx::early_wait(%d, CUCO_EARLY_%d, %s);", site, site, cs)
-                     : cuco_sprintf("cuco_tx::early_wait(%d, CUCO_EARLY_%d);", site, site);
+    const char *cs = NULL;
+    if (pl->wait < s->n)
+        wait_stream(v, &s->stmts[pl->wait], s->stream, &cs);
+    char *call = cs ? cuco_sprintf("cuco_tx::early_wait(%d, CUCO_EARLY_%d, %s);", site, site, cs)
+                    : cuco_sprintf("cuco_tx::early_wait(%d, CUCO_EARLY_%d);", site, site);
     char *indent = NULL;
     size_t off = line_slot(v, at, &indent);
     if (pl->wait >= s->n && indent) {
@@ -302,6 +349,13 @@ int cuco_sched_scan(const char *text, size_t call_off, const char *api, int site
                                        "no independent work between the call and the end "
                                        "of its block (line %d)",
                                        tk(&v, s.block_end)->line);
+    const char *cs;
+    if (rc == 0 && pl.wait < s.n && !wait_stream(&v, &s.stmts[pl.wait], s.stream, &cs))
+        rc = plan_note(plan,
+                       "its first consumer (line %d) runs on a stream the wait cannot name "
+                       "before it (an expression with a call or an increment, a name the "
+                       "statement declares, or two streams besides the call's)",
+                       tk(&v, s.stmts[pl.wait].a)->line);
     size_t at = rc == 0 ? (pl.wait < s.n ? s.stmts[pl.wait].a : s.block_end) : 0;
     if (rc == 0 && editable && !editable(ctx, tk(&v, at)->off))
         rc = plan_note(plan, "its first consumer (line %d) is in frozen code", tk(&v, at)->line);

@@ -220,6 +220,7 @@ const char *const scan_plain_calls[] = {"printf",
 void scan_stmt_free(stmt *s)
 {
     free(s->stream);
+    cuco_strlist_free(&s->streams);
     cuco_strlist_free(&s->heads);
 }
 
@@ -380,10 +381,15 @@ static int classify_call(const sview *v, size_t i, size_t open, stmt *s)
         if (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->")))
             s->method_calls++;
     }
+    int rc = 0;
+    if (k == CUCO_SCHED_WORK && stream && !scan_listed(&s->streams, stream))
+        rc = cuco_strlist_push(&s->streams, stream);
     if (k == CUCO_SCHED_WORK && !s->stream && stream)
         s->stream = stream;
     else
         free(stream);
+    if (rc != 0)
+        return rc;
     s->kind = stronger(s->kind, k);
     return 0;
 }
@@ -521,6 +527,52 @@ static int heads_connected(const fn_scope *f, const char *a, const char *b)
     return found;
 }
 
+/* The type word of parameter pos of the parameter list at open (`float` of
+ * `const float *x`, `Problem` of `const Problem &p`); v->n when it is not
+ * one name (a template's arguments, a function pointer). */
+static size_t param_type_word(const sview *v, size_t open, int pos)
+{
+    size_t a, b;
+    if (pos < 0 || !arg_range(v, open, pos, &a, &b))
+        return v->n;
+    for (size_t i = a; i < b; i++) {
+        if (!(is(v, i, "*") || is(v, i, "&") || is(v, i, "&&")))
+            continue;
+        size_t k = i;
+        while (k > a && (is(v, k - 1, "const") || is(v, k - 1, "volatile")))
+            k--;
+        return k > a && ident(v, k - 1) ? k - 1 : v->n;
+    }
+    return v->n;
+}
+
+/* Whether token t names a struct or class the file defines. */
+static int file_struct(const sview *v, size_t t)
+{
+    for (size_t k = 1; k + 1 < v->n; k++)
+        if ((is(v, k - 1, "struct") || is(v, k - 1, "class")) && same_tok(v, k, t) &&
+            (is(v, k + 1, "{") || is(v, k + 1, ":")))
+            return 1;
+    return 0;
+}
+
+/* Whether parameters at positions pp and pq of the function whose
+ * parameters open at open are of types that cannot be one object: two
+ * different types of which one is a struct or class of the file (arithmetic
+ * element types are often two views of one buffer: half and uint16_t),
+ * neither a parameter of a template the function is. */
+static int types_apart(const sview *v, size_t open, int pp, int pq)
+{
+    size_t tp = param_type_word(v, open, pp), tq = param_type_word(v, open, pq);
+    if (tp >= v->n || tq >= v->n || same_tok(v, tp, tq) ||
+        !(file_struct(v, tp) || file_struct(v, tq)))
+        return 0;
+    for (size_t k = open; k-- > 0 && k + 40 > open && !is(v, k, ";") && !is(v, k, "}");)
+        if (is(v, k, "template"))
+            return 0; /* its types may be any */
+    return 1;
+}
+
 /* Whether pointer parameters p and q of fn may be the same buffer: unless at
  * every call of fn in the text (one at least) their arguments have heads
  * that the caller's aliases do not connect. */
@@ -531,6 +583,8 @@ static int params_may_alias(const sview *v, const fn_scope *fn, const char *p, c
         pq = param_position(v, fn->params, q, strlen(q)), calls = 0;
     if (pp < 0 || pq < 0 || !ident(v, name))
         return 1;
+    if (types_apart(v, fn->params, pp, pq))
+        return 0;
     for (size_t k = 0; k + 1 < v->n; k++) {
         if (k == name || !is(v, k + 1, "(") || tk(v, k)->len != tk(v, name)->len ||
             memcmp(v->src + tk(v, k)->off, v->src + tk(v, name)->off, tk(v, k)->len) != 0 ||
@@ -562,7 +616,7 @@ static int params_may_alias(const sview *v, const fn_scope *fn, const char *p, c
  * parameter buffer may alias any pointer parameter. */
 int scan_buffers_closure(scan *s)
 {
-    cuco_strlist all = {0};
+    cuco_strlist all = {0}, via_param = {0};
     int rc = 0;
     for (size_t i = 0; i < s->send.n && rc == 0; i++)
         rc = cuco_strlist_push(&all, s->send.items[i]);
@@ -578,12 +632,15 @@ int scan_buffers_closure(scan *s)
             }
         }
         for (size_t i = 0; i < all.n && rc == 0 && !grew; i++)
-            if (scan_listed(&s->fn.pointer_params, all.items[i]))
+            if (scan_listed(&s->fn.pointer_params, all.items[i]) &&
+                !scan_listed(&via_param, all.items[i]))
                 for (size_t k = 0; k < s->fn.pointer_params.n && rc == 0; k++) {
                     const char *q = s->fn.pointer_params.items[k];
                     if (scan_listed(&all, q) || !params_may_alias(s->v, &s->fn, all.items[i], q))
                         continue;
                     rc = cuco_strlist_push(&all, q);
+                    if (rc == 0) /* may be the buffer: not whatever else it may be */
+                        rc = cuco_strlist_push(&via_param, q);
                     if (rc == 0)
                         rc = cuco_strlist_push(&s->fn.alias_a, all.items[i]);
                     if (rc == 0)
@@ -594,7 +651,27 @@ int scan_buffers_closure(scan *s)
     for (size_t i = 0; i < all.n; i++)
         if (!scan_listed(&s->fn.locals, all.items[i]))
             s->globals = 1;
+    cuco_strlist_free(&via_param);
     s->all = all;
+    return rc;
+}
+
+int scan_aliases_of(const sview *v, size_t brace, const char *name, cuco_strlist *out)
+{
+    scan s = {.v = v};
+    memset(out, 0, sizeof(*out));
+    int rc = scan_fn_scope_find(&s.fn, v, brace);
+    if (rc == 0)
+        rc = cuco_strlist_push(&s.send, name);
+    if (rc == 0)
+        rc = scan_buffers_closure(&s);
+    if (rc == 0) {
+        *out = s.all;
+        memset(&s.all, 0, sizeof(s.all));
+    }
+    scan_fn_scope_free(&s.fn);
+    cuco_strlist_free(&s.send);
+    cuco_strlist_free(&s.all);
     return rc;
 }
 

@@ -22,6 +22,7 @@
  */
 #include "cuco/buf.h"
 #include "cuco/transform.h"
+#include "scan_int.h"
 #include "sview.h"
 
 #include <stdarg.h>
@@ -397,6 +398,39 @@ static int made_note(made_scan *m, size_t call, cuco_send_made_plan *p)
     return p->note ? 0 : CUCO_ENOMEM;
 }
 
+/* What may write the buffer unseen by the audit, in B: another name for
+ * it (an alias, or a pointer parameter B's callers may pass it to), a
+ * launch whose arguments sit behind void ** (cudaLaunchKernel and kin), a
+ * kernel reaching memory no argument names (a __device__ variable). */
+static int audit_hidden(made_scan *m)
+{
+    const sview *v = m->v;
+    char *root = cuco_strndup(v->src + tk(v, m->root_b)->off, tk(v, m->root_b)->len);
+    cuco_strlist names = {0};
+    int rc = root ? scan_aliases_of(v, m->body_b, root, &names) : CUCO_ENOMEM;
+    for (size_t i = 0; rc == 0 && i < names.n; i++)
+        if (strcmp(names.items[i], root) != 0)
+            rc = refuse(m, tk(v, m->root_b)->line,
+                        "`%s` may hold the same buffer as `%s` (an alias, or a pointer parameter "
+                        "its callers may pass it to): what writes it is not followed",
+                        names.items[i], root);
+    cuco_strlist_free(&names);
+    free(root);
+    size_t end = close_of(v, m->body_b);
+    for (size_t i = m->body_b + 1; rc == 0 && i < end && !m->why; i++) {
+        if (scan_call_in(v, i, scan_indirect_launches))
+            rc = refuse(m, tk(v, i)->line,
+                        "%.*s launches a kernel whose arguments the scan cannot read",
+                        (int)tk(v, i)->len, v->src + tk(v, i)->off);
+        else if (ident(v, i) && is(v, i + 1, "<<<") && scan_launch_reaches_symbols(v, i))
+            rc = refuse(m, tk(v, i)->line,
+                        "kernel %.*s may write memory no argument names (a __device__ "
+                        "variable)",
+                        (int)tk(v, i)->len, v->src + tk(v, i)->off);
+    }
+    return rc;
+}
+
 int cuco_send_made_scan(const char *text, size_t call_off, int site,
                         int (*editable)(void *ctx, size_t off), void *ctx,
                         cuco_send_made_plan *plan, cuco_err *e)
@@ -433,6 +467,8 @@ int cuco_send_made_scan(const char *text, size_t call_off, int site,
         rc = refuse(&m, 0,
                     "no cuBLAS GEMM writes its buffer in the function that sends it or the "
                     "helpers that function calls with it");
+    if (rc == 0 && !m.why)
+        rc = audit_hidden(&m);
     if (rc == 0 && !m.why)
         rc = made_edits(&m, c, site, editable, ctx, plan);
     if (rc == 0)

@@ -508,6 +508,16 @@ int scan_try_split(scan *s, cuco_sched_place *pl, int (*editable)(void *, size_t
         return split_no(p, "does not read the gathered buffer through operand A or B", line) > 0
                    ? 0
                    : CUCO_ENOMEM;
+    int hc = 0;
+    if (!helper && (rc = arg_names_buffer(s, g + 1, api->c, &hc)) != 0)
+        return rc;
+    if (hc)
+        return split_no(p,
+                        "is a GEMM that writes its output into the gathered or the sent buffer "
+                        "(split, it would overwrite rows peers may still be reading)",
+                        line) > 0
+                   ? 0
+                   : CUCO_ENOMEM;
     if (editable && !editable(ctx, tk(v, g)->off))
         return split_no(p, "is in frozen code", line) > 0 ? 0 : CUCO_ENOMEM;
     if ((rc = stop_consuming(s, st, pl)) != 0)

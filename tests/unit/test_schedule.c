@@ -517,6 +517,101 @@ static void test_scan_macros_and_bindings(void **state)
     cuco_err_clear(&e);
 }
 
+/* the wait names its consumer's stream again right before it: never an
+ * expression with a call (evaluated twice), a loop's own variable
+ * (streams[i] out of its scope), or two streams besides the call's (one
+ * wait covers one); a plain element or a second stream that is the
+ * call's own is fine */
+static void test_scan_consumer_streams(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        "#include <nccl.h>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "cudaStream_t next_stream();\n"
+        "static void f(float *x, float *y, float *a, size_t n, ncclComm_t c, cudaStream_t s, cudaStream_t *streams, cudaStream_t s2)\n"
+        "{\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    k<<<1, 32, 0, next_stream()>>>(y, n);\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    for (int i = 0; i < 2; i++)\n"
+        "        k<<<1, 32, 0, streams[i]>>>(y, n);\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    {\n"
+        "        k<<<1, 32, 0, s2>>>(a, n);\n"
+        "        k<<<1, 32, 0, s>>>(y, n);\n"
+        "    }\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    {\n"
+        "        k<<<1, 32, 0, s2>>>(a, n);\n"
+        "        k<<<1, 32, 0, streams[0]>>>(y, n);\n"
+        "    }\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    k<<<1, 32, 0, streams[1]>>>(y, n);\n"
+        "}\n"
+        "int main() { float *x, *y, *a; ncclComm_t c; cudaStream_t s, ss[2];\n"
+        "    cudaMalloc(&x, 64); cudaMalloc(&y, 64); cudaMalloc(&a, 64);\n"
+        "    f(x, y, a, 16, c, s, ss, s); return 0; }\n"
+        ;
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("p.cu", prog, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    static const int refused_line[] = {6, 9, 19}, applied_line[] = {13, 25};
+    for (int k = 0; k < 3; k++)
+        assert_true(tx_has_schedule_note(&r.notes, refused_line[k],
+                                         "runs on a stream the wait cannot name"));
+    for (int k = 0; k < 2; k++)
+        assert_true(tx_has_schedule_note(&r.notes, applied_line[k], "issued on a side stream"));
+    assert_non_null(strstr(r.program, "cuco_tx::early_wait(2, CUCO_EARLY_2, s2);"));
+    assert_non_null(strstr(r.program, "cuco_tx::early_wait(4, CUCO_EARLY_4, streams[1]);"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
+/* pointer parameters whose caller's arguments share one head (b.y,
+ * b.flags) may alias, unless their types cannot be one object: a struct of
+ * the file and a float buffer are apart, a char buffer is not (and what a
+ * char buffer may also be is not the float buffer's) */
+static void test_scan_param_types(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        "#include <nccl.h>\n"
+        "struct Stats { int hits; };\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "__global__ void count(Stats *flags, size_t n);\n"
+        "__global__ void bytes(char *raw, size_t n);\n"
+        "void step(float *x, float *y, Stats *flags, char *raw, size_t n, ncclComm_t c, cudaStream_t s)\n"
+        "{\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    count<<<1, 32, 0, s>>>(flags, n);\n"
+        "    k<<<1, 32, 0, s>>>(y, n);\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    bytes<<<1, 32, 0, s>>>(raw, n);\n"
+        "    k<<<1, 32, 0, s>>>(y, n);\n"
+        "}\n"
+        "struct Bufs { float *x, *y; Stats *flags; char *raw; };\n"
+        "int main() { Bufs b; ncclComm_t c; cudaStream_t s;\n"
+        "    cudaMalloc(&b.x, 64); cudaMalloc(&b.y, 64); cudaMalloc(&b.flags, 64); cudaMalloc(&b.raw, 64);\n"
+        "    step(b.x, b.y, b.flags, b.raw, 16, c, s); return 0; }\n"
+        ;
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("p.cu", prog, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    assert_true(tx_has_schedule_note(&r.notes, 8, "wait moved before the statement at line 10"));
+    assert_true(tx_has_schedule_note(&r.notes, 11, "no independent work between the call and its "
+                                                   "first consumer (line 12)"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
 /* kernels that reach memory no argument names: one whose body reads a
  * __device__ pointer, one that reads a __constant__ one through a helper,
  * one defined in another file of a program that sets symbols; a kernel
@@ -732,6 +827,8 @@ int main(void)
         cmocka_unit_test(test_scan_hidden_consumers),
         cmocka_unit_test(test_scan_device_symbols),
         cmocka_unit_test(test_scan_macros_and_bindings),
+        cmocka_unit_test(test_scan_consumer_streams),
+        cmocka_unit_test(test_scan_param_types),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,8 +6,9 @@
  * each recording GEMM, the send's made_site argument, made_begin at the
  * maker's first statement and the knobs are there, also when the kernel that
  * reads the buffer is defined with __launch_bounds__. A memset of the buffer,
- * a kernel that may write it, an alias, a global buffer, a send in a group
- * or no GEMM at all keep the send as it was, with a line that says why.
+ * a kernel that may write it, an alias (also a second parameter bound to the
+ * same object), a launch through void **, a kernel that writes a
+ * __device__ pointer, a global buffer, a send in a group or no GEMM at all keep the send as it was, with a line that says why.
  * The copy-engine point-to-point knob is declared on (1) with the schedule,
  * off (0) for other sends, and not at all without sends or receives. */
 #include <setjmp.h>
@@ -196,18 +197,30 @@ static void test_kernel_definition(void **state)
     free(text);
 }
 
-/* the same program with one change each: the schedule does not apply, the
- * send is an ordinary one, and the report says why */
-static void check_refused(const char *from, const char *to, const char *why)
+/* text with its first `from` replaced by `to` (the caller frees it) */
+static char *replaced(const char *text, const char *from, const char *to)
+{
+    const char *at = strstr(text, from);
+    assert_non_null(at);
+    cuco_buf b = CUCO_BUF_INIT;
+    assert_int_equal(
+        cuco_buf_printf(&b, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from)), 0);
+    return cuco_buf_detach(&b);
+}
+
+/* the same program with changes (pairs from, to; NULL ends them): the
+ * schedule does not apply, the send is an ordinary one, the report says why */
+static void check_refused_all(const char *const *changes, const char *why)
 {
     char *text = cuco_strdup(prog_helpers);
     assert_non_null(text);
-    char *at = strstr(text, from);
-    assert_non_null(at);
-    cuco_buf b = CUCO_BUF_INIT;
-    cuco_buf_printf(&b, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+    for (size_t i = 0; changes[i]; i += 2) {
+        char *next = replaced(text, changes[i], changes[i + 1]);
+        free(text);
+        text = next;
+    }
     cuco_tx_result r;
-    tx_transform(b.data, &r);
+    tx_transform(text, &r);
     assert_null(strstr(r.program, "cuco_tx::made_site(0"));
     assert_null(strstr(r.program, "cuco_tx::gemm_ex_record(0"));
     assert_null(strstr(r.program, "CUCO_SENDP_0"));
@@ -216,8 +229,13 @@ static void check_refused(const char *from, const char *to, const char *why)
         fail_msg("no note with '%s'", why);
     assert_true(tx_has_schedule_note(&r.notes, 0, "send_as_produced does not apply to ncclSend"));
     cuco_tx_result_free(&r);
-    cuco_buf_free(&b);
     free(text);
+}
+
+static void check_refused(const char *from, const char *to, const char *why)
+{
+    const char *const changes[] = {from, to, NULL};
+    check_refused_all(changes, why);
 }
 
 static void test_refused(void **state)
@@ -244,6 +262,34 @@ static void test_refused(void **state)
     check_refused("    run(h, c, p, out, st);\n",
                   "    run(h, c, p, out, st);\n    move(c, p, st);\n",
                   "called from several functions");
+    /* a second parameter of the maker's that its caller binds to the same
+     * object, written through that name */
+    const char *const twice[] = {
+        "const P &p, float *out, cudaStream_t st) {\n",
+        "const P &p, P &q, float *out, cudaStream_t st) {\n",
+        "    move(c, p, st);\n}\nint main",
+        "    cudaMemsetAsync(q.cache, 0, 64, st);\n    move(c, p, st);\n}\nint main",
+        "    run(h, c, p, out, st);\n",
+        "    run(h, c, p, p, out, st);\n",
+        NULL};
+    check_refused_all(twice, "`q` may hold the same buffer as `p`");
+    /* a launch whose arguments sit behind void ** */
+    check_refused("    move(c, p, st);\n}\nint main",
+                  "    void *args[] = {&out};\n"
+                  "    cudaLaunchKernel((const void *)decode, 1, 32, args, 0, st);\n"
+                  "    move(c, p, st);\n}\nint main",
+                  "cudaLaunchKernel launches a kernel whose arguments the scan cannot read");
+    /* a kernel that writes through a __device__ pointer (the reader is
+     * defined here: it names no such variable) */
+    const char *const symbol[] = {
+        "__global__ void decode(const float *cache, float *out, long n);\n",
+        "__device__ float *g_cache;\n"
+        "__global__ void poke(long n) { g_cache[n] = 0; }\n"
+        "__global__ void decode(const float *cache, float *out, long n) { out[0] = cache[0]; }\n",
+        "    move(c, p, st);\n}\nint main",
+        "    poke<<<1, 1, 0, st>>>(p.n);\n    move(c, p, st);\n}\nint main",
+        NULL};
+    check_refused_all(symbol, "kernel poke may write memory no argument names");
 }
 
 /* a buffer of file scope and a send in a group: not planned */

@@ -95,6 +95,23 @@ static void test_split_direct(void **state)
     cuco_tx_result_free(&r);
 }
 
+/* a GEMM that writes its output into the all-gather's own send buffer is
+ * left whole: split, its first part would run while peers still read x */
+static void test_split_output_in_send(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        PROG_HEAD "    ncclAllGather(x, g, 16, ncclFloat, c, s);\n"
+                  "    cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 8, m, kk, &one, w, 8, g, kk, "
+                  "&zero, x, 8);\n" PROG_TAIL;
+    cuco_tx_result r;
+    tx_transform(prog, &r);
+    assert_null(strstr(r.program, "cuco_tx::sgemm_split("));
+    assert_true(tx_has_schedule_note(&r.notes, 8, "writes its output into the gathered or the sent "
+                                                  "buffer"));
+    cuco_tx_result_free(&r);
+}
+
 /* two split all-gathers: either switch reads the chunk count, which then
  * has no condition (conditions are 'and') */
 static void test_split_two_sites(void **state)
@@ -423,6 +440,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_direct),      cmocka_unit_test(test_split_two_sites),
+        cmocka_unit_test(test_split_output_in_send),
         cmocka_unit_test(test_split_lt),          cmocka_unit_test(test_split_alias),
         cmocka_unit_test(test_split_unbraced_if), cmocka_unit_test(test_unbraced_if_schedule),
         cmocka_unit_test(test_split_not_first),   cmocka_unit_test(test_produce_direct),
