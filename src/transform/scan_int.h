@@ -28,6 +28,8 @@ typedef struct fn_scope {
     size_t params, body, body_end; /* '(' of the parameters, '{' and '}' of the body */
     cuco_strlist alias_a, alias_b;
     cuco_strlist locals, pointer_params;
+    cuco_strlist wild; /* globals or members another function sets from its own locals:
+                          any buffer */
 } fn_scope;
 
 /* The scan around one communication call. */

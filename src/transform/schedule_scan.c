@@ -444,6 +444,7 @@ void scan_fn_scope_free(fn_scope *f)
     cuco_strlist_free(&f->alias_b);
     cuco_strlist_free(&f->locals);
     cuco_strlist_free(&f->pointer_params);
+    cuco_strlist_free(&f->wild);
 }
 
 /* Declared names of [a, b) ("T *x =", "T x;", parameters). */
@@ -468,7 +469,81 @@ static int scan_locals(fn_scope *f, const sview *v, size_t a, size_t b)
     return rc;
 }
 
-/* The function around block brace (through lambdas, to the named function). */
+/* Whether the file declares name outside any function body and parameter
+ * list as a pointer
+ * or a container (`float *g_view;`, a member `float *x_, *view_;`,
+ * `std::vector<float *> bufs_;`): a global or member that can hold a buffer. */
+static int in_parens(const sview *v, size_t i)
+{
+    int d = 0;
+    for (size_t k = i; k-- > 0 && !is(v, k, ";") && !is(v, k, "{") && !is(v, k, "}");) {
+        d += is(v, k, ")") - is(v, k, "(");
+        if (d < 0)
+            return 1;
+    }
+    return 0;
+}
+
+static int outer_pointer(const sview *v, const char *name)
+{
+    size_t len = strlen(name);
+    for (size_t i = 1; i + 1 < v->n; i++)
+        if (ident(v, i) && tk(v, i)->len == len && !memcmp(v->src + tk(v, i)->off, name, len) &&
+            (is(v, i - 1, "*") || is(v, i - 1, ">")) &&
+            (is(v, i + 1, ";") || is(v, i + 1, ",") || is(v, i + 1, "=") || is(v, i + 1, "{")) &&
+            function_body_of(v, i) >= v->n && !in_parens(v, i))
+            return 1;
+    return 0;
+}
+
+/* Whether the function whose parameters open at p runs on the device
+ * (__global__ or __device__ before its name): its names are not the host's. */
+static int device_function(const sview *v, size_t p)
+{
+    for (size_t k = p; k-- > 0 && k + 12 > p && !is(v, k, ";") && !is(v, k, "}");)
+        if (is(v, k, "__global__") || is(v, k, "__device__"))
+            return 1;
+    return 0;
+}
+
+/* The alias pairs that other functions of the file make between names
+ * that are none of their locals nor of f's (globals, members: `view_ = y_`
+ * in a method) joined to f's; a global or member they set from one of
+ * their locals (`g_view = y` in a setup function taking y) may hold any
+ * buffer (f->wild). */
+static int add_file_pairs(fn_scope *f, const sview *v)
+{
+    int rc = 0;
+    for (size_t o = 0; o < v->n && rc == 0; o++) {
+        int lambda = 0;
+        size_t p = is(v, o, "{") && o != f->body ? params_of(v, o, &lambda) : v->n;
+        if (p >= v->n || lambda || device_function(v, p))
+            continue;
+        fn_scope g = {.params = p, .body = o, .body_end = close_of(v, o)};
+        rc = scan_alias_pairs(&g, v, p, g.body_end);
+        if (rc == 0)
+            rc = scan_locals(&g, v, p, g.body_end);
+        for (size_t i = 0; i < g.alias_a.n && rc == 0; i++) {
+            const char *a = g.alias_a.items[i], *b = g.alias_b.items[i];
+            int la = scan_listed(&g.locals, a), lb = scan_listed(&g.locals, b);
+            if (la != lb && !scan_listed(&f->locals, la ? b : a) &&
+                !scan_listed(&f->wild, la ? b : a) && outer_pointer(v, la ? b : a)) {
+                rc = cuco_strlist_push(&f->wild, la ? b : a);
+                continue;
+            }
+            if (la || lb || scan_listed(&f->locals, a) || scan_listed(&f->locals, b))
+                continue;
+            rc = cuco_strlist_push(&f->alias_a, a);
+            if (rc == 0)
+                rc = cuco_strlist_push(&f->alias_b, b);
+        }
+        scan_fn_scope_free(&g);
+    }
+    return rc;
+}
+
+/* The function around block brace (through lambdas, to the named function):
+ * its alias pairs, and the file's between names it does not declare. */
 int scan_fn_scope_find(fn_scope *f, const sview *v, size_t brace)
 {
     memset(f, 0, sizeof(*f));
@@ -482,6 +557,8 @@ int scan_fn_scope_find(fn_scope *f, const sview *v, size_t brace)
             int rc = scan_alias_pairs(f, v, p, f->body_end);
             if (rc == 0)
                 rc = scan_locals(f, v, p, f->body_end);
+            if (rc == 0)
+                rc = add_file_pairs(f, v);
             if (rc != 0)
                 scan_fn_scope_free(f);
             return rc;
@@ -622,6 +699,15 @@ int scan_buffers_closure(scan *s)
         rc = cuco_strlist_push(&all, s->send.items[i]);
     for (size_t i = 0; i < s->recv.n && rc == 0; i++)
         rc = cuco_strlist_push(&all, s->recv.items[i]);
+    for (size_t i = 0; i < s->fn.wild.n && rc == 0 && all.n > 0; i++) {
+        if (scan_listed(&all, s->fn.wild.items[i]))
+            continue; /* may be any buffer: the call's too */
+        rc = cuco_strlist_push(&all, s->fn.wild.items[i]);
+        if (rc == 0)
+            rc = cuco_strlist_push(&s->fn.alias_a, all.items[0]);
+        if (rc == 0)
+            rc = cuco_strlist_push(&s->fn.alias_b, s->fn.wild.items[i]);
+    }
     for (int grew = 1; grew && rc == 0;) {
         grew = 0;
         for (size_t i = 0; i < s->fn.alias_a.n && rc == 0; i++) {

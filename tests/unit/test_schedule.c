@@ -612,6 +612,63 @@ static void test_scan_param_types(void **state)
     cuco_err_clear(&e);
 }
 
+/* a pointer set in another function: a member a method sets from another
+ * member (view_ = y_), a global a setup function sets from its parameter
+ * (g_view = y + 4, which may then be any buffer); a launch reading it is a
+ * consumer */
+static void test_scan_set_elsewhere(void **state)
+{
+    (void)state;
+    static const char *const progs[] = {
+        "#include <nccl.h>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "struct Layer {\n"
+        "    float *x_, *y_, *view_, *other_;\n"
+        "    size_t n_;\n"
+        "    ncclComm_t comm_;\n"
+        "    cudaStream_t s_;\n"
+        "    void init() { view_ = y_; }\n"
+        "    void forward()\n"
+        "    {\n"
+        "        ncclAllReduce(x_, y_, n_, ncclFloat, ncclSum, comm_, s_);\n"
+        "        k<<<1, 32, 0, s_>>>(other_, n_);\n"
+        "        k<<<1, 32, 0, s_>>>(view_, n_);\n"
+        "        k<<<1, 32, 0, s_>>>(other_, n_);\n"
+        "    }\n"
+        "};\n"
+        "int main() { Layer L;\n"
+        "    cudaMalloc(&L.x_, 64); cudaMalloc(&L.y_, 64); cudaMalloc(&L.other_, 64);\n"
+        "    L.init(); L.forward(); return 0; }\n"
+        ,
+        "#include <nccl.h>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "float *g_view;\n"
+        "static void setup_views(float *y) { g_view = y + 4; }\n"
+        "static void step(float *x, float *y, float *a, size_t n, ncclComm_t c, cudaStream_t s)\n"
+        "{\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    k<<<1, 32, 0, s>>>(g_view, n);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "}\n"
+        "int main() { float *x, *y, *a; ncclComm_t c; cudaStream_t s;\n"
+        "    cudaMalloc(&x, 64); cudaMalloc(&y, 64); cudaMalloc(&a, 64);\n"
+        "    setup_views(y); step(x, y, a, 16, c, s); return 0; }\n"
+        };
+    static const int call_line[] = {11, 7}, wait_line[] = {13, 9};
+    for (int k = 0; k < 2; k++) {
+        cuco_tx_result r;
+        cuco_err e = CUCO_ERR_INIT;
+        assert_int_equal(cuco_transform_rules("p.cu", progs[k], &r, &e), 0);
+        assert_int_equal(r.refused, 0);
+        char want[64];
+        snprintf(want, sizeof want, "wait moved before the statement at line %d", wait_line[k]);
+        assert_true(tx_has_schedule_note(&r.notes, call_line[k], want));
+        cuco_tx_result_free(&r);
+        cuco_err_clear(&e);
+    }
+}
+
 /* kernels that reach memory no argument names: one whose body reads a
  * __device__ pointer, one that reads a __constant__ one through a helper,
  * one defined in another file of a program that sets symbols; a kernel
@@ -829,6 +886,7 @@ int main(void)
         cmocka_unit_test(test_scan_macros_and_bindings),
         cmocka_unit_test(test_scan_consumer_streams),
         cmocka_unit_test(test_scan_param_types),
+        cmocka_unit_test(test_scan_set_elsewhere),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
