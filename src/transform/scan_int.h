@@ -75,15 +75,24 @@ int scan_macro_reach(const sview *v, size_t i, cuco_strlist *heads, unsigned *re
 int scan_launch_reaches_symbols(const sview *v, size_t name);
 extern const char *const scan_plain_calls[];
 
+/* ---- scan_heads.c ---- */
+/* Words that name types, casts and constants: never a variable. */
+extern const char *const scan_type_words[];
+/* Whether token i is a head: a variable, not a member, call, type or keyword. */
+int scan_is_head(const sview *v, size_t i);
+/* The first head of the expression [a, b) and those after ?, : and , at its
+ * top (all: every head) appended to out. */
+int scan_expr_heads(const sview *v, size_t a, size_t b, cuco_strlist *out, int all);
+/* Whether the call named at i ("std::min" qualified or not) is in list. */
+int scan_call_in(const sview *v, size_t i, const char *const *list);
+
 /* ---- schedule_scan.c ---- */
 size_t scan_stmt_after(const sview *v, size_t i, size_t end);
 int scan_stmt_classify(const sview *v, stmt *s);
 void scan_stmt_free(stmt *s);
 char *scan_arg_text(const sview *v, size_t open, int k, int want_last);
-int scan_call_in(const sview *v, size_t i, const char *const *list);
 size_t scan_call_open(const sview *v, size_t i);
 int scan_all_caps(const sview *v, size_t i);
-int scan_expr_heads(const sview *v, size_t a, size_t b, cuco_strlist *out, int all);
 int scan_listed(const cuco_strlist *l, const char *s);
 int scan_place(scan *s, cuco_sched_place *pl);
 int scan_holds_call(const sview *v, size_t a, size_t b, const char *name);
@@ -94,8 +103,6 @@ int scan_fn_scope_find(fn_scope *f, const sview *v, size_t brace);
 /* scan_alias.c: the alias pairs of tokens [a, b) of f's function into
  * f->alias_a / alias_b (f->params and body_end set). */
 int scan_alias_pairs(fn_scope *f, const sview *v, size_t a, size_t b);
-/* Words that name types, casts and constants: never a variable. */
-extern const char *const scan_type_words[];
 void scan_fn_scope_free(fn_scope *f);
 /* The names that may hold the buffer `name` names in the function around
  * block brace (itself included): its aliases, and the pointer parameters

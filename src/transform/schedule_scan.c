@@ -18,67 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const scan_type_words[] = {
-    "const",      "volatile",     "void",     "float",         "double",
-    "int",        "char",         "short",    "long",          "unsigned",
-    "signed",     "bool",         "auto",     "struct",        "class",
-    "size_t",     "half",         "__half",   "__nv_bfloat16", "nv_bfloat16",
-    "int8_t",     "uint8_t",      "int16_t",  "uint16_t",      "int32_t",
-    "uint32_t",   "int64_t",      "uint64_t", "static_cast",   "reinterpret_cast",
-    "const_cast", "dynamic_cast", "sizeof",   "nullptr",       "NULL",
-    "true",       "false",        "this",     "new",           "delete",
-    "typename",   "template",     NULL};
-
-/* A head: an identifier that names a variable, not the member after . or ->,
- * not a call, a type, a keyword or a namespace. */
-static int is_head(const sview *v, size_t i)
-{
-    if (!ident(v, i) || in_words(v, i, scan_type_words) || in_words(v, i, sview_keywords))
-        return 0;
-    if (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::")))
-        return 0;
-    if (is(v, i + 1, "(") || is(v, i + 1, "::") || is(v, i + 1, "<<<"))
-        return 0;
-    /* (T *)x and static_cast<T *>(x): a type */
-    size_t k = i + 1;
-    while (is(v, k, "*") || is(v, k, "&"))
-        k++;
-    if (k > i + 1 && (is(v, k, ")") || is(v, k, ">")))
-        return 0;
-    if (is(v, i + 1, ">") && i > 0 && (is(v, i - 1, "<") || is(v, i - 1, ",")))
-        return 0;
-    /* (uintptr_t)y: a cast's type, the operand after it */
-    if (i > 0 && is(v, i - 1, "(") && is(v, i + 1, ")") &&
-        (ident(v, i + 2) || is(v, i + 2, "(") ||
-         (i + 2 < v->n && tk(v, i + 2)->kind == CUCO_TOK_NUMBER)))
-        return 0;
-    return 1;
-}
-
-/* The first head of the expression [a, b), and those after ?, : at its top. */
-int scan_expr_heads(const sview *v, size_t a, size_t b, cuco_strlist *out, int all)
-{
-    int want = 1, d = 0;
-    for (size_t i = a; i < b; i++) {
-        if (is(v, i, "(") || is(v, i, "[") || is(v, i, "{"))
-            d++;
-        else if (is(v, i, ")") || is(v, i, "]") || is(v, i, "}"))
-            d--;
-        else if (d == 0 && (is(v, i, "?") || is(v, i, ":") || is(v, i, ",")))
-            want = 1;
-        if ((want || all) && is_head(v, i)) {
-            char *s = cuco_strndup(v->src + tk(v, i)->off, tk(v, i)->len);
-            if (!s || cuco_strlist_push(out, s) != 0) {
-                free(s);
-                return CUCO_ENOMEM;
-            }
-            free(s);
-            want = 0;
-        }
-    }
-    return 0;
-}
-
 /* ---- statements ----------------------------------------------------------- */
 
 /* Index after the statement that starts at i, inside a block closing at end. */
@@ -260,24 +199,6 @@ char *scan_arg_text(const sview *v, size_t open, int k, int want_last)
     return NULL;
 }
 
-/* Qualified name ending at i ("std::min"), for the lists. */
-int scan_call_in(const sview *v, size_t i, const char *const *list)
-{
-    size_t q = i;
-    while (q >= 2 && is(v, q - 1, "::") && ident(v, q - 2))
-        q -= 2;
-    size_t len = tk(v, i)->off + tk(v, i)->len - tk(v, q)->off;
-    const char *s = v->src + tk(v, q)->off;
-    const char *base = v->src + tk(v, i)->off;
-    for (; *list; list++) {
-        size_t n = strlen(*list);
-        if ((n == len && memcmp(*list, s, n) == 0) ||
-            (n == tk(v, i)->len && memcmp(*list, base, n) == 0 && q == i))
-            return 1;
-    }
-    return 0;
-}
-
 static int push_text(cuco_strlist *l, const sview *v, size_t i)
 {
     char *s = cuco_strndup(v->src + tk(v, i)->off, tk(v, i)->len);
@@ -419,7 +340,7 @@ int scan_stmt_classify(const sview *v, stmt *s)
         size_t open = scan_call_open(v, i);
         if (open < v->n)
             rc = classify_call(v, i, open, s);
-        if (rc == 0 && is_head(v, i))
+        if (rc == 0 && scan_is_head(v, i))
             rc = push_text(&s->heads, v, i);
         unsigned reach = 0;
         if (rc == 0 && ident(v, i))
@@ -452,7 +373,7 @@ static int scan_locals(fn_scope *f, const sview *v, size_t a, size_t b)
 {
     int rc = 0;
     for (size_t i = a + 1; i < b && rc == 0; i++) {
-        if (!is_head(v, i) ||
+        if (!scan_is_head(v, i) ||
             !(is(v, i + 1, "=") || is(v, i + 1, ";") || is(v, i + 1, ",") || is(v, i + 1, "[") ||
               is(v, i + 1, ")") || is(v, i + 1, "{") || is(v, i + 1, ":")))
             continue;

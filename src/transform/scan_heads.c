@@ -1,0 +1,89 @@
+/* scan_heads.c: what an expression names (scan_int.h): its heads, the
+ * variables it reads (`s.buf`, `L->out` and `ls[i].x` count as `s`, `L`,
+ * `ls`; types, casts, members and calls are not heads), and whether a call's
+ * qualified name is in a list. The scans of the schedules and of the
+ * aliases read expressions through it.
+ */
+#include "scan_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *const scan_type_words[] = {
+    "const",      "volatile",     "void",     "float",         "double",
+    "int",        "char",         "short",    "long",          "unsigned",
+    "signed",     "bool",         "auto",     "struct",        "class",
+    "size_t",     "half",         "__half",   "__nv_bfloat16", "nv_bfloat16",
+    "int8_t",     "uint8_t",      "int16_t",  "uint16_t",      "int32_t",
+    "uint32_t",   "int64_t",      "uint64_t", "static_cast",   "reinterpret_cast",
+    "const_cast", "dynamic_cast", "sizeof",   "nullptr",       "NULL",
+    "true",       "false",        "this",     "new",           "delete",
+    "typename",   "template",     NULL};
+
+/* A head: an identifier that names a variable, not the member after . or ->,
+ * not a call, a type, a keyword or a namespace. */
+int scan_is_head(const sview *v, size_t i)
+{
+    if (!ident(v, i) || in_words(v, i, scan_type_words) || in_words(v, i, sview_keywords))
+        return 0;
+    if (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "::")))
+        return 0;
+    if (is(v, i + 1, "(") || is(v, i + 1, "::") || is(v, i + 1, "<<<"))
+        return 0;
+    /* (T *)x and static_cast<T *>(x): a type */
+    size_t k = i + 1;
+    while (is(v, k, "*") || is(v, k, "&"))
+        k++;
+    if (k > i + 1 && (is(v, k, ")") || is(v, k, ">")))
+        return 0;
+    if (is(v, i + 1, ">") && i > 0 && (is(v, i - 1, "<") || is(v, i - 1, ",")))
+        return 0;
+    /* (uintptr_t)y: a cast's type, the operand after it */
+    if (i > 0 && is(v, i - 1, "(") && is(v, i + 1, ")") &&
+        (ident(v, i + 2) || is(v, i + 2, "(") ||
+         (i + 2 < v->n && tk(v, i + 2)->kind == CUCO_TOK_NUMBER)))
+        return 0;
+    return 1;
+}
+
+/* The first head of the expression [a, b), and those after ?, : at its top. */
+int scan_expr_heads(const sview *v, size_t a, size_t b, cuco_strlist *out, int all)
+{
+    int want = 1, d = 0;
+    for (size_t i = a; i < b; i++) {
+        if (is(v, i, "(") || is(v, i, "[") || is(v, i, "{"))
+            d++;
+        else if (is(v, i, ")") || is(v, i, "]") || is(v, i, "}"))
+            d--;
+        else if (d == 0 && (is(v, i, "?") || is(v, i, ":") || is(v, i, ",")))
+            want = 1;
+        if ((want || all) && scan_is_head(v, i)) {
+            char *s = cuco_strndup(v->src + tk(v, i)->off, tk(v, i)->len);
+            if (!s || cuco_strlist_push(out, s) != 0) {
+                free(s);
+                return CUCO_ENOMEM;
+            }
+            free(s);
+            want = 0;
+        }
+    }
+    return 0;
+}
+
+/* Qualified name ending at i ("std::min"), for the lists. */
+int scan_call_in(const sview *v, size_t i, const char *const *list)
+{
+    size_t q = i;
+    while (q >= 2 && is(v, q - 1, "::") && ident(v, q - 2))
+        q -= 2;
+    size_t len = tk(v, i)->off + tk(v, i)->len - tk(v, q)->off;
+    const char *s = v->src + tk(v, q)->off;
+    const char *base = v->src + tk(v, i)->off;
+    for (; *list; list++) {
+        size_t n = strlen(*list);
+        if ((n == len && memcmp(*list, s, n) == 0) ||
+            (n == tk(v, i)->len && memcmp(*list, base, n) == 0 && q == i))
+            return 1;
+    }
+    return 0;
+}
