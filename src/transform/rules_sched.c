@@ -2,6 +2,7 @@
  * schedule scans (schedule_scan.c, split_scan.c, send_made.c), their plans
  * turned into edits and their report lines. */
 #include "rules_int.h"
+#include "scan_int.h"
 
 static void sched_sites_add(sched_sites *s, size_t site)
 {
@@ -212,7 +213,7 @@ static int send_made_apply(ctx *c, const char *text, size_t k, int grouped, cuco
                                  "send_as_produced does not apply to ncclSend: inside "
                                  "ncclGroupStart/ncclGroupEnd");
     cuco_send_made_plan plan;
-    int rc = cuco_send_made_scan(text, tk(v, tok)->off, (int)k, sched_editable, c, &plan, e);
+    int rc = send_made_scan_view(v, tk(v, tok)->off, (int)k, sched_editable, c, &plan, e);
     if (rc == 0 && plan.applies)
         rc = plan_apply(c, plan.edits, plan.nedits);
     if (rc == 0 && plan.applies) {
@@ -259,7 +260,7 @@ static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
         return rc;
     }
     cuco_sched_plan plan;
-    rc = cuco_sched_scan(text, tk(v, tok)->off, api, (int)k, c->sem, c->n_sem, sched_editable, c,
+    rc = sched_scan_view(v, tk(v, tok)->off, api, (int)k, c->sem, c->n_sem, sched_editable, c,
                          &plan, e);
     if (rc == 0)
         rc = split_shared(c, &plan);

@@ -215,13 +215,10 @@ static const char *const making_calls[] = {"cudaMalloc",
  * its declaration's tokens; 0 when the file defines no such function. */
 static int param_of(const sview *v, size_t name, int t, size_t *a, size_t *b)
 {
-    for (size_t k = 0; k + 1 < v->n; k++) {
-        if (k == name || !same_tok(v, k, name) || !is(v, k + 1, "(") || v->scope[k] != 0)
-            continue;
-        size_t close = close_of(v, k + 1);
-        if (close + 1 < v->n && is(v, close + 1, "{") && arg_range(v, k + 1, t, a, b))
+    size_t at = 0;
+    for (size_t k = sview_next_def(v, name, &at); k < v->n; k = sview_next_def(v, name, &at))
+        if (v->scope[k] == 0 && arg_range(v, k + 1, t, a, b))
             return 1;
-    }
     return 0;
 }
 
@@ -267,42 +264,63 @@ static int arg_takes_pointer(const sview *v, size_t name, int t, int by_address)
  * by address (&p: memcpy(&p, &y, 8), view_of(&p, y), a descriptor set with
  * &y) holds the other arguments' heads; an object's method (v.push_back(y))
  * makes the object hold its arguments'. */
+enum { MAX_ARGS = 64 };
+
+/* The object whose method is called at name (`v` of v.push_back, `s` of
+ * s.bufs[i].add); v->n when name is no method. */
+static size_t method_object(const sview *v, size_t name)
+{
+    if (name < 2 || !(is(v, name - 1, ".") || is(v, name - 1, "->")))
+        return v->n;
+    size_t k = name - 1;
+    while (k >= 2 && (is(v, k, ".") || is(v, k, "->")) && ident(v, k - 1)) {
+        k = before_subscripts(v, k - 1);
+        if (k > 0 && (is(v, k - 1, ".") || is(v, k - 1, "->")))
+            k--;
+        else
+            break;
+    }
+    return ident(v, k) ? k : v->n;
+}
+
+/* The name a call's argument [a, b) (argument t) may be made to hold
+ * another argument through: &p, or p into an out-parameter; v->n. */
+static size_t holder_arg(const sview *v, size_t name, int t, size_t a, size_t b)
+{
+    if (is(v, a, "&") && ident(v, a + 1) && arg_takes_pointer(v, name, t, 1))
+        return a + 1;
+    if (ident(v, a) && a + 1 == b && arg_takes_pointer(v, name, t, 0))
+        return a;
+    return v->n;
+}
+
 static int call_pairs(fn_scope *f, const sview *v, size_t name)
 {
     size_t open = name + 1, close = close_of(v, open);
     if (close >= v->n || in_words(v, name, making_calls) || scan_call_in(v, name, making_calls))
         return 0;
-    int n = arg_count(v, open), rc = 0;
-    size_t obj = v->n;
-    if (name >= 2 && (is(v, name - 1, ".") || is(v, name - 1, "->"))) {
-        size_t k = name - 1;
-        while (k >= 2 && (is(v, k, ".") || is(v, k, "->")) && ident(v, k - 1)) {
-            k = before_subscripts(v, k - 1);
-            if (k > 0 && (is(v, k - 1, ".") || is(v, k - 1, "->")))
-                k--;
-            else
-                break;
+    size_t from[MAX_ARGS], to[MAX_ARGS];
+    int n = 0, rc = 0, d = 0;
+    for (size_t i = open + 1, start = open + 1; i <= close && n < MAX_ARGS; i++) {
+        d += i < close && (is(v, i, "(") || is(v, i, "[") || is(v, i, "{"));
+        d -= i < close && (is(v, i, ")") || is(v, i, "]") || is(v, i, "}"));
+        if (i == close || (d == 0 && is(v, i, ","))) {
+            if (i > start) {
+                from[n] = start;
+                to[n++] = i;
+            }
+            start = i + 1;
         }
-        obj = ident(v, k) ? k : v->n;
     }
+    size_t obj = method_object(v, name);
     for (int t = -1; t < n && rc == 0; t++) {
-        size_t a, b, lhs = obj;
-        if (t >= 0) {
-            if (!arg_range(v, open, t, &a, &b))
-                continue;
-            if (is(v, a, "&") && ident(v, a + 1) && arg_takes_pointer(v, name, t, 1))
-                lhs = a + 1;
-            else if (ident(v, a) && a + 1 == b && arg_takes_pointer(v, name, t, 0))
-                lhs = a;
-            else
-                continue;
-        }
+        size_t lhs = t < 0 ? obj : holder_arg(v, name, t, from[t], to[t]);
         if (lhs >= v->n)
             continue;
         cuco_strlist rhs = {0};
         for (int o = 0; o < n && rc == 0; o++)
-            if (o != t && arg_range(v, open, o, &a, &b))
-                rc = scan_expr_heads(v, a, b, &rhs, 0);
+            if (o != t)
+                rc = scan_expr_heads(v, from[o], to[o], &rhs, 0);
         if (rc == 0)
             rc = add_pairs(f, v, lhs, &rhs, 1);
         cuco_strlist_free(&rhs);

@@ -75,6 +75,15 @@ int scan_macro_reach(const sview *v, size_t i, cuco_strlist *heads, unsigned *re
 int scan_launch_reaches_symbols(const sview *v, size_t name);
 extern const char *const scan_plain_calls[];
 
+/* ---- the scans on a view the caller holds (its memo kept across calls):
+ * cuco_sched_scan and cuco_send_made_scan on an open view of their text */
+int sched_scan_view(const sview *v, size_t call_off, const char *api, int site,
+                    const cuco_semantic *sem, size_t n_sem, int (*editable)(void *ctx, size_t off),
+                    void *ctx, cuco_sched_plan *plan, cuco_err *e);
+int send_made_scan_view(const sview *v, size_t call_off, int site,
+                        int (*editable)(void *ctx, size_t off), void *ctx,
+                        cuco_send_made_plan *plan, cuco_err *e);
+
 /* ---- scan_heads.c ---- */
 /* Words that name types, casts and constants: never a variable. */
 extern const char *const scan_type_words[];

@@ -310,18 +310,18 @@ static int applied_note(scan *s, const cuco_sched_place *pl, const char *api, cu
     return p->note ? 0 : CUCO_ENOMEM;
 }
 
-int cuco_sched_scan(const char *text, size_t call_off, const char *api, int site,
+int sched_scan_view(const sview *v, size_t call_off, const char *api, int site,
                     const cuco_semantic *sem, size_t n_sem, int (*editable)(void *ctx, size_t off),
                     void *ctx, cuco_sched_plan *plan, cuco_err *e)
+
 {
     memset(plan, 0, sizeof(*plan));
-    sview v;
-    int rc = sview_open(&v, text, e);
-    scan s = {.v = &v, .call = (size_t)-1, .sem = sem, .n_sem = n_sem};
+    int rc = 0;
+    scan s = {.v = v, .call = (size_t)-1, .sem = sem, .n_sem = n_sem};
     size_t c = 0, call_stmt = 0;
-    while (rc == 0 && c < v.n && tk(&v, c)->off != call_off)
+    while (rc == 0 && c < v->n && tk(v, c)->off != call_off)
         c++;
-    if (rc == 0 && (c >= v.n || !is(&v, c + 1, "(")))
+    if (rc == 0 && (c >= v->n || !is(v, c + 1, "(")))
         rc = cuco_err_set(e, CUCO_EINVAL, "no call at byte %zu", call_off);
     s.call_tok = c;
     if (rc == 0)
@@ -344,21 +344,21 @@ int cuco_sched_scan(const char *text, size_t call_off, const char *api, int site
         rc = pl.wait < s.n ? plan_note(plan,
                                        "no independent work between the call and its first "
                                        "consumer (line %d)",
-                                       tk(&v, s.stmts[pl.wait].a)->line)
+                                       tk(v, s.stmts[pl.wait].a)->line)
                            : plan_note(plan,
                                        "no independent work between the call and the end "
                                        "of its block (line %d)",
-                                       tk(&v, s.block_end)->line);
+                                       tk(v, s.block_end)->line);
     const char *cs;
-    if (rc == 0 && pl.wait < s.n && !wait_stream(&v, &s.stmts[pl.wait], s.stream, &cs))
+    if (rc == 0 && pl.wait < s.n && !wait_stream(v, &s.stmts[pl.wait], s.stream, &cs))
         rc = plan_note(plan,
                        "its first consumer (line %d) runs on a stream the wait cannot name "
                        "before it (an expression with a call or an increment, a name the "
                        "statement declares, or two streams besides the call's)",
-                       tk(&v, s.stmts[pl.wait].a)->line);
+                       tk(v, s.stmts[pl.wait].a)->line);
     size_t at = rc == 0 ? (pl.wait < s.n ? s.stmts[pl.wait].a : s.block_end) : 0;
-    if (rc == 0 && editable && !editable(ctx, tk(&v, at)->off))
-        rc = plan_note(plan, "its first consumer (line %d) is in frozen code", tk(&v, at)->line);
+    if (rc == 0 && editable && !editable(ctx, tk(v, at)->off))
+        rc = plan_note(plan, "its first consumer (line %d) is in frozen code", tk(v, at)->line);
     if (rc == 0)
         rc = plan_edits(&s, &pl, c + 1, site, plan);
     if (rc == 0 && plan->split)
@@ -386,6 +386,19 @@ int cuco_sched_scan(const char *text, size_t call_off, const char *api, int site
     cuco_strlist_free(&s.recv);
     cuco_strlist_free(&s.all);
     free(s.stream);
-    sview_close(&v);
     return rc > 0 ? 0 : rc;
+}
+
+int cuco_sched_scan(const char *text, size_t call_off, const char *api, int site,
+                    const cuco_semantic *sem, size_t n_sem, int (*editable)(void *ctx, size_t off),
+                    void *ctx, cuco_sched_plan *plan, cuco_err *e)
+{
+    sview v;
+    int rc = sview_open(&v, text, e);
+    if (rc == 0)
+        rc = sched_scan_view(&v, call_off, api, site, sem, n_sem, editable, ctx, plan, e);
+    else
+        memset(plan, 0, sizeof(*plan));
+    sview_close(&v);
+    return rc;
 }

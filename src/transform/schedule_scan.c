@@ -427,38 +427,109 @@ static int device_function(const sview *v, size_t p)
     return 0;
 }
 
-/* The alias pairs that other functions of the file make between names
- * that are none of their locals nor of f's (globals, members: `view_ = y_`
- * in a method) joined to f's; a global or member they set from one of
- * their locals (`g_view = y` in a setup function taking y) may hold any
- * buffer (f->wild). */
-static int add_file_pairs(fn_scope *f, const sview *v)
+/* What the host functions of the file make between names that are none of
+ * their locals, once for the file (the view's memo): pairs of globals or
+ * members (`view_ = y_` in a method), and globals or members a function
+ * sets from one of its own locals (`g_view = y + 4` in a setup function
+ * taking y), each with the body it comes from. */
+typedef struct file_pairs {
+    cuco_strlist a, b, wild;
+    size_t *pair_body, *wild_body;
+} file_pairs;
+
+static void file_pairs_free(void *p)
+{
+    file_pairs *fp = p;
+    if (!fp)
+        return;
+    cuco_strlist_free(&fp->a);
+    cuco_strlist_free(&fp->b);
+    cuco_strlist_free(&fp->wild);
+    free(fp->pair_body);
+    free(fp->wild_body);
+    free(fp);
+}
+
+static int push_with_body(cuco_strlist *l, size_t **bodies, const char *name, size_t body)
+{
+    size_t *grown = realloc(*bodies, (l->n + 1) * sizeof(**bodies));
+    if (!grown)
+        return CUCO_ENOMEM;
+    *bodies = grown;
+    grown[l->n] = body;
+    return cuco_strlist_push(l, name);
+}
+
+/* The pairs function g (its scope read) adds to fp. */
+static int function_pairs(file_pairs *fp, const sview *v, const fn_scope *g)
 {
     int rc = 0;
+    for (size_t i = 0; i < g->alias_a.n && rc == 0; i++) {
+        const char *a = g->alias_a.items[i], *b = g->alias_b.items[i];
+        int la = scan_listed(&g->locals, a), lb = scan_listed(&g->locals, b);
+        if (la != lb && outer_pointer(v, la ? b : a))
+            rc = push_with_body(&fp->wild, &fp->wild_body, la ? b : a, g->body);
+        else if (!la && !lb) {
+            rc = push_with_body(&fp->a, &fp->pair_body, a, g->body);
+            if (rc == 0)
+                rc = cuco_strlist_push(&fp->b, b);
+        }
+    }
+    return rc;
+}
+
+static int file_pairs_build(const sview *v, file_pairs **out)
+{
+    file_pairs *fp = calloc(1, sizeof(*fp));
+    int rc = fp ? 0 : CUCO_ENOMEM;
     for (size_t o = 0; o < v->n && rc == 0; o++) {
         int lambda = 0;
-        size_t p = is(v, o, "{") && o != f->body ? params_of(v, o, &lambda) : v->n;
+        size_t p = is(v, o, "{") ? params_of(v, o, &lambda) : v->n;
         if (p >= v->n || lambda || device_function(v, p))
             continue;
         fn_scope g = {.params = p, .body = o, .body_end = close_of(v, o)};
         rc = scan_alias_pairs(&g, v, p, g.body_end);
         if (rc == 0)
             rc = scan_locals(&g, v, p, g.body_end);
-        for (size_t i = 0; i < g.alias_a.n && rc == 0; i++) {
-            const char *a = g.alias_a.items[i], *b = g.alias_b.items[i];
-            int la = scan_listed(&g.locals, a), lb = scan_listed(&g.locals, b);
-            if (la != lb && !scan_listed(&f->locals, la ? b : a) &&
-                !scan_listed(&f->wild, la ? b : a) && outer_pointer(v, la ? b : a)) {
-                rc = cuco_strlist_push(&f->wild, la ? b : a);
-                continue;
-            }
-            if (la || lb || scan_listed(&f->locals, a) || scan_listed(&f->locals, b))
-                continue;
-            rc = cuco_strlist_push(&f->alias_a, a);
-            if (rc == 0)
-                rc = cuco_strlist_push(&f->alias_b, b);
-        }
+        if (rc == 0)
+            rc = function_pairs(fp, v, &g);
         scan_fn_scope_free(&g);
+    }
+    if (rc != 0) {
+        file_pairs_free(fp);
+        fp = NULL;
+    }
+    *out = fp;
+    return rc;
+}
+
+/* The file's pairs (other functions' than f's) joined to f's, where f
+ * declares neither name; the globals and members they may set from a local
+ * into f->wild. */
+static int add_file_pairs(fn_scope *f, const sview *v)
+{
+    if (!v->memo->data) {
+        file_pairs *fp = NULL;
+        int rc = file_pairs_build(v, &fp);
+        if (rc != 0)
+            return rc;
+        v->memo->data = fp;
+        v->memo->free_data = file_pairs_free;
+    }
+    const file_pairs *fp = v->memo->data;
+    int rc = 0;
+    for (size_t i = 0; i < fp->wild.n && rc == 0; i++) {
+        const char *w = fp->wild.items[i];
+        if (fp->wild_body[i] != f->body && !scan_listed(&f->locals, w) && !scan_listed(&f->wild, w))
+            rc = cuco_strlist_push(&f->wild, w);
+    }
+    for (size_t i = 0; i < fp->a.n && rc == 0; i++) {
+        const char *a = fp->a.items[i], *b = fp->b.items[i];
+        if (fp->pair_body[i] == f->body || scan_listed(&f->locals, a) || scan_listed(&f->locals, b))
+            continue;
+        rc = cuco_strlist_push(&f->alias_a, a);
+        if (rc == 0)
+            rc = cuco_strlist_push(&f->alias_b, b);
     }
     return rc;
 }

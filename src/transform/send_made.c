@@ -86,14 +86,14 @@ static int param_index(const sview *v, size_t f, size_t name)
 /* The definition (body '{') of the function named like token f; v->n. */
 static size_t definition_of(const sview *v, size_t f)
 {
-    for (size_t i = 0; i + 1 < v->n; i++) {
-        if (!same_tok(v, i, f) || !is(v, i + 1, "(") || (i > 0 && is(v, i - 1, ".")))
+    size_t at = 0;
+    for (size_t i = sview_next_def(v, f, &at); i < v->n; i = sview_next_def(v, f, &at)) {
+        if (i > 0 && is(v, i - 1, "."))
             continue;
         size_t after = close_of(v, i + 1) + 1;
         while (after < v->n && (is(v, after, "const") || is(v, after, "noexcept")))
             after++;
-        if (after < v->n && is(v, after, "{"))
-            return after;
+        return after;
     }
     return v->n;
 }
@@ -431,27 +431,27 @@ static int audit_hidden(made_scan *m)
     return rc;
 }
 
-int cuco_send_made_scan(const char *text, size_t call_off, int site,
+int send_made_scan_view(const sview *v, size_t call_off, int site,
                         int (*editable)(void *ctx, size_t off), void *ctx,
                         cuco_send_made_plan *plan, cuco_err *e)
+
 {
     memset(plan, 0, sizeof *plan);
-    sview v;
-    int rc = sview_open(&v, text, e);
-    made_scan m = {.v = &v, .member = v.n};
+    int rc = 0;
+    made_scan m = {.v = v, .member = v->n};
     size_t c = 0, a, b, root = 0;
-    while (rc == 0 && c < v.n && tk(&v, c)->off != call_off)
+    while (rc == 0 && c < v->n && tk(v, c)->off != call_off)
         c++;
-    if (rc == 0 && (c >= v.n || !is(&v, c + 1, "(")))
+    if (rc == 0 && (c >= v->n || !is(v, c + 1, "(")))
         rc = cuco_err_set(e, CUCO_EINVAL, "no call at byte %zu", call_off);
-    size_t body = rc == 0 ? function_body_of(&v, c) : v.n;
-    if (rc == 0 && body >= v.n)
-        rc = refuse(&m, tk(&v, c)->line, "the send is not inside a function");
+    size_t body = rc == 0 ? function_body_of(v, c) : v->n;
+    if (rc == 0 && body >= v->n)
+        rc = refuse(&m, tk(v, c)->line, "the send is not inside a function");
     else if (rc == 0 &&
-             (!arg_range(&v, c + 1, 0, &a, &b) || !buffer_path(&v, a, b, &root, &m.member)))
-        rc = refuse(&m, tk(&v, c)->line,
+             (!arg_range(v, c + 1, 0, &a, &b) || !buffer_path(v, a, b, &root, &m.member)))
+        rc = refuse(&m, tk(v, c)->line,
                     "its buffer is not a variable or one member of one (plus an offset)");
-    if (rc == 0 && !m.why && declared_in(&v, body, root)) {
+    if (rc == 0 && !m.why && declared_in(v, body, root)) {
         /* first the function holding the send: GEMMs there, or in its helpers */
         m.body_b = body;
         m.root_b = root;
@@ -476,6 +476,19 @@ int cuco_send_made_scan(const char *text, size_t call_off, int site,
     plan->applies = rc == 0 && !m.why;
     free(m.producers);
     free(m.why);
+    return rc;
+}
+
+int cuco_send_made_scan(const char *text, size_t call_off, int site,
+                        int (*editable)(void *ctx, size_t off), void *ctx,
+                        cuco_send_made_plan *plan, cuco_err *e)
+{
+    sview v;
+    int rc = sview_open(&v, text, e);
+    if (rc == 0)
+        rc = send_made_scan_view(&v, call_off, site, editable, ctx, plan, e);
+    else
+        memset(plan, 0, sizeof(*plan));
     sview_close(&v);
     return rc;
 }

@@ -18,6 +18,35 @@ static int opens_namespace(const sview *v, size_t k)
             cuco_tok_is(&v->lx, tk(v, k - 2), "extern"));
 }
 
+/* v->defs: every `name(...) [const|noexcept...] {` of the file. */
+static int index_definitions(sview *v, cuco_err *e)
+{
+    v->defs = malloc((v->n + 1) * sizeof(size_t));
+    v->memo = calloc(1, sizeof(*v->memo));
+    if (!v->defs || !v->memo)
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    for (size_t k = 0; k + 1 < v->n; k++) {
+        if (!ident(v, k) || !is(v, k + 1, "("))
+            continue;
+        size_t after = close_of(v, k + 1) + 1;
+        while (after < v->n && (is(v, after, "const") || is(v, after, "noexcept")))
+            after++;
+        if (after < v->n && is(v, after, "{"))
+            v->defs[v->ndefs++] = k;
+    }
+    return 0;
+}
+
+size_t sview_next_def(const sview *v, size_t name, size_t *at)
+{
+    while (*at < v->ndefs) {
+        size_t k = v->defs[(*at)++];
+        if (k != name && same_tok(v, k, name))
+            return k;
+    }
+    return v->n;
+}
+
 int sview_open(sview *v, const char *src, cuco_err *e)
 {
     memset(v, 0, sizeof(*v));
@@ -53,7 +82,7 @@ int sview_open(sview *v, const char *src, cuco_err *e)
         }
     }
     free(ns);
-    return 0;
+    return index_definitions(v, e);
 }
 
 void sview_close(sview *v)
@@ -62,6 +91,10 @@ void sview_close(sview *v)
     free(v->ix);
     free(v->depth);
     free(v->scope);
+    free(v->defs);
+    if (v->memo && v->memo->free_data)
+        v->memo->free_data(v->memo->data);
+    free(v->memo);
 }
 
 const cuco_tok *tk(const sview *v, size_t i)

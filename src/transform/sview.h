@@ -18,12 +18,27 @@ typedef struct sview {
     int *depth; /* per code token: the brace depth before it */
     int *scope; /* the same, namespace and extern "C" braces left out (0: file scope) */
     size_t n;
+    size_t *defs; /* the name tokens of the function definitions (name(...) {), in order */
+    size_t ndefs;
+    struct sview_memo *memo; /* what a scan computes once for the whole file */
 } sview;
+
+/* One result a scan keeps for the file's lifetime in this view (data, freed
+ * with free_data by sview_close); the slot is writable through a const view. */
+struct sview_memo {
+    void *data;
+    void (*free_data)(void *);
+};
 
 /* Lexes src (kept by reference) into its code tokens with their brace
  * depth; sview_close frees what it made. */
 int sview_open(sview *v, const char *src, cuco_err *e);
 void sview_close(sview *v);
+
+/* The next function definition after index *at of v->defs whose name reads
+ * like token name (not name itself): its name token, *at moved past it;
+ * v->n when there is none. Start with *at = 0. */
+size_t sview_next_def(const sview *v, size_t name, size_t *at);
 
 const cuco_tok *tk(const sview *v, size_t i);
 int is(const sview *v, size_t i, const char *s);
