@@ -216,7 +216,8 @@ static const char *const making_calls[] = {"cudaMalloc",
 static int param_of(const sview *v, size_t name, int t, size_t *a, size_t *b)
 {
     size_t at = 0;
-    for (size_t k = sview_next_def(v, name, &at); k < v->n; k = sview_next_def(v, name, &at))
+    for (size_t k = sview_next_def(v, name, &at, NULL); k < v->n;
+         k = sview_next_def(v, name, &at, NULL))
         if (v->scope[k] == 0 && arg_range(v, k + 1, t, a, b))
             return 1;
     return 0;
@@ -260,10 +261,6 @@ static int arg_takes_pointer(const sview *v, size_t name, int t, int by_address)
     return stars >= 2 || (stars >= 1 && refs >= 1);
 }
 
-/* A call at name whose arguments hand a pointer over: each argument taken
- * by address (&p: memcpy(&p, &y, 8), view_of(&p, y), a descriptor set with
- * &y) holds the other arguments' heads; an object's method (v.push_back(y))
- * makes the object hold its arguments'. */
 enum { MAX_ARGS = 64 };
 
 /* The object whose method is called at name (`v` of v.push_back, `s` of
@@ -294,24 +291,17 @@ static size_t holder_arg(const sview *v, size_t name, int t, size_t a, size_t b)
     return v->n;
 }
 
+/* A call at name whose arguments hand a pointer over: each argument taken
+ * by address (&p: memcpy(&p, &y, 8), view_of(&p, y), a descriptor set with
+ * &y) holds the other arguments' heads; an object's method (v.push_back(y))
+ * makes the object hold its arguments'. */
 static int call_pairs(fn_scope *f, const sview *v, size_t name)
 {
     size_t open = name + 1, close = close_of(v, open);
     if (close >= v->n || in_words(v, name, making_calls) || scan_call_in(v, name, making_calls))
         return 0;
     size_t from[MAX_ARGS], to[MAX_ARGS];
-    int n = 0, rc = 0, d = 0;
-    for (size_t i = open + 1, start = open + 1; i <= close && n < MAX_ARGS; i++) {
-        d += i < close && (is(v, i, "(") || is(v, i, "[") || is(v, i, "{"));
-        d -= i < close && (is(v, i, ")") || is(v, i, "]") || is(v, i, "}"));
-        if (i == close || (d == 0 && is(v, i, ","))) {
-            if (i > start) {
-                from[n] = start;
-                to[n++] = i;
-            }
-            start = i + 1;
-        }
-    }
+    int n = arg_ranges(v, open, from, to, MAX_ARGS), rc = 0;
     size_t obj = method_object(v, name);
     for (int t = -1; t < n && rc == 0; t++) {
         size_t lhs = t < 0 ? obj : holder_arg(v, name, t, from[t], to[t]);

@@ -13,14 +13,6 @@
 enum { MACRO_DEPTH = 4 };
 
 static const char *const exit_words[] = {"return", "break", "continue", "goto", "throw", NULL};
-static const char *const plain_words[] = {
-    "const",      "volatile", "void",   "float",    "double",      "int",
-    "char",       "short",    "long",   "unsigned", "signed",      "bool",
-    "auto",       "struct",   "size_t", "sizeof",   "do",          "while",
-    "if",         "else",     "for",    "switch",   "case",        "default",
-    "true",       "false",    "NULL",   "nullptr",  "static_cast", "reinterpret_cast",
-    "const_cast", NULL};
-
 static int word_in(const char *w, size_t len, const char *const *list)
 {
     for (; *list; list++)
@@ -91,12 +83,14 @@ static int reach_text(const sview *v, const char *w, size_t len, int depth, cuco
         while (after < end && (*after == ' ' || *after == '\t'))
             after++;
         int member = a > body && (a[-1] == '.' || (a[-1] == '>' && a - 1 > body && a[-2] == '-'));
-        if (member || is_param(params, body, a, n) || word_in(a, n, plain_words))
+        if (member || is_param(params, body, a, n))
             continue;
         if (word_in(a, n, exit_words)) {
             *reach |= SCAN_MACRO_EXITS;
             continue;
         }
+        if (word_in(a, n, scan_type_words) || word_in(a, n, sview_keywords))
+            continue; /* a word of the language, as for a statement's heads */
         int rc = reach_text(v, a, n, depth + 1, heads, reach);
         if (rc != 0)
             return rc;

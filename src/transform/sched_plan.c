@@ -313,7 +313,6 @@ static int applied_note(scan *s, const cuco_sched_place *pl, const char *api, cu
 int sched_scan_view(const sview *v, size_t call_off, const char *api, int site,
                     const cuco_semantic *sem, size_t n_sem, int (*editable)(void *ctx, size_t off),
                     void *ctx, cuco_sched_plan *plan, cuco_err *e)
-
 {
     memset(plan, 0, sizeof(*plan));
     int rc = 0;

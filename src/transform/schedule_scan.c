@@ -390,10 +390,8 @@ static int scan_locals(fn_scope *f, const sview *v, size_t a, size_t b)
     return rc;
 }
 
-/* Whether the file declares name outside any function body and parameter
- * list as a pointer
- * or a container (`float *g_view;`, a member `float *x_, *view_;`,
- * `std::vector<float *> bufs_;`): a global or member that can hold a buffer. */
+/* Whether token i sits inside parentheses of its statement (a parameter
+ * list, a call's arguments). */
 static int in_parens(const sview *v, size_t i)
 {
     int d = 0;
@@ -405,6 +403,10 @@ static int in_parens(const sview *v, size_t i)
     return 0;
 }
 
+/* Whether the file declares name outside any function body and parameter
+ * list as a pointer or a container (`float *g_view;`, a member `float *x_,
+ * *view_;`, `std::vector<float *> bufs_;`): a global or member that can hold
+ * a buffer. */
 static int outer_pointer(const sview *v, const char *name)
 {
     size_t len = strlen(name);

@@ -86,15 +86,11 @@ static int param_index(const sview *v, size_t f, size_t name)
 /* The definition (body '{') of the function named like token f; v->n. */
 static size_t definition_of(const sview *v, size_t f)
 {
-    size_t at = 0;
-    for (size_t i = sview_next_def(v, f, &at); i < v->n; i = sview_next_def(v, f, &at)) {
-        if (i > 0 && is(v, i - 1, "."))
-            continue;
-        size_t after = close_of(v, i + 1) + 1;
-        while (after < v->n && (is(v, after, "const") || is(v, after, "noexcept")))
-            after++;
-        return after;
-    }
+    size_t at = 0, body = v->n;
+    for (size_t i = sview_next_def(v, f, &at, &body); i < v->n;
+         i = sview_next_def(v, f, &at, &body))
+        if (!(i > 0 && is(v, i - 1, ".")))
+            return body;
     return v->n;
 }
 
@@ -434,7 +430,6 @@ static int audit_hidden(made_scan *m)
 int send_made_scan_view(const sview *v, size_t call_off, int site,
                         int (*editable)(void *ctx, size_t off), void *ctx,
                         cuco_send_made_plan *plan, cuco_err *e)
-
 {
     memset(plan, 0, sizeof *plan);
     int rc = 0;

@@ -22,8 +22,9 @@ static int opens_namespace(const sview *v, size_t k)
 static int index_definitions(sview *v, cuco_err *e)
 {
     v->defs = malloc((v->n + 1) * sizeof(size_t));
+    v->def_bodies = malloc((v->n + 1) * sizeof(size_t));
     v->memo = calloc(1, sizeof(*v->memo));
-    if (!v->defs || !v->memo)
+    if (!v->defs || !v->def_bodies || !v->memo)
         return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
     for (size_t k = 0; k + 1 < v->n; k++) {
         if (!ident(v, k) || !is(v, k + 1, "("))
@@ -31,18 +32,23 @@ static int index_definitions(sview *v, cuco_err *e)
         size_t after = close_of(v, k + 1) + 1;
         while (after < v->n && (is(v, after, "const") || is(v, after, "noexcept")))
             after++;
-        if (after < v->n && is(v, after, "{"))
+        if (after < v->n && is(v, after, "{")) {
+            v->def_bodies[v->ndefs] = after;
             v->defs[v->ndefs++] = k;
+        }
     }
     return 0;
 }
 
-size_t sview_next_def(const sview *v, size_t name, size_t *at)
+size_t sview_next_def(const sview *v, size_t name, size_t *at, size_t *body)
 {
     while (*at < v->ndefs) {
-        size_t k = v->defs[(*at)++];
-        if (k != name && same_tok(v, k, name))
+        size_t i = (*at)++, k = v->defs[i];
+        if (k != name && same_tok(v, k, name)) {
+            if (body)
+                *body = v->def_bodies[i];
             return k;
+        }
     }
     return v->n;
 }
@@ -92,6 +98,7 @@ void sview_close(sview *v)
     free(v->depth);
     free(v->scope);
     free(v->defs);
+    free(v->def_bodies);
     if (v->memo && v->memo->free_data)
         v->memo->free_data(v->memo->data);
     free(v->memo);
@@ -160,26 +167,55 @@ size_t close_of(const sview *v, size_t i)
     return v->n;
 }
 
+/* The end of the argument that starts at from in a list closing at close:
+ * the ',' at its bracket depth, or close (v->n when the list is not closed). */
+static size_t arg_end(const sview *v, size_t from, size_t close)
+{
+    int d = 0;
+    for (size_t i = from; i < close && i < v->n; i++) {
+        if (is(v, i, "(") || is(v, i, "[") || is(v, i, "{"))
+            d++;
+        else if (is(v, i, ")") || is(v, i, "]") || is(v, i, "}"))
+            d--;
+        else if (d == 0 && is(v, i, ","))
+            return i;
+    }
+    return close;
+}
+
 int arg_range(const sview *v, size_t open, int k, size_t *a, size_t *b)
 {
     size_t close = close_of(v, open), from = open + 1;
-    int idx = 0, d = 0;
-    for (size_t i = open + 1; i <= close && i < v->n; i++) {
-        if (i < close && (is(v, i, "(") || is(v, i, "[") || is(v, i, "{")))
-            d++;
-        else if (i < close && (is(v, i, ")") || is(v, i, "]") || is(v, i, "}")))
-            d--;
-        if (i == close || (d == 0 && is(v, i, ","))) {
-            if (idx == k || (k < 0 && i == close)) {
-                *a = from;
-                *b = i;
-                return i > from;
-            }
-            idx++;
-            from = i + 1;
+    for (int idx = 0;; idx++) {
+        size_t end = arg_end(v, from, close);
+        if (end >= v->n)
+            return 0;
+        if (idx == k || (k < 0 && end == close)) {
+            *a = from;
+            *b = end;
+            return end > from;
         }
+        if (end == close)
+            return 0;
+        from = end + 1;
     }
-    return 0;
+}
+
+int arg_ranges(const sview *v, size_t open, size_t *from, size_t *to, int max)
+{
+    size_t close = close_of(v, open), at = open + 1;
+    int n = 0;
+    while (close < v->n && n < max) {
+        size_t end = arg_end(v, at, close);
+        if (end > at) {
+            from[n] = at;
+            to[n++] = end;
+        }
+        if (end >= close)
+            break;
+        at = end + 1;
+    }
+    return n;
 }
 
 int arg_count(const sview *v, size_t open)

@@ -18,7 +18,8 @@ typedef struct sview {
     int *depth; /* per code token: the brace depth before it */
     int *scope; /* the same, namespace and extern "C" braces left out (0: file scope) */
     size_t n;
-    size_t *defs; /* the name tokens of the function definitions (name(...) {), in order */
+    size_t *defs;       /* the name tokens of the function definitions (name(...) {), in order */
+    size_t *def_bodies; /* the '{' of each */
     size_t ndefs;
     struct sview_memo *memo; /* what a scan computes once for the whole file */
 } sview;
@@ -36,9 +37,10 @@ int sview_open(sview *v, const char *src, cuco_err *e);
 void sview_close(sview *v);
 
 /* The next function definition after index *at of v->defs whose name reads
- * like token name (not name itself): its name token, *at moved past it;
- * v->n when there is none. Start with *at = 0. */
-size_t sview_next_def(const sview *v, size_t name, size_t *at);
+ * like token name (not name itself): its name token, *at moved past it, its
+ * '{' into *body (when not NULL); v->n when there is none. Start with
+ * *at = 0. */
+size_t sview_next_def(const sview *v, size_t name, size_t *at, size_t *body);
 
 const cuco_tok *tk(const sview *v, size_t i);
 int is(const sview *v, size_t i, const char *s);
@@ -57,6 +59,9 @@ size_t close_of(const sview *v, size_t i);
  * configuration whose '<<<') is at open (k < 0: the last); 0 when there is
  * no such argument. */
 int arg_range(const sview *v, size_t open, int k, size_t *a, size_t *b);
+/* The token ranges [from[i], to[i]) of the call's non-empty arguments, in
+ * order, at most max; returns how many. */
+int arg_ranges(const sview *v, size_t open, size_t *from, size_t *to, int max);
 /* How many arguments the call at open has. */
 int arg_count(const sview *v, size_t open);
 /* Position of the parameter called name (len bytes) in the parameter list
