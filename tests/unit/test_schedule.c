@@ -213,9 +213,7 @@ static void test_scan_alias_program(void **state)
 {
     (void)state;
     cuco_tx_result r;
-    cuco_err e = CUCO_ERR_INIT;
-    assert_int_equal(cuco_transform_rules("p.cu", prog_alias, &r, &e), 0);
-    assert_int_equal(r.refused, 0);
+    tx_transform(prog_alias, &r);
     assert_non_null(strstr(r.program, "cuco_tx::all_gather(x, y, n, ncclFloat, c, "
                                       "cuco_tx::early_start(0, CUCO_EARLY_0, s))"));
     const char *w = strstr(r.program, "cuco_tx::early_wait(0, CUCO_EARLY_0);");
@@ -230,6 +228,7 @@ static void test_scan_alias_program(void **state)
                                      "before the statement at line 11 (2 independent launches"));
     cuco_knob *k = NULL;
     size_t nk = 0;
+    cuco_err e = CUCO_ERR_INIT;
     assert_int_equal(cuco_program_knobs(r.program, &k, &nk, &e), 0);
     int early = 0;
     for (size_t i = 0; i < nk; i++)
@@ -251,15 +250,12 @@ static void test_scan_params_alias(void **state)
     assert_non_null(call);
     memcpy(call, "step(a, y, a, b", 15);
     cuco_tx_result r;
-    cuco_err e = CUCO_ERR_INIT;
-    assert_int_equal(cuco_transform_rules("p.cu", text, &r, &e), 0);
-    assert_int_equal(r.refused, 0);
+    tx_transform(text, &r);
     assert_true(tx_has_schedule_note(&r.notes, 7,
                                      "does not apply to ncclAllGather: no independent work "
                                      "between the call and its first consumer (line 9)"));
     assert_null(strstr(r.program, "CUCO_EARLY_0"));
     cuco_tx_result_free(&r);
-    cuco_err_clear(&e);
     free(text);
 }
 
@@ -288,9 +284,7 @@ static void test_scan_not_applied(void **state)
         "    cudaMalloc(&x, 64); cudaMalloc(&y, 64); cudaMalloc(&a, 64);\n"
         "    f(x, y, a, 16, c, s); return 0; }\n";
     cuco_tx_result r;
-    cuco_err e = CUCO_ERR_INIT;
-    assert_int_equal(cuco_transform_rules("p.cu", prog, &r, &e), 0);
-    assert_int_equal(r.refused, 0);
+    tx_transform(prog, &r);
     /* the unknown call use(y) is the consumer, after one independent launch */
     assert_true(tx_has_schedule_note(&r.notes, 6,
                                      "wait moved before the statement at line 8 (1 independent"));
@@ -299,7 +293,6 @@ static void test_scan_not_applied(void **state)
         &r.notes, 10, "no independent work between the call and its first consumer (line 11)"));
     assert_true(tx_has_schedule_note(&r.notes, 13, "inside ncclGroupStart/ncclGroupEnd"));
     cuco_tx_result_free(&r);
-    cuco_err_clear(&e);
 }
 
 /* a consumer on another stream: the wait names that stream too; a method
@@ -332,9 +325,7 @@ static void test_scan_streams_and_calls(void **state)
         "    cudaMalloc(&x, 64); cudaMalloc(&y, 64); cudaMalloc(&a, 64); cudaMalloc(&g_buf, 64);\n"
         "    f(x, y, a, 16, c, s, s, m); return 0; }\n";
     cuco_tx_result r;
-    cuco_err e = CUCO_ERR_INIT;
-    assert_int_equal(cuco_transform_rules("p.cu", prog, &r, &e), 0);
-    assert_int_equal(r.refused, 0);
+    tx_transform(prog, &r);
     assert_true(tx_has_schedule_note(&r.notes, 9,
                                      "wait moved before the statement at line 11 (1 independent"));
     assert_non_null(strstr(r.program, "cuco_tx::early_wait(0, CUCO_EARLY_0, s2);\n"
@@ -345,7 +336,6 @@ static void test_scan_streams_and_calls(void **state)
                                      "wait moved before the statement at line 17 (1 independent"));
     assert_non_null(strstr(r.program, "#define CUCO_EARLY_2 1 // cuco:knob run 0 1"));
     cuco_tx_result_free(&r);
-    cuco_err_clear(&e);
 }
 
 /* consumers the text reaches only through a table of pointers: a launch
@@ -378,15 +368,12 @@ static void test_scan_tables_and_indirect_launches(void **state)
         "    cudaMalloc(&x, 64); cudaMalloc(&y, 64); cudaMalloc(&a, 64);\n"
         "    f(x, y, a, 16, c, s); return 0; }\n";
     cuco_tx_result r;
-    cuco_err e = CUCO_ERR_INIT;
-    assert_int_equal(cuco_transform_rules("p.cu", prog, &r, &e), 0);
-    assert_int_equal(r.refused, 0);
+    tx_transform(prog, &r);
     assert_true(tx_has_schedule_note(&r.notes, 7,
                                      "wait moved before the statement at line 10 (2 independent"));
     assert_true(tx_has_schedule_note(&r.notes, 13,
                                      "wait moved before the statement at line 15 (1 independent"));
     cuco_tx_result_free(&r);
-    cuco_err_clear(&e);
 }
 
 /* consumers hidden from a plain reading of the statement: a lambda that
@@ -427,9 +414,7 @@ static void test_scan_hidden_consumers(void **state)
         "    cudaMalloc(&x, 64); cudaMalloc(&y, 64); cudaMalloc(&a, 64);\n"
         "    f(x, y, a, 16, c, s); return 0; }\n";
     cuco_tx_result r;
-    cuco_err e = CUCO_ERR_INIT;
-    assert_int_equal(cuco_transform_rules("p.cu", prog, &r, &e), 0);
-    assert_int_equal(r.refused, 0);
+    tx_transform(prog, &r);
     static const int call_line[] = {11, 14, 17, 20}, consumer_line[] = {13, 16, 19, 22};
     for (int k = 0; k < 4; k++) {
         char want[96];
@@ -438,7 +423,6 @@ static void test_scan_hidden_consumers(void **state)
         assert_true(tx_has_schedule_note(&r.notes, call_line[k], want));
     }
     cuco_tx_result_free(&r);
-    cuco_err_clear(&e);
 }
 
 /* names a statement reaches that its text does not show, and names that
@@ -502,9 +486,7 @@ static void test_scan_macros_and_bindings(void **state)
         "    return f(x, y, a, 16, c, h, s); }\n"
         ;
     cuco_tx_result r;
-    cuco_err e = CUCO_ERR_INIT;
-    assert_int_equal(cuco_transform_rules("p.cu", prog, &r, &e), 0);
-    assert_int_equal(r.refused, 0);
+    tx_transform(prog, &r);
     static const int call_line[] = {22, 25, 28, 32, 36, 40},
                      wait_line[] = {24, 27, 30, 34, 38, 44};
     for (int k = 0; k < 6; k++) {
@@ -514,7 +496,6 @@ static void test_scan_macros_and_bindings(void **state)
         assert_true(tx_has_schedule_note(&r.notes, call_line[k], want));
     }
     cuco_tx_result_free(&r);
-    cuco_err_clear(&e);
 }
 
 /* the wait names its consumer's stream again right before it: never an
@@ -559,9 +540,7 @@ static void test_scan_consumer_streams(void **state)
         "    f(x, y, a, 16, c, s, ss, s); return 0; }\n"
         ;
     cuco_tx_result r;
-    cuco_err e = CUCO_ERR_INIT;
-    assert_int_equal(cuco_transform_rules("p.cu", prog, &r, &e), 0);
-    assert_int_equal(r.refused, 0);
+    tx_transform(prog, &r);
     static const int refused_line[] = {6, 9, 19}, applied_line[] = {13, 25};
     for (int k = 0; k < 3; k++)
         assert_true(tx_has_schedule_note(&r.notes, refused_line[k],
@@ -571,7 +550,6 @@ static void test_scan_consumer_streams(void **state)
     assert_non_null(strstr(r.program, "cuco_tx::early_wait(2, CUCO_EARLY_2, s2);"));
     assert_non_null(strstr(r.program, "cuco_tx::early_wait(4, CUCO_EARLY_4, streams[1]);"));
     cuco_tx_result_free(&r);
-    cuco_err_clear(&e);
 }
 
 /* pointer parameters whose caller's arguments share one head (b.y,
@@ -602,14 +580,11 @@ static void test_scan_param_types(void **state)
         "    step(b.x, b.y, b.flags, b.raw, 16, c, s); return 0; }\n"
         ;
     cuco_tx_result r;
-    cuco_err e = CUCO_ERR_INIT;
-    assert_int_equal(cuco_transform_rules("p.cu", prog, &r, &e), 0);
-    assert_int_equal(r.refused, 0);
+    tx_transform(prog, &r);
     assert_true(tx_has_schedule_note(&r.notes, 8, "wait moved before the statement at line 10"));
     assert_true(tx_has_schedule_note(&r.notes, 11, "no independent work between the call and its "
                                                    "first consumer (line 12)"));
     cuco_tx_result_free(&r);
-    cuco_err_clear(&e);
 }
 
 /* a pointer set in another function: a member a method sets from another
@@ -658,14 +633,11 @@ static void test_scan_set_elsewhere(void **state)
     static const int call_line[] = {11, 7}, wait_line[] = {13, 9};
     for (int k = 0; k < 2; k++) {
         cuco_tx_result r;
-        cuco_err e = CUCO_ERR_INIT;
-        assert_int_equal(cuco_transform_rules("p.cu", progs[k], &r, &e), 0);
-        assert_int_equal(r.refused, 0);
+        tx_transform(progs[k], &r);
         char want[64];
         snprintf(want, sizeof want, "wait moved before the statement at line %d", wait_line[k]);
         assert_true(tx_has_schedule_note(&r.notes, call_line[k], want));
         cuco_tx_result_free(&r);
-        cuco_err_clear(&e);
     }
 }
 
@@ -703,9 +675,7 @@ static void test_scan_device_symbols(void **state)
         "    cudaMalloc(&x, 64); cudaMalloc(&y, 64); cudaMalloc(&a, 64);\n"
         "    f(x, y, a, 16, c, s); return 0; }\n";
     cuco_tx_result r;
-    cuco_err e = CUCO_ERR_INIT;
-    assert_int_equal(cuco_transform_rules("p.cu", prog, &r, &e), 0);
-    assert_int_equal(r.refused, 0);
+    tx_transform(prog, &r);
     for (int line = 13; line <= 19; line += 3) {
         char want[96];
         snprintf(want, sizeof want, "wait moved before the statement at line %d (1 independent",
@@ -713,7 +683,6 @@ static void test_scan_device_symbols(void **state)
         assert_true(tx_has_schedule_note(&r.notes, line, want));
     }
     cuco_tx_result_free(&r);
-    cuco_err_clear(&e);
 }
 
 /* ---- random graphs against an independent oracle ---------------------- */
