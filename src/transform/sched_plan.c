@@ -146,8 +146,9 @@ static int wait_stream(const sview *v, const stmt *st, const char *own, const ch
 }
 
 /* The edits: the stream argument through early_start, the wait before node
- * pl->wait (or the block's '}'). */
-static int plan_edits(scan *s, const cuco_sched_place *pl, size_t open, int site,
+ * pl->wait (or the block's '}'), naming the consumer's stream cs when it is
+ * not NULL (wait_stream). */
+static int plan_edits(scan *s, const cuco_sched_place *pl, size_t open, int site, const char *cs,
                       cuco_sched_plan *p)
 {
     const sview *v = s->v;
@@ -160,9 +161,6 @@ static int plan_edits(scan *s, const cuco_sched_place *pl, size_t open, int site
                                          site, (int)(aend - aoff), v->src + aoff),
                             aoff);
     size_t at = pl->wait < s->n ? s->stmts[pl->wait].a : s->block_end;
-    const char *cs = NULL;
-    if (pl->wait < s->n)
-        wait_stream(v, &s->stmts[pl->wait], s->stream, &cs);
     char *call = cs ? cuco_sprintf("cuco_tx::early_wait(%d, CUCO_EARLY_%d, %s);", site, site, cs)
                     : cuco_sprintf("cuco_tx::early_wait(%d, CUCO_EARLY_%d);", site, site);
     char *indent = NULL;
@@ -348,7 +346,7 @@ int sched_scan_view(const sview *v, size_t call_off, const char *api, int site,
                                        "no independent work between the call and the end "
                                        "of its block (line %d)",
                                        tk(v, s.block_end)->line);
-    const char *cs;
+    const char *cs = NULL; /* the consumer's stream the wait names; NULL: the call's */
     if (rc == 0 && pl.wait < s.n && !wait_stream(v, &s.stmts[pl.wait], s.stream, &cs))
         rc = plan_note(plan,
                        "its first consumer (line %d) runs on a stream the wait cannot name "
@@ -359,7 +357,7 @@ int sched_scan_view(const sview *v, size_t call_off, const char *api, int site,
     if (rc == 0 && editable && !editable(ctx, tk(v, at)->off))
         rc = plan_note(plan, "its first consumer (line %d) is in frozen code", tk(v, at)->line);
     if (rc == 0)
-        rc = plan_edits(&s, &pl, c + 1, site, plan);
+        rc = plan_edits(&s, &pl, c + 1, site, cs, plan);
     if (rc == 0 && plan->split)
         rc = scan_split_edits(&s, c + 1, site, plan);
     if (rc == 0)
