@@ -74,4 +74,9 @@ int cuco_patch_guard(const char *seed, const char *cand, cuco_err *e);
 int cuco_patch_guard_blocks(const char *seed, const char *cand, const char *frozen_extra,
                             cuco_err *e);
 
+/* Appends to out the name of every function text defines (NAME ( ... ) {),
+ * at any depth, methods included; names may repeat. 0 or CUCO_ENOMEM. */
+struct cuco_strlist;
+int cuco_patch_defined_functions(const char *text, struct cuco_strlist *out, cuco_err *e);
+
 #endif

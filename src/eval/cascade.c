@@ -20,6 +20,7 @@
 #include "cuco/redact.h"
 #include "cuco/stats.h"
 #include "cuco/toolchain.h"
+#include "exports.h"
 #include "sight.h"
 
 #include <ctype.h>
@@ -759,6 +760,38 @@ out:
     return rc;
 }
 
+/* A built program that exports a function of its own to the shared
+ * libraries it loads (exports.c) has replaced one of theirs under the frozen
+ * code: frozen_violation, naming them. 0 when the run may go on. */
+static int check_exports(cascade *c, const char *frozen_ref)
+{
+    cuco_strlist foreign = {0};
+    cuco_err xe = CUCO_ERR_INIT;
+    if (eval_foreign_exports(c->bin, frozen_ref, &c->confine, &foreign, &xe) != 0) {
+        infra_failure(c, "exported symbols", &xe);
+        cuco_err_clear(&xe);
+        return -1;
+    }
+    int found = foreign.n > 0;
+    if (found) {
+        cuco_buf b = CUCO_BUF_INIT;
+        cuco_buf_printf(&b, "the program exports %s", foreign.n > 1 ? "functions" : "function");
+        for (size_t i = 0; i < foreign.n && i < 8; i++)
+            cuco_buf_printf(&b, "%s'%s'", i ? ", " : " ", foreign.items[i]);
+        cuco_buf_printf(&b,
+                        "%s that the frozen code does not define: a shared library it loads "
+                        "(the C library, MPI, CUDA, NCCL) would call the candidate's "
+                        "definition in place of its own; make each one static or rename it",
+                        foreign.n > 8 ? ", ..." : "");
+        c->r->status = CUCO_EVAL_FROZEN_VIOLATION;
+        set_excerpt(c, b.data ? b.data : "the program exports a function");
+        progress(c, "%s", b.data ? b.data : "the program exports a function");
+        cuco_buf_free(&b);
+    }
+    cuco_strlist_free(&foreign);
+    return found ? -1 : 0;
+}
+
 /* The run's environment, a NULL-terminated view (caller frees the array):
  * the cascade's, the nonce_kv ("CUCO_NONCE=...", the vouch protocol of
  * cuco/eval.h; NULL: none) when it travels there, and for a verification
@@ -1191,7 +1224,8 @@ int cuco_eval_program(const cuco_workload *w, const char *program_text, const cu
         goto done;
     }
     rc = level_compile(&c, e);
-    if (rc || r->level < 1 || max_level < 2)
+    if (rc || r->level < 1 || r->status != CUCO_EVAL_OK || check_exports(&c, frozen_ref) != 0 ||
+        max_level < 2)
         goto done;
     if (!gpu_visible_for(&c))
         goto done;

@@ -15,6 +15,7 @@
 #include "cuco/grow.h"
 #include "cuco/patch.h"
 #include "cuco/program.h"
+#include "cuco/workload.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -776,6 +777,24 @@ static void name_set_sort(name_set *set)
 {
     if (set->n)
         qsort(set->items, set->n, sizeof set->items[0], view_cmp);
+}
+
+int cuco_patch_defined_functions(const char *text, cuco_strlist *out, cuco_err *e)
+{
+    guard g = {.cand = text, .e = e};
+    int rc = cuco_lex_run(&g.lx, text, strlen(text), e);
+    for (size_t i = 0; i < g.lx.ntoks && rc == 0; i++) {
+        const cuco_tok *t = &g.lx.toks[i];
+        if (!is_function_definition(&g, i, g.lx.ntoks))
+            continue;
+        char *name = cuco_strndup(text + t->off, t->len);
+        rc = name && cuco_strlist_push(out, name) == 0
+                 ? 0
+                 : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+        free(name);
+    }
+    cuco_lex_free(&g.lx);
+    return rc;
 }
 
 int cuco_patch_guard_blocks(const char *seed, const char *cand, const char *frozen_extra,
