@@ -4,7 +4,8 @@
 # early_start_late_wait schedule at both knob values, seqpar_mlp with its
 # consumer_split_by_source schedule at both, seqpar_norm and seqpar_act with
 # the split of a kernel declared rows_independent, seqpar_act's inside a host
-# helper) and an all-to-all whose GEMM is split the same way (a2a_expert):
+# helper), an all-to-all whose GEMM is split the same way (a2a_expert) and
+# a program in the NCCL user guide's style (guide_allreduce):
 # 'cuco transform' (no --no-verify) builds the transformed program
 # with the manifest's nvcc command. Without a GPU the outcome is exit 3,
 # "built, not verified: no GPU", nothing registered; with one it must build,
@@ -13,10 +14,11 @@
 set -u
 source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
 setup transform-build nvcc
-for name in allgather async_alloc overlap_alias seqpar_mlp seqpar_norm seqpar_act a2a_expert; do
+for name in allgather async_alloc overlap_alias seqpar_mlp seqpar_norm seqpar_act a2a_expert guide_allreduce; do
     transform_bg "$CUCO_TEST_DATA/transform/$name"
     built "$name"
 done
+check "guide_allreduce: the all-reduce's output is symmetric, not its input" symmetric guide_allreduce 97
 # overlap_alias's gen_0 has the early_start_late_wait schedule on (knob 1);
 # the other value builds too
 check "overlap_alias: builds with CUCO_EARLY_0=0" knob_built overlap_alias CUCO_EARLY_0 0

@@ -2,17 +2,20 @@
 # test_transform_build_data_p2p.sh: the send/recv and all-to-all programs of
 # tests/data/transform (ring_flag_group: a group of point-to-point calls and
 # a max that stays NCCL's own; bidir_comms: sends and receives on two
-# communicators, which stay host NCCL): 'cuco transform' (no --no-verify) builds the
+# communicators, which stay host NCCL; ring_allreduce_p2p: a ring all-reduce
+# written by hand with grouped sends and receives): 'cuco transform' (no --no-verify) builds the
 # transformed program with the manifest's nvcc command. Without a GPU the
 # outcome is exit 3, "built, not verified: no GPU", nothing registered; with
 # one it must build, run and verify (exit 0, registered with status ok).
 set -u
 source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
 setup transform-build nvcc
-for name in sendrecv_pair alltoall_group broadcast stage_handoff ring_flag_group bidir_comms; do
+for name in sendrecv_pair alltoall_group broadcast stage_handoff ring_flag_group bidir_comms ring_allreduce_p2p; do
     transform_bg "$CUCO_TEST_DATA/transform/$name"
     built "$name"
 done
+check "ring_allreduce_p2p: the scratch and the reduced buffer (received at an offset) are symmetric" \
+    symmetric ring_allreduce_p2p 72 73
 # stage_handoff: the first stage's GEMMs make the buffer it sends (send as
 # produced), the second stage's declared kernel consumes the receive piece
 # by piece (consume as received); the one-rank path's grouped receive stays
