@@ -44,20 +44,14 @@ static int body_names_symbol(const sview *v, size_t a, size_t b, const size_t *s
     return 0;
 }
 
-/* The '{' of the definition of the function named like token f; v->n when
- * the file only declares it (or not at all). */
+/* The '{' of the file-scope definition of the function named like token f;
+ * v->n when the file only declares it (or not at all). */
 static size_t definition_body(const sview *v, size_t f)
 {
-    for (size_t k = 0; k + 1 < v->n; k++) {
-        if (k == f || !same_tok(v, k, f) || !is(v, k + 1, "(") || v->scope[k] != 0)
-            continue;
-        size_t close = close_of(v, k + 1);
-        size_t body = close + 1;
-        while (body < v->n && !is(v, body, "{") && !is(v, body, ";") && !is(v, body, "("))
-            body++; /* qualifiers, __launch_bounds__ (...) stops here */
-        if (body < v->n && is(v, body, "{"))
+    size_t at = 0, body = v->n;
+    for (size_t k; (k = sview_next_def(v, f, &at, &body)) < v->n;)
+        if (v->scope[k] == 0)
             return body;
-    }
     return v->n;
 }
 

@@ -105,10 +105,8 @@ static size_t line_slot(const sview *v, size_t i, char **indent)
 static int declares(const sview *v, size_t a, size_t b, const char *w, size_t len)
 {
     for (size_t k = a + 1; k < b; k++)
-        if (ident(v, k) && tk(v, k)->len == len && memcmp(v->src + tk(v, k)->off, w, len) == 0 &&
-            (ident(v, k - 1) || is(v, k - 1, "*") || is(v, k - 1, "&")) &&
-            (is(v, k + 1, "=") || is(v, k + 1, ";") || is(v, k + 1, ",") || is(v, k + 1, ":") ||
-             is(v, k + 1, "[") || is(v, k + 1, "{")))
+        if (tk(v, k)->len == len && memcmp(v->src + tk(v, k)->off, w, len) == 0 &&
+            sview_declarator(v, k, "= ; , : [ {"))
             return 1;
     return 0;
 }

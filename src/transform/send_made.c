@@ -294,9 +294,7 @@ static int declared_in(const sview *v, size_t body, size_t root)
         return 1;
     size_t end = close_of(v, body);
     for (size_t i = body + 1; i < end; i++)
-        if (same_tok(v, i, root) && (ident(v, i - 1) || is(v, i - 1, "*") || is(v, i - 1, "&")) &&
-            (is(v, i + 1, ";") || is(v, i + 1, "=") || is(v, i + 1, "(") || is(v, i + 1, "{") ||
-             is(v, i + 1, "[") || (is(v, i + 1, ",") && !is(v, i - 1, "&"))))
+        if (same_tok(v, i, root) && sview_declarator(v, i, "; = ( { [ ,"))
             return 1;
     return 0;
 }

@@ -18,7 +18,30 @@ static int opens_namespace(const sview *v, size_t k)
             cuco_tok_is(&v->lx, tk(v, k - 2), "extern"));
 }
 
-/* v->defs: every `name(...) [const|noexcept...] {` of the file. */
+/* The token after the qualifiers that may follow a function's parameter
+ * list, from `after`: const, noexcept, override, ... and a trailing return
+ * type (-> T). */
+static size_t after_qualifiers(const sview *v, size_t after)
+{
+    static const char *const words[] = {"const",   "volatile", "noexcept", "override", "final",
+                                        "mutable", "&",        "&&",       "try",      NULL};
+    while (after < v->n) {
+        if (in_words(v, after, words)) {
+            after++;
+        } else if (is(v, after, "->")) {
+            after++;
+            while (after < v->n && (ident(v, after) || is(v, after, "::") || is(v, after, "<") ||
+                                    is(v, after, ">") || is(v, after, "*") || is(v, after, "&") ||
+                                    is(v, after, ",")))
+                after++;
+        } else {
+            break;
+        }
+    }
+    return after;
+}
+
+/* v->defs: every `name(...) [qualifiers] [-> T] {` of the file. */
 static int index_definitions(sview *v, cuco_err *e)
 {
     v->defs = malloc((v->n + 1) * sizeof(size_t));
@@ -29,9 +52,7 @@ static int index_definitions(sview *v, cuco_err *e)
     for (size_t k = 0; k + 1 < v->n; k++) {
         if (!ident(v, k) || !is(v, k + 1, "("))
             continue;
-        size_t after = close_of(v, k + 1) + 1;
-        while (after < v->n && (is(v, after, "const") || is(v, after, "noexcept")))
-            after++;
+        size_t after = after_qualifiers(v, close_of(v, k + 1) + 1);
         if (after < v->n && is(v, after, "{")) {
             v->def_bodies[v->ndefs] = after;
             v->defs[v->ndefs++] = k;
@@ -257,6 +278,25 @@ int param_position(const sview *v, size_t open, const char *name, size_t len)
 const char *const sview_keywords[] = {"if",    "for",   "while",   "switch",    "do",       "else",
                                       "try",   "catch", "return",  "break",     "continue", "goto",
                                       "throw", "case",  "default", "co_return", "co_yield", NULL};
+
+int sview_declarator(const sview *v, size_t k, const char *follow)
+{
+    if (k == 0 || k + 1 >= v->n || !ident(v, k))
+        return 0;
+    int after_type = ident(v, k - 1) && !in_words(v, k - 1, sview_keywords);
+    if (!after_type && !is(v, k - 1, "*") && !is(v, k - 1, "&"))
+        return 0;
+    if (is(v, k + 1, ",") && is(v, k - 1, "&"))
+        return 0;
+    const cuco_tok *n = tk(v, k + 1);
+    for (const char *f = follow; *f;) {
+        size_t len = strcspn(f, " ");
+        if (len == n->len && memcmp(f, v->src + n->off, len) == 0)
+            return 1;
+        f += len + (f[len] == ' ');
+    }
+    return 0;
+}
 
 size_t block_open(const sview *v, size_t i)
 {

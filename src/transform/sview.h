@@ -71,6 +71,11 @@ int param_position(const sview *v, size_t open, const char *name, size_t len);
 
 /* Statement keywords (NULL-terminated): never a call's or a variable's name. */
 extern const char *const sview_keywords[];
+/* Whether identifier k is the name a declaration declares: after a type
+ * word (not a statement keyword), '*' or '&', and before one of the tokens
+ * of follow (space-separated, e.g. "= ; ,"); "&k ," is an address in a
+ * list, not a declaration. */
+int sview_declarator(const sview *v, size_t k, const char *follow);
 /* The '{' of the block that holds token i (v->n: none). */
 size_t block_open(const sview *v, size_t i);
 /* The '(' of the parameter list when the block at brace is a function's (or
