@@ -28,7 +28,7 @@
 //              max(own_end, copy_end) + remote_kept + 2 merges)
 // gap = seed - max(seed_r1, comm) (cuco bound's max(compute, comm) of the
 // busiest rank); gap closed = (seed - predicted) / gap.
-// Usage: attn_predict --out FILE.json [--seq 8192] [--heads 32]
+// Usage: attn_predict --out FILE.json [--copy ce|plain] [--seq 8192] [--heads 32]
 //        [--kv-heads 32] [--rate-gbps 335] [--chunks 16] [--iters 15]
 #include "predict_common.cuh"
 
@@ -64,24 +64,27 @@ static void attend_part(Bench& b, long q0, long nq, long k0, long nk, bf16* out,
   CK(cudaGetLastError());
 }
 
-// out_a = the log-sum-exp merge of (out_a, lse_a) and (out_b, lse_b), one
-// warp per output row of HEAD_DIM elements.
+// out_a = the log-sum-exp merge of (out_a, lse_a) and (out_b, lse_b): 16
+// threads per output row of HEAD_DIM elements, 8 each.
 static __global__ void lse_merge(bf16* out_a, const float* lse_a, const bf16* out_b,
                                  const float* lse_b, long rows) {
-  long r = blockIdx.x * (long)(blockDim.x / 32) + threadIdx.x / 32;
+  long r = blockIdx.x * (long)(blockDim.x / 16) + threadIdx.x / 16;
   if (r >= rows) return;
   float la = lse_a[r], lb = lse_b[r], m = fmaxf(la, lb);
   float wa = m == -INFINITY ? 0.f : expf(la - m), wb = m == -INFINITY ? 0.f : expf(lb - m);
   float s = wa + wb > 0.f ? 1.f / (wa + wb) : 0.f;
-  for (int i = threadIdx.x % 32; i < HEAD_DIM; i += 32) {
-    size_t x = (size_t)r * HEAD_DIM + i;
-    out_a[x] = __float2bfloat16((wa * __bfloat162float(out_a[x]) + wb * __bfloat162float(out_b[x])) * s);
-  }
+  size_t x = (size_t)r * HEAD_DIM + (threadIdx.x % 16) * 8;
+  uint4 a = *reinterpret_cast<const uint4*>(out_a + x), c = *reinterpret_cast<const uint4*>(out_b + x);
+  bf16* pa = reinterpret_cast<bf16*>(&a);
+  const bf16* pc = reinterpret_cast<const bf16*>(&c);
+  for (int i = 0; i < 8; i++)
+    pa[i] = __float2bfloat16((wa * __bfloat162float(pa[i]) + wb * __bfloat162float(pc[i])) * s);
+  *reinterpret_cast<uint4*>(out_a + x) = a;
 }
 
 static void merge(Bench& b, long q0, long nq, cudaStream_t st) {
   long rows = nq * b.heads;
-  lse_merge<<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(b.out + q0 * b.q_row(), b.lse + q0 * b.heads,
+  lse_merge<<<(unsigned)((rows + 15) / 16), 256, 0, st>>>(b.out + q0 * b.q_row(), b.lse + q0 * b.heads,
                                                         b.out2 + q0 * b.q_row(),
                                                         b.lse2 + q0 * b.heads, rows);
   CK(cudaGetLastError());
@@ -94,8 +97,7 @@ static void paced(Bench& b, size_t bytes, cudaStream_t st, double t0) {
   for (size_t off = 0; off < bytes; off += per, t0 += chunk_s) {
     while (host_s() < t0) {
     }
-    CK(cudaMemcpyAsync(b.dst + off, b.src + off, std::min(per, bytes - off),
-                       cudaMemcpyDeviceToDevice, st));
+    ce_copy(b.dst + off, b.src + off, std::min(per, bytes - off), st);
   }
 }
 
@@ -173,6 +175,7 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     const char* v = argv[i + 1];
     if (a == "--out") out = v;
+    else if (a == "--copy") plain_copies() = std::string(v) == "plain";
     else if (a == "--seq") b.seq = strtol(v, nullptr, 10);
     else if (a == "--heads") b.heads = (int)strtol(v, nullptr, 10);
     else if (a == "--kv-heads") b.kv_heads = (int)strtol(v, nullptr, 10);
@@ -239,14 +242,14 @@ int main(int argc, char** argv) {
   FILE* fo = fopen(out.c_str(), "w");
   if (!fo) { perror(out.c_str()); return 1; }
   fprintf(fo,
-          "{\"gpu\":\"%s\",\"seq\":%ld,\"heads\":%d,\"kv_heads\":%d,\"ranks\":2,\"causal\":true,"
+          "{\"gpu\":\"%s\",\"stand_in\":\"%s\",\"seq\":%ld,\"heads\":%d,\"kv_heads\":%d,\"ranks\":2,\"causal\":true,"
           "\"peer_kv_bytes\":%zu,\"rate_gbps\":%.1f,\"chunks\":%d,\"iters\":%d,\"lent_queries\":%ld,"
           "\"ms\":{\"seed_r0\":%.4f,\"seed_r1\":%.4f,\"comm\":%.4f,\"own_r0\":%.4f,\"own_r1\":%.4f,"
           "\"own_end\":%.4f,\"copy_end\":%.4f,\"remote\":%.4f,\"merge\":%.4f,\"lent\":%.4f,"
           "\"remote_kept\":%.4f,\"push_and_back\":%.4f},"
           "\"predicted_ms\":{\"seed\":%.4f,\"split\":%.4f,\"lend\":%.4f},\"gap_ms\":%.4f,"
           "\"gap_closed\":{\"split\":%.3f,\"lend\":%.3f}}\n",
-          prop.name, b.seq, b.heads, b.kv_heads, b.peer_kv_bytes(), b.rate_gbps, b.chunks, b.iters,
+          prop.name, plain_copies() ? "plain copy" : "copy engine (hint)", b.seq, b.heads, b.kv_heads, b.peer_kv_bytes(), b.rate_gbps, b.chunks, b.iters,
           m, s0, s1, c, o0, o1, oe, ce, rm, mg, ln, kp, mv, seed, split, lend, gap,
           (seed - split) / gap, (seed - lend) / gap);
   fclose(fo);

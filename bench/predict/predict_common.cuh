@@ -1,6 +1,6 @@
 // predict_common.cuh: what the one-GPU predictions share: error checks,
-// data that keeps a GEMM at its real clock, the host clock that paces the
-// copy engine's stand-in for a peer's NVLink traffic, and medians.
+// data that keeps a GEMM at its real clock, the copy that stands in for a
+// peer's NVLink traffic and the host clock that paces it, and medians.
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -47,6 +47,32 @@ inline double host_s() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// A device-to-device copy on the copy engines where the driver takes the
+// hint (a plain cudaMemcpyAsync inside one GPU may run as a kernel, which
+// waits for SMs that a running kernel holds, where a pull from a peer would
+// not); a plain copy where the batch call is refused.
+// --copy plain: every stand-in copy a plain cudaMemcpyAsync.
+inline bool& plain_copies() {
+  static bool plain = false;
+  return plain;
+}
+inline void ce_copy(void* dst, const void* src, size_t n, cudaStream_t st) {
+  if (plain_copies()) {
+    CK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, st));
+    return;
+  }
+  void* dsts[1] = {dst};
+  const void* srcs[1] = {src};
+  size_t sizes[1] = {n}, idx[1] = {0};
+  cudaMemcpyAttributes attr = {};
+  attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
+  if (cudaMemcpyBatchAsync(dsts, srcs, sizes, 1, &attr, idx, 1, st) != cudaSuccess) {
+    (void)cudaGetLastError();
+    CK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, st));
+  }
 }
 
 inline double median(std::vector<double> v) {

@@ -14,7 +14,7 @@
 //   scheduled   the schedule, from one start, in 4, 8 and 16 pieces
 // The receiving side's work after the transfer is the same in both and is
 // left out: gap = seed - max(gemms, copy) on this span.
-// Usage: send_predict --out FILE.json [--layers 32] [--seq 8192]
+// Usage: send_predict --out FILE.json [--copy ce|plain] [--layers 32] [--seq 8192]
 //        [--hidden 4096] [--row 2048] [--rate-gbps 250] [--chunk-mib 4]
 //        [--iters 10]
 #include "predict_common.cuh"
@@ -51,7 +51,7 @@ static double paced(Bench& b, size_t lo, size_t hi, double t0) {
     while (host_s() < t0) {
     }
     size_t n = std::min(b.chunk, hi - off);
-    CK(cudaMemcpyAsync(b.dst + off, src + off, n, cudaMemcpyDeviceToDevice, b.sb));
+    ce_copy(b.dst + off, src + off, n, b.sb);
   }
   return t0;
 }
@@ -108,6 +108,7 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     const char* v = argv[i + 1];
     if (a == "--out") out = v;
+    else if (a == "--copy") plain_copies() = std::string(v) == "plain";
     else if (a == "--layers") b.layers = strtol(v, nullptr, 10);
     else if (a == "--seq") b.seq = strtol(v, nullptr, 10);
     else if (a == "--hidden") b.hidden = strtol(v, nullptr, 10);
@@ -157,11 +158,11 @@ int main(int argc, char** argv) {
   FILE* fo = fopen(out.c_str(), "w");
   if (!fo) { perror(out.c_str()); return 1; }
   fprintf(fo,
-          "{\"gpu\":\"%s\",\"layers\":%ld,\"seq\":%ld,\"hidden\":%ld,\"row\":%ld,\"bytes\":%zu,"
+          "{\"gpu\":\"%s\",\"stand_in\":\"%s\",\"layers\":%ld,\"seq\":%ld,\"hidden\":%ld,\"row\":%ld,\"bytes\":%zu,"
           "\"rate_gbps\":%.1f,\"chunk_bytes\":%zu,\"iters\":%d,\"gemms_ms\":%.4f,\"copy_ms\":%.4f,"
           "\"seed_ms\":%.4f,\"bound_ms\":%.4f,\"scheduled_ms\":{\"4\":%.4f,\"8\":%.4f,\"16\":%.4f},"
           "\"gap_closed\":{\"4\":%.3f,\"8\":%.3f,\"16\":%.3f}}\n",
-          prop.name, b.layers, b.seq, b.hidden, b.row, b.bytes(), b.rate_gbps, b.chunk, b.iters, g,
+          prop.name, plain_copies() ? "plain copy" : "copy engine (hint)", b.layers, b.seq, b.hidden, b.row, b.bytes(), b.rate_gbps, b.chunk, b.iters, g,
           c, s, bound, p[0], p[1], p[2], closed[0], closed[1], closed[2]);
   fclose(fo);
   printf("gemms %.4f copy %.4f seed %.4f bound %.4f ms; scheduled (4/8/16 pieces) %.4f %.4f %.4f ms, "

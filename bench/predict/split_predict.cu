@@ -18,7 +18,7 @@
 //   scheduled   the schedule run whole from one start: own GEMM, paced copy
 //               with an event per chunk, the peer's block as 1, 2 or 4 GEMMs
 //               each after the chunk its rows need (CUCO_SPLIT_CHUNKS)
-// Usage: split_predict --out FILE.json [--m 8192] [--k 28672] [--n 4096]
+// Usage: split_predict --out FILE.json [--copy ce|plain] [--m 8192] [--k 28672] [--n 4096]
 //        [--rate-gbps 250] [--chunks 16] [--iters 20]
 #include "predict_common.cuh"
 
@@ -51,7 +51,7 @@ static void paced_copy(Bench& b, cudaStream_t st, double t0) {
   for (int i = 0; i < b.chunks; i++) {
     while (host_s() < t0 + i * chunk_s) {
     }
-    CK(cudaMemcpyAsync(b.dst + i * per, b.src + i * per, per, cudaMemcpyDeviceToDevice, st));
+    ce_copy(b.dst + i * per, b.src + i * per, per, st);
   }
 }
 
@@ -73,7 +73,7 @@ static float scheduled(Bench& b, int peerChunks, cudaEvent_t e0, cudaEvent_t ea)
   for (int i = 0; i < b.chunks; i++) {
     while (host_s() < t0 + i * chunk_s) {
     }
-    CK(cudaMemcpyAsync(b.dst + i * per, b.src + i * per, per, cudaMemcpyDeviceToDevice, b.sb));
+    ce_copy(b.dst + i * per, b.src + i * per, per, b.sb);
     CK(cudaEventRecord(ev[i], b.sb));
     // issue every GEMM chunk whose rows have all arrived with chunk i
     while (next < peerChunks) {
@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     const char* v = argv[i + 1];
     if (a == "--out") out = v;
+    else if (a == "--copy") plain_copies() = std::string(v) == "plain";
     else if (a == "--m") b.m = strtol(v, nullptr, 10);
     else if (a == "--k") b.k = strtol(v, nullptr, 10);
     else if (a == "--n") b.n = strtol(v, nullptr, 10);
@@ -179,11 +180,11 @@ int main(int argc, char** argv) {
   FILE* fo = fopen(out.c_str(), "w");
   if (!fo) { perror(out.c_str()); return 1; }
   fprintf(fo,
-          "{\"gpu\":\"%s\",\"m\":%ld,\"k\":%ld,\"n\":%ld,\"peer_bytes\":%zu,\"rate_gbps\":%.1f,"
+          "{\"gpu\":\"%s\",\"stand_in\":\"%s\",\"m\":%ld,\"k\":%ld,\"n\":%ld,\"peer_bytes\":%zu,\"rate_gbps\":%.1f,"
           "\"chunks\":%d,\"iters\":%d,\"gemm_full_ms\":%.4f,\"gemm_half_ms\":%.4f,"
           "\"copy_ms\":%.4f,\"own_end_ms\":%.4f,\"copy_end_ms\":%.4f,\"split_ms\":%.4f,"
           "\"scheduled_ms\":{\"1\":%.4f,\"2\":%.4f,\"4\":%.4f}}\n",
-          prop.name, b.m, b.k, b.n, b.bytes(), b.rate_gbps, b.chunks, b.iters, f, h, c, oe, ce,
+          prop.name, plain_copies() ? "plain copy" : "copy engine (hint)", b.m, b.k, b.n, b.bytes(), b.rate_gbps, b.chunks, b.iters, f, h, c, oe, ce,
           split, s1, s2, s4);
   fclose(fo);
   printf("gemm_full %.4f gemm_half %.4f copy %.4f own_end %.4f copy_end %.4f split %.4f ms; "

@@ -38,6 +38,21 @@ static char *symbol_base(const char *sym)
     return last ? cuco_strndup(last, last_len) : cuco_strdup(sym);
 }
 
+/* Whether a mangled name is in namespace std (St, or one of the
+ * abbreviations Sa Sb Ss Si So Sd) or __gnu_cxx: a weak one is the
+ * program's copy of a standard template that the C++ library instantiates
+ * too (std::string's members), the same code from the same headers. */
+static int in_std(const char *sym)
+{
+    if (strncmp(sym, "_Z", 2) != 0)
+        return 0;
+    const char *p = sym + 2;
+    if (*p == 'N')
+        for (p++; *p == 'K' || *p == 'V' || *p == 'r'; p++)
+            ;
+    return (p[0] == 'S' && p[1] && strchr("tabsiod", p[1])) || strncmp(p, "9__gnu_cxx", 10) == 0;
+}
+
 static int listed(const cuco_strlist *l, const char *s)
 {
     for (size_t i = 0; i < l->n; i++)
@@ -47,8 +62,8 @@ static int listed(const cuco_strlist *l, const char *s)
 }
 
 /* One line of `nm -P`: "NAME TYPE [VALUE [SIZE]]". Appends NAME to out when
- * TYPE is a function's (T text, W weak, i indirect) and its identifier is
- * not one the reference defines. */
+ * TYPE is a function's (T text, W weak, i indirect), it is not a weak
+ * standard template, and its identifier is not one the reference defines. */
 static int take_line(const char *line, size_t len, const cuco_strlist *allowed, cuco_strlist *out)
 {
     const char *sp = memchr(line, ' ', len);
@@ -58,6 +73,10 @@ static int take_line(const char *line, size_t len, const cuco_strlist *allowed, 
     if (type != 'T' && type != 'W' && type != 'i')
         return 0;
     char *name = cuco_strndup(line, (size_t)(sp - line));
+    if (name && type == 'W' && in_std(name)) {
+        free(name);
+        return 0;
+    }
     char *at = name ? strchr(name, '@') : NULL; /* name@VERSION */
     if (at)
         *at = '\0';

@@ -487,7 +487,7 @@ static size_t skip_trivia(const guard *g, size_t i, size_t end)
 }
 
 /* 1 when token i names a function that tokens i.. define: NAME ( ... )
- * [const|noexcept|override|final]* { */
+ * [const|noexcept|override|final]* [-> TYPE] { */
 static int is_function_definition(const guard *g, size_t i, size_t end)
 {
     const cuco_tok *t = &g->lx.toks[i];
@@ -501,6 +501,13 @@ static int is_function_definition(const guard *g, size_t i, size_t end)
            (tok_eq(g, &g->lx.toks[j], "const") || tok_eq(g, &g->lx.toks[j], "noexcept") ||
             tok_eq(g, &g->lx.toks[j], "override") || tok_eq(g, &g->lx.toks[j], "final")))
         j = skip_trivia(g, j + 1, end);
+    if (j < end && tok_eq(g, &g->lx.toks[j], "->")) { /* a trailing return type */
+        j = skip_trivia(g, j + 1, end);
+        while (j < end && !tok_eq(g, &g->lx.toks[j], "{") && !tok_eq(g, &g->lx.toks[j], ";") &&
+               !tok_eq(g, &g->lx.toks[j], "=") && !tok_eq(g, &g->lx.toks[j], ")"))
+            j = skip_trivia(g, tok_eq(g, &g->lx.toks[j], "(") ? skip_parens(g, j, end) : j + 1,
+                            end);
+    }
     return j < end && tok_eq(g, &g->lx.toks[j], "{");
 }
 
@@ -573,6 +580,32 @@ static int track_braces(const guard *g, size_t i, scan *sc)
     return 0;
 }
 
+/* Whether token i opens `namespace std` (or __gnu_cxx), or is the
+ * `template` of an explicit specialization (`template <>`) whose declaration
+ * names std:: before its body: code that would add to, or replace part of,
+ * the standard library the frozen code compiles against. */
+static int touches_std(const guard *g, size_t i, size_t end)
+{
+    size_t j = skip_trivia(g, i + 1, end);
+    if (j >= end)
+        return 0;
+    if (tok_eq(g, &g->lx.toks[i], "namespace"))
+        return tok_eq(g, &g->lx.toks[j], "std") || tok_eq(g, &g->lx.toks[j], "__gnu_cxx");
+    if (!tok_eq(g, &g->lx.toks[i], "template") || !tok_eq(g, &g->lx.toks[j], "<"))
+        return 0;
+    j = skip_trivia(g, j + 1, end);
+    if (j >= end || !tok_eq(g, &g->lx.toks[j], ">"))
+        return 0;
+    for (j++; j + 1 < end && !tok_eq(g, &g->lx.toks[j], "{") && !tok_eq(g, &g->lx.toks[j], ";");
+         j++)
+        if (tok_eq(g, &g->lx.toks[j], "std")) {
+            size_t k = skip_trivia(g, j + 1, end);
+            if (k < end && tok_eq(g, &g->lx.toks[k], "::"))
+                return 1;
+        }
+    return 0;
+}
+
 /* One token of a block. */
 static int check_code_token(guard *g, size_t i, scan *sc)
 {
@@ -599,6 +632,10 @@ static int check_code_token(guard *g, size_t i, scan *sc)
             return rc;
         if (tok_eq(g, t, "_Pragma") || tok_eq(g, t, "__pragma"))
             return check_pragma_operator(g, i, end);
+        if (touches_std(g, i, end))
+            return violation(g, t->line,
+                             "opens namespace std or specializes a std:: template: a block may "
+                             "not add to the standard library that the frozen code uses");
         if (tok_eq(g, t, "asm") || tok_eq(g, t, "__asm__") || tok_eq(g, t, "__asm")) {
             /* an asm statement runs inside a function; an asm label on a
              * declaration renames a symbol the frozen code may use */

@@ -203,6 +203,9 @@ static const struct hostile {
     {"double MPI_Wtime(void) { return 0.0; }\n", "defines a function named 'MPI_Wtime'"},
     {"extern \"C\" {\ndouble MPI_Wtime(void) { return 0.0; }\n}\n", "named 'MPI_Wtime'"},
     {"double cuco_clock(void) __asm__(\"MPI_Wtime\");\n", "asm outside a function body"},
+    {"auto MPI_Wtime() -> double { return 0.0; }\n", "defines a function named 'MPI_Wtime'"},
+    {"namespace std {\nint cuco_x;\n}\n", "opens namespace std"},
+    {"template <> struct std::hash<int *> { };\n", "specializes a std:: template"},
     {"#if 0\n", "#if opened in the block is not closed"},
     {"}\n", "closes a brace of the frozen code"},
     {"#endif\n", "#endif closes an #if of the frozen code"},
@@ -297,7 +300,9 @@ static void test_block_guard_accepts_knobs(void **state)
         "    for (int i = 0; i < 1; i++)\n        x += x;\n"
         "    __asm__ volatile(\"\" ::: \"memory\");\n    return cuco_min(x, CUCO_WIDE);\n}\n"
         /* parameters named like frozen variables declare nothing at file scope */
-        "extern int cuco_link(const char *nonce_len, const char *nonce_key);\n";
+        "extern int cuco_link(const char *nonce_len, const char *nonce_key);\n"
+        /* a specialization of the block's own template */
+        "template <> inline float cuco_conv<float>(float x) { return x; }\n";
     char *cand = with_block_lines(seed, legal, 0);
     cuco_err e = CUCO_ERR_INIT;
     if (cuco_patch_guard(seed, cand, &e) != 0)
@@ -321,6 +326,25 @@ static void test_block_guard_accepts_knobs(void **state)
     assert_int_equal(cuco_patch_guard_blocks(seed, seed, NULL, &e), 0);
     free(cand);
     free(seed);
+}
+
+static void test_defined_functions(void **state)
+{
+    (void)state;
+    const char *text = "static int a(int x) { return x; }\n"
+                       "struct S { void m() const {} };\n"
+                       "int b(void);\n"
+                       "auto c(int x) -> int { if (x) { return x; } return 0; }\n"
+                       "auto d(int x) -> decltype(x + 1) { return x + 1; }\n";
+    cuco_strlist names = {0};
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_patch_defined_functions(text, &names, &e), 0);
+    assert_int_equal(names.n, 4);
+    assert_string_equal(names.items[0], "a");
+    assert_string_equal(names.items[1], "m");
+    assert_string_equal(names.items[2], "c");
+    assert_string_equal(names.items[3], "d");
+    cuco_strlist_free(&names);
 }
 
 static void test_block_guard_reads_the_headers(void **state)
@@ -380,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_block_guard_accepts_knobs),
         cmocka_unit_test(test_block_guard_frozen_includes),
         cmocka_unit_test(test_block_guard_reads_the_headers),
+        cmocka_unit_test(test_defined_functions),
         cmocka_unit_test(test_block_guard_accepts_the_seeds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
