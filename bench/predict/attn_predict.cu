@@ -6,10 +6,12 @@
 // the workload's own kernel (flash_attn_fwd, included from its source) at
 // each rank's shapes one after another: each rank has its GPU to itself, so
 // a rank's time is the sum of its parts. Only the part that runs beside the
-// peer's traffic is measured together with it: a local copy-engine copy of
+// peer's traffic is measured together with it. By default a local copy of
 // the same bytes, paced to the link's rate (the host enqueues each chunk at
-// its time), stands in for the pull; it reads and writes this GPU's memory
-// where a pull only writes it, so the prediction errs slow.
+// its time), stands in for the pull: inside one GPU the copy runs on SMs and
+// queues behind the attention's blocks, where a pull from the peer would
+// not, so it errs slow; --stand-in timed holds the stream until the bytes
+// have arrived at the link's rate (no traffic, no SM: it errs fast).
 // Measured, median over iterations (ms):
 //   seed_r0, seed_r1  each rank's attention over the gathered sequence
 //   comm              the paced copy of the peer's K and V alone
@@ -28,7 +30,7 @@
 //              max(own_end, copy_end) + remote_kept + 2 merges)
 // gap = seed - max(seed_r1, comm) (cuco bound's max(compute, comm) of the
 // busiest rank); gap closed = (seed - predicted) / gap.
-// Usage: attn_predict --out FILE.json [--copy ce|plain] [--seq 8192] [--heads 32]
+// Usage: attn_predict --out FILE.json [--stand-in copy|timed] [--seq 8192] [--heads 32]
 //        [--kv-heads 32] [--rate-gbps 335] [--chunks 16] [--iters 15]
 #include "predict_common.cuh"
 
@@ -97,7 +99,7 @@ static void paced(Bench& b, size_t bytes, cudaStream_t st, double t0) {
   for (size_t off = 0; off < bytes; off += per, t0 += chunk_s) {
     while (host_s() < t0) {
     }
-    ce_copy(b.dst + off, b.src + off, std::min(per, bytes - off), st);
+    stand_in_chunk(b.dst + off, b.src + off, std::min(per, bytes - off), b.rate_gbps, st);
   }
 }
 
@@ -175,7 +177,7 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     const char* v = argv[i + 1];
     if (a == "--out") out = v;
-    else if (a == "--copy") plain_copies() = std::string(v) == "plain";
+    else if (a == "--stand-in") stand_in() = std::string(v) == "timed" ? StandIn::timed : StandIn::copy;
     else if (a == "--seq") b.seq = strtol(v, nullptr, 10);
     else if (a == "--heads") b.heads = (int)strtol(v, nullptr, 10);
     else if (a == "--kv-heads") b.kv_heads = (int)strtol(v, nullptr, 10);
@@ -249,7 +251,7 @@ int main(int argc, char** argv) {
           "\"remote_kept\":%.4f,\"push_and_back\":%.4f},"
           "\"predicted_ms\":{\"seed\":%.4f,\"split\":%.4f,\"lend\":%.4f},\"gap_ms\":%.4f,"
           "\"gap_closed\":{\"split\":%.3f,\"lend\":%.3f}}\n",
-          prop.name, plain_copies() ? "plain copy" : "copy engine (hint)", b.seq, b.heads, b.kv_heads, b.peer_kv_bytes(), b.rate_gbps, b.chunks, b.iters,
+          prop.name, stand_in_name(), b.seq, b.heads, b.kv_heads, b.peer_kv_bytes(), b.rate_gbps, b.chunks, b.iters,
           m, s0, s1, c, o0, o1, oe, ce, rm, mg, ln, kp, mv, seed, split, lend, gap,
           (seed - split) / gap, (seed - lend) / gap);
   fclose(fo);

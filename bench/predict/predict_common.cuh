@@ -1,6 +1,6 @@
 // predict_common.cuh: what the one-GPU predictions share: error checks,
-// data that keeps a GEMM at its real clock, the copy that stands in for a
-// peer's NVLink traffic and the host clock that paces it, and medians.
+// data that keeps a GEMM at its real clock, what stands in for a peer's
+// NVLink traffic and the host clock that paces it, and medians.
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -49,30 +49,34 @@ inline double host_s() {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-// A device-to-device copy on the copy engines where the driver takes the
-// hint (a plain cudaMemcpyAsync inside one GPU may run as a kernel, which
-// waits for SMs that a running kernel holds, where a pull from a peer would
-// not); a plain copy where the batch call is refused.
-// --copy plain: every stand-in copy a plain cudaMemcpyAsync.
-inline bool& plain_copies() {
-  static bool plain = false;
-  return plain;
+// What stands in for one chunk of a peer's NVLink traffic, enqueued on st
+// at the chunk's start (the caller paces the chunks):
+//   copy   (default) a local device-to-device copy of its bytes: the memory
+//          traffic is there, but inside one GPU the copy runs on SMs, so it
+//          queues behind the blocks of a kernel already running, where a
+//          pull from a peer would not;
+//   timed  (--stand-in timed) the stream held until the chunk has arrived
+//          at the link's rate (a host function): no SM and no traffic.
+enum class StandIn { copy, timed };
+inline StandIn& stand_in() {
+  static StandIn s = StandIn::copy;
+  return s;
 }
-inline void ce_copy(void* dst, const void* src, size_t n, cudaStream_t st) {
-  if (plain_copies()) {
+inline const char* stand_in_name() { return stand_in() == StandIn::copy ? "copy" : "timed"; }
+
+static void CUDART_CB hold_until(void* p) {
+  double* at = static_cast<double*>(p);
+  while (host_s() < *at) {
+  }
+  delete at;
+}
+
+inline void stand_in_chunk(void* dst, const void* src, size_t n, double rate_gbps, cudaStream_t st) {
+  if (stand_in() == StandIn::copy) {
     CK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, st));
     return;
   }
-  void* dsts[1] = {dst};
-  const void* srcs[1] = {src};
-  size_t sizes[1] = {n}, idx[1] = {0};
-  cudaMemcpyAttributes attr = {};
-  attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-  attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
-  if (cudaMemcpyBatchAsync(dsts, srcs, sizes, 1, &attr, idx, 1, st) != cudaSuccess) {
-    (void)cudaGetLastError();
-    CK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, st));
-  }
+  CK(cudaLaunchHostFunc(st, hold_until, new double(host_s() + n / (rate_gbps * 1e9))));
 }
 
 inline double median(std::vector<double> v) {

@@ -2,11 +2,13 @@
 // schedule (CUCO_SENDP_n: a buffer that a loop of GEMMs makes layer by layer
 // is sent in CUCO_P2P_PIECES pieces, each as soon as the GEMMs that make it
 // are done, by the copy engine) takes at 2 ranks, on the sending side. The
-// link is stood in for by a local copy-engine copy of the same bytes, paced
-// to a given rate (the host enqueues each chunk at its time once the piece is
-// made, so the pacing takes no SM). A local copy reads and writes this GPU's
-// memory where a send only reads it, so the stand-in costs the GEMMs more
-// than the real send: the prediction errs slow.
+// link is stood in for by a local copy of the same bytes, paced to a given
+// rate (the host enqueues each chunk at its time once the piece is made, so
+// the pacing takes no SM). A local copy reads and writes this GPU's memory
+// where a send only reads it, and inside one GPU it runs on SMs, so the
+// stand-in costs the GEMMs more than the real send: the prediction errs slow.
+// --stand-in timed holds the stream until each chunk's arrival time instead
+// (no traffic, no SM: it errs fast).
 // Measured, median over iterations (ms):
 //   gemms       the layer loop alone (the compute)
 //   copy        the paced copy of the whole buffer alone (the communication)
@@ -14,7 +16,7 @@
 //   scheduled   the schedule, from one start, in 4, 8 and 16 pieces
 // The receiving side's work after the transfer is the same in both and is
 // left out: gap = seed - max(gemms, copy) on this span.
-// Usage: send_predict --out FILE.json [--copy ce|plain] [--layers 32] [--seq 8192]
+// Usage: send_predict --out FILE.json [--stand-in copy|timed] [--layers 32] [--seq 8192]
 //        [--hidden 4096] [--row 2048] [--rate-gbps 250] [--chunk-mib 4]
 //        [--iters 10]
 #include "predict_common.cuh"
@@ -51,7 +53,7 @@ static double paced(Bench& b, size_t lo, size_t hi, double t0) {
     while (host_s() < t0) {
     }
     size_t n = std::min(b.chunk, hi - off);
-    ce_copy(b.dst + off, src + off, n, b.sb);
+    stand_in_chunk(b.dst + off, src + off, n, b.rate_gbps, b.sb);
   }
   return t0;
 }
@@ -108,7 +110,7 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     const char* v = argv[i + 1];
     if (a == "--out") out = v;
-    else if (a == "--copy") plain_copies() = std::string(v) == "plain";
+    else if (a == "--stand-in") stand_in() = std::string(v) == "timed" ? StandIn::timed : StandIn::copy;
     else if (a == "--layers") b.layers = strtol(v, nullptr, 10);
     else if (a == "--seq") b.seq = strtol(v, nullptr, 10);
     else if (a == "--hidden") b.hidden = strtol(v, nullptr, 10);
@@ -162,7 +164,7 @@ int main(int argc, char** argv) {
           "\"rate_gbps\":%.1f,\"chunk_bytes\":%zu,\"iters\":%d,\"gemms_ms\":%.4f,\"copy_ms\":%.4f,"
           "\"seed_ms\":%.4f,\"bound_ms\":%.4f,\"scheduled_ms\":{\"4\":%.4f,\"8\":%.4f,\"16\":%.4f},"
           "\"gap_closed\":{\"4\":%.3f,\"8\":%.3f,\"16\":%.3f}}\n",
-          prop.name, plain_copies() ? "plain copy" : "copy engine (hint)", b.layers, b.seq, b.hidden, b.row, b.bytes(), b.rate_gbps, b.chunk, b.iters, g,
+          prop.name, stand_in_name(), b.layers, b.seq, b.hidden, b.row, b.bytes(), b.rate_gbps, b.chunk, b.iters, g,
           c, s, bound, p[0], p[1], p[2], closed[0], closed[1], closed[2]);
   fclose(fo);
   printf("gemms %.4f copy %.4f seed %.4f bound %.4f ms; scheduled (4/8/16 pieces) %.4f %.4f %.4f ms, "

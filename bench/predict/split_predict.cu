@@ -2,11 +2,13 @@
 // (CUCO_SPLIT_n: the GEMM's own rows first while the peer's rows are pulled
 // by the copy engine, then the peer's rows) takes at 2 ranks, for a GEMM that
 // consumes an all-gathered operand. The peer's NVLink traffic is stood in for
-// by a local copy-engine copy of the same bytes, paced to a given rate (the
-// host enqueues each chunk at its time, so the pacing takes no SM), so the
-// GEMM shares the GPU with a copy of the right size and speed. A local copy
-// reads and writes this GPU's memory where a pull only writes it, so the
-// stand-in costs the GEMM more than the real pull: the prediction errs slow.
+// by a local copy of the same bytes, paced to a given rate (the host enqueues
+// each chunk at its time, so the pacing takes no SM), so the GEMM shares the
+// GPU with a copy of the right size and speed. A local copy reads and writes
+// this GPU's memory where a pull only writes it, and inside one GPU it runs
+// on SMs, so the stand-in costs the GEMM more than the real pull: the
+// prediction errs slow. --stand-in timed holds the stream until each chunk's
+// arrival time instead (no traffic, no SM: it errs fast).
 // Measured, median over iterations (ms):
 //   gemm_full   the whole GEMM (m rows): the seed's computation
 //   gemm_half   one rank's block (m/2 rows)
@@ -18,7 +20,7 @@
 //   scheduled   the schedule run whole from one start: own GEMM, paced copy
 //               with an event per chunk, the peer's block as 1, 2 or 4 GEMMs
 //               each after the chunk its rows need (CUCO_SPLIT_CHUNKS)
-// Usage: split_predict --out FILE.json [--copy ce|plain] [--m 8192] [--k 28672] [--n 4096]
+// Usage: split_predict --out FILE.json [--stand-in copy|timed] [--m 8192] [--k 28672] [--n 4096]
 //        [--rate-gbps 250] [--chunks 16] [--iters 20]
 #include "predict_common.cuh"
 
@@ -51,7 +53,7 @@ static void paced_copy(Bench& b, cudaStream_t st, double t0) {
   for (int i = 0; i < b.chunks; i++) {
     while (host_s() < t0 + i * chunk_s) {
     }
-    ce_copy(b.dst + i * per, b.src + i * per, per, st);
+    stand_in_chunk(b.dst + i * per, b.src + i * per, per, b.rate_gbps, st);
   }
 }
 
@@ -73,7 +75,7 @@ static float scheduled(Bench& b, int peerChunks, cudaEvent_t e0, cudaEvent_t ea)
   for (int i = 0; i < b.chunks; i++) {
     while (host_s() < t0 + i * chunk_s) {
     }
-    ce_copy(b.dst + i * per, b.src + i * per, per, b.sb);
+    stand_in_chunk(b.dst + i * per, b.src + i * per, per, b.rate_gbps, b.sb);
     CK(cudaEventRecord(ev[i], b.sb));
     // issue every GEMM chunk whose rows have all arrived with chunk i
     while (next < peerChunks) {
@@ -101,7 +103,7 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     const char* v = argv[i + 1];
     if (a == "--out") out = v;
-    else if (a == "--copy") plain_copies() = std::string(v) == "plain";
+    else if (a == "--stand-in") stand_in() = std::string(v) == "timed" ? StandIn::timed : StandIn::copy;
     else if (a == "--m") b.m = strtol(v, nullptr, 10);
     else if (a == "--k") b.k = strtol(v, nullptr, 10);
     else if (a == "--n") b.n = strtol(v, nullptr, 10);
@@ -184,7 +186,7 @@ int main(int argc, char** argv) {
           "\"chunks\":%d,\"iters\":%d,\"gemm_full_ms\":%.4f,\"gemm_half_ms\":%.4f,"
           "\"copy_ms\":%.4f,\"own_end_ms\":%.4f,\"copy_end_ms\":%.4f,\"split_ms\":%.4f,"
           "\"scheduled_ms\":{\"1\":%.4f,\"2\":%.4f,\"4\":%.4f}}\n",
-          prop.name, plain_copies() ? "plain copy" : "copy engine (hint)", b.m, b.k, b.n, b.bytes(), b.rate_gbps, b.chunks, b.iters, f, h, c, oe, ce,
+          prop.name, stand_in_name(), b.m, b.k, b.n, b.bytes(), b.rate_gbps, b.chunks, b.iters, f, h, c, oe, ce,
           split, s1, s2, s4);
   fclose(fo);
   printf("gemm_full %.4f gemm_half %.4f copy %.4f own_end %.4f copy_end %.4f split %.4f ms; "
