@@ -580,10 +580,54 @@ static int track_braces(const guard *g, size_t i, scan *sc)
     return 0;
 }
 
+/* The token before i that is not a comment or directive (i itself when none). */
+static size_t prev_code(const guard *g, size_t i, size_t start)
+{
+    size_t k = i;
+    while (k > start) {
+        k--;
+        if (g->lx.toks[k].kind != CUCO_TOK_COMMENT && g->lx.toks[k].kind != CUCO_TOK_PREPROC)
+            return k;
+    }
+    return i;
+}
+
+/* How many template argument lists token k closes: '>' 1, '>>' 2. */
+static int closes_angles(const guard *g, size_t k)
+{
+    return tok_eq(g, &g->lx.toks[k], ">") ? 1 : tok_eq(g, &g->lx.toks[k], ">>") ? 2 : 0;
+}
+
+/* Whether the name that ends just before token stop (NAME, A::B::NAME, with
+ * template arguments <...> after it) starts with std:: (or ::std::). */
+static int name_in_std(const guard *g, size_t stop, size_t start)
+{
+    size_t k = prev_code(g, stop, start);
+    if (k != stop && closes_angles(g, k)) { /* back over <...> */
+        int depth = 0;
+        for (;; k = prev_code(g, k, start)) {
+            depth += closes_angles(g, k) - tok_eq(g, &g->lx.toks[k], "<");
+            if (depth == 0 || k == start)
+                break;
+        }
+        k = prev_code(g, k, start);
+    }
+    size_t first = k;
+    while (k != start && g->lx.toks[k].kind == CUCO_TOK_IDENT) {
+        first = k;
+        size_t c = prev_code(g, k, start);
+        if (c == k || !tok_eq(g, &g->lx.toks[c], "::"))
+            break;
+        k = prev_code(g, c, start);
+    }
+    return tok_eq(g, &g->lx.toks[first], "std");
+}
+
 /* Whether token i opens `namespace std` (or __gnu_cxx), or is the
- * `template` of an explicit specialization (`template <>`) whose declaration
- * names std:: before its body: code that would add to, or replace part of,
- * the standard library the frozen code compiles against. */
+ * `template` of an explicit specialization (`template <>`) of a std::
+ * template (the name before its parameters, base clause or body): code
+ * that would add to, or replace part of, the standard library the frozen
+ * code compiles against. */
 static int touches_std(const guard *g, size_t i, size_t end)
 {
     size_t j = skip_trivia(g, i + 1, end);
@@ -596,13 +640,15 @@ static int touches_std(const guard *g, size_t i, size_t end)
     j = skip_trivia(g, j + 1, end);
     if (j >= end || !tok_eq(g, &g->lx.toks[j], ">"))
         return 0;
-    for (j++; j + 1 < end && !tok_eq(g, &g->lx.toks[j], "{") && !tok_eq(g, &g->lx.toks[j], ";");
-         j++)
-        if (tok_eq(g, &g->lx.toks[j], "std")) {
-            size_t k = skip_trivia(g, j + 1, end);
-            if (k < end && tok_eq(g, &g->lx.toks[k], "::"))
-                return 1;
-        }
+    size_t head = j + 1;
+    int angle = 0;
+    for (j = skip_trivia(g, head, end); j < end; j = skip_trivia(g, j + 1, end)) {
+        const cuco_tok *t = &g->lx.toks[j];
+        angle += tok_eq(g, t, "<") - closes_angles(g, j);
+        if (angle == 0 && (tok_eq(g, t, "(") || tok_eq(g, t, "{") || tok_eq(g, t, ";") ||
+                           tok_eq(g, t, ":") || tok_eq(g, t, "=")))
+            return name_in_std(g, j, head);
+    }
     return 0;
 }
 

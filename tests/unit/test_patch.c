@@ -206,6 +206,9 @@ static const struct hostile {
     {"auto MPI_Wtime() -> double { return 0.0; }\n", "defines a function named 'MPI_Wtime'"},
     {"namespace std {\nint cuco_x;\n}\n", "opens namespace std"},
     {"template <> struct std::hash<int *> { };\n", "specializes a std:: template"},
+    {"template <> inline void std::swap<int>(int &a, int &b) { }\n", "specializes a std::"},
+    {"template <> void std::swap<std::vector<int>>(std::vector<int> &a, std::vector<int> &b) {}\n",
+     "specializes a std::"},
     {"#if 0\n", "#if opened in the block is not closed"},
     {"}\n", "closes a brace of the frozen code"},
     {"#endif\n", "#endif closes an #if of the frozen code"},
@@ -302,7 +305,9 @@ static void test_block_guard_accepts_knobs(void **state)
         /* parameters named like frozen variables declare nothing at file scope */
         "extern int cuco_link(const char *nonce_len, const char *nonce_key);\n"
         /* a specialization of the block's own template */
-        "template <> inline float cuco_conv<float>(float x) { return x; }\n";
+        "template <> inline float cuco_conv<float>(float x) { return x; }\n"
+        "template <> struct cuco_is_ok<float> : std::true_type {};\n"
+        "template <> std::size_t cuco_bytes<std::vector<int>>(int n) { return n; }\n";
     char *cand = with_block_lines(seed, legal, 0);
     cuco_err e = CUCO_ERR_INIT;
     if (cuco_patch_guard(seed, cand, &e) != 0)
