@@ -173,19 +173,8 @@ static cuco::lend::Deal lend_deal(const Bench& b) {
 int main(int argc, char** argv) {
   Bench b;
   std::string out = "attn_predict.json";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i];
-    const char* v = argv[i + 1];
-    if (a == "--out") out = v;
-    else if (a == "--stand-in") stand_in() = std::string(v) == "timed" ? StandIn::timed : StandIn::copy;
-    else if (a == "--seq") b.seq = strtol(v, nullptr, 10);
-    else if (a == "--heads") b.heads = (int)strtol(v, nullptr, 10);
-    else if (a == "--kv-heads") b.kv_heads = (int)strtol(v, nullptr, 10);
-    else if (a == "--rate-gbps") b.rate_gbps = strtod(v, nullptr);
-    else if (a == "--chunks") b.chunks = (int)strtol(v, nullptr, 10);
-    else if (a == "--iters") b.iters = (int)strtol(v, nullptr, 10);
-    else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
-  }
+  if (!read_opts(argc, argv, &out, {{"--seq", &b.seq}, {"--heads", &b.heads}, {"--kv-heads", &b.kv_heads}, {"--rate-gbps", &b.rate_gbps}, {"--chunks", &b.chunks}, {"--iters", &b.iters}}))
+    return 2;
   cuco::lend::Deal deal = lend_deal(b);
   if (deal.lender != 1 || deal.helper != 0 || deal.source != 0 || deal.m <= 0) {
     fprintf(stderr, "attn_predict: the lend plan gives no deal from rank 1 to rank 0 over rank 0's keys\n");

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,46 @@ inline void stand_in_chunk(void* dst, const void* src, size_t n, double rate_gbp
     return;
   }
   CK(cudaLaunchHostFunc(st, hold_until, new double(host_s() + n / (rate_gbps * 1e9))));
+}
+
+// One numeric option of a predictor: its flag and the field it sets.
+struct Opt {
+  const char* flag;
+  long* l = nullptr;
+  int* i = nullptr;
+  double* d = nullptr;
+  Opt(const char* f, long* p) : flag(f), l(p) {}
+  Opt(const char* f, int* p) : flag(f), i(p) {}
+  Opt(const char* f, double* p) : flag(f), d(p) {}
+};
+
+// Reads "--flag value" pairs: --out FILE, --stand-in copy|timed, and the
+// predictor's own numbers. False, with a message, on an unknown flag.
+inline bool read_opts(int argc, char** argv, std::string* out, std::initializer_list<Opt> opts) {
+  for (int a = 1; a + 1 < argc; a += 2) {
+    std::string f = argv[a];
+    const char* v = argv[a + 1];
+    bool known = true;
+    if (f == "--out") {
+      *out = v;
+    } else if (f == "--stand-in") {
+      stand_in() = std::string(v) == "timed" ? StandIn::timed : StandIn::copy;
+    } else {
+      known = false;
+      for (const Opt& o : opts) {
+        if (f != o.flag) continue;
+        if (o.l) *o.l = strtol(v, nullptr, 10);
+        if (o.i) *o.i = (int)strtol(v, nullptr, 10);
+        if (o.d) *o.d = strtod(v, nullptr);
+        known = true;
+      }
+    }
+    if (!known) {
+      fprintf(stderr, "unknown option %s\n", f.c_str());
+      return false;
+    }
+  }
+  return true;
 }
 
 inline double median(std::vector<double> v) {

@@ -24,7 +24,8 @@
 struct Bench {
   long layers = 32, seq = 8192, hidden = 4096, row = 2048;
   double rate_gbps = 250;
-  size_t chunk = 4u << 20;
+  long chunk_mib = 4;
+  size_t chunk = 4u << 20;  // chunk_mib's bytes
   int iters = 10;
   cublasHandle_t blas;
   cudaStream_t sa, sb;
@@ -106,21 +107,10 @@ static float run(Bench& b, int pieces, bool gemms, bool copy, cudaEvent_t e0, cu
 int main(int argc, char** argv) {
   Bench b;
   std::string out = "send_predict.json";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i];
-    const char* v = argv[i + 1];
-    if (a == "--out") out = v;
-    else if (a == "--stand-in") stand_in() = std::string(v) == "timed" ? StandIn::timed : StandIn::copy;
-    else if (a == "--layers") b.layers = strtol(v, nullptr, 10);
-    else if (a == "--seq") b.seq = strtol(v, nullptr, 10);
-    else if (a == "--hidden") b.hidden = strtol(v, nullptr, 10);
-    else if (a == "--row") b.row = strtol(v, nullptr, 10);
-    else if (a == "--rate-gbps") b.rate_gbps = strtod(v, nullptr);
-    else if (a == "--chunk-mib") b.chunk = (size_t)strtol(v, nullptr, 10) << 20;
-    else if (a == "--iters") b.iters = (int)strtol(v, nullptr, 10);
-    else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
-  }
-  if (b.layers < 16 || b.chunk == 0) { fprintf(stderr, "need --layers >= 16, --chunk-mib >= 1\n"); return 2; }
+  if (!read_opts(argc, argv, &out, {{"--layers", &b.layers}, {"--seq", &b.seq}, {"--hidden", &b.hidden}, {"--row", &b.row}, {"--rate-gbps", &b.rate_gbps}, {"--chunk-mib", &b.chunk_mib}, {"--iters", &b.iters}}))
+    return 2;
+  b.chunk = (size_t)b.chunk_mib << 20;
+  if (b.layers < 16 || b.chunk_mib < 1) { fprintf(stderr, "need --layers >= 16, --chunk-mib >= 1\n"); return 2; }
   CB(cublasCreate(&b.blas));
   CK(cudaStreamCreateWithFlags(&b.sa, cudaStreamNonBlocking));
   CK(cudaStreamCreateWithFlags(&b.sb, cudaStreamNonBlocking));

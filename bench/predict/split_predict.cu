@@ -99,19 +99,8 @@ static float scheduled(Bench& b, int peerChunks, cudaEvent_t e0, cudaEvent_t ea)
 int main(int argc, char** argv) {
   Bench b;
   std::string out = "split_predict.json";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i];
-    const char* v = argv[i + 1];
-    if (a == "--out") out = v;
-    else if (a == "--stand-in") stand_in() = std::string(v) == "timed" ? StandIn::timed : StandIn::copy;
-    else if (a == "--m") b.m = strtol(v, nullptr, 10);
-    else if (a == "--k") b.k = strtol(v, nullptr, 10);
-    else if (a == "--n") b.n = strtol(v, nullptr, 10);
-    else if (a == "--rate-gbps") b.rate_gbps = strtod(v, nullptr);
-    else if (a == "--chunks") b.chunks = (int)strtol(v, nullptr, 10);
-    else if (a == "--iters") b.iters = (int)strtol(v, nullptr, 10);
-    else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
-  }
+  if (!read_opts(argc, argv, &out, {{"--m", &b.m}, {"--k", &b.k}, {"--n", &b.n}, {"--rate-gbps", &b.rate_gbps}, {"--chunks", &b.chunks}, {"--iters", &b.iters}}))
+    return 2;
   CB(cublasCreate(&b.blas));
   CK(cudaStreamCreateWithFlags(&b.sa, cudaStreamNonBlocking));
   CK(cudaStreamCreateWithFlags(&b.sb, cudaStreamNonBlocking));
