@@ -25,8 +25,13 @@ mkdir -p "$CUCO_BUILD_CACHE"
 LOG=$DEST/steps.txt
 note() { echo "$(date -u +%T) $*" | tee -a "$LOG"; }
 
-# settings per workload: "LABEL KNOB=VALUE[,KNOB=VALUE...]"
+# settings per workload: "LABEL KNOB=VALUE[,KNOB=VALUE...]"; SWEEP_SETTINGS
+# ("LABEL KNOB=V[,...];LABEL ...") replaces them for every workload
 settings() {
+  if [ -n "${SWEEP_SETTINGS:-}" ]; then
+    tr ';' '\n' <<< "$SWEEP_SETTINGS"
+    return
+  fi
   case "$1" in
     gemm_allgather | flash_attn_cp) printf '%s\n' "ce CUCO_COPY_ENGINE=1" ;;
     kv_transfer) printf '%s\n' "p16 CUCO_P2P_CTAS=16" ;;
