@@ -91,9 +91,14 @@ static const char staged_glue[] =
  * transports), into g. */
 static void schedule_knob_lines(const ctx *c, cuco_buf *g)
 {
+    /* 16 where only sends are made piece by piece (kv_transfer on 2xH200:
+     * 2.5% faster than 8, bench/README.md); 8 where a receive is consumed
+     * piece by piece, each piece a kernel launch */
     if (c->send_made || c->recv_splits.n)
-        cuco_buf_puts(g, "// the pieces sends and receives of 2 MiB and more move in\n"
-                         "#define CUCO_P2P_PIECES 8 // cuco:knob run 1 2 4 8 16\n");
+        cuco_buf_printf(g,
+                        "// the pieces sends and receives of 2 MiB and more move in\n"
+                        "#define CUCO_P2P_PIECES %d // cuco:knob run 1 2 4 8 16\n",
+                        c->recv_splits.n ? 8 : 16);
     if (c->glue.reads & CUCO_GLUE_READS_P2P)
         cuco_buf_printf(g,
                         "// large sends and receives by the copy engines (no SM)\n"
