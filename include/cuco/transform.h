@@ -59,6 +59,18 @@ int cuco_transform_rules(const char *file_name, const char *text, cuco_tx_result
  * declared rows_independent may take schedule (b)'s consumer split). */
 int cuco_transform_rules_declared(const char *file_name, const char *text, const cuco_semantic *sem,
                                   size_t n_sem, cuco_tx_result *r, cuco_err *e);
+/* What the rules read: the evolve file's text (file_name only for
+ * messages), the manifest's declared semantics sem[0..n_sem), and the
+ * #define lines of the program's own headers (header_macros, NULL: none),
+ * which the schedule scans read as if the file defined them (a header
+ * macro that launches a kernel on a buffer reads that buffer). */
+typedef struct cuco_tx_input {
+    const char *file_name, *text;
+    const cuco_semantic *sem;
+    size_t n_sem;
+    const char *header_macros;
+} cuco_tx_input;
+int cuco_transform_rules_in(const cuco_tx_input *in, cuco_tx_result *r, cuco_err *e);
 void cuco_tx_result_free(cuco_tx_result *r);
 
 /* The static device-initiated check of a transformed program (any route): no

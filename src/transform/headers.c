@@ -43,9 +43,7 @@ static int calls_nccl(const char *path)
     return found;
 }
 
-/* The name inside the quotes of an #include "..." directive, or NULL.
- * Caller frees. */
-static char *quoted_include(const char *src, const cuco_tok *t)
+char *cuco_tx_quoted_include(const char *src, const cuco_tok *t)
 {
     if (t->kind != CUCO_TOK_PREPROC || t->dir_len != 7 || memcmp(src + t->dir_off, "include", 7))
         return NULL;
@@ -109,7 +107,7 @@ static int add_inlined(cuco_tx_headers *h, const char *name, const char *path, i
 static int inline_one(const char *dir, const char *seed, const cuco_tok *t, cuco_buf *out,
                       int *shift, cuco_tx_headers *h, cuco_err *e)
 {
-    char *name = quoted_include(seed, t);
+    char *name = cuco_tx_quoted_include(seed, t);
     char *path = name ? cuco_path_join(dir, name) : NULL;
     char *text = NULL;
     size_t len = 0;

@@ -587,24 +587,26 @@ typedef struct p2p_retry {
 
 /* One pass of the rules; p2p_host: the line that keeps every
  * point-to-point call host NCCL (0: none); *retry: what refused it. */
-static int run_rules(const char *file_name, const char *text, const cuco_semantic *sem,
-                     size_t n_sem, int p2p_host, p2p_retry *retry, cuco_tx_result *r, cuco_err *e)
+static int run_rules(const cuco_tx_input *in, int p2p_host, p2p_retry *retry, cuco_tx_result *r,
+                     cuco_err *e)
 {
     memset(r, 0, sizeof(*r));
     ctx c;
     memset(&c, 0, sizeof(c));
-    c.file = file_name;
+    c.file = in->file_name;
     c.r = r;
-    c.sem = sem;
-    c.n_sem = n_sem;
+    c.sem = in->sem;
+    c.n_sem = in->n_sem;
     c.p2p_host = p2p_host;
-    int rc = cuco_program_blocks(text, &c.blocks, &c.nblocks, e);
+    int rc = cuco_program_blocks(in->text, &c.blocks, &c.nblocks, e);
     if (rc != 0) {
         if (!e->file)
-            cuco_err_prefix(e, "%s", file_name);
+            cuco_err_prefix(e, "%s", in->file_name);
         return rc;
     }
-    rc = sview_open(&c.v, text, e);
+    rc = sview_open(&c.v, in->text, e);
+    if (rc == 0 && in->header_macros)
+        rc = sview_add_macros(&c.v, in->header_macros, e);
     if (rc == 0)
         rc = refuse_macros(&c);
     if (rc == 0)
@@ -625,9 +627,9 @@ static int run_rules(const char *file_name, const char *text, const cuco_semanti
     if (rc == 0 && !r->refused)
         rc = rank_branch_notes(&c, e);
     if (rc == 0 && !r->refused)
-        rc = rl_sched_all(&c, text, e);
+        rc = rl_sched_all(&c, in->text, e);
     if (rc == 0 && !r->refused)
-        rc = rl_assemble(&c, text);
+        rc = rl_assemble(&c, in->text);
     if (rc == 0 && r->refused) {
         free(r->program);
         r->program = NULL;
@@ -677,11 +679,10 @@ static char *group_refusal(const cuco_tx_result *r, int line)
  * then a second pass keeps every point-to-point call of the program (both
  * ends of a transfer must take one path) and every group holding one host
  * NCCL, NCCL's own groups; the rest goes to the device. */
-int cuco_transform_rules_declared(const char *file_name, const char *text, const cuco_semantic *sem,
-                                  size_t n_sem, cuco_tx_result *r, cuco_err *e)
+int cuco_transform_rules_in(const cuco_tx_input *in, cuco_tx_result *r, cuco_err *e)
 {
     p2p_retry retry = {0, 0}, again = {0, 0};
-    int rc = run_rules(file_name, text, sem, n_sem, 0, &retry, r, e);
+    int rc = run_rules(in, 0, &retry, r, e);
     int line = retry.group_line ? retry.group_line : retry.comms_line;
     if (rc != 0 || !r->refused || !line)
         return rc;
@@ -689,7 +690,7 @@ int cuco_transform_rules_declared(const char *file_name, const char *text, const
                     ? group_refusal(r, line)
                     : cuco_strdup("sends and receives beside collectives on several communicators");
     cuco_tx_result first = *r;
-    rc = why ? run_rules(file_name, text, sem, n_sem, line, &again, r, e) : CUCO_ENOMEM;
+    rc = why ? run_rules(in, line, &again, r, e) : CUCO_ENOMEM;
     if (rc == 0 && !r->refused)
         rc = cuco_tx_notes_add(&r->notes, line, "kept", "%s%s", why,
                                retry.group_line
@@ -711,4 +712,11 @@ int cuco_transform_rules_declared(const char *file_name, const char *text, const
     }
     free(why);
     return rc;
+}
+
+int cuco_transform_rules_declared(const char *file_name, const char *text, const cuco_semantic *sem,
+                                  size_t n_sem, cuco_tx_result *r, cuco_err *e)
+{
+    cuco_tx_input in = {.file_name = file_name, .text = text, .sem = sem, .n_sem = n_sem};
+    return cuco_transform_rules_in(&in, r, e);
 }

@@ -21,13 +21,12 @@ static int word_in(const char *w, size_t len, const char *const *list)
     return 0;
 }
 
-/* The #define of the macro named w (len bytes): its replacement [*body,
- * *end) and parameter list [*params, *body) (empty for an object-like
- * one); 0 when the file defines none. */
-static int macro_text(const sview *v, const char *w, size_t len, const char **params,
-                      const char **body, const char **end)
+/* The #define of the macro named w (len bytes) in lx: its replacement
+ * [*body, *end) and parameter list [*params, *body) (empty for an
+ * object-like one); 0 when lx defines none. */
+static int macro_in(const cuco_lex *lx, const char *w, size_t len, const char **params,
+                    const char **body, const char **end)
 {
-    const cuco_lex *lx = &v->lx;
     for (size_t k = 0; k < lx->ntoks; k++) {
         const cuco_tok *t = &lx->toks[k];
         if (t->kind != CUCO_TOK_PREPROC || t->dir_len != 6 ||
@@ -49,6 +48,14 @@ static int macro_text(const sview *v, const char *w, size_t len, const char **pa
         return 1;
     }
     return 0;
+}
+
+/* The same in the file, else in the program's headers. */
+static int macro_text(const sview *v, const char *w, size_t len, const char **params,
+                      const char **body, const char **end)
+{
+    return macro_in(&v->lx, w, len, params, body, end) ||
+           (v->has_macros && macro_in(&v->macros, w, len, params, body, end));
 }
 
 static int is_param(const char *params, const char *body, const char *w, size_t len)

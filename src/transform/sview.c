@@ -112,9 +112,21 @@ int sview_open(sview *v, const char *src, cuco_err *e)
     return index_definitions(v, e);
 }
 
+int sview_add_macros(sview *v, const char *text, cuco_err *e)
+{
+    if (v->has_macros)
+        cuco_lex_free(&v->macros);
+    v->has_macros = 0;
+    int rc = cuco_lex_run(&v->macros, text, strlen(text), e);
+    v->has_macros = rc == 0;
+    return rc;
+}
+
 void sview_close(sview *v)
 {
     cuco_lex_free(&v->lx);
+    if (v->has_macros)
+        cuco_lex_free(&v->macros);
     free(v->ix);
     free(v->depth);
     free(v->scope);

@@ -22,7 +22,14 @@ typedef struct sview {
     size_t *def_bodies; /* the '{' of each */
     size_t ndefs;
     struct sview_memo *memo; /* what a scan computes once for the whole file */
+    cuco_lex macros;         /* the #define lines of the program's headers (sview_add_macros) */
+    int has_macros;
 } sview;
+
+/* Adds the #define lines of the program's own headers (text, kept by
+ * reference), read after the file's own when a scan asks what a macro's
+ * text is. */
+int sview_add_macros(sview *v, const char *text, cuco_err *e);
 
 /* One result a scan keeps for the file's lifetime in this view (data, freed
  * with free_data by sview_close); the slot is writable through a const view. */

@@ -3,6 +3,7 @@
 #ifndef CUCO_TX_HEADERS_H
 #define CUCO_TX_HEADERS_H
 
+#include "cuco/analyze.h"
 #include "cuco/err.h"
 #include "cuco/transform.h"
 #include "cuco/workload.h"
@@ -38,6 +39,14 @@ int cuco_tx_headers_notes(const cuco_tx_headers *h, cuco_tx_notes *notes, size_t
  * its markers) to GEN0/NAME. */
 int cuco_tx_headers_write(const cuco_tx_headers *h, const char *program, const char *gen0,
                           cuco_err *e);
+/* The name inside the quotes of an #include "..." directive (a token of
+ * src), or NULL. Caller frees. */
+char *cuco_tx_quoted_include(const char *src, const cuco_tok *t);
+/* The #define lines of the program's own headers that text includes with
+ * #include "..." (found in dir, and the headers they include in turn, a
+ * few levels deep), one a line, into *out (caller frees; NULL when there
+ * is none). The schedule scans read them as the file's own macros. */
+int cuco_tx_header_macros(const char *dir, const char *text, char **out, cuco_err *e);
 /* 1 when the file (a path as the analysis names it) is an inlined header. */
 int cuco_tx_headers_has(const cuco_tx_headers *h, const char *file);
 void cuco_tx_headers_free(cuco_tx_headers *h);

@@ -165,6 +165,54 @@ check "jacobi_halo: not applied to the grouped halo receives" \
 check "plugin_allgather: not applied, the next statement reads the gathered rows" \
     schedule plugin_allgather 103 "early_start_late_wait does not apply to ncclAllGather: no independent work between the call and its first consumer (line 104)"
 
+# a macro of the program's own header that launches on the gathered buffer
+# reads it: the wait stays before the macro's use
+mkdir -p "$TMP/hdr"
+cat >"$TMP/hdr/launch_rows.h" <<'EOF'
+#pragma once
+#define SCALE_GATHERED() scale<<<64, 256, 0, st>>>(all, n * size)
+EOF
+cat >"$TMP/hdr/hdr_macro.cu" <<'EOF'
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+#include "launch_rows.h"
+__global__ void scale(float *x, size_t n) { if (threadIdx.x < n) x[threadIdx.x] *= 2.0f; }
+__global__ void other(float *x, size_t n) { if (threadIdx.x < n) x[threadIdx.x] += 1.0f; }
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    ncclUniqueId id;
+    if (rank == 0) ncclGetUniqueId(&id);
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    ncclComm_t comm;
+    ncclCommInitRank(&comm, size, id, rank);
+    size_t n = 1024;
+    float *mine, *all, *side;
+    cudaMalloc(&mine, n * sizeof(float));
+    cudaMalloc(&all, n * size * sizeof(float));
+    cudaMalloc(&side, n * sizeof(float));
+    cudaStream_t st;
+    cudaStreamCreate(&st);
+    ncclAllGather(mine, all, n, ncclFloat, comm, st);
+    other<<<4, 256, 0, st>>>(side, n);
+    SCALE_GATHERED();
+    other<<<4, 256, 0, st>>>(side, n);
+    cudaStreamSynchronize(st);
+    printf("Verification: PASS\n");
+    ncclCommDestroy(comm);
+    MPI_Finalize();
+    return 0;
+}
+EOF
+"$CUCO_BIN" transform "$TMP/hdr/hdr_macro.cu" --workspace "$TMP/hdr.ws" --no-verify --quiet \
+    >"$TMP/hdr.out" 2>&1
+check "a header's launch macro reads the gathered buffer: the wait stays before its use" \
+    grep -qF "hdr_macro.cu:25: schedule: early_start_late_wait: ncclAllGather at line 25 issued on a side stream, wait moved before the statement at line 27 (1 independent" "$TMP/hdr.out"
+
 "$CUCO_BIN" transform >/dev/null 2>&1
 check "no workload: exit 2" test $? -eq 2
 "$CUCO_BIN" transform "$D/allgather" --bogus >/dev/null 2>&1

@@ -425,6 +425,40 @@ static void test_scan_hidden_consumers(void **state)
     cuco_tx_result_free(&r);
 }
 
+/* a macro of the program's own header (cuco_tx_input.header_macros) that
+ * launches on y is a reader of y: the wait stays before its use; without the
+ * header's text the macro reads nothing the scan can see */
+static void test_scan_header_macros(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        "#include <nccl.h>\n"
+        "#include \"launch.h\"\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "static void f(float *x, float *y, float *a, size_t n, ncclComm_t c, cudaStream_t s)\n"
+        "{\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    USE_H;\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "}\n"
+        "int main() { float *x, *y, *a; ncclComm_t c; cudaStream_t s;\n"
+        "    cudaMalloc(&x, 64); cudaMalloc(&y, 64); cudaMalloc(&a, 64);\n"
+        "    f(x, y, a, 16, c, s); return 0; }\n";
+    cuco_tx_input in = {.file_name = "p.cu",
+                        .text = prog,
+                        .header_macros = "#define USE_H k<<<1, 32, 0, s>>>(y, n)\n"};
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules_in(&in, &r, &e), 0);
+    assert_true(tx_has_schedule_note(&r.notes, 6,
+                                     "wait moved before the statement at line 8 (1 independent"));
+    cuco_tx_result_free(&r);
+    tx_transform(prog, &r);
+    assert_false(tx_has_schedule_note(&r.notes, 6, "before the statement at line 8"));
+    cuco_tx_result_free(&r);
+}
+
 /* names a statement reaches that its text does not show, and names that
  * only sit beside a buffer: a macro using a macro that reads y, a
  * structured binding, an out-parameter, a container's push_back, a macro
@@ -853,6 +887,7 @@ int main(void)
         cmocka_unit_test(test_scan_hidden_consumers),
         cmocka_unit_test(test_scan_device_symbols),
         cmocka_unit_test(test_scan_macros_and_bindings),
+        cmocka_unit_test(test_scan_header_macros),
         cmocka_unit_test(test_scan_consumer_streams),
         cmocka_unit_test(test_scan_param_types),
         cmocka_unit_test(test_scan_set_elsewhere),

@@ -1,0 +1,98 @@
+/* header_macros.c: the macros of the program's own headers, for the
+ * schedule scans. A statement that uses a macro names what the macro's text
+ * names (scan_macros.c); the file's own #define lines are in its text, and
+ * these are the ones of the headers it includes with #include "..." (a
+ * launch helper of the project), read where the including file is, a few
+ * levels deep. System headers (<...>) are not read. */
+#include "tx_headers.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuco/buf.h"
+#include "cuco/fs.h"
+
+enum { HEADER_DEPTH = 4, HEADER_MAX = 64 };
+
+typedef struct macro_walk {
+    cuco_buf out;
+    char *seen[HEADER_MAX]; /* the headers read (owned paths) */
+    size_t nseen;
+} macro_walk;
+
+static int seen(const macro_walk *m, const char *path)
+{
+    for (size_t i = 0; i < m->nseen; i++)
+        if (strcmp(m->seen[i], path) == 0)
+            return 1;
+    return 0;
+}
+
+static int walk(macro_walk *m, const char *dir, const char *text, int depth, cuco_err *e);
+
+/* Reads the header that the #include at t names, when it is in dir. */
+static int read_header(macro_walk *m, const char *dir, const char *text, const cuco_tok *t,
+                       int depth, cuco_err *e)
+{
+    char *name = cuco_tx_quoted_include(text, t);
+    char *path = name ? cuco_path_join(dir, name) : NULL;
+    char *body = NULL, *sub = NULL;
+    size_t len = 0;
+    int rc = 0;
+    if (!path || seen(m, path) || m->nseen == HEADER_MAX || !cuco_fs_exists(path) ||
+        cuco_fs_is_dir(path))
+        goto out;
+    m->seen[m->nseen++] = path;
+    path = NULL;
+    if (cuco_fs_read(m->seen[m->nseen - 1], &body, &len, NULL) != 0)
+        goto out; /* unreadable: the build will say so */
+    sub = cuco_path_dirname(m->seen[m->nseen - 1]);
+    rc = sub ? walk(m, sub, body, depth + 1, e) : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+out:
+    free(sub);
+    free(body);
+    free(path);
+    free(name);
+    return rc;
+}
+
+/* The #define lines of text (a header's, not the file's own: depth > 0)
+ * and of the headers it includes. */
+static int walk(macro_walk *m, const char *dir, const char *text, int depth, cuco_err *e)
+{
+    if (depth > HEADER_DEPTH)
+        return 0;
+    cuco_lex lx;
+    int rc = cuco_lex_run(&lx, text, strlen(text), NULL);
+    if (rc != 0) /* a header the lexer cannot read adds nothing */
+        return rc == CUCO_ENOMEM ? cuco_err_set(e, CUCO_ENOMEM, "out of memory") : 0;
+    for (size_t i = 0; rc == 0 && i < lx.ntoks; i++) {
+        const cuco_tok *t = &lx.toks[i];
+        if (t->kind != CUCO_TOK_PREPROC)
+            continue;
+        if (depth > 0 && t->dir_len == 6 && memcmp(text + t->dir_off, "define", 6) == 0) {
+            cuco_buf_append(&m->out, text + t->off, t->len);
+            cuco_buf_putc(&m->out, '\n');
+        } else {
+            rc = read_header(m, dir, text, t, depth, e);
+        }
+    }
+    cuco_lex_free(&lx);
+    return rc;
+}
+
+int cuco_tx_header_macros(const char *dir, const char *text, char **out, cuco_err *e)
+{
+    *out = NULL;
+    macro_walk m = {.out = CUCO_BUF_INIT};
+    int rc = walk(&m, dir, text, 0, e);
+    for (size_t i = 0; i < m.nseen; i++)
+        free(m.seen[i]);
+    if (rc == 0 && m.out.len > 0) {
+        *out = cuco_buf_detach(&m.out);
+        if (!*out)
+            rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+    }
+    cuco_buf_free(&m.out);
+    return rc;
+}
