@@ -9,6 +9,7 @@
  * method (v.push_back(y)). Names that can hold no buffer (scalars, streams,
  * handles) are left out of lists of names, where they would join the
  * buffers they sit beside. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "scan_int.h"
@@ -318,6 +319,33 @@ static int call_pairs(fn_scope *f, const sview *v, size_t name)
     return rc;
 }
 
+/* Drops the pairs whose source is a scalar or handle that nothing is ever
+ * assigned to (`p.n = n` with `size_t n` a parameter): it holds no buffer,
+ * so it joins p to nothing. One that takes a value (`uint64_t a =
+ * (uint64_t)y;`) may carry an address, and its pairs stay. */
+static int drop_inert_scalars(fn_scope *f, const sview *v)
+{
+    size_t n = f->alias_a.n, kept = 0;
+    char *drop = calloc(n ? n : 1, 1);
+    if (!drop)
+        return CUCO_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        drop[i] = !scan_listed(&f->alias_a, f->alias_b.items[i]) &&
+                  declared_scalar(f, v, f->alias_b.items[i]);
+    for (size_t i = 0; i < n; i++) {
+        if (drop[i]) {
+            free(f->alias_a.items[i]);
+            free(f->alias_b.items[i]);
+            continue;
+        }
+        f->alias_a.items[kept] = f->alias_a.items[i];
+        f->alias_b.items[kept++] = f->alias_b.items[i];
+    }
+    f->alias_a.n = f->alias_b.n = kept;
+    free(drop);
+    return 0;
+}
+
 int scan_alias_pairs(fn_scope *f, const sview *v, size_t a, size_t b)
 {
     int rc = 0;
@@ -351,5 +379,5 @@ int scan_alias_pairs(fn_scope *f, const sview *v, size_t a, size_t b)
             rc = add_pairs(f, v, lhs, &rhs, rhs.n > 1);
         cuco_strlist_free(&rhs);
     }
-    return rc;
+    return rc == 0 ? drop_inert_scalars(f, v) : rc;
 }

@@ -459,6 +459,48 @@ static void test_scan_header_macros(void **state)
     cuco_tx_result_free(&r);
 }
 
+/* a parameter struct filled from a buffer and a size: the size, a scalar
+ * nothing is assigned to, joins the struct to nothing, so a launch that
+ * takes the size stays independent; an integer that takes a buffer's
+ * address still carries it */
+static void test_scan_inert_scalars(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        "#include <nccl.h>\n"
+        "#include <cstdint>\n"
+        "struct Params { float *ptr; size_t n; };\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "__global__ void kp(Params p);\n"
+        "__global__ void ka(uint64_t addr, size_t n);\n"
+        "static void f(float *x, float *y, float *a, size_t n, ncclComm_t c, cudaStream_t s)\n"
+        "{\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    Params p;\n"
+        "    p.ptr = y;\n"
+        "    p.n = n;\n"
+        "    kp<<<1, 32, 0, s>>>(p);\n"
+        "}\n"
+        "static void g(float *x, float *y, float *a, size_t n, ncclComm_t c, cudaStream_t s)\n"
+        "{\n"
+        "    uint64_t addr = (uint64_t)y;\n"
+        "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    ka<<<1, 32, 0, s>>>(addr, n);\n"
+        "}\n"
+        "int main() { float *x, *y, *a; ncclComm_t c; cudaStream_t s;\n"
+        "    cudaMalloc(&x, 64); cudaMalloc(&y, 64); cudaMalloc(&a, 64);\n"
+        "    f(x, y, a, 16, c, s); g(x, y, a, 16, c, s); return 0; }\n";
+    cuco_tx_result r;
+    tx_transform(prog, &r);
+    assert_true(tx_has_schedule_note(&r.notes, 9,
+                                     "wait moved before the statement at line 11 (1 independent"));
+    assert_true(tx_has_schedule_note(&r.notes, 19,
+                                     "wait moved before the statement at line 21 (1 independent"));
+    cuco_tx_result_free(&r);
+}
+
 /* names a statement reaches that its text does not show, and names that
  * only sit beside a buffer: a macro using a macro that reads y, a
  * structured binding, an out-parameter, a container's push_back, a macro
@@ -888,6 +930,7 @@ int main(void)
         cmocka_unit_test(test_scan_device_symbols),
         cmocka_unit_test(test_scan_macros_and_bindings),
         cmocka_unit_test(test_scan_header_macros),
+        cmocka_unit_test(test_scan_inert_scalars),
         cmocka_unit_test(test_scan_consumer_streams),
         cmocka_unit_test(test_scan_param_types),
         cmocka_unit_test(test_scan_set_elsewhere),
