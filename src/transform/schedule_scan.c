@@ -565,14 +565,6 @@ int scan_fn_scope_find(fn_scope *f, const sview *v, size_t brace)
 
 /* ---- the call's buffers and block ------------------------------------------ */
 
-int scan_listed(const cuco_strlist *l, const char *s)
-{
-    for (size_t i = 0; i < l->n; i++)
-        if (strcmp(l->items[i], s) == 0)
-            return 1;
-    return 0;
-}
-
 static int heads_connected(const fn_scope *f, const char *a, const char *b)
 {
     cuco_strlist seen = {0};
