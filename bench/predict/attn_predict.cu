@@ -229,9 +229,8 @@ int main(int argc, char** argv) {
   double lend = std::max(o0 + ln + mv, std::max(oe, ce) + kp + 2 * mg);
   double gap = seed - std::max(s1, c);
   cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, 0));
-  FILE* fo = fopen(out.c_str(), "w");
-  if (!fo) { perror(out.c_str()); return 1; }
+  FILE* fo = result_file(out, &prop);
+  if (!fo) return 1;
   fprintf(fo,
           "{\"gpu\":\"%s\",\"stand_in\":\"%s\",\"seq\":%ld,\"heads\":%d,\"kv_heads\":%d,\"ranks\":2,\"causal\":true,"
           "\"peer_kv_bytes\":%zu,\"rate_gbps\":%.1f,\"chunks\":%d,\"iters\":%d,\"lent_queries\":%ld,"

@@ -120,6 +120,15 @@ inline bool read_opts(int argc, char** argv, std::string* out, std::initializer_
   return true;
 }
 
+// The result file, opened for writing (NULL, with a message, when it
+// cannot be), and this GPU's properties (its name goes in the result).
+inline FILE* result_file(const std::string& path, cudaDeviceProp* prop) {
+  CK(cudaGetDeviceProperties(prop, 0));
+  FILE* f = fopen(path.c_str(), "w");
+  if (!f) perror(path.c_str());
+  return f;
+}
+
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];

@@ -146,9 +146,8 @@ int main(int argc, char** argv) {
     closed[k] = s > bound ? (s - p[k]) / (s - bound) : 0;
   }
   cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, 0));
-  FILE* fo = fopen(out.c_str(), "w");
-  if (!fo) { perror(out.c_str()); return 1; }
+  FILE* fo = result_file(out, &prop);
+  if (!fo) return 1;
   fprintf(fo,
           "{\"gpu\":\"%s\",\"stand_in\":\"%s\",\"layers\":%ld,\"seq\":%ld,\"hidden\":%ld,\"row\":%ld,\"bytes\":%zu,"
           "\"rate_gbps\":%.1f,\"chunk_bytes\":%zu,\"iters\":%d,\"gemms_ms\":%.4f,\"copy_ms\":%.4f,"

@@ -167,9 +167,8 @@ int main(int argc, char** argv) {
   double split = std::max(oe, ce) + h;
   double s1 = median(sched1), s2 = median(sched2), s4 = median(sched4);
   cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, 0));
-  FILE* fo = fopen(out.c_str(), "w");
-  if (!fo) { perror(out.c_str()); return 1; }
+  FILE* fo = result_file(out, &prop);
+  if (!fo) return 1;
   fprintf(fo,
           "{\"gpu\":\"%s\",\"stand_in\":\"%s\",\"m\":%ld,\"k\":%ld,\"n\":%ld,\"peer_bytes\":%zu,\"rate_gbps\":%.1f,"
           "\"chunks\":%d,\"iters\":%d,\"gemm_full_ms\":%.4f,\"gemm_half_ms\":%.4f,"
