@@ -91,9 +91,10 @@ static const char staged_glue[] =
  * transports), into g. */
 static void schedule_knob_lines(const ctx *c, cuco_buf *g)
 {
-    /* 16 where only sends are made piece by piece (kv_transfer on 2xH200:
-     * 2.5% faster than 8, bench/README.md); 8 where a receive is consumed
-     * piece by piece, each piece a kernel launch */
+    /* 16 where only sends are made piece by piece (measured 2.5% faster
+     * than 8 on 2xH200, bench/README.md "Pieces of a send made piece by
+     * piece"); 8 where a receive is consumed piece by piece, each piece a
+     * kernel launch */
     if (c->send_made || c->recv_splits.n)
         cuco_buf_printf(g,
                         "// the pieces sends and receives of 2 MiB and more move in\n"
