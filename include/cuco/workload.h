@@ -163,5 +163,7 @@ int cuco_workload_read_seed(const cuco_workload *w, char **text, cuco_err *e);
 
 void cuco_strlist_free(cuco_strlist *l);
 int cuco_strlist_push(cuco_strlist *l, const char *s);
+/* Whether l holds the string s. */
+int cuco_strlist_has(const cuco_strlist *l, const char *s);
 
 #endif

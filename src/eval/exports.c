@@ -53,14 +53,6 @@ static int in_std(const char *sym)
     return (p[0] == 'S' && p[1] && strchr("tabsiod", p[1])) || strncmp(p, "9__gnu_cxx", 10) == 0;
 }
 
-static int listed(const cuco_strlist *l, const char *s)
-{
-    for (size_t i = 0; i < l->n; i++)
-        if (strcmp(l->items[i], s) == 0)
-            return 1;
-    return 0;
-}
-
 /* One line of `nm -P`: "NAME TYPE [VALUE [SIZE]]". Appends NAME to out when
  * TYPE is a function's (T text, W weak, i indirect), it is not a weak
  * standard template, and its identifier is not one the reference defines. */
@@ -82,7 +74,7 @@ static int take_line(const char *line, size_t len, const cuco_strlist *allowed, 
         *at = '\0';
     char *base = name ? symbol_base(name) : NULL;
     int rc = !name || !base ? CUCO_ENOMEM : 0;
-    if (!rc && !listed(allowed, base) && !listed(out, name))
+    if (!rc && !cuco_strlist_has(allowed, base) && !cuco_strlist_has(out, name))
         rc = cuco_strlist_push(out, name);
     free(base);
     free(name);

@@ -453,19 +453,6 @@ static int job_paths(tx_job *j, cuco_err *e)
     return rc;
 }
 
-/* The #define lines of the headers the seed includes from its own folder
- * (cuco_tx_header_macros); *out NULL when none. */
-static int header_macros(const cuco_workload *w, const char *seed, char **out, cuco_err *e)
-{
-    char *evolve = cuco_path_join(w->dir, w->evolve_file);
-    char *dir = evolve ? cuco_path_dirname(evolve) : NULL;
-    int rc = dir ? cuco_tx_header_macros(dir, seed, out, e)
-                 : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
-    free(dir);
-    free(evolve);
-    return rc;
-}
-
 /* The rules, then the checks: the seed's frozen text, the static
  * device-initiated check, errors moved to the seed's lines. */
 static int job_rules_and_check(tx_job *j, int *verify_line, cuco_err *e)
@@ -476,7 +463,7 @@ static int job_rules_and_check(tx_job *j, int *verify_line, cuco_err *e)
     progress(j->o, "applying the transform rules");
     char *macros = NULL;
     if ((rc = cuco_tx_headers_inline(w, j->seed, &j->flat, &j->hdrs, e)) != 0 ||
-        (rc = header_macros(w, j->seed, &macros, e)) != 0)
+        (rc = cuco_tx_header_macros(w, j->seed, &macros, e)) != 0)
         return rc;
     cuco_tx_input in = {.file_name = w->evolve_file,
                         .text = job_seed(j),

@@ -81,11 +81,15 @@ static int walk(macro_walk *m, const char *dir, const char *text, int depth, cuc
     return rc;
 }
 
-int cuco_tx_header_macros(const char *dir, const char *text, char **out, cuco_err *e)
+int cuco_tx_header_macros(const cuco_workload *w, const char *seed, char **out, cuco_err *e)
 {
     *out = NULL;
+    char *dir = cuco_tx_evolve_dir(w);
+    if (!dir)
+        return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
     macro_walk m = {.out = CUCO_BUF_INIT};
-    int rc = walk(&m, dir, text, 0, e);
+    int rc = walk(&m, dir, seed, 0, e);
+    free(dir);
     for (size_t i = 0; i < m.nseen; i++)
         free(m.seen[i]);
     if (rc == 0 && m.out.len > 0) {

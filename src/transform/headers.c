@@ -43,6 +43,14 @@ static int calls_nccl(const char *path)
     return found;
 }
 
+char *cuco_tx_evolve_dir(const cuco_workload *w)
+{
+    char *evolve = cuco_path_join(w->dir, w->evolve_file);
+    char *dir = evolve ? cuco_path_dirname(evolve) : NULL;
+    free(evolve);
+    return dir;
+}
+
 char *cuco_tx_quoted_include(const char *src, const cuco_tok *t)
 {
     if (t->kind != CUCO_TOK_PREPROC || t->dir_len != 7 || memcmp(src + t->dir_off, "include", 7))
@@ -148,9 +156,7 @@ int cuco_tx_headers_inline(const cuco_workload *w, const char *seed, char **flat
     cuco_err_clear(&be);
     if (has_blocks)
         return 0;
-    char *evolve = cuco_path_join(w->dir, w->evolve_file);
-    char *dir = evolve ? cuco_path_dirname(evolve) : NULL;
-    free(evolve);
+    char *dir = cuco_tx_evolve_dir(w);
     if (!dir)
         return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
     cuco_lex lx;

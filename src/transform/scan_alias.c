@@ -330,7 +330,7 @@ static int drop_inert_scalars(fn_scope *f, const sview *v)
     if (!drop)
         return CUCO_ENOMEM;
     for (size_t i = 0; i < n; i++)
-        drop[i] = !scan_listed(&f->alias_a, f->alias_b.items[i]) &&
+        drop[i] = !cuco_strlist_has(&f->alias_a, f->alias_b.items[i]) &&
                   declared_scalar(f, v, f->alias_b.items[i]);
     for (size_t i = 0; i < n; i++) {
         if (drop[i]) {

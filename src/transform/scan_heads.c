@@ -1,9 +1,8 @@
 /* scan_heads.c: what an expression names (scan_int.h): its heads, the
  * variables it reads (`s.buf`, `L->out` and `ls[i].x` count as `s`, `L`,
- * `ls`; types, casts, members and calls are not heads), whether a name is
- * in a list of names, and whether a call's qualified name is in a list.
- * The scans of the schedules and of the aliases read expressions through
- * it.
+ * `ls`; types, casts, members and calls are not heads), and whether a call's
+ * qualified name is in a list. The scans of the schedules and of the
+ * aliases read expressions through it.
  */
 #include "scan_int.h"
 
@@ -86,13 +85,5 @@ int scan_call_in(const sview *v, size_t i, const char *const *list)
             (n == tk(v, i)->len && memcmp(*list, base, n) == 0 && q == i))
             return 1;
     }
-    return 0;
-}
-
-int scan_listed(const cuco_strlist *l, const char *s)
-{
-    for (size_t i = 0; i < l->n; i++)
-        if (strcmp(l->items[i], s) == 0)
-            return 1;
     return 0;
 }

@@ -102,7 +102,6 @@ void scan_stmt_free(stmt *s);
 char *scan_arg_text(const sview *v, size_t open, int k, int want_last);
 size_t scan_call_open(const sview *v, size_t i);
 int scan_all_caps(const sview *v, size_t i);
-int scan_listed(const cuco_strlist *l, const char *s);
 int scan_place(scan *s, cuco_sched_place *pl);
 int scan_holds_call(const sview *v, size_t a, size_t b, const char *name);
 /* 1 when the scanned call is a receive (ncclRecv) */

@@ -303,7 +303,7 @@ static int classify_call(const sview *v, size_t i, size_t open, stmt *s)
             s->method_calls++;
     }
     int rc = 0;
-    if (k == CUCO_SCHED_WORK && stream && !scan_listed(&s->streams, stream))
+    if (k == CUCO_SCHED_WORK && stream && !cuco_strlist_has(&s->streams, stream))
         rc = cuco_strlist_push(&s->streams, stream);
     if (k == CUCO_SCHED_WORK && !s->stream && stream)
         s->stream = stream;
@@ -468,7 +468,7 @@ static int function_pairs(file_pairs *fp, const sview *v, const fn_scope *g)
     int rc = 0;
     for (size_t i = 0; i < g->alias_a.n && rc == 0; i++) {
         const char *a = g->alias_a.items[i], *b = g->alias_b.items[i];
-        int la = scan_listed(&g->locals, a), lb = scan_listed(&g->locals, b);
+        int la = cuco_strlist_has(&g->locals, a), lb = cuco_strlist_has(&g->locals, b);
         if (la != lb && outer_pointer(v, la ? b : a))
             rc = push_with_body(&fp->wild, &fp->wild_body, la ? b : a, g->body);
         else if (!la && !lb) {
@@ -522,12 +522,14 @@ static int add_file_pairs(fn_scope *f, const sview *v)
     int rc = 0;
     for (size_t i = 0; i < fp->wild.n && rc == 0; i++) {
         const char *w = fp->wild.items[i];
-        if (fp->wild_body[i] != f->body && !scan_listed(&f->locals, w) && !scan_listed(&f->wild, w))
+        if (fp->wild_body[i] != f->body && !cuco_strlist_has(&f->locals, w) &&
+            !cuco_strlist_has(&f->wild, w))
             rc = cuco_strlist_push(&f->wild, w);
     }
     for (size_t i = 0; i < fp->a.n && rc == 0; i++) {
         const char *a = fp->a.items[i], *b = fp->b.items[i];
-        if (fp->pair_body[i] == f->body || scan_listed(&f->locals, a) || scan_listed(&f->locals, b))
+        if (fp->pair_body[i] == f->body || cuco_strlist_has(&f->locals, a) ||
+            cuco_strlist_has(&f->locals, b))
             continue;
         rc = cuco_strlist_push(&f->alias_a, a);
         if (rc == 0)
@@ -575,8 +577,8 @@ static int heads_connected(const fn_scope *f, const char *a, const char *b)
         grew = 0;
         for (size_t i = 0; i < f->alias_a.n && !found; i++) {
             const char *x = f->alias_a.items[i], *y = f->alias_b.items[i];
-            if (scan_listed(&seen, x) != scan_listed(&seen, y)) {
-                const char *nw = scan_listed(&seen, x) ? y : x;
+            if (cuco_strlist_has(&seen, x) != cuco_strlist_has(&seen, y)) {
+                const char *nw = cuco_strlist_has(&seen, x) ? y : x;
                 if (cuco_strlist_push(&seen, nw) != 0) {
                     cuco_strlist_free(&seen);
                     return 1;
@@ -686,7 +688,7 @@ int scan_buffers_closure(scan *s)
     for (size_t i = 0; i < s->recv.n && rc == 0; i++)
         rc = cuco_strlist_push(&all, s->recv.items[i]);
     for (size_t i = 0; i < s->fn.wild.n && rc == 0 && all.n > 0; i++) {
-        if (scan_listed(&all, s->fn.wild.items[i]))
+        if (cuco_strlist_has(&all, s->fn.wild.items[i]))
             continue; /* may be any buffer: the call's too */
         rc = cuco_strlist_push(&all, s->fn.wild.items[i]);
         if (rc == 0)
@@ -698,17 +700,18 @@ int scan_buffers_closure(scan *s)
         grew = 0;
         for (size_t i = 0; i < s->fn.alias_a.n && rc == 0; i++) {
             const char *a = s->fn.alias_a.items[i], *b = s->fn.alias_b.items[i];
-            if (scan_listed(&all, a) != scan_listed(&all, b)) {
-                rc = cuco_strlist_push(&all, scan_listed(&all, a) ? b : a);
+            if (cuco_strlist_has(&all, a) != cuco_strlist_has(&all, b)) {
+                rc = cuco_strlist_push(&all, cuco_strlist_has(&all, a) ? b : a);
                 grew = 1;
             }
         }
         for (size_t i = 0; i < all.n && rc == 0 && !grew; i++)
-            if (scan_listed(&s->fn.pointer_params, all.items[i]) &&
-                !scan_listed(&via_param, all.items[i]))
+            if (cuco_strlist_has(&s->fn.pointer_params, all.items[i]) &&
+                !cuco_strlist_has(&via_param, all.items[i]))
                 for (size_t k = 0; k < s->fn.pointer_params.n && rc == 0; k++) {
                     const char *q = s->fn.pointer_params.items[k];
-                    if (scan_listed(&all, q) || !params_may_alias(s->v, &s->fn, all.items[i], q))
+                    if (cuco_strlist_has(&all, q) ||
+                        !params_may_alias(s->v, &s->fn, all.items[i], q))
                         continue;
                     rc = cuco_strlist_push(&all, q);
                     if (rc == 0) /* may be the buffer: not whatever else it may be */
@@ -721,7 +724,7 @@ int scan_buffers_closure(scan *s)
                 }
     }
     for (size_t i = 0; i < all.n; i++)
-        if (!scan_listed(&s->fn.locals, all.items[i]))
+        if (!cuco_strlist_has(&s->fn.locals, all.items[i]))
             s->globals = 1;
     cuco_strlist_free(&via_param);
     s->all = all;

@@ -65,7 +65,7 @@ static int arg_names_buffer(const scan *s, size_t open, int k, int *hit)
         return 0;
     int rc = scan_expr_heads(s->v, a, b, &h, 1);
     for (size_t i = 0; rc == 0 && i < h.n; i++)
-        if (scan_listed(&s->all, h.items[i]))
+        if (cuco_strlist_has(&s->all, h.items[i]))
             *hit = 1;
     cuco_strlist_free(&h);
     return rc;
@@ -296,7 +296,7 @@ static int stop_consuming(scan *s, stmt *st, cuco_sched_place *pl)
     cuco_strlist keep = {0};
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < st->heads.n; i++)
-        if (!scan_listed(&s->all, st->heads.items[i]))
+        if (!cuco_strlist_has(&s->all, st->heads.items[i]))
             rc = cuco_strlist_push(&keep, st->heads.items[i]);
     if (rc != 0) {
         cuco_strlist_free(&keep);

@@ -42,11 +42,15 @@ int cuco_tx_headers_write(const cuco_tx_headers *h, const char *program, const c
 /* The name inside the quotes of an #include "..." directive (a token of
  * src), or NULL. Caller frees. */
 char *cuco_tx_quoted_include(const char *src, const cuco_tok *t);
-/* The #define lines of the program's own headers that text includes with
- * #include "..." (found in dir, and the headers they include in turn, a
- * few levels deep), one a line, into *out (caller frees; NULL when there
- * is none). The schedule scans read them as the file's own macros. */
-int cuco_tx_header_macros(const char *dir, const char *text, char **out, cuco_err *e);
+/* The folder of w's evolve file, where its own headers are found; NULL on
+ * failure of memory. Caller frees. */
+char *cuco_tx_evolve_dir(const cuco_workload *w);
+/* The #define lines of the program's own headers that seed includes with
+ * #include "..." (found beside w's evolve file, and the headers they
+ * include in turn, a few levels deep), one a line, into *out (caller
+ * frees; NULL when there is none). The schedule scans read them as the
+ * file's own macros. */
+int cuco_tx_header_macros(const cuco_workload *w, const char *seed, char **out, cuco_err *e);
 /* 1 when the file (a path as the analysis names it) is an inlined header. */
 int cuco_tx_headers_has(const cuco_tx_headers *h, const char *file);
 void cuco_tx_headers_free(cuco_tx_headers *h);

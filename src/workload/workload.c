@@ -40,6 +40,14 @@ int cuco_strlist_push(cuco_strlist *l, const char *s)
     return 0;
 }
 
+int cuco_strlist_has(const cuco_strlist *l, const char *s)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->items[i], s) == 0)
+            return 1;
+    return 0;
+}
+
 int cuco_workload_parse_ranks(const char *text)
 {
     char *end = NULL;
