@@ -158,6 +158,9 @@ typedef struct cuco_sched_graph {
     const char *const *alias_a; /* alias_a[i] and alias_b[i] name the same buffer */
     const char *const *alias_b;
     size_t naliases;
+    const char *const *holds_a; /* holds_a[i] is an object that holds (a copy of) */
+    const char *const *holds_b; /* holds_b[i]: touching it touches what holds_b[i] */
+    size_t nholds;              /* names, not the other way round */
 } cuco_sched_graph;
 
 typedef struct cuco_sched_place {

@@ -8,7 +8,16 @@
  * memcpy, an out-parameter, a descriptor set with &y) or to an object's
  * method (v.push_back(y)). Names that can hold no buffer (scalars, streams,
  * handles) are left out of lists of names, where they would join the
- * buffers they sit beside. */
+ * buffers they sit beside.
+ *
+ * An object the function declares (not a pointer or a reference: `Pair q`,
+ * `Params p[2]`, `std::vector<float *> v`) that is given pointers into its
+ * own storage (q.in = y, Pair q = {y, a}, v.push_back(y), init(&q, y) or
+ * init(q, y) into a reference, the callee's only such argument) holds them:
+ * touching q touches y and a, while y and a stay two buffers. A store
+ * through a pointer or a reference (pp->in = z, *pp = z, r.in = z) may land
+ * in any object the pointer reaches, so the objects that its names hold
+ * join them as aliases. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,20 +66,108 @@ static int declared_scalar(const fn_scope *f, const sview *v, const char *name)
     return 0;
 }
 
+/* How the function of f declares a name: not at all (a global, a member),
+ * as an object with storage of its own (indexable too: an array, a standard
+ * container), or otherwise (a pointer, a reference, auto, a scalar, a
+ * structured binding, or two declarations that differ). */
+typedef enum { DECL_NONE, DECL_OBJECT, DECL_INDEXABLE, DECL_OTHER } decl_kind;
+
+/* Whether identifier k is a name of a structured binding (auto [p, q]). */
+static int in_binding(const sview *v, size_t k)
+{
+    size_t i = k;
+    while (i > 0 && (ident(v, i) || is(v, i, ",")))
+        i--;
+    return is(v, i, "[") && i > 0 &&
+           (is(v, i - 1, "auto") || is(v, i - 1, "&") || is(v, i - 1, "&&"));
+}
+
+/* The kind of the declaration at k, whose type ends at k - 1. */
+static decl_kind one_declaration(const fn_scope *f, const sview *v, size_t k, const char *name)
+{
+    static const char *const indexable[] = {"vector", "array", "deque", NULL};
+    if (is(v, k - 1, "*") || is(v, k - 1, "&") || is(v, k - 1, "&&") || is(v, k - 1, "auto") ||
+        is(v, k - 1, "const") || is(v, k - 1, "volatile") || declared_scalar(f, v, name) ||
+        in_words(v, k - 1, scan_type_words))
+        return DECL_OTHER;
+    if (is(v, k + 1, "["))
+        return DECL_INDEXABLE;
+    if (is(v, k - 1, ">")) {
+        int d = 0;
+        for (size_t i = k - 1; i > 0; i--) {
+            d += is(v, i, ">") - is(v, i, "<");
+            if (d == 0)
+                return in_words(v, i - 1, indexable) ? DECL_INDEXABLE : DECL_OBJECT;
+        }
+        return DECL_OTHER;
+    }
+    return DECL_OBJECT;
+}
+
+static decl_kind declared_kind(const fn_scope *f, const sview *v, const char *name)
+{
+    size_t len = strlen(name);
+    decl_kind kind = DECL_NONE;
+    for (size_t k = f->params + 1; k < f->body_end && k + 1 < v->n && kind != DECL_OTHER; k++) {
+        if (!ident(v, k) || tk(v, k)->len != len || memcmp(v->src + tk(v, k)->off, name, len))
+            continue;
+        if (in_binding(v, k)) {
+            kind = DECL_OTHER;
+            continue;
+        }
+        static const char *const follow[] = {";", "=", "{", "(", ",", "[", ")", ":", NULL};
+        int typed = ident(v, k - 1) || is(v, k - 1, ">") || is(v, k - 1, "*") ||
+                    is(v, k - 1, "&") || is(v, k - 1, "&&");
+        if (!typed || !in_words(v, k + 1, follow) || in_words(v, k - 1, sview_keywords))
+            continue;
+        decl_kind here = one_declaration(f, v, k, name);
+        kind = kind == DECL_NONE || kind == here ? here : DECL_OTHER;
+    }
+    return kind;
+}
+
+/* declared_kind of the name at token name. */
+static decl_kind kind_at(const fn_scope *f, const sview *v, size_t name)
+{
+    char *s = cuco_strndup(v->src + tk(v, name)->off, tk(v, name)->len);
+    decl_kind k = s ? declared_kind(f, v, s) : DECL_OTHER;
+    free(s);
+    return k;
+}
+
+static int is_object(const fn_scope *f, const sview *v, size_t name)
+{
+    decl_kind k = kind_at(f, v, name);
+    return k == DECL_OBJECT || k == DECL_INDEXABLE;
+}
+
+/* What a pair records: two names of one buffer; an object that holds the
+ * other; or a store through the first name (an alias pair, and the objects
+ * it reaches join it: degrade_stored). */
+typedef enum { PAIR_ALIAS, PAIR_HOLDS, PAIR_STORE } pair_kind;
+
 /* Pairs (lhs, each of rhs); a list of names (lists) leaves out what
  * declared_scalar says holds no buffer, on either side. */
-static int add_pairs(fn_scope *f, const sview *v, size_t lhs, const cuco_strlist *rhs, int lists)
+static int add_pairs(fn_scope *f, const sview *v, size_t lhs, const cuco_strlist *rhs, int lists,
+                     pair_kind kind)
 {
     char *name = cuco_strndup(v->src + tk(v, lhs)->off, tk(v, lhs)->len);
     if (!name)
         return CUCO_ENOMEM;
     int rc = 0, scalar = lists && declared_scalar(f, v, name);
+        for (size_t k = 0; k < rhs->n; k++)
+            fprintf(stderr, "pair %s %s kind %d line %d\n", name, rhs->items[k], kind,
+                    tk(v, lhs)->line);
+    cuco_strlist *a = kind == PAIR_HOLDS ? &f->holds_a : &f->alias_a;
+    cuco_strlist *b = kind == PAIR_HOLDS ? &f->holds_b : &f->alias_b;
+    if (kind == PAIR_STORE && !scalar && !cuco_strlist_has(&f->stores, name))
+        rc = cuco_strlist_push(&f->stores, name);
     for (size_t k = 0; k < rhs->n && rc == 0 && !scalar; k++) {
         if ((lists && declared_scalar(f, v, rhs->items[k])) || !strcmp(rhs->items[k], name))
             continue;
-        rc = cuco_strlist_push(&f->alias_a, name);
+        rc = cuco_strlist_push(a, name);
         if (rc == 0)
-            rc = cuco_strlist_push(&f->alias_b, rhs->items[k]);
+            rc = cuco_strlist_push(b, rhs->items[k]);
     }
     free(name);
     return rc;
@@ -134,8 +231,37 @@ static int bind_all(fn_scope *f, const sview *v, size_t a, size_t b, const cuco_
     int rc = 0;
     for (size_t k = a; k < b && rc == 0; k++)
         if (ident(v, k) && !in_words(v, k, scan_type_words))
-            rc = add_pairs(f, v, k, rhs, 1);
+            rc = add_pairs(f, v, k, rhs, 1, PAIR_ALIAS);
     return rc;
+}
+
+/* How an assignment to the name chain from head to the '=' at eq lands: in
+ * head's own storage when head is an object (q = ..., q.in = ..., tab[i] =
+ * ..., tab[i].in = ...), a copy into a pointer (p = ...), or through a
+ * pointer or a reference (pp->in, *pp, p[i], r.in, q.buf[i]). */
+static pair_kind assigned_kind(const fn_scope *f, const sview *v, size_t head, size_t eq)
+{
+    size_t k = head;
+    while (k > 0 && is(v, k - 1, "*"))
+        k--;
+    if (k < head &&
+        !(k > 0 && (ident(v, k - 1) || is(v, k - 1, ">")) && !in_words(v, k - 1, sview_keywords)))
+        return PAIR_STORE; /* *pp = ..., not T *p = ... */
+    char *name = cuco_strndup(v->src + tk(v, head)->off, tk(v, head)->len);
+    decl_kind kind = name ? declared_kind(f, v, name) : DECL_OTHER;
+    free(name);
+    int object = kind == DECL_OBJECT || kind == DECL_INDEXABLE;
+    size_t i = head + 1;
+    if (i == eq)
+        return object ? PAIR_HOLDS : PAIR_ALIAS;
+    if (is(v, i, "[")) {
+        if (kind != DECL_INDEXABLE)
+            return PAIR_STORE;
+        i = close_of(v, i) + 1;
+    }
+    while (i + 1 < eq && is(v, i, ".") && ident(v, i + 1))
+        i += 2;
+    return i == eq && object ? PAIR_HOLDS : PAIR_STORE;
 }
 
 /* An assignment at eq: its left side with the right side's heads (a lambda's
@@ -170,7 +296,8 @@ static int assignment(fn_scope *f, const sview *v, size_t eq, size_t b)
     } else {
         size_t lhs = lhs_head(v, eq);
         if (lhs < v->n)
-            rc = add_pairs(f, v, lhs, &rhs, lambda || is(v, eq + 1, "{") || rhs.n > 1);
+            rc = add_pairs(f, v, lhs, &rhs, lambda || is(v, eq + 1, "{") || rhs.n > 1,
+                           assigned_kind(f, v, lhs, eq));
     }
     cuco_strlist_free(&rhs);
     return rc;
@@ -245,7 +372,8 @@ static int library_keeps_pointers(const sview *v, size_t name)
  * argument: taken by address (&p) into a parameter that is not a pointer to
  * const (or into a function the file does not define, the library's copies
  * and unknown calls), or a plain name into a parameter the callee can set
- * (T *&out, T **out). */
+ * (T *&out, T **out, Params &out); a function of the file that only reads
+ * the parameter's members (param_only_read) sets nothing. */
 static int arg_takes_pointer(const sview *v, size_t name, int t, int by_address)
 {
     size_t a, b;
@@ -259,7 +387,7 @@ static int arg_takes_pointer(const sview *v, size_t name, int t, int by_address)
     }
     if (by_address)
         return stars >= 2 || (stars == 1 && !const_first);
-    return stars >= 2 || (stars >= 1 && refs >= 1);
+    return stars >= 2 || (stars >= 1 && refs >= 1) || (refs >= 1 && !const_first);
 }
 
 enum { MAX_ARGS = 64 };
@@ -281,15 +409,110 @@ static size_t method_object(const sview *v, size_t name)
     return ident(v, k) ? k : v->n;
 }
 
-/* The name a call's argument [a, b) (argument t) may be made to hold
- * another argument through: &p, or p into an out-parameter; v->n. */
-static size_t holder_arg(const sview *v, size_t name, int t, size_t a, size_t b)
+/* The '(' whose arguments token i sits in, directly; v->n. */
+static size_t paren_around(const sview *v, size_t i)
 {
-    if (is(v, a, "&") && ident(v, a + 1) && arg_takes_pointer(v, name, t, 1))
+    int d = 0;
+    for (size_t k = i; k-- > 0 && !is(v, k, ";") && !is(v, k, "{") && !is(v, k, "}");) {
+        d += is(v, k, ")") - is(v, k, "(");
+        if (d < 0)
+            return k;
+    }
+    return v->n;
+}
+
+/* Whether the arguments that open at open are given by value only: a
+ * kernel's launch, a declaration's initialiser (dim3 grid(...)), or a
+ * library call that keeps no pointer. */
+static int args_by_value(const sview *v, size_t open)
+{
+    if (open == 0 || open >= v->n)
+        return 0;
+    if (is(v, open - 1, ">>>"))
+        return 1;
+    size_t name = open - 1;
+    if (!ident(v, name))
+        return 0;
+    if (name > 0 && (ident(v, name - 1) || is(v, name - 1, ">")) &&
+        !in_words(v, name - 1, sview_keywords))
+        return 1;
+    return !library_keeps_pointers(v, name) || in_words(v, name, making_calls);
+}
+
+/* Whether the use of a parameter at i (its name) only reads a member of it
+ * (c.comm, c->stream): the member is not assigned, indexed, called, taken
+ * by address or handed to a call that may keep or set it. */
+static int member_read(const sview *v, size_t i)
+{
+    static const char *const stores[] = {"=", "+=", "-=", "*=", "/=", "++", "--", "(",
+                                         "[", ".",  "->", "|=", "&=", "^=", NULL};
+    if ((i > 0 && is(v, i - 1, "&")) || !(is(v, i + 1, ".") || is(v, i + 1, "->")) ||
+        !ident(v, i + 2) || in_words(v, i + 3, stores))
+        return 0;
+    if (!is(v, i + 3, ",") && !is(v, i + 3, ")"))
+        return 1;
+    return args_by_value(v, paren_around(v, i));
+}
+
+/* Whether the function of the file named like token name only reads its
+ * parameter t: every use of the parameter in its body reads a member. */
+static int param_only_read(const sview *v, size_t name, int t)
+{
+    size_t at = 0, body = v->n;
+    for (size_t k = sview_next_def(v, name, &at, &body); k < v->n;
+         k = sview_next_def(v, name, &at, &body)) {
+        size_t a, b, pn = v->n;
+        if (v->scope[k] != 0 || body >= v->n || !arg_range(v, k + 1, t, &a, &b))
+            continue;
+        for (size_t q = a; q < b && !is(v, q, "="); q++)
+            if (ident(v, q))
+                pn = q;
+        if (pn >= v->n)
+            return 0;
+        size_t end = close_of(v, body);
+        for (size_t i = body + 1; i < end; i++)
+            if (same_tok(v, i, pn) && !is(v, i - 1, ".") && !is(v, i - 1, "->") &&
+                !member_read(v, i))
+                return 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* The name a call's argument [a, b) (argument t) may be made to hold
+ * another argument through: &p, p into an out-parameter, or an object
+ * handed to a function the file does not define (it may take it by
+ * reference); v->n. */
+static size_t holder_arg(const fn_scope *f, const sview *v, size_t name, int t, size_t a, size_t b)
+{
+    size_t pa, pb;
+    if (is(v, a, "&") && ident(v, a + 1) && arg_takes_pointer(v, name, t, 1) &&
+        !param_only_read(v, name, t))
         return a + 1;
-    if (ident(v, a) && a + 1 == b && arg_takes_pointer(v, name, t, 0))
+    if (ident(v, a) && a + 1 == b && arg_takes_pointer(v, name, t, 0) &&
+        !param_only_read(v, name, t))
+        return a;
+    if (ident(v, a) && a + 1 == b && !param_of(v, name, t, &pa, &pb) &&
+        library_keeps_pointers(v, name) && is_object(f, v, a))
         return a;
     return v->n;
+}
+
+/* What a call's holder (argument t, or the object of a method at t < 0)
+ * records: an object of the function holds what it is given when the
+ * callee is a method of a standard container called on it, or a function
+ * of the file that takes no other holder; anything else is a store. */
+static pair_kind call_pair_kind(const fn_scope *f, const sview *v, size_t name, int t,
+                                size_t holder, int holders)
+{
+    size_t pa, pb;
+    if (t < 0)
+        return is(v, name - 1, ".") && name >= 2 && name - 2 == holder &&
+                       kind_at(f, v, holder) == DECL_INDEXABLE
+                   ? PAIR_HOLDS
+                   : PAIR_STORE;
+    return holders == 1 && param_of(v, name, t, &pa, &pb) && is_object(f, v, holder) ? PAIR_HOLDS
+                                                                                     : PAIR_STORE;
 }
 
 /* A call at name whose arguments hand a pointer over: each argument taken
@@ -301,11 +524,13 @@ static int call_pairs(fn_scope *f, const sview *v, size_t name)
     size_t open = name + 1, close = close_of(v, open);
     if (close >= v->n || in_words(v, name, making_calls) || scan_call_in(v, name, making_calls))
         return 0;
-    size_t from[MAX_ARGS], to[MAX_ARGS];
-    int n = arg_ranges(v, open, from, to, MAX_ARGS), rc = 0;
+    size_t from[MAX_ARGS], to[MAX_ARGS], holder[MAX_ARGS];
+    int n = arg_ranges(v, open, from, to, MAX_ARGS), rc = 0, holders = 0;
+    for (int t = 0; t < n; t++)
+        holders += (holder[t] = holder_arg(f, v, name, t, from[t], to[t])) < v->n;
     size_t obj = method_object(v, name);
     for (int t = -1; t < n && rc == 0; t++) {
-        size_t lhs = t < 0 ? obj : holder_arg(v, name, t, from[t], to[t]);
+        size_t lhs = t < 0 ? obj : holder[t];
         if (lhs >= v->n)
             continue;
         cuco_strlist rhs = {0};
@@ -313,8 +538,87 @@ static int call_pairs(fn_scope *f, const sview *v, size_t name)
             if (o != t)
                 rc = scan_expr_heads(v, from[o], to[o], &rhs, 0);
         if (rc == 0)
-            rc = add_pairs(f, v, lhs, &rhs, 1);
+            rc = add_pairs(f, v, lhs, &rhs, 1, call_pair_kind(f, v, name, t, lhs, holders));
         cuco_strlist_free(&rhs);
+    }
+    return rc;
+}
+
+typedef enum { GROW_ALIASES, GROW_FORWARD, GROW_BACKWARD } grow_mode;
+
+/* Grows set by the alias pairs (both ways) and, unless mode is
+ * GROW_ALIASES, the holds pairs (holder to held forward, held to holder
+ * backward), to a fixed point. */
+static int grow(const fn_scope *f, cuco_strlist *set, grow_mode mode)
+{
+    int rc = 0;
+    for (int grew = 1; grew && rc == 0;) {
+        grew = 0;
+        for (size_t i = 0; i < f->alias_a.n && rc == 0; i++) {
+            const char *x = f->alias_a.items[i], *y = f->alias_b.items[i];
+            int hx = cuco_strlist_has(set, x), hy = cuco_strlist_has(set, y);
+            if (hx != hy) {
+                rc = cuco_strlist_push(set, hx ? y : x);
+                grew = 1;
+            }
+        }
+        for (size_t i = 0; i < f->holds_a.n && rc == 0 && mode != GROW_ALIASES; i++) {
+            const char *from = f->holds_a.items[i], *to = f->holds_b.items[i];
+            if (mode == GROW_BACKWARD) {
+                const char *t = from;
+                from = to;
+                to = t;
+            }
+            if (cuco_strlist_has(set, from) && !cuco_strlist_has(set, to)) {
+                rc = cuco_strlist_push(set, to);
+                grew = 1;
+            }
+        }
+    }
+    return rc;
+}
+
+int scan_alias_grow(const fn_scope *f, cuco_strlist *set, int backward)
+{
+    return grow(f, set, backward ? GROW_BACKWARD : GROW_FORWARD);
+}
+
+/* Removes pair i of (a, b), its names freed (the last pair takes its place). */
+static void pair_remove(cuco_strlist *a, cuco_strlist *b, size_t i)
+{
+    free(a->items[i]);
+    free(b->items[i]);
+    a->items[i] = a->items[a->n - 1];
+    b->items[i] = b->items[b->n - 1];
+    a->n--;
+    b->n--;
+}
+
+/* A store through a name (pp->in = z, *pp = z, r.in = z) may land in any
+ * object its aliases hold, and in what those hold: each such holds pair
+ * becomes an alias pair, so that the stored value joins them all. */
+static int degrade_stored(fn_scope *f)
+{
+    int rc = 0;
+    for (size_t s = 0; s < f->stores.n && rc == 0; s++) {
+        for (int moved = 1; moved && rc == 0;) {
+            moved = 0;
+            cuco_strlist names = {0};
+            rc = cuco_strlist_push(&names, f->stores.items[s]);
+            if (rc == 0)
+                rc = grow(f, &names, GROW_ALIASES);
+            for (size_t i = 0; i < f->holds_a.n && rc == 0 && !moved; i++) {
+                if (!cuco_strlist_has(&names, f->holds_a.items[i]))
+                    continue;
+                rc = cuco_strlist_push(&f->alias_a, f->holds_a.items[i]);
+                if (rc == 0)
+                    rc = cuco_strlist_push(&f->alias_b, f->holds_b.items[i]);
+                if (rc == 0)
+                    pair_remove(&f->holds_a, &f->holds_b, i);
+                moved = 1;
+            }
+            cuco_strlist_free(&names);
+        }
     }
     return rc;
 }
@@ -325,25 +629,22 @@ static int call_pairs(fn_scope *f, const sview *v, size_t name)
  * (uint64_t)y;`) may carry an address, and its pairs stay. */
 static int drop_inert_scalars(fn_scope *f, const sview *v)
 {
-    size_t n = f->alias_a.n, kept = 0;
-    char *drop = calloc(n ? n : 1, 1);
-    if (!drop)
-        return CUCO_ENOMEM;
-    for (size_t i = 0; i < n; i++)
-        drop[i] = !cuco_strlist_has(&f->alias_a, f->alias_b.items[i]) &&
-                  declared_scalar(f, v, f->alias_b.items[i]);
-    for (size_t i = 0; i < n; i++) {
-        if (drop[i]) {
-            free(f->alias_a.items[i]);
-            free(f->alias_b.items[i]);
-            continue;
+    cuco_strlist *lists[2][2] = {{&f->alias_a, &f->alias_b}, {&f->holds_a, &f->holds_b}};
+    char *drop[2] = {calloc(f->alias_a.n + 1, 1), calloc(f->holds_a.n + 1, 1)};
+    for (int l = 0; l < 2 && drop[0] && drop[1]; l++)
+        for (size_t i = 0; i < lists[l][1]->n; i++) {
+            const char *src = lists[l][1]->items[i];
+            drop[l][i] = !cuco_strlist_has(&f->alias_a, src) &&
+                         !cuco_strlist_has(&f->holds_a, src) && declared_scalar(f, v, src);
         }
-        f->alias_a.items[kept] = f->alias_a.items[i];
-        f->alias_b.items[kept++] = f->alias_b.items[i];
-    }
-    f->alias_a.n = f->alias_b.n = kept;
-    free(drop);
-    return 0;
+    for (int l = 0; l < 2 && drop[0] && drop[1]; l++)
+        for (size_t i = lists[l][0]->n; i-- > 0;)
+            if (drop[l][i])
+                pair_remove(lists[l][0], lists[l][1], i);
+    int rc = drop[0] && drop[1] ? 0 : CUCO_ENOMEM;
+    free(drop[0]);
+    free(drop[1]);
+    return rc;
 }
 
 int scan_alias_pairs(fn_scope *f, const sview *v, size_t a, size_t b)
@@ -352,6 +653,7 @@ int scan_alias_pairs(fn_scope *f, const sview *v, size_t a, size_t b)
     for (size_t i = a; i < b && rc == 0; i++) {
         cuco_strlist rhs = {0};
         size_t lhs = v->n;
+        pair_kind kind = PAIR_ALIAS;
         if (is(v, i, "=")) {
             rc = assignment(f, v, i, b);
         } else if (ident(v, i) && (is(v, i + 1, "(") || is(v, i + 1, "{")) && i > a &&
@@ -360,6 +662,7 @@ int scan_alias_pairs(fn_scope *f, const sview *v, size_t a, size_t b)
             /* a declaration with its initialiser in brackets:
              * "thrust::device_ptr<float> p(y);", "std::vector<float *> v{x, y};" */
             lhs = i;
+            kind = is_object(f, v, i) ? PAIR_HOLDS : PAIR_ALIAS;
             rc = scan_expr_heads(v, i + 2, close_of(v, i + 1), &rhs, 0);
         } else if (is(v, i, "swap") && is(v, i + 1, "(") && ident(v, i + 2)) {
             lhs = i + 2;
@@ -376,8 +679,10 @@ int scan_alias_pairs(fn_scope *f, const sview *v, size_t a, size_t b)
             rc = call_pairs(f, v, i);
         }
         if (rc == 0 && lhs < v->n)
-            rc = add_pairs(f, v, lhs, &rhs, rhs.n > 1);
+            rc = add_pairs(f, v, lhs, &rhs, rhs.n > 1, kind);
         cuco_strlist_free(&rhs);
     }
+    if (rc == 0)
+        rc = degrade_stored(f);
     return rc == 0 ? drop_inert_scalars(f, v) : rc;
 }

@@ -26,7 +26,10 @@ typedef struct stmt {
 /* The enclosing function: its parameters, body, aliases and locals. */
 typedef struct fn_scope {
     size_t params, body, body_end; /* '(' of the parameters, '{' and '}' of the body */
-    cuco_strlist alias_a, alias_b;
+    cuco_strlist alias_a, alias_b; /* may name the same buffer (both ways) */
+    cuco_strlist holds_a, holds_b; /* object holds_a[i] holds a copy of holds_b[i]: touching
+                                      it touches that, not the other way round */
+    cuco_strlist stores;           /* names stored through (pp->in = z): scan_alias.c */
     cuco_strlist locals, pointer_params;
     cuco_strlist wild; /* globals or members another function sets from its own locals:
                           any buffer */
@@ -109,14 +112,19 @@ int scan_is_recv(const scan *s);
 /* the enclosing function of the block at brace (CUCO_ENOTFOUND: none) */
 int scan_fn_scope_find(fn_scope *f, const sview *v, size_t brace);
 /* scan_alias.c: the alias pairs of tokens [a, b) of f's function into
- * f->alias_a / alias_b (f->params and body_end set). */
+ * f->alias_a / alias_b, and what its objects hold into f->holds_a /
+ * holds_b (f->params and body_end set). */
 int scan_alias_pairs(fn_scope *f, const sview *v, size_t a, size_t b);
+/* Grows set by the names f's alias pairs join to one in it and, forward,
+ * what one in it holds or, backward, the objects that hold one in it. */
+int scan_alias_grow(const fn_scope *f, cuco_strlist *set, int backward);
 void scan_fn_scope_free(fn_scope *f);
 /* The names that may hold the buffer `name` names in the function around
  * block brace (itself included): its aliases, and the pointer parameters
  * its callers may pass it to (into *out, the caller's to free). */
 int scan_aliases_of(const sview *v, size_t brace, const char *name, cuco_strlist *out);
-/* s->all: the call's buffers with their aliases (s->send, s->recv read) */
+/* s->all: the call's buffers with their aliases, what they hold and the
+ * objects that hold any of that (s->send, s->recv read) */
 int scan_buffers_closure(scan *s);
 /* s->stmts: the block's statements, classified; s->call: the call's */
 int scan_read_block(scan *s, size_t call_stmt);

@@ -6,9 +6,9 @@
  * statement of the same scope that may touch its buffers; the work in
  * between overlaps it. Two halves: cuco_sched_place_call() is the placement,
  * a pure function over a small graph (statements of one scope with their
- * buffer names, stream and kind, plus the function's pointer aliases), so it
- * is tested apart from text; cuco_sched_scan() builds that graph from the
- * program's tokens around one call and turns the placement into edits for
+ * buffer names, stream and kind, plus the function's pointer aliases and the
+ * objects that hold copies of pointers), so it is tested apart from text; cuco_sched_scan() builds
+ * that graph from the program's tokens around one call and turns the placement into edits for
  * rules_sched.c. Conservative: whatever the scan cannot prove independent (an
  * unknown call that may reach a buffer, another communication call, a
  * synchronisation, an exit from the scope) is a consumer.
@@ -58,13 +58,40 @@ static size_t names_id(names *t, const char *s)
     return t->n++;
 }
 
-/* Whether any of list[0..n) is (an alias of) a buffer marked in mark[]. */
-static int touches(names *t, const unsigned char *mark, const char *const *list, size_t n)
+/* The names with their alias classes (union-find) and the holds edges
+ * between classes: what touching a name touches. */
+typedef struct touch_map {
+    names t;
+    size_t *from, *to, nholds; /* class from holds class to */
+    unsigned char *scratch;    /* t.cap marks, for one name's reach */
+} touch_map;
+
+/* Marks in mark the class of name id and every class its class holds,
+ * through the holds edges (transitively). */
+static void mark_reach(touch_map *m, size_t id, unsigned char *mark)
+{
+    mark[names_find(&m->t, id)] = 1;
+    for (int grew = 1; grew;) {
+        grew = 0;
+        for (size_t i = 0; i < m->nholds; i++)
+            if (mark[m->from[i]] && !mark[m->to[i]])
+                mark[m->to[i]] = grew = 1;
+    }
+}
+
+/* Whether any of list[0..n) touches a class marked in mark[]: its own
+ * class, or one it holds. */
+static int touches(touch_map *m, const unsigned char *mark, const char *const *list, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        size_t id = names_id(t, list[i]);
-        if (id != (size_t)-1 && mark[names_find(t, id)])
-            return 1;
+        size_t id = names_id(&m->t, list[i]);
+        if (id == (size_t)-1)
+            continue;
+        memset(m->scratch, 0, m->t.cap);
+        mark_reach(m, id, m->scratch);
+        for (size_t k = 0; k < m->t.n; k++)
+            if (m->scratch[k] && mark[k])
+                return 1;
     }
     return 0;
 }
@@ -80,34 +107,35 @@ static int same_stream(const char *a, const char *b)
     return !a || !b || strcmp(a, b) == 0;
 }
 
-/* Marks the alias classes of list[0..n) in mark (sized t->cap). */
-static void mark_all(names *t, unsigned char *mark, const char *const *list, size_t n)
+/* Marks what list[0..n) touches in mark (sized m->t.cap). */
+static void mark_all(touch_map *m, unsigned char *mark, const char *const *list, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        size_t id = names_id(t, list[i]);
+        size_t id = names_id(&m->t, list[i]);
         if (id != (size_t)-1)
-            mark[names_find(t, id)] = 1;
+            mark_reach(m, id, mark);
     }
 }
 
-static int place_with(const cuco_sched_graph *g, size_t call, names *t, cuco_sched_place *out)
+static int place_with(const cuco_sched_graph *g, size_t call, touch_map *m, cuco_sched_place *out)
 {
     const cuco_sched_node *c = &g->nodes[call];
-    unsigned char *both = calloc(t->cap ? t->cap : 1, 1), *wr = calloc(t->cap ? t->cap : 1, 1);
+    size_t cap = m->t.cap ? m->t.cap : 1;
+    unsigned char *both = calloc(cap, 1), *wr = calloc(cap, 1);
     if (!both || !wr) {
         free(both);
         free(wr);
         return CUCO_ENOMEM;
     }
-    mark_all(t, both, c->reads, c->nreads);
-    mark_all(t, both, c->writes, c->nwrites);
-    mark_all(t, wr, c->writes, c->nwrites);
+    mark_all(m, both, c->reads, c->nreads);
+    mark_all(m, both, c->writes, c->nwrites);
+    mark_all(m, wr, c->writes, c->nwrites);
     /* start: after the last producer of what it reads, or toucher of what it writes */
     out->issue = call;
     while (out->issue > 0) {
         const cuco_sched_node *p = &g->nodes[out->issue - 1];
-        if (is_barrier(p->kind) || touches(t, both, p->writes, p->nwrites) ||
-            touches(t, wr, p->reads, p->nreads))
+        if (is_barrier(p->kind) || touches(m, both, p->writes, p->nwrites) ||
+            touches(m, wr, p->reads, p->nreads))
             break;
         out->issue--;
     }
@@ -116,8 +144,8 @@ static int place_with(const cuco_sched_graph *g, size_t call, names *t, cuco_sch
     out->independent = out->same_stream = 0;
     for (size_t i = call + 1; i < g->n; i++) {
         const cuco_sched_node *p = &g->nodes[i];
-        if (is_barrier(p->kind) || touches(t, both, p->reads, p->nreads) ||
-            touches(t, both, p->writes, p->nwrites)) {
+        if (is_barrier(p->kind) || touches(m, both, p->reads, p->nreads) ||
+            touches(m, both, p->writes, p->nwrites)) {
             out->wait = i;
             break;
         }
@@ -132,31 +160,58 @@ static int place_with(const cuco_sched_graph *g, size_t call, names *t, cuco_sch
     return 0;
 }
 
-int cuco_sched_place_call(const cuco_sched_graph *g, size_t call, cuco_sched_place *out)
+/* Every name of g in m's table, joined by the alias pairs; the holds
+ * edges between their classes. */
+static int touch_map_build(const cuco_sched_graph *g, touch_map *m)
 {
-    if (!g || !out || call >= g->n || g->nodes[call].kind != CUCO_SCHED_COMM)
-        return CUCO_EINVAL;
-    names t = {0};
+    names *t = &m->t;
     int rc = 0;
     /* every name first, so that the marks can be sized once */
     for (size_t i = 0; i < g->n && rc == 0; i++) {
         const cuco_sched_node *p = &g->nodes[i];
         for (size_t k = 0; k < p->nreads && rc == 0; k++)
-            rc = names_id(&t, p->reads[k]) == (size_t)-1 ? CUCO_ENOMEM : 0;
+            rc = names_id(t, p->reads[k]) == (size_t)-1 ? CUCO_ENOMEM : 0;
         for (size_t k = 0; k < p->nwrites && rc == 0; k++)
-            rc = names_id(&t, p->writes[k]) == (size_t)-1 ? CUCO_ENOMEM : 0;
+            rc = names_id(t, p->writes[k]) == (size_t)-1 ? CUCO_ENOMEM : 0;
     }
     for (size_t i = 0; i < g->naliases && rc == 0; i++) {
-        size_t a = names_id(&t, g->alias_a[i]), b = names_id(&t, g->alias_b[i]);
+        size_t a = names_id(t, g->alias_a[i]), b = names_id(t, g->alias_b[i]);
         if (a == (size_t)-1 || b == (size_t)-1)
             rc = CUCO_ENOMEM;
         else
-            t.parent[names_find(&t, a)] = names_find(&t, b);
+            t->parent[names_find(t, a)] = names_find(t, b);
     }
+    for (size_t i = 0; i < g->nholds && rc == 0; i++)
+        rc = names_id(t, g->holds_a[i]) == (size_t)-1 || names_id(t, g->holds_b[i]) == (size_t)-1
+                 ? CUCO_ENOMEM
+                 : 0;
+    m->from = calloc(g->nholds ? g->nholds : 1, sizeof(*m->from));
+    m->to = calloc(g->nholds ? g->nholds : 1, sizeof(*m->to));
+    m->scratch = calloc(t->cap ? t->cap : 1, 1);
+    if (rc == 0 && (!m->from || !m->to || !m->scratch))
+        rc = CUCO_ENOMEM;
+    for (size_t i = 0; i < g->nholds && rc == 0; i++) {
+        m->from[i] = names_find(t, names_id(t, g->holds_a[i]));
+        m->to[i] = names_find(t, names_id(t, g->holds_b[i]));
+    }
+    m->nholds = rc == 0 ? g->nholds : 0;
+    return rc;
+}
+
+int cuco_sched_place_call(const cuco_sched_graph *g, size_t call, cuco_sched_place *out)
+{
+    if (!g || !out || call >= g->n || g->nodes[call].kind != CUCO_SCHED_COMM ||
+        (g->nholds && (!g->holds_a || !g->holds_b)))
+        return CUCO_EINVAL;
+    touch_map m = {0};
+    int rc = touch_map_build(g, &m);
     if (rc == 0)
-        rc = place_with(g, call, &t, out);
-    free(t.items);
-    free(t.parent);
+        rc = place_with(g, call, &m, out);
+    free(m.t.items);
+    free(m.t.parent);
+    free(m.from);
+    free(m.to);
+    free(m.scratch);
     return rc;
 }
 

@@ -363,6 +363,9 @@ void scan_fn_scope_free(fn_scope *f)
 {
     cuco_strlist_free(&f->alias_a);
     cuco_strlist_free(&f->alias_b);
+    cuco_strlist_free(&f->holds_a);
+    cuco_strlist_free(&f->holds_b);
+    cuco_strlist_free(&f->stores);
     cuco_strlist_free(&f->locals);
     cuco_strlist_free(&f->pointer_params);
     cuco_strlist_free(&f->wild);
@@ -462,12 +465,16 @@ static int push_with_body(cuco_strlist *l, size_t **bodies, const char *name, si
     return cuco_strlist_push(l, name);
 }
 
-/* The pairs function g (its scope read) adds to fp. */
+/* The pairs function g (its scope read) adds to fp; what its objects
+ * hold counts as an alias there. */
 static int function_pairs(file_pairs *fp, const sview *v, const fn_scope *g)
 {
     int rc = 0;
-    for (size_t i = 0; i < g->alias_a.n && rc == 0; i++) {
-        const char *a = g->alias_a.items[i], *b = g->alias_b.items[i];
+    size_t n = g->alias_a.n + g->holds_a.n;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        int al = i < g->alias_a.n;
+        const char *a = al ? g->alias_a.items[i] : g->holds_a.items[i - g->alias_a.n];
+        const char *b = al ? g->alias_b.items[i] : g->holds_b.items[i - g->alias_a.n];
         int la = cuco_strlist_has(&g->locals, a), lb = cuco_strlist_has(&g->locals, b);
         if (la != lb && outer_pointer(v, la ? b : a))
             rc = push_with_body(&fp->wild, &fp->wild_body, la ? b : a, g->body);
@@ -567,29 +574,24 @@ int scan_fn_scope_find(fn_scope *f, const sview *v, size_t brace)
 
 /* ---- the call's buffers and block ------------------------------------------ */
 
+/* Whether names a and b of f may reach one buffer: what each touches
+ * (its aliases and what they hold) meets. */
 static int heads_connected(const fn_scope *f, const char *a, const char *b)
 {
-    cuco_strlist seen = {0};
-    int found = strcmp(a, b) == 0;
-    if (!found && cuco_strlist_push(&seen, a) != 0)
-        return 1;
-    for (int grew = 1; grew && !found;) {
-        grew = 0;
-        for (size_t i = 0; i < f->alias_a.n && !found; i++) {
-            const char *x = f->alias_a.items[i], *y = f->alias_b.items[i];
-            if (cuco_strlist_has(&seen, x) != cuco_strlist_has(&seen, y)) {
-                const char *nw = cuco_strlist_has(&seen, x) ? y : x;
-                if (cuco_strlist_push(&seen, nw) != 0) {
-                    cuco_strlist_free(&seen);
-                    return 1;
-                }
-                found = strcmp(nw, b) == 0;
-                grew = 1;
-            }
-        }
-    }
-    cuco_strlist_free(&seen);
-    return found;
+    cuco_strlist ta = {0}, tb = {0};
+    int rc = cuco_strlist_push(&ta, a);
+    if (rc == 0)
+        rc = cuco_strlist_push(&tb, b);
+    if (rc == 0)
+        rc = scan_alias_grow(f, &ta, 0);
+    if (rc == 0)
+        rc = scan_alias_grow(f, &tb, 0);
+    int met = rc != 0;
+    for (size_t i = 0; i < ta.n && !met; i++)
+        met = cuco_strlist_has(&tb, ta.items[i]);
+    cuco_strlist_free(&ta);
+    cuco_strlist_free(&tb);
+    return met;
 }
 
 /* The type word of parameter pos of the parameter list at open (`float` of
@@ -723,6 +725,11 @@ int scan_buffers_closure(scan *s)
                     grew = 1;
                 }
     }
+    /* what they hold, then every object that holds any of it */
+    if (rc == 0)
+        rc = scan_alias_grow(&s->fn, &all, 0);
+    if (rc == 0)
+        rc = scan_alias_grow(&s->fn, &all, 1);
     for (size_t i = 0; i < all.n; i++)
         if (!cuco_strlist_has(&s->fn.locals, all.items[i]))
             s->globals = 1;
@@ -850,8 +857,14 @@ int scan_place(scan *s, cuco_sched_place *pl)
         nodes[i].writes = (const char *const *)w->items;
         nodes[i].nwrites = w->n;
     }
-    cuco_sched_graph g = {nodes, n, (const char *const *)s->fn.alias_a.items,
-                          (const char *const *)s->fn.alias_b.items, s->fn.alias_a.n};
+    cuco_sched_graph g = {nodes,
+                          n,
+                          (const char *const *)s->fn.alias_a.items,
+                          (const char *const *)s->fn.alias_b.items,
+                          s->fn.alias_a.n,
+                          (const char *const *)s->fn.holds_a.items,
+                          (const char *const *)s->fn.holds_b.items,
+                          s->fn.holds_a.n};
     int rc = cuco_sched_place_call(&g, s->call, pl);
     free(nodes);
     return rc;

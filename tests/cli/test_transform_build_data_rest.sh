@@ -6,7 +6,9 @@
 # send made as produced, layer_send; a world communicator and pairs split
 # from it, split_tp_dp; greedy decoding's small all-gather of logits,
 # decode_logits; sums read through a lambda, a macro, thrust, an argument
-# table, a vector and a __device__ pointer, hidden_consumers): 'cuco transform' (no --no-verify) builds each
+# table, a vector and a __device__ pointer, hidden_consumers; attention
+# parameters in one struct filled by a setter taking it by reference,
+# params_struct): 'cuco transform' (no --no-verify) builds each
 # transformed program with its manifest's nvcc command, two at a time
 # without a GPU. Without a GPU the outcome is exit 3, "built, not verified:
 # no GPU", nothing registered; with one it must build, run and verify.
@@ -14,7 +16,8 @@ set -u
 source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
 setup transform-build nvcc
 D=$CUCO_TEST_DATA/transform
-built_in_pairs "$D" graph_replay jacobi_halo kept_calls layer_send split_tp_dp decode_logits hidden_consumers
+built_in_pairs "$D" graph_replay jacobi_halo kept_calls layer_send split_tp_dp decode_logits hidden_consumers \
+    params_struct
 check "kept_calls: the kept calls are marked in the built program" \
     grep -q "/\* cuco:kept \*/ ncclReduce(" "$TMP/kept_calls/gen_0/kept_calls.cu"
 # decode_logits: its gather of 128 KiB goes through NCCL on the window by
@@ -27,4 +30,10 @@ for at in "79:81" "84:86" "89:91" "94:96" "99:101" "105:107"; do
     check "hidden_consumers: the sum at line ${at%%:*} is waited for before line ${at#*:}" \
         grep -q "ncclAllReduce at line ${at%%:*} issued on a side stream, wait moved before the statement at line ${at#*:} " "$hc"
 done
+# params_struct: the gather overlaps the query projection; the attention
+# reads the keys through the struct the setter filled, so the wait stays
+# before it
+check "params_struct: the gather's wait sits before the attention that reads it through the struct" \
+    grep -q "ncclAllGather at line 89 issued on a side stream, wait moved before the statement at line 91 (1 independent" \
+    "$TMP/params_struct/gen_0/transform_report.md"
 exit $fail

@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,7 +32,7 @@ static cuco_sched_node node(cuco_sched_kind k, const char *stream, const char *c
 static cuco_sched_place place(const cuco_sched_node *nodes, size_t n, size_t call,
                               const char *const *a, const char *const *b, size_t naliases)
 {
-    cuco_sched_graph g = {nodes, n, a, b, naliases};
+    cuco_sched_graph g = {nodes, n, a, b, naliases, NULL, NULL, 0};
     cuco_sched_place p;
     memset(&p, 0xff, sizeof(p));
     assert_int_equal(cuco_sched_place_call(&g, call, &p), 0);
@@ -176,7 +177,7 @@ static void test_bad_input(void **state)
 {
     (void)state;
     cuco_sched_node g[] = {node(CUCO_SCHED_WORK, "s", NONE, NONE)};
-    cuco_sched_graph gr = {g, 1, NULL, NULL, 0};
+    cuco_sched_graph gr = {g, 1, NULL, NULL, 0, NULL, NULL, 0};
     cuco_sched_place p;
     assert_int_equal(cuco_sched_place_call(&gr, 0, &p), CUCO_EINVAL);
     assert_int_equal(cuco_sched_place_call(&gr, 1, &p), CUCO_EINVAL);
@@ -501,6 +502,97 @@ static void test_scan_inert_scalars(void **state)
     cuco_tx_result_free(&r);
 }
 
+/* objects that hold buffers: a struct holding y and a (brace, members, a
+ * reference parameter of a function of the file or elsewhere, a vector)
+ * makes its launch a consumer of y while a launch on a alone stays
+ * independent; a store through a pointer loaded from a holder (pp->in = y)
+ * joins every object it may reach; a reference to the struct and a member
+ * read through it stay with it */
+static void test_scan_objects_hold(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        "#include <nccl.h>\n"
+        "#include <vector>\n"
+        "struct Pair { float *in; float *out; };\n"
+        "struct Holder { Pair *ptr; };\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "__global__ void kp(Pair q, size_t n);\n"
+        "__global__ void kt(float *const *t, size_t n);\n"
+        "static void bind(Pair &p, float *in, float *out) { p.in = in; p.out = out; }\n"
+        "void bind_elsewhere(Pair &p, float *in, float *out);\n"
+        "static void f1(float *x, float *y, float *a, size_t n, ncclComm_t c, cudaStream_t s)\n"
+        "{\n"
+        "    Pair q = {y, a};\n"
+        "    ncclAllGather(x, y, n, ncclFloat, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    kp<<<1, 32, 0, s>>>(q, n);\n"
+        "}\n"
+        "static void f2(float *x, float *y, float *a, float *b, size_t n, ncclComm_t c, cudaStream_t s)\n"
+        "{\n"
+        "    Pair q;\n"
+        "    bind(q, y, b);\n"
+        "    ncclAllGather(x, y, n, ncclFloat, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    kp<<<1, 32, 0, s>>>(q, n);\n"
+        "}\n"
+        "static void f3(float *x, float *y, float *a, float *b, size_t n, ncclComm_t c, cudaStream_t s)\n"
+        "{\n"
+        "    Pair q;\n"
+        "    bind_elsewhere(q, y, b);\n"
+        "    ncclAllGather(x, y, n, ncclFloat, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    kp<<<1, 32, 0, s>>>(q, n);\n"
+        "}\n"
+        "static void f4(float *x, float *y, float *a, size_t n, ncclComm_t c, cudaStream_t s)\n"
+        "{\n"
+        "    Pair q;\n"
+        "    q.out = a;\n"
+        "    Holder h;\n"
+        "    h.ptr = &q;\n"
+        "    Pair *pp = h.ptr;\n"
+        "    pp->in = y;\n"
+        "    ncclAllGather(x, y, n, ncclFloat, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    kp<<<1, 32, 0, s>>>(q, n);\n"
+        "}\n"
+        "static void f5(float *x, float *y, float *a, size_t n, ncclComm_t c, cudaStream_t s)\n"
+        "{\n"
+        "    std::vector<float *> bufs;\n"
+        "    bufs.push_back(y);\n"
+        "    bufs.push_back(a);\n"
+        "    ncclAllGather(x, y, n, ncclFloat, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    kt<<<1, 32, 0, s>>>(bufs.data(), n);\n"
+        "}\n"
+        "static void f6(float *x, float *y, float *a, size_t n, ncclComm_t c, cudaStream_t s)\n"
+        "{\n"
+        "    Pair q = {y, a};\n"
+        "    Pair &r = q;\n"
+        "    float *z = r.out;\n"
+        "    ncclAllGather(x, y, n, ncclFloat, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    k<<<1, 32, 0, s>>>(z, n);\n"
+        "    kp<<<1, 32, 0, s>>>(q, n);\n"
+        "}\n"
+        "int main() { float *x, *y, *a, *b; ncclComm_t c; cudaStream_t s;\n"
+        "    cudaMalloc(&x, 64); cudaMalloc(&y, 64); cudaMalloc(&a, 64); cudaMalloc(&b, 64);\n"
+        "    f1(x, y, a, 16, c, s); f2(x, y, a, b, 16, c, s); f3(x, y, a, b, 16, c, s);\n"
+        "    f4(x, y, a, 16, c, s); f5(x, y, a, 16, c, s); f6(x, y, a, 16, c, s); return 0; }\n";
+    cuco_tx_result r;
+    tx_transform(prog, &r);
+    static const int wait_at[][2] = {{13, 15}, {21, 23}, {29, 31}, {50, 52}, {59, 61}};
+    for (size_t i = 0; i < sizeof(wait_at) / sizeof(wait_at[0]); i++) {
+        char want[96];
+        snprintf(want, sizeof(want), "wait moved before the statement at line %d (1 independent",
+                 wait_at[i][1]);
+        assert_true(tx_has_schedule_note(&r.notes, wait_at[i][0], want));
+    }
+    assert_true(tx_has_schedule_note(
+        &r.notes, 41, "no independent work between the call and its first consumer (line 42)"));
+    cuco_tx_result_free(&r);
+}
+
 /* names a statement reaches that its text does not show, and names that
  * only sit beside a buffer: a macro using a macro that reads y, a
  * structured binding, an out-parameter, a container's push_back, a macro
@@ -775,24 +867,35 @@ static unsigned rnd_next(unsigned *state)
     return (*state >> 16) & 0x7fff;
 }
 
-/* same[i][j]: names i and j are one buffer (the closure of the alias pairs,
- * by repeated passes rather than union-find) */
+/* same[i][j]: names i and j may reach one buffer: what each touches meets.
+ * What a name touches: the names alias pairs join to it (both ways) and
+ * what holds pairs take it to (holder to held only), transitively; by
+ * repeated passes over a reachability matrix rather than union-find. */
 static void rnd_closure(unsigned char same[RND_NAMES][RND_NAMES], const size_t *a, const size_t *b,
-                        size_t n)
+                        size_t n, const size_t *ha, const size_t *hb, size_t nh)
 {
-    memset(same, 0, RND_NAMES * RND_NAMES);
+    unsigned char reach[RND_NAMES][RND_NAMES];
+    memset(reach, 0, sizeof(reach));
     for (size_t i = 0; i < RND_NAMES; i++)
-        same[i][i] = 1;
+        reach[i][i] = 1;
     for (size_t k = 0; k < n; k++)
-        same[a[k]][b[k]] = same[b[k]][a[k]] = 1;
+        reach[a[k]][b[k]] = reach[b[k]][a[k]] = 1;
+    for (size_t k = 0; k < nh; k++)
+        reach[ha[k]][hb[k]] = 1;
     for (int changed = 1; changed;) {
         changed = 0;
         for (size_t i = 0; i < RND_NAMES; i++)
             for (size_t j = 0; j < RND_NAMES; j++)
                 for (size_t k = 0; k < RND_NAMES; k++)
-                    if (same[i][k] && same[k][j] && !same[i][j])
-                        same[i][j] = changed = 1;
+                    if (reach[i][k] && reach[k][j] && !reach[i][j])
+                        reach[i][j] = changed = 1;
     }
+    for (size_t i = 0; i < RND_NAMES; i++)
+        for (size_t j = 0; j < RND_NAMES; j++) {
+            same[i][j] = 0;
+            for (size_t k = 0; k < RND_NAMES; k++)
+                same[i][j] |= reach[i][k] && reach[j][k];
+        }
 }
 
 typedef struct rnd_node {
@@ -857,8 +960,8 @@ static void rnd_graph(unsigned *st, rnd_node *r, size_t n, size_t call)
     }
 }
 
-/* 3000 random scopes (kinds, reads, writes, streams, aliases through names
- * that no node uses): the start and the wait are the farthest legal places,
+/* 3000 random scopes (kinds, reads, writes, streams, aliases and objects
+ * holding names, also through names that no node uses): the start and the wait are the farthest legal places,
  * and the counts are those of the work between, by an oracle that shares no
  * code with the placement. */
 static void test_place_random(void **state)
@@ -877,8 +980,16 @@ static void test_place_random(void **state)
             alias_a[k] = rnd_name[aa[k]];
             alias_b[k] = rnd_name[ab[k]];
         }
+        size_t nh = rnd_next(&st) % 4, ha[4], hb[4];
+        const char *holds_a[4], *holds_b[4];
+        for (size_t k = 0; k < nh; k++) {
+            ha[k] = rnd_next(&st) % RND_NAMES;
+            hb[k] = rnd_next(&st) % RND_NAMES;
+            holds_a[k] = rnd_name[ha[k]];
+            holds_b[k] = rnd_name[hb[k]];
+        }
         unsigned char same[RND_NAMES][RND_NAMES];
-        rnd_closure(same, aa, ab, na);
+        rnd_closure(same, aa, ab, na, ha, hb, nh);
         cuco_sched_node g[RND_NODES];
         const char *reads[RND_NODES][3], *writes[RND_NODES][2];
         for (size_t i = 0; i < n; i++) {
@@ -889,7 +1000,9 @@ static void test_place_random(void **state)
             g[i] = node(r[i].kind, rnd_stream[r[i].stream], reads[i], r[i].nreads, writes[i],
                         r[i].nwrites);
         }
-        cuco_sched_place p = place(g, n, call, alias_a, alias_b, na);
+        cuco_sched_graph gr = {g, n, alias_a, alias_b, na, holds_a, holds_b, nh};
+        cuco_sched_place p;
+        assert_int_equal(cuco_sched_place_call(&gr, call, &p), 0);
         const rnd_node *c = &r[call];
         assert_true(p.issue <= call);
         for (size_t i = p.issue; i < call; i++)
@@ -931,6 +1044,7 @@ int main(void)
         cmocka_unit_test(test_scan_macros_and_bindings),
         cmocka_unit_test(test_scan_header_macros),
         cmocka_unit_test(test_scan_inert_scalars),
+        cmocka_unit_test(test_scan_objects_hold),
         cmocka_unit_test(test_scan_consumer_streams),
         cmocka_unit_test(test_scan_param_types),
         cmocka_unit_test(test_scan_set_elsewhere),
