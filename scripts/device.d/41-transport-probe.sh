@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/device.d/41-transport-probe.sh: where does a test program's gen_0
 # lose time against its seed? PROBE_PROGRAMS names programs of
-# tests/data/transform (default: alltoall_pack jacobi_halo). Each is
+# tests/data/transform, or program folders such as bench/probe/ps_spin
+# (default: alltoall_pack jacobi_halo). Each is
 # transformed ('cuco transform --no-verify'); its seed, gen_0 and the
 # variants below are built with nvcc as the manifest builds them, then run
 # directly by mpirun at RANKS ranks with the manifest's bench arguments (or
@@ -40,7 +41,7 @@ run_one() { # PROGRAM VARIANT BINARY ENV...
   [ -n "$ms" ] || echo "$p $v: no time: $(echo "$out" | tail -3 | tr '\n' ' ')"
 }
 for p in ${PROBE_PROGRAMS:-alltoall_pack jacobi_halo}; do
-  d=tests/data/transform/$p
+  if [ -d "$p" ]; then d=$p; p=$(basename "$p"); else d=tests/data/transform/$p; fi
   f=$(sed -n 's/^evolve_file: *//p' "$d/workload.yaml")
   "$CUCO" transform "$d" --ranks "$RANKS" --workspace "$T/ws-$p" --no-verify > "$T/$p.tx.log" 2>&1
   g=$T/ws-$p/gen_0/$f

@@ -60,15 +60,19 @@
 // whose barriers cost NVLink round trips: 16 KiB 0.264 against 0.280 ms a
 // step of four, 64 KiB 33.7 against 35.9 us a step of one
 // (bench/results/2026-11-28-small-allreduce-h200x2.json).
-#define CUCO_AR_NCCL_UPTO 65536        // cuco:knob run 0 16384 65536 262144 1048576
+#define CUCO_AR_NCCL_UPTO 65536        // cuco:knob run 0 16384 65536 262144 1048576 1073741824
 // CUCO_AG_NCCL_UPTO: the same for an all-gather of at most this many bytes
 // gathered (all ranks' blocks together; 0: none): NCCL's own ncclAllGather
 // on the gathered buffer's window. One gather a step between host
 // synchronisations (greedy decoding's logits): 64 KiB 65.9 against 67.7 us
 // a step, 256 KiB 104.3 against 107.5, 1 MiB 292.3 against 294.0
 // (bench/results/2026-11-28-small-allgather-h200x2.json); back to back the
-// LSA kernel wins at every size.
-#define CUCO_AG_NCCL_UPTO 262144       // cuco:knob run 0 65536 262144 1048576 4194304
+// LSA kernel wins at every size. Before a kernel that re-reads the gathered
+// buffer from L2 it can lose (an 8 MiB gather before 256 blocks that each
+// read all of it: 1.645 against NCCL's 1.575 ms a step,
+// bench/results/2026-11-28-params-struct-h200x2.json), so the choices reach
+// 1 GiB: every all-gather NCCL's own, on its window.
+#define CUCO_AG_NCCL_UPTO 262144       // cuco:knob run 0 65536 262144 1048576 4194304 16777216 1073741824
 // CUCO_P2P_CE 1: those large sends and receives (none when
 // CUCO_P2P_NCCL_FROM is 0) stay on the device and the
 // copy engines carry them (no SM): the receiver posts where its buffer is

@@ -155,9 +155,6 @@ static int add_pairs(fn_scope *f, const sview *v, size_t lhs, const cuco_strlist
     if (!name)
         return CUCO_ENOMEM;
     int rc = 0, scalar = lists && declared_scalar(f, v, name);
-        for (size_t k = 0; k < rhs->n; k++)
-            fprintf(stderr, "pair %s %s kind %d line %d\n", name, rhs->items[k], kind,
-                    tk(v, lhs)->line);
     cuco_strlist *a = kind == PAIR_HOLDS ? &f->holds_a : &f->alias_a;
     cuco_strlist *b = kind == PAIR_HOLDS ? &f->holds_b : &f->alias_b;
     if (kind == PAIR_STORE && !scalar && !cuco_strlist_has(&f->stores, name))
