@@ -300,93 +300,6 @@ static int assignment(fn_scope *f, const sview *v, size_t eq, size_t b)
     return rc;
 }
 
-/* Calls that take addresses only to make or ask for something: no pointer
- * they are given ends up holding another. */
-static const char *const making_calls[] = {"cudaMalloc",
-                                           "cudaMallocAsync",
-                                           "cudaMallocHost",
-                                           "cudaHostAlloc",
-                                           "cudaMallocManaged",
-                                           "cudaMallocPitch",
-                                           "ncclMemAlloc",
-                                           "cudaStreamCreate",
-                                           "cudaStreamCreateWithFlags",
-                                           "cudaStreamCreateWithPriority",
-                                           "cudaEventCreate",
-                                           "cudaEventCreateWithFlags",
-                                           "cudaGetDevice",
-                                           "cudaGetDeviceCount",
-                                           "cudaDeviceGetAttribute",
-                                           "cudaGetDeviceProperties",
-                                           "ncclCommInitRank",
-                                           "ncclCommInitRankConfig",
-                                           "ncclCommInitAll",
-                                           "ncclGetUniqueId",
-                                           "ncclCommCount",
-                                           "ncclCommUserRank",
-                                           "ncclCommCuDevice",
-                                           "cublasCreate",
-                                           "cublasLtCreate",
-                                           "MPI_Comm_rank",
-                                           "MPI_Comm_size",
-                                           "MPI_Init",
-                                           "cudaEventElapsedTime",
-                                           "cudaStreamGetPriority",
-                                           "cudaDeviceGetStreamPriorityRange",
-                                           "cudaMemGetInfo",
-                                           NULL};
-
-/* Parameter t of the function of the file named like token name: *a, *b
- * its declaration's tokens; 0 when the file defines no such function. */
-static int param_of(const sview *v, size_t name, int t, size_t *a, size_t *b)
-{
-    size_t at = 0;
-    for (size_t k = sview_next_def(v, name, &at, NULL); k < v->n;
-         k = sview_next_def(v, name, &at, NULL))
-        if (v->scope[k] == 0 && arg_range(v, k + 1, t, a, b))
-            return 1;
-    return 0;
-}
-
-/* Whether a library call's arguments can make one pointer hold another:
- * of the CUDA, NCCL, cuBLAS and MPI APIs only the copies can. */
-static int library_keeps_pointers(const sview *v, size_t name)
-{
-    static const char *const prefixes[] = {"cuda",   "nccl",  "cublas", "cusparse",
-                                           "curand", "cufft", "MPI_",   NULL};
-    const char *w = v->src + tk(v, name)->off;
-    size_t len = tk(v, name)->len;
-    int library = len > 2 && w[0] == 'c' && w[1] == 'u' && w[2] >= 'A' && w[2] <= 'Z';
-    for (const char *const *p = prefixes; *p && !library; p++)
-        library = len > strlen(*p) && memcmp(w, *p, strlen(*p)) == 0;
-    if (!library)
-        return 1;
-    return (len >= 10 && memcmp(w, "cudaMemcpy", 10) == 0) ||
-           (len >= 8 && memcmp(w, "cuMemcpy", 8) == 0);
-}
-
-/* Whether argument t of the call at name can be made to hold another
- * argument: taken by address (&p) into a parameter that is not a pointer to
- * const (or into a function the file does not define, the library's copies
- * and unknown calls), or a plain name into a parameter the callee can set
- * (T *&out, T **out, Params &out); a function of the file that only reads
- * the parameter's members (param_only_read) sets nothing. */
-static int arg_takes_pointer(const sview *v, size_t name, int t, int by_address)
-{
-    size_t a, b;
-    if (!param_of(v, name, t, &a, &b))
-        return by_address && library_keeps_pointers(v, name);
-    int stars = 0, refs = 0, const_first = 0;
-    for (size_t q = a; q < b; q++) {
-        const_first |= stars == 0 && is(v, q, "const");
-        stars += is(v, q, "*");
-        refs += is(v, q, "&") || is(v, q, "&&");
-    }
-    if (by_address)
-        return stars >= 2 || (stars == 1 && !const_first);
-    return stars >= 2 || (stars >= 1 && refs >= 1) || (refs >= 1 && !const_first);
-}
-
 enum { MAX_ARGS = 64 };
 
 /* The object whose method is called at name (`v` of v.push_back, `s` of
@@ -406,76 +319,6 @@ static size_t method_object(const sview *v, size_t name)
     return ident(v, k) ? k : v->n;
 }
 
-/* The '(' whose arguments token i sits in, directly; v->n. */
-static size_t paren_around(const sview *v, size_t i)
-{
-    int d = 0;
-    for (size_t k = i; k-- > 0 && !is(v, k, ";") && !is(v, k, "{") && !is(v, k, "}");) {
-        d += is(v, k, ")") - is(v, k, "(");
-        if (d < 0)
-            return k;
-    }
-    return v->n;
-}
-
-/* Whether the arguments that open at open are given by value only: a
- * kernel's launch, a declaration's initialiser (dim3 grid(...)), or a
- * library call that keeps no pointer. */
-static int args_by_value(const sview *v, size_t open)
-{
-    if (open == 0 || open >= v->n)
-        return 0;
-    if (is(v, open - 1, ">>>"))
-        return 1;
-    size_t name = open - 1;
-    if (!ident(v, name))
-        return 0;
-    if (name > 0 && (ident(v, name - 1) || is(v, name - 1, ">")) &&
-        !in_words(v, name - 1, sview_keywords))
-        return 1;
-    return !library_keeps_pointers(v, name) || in_words(v, name, making_calls);
-}
-
-/* Whether the use of a parameter at i (its name) only reads a member of it
- * (c.comm, c->stream): the member is not assigned, indexed, called, taken
- * by address or handed to a call that may keep or set it. */
-static int member_read(const sview *v, size_t i)
-{
-    static const char *const stores[] = {"=", "+=", "-=", "*=", "/=", "++", "--", "(",
-                                         "[", ".",  "->", "|=", "&=", "^=", NULL};
-    if ((i > 0 && is(v, i - 1, "&")) || !(is(v, i + 1, ".") || is(v, i + 1, "->")) ||
-        !ident(v, i + 2) || in_words(v, i + 3, stores))
-        return 0;
-    if (!is(v, i + 3, ",") && !is(v, i + 3, ")"))
-        return 1;
-    return args_by_value(v, paren_around(v, i));
-}
-
-/* Whether the function of the file named like token name only reads its
- * parameter t: every use of the parameter in its body reads a member. */
-static int param_only_read(const sview *v, size_t name, int t)
-{
-    size_t at = 0, body = v->n;
-    for (size_t k = sview_next_def(v, name, &at, &body); k < v->n;
-         k = sview_next_def(v, name, &at, &body)) {
-        size_t a, b, pn = v->n;
-        if (v->scope[k] != 0 || body >= v->n || !arg_range(v, k + 1, t, &a, &b))
-            continue;
-        for (size_t q = a; q < b && !is(v, q, "="); q++)
-            if (ident(v, q))
-                pn = q;
-        if (pn >= v->n)
-            return 0;
-        size_t end = close_of(v, body);
-        for (size_t i = body + 1; i < end; i++)
-            if (same_tok(v, i, pn) && !is(v, i - 1, ".") && !is(v, i - 1, "->") &&
-                !member_read(v, i))
-                return 0;
-        return 1;
-    }
-    return 0;
-}
-
 /* The name a call's argument [a, b) (argument t) may be made to hold
  * another argument through: &p, p into an out-parameter, or an object
  * handed to a function the file does not define (it may take it by
@@ -483,14 +326,14 @@ static int param_only_read(const sview *v, size_t name, int t)
 static size_t holder_arg(const fn_scope *f, const sview *v, size_t name, int t, size_t a, size_t b)
 {
     size_t pa, pb;
-    if (is(v, a, "&") && ident(v, a + 1) && arg_takes_pointer(v, name, t, 1) &&
-        !param_only_read(v, name, t))
+    if (is(v, a, "&") && ident(v, a + 1) && scan_arg_takes_pointer(v, name, t, 1) &&
+        !scan_param_only_read(v, name, t))
         return a + 1;
-    if (ident(v, a) && a + 1 == b && arg_takes_pointer(v, name, t, 0) &&
-        !param_only_read(v, name, t))
+    if (ident(v, a) && a + 1 == b && scan_arg_takes_pointer(v, name, t, 0) &&
+        !scan_param_only_read(v, name, t))
         return a;
-    if (ident(v, a) && a + 1 == b && !param_of(v, name, t, &pa, &pb) &&
-        library_keeps_pointers(v, name) && is_object(f, v, a))
+    if (ident(v, a) && a + 1 == b && !scan_param_of(v, name, t, &pa, &pb) &&
+        scan_library_keeps_pointers(v, name) && is_object(f, v, a))
         return a;
     return v->n;
 }
@@ -508,8 +351,9 @@ static pair_kind call_pair_kind(const fn_scope *f, const sview *v, size_t name, 
                        kind_at(f, v, holder) == DECL_INDEXABLE
                    ? PAIR_HOLDS
                    : PAIR_STORE;
-    return holders == 1 && param_of(v, name, t, &pa, &pb) && is_object(f, v, holder) ? PAIR_HOLDS
-                                                                                     : PAIR_STORE;
+    return holders == 1 && scan_param_of(v, name, t, &pa, &pb) && is_object(f, v, holder)
+               ? PAIR_HOLDS
+               : PAIR_STORE;
 }
 
 /* A call at name whose arguments hand a pointer over: each argument taken
@@ -519,7 +363,7 @@ static pair_kind call_pair_kind(const fn_scope *f, const sview *v, size_t name, 
 static int call_pairs(fn_scope *f, const sview *v, size_t name)
 {
     size_t open = name + 1, close = close_of(v, open);
-    if (close >= v->n || in_words(v, name, making_calls) || scan_call_in(v, name, making_calls))
+    if (close >= v->n || scan_making_call(v, name))
         return 0;
     size_t from[MAX_ARGS], to[MAX_ARGS], holder[MAX_ARGS];
     int n = arg_ranges(v, open, from, to, MAX_ARGS), rc = 0, holders = 0;

@@ -130,6 +130,25 @@ int scan_buffers_closure(scan *s);
 int scan_read_block(scan *s, size_t call_stmt);
 int scan_plan_edit(cuco_sched_plan *p, size_t off, size_t len, char *text, size_t stmt_off);
 
+/* ---- scan_callee.c: what a call may do with its arguments ---- */
+/* Whether the call at name only makes or asks for something (cudaMalloc,
+ * ncclCommInitRank, MPI_Comm_rank, ...): no pointer it is given ends up
+ * holding another. */
+int scan_making_call(const sview *v, size_t name);
+/* Whether a library call named at name can make one pointer hold another:
+ * of the CUDA, NCCL, cuBLAS and MPI APIs only the copies can; any other
+ * call may. */
+int scan_library_keeps_pointers(const sview *v, size_t name);
+/* Parameter t of the function of the file named like token name: *a, *b
+ * its declaration's tokens; 0 when the file defines no such function. */
+int scan_param_of(const sview *v, size_t name, int t, size_t *a, size_t *b);
+/* Whether argument t of the call at name can be made to hold another
+ * argument (by_address: given as &p). */
+int scan_arg_takes_pointer(const sview *v, size_t name, int t, int by_address);
+/* Whether every function of the file named like token name only reads the
+ * members of its parameter t; 0 when the file defines none. */
+int scan_param_only_read(const sview *v, size_t name, int t);
+
 /* ---- split_scan.c ---- */
 int scan_try_split(scan *s, cuco_sched_place *pl, int (*editable)(void *, size_t), void *ctx,
                    cuco_sched_plan *p);

@@ -1,0 +1,185 @@
+/* scan_callee.c: what a call may do with its arguments, for the alias scan
+ * (scan_int.h): the calls that only make or ask for something, the library
+ * calls that keep no pointer, the parameter a function of the file declares
+ * at a position, whether it can be made to hold another pointer (T **out,
+ * T *&out, Params &out, or an address into a pointer to non-const), and
+ * whether the function only reads its members (c.comm, c->stream: then it
+ * sets nothing through it). */
+#include <string.h>
+
+#include "scan_int.h"
+
+/* Calls that take addresses only to make or ask for something: no pointer
+ * they are given ends up holding another. */
+static const char *const making_calls[] = {"cudaMalloc",
+                                           "cudaMallocAsync",
+                                           "cudaMallocHost",
+                                           "cudaHostAlloc",
+                                           "cudaMallocManaged",
+                                           "cudaMallocPitch",
+                                           "ncclMemAlloc",
+                                           "cudaStreamCreate",
+                                           "cudaStreamCreateWithFlags",
+                                           "cudaStreamCreateWithPriority",
+                                           "cudaEventCreate",
+                                           "cudaEventCreateWithFlags",
+                                           "cudaGetDevice",
+                                           "cudaGetDeviceCount",
+                                           "cudaDeviceGetAttribute",
+                                           "cudaGetDeviceProperties",
+                                           "ncclCommInitRank",
+                                           "ncclCommInitRankConfig",
+                                           "ncclCommInitAll",
+                                           "ncclGetUniqueId",
+                                           "ncclCommCount",
+                                           "ncclCommUserRank",
+                                           "ncclCommCuDevice",
+                                           "cublasCreate",
+                                           "cublasLtCreate",
+                                           "MPI_Comm_rank",
+                                           "MPI_Comm_size",
+                                           "MPI_Init",
+                                           "cudaEventElapsedTime",
+                                           "cudaStreamGetPriority",
+                                           "cudaDeviceGetStreamPriorityRange",
+                                           "cudaMemGetInfo",
+                                           NULL};
+
+/* Parameter t of the function of the file named like token name: *a, *b
+ * its declaration's tokens; 0 when the file defines no such function. */
+int scan_param_of(const sview *v, size_t name, int t, size_t *a, size_t *b)
+{
+    size_t at = 0;
+    for (size_t k = sview_next_def(v, name, &at, NULL); k < v->n;
+         k = sview_next_def(v, name, &at, NULL))
+        if (v->scope[k] == 0 && arg_range(v, k + 1, t, a, b))
+            return 1;
+    return 0;
+}
+
+/* Whether a library call's arguments can make one pointer hold another:
+ * of the CUDA, NCCL, cuBLAS and MPI APIs only the copies can. */
+int scan_library_keeps_pointers(const sview *v, size_t name)
+{
+    static const char *const prefixes[] = {"cuda",   "nccl",  "cublas", "cusparse",
+                                           "curand", "cufft", "MPI_",   NULL};
+    const char *w = v->src + tk(v, name)->off;
+    size_t len = tk(v, name)->len;
+    int library = len > 2 && w[0] == 'c' && w[1] == 'u' && w[2] >= 'A' && w[2] <= 'Z';
+    for (const char *const *p = prefixes; *p && !library; p++)
+        library = len > strlen(*p) && memcmp(w, *p, strlen(*p)) == 0;
+    if (!library)
+        return 1;
+    return (len >= 10 && memcmp(w, "cudaMemcpy", 10) == 0) ||
+           (len >= 8 && memcmp(w, "cuMemcpy", 8) == 0);
+}
+
+/* Whether argument t of the call at name can be made to hold another
+ * argument: taken by address (&p) into a parameter that is not a pointer to
+ * const (or into a function the file does not define, the library's copies
+ * and unknown calls), or a plain name into a parameter the callee can set
+ * (T *&out, T **out, Params &out); a function of the file that only reads
+ * the parameter's members (scan_param_only_read) sets nothing. */
+int scan_arg_takes_pointer(const sview *v, size_t name, int t, int by_address)
+{
+    size_t a, b;
+    if (!scan_param_of(v, name, t, &a, &b))
+        return by_address && scan_library_keeps_pointers(v, name);
+    int stars = 0, refs = 0, const_first = 0;
+    for (size_t q = a; q < b; q++) {
+        const_first |= stars == 0 && is(v, q, "const");
+        stars += is(v, q, "*");
+        refs += is(v, q, "&") || is(v, q, "&&");
+    }
+    if (by_address)
+        return stars >= 2 || (stars == 1 && !const_first);
+    return stars >= 2 || (stars >= 1 && refs >= 1) || (refs >= 1 && !const_first);
+}
+
+/* The '(' whose arguments token i sits in, directly; v->n. */
+static size_t paren_around(const sview *v, size_t i)
+{
+    int d = 0;
+    for (size_t k = i; k-- > 0 && !is(v, k, ";") && !is(v, k, "{") && !is(v, k, "}");) {
+        d += is(v, k, ")") - is(v, k, "(");
+        if (d < 0)
+            return k;
+    }
+    return v->n;
+}
+
+/* Whether the arguments that open at open are given by value only: a
+ * kernel's launch, a declaration's initialiser (dim3 grid(...)), or a
+ * library call that keeps no pointer. */
+static int args_by_value(const sview *v, size_t open)
+{
+    if (open == 0 || open >= v->n)
+        return 0;
+    if (is(v, open - 1, ">>>"))
+        return 1;
+    size_t name = open - 1;
+    if (!ident(v, name))
+        return 0;
+    if (in_words(v, name, sview_keywords))
+        return 1; /* if (c.ready), while (...), return (...) */
+    if (name > 0 && (ident(v, name - 1) || is(v, name - 1, ">")) &&
+        !in_words(v, name - 1, sview_keywords))
+        return 1;
+    return !scan_library_keeps_pointers(v, name) || in_words(v, name, making_calls);
+}
+
+/* Whether the use of a parameter at i (its name) only reads a member of it
+ * (c.comm, c->stream): the member is not assigned, indexed, called, taken
+ * by address or handed to a call that may keep or set it. */
+static int member_read(const sview *v, size_t i)
+{
+    static const char *const stores[] = {"=", "+=", "-=", "*=", "/=", "++", "--", "(",
+                                         "[", ".",  "->", "|=", "&=", "^=", NULL};
+    if ((i > 0 && is(v, i - 1, "&")) || !(is(v, i + 1, ".") || is(v, i + 1, "->")) ||
+        !ident(v, i + 2) || in_words(v, i + 3, stores))
+        return 0;
+    if (!is(v, i + 3, ",") && !is(v, i + 3, ")"))
+        return 1;
+    return args_by_value(v, paren_around(v, i));
+}
+
+/* Whether parameter t of the definition whose name is at k, body at body,
+ * is only read: every use of it in the body reads a member. */
+static int def_param_only_read(const sview *v, size_t k, size_t body, int t)
+{
+    size_t a, b, pn = v->n;
+    if (!arg_range(v, k + 1, t, &a, &b))
+        return 0;
+    for (size_t q = a; q < b && !is(v, q, "="); q++)
+        if (ident(v, q))
+            pn = q;
+    if (pn >= v->n)
+        return 0;
+    size_t end = close_of(v, body);
+    for (size_t i = body + 1; i < end; i++)
+        if (same_tok(v, i, pn) && !is(v, i - 1, ".") && !is(v, i - 1, "->") && !member_read(v, i))
+            return 0;
+    return 1;
+}
+
+/* Whether every function of the file named like token name (each
+ * overload) only reads its parameter t; 0 when the file defines none. */
+int scan_param_only_read(const sview *v, size_t name, int t)
+{
+    size_t at = 0, body = v->n;
+    int found = 0;
+    for (size_t k = sview_next_def(v, name, &at, &body); k < v->n;
+         k = sview_next_def(v, name, &at, &body)) {
+        if (v->scope[k] != 0 || body >= v->n)
+            continue;
+        if (!def_param_only_read(v, k, body, t))
+            return 0;
+        found = 1;
+    }
+    return found;
+}
+
+int scan_making_call(const sview *v, size_t name)
+{
+    return in_words(v, name, making_calls) || scan_call_in(v, name, making_calls);
+}
