@@ -593,6 +593,51 @@ static void test_scan_objects_hold(void **state)
     cuco_tx_result_free(&r);
 }
 
+/* a struct given to a function of the file by reference: one that only
+ * reads its members (a condition, a launch configuration, a kernel's
+ * argument) sets nothing, so the struct does not take the other argument;
+ * where one overload sets it, the call may set it, whichever the file
+ * defines first */
+static void test_scan_callee_reads(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        "#include <nccl.h>\n"
+        "struct Cfg { float *buf; cudaStream_t s; size_t n; };\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "__global__ void kc(Cfg c);\n"
+        "static void launch_with(Cfg &c, float *a) { if (c.n) k<<<1, 32, 0, c.s>>>(a, c.n); }\n"
+        "static void rebind(Cfg &c, int unused) { if (c.n > (size_t)unused) return; }\n"
+        "static void rebind(Cfg &c, float *b) { c.buf = b; }\n"
+        "static void g1(float *x, float *y, float *a, size_t n, ncclComm_t comm, cudaStream_t s)\n"
+        "{\n"
+        "    Cfg c = {a, s, n};\n"
+        "    launch_with(c, y);\n"
+        "    ncclAllGather(x, y, n, ncclFloat, comm, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    kc<<<1, 32, 0, s>>>(c);\n"
+        "    k<<<1, 32, 0, s>>>(y, n);\n"
+        "}\n"
+        "static void g2(float *x, float *y, float *a, size_t n, ncclComm_t comm, cudaStream_t s)\n"
+        "{\n"
+        "    Cfg c = {a, s, n};\n"
+        "    rebind(c, y);\n"
+        "    ncclAllGather(x, y, n, ncclFloat, comm, s);\n"
+        "    k<<<1, 32, 0, s>>>(a, n);\n"
+        "    kc<<<1, 32, 0, s>>>(c);\n"
+        "}\n"
+        "int main() { float *x, *y, *a; ncclComm_t comm; cudaStream_t s;\n"
+        "    cudaMalloc(&x, 64); cudaMalloc(&y, 64); cudaMalloc(&a, 64);\n"
+        "    g1(x, y, a, 16, comm, s); g2(x, y, a, 16, comm, s); return 0; }\n";
+    cuco_tx_result r;
+    tx_transform(prog, &r);
+    assert_true(tx_has_schedule_note(&r.notes, 12,
+                                     "wait moved before the statement at line 15 (2 independent"));
+    assert_true(tx_has_schedule_note(&r.notes, 21,
+                                     "wait moved before the statement at line 23 (1 independent"));
+    cuco_tx_result_free(&r);
+}
+
 /* names a statement reaches that its text does not show, and names that
  * only sit beside a buffer: a macro using a macro that reads y, a
  * structured binding, an out-parameter, a container's push_back, a macro
@@ -1045,6 +1090,7 @@ int main(void)
         cmocka_unit_test(test_scan_header_macros),
         cmocka_unit_test(test_scan_inert_scalars),
         cmocka_unit_test(test_scan_objects_hold),
+        cmocka_unit_test(test_scan_callee_reads),
         cmocka_unit_test(test_scan_consumer_streams),
         cmocka_unit_test(test_scan_param_types),
         cmocka_unit_test(test_scan_set_elsewhere),
