@@ -16,17 +16,8 @@ enum { HEADER_DEPTH = 4, HEADER_MAX = 64 };
 
 typedef struct macro_walk {
     cuco_buf out;
-    char *seen[HEADER_MAX]; /* the headers read (owned paths) */
-    size_t nseen;
+    cuco_strlist seen; /* the paths of the headers read */
 } macro_walk;
-
-static int seen(const macro_walk *m, const char *path)
-{
-    for (size_t i = 0; i < m->nseen; i++)
-        if (strcmp(m->seen[i], path) == 0)
-            return 1;
-    return 0;
-}
 
 static int walk(macro_walk *m, const char *dir, const char *text, int depth, cuco_err *e);
 
@@ -39,14 +30,16 @@ static int read_header(macro_walk *m, const char *dir, const char *text, const c
     char *body = NULL, *sub = NULL;
     size_t len = 0;
     int rc = 0;
-    if (!path || seen(m, path) || m->nseen == HEADER_MAX || !cuco_fs_exists(path) ||
-        cuco_fs_is_dir(path))
+    if (!path || cuco_strlist_has(&m->seen, path) || m->seen.n == HEADER_MAX ||
+        !cuco_fs_exists(path) || cuco_fs_is_dir(path))
         goto out;
-    m->seen[m->nseen++] = path;
-    path = NULL;
-    if (cuco_fs_read(m->seen[m->nseen - 1], &body, &len, NULL) != 0)
+    if (cuco_strlist_push(&m->seen, path) != 0) {
+        rc = cuco_err_set(e, CUCO_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (cuco_fs_read(path, &body, &len, NULL) != 0)
         goto out; /* unreadable: the build will say so */
-    sub = cuco_path_dirname(m->seen[m->nseen - 1]);
+    sub = cuco_path_dirname(path);
     rc = sub ? walk(m, sub, body, depth + 1, e) : cuco_err_set(e, CUCO_ENOMEM, "out of memory");
 out:
     free(sub);
@@ -90,8 +83,7 @@ int cuco_tx_header_macros(const cuco_workload *w, const char *seed, char **out, 
     macro_walk m = {.out = CUCO_BUF_INIT};
     int rc = walk(&m, dir, seed, 0, e);
     free(dir);
-    for (size_t i = 0; i < m.nseen; i++)
-        free(m.seen[i]);
+    cuco_strlist_free(&m.seen);
     if (rc == 0 && m.out.len > 0) {
         *out = cuco_buf_detach(&m.out);
         if (!*out)

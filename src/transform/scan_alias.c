@@ -57,9 +57,8 @@ static int declared_scalar(const fn_scope *f, const sview *v, const char *name)
                                                "ncclDataType_t",
                                                "ncclRedOp_t",
                                                NULL};
-    size_t len = strlen(name);
     for (size_t i = f->params + 1; i < f->body_end && i < v->n; i++)
-        if (ident(v, i) && tk(v, i)->len == len && !memcmp(v->src + tk(v, i)->off, name, len) &&
+        if (ident(v, i) && is(v, i, name) &&
             (is(v, i + 1, "=") || is(v, i + 1, ";") || is(v, i + 1, ",") || is(v, i + 1, ")")) &&
             in_words(v, i - 1, scalar_words))
             return 1;
@@ -106,10 +105,9 @@ static decl_kind one_declaration(const fn_scope *f, const sview *v, size_t k, co
 
 static decl_kind declared_kind(const fn_scope *f, const sview *v, const char *name)
 {
-    size_t len = strlen(name);
     decl_kind kind = DECL_NONE;
     for (size_t k = f->params + 1; k < f->body_end && k + 1 < v->n && kind != DECL_OTHER; k++) {
-        if (!ident(v, k) || tk(v, k)->len != len || memcmp(v->src + tk(v, k)->off, name, len))
+        if (!ident(v, k) || !is(v, k, name))
             continue;
         if (in_binding(v, k)) {
             kind = DECL_OTHER;
@@ -244,9 +242,7 @@ static pair_kind assigned_kind(const fn_scope *f, const sview *v, size_t head, s
     if (k < head &&
         !(k > 0 && (ident(v, k - 1) || is(v, k - 1, ">")) && !in_words(v, k - 1, sview_keywords)))
         return PAIR_STORE; /* *pp = ..., not T *p = ... */
-    char *name = cuco_strndup(v->src + tk(v, head)->off, tk(v, head)->len);
-    decl_kind kind = name ? declared_kind(f, v, name) : DECL_OTHER;
-    free(name);
+    decl_kind kind = kind_at(f, v, head);
     int object = kind == DECL_OBJECT || kind == DECL_INDEXABLE;
     size_t i = head + 1;
     if (i == eq)
@@ -320,9 +316,10 @@ static size_t method_object(const sview *v, size_t name)
 }
 
 /* The name a call's argument [a, b) (argument t) may be made to hold
- * another argument through: &p, p into an out-parameter, or an object
- * handed to a function the file does not define (it may take it by
- * reference); v->n. */
+ * another argument through: &p, p into an out-parameter (not where every
+ * function of the file by that name only reads the parameter's members),
+ * or an object handed to a function the file does not define (it may take
+ * it by reference); v->n. */
 static size_t holder_arg(const fn_scope *f, const sview *v, size_t name, int t, size_t a, size_t b)
 {
     size_t pa, pb;
@@ -385,12 +382,7 @@ static int call_pairs(fn_scope *f, const sview *v, size_t name)
     return rc;
 }
 
-typedef enum { GROW_ALIASES, GROW_FORWARD, GROW_BACKWARD } grow_mode;
-
-/* Grows set by the alias pairs (both ways) and, unless mode is
- * GROW_ALIASES, the holds pairs (holder to held forward, held to holder
- * backward), to a fixed point. */
-static int grow(const fn_scope *f, cuco_strlist *set, grow_mode mode)
+int scan_alias_grow(const fn_scope *f, cuco_strlist *set, scan_grow mode)
 {
     int rc = 0;
     for (int grew = 1; grew && rc == 0;) {
@@ -403,9 +395,9 @@ static int grow(const fn_scope *f, cuco_strlist *set, grow_mode mode)
                 grew = 1;
             }
         }
-        for (size_t i = 0; i < f->holds_a.n && rc == 0 && mode != GROW_ALIASES; i++) {
+        for (size_t i = 0; i < f->holds_a.n && rc == 0 && mode != SCAN_GROW_ALIASES; i++) {
             const char *from = f->holds_a.items[i], *to = f->holds_b.items[i];
-            if (mode == GROW_BACKWARD) {
+            if (mode == SCAN_GROW_BACKWARD) {
                 const char *t = from;
                 from = to;
                 to = t;
@@ -417,11 +409,6 @@ static int grow(const fn_scope *f, cuco_strlist *set, grow_mode mode)
         }
     }
     return rc;
-}
-
-int scan_alias_grow(const fn_scope *f, cuco_strlist *set, int backward)
-{
-    return grow(f, set, backward ? GROW_BACKWARD : GROW_FORWARD);
 }
 
 /* Removes pair i of (a, b), its names freed (the last pair takes its place). */
@@ -447,7 +434,7 @@ static int degrade_stored(fn_scope *f)
             cuco_strlist names = {0};
             rc = cuco_strlist_push(&names, f->stores.items[s]);
             if (rc == 0)
-                rc = grow(f, &names, GROW_ALIASES);
+                rc = scan_alias_grow(f, &names, SCAN_GROW_ALIASES);
             for (size_t i = 0; i < f->holds_a.n && rc == 0 && !moved; i++) {
                 if (!cuco_strlist_has(&names, f->holds_a.items[i]))
                     continue;

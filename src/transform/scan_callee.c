@@ -78,8 +78,7 @@ int scan_library_keeps_pointers(const sview *v, size_t name)
  * argument: taken by address (&p) into a parameter that is not a pointer to
  * const (or into a function the file does not define, the library's copies
  * and unknown calls), or a plain name into a parameter the callee can set
- * (T *&out, T **out, Params &out); a function of the file that only reads
- * the parameter's members (scan_param_only_read) sets nothing. */
+ * (T *&out, T **out, Params &out). */
 int scan_arg_takes_pointer(const sview *v, size_t name, int t, int by_address)
 {
     size_t a, b;
@@ -94,18 +93,6 @@ int scan_arg_takes_pointer(const sview *v, size_t name, int t, int by_address)
     if (by_address)
         return stars >= 2 || (stars == 1 && !const_first);
     return stars >= 2 || (stars >= 1 && refs >= 1) || (refs >= 1 && !const_first);
-}
-
-/* The '(' whose arguments token i sits in, directly; v->n. */
-static size_t paren_around(const sview *v, size_t i)
-{
-    int d = 0;
-    for (size_t k = i; k-- > 0 && !is(v, k, ";") && !is(v, k, "{") && !is(v, k, "}");) {
-        d += is(v, k, ")") - is(v, k, "(");
-        if (d < 0)
-            return k;
-    }
-    return v->n;
 }
 
 /* Whether the arguments that open at open are given by value only: a
@@ -140,7 +127,7 @@ static int member_read(const sview *v, size_t i)
         return 0;
     if (!is(v, i + 3, ",") && !is(v, i + 3, ")"))
         return 1;
-    return args_by_value(v, paren_around(v, i));
+    return args_by_value(v, sview_paren_around(v, i));
 }
 
 /* Whether parameter t of the definition whose name is at k, body at body,

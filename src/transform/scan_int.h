@@ -115,9 +115,12 @@ int scan_fn_scope_find(fn_scope *f, const sview *v, size_t brace);
  * f->alias_a / alias_b, and what its objects hold into f->holds_a /
  * holds_b (f->params and body_end set). */
 int scan_alias_pairs(fn_scope *f, const sview *v, size_t a, size_t b);
-/* Grows set by the names f's alias pairs join to one in it and, forward,
- * what one in it holds or, backward, the objects that hold one in it. */
-int scan_alias_grow(const fn_scope *f, cuco_strlist *set, int backward);
+/* Grows set, to a fixed point, by the names f's alias pairs join to one in
+ * it and: nothing more (SCAN_GROW_ALIASES), what one in it holds
+ * (SCAN_GROW_FORWARD), or the objects that hold one in it
+ * (SCAN_GROW_BACKWARD). */
+typedef enum { SCAN_GROW_ALIASES, SCAN_GROW_FORWARD, SCAN_GROW_BACKWARD } scan_grow;
+int scan_alias_grow(const fn_scope *f, cuco_strlist *set, scan_grow mode);
 void scan_fn_scope_free(fn_scope *f);
 /* The names that may hold the buffer `name` names in the function around
  * block brace (itself included): its aliases, and the pointer parameters

@@ -7,10 +7,10 @@
  * between overlaps it. Two halves: cuco_sched_place_call() is the placement,
  * a pure function over a small graph (statements of one scope with their
  * buffer names, stream and kind, plus the function's pointer aliases and the
- * objects that hold copies of pointers), so it is tested apart from text; cuco_sched_scan() builds
- * that graph from the program's tokens around one call and turns the placement into edits for
- * rules_sched.c. Conservative: whatever the scan cannot prove independent (an
- * unknown call that may reach a buffer, another communication call, a
+ * objects that hold copies of pointers), so it is tested apart from text;
+ * cuco_sched_scan() builds that graph from the program's tokens around one
+ * call and turns the placement into edits for rules_sched.c. Conservative: whatever the scan cannot
+ * prove independent (an unknown call that may reach a buffer, another communication call, a
  * synchronisation, an exit from the scope) is a consumer.
  */
 #include "cuco/analyze.h"

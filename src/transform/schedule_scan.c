@@ -393,19 +393,6 @@ static int scan_locals(fn_scope *f, const sview *v, size_t a, size_t b)
     return rc;
 }
 
-/* Whether token i sits inside parentheses of its statement (a parameter
- * list, a call's arguments). */
-static int in_parens(const sview *v, size_t i)
-{
-    int d = 0;
-    for (size_t k = i; k-- > 0 && !is(v, k, ";") && !is(v, k, "{") && !is(v, k, "}");) {
-        d += is(v, k, ")") - is(v, k, "(");
-        if (d < 0)
-            return 1;
-    }
-    return 0;
-}
-
 /* Whether the file declares name outside any function body and parameter
  * list as a pointer or a container (`float *g_view;`, a member `float *x_,
  * *view_;`, `std::vector<float *> bufs_;`): a global or member that can hold
@@ -417,7 +404,7 @@ static int outer_pointer(const sview *v, const char *name)
         if (ident(v, i) && tk(v, i)->len == len && !memcmp(v->src + tk(v, i)->off, name, len) &&
             (is(v, i - 1, "*") || is(v, i - 1, ">")) &&
             (is(v, i + 1, ";") || is(v, i + 1, ",") || is(v, i + 1, "=") || is(v, i + 1, "{")) &&
-            function_body_of(v, i) >= v->n && !in_parens(v, i))
+            function_body_of(v, i) >= v->n && sview_paren_around(v, i) >= v->n)
             return 1;
     return 0;
 }
@@ -465,25 +452,30 @@ static int push_with_body(cuco_strlist *l, size_t **bodies, const char *name, si
     return cuco_strlist_push(l, name);
 }
 
+/* One pair (a, b) of function g into fp: between a local and a global or
+ * member pointer, the latter may be any buffer; between two names g does
+ * not declare, a pair for every other function. */
+static int function_pair(file_pairs *fp, const sview *v, const fn_scope *g, const char *a,
+                         const char *b)
+{
+    int la = cuco_strlist_has(&g->locals, a), lb = cuco_strlist_has(&g->locals, b);
+    if (la != lb && outer_pointer(v, la ? b : a))
+        return push_with_body(&fp->wild, &fp->wild_body, la ? b : a, g->body);
+    if (la || lb)
+        return 0;
+    int rc = push_with_body(&fp->a, &fp->pair_body, a, g->body);
+    return rc == 0 ? cuco_strlist_push(&fp->b, b) : rc;
+}
+
 /* The pairs function g (its scope read) adds to fp; what its objects
  * hold counts as an alias there. */
 static int function_pairs(file_pairs *fp, const sview *v, const fn_scope *g)
 {
     int rc = 0;
-    size_t n = g->alias_a.n + g->holds_a.n;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        int al = i < g->alias_a.n;
-        const char *a = al ? g->alias_a.items[i] : g->holds_a.items[i - g->alias_a.n];
-        const char *b = al ? g->alias_b.items[i] : g->holds_b.items[i - g->alias_a.n];
-        int la = cuco_strlist_has(&g->locals, a), lb = cuco_strlist_has(&g->locals, b);
-        if (la != lb && outer_pointer(v, la ? b : a))
-            rc = push_with_body(&fp->wild, &fp->wild_body, la ? b : a, g->body);
-        else if (!la && !lb) {
-            rc = push_with_body(&fp->a, &fp->pair_body, a, g->body);
-            if (rc == 0)
-                rc = cuco_strlist_push(&fp->b, b);
-        }
-    }
+    for (size_t i = 0; i < g->alias_a.n && rc == 0; i++)
+        rc = function_pair(fp, v, g, g->alias_a.items[i], g->alias_b.items[i]);
+    for (size_t i = 0; i < g->holds_a.n && rc == 0; i++)
+        rc = function_pair(fp, v, g, g->holds_a.items[i], g->holds_b.items[i]);
     return rc;
 }
 
@@ -583,9 +575,9 @@ static int heads_connected(const fn_scope *f, const char *a, const char *b)
     if (rc == 0)
         rc = cuco_strlist_push(&tb, b);
     if (rc == 0)
-        rc = scan_alias_grow(f, &ta, 0);
+        rc = scan_alias_grow(f, &ta, SCAN_GROW_FORWARD);
     if (rc == 0)
-        rc = scan_alias_grow(f, &tb, 0);
+        rc = scan_alias_grow(f, &tb, SCAN_GROW_FORWARD);
     int met = rc != 0;
     for (size_t i = 0; i < ta.n && !met; i++)
         met = cuco_strlist_has(&tb, ta.items[i]);
@@ -700,13 +692,7 @@ int scan_buffers_closure(scan *s)
     }
     for (int grew = 1; grew && rc == 0;) {
         grew = 0;
-        for (size_t i = 0; i < s->fn.alias_a.n && rc == 0; i++) {
-            const char *a = s->fn.alias_a.items[i], *b = s->fn.alias_b.items[i];
-            if (cuco_strlist_has(&all, a) != cuco_strlist_has(&all, b)) {
-                rc = cuco_strlist_push(&all, cuco_strlist_has(&all, a) ? b : a);
-                grew = 1;
-            }
-        }
+        rc = scan_alias_grow(&s->fn, &all, SCAN_GROW_ALIASES);
         for (size_t i = 0; i < all.n && rc == 0 && !grew; i++)
             if (cuco_strlist_has(&s->fn.pointer_params, all.items[i]) &&
                 !cuco_strlist_has(&via_param, all.items[i]))
@@ -727,9 +713,9 @@ int scan_buffers_closure(scan *s)
     }
     /* what they hold, then every object that holds any of it */
     if (rc == 0)
-        rc = scan_alias_grow(&s->fn, &all, 0);
+        rc = scan_alias_grow(&s->fn, &all, SCAN_GROW_FORWARD);
     if (rc == 0)
-        rc = scan_alias_grow(&s->fn, &all, 1);
+        rc = scan_alias_grow(&s->fn, &all, SCAN_GROW_BACKWARD);
     for (size_t i = 0; i < all.n; i++)
         if (!cuco_strlist_has(&s->fn.locals, all.items[i]))
             s->globals = 1;

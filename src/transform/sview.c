@@ -310,6 +310,17 @@ int sview_declarator(const sview *v, size_t k, const char *follow)
     return 0;
 }
 
+size_t sview_paren_around(const sview *v, size_t i)
+{
+    int d = 0;
+    for (size_t k = i; k-- > 0 && !is(v, k, ";") && !is(v, k, "{") && !is(v, k, "}");) {
+        d += is(v, k, ")") - is(v, k, "(");
+        if (d < 0)
+            return k;
+    }
+    return v->n;
+}
+
 size_t block_open(const sview *v, size_t i)
 {
     int d = 0;

@@ -76,6 +76,10 @@ int arg_count(const sview *v, size_t open);
  * -1: none. */
 int param_position(const sview *v, size_t open, const char *name, size_t len);
 
+/* The '(' of the parentheses that token i sits in, within its statement (a
+ * call's arguments, a parameter list, a condition); v->n when none. */
+size_t sview_paren_around(const sview *v, size_t i);
+
 /* Statement keywords (NULL-terminated): never a call's or a variable's name. */
 extern const char *const sview_keywords[];
 /* Whether identifier k is the name a declaration declares: after a type
