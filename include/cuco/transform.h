@@ -231,6 +231,14 @@ typedef struct cuco_sched_plan {
     size_t produce_gemm_off; /* byte offset of that GEMM's (or kernel's) name */
     size_t produce_edit0;    /* edits[produce_edit0..nedits) are the producer split's */
     char *produce_note;      /* owned: its report line (applies or why not); NULL: none */
+    /* warm_read (all-gathers and all-to-alls): the first consumer is a
+     * kernel launch the split does not take; the call gets
+     * cuco_tx::warm_site(site, CUCO_WARM_<site>) first, whether or not
+     * schedule (a) applies (its edits then dropped, as for producer_split). */
+    int warm;
+    int warm_default; /* 1: the kernel's blocks each loop over what the call wrote */
+    int warm_line;    /* the consumer's line */
+    char *warm_note; /* owned: its report line (applies or why not); NULL: none */
 } cuco_sched_plan;
 
 /* Builds the scope graph of the communication call whose name starts at byte

@@ -34,6 +34,16 @@ static size_t launch_lt(const sview *v, size_t a, size_t end, size_t *bare)
     return i < end && is(v, i, "<<<") ? i : v->n;
 }
 
+size_t kernel_launch_name(const sview *v, size_t a, size_t b, size_t *args)
+{
+    size_t bare = v->n, lt = launch_lt(v, a, b, &bare);
+    size_t gt = lt < v->n ? close_of(v, lt) : v->n;
+    if (gt >= b || !is(v, gt + 1, "("))
+        return v->n;
+    *args = gt + 1;
+    return bare;
+}
+
 /* Past a leading C cast of [*a, b) ("(unsigned)rows", "(long int)n"): a
  * parenthesised run of names followed by more tokens. */
 static void skip_cast(const sview *v, size_t *a, size_t b)
@@ -65,7 +75,7 @@ static int same_text(const sview *v, size_t lt, size_t args, int k)
  * another file), of its first __global__ declaration there (whose
  * parameter names then give the positions); v->n when there is neither, or
  * more than one definition. */
-static size_t kernel_params(const sview *v, size_t bare)
+size_t kernel_launch_params(const sview *v, size_t bare)
 {
     size_t found = v->n, declared = v->n;
     for (size_t i = 0; i + 1 < v->n; i++) {
@@ -277,7 +287,7 @@ int kernel_launch_rows(const sview *v, size_t a, size_t b, const cuco_semantic *
                         : !cuco_semantic_param(d, "rows") ? "rows= (the row count's parameter)"
                         : !cuco_semantic_param(d, "args") ? "args= (the parameters indexed by row)"
                                                           : NULL;
-    size_t params = d ? kernel_params(v, bare) : v->n;
+    size_t params = d ? kernel_launch_params(v, bare) : v->n;
     const char *listed = d && params >= v->n ? cuco_semantic_param(d, "params") : NULL;
     param_src ps = {v, params, listed};
     int rc = 1, refused = 1;

@@ -42,6 +42,24 @@ typedef struct kernel_launch {
     unsigned long query_mask;
 } kernel_launch;
 
+/* The bare name token of the kernel whose launch statement [a, b) is
+ * ("k<<<...>>>(...);", "ns::k<float><<<...>>>(...);") and the '(' of its
+ * arguments (*args); v->n when it is no launch. */
+size_t kernel_launch_name(const sview *v, size_t a, size_t b, size_t *args);
+
+/* The '(' of the parameters of the __global__ kernel named like token bare:
+ * its one definition in the text, else its declaration; v->n when neither
+ * (or when it is defined more than once). */
+size_t kernel_launch_params(const sview *v, size_t bare);
+
+/* Whether every block of the kernel launched at statement [a, b) (defined
+ * in the text) may walk the same range of an argument of bits args: a for
+ * loop whose header names no block index (blockIdx, gridDim, or a name set
+ * from them) subscripts such a parameter (or a member of it) with an index
+ * that names none either. 0 when not, or when the body is not in the text.
+ * kernel_reread.c. */
+int kernel_launch_rereads(const sview *v, size_t a, size_t b, unsigned long args);
+
 /* Reads statement [a, b) as one launch `k<<<...>>>(...);` of a kernel that a
  * declaration of sem[0..n) calls rows_independent (rows=, args=) or
  * attention (keys=, args=, out=, lse=, out_rows=, out_width=, first_key=),

@@ -70,6 +70,23 @@ static int split_report(ctx *c, const cuco_sched_plan *plan, size_t k, int line,
     return rc;
 }
 
+/* warm_read's knob and report line for the all-gather or all-to-all of
+ * site k. */
+static int warm_report(ctx *c, const cuco_sched_plan *plan, size_t k, int line, const char *api)
+{
+    int rc = 0;
+    if (plan->warm)
+        rc = cuco_buf_printf(&c->knobs, "#define CUCO_WARM_%zu %d // cuco:knob run 0 1\n", k,
+                             plan->warm_default);
+    if (rc == 0)
+        rc = plan->warm
+                 ? cuco_tx_notes_add(&c->r->notes, plan->warm_line, "schedule",
+                                     "warm_read: %s (knob CUCO_WARM_%zu)", plan->warm_note, k)
+                 : cuco_tx_notes_add(&c->r->notes, line, "schedule",
+                                     "warm_read does not apply to %s: %s", api, plan->warm_note);
+    return rc;
+}
+
 /* producer_split's knob and report line for the all-reduce of site k. */
 static int produce_report(ctx *c, const cuco_sched_plan *plan, size_t k, int line, const char *api)
 {
@@ -266,7 +283,7 @@ static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
         rc = split_shared(c, &plan);
     if (rc == 0)
         rc = one_split_per_gemm(c, &plan);
-    if (rc == 0 && (plan.applies || plan.produce))
+    if (rc == 0 && (plan.applies || plan.produce || plan.warm))
         rc = plan_apply(c, plan.edits, plan.nedits);
     if (rc == 0 && plan.applies)
         rc = cuco_buf_printf(&c->knobs, "#define CUCO_EARLY_%zu %d // cuco:knob run 0 1\n", k,
@@ -279,6 +296,8 @@ static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
                                               plan.note ? plan.note : "no placement");
     if (rc == 0 && split_name)
         rc = split_report(c, &plan, k, line, api);
+    if (rc == 0 && plan.warm_note)
+        rc = warm_report(c, &plan, k, line, api);
     if (rc == 0 && cuco_sched_producer_fed(api))
         rc = produce_report(c, &plan, k, line, api);
     cuco_sched_plan_free(&plan);

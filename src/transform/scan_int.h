@@ -153,11 +153,23 @@ int scan_arg_takes_pointer(const sview *v, size_t name, int t, int by_address);
 int scan_param_only_read(const sview *v, size_t name, int t);
 
 /* ---- split_scan.c ---- */
+/* Whether argument k of the call whose '(' is at open names one of the
+ * call's buffers (s->all) into *hit. */
+int scan_arg_names_buffer(const scan *s, size_t open, int k, int *hit);
 int scan_try_split(scan *s, cuco_sched_place *pl, int (*editable)(void *, size_t), void *ctx,
                    cuco_sched_plan *p);
 int scan_split_edits(scan *s, size_t call_open, int site, cuco_sched_plan *p);
 int scan_split_fails(cuco_sched_plan *p, int rc);
 int scan_try_produce(scan *s, int site, int (*editable)(void *, size_t), void *ctx,
                      cuco_sched_plan *p);
+/* Drops (a)'s edits from p when (a) does not apply (a later schedule's own
+ * edits then stand alone). */
+void scan_drop_unapplied(cuco_sched_plan *p);
+
+/* ---- warm_scan.c ---- */
+/* warm_read on an all-gather or all-to-all placed at *pl (placed: whether
+ * the placement ran) whose split did not apply. Returns 0 (p->warm says
+ * whether it applies), or negative. */
+int scan_try_warm(scan *s, const cuco_sched_place *pl, int placed, int site, cuco_sched_plan *p);
 
 #endif

@@ -328,10 +328,11 @@ int sched_scan_view(const sview *v, size_t call_off, const char *api, int site,
     if (rc == 0)
         rc = scan_read_block(&s, call_stmt);
     cuco_sched_place pl = {0};
+    int placed = 0;
     if (rc == 0 && s.call >= s.n)
         rc = plan_note(plan, "the call's statement was not found in its block", 0);
     if (rc == 0)
-        rc = scan_place(&s, &pl);
+        placed = (rc = scan_place(&s, &pl)) == 0;
     int splits = cuco_sched_consumer_split(api) != NULL;
     if (rc == 0 && splits)
         rc = scan_try_split(&s, &pl, editable, ctx, plan);
@@ -369,6 +370,10 @@ int sched_scan_view(const sview *v, size_t call_off, const char *api, int site,
     }
     if (rc >= 0 && splits && !plan->applies)
         rc = scan_split_fails(plan, rc);
+    if (rc >= 0 && splits && !scan_is_recv(&s)) {
+        int wrc = scan_try_warm(&s, &pl, placed, site, plan);
+        rc = wrc < 0 ? wrc : rc;
+    }
     if (rc >= 0 && cuco_sched_producer_fed(api) && s.call < s.n) {
         int prc = scan_try_produce(&s, site, editable, ctx, plan);
         rc = prc < 0 ? prc : rc;

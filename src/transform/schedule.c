@@ -259,5 +259,6 @@ void cuco_sched_plan_free(cuco_sched_plan *plan)
     free(plan->note);
     free(plan->split_note);
     free(plan->produce_note);
+    free(plan->warm_note);
     memset(plan, 0, sizeof(*plan));
 }

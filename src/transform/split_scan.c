@@ -56,7 +56,7 @@ const gemm_api *gemm_at(const sview *v, size_t i)
 }
 
 /* Whether argument k of the call at open names one of the call's buffers. */
-static int arg_names_buffer(const scan *s, size_t open, int k, int *hit)
+int scan_arg_names_buffer(const scan *s, size_t open, int k, int *hit)
 {
     size_t a, b;
     cuco_strlist h = {0};
@@ -315,7 +315,7 @@ static int launch_reads(const scan *s, unsigned long *bits)
     int rc = 0;
     for (int k = 0; rc == 0 && k < s->ks.nparams && k < (int)(8 * sizeof *bits); k++) {
         int hit = 0;
-        rc = arg_names_buffer(s, s->ks.args, k, &hit);
+        rc = scan_arg_names_buffer(s, s->ks.args, k, &hit);
         *bits |= (unsigned long)hit << k;
     }
     return rc;
@@ -499,9 +499,9 @@ int scan_try_split(scan *s, cuco_sched_place *pl, int (*editable)(void *, size_t
     if (helper) /* its operands are the helper's names: the glue checks at run time */
         ha = 1;
     if (rc == 0 && !helper)
-        rc = arg_names_buffer(s, g + 1, api->a, &ha);
+        rc = scan_arg_names_buffer(s, g + 1, api->a, &ha);
     if (rc == 0 && !helper)
-        rc = arg_names_buffer(s, g + 1, api->b, &hb);
+        rc = scan_arg_names_buffer(s, g + 1, api->b, &hb);
     if (rc != 0)
         return rc;
     if (!ha && !hb)
@@ -509,7 +509,7 @@ int scan_try_split(scan *s, cuco_sched_place *pl, int (*editable)(void *, size_t
                    ? 0
                    : CUCO_ENOMEM;
     int hc = 0;
-    if (!helper && (rc = arg_names_buffer(s, g + 1, api->c, &hc)) != 0)
+    if (!helper && (rc = scan_arg_names_buffer(s, g + 1, api->c, &hc)) != 0)
         return rc;
     if (hc)
         return split_no(p,
@@ -554,15 +554,20 @@ static int produce_site_edit(cuco_sched_plan *p, const sview *v, size_t a, int s
                           tk(v, a)->off);
 }
 
-/* (a)'s edits, when it does not apply, are dropped: the producer split's
- * own follow from produce_edit0 on. */
-static void produce_start(cuco_sched_plan *p)
+void scan_drop_unapplied(cuco_sched_plan *p)
 {
     if (!p->applies) {
         for (size_t i = 0; i < p->nedits; i++)
             free(p->edits[i].text);
         p->nedits = 0;
     }
+}
+
+/* (a)'s edits, when it does not apply, are dropped: the producer split's
+ * own follow from produce_edit0 on. */
+static void produce_start(cuco_sched_plan *p)
+{
+    scan_drop_unapplied(p);
     p->produce_edit0 = p->nedits;
 }
 
@@ -687,7 +692,7 @@ int scan_try_produce(scan *s, int site, int (*editable)(void *, size_t), void *c
     }
     const gemm_api *api = gemm_at(v, g);
     int hit = 0;
-    int rc = arg_names_buffer(s, g + 1, api->c, &hit);
+    int rc = scan_arg_names_buffer(s, g + 1, api->c, &hit);
     if (rc != 0)
         return rc;
     if (!hit)

@@ -35,6 +35,7 @@ compile device_lib_test "$SRC/tests/gpu/device_lib_test.cu"
 compile collectives_bench "$SRC/bench/collectives/collectives_bench.cu"
 compile overlap_bench "$SRC/bench/overlap/overlap_bench.cu"
 compile window_read "$SRC/bench/overlap/window_read.cu"
+compile write_then_read "$SRC/bench/overlap/write_then_read.cu"
 compile ce_sync_test "$SRC/tests/gpu/ce_sync_test.cu"
 
 # An illegal design-space combination must be rejected at compile time.

@@ -209,14 +209,21 @@ static const char *const prog_alias =
 
 /* the text route: the stream argument goes through early_start, the wait
  * goes right before the launch that reads y through 'view', the knob is
- * declared with default 1 */
+ * declared with default 1; that launch, a kernel no split takes, may read
+ * y after a read pass (warm_read, its own knob) */
 static void test_scan_alias_program(void **state)
 {
     (void)state;
     cuco_tx_result r;
     tx_transform(prog_alias, &r);
-    assert_non_null(strstr(r.program, "cuco_tx::all_gather(x, y, n, ncclFloat, c, "
+    assert_non_null(strstr(r.program, "cuco_tx::all_gather(cuco_tx::warm_site(0, CUCO_WARM_0), "
+                                      "x, y, n, ncclFloat, c, "
                                       "cuco_tx::early_start(0, CUCO_EARLY_0, s))"));
+    /* k's body is not in the text: the pass is offered, off */
+    assert_non_null(strstr(r.program, "#define CUCO_WARM_0 0 // cuco:knob run 0 1"));
+    assert_true(tx_has_schedule_note(&r.notes, 11,
+                                     "warm_read: offered to kernel k at line 11, which reads the "
+                                     "gathered buffer of ncclAllGather at line 7"));
     const char *w = strstr(r.program, "cuco_tx::early_wait(0, CUCO_EARLY_0);");
     const char *consumer = strstr(r.program, "k<<<1, 32, 0, s>>>(view, n);");
     const char *before = strstr(r.program, "k<<<1, 32, 0, s>>>(b, n);");

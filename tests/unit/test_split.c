@@ -92,6 +92,10 @@ static void test_split_direct(void **state)
                                      "ncclAllGather at line 8 per source rank (own rows first) "
                                      "(knob CUCO_SPLIT_0)"));
     assert_true(tx_has_schedule_note(&r.notes, 8, "wait moved before the statement at line 12"));
+    assert_true(tx_has_schedule_note(&r.notes, 8,
+                                     "warm_read does not apply to ncclAllGather: its first "
+                                     "consumer (line 9) is consumer_split_by_source's"));
+    assert_null(strstr(r.program, "cuco_tx::warm_site("));
     cuco_tx_result_free(&r);
 }
 
@@ -109,7 +113,123 @@ static void test_split_output_in_send(void **state)
     assert_null(strstr(r.program, "cuco_tx::sgemm_split("));
     assert_true(tx_has_schedule_note(&r.notes, 8, "writes its output into the gathered or the sent "
                                                   "buffer"));
+    /* a GEMM left whole gets no read pass before it either */
+    assert_true(tx_has_schedule_note(&r.notes, 8,
+                                     "warm_read does not apply to ncclAllGather: the "
+                                     "statement its wait goes before (line 9) is no kernel "
+                                     "launch"));
+    assert_null(strstr(r.program, "cuco_tx::warm_site("));
     cuco_tx_result_free(&r);
+}
+
+/* warm_read: a kernel launch right after the all-gather (nothing to overlap:
+ * early_start_late_wait does not apply) is still offered a read pass; so is
+ * the first consumer of an all-to-all; a receive's is not */
+static void test_warm_read(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        PROG_HEAD "    ncclAllGather(x, g, 16, ncclFloat, c, s);\n"
+                  "    k<<<1, 32, 0, s>>>(g, 4);\n"
+                  "    ncclAllToAll(x, g, 4, ncclFloat, c, s);\n"
+                  "    cudaMemsetAsync(y, 0, 64, s);\n"
+                  "    k<<<1, 32, 0, s>>>(g, 4);\n"
+                  "    ncclRecv(g, 16, ncclFloat, 0, c, s);\n" PROG_TAIL;
+    cuco_tx_result r;
+    tx_transform(prog, &r);
+    assert_non_null(strstr(r.program, "cuco_tx::all_gather(cuco_tx::warm_site(0, CUCO_WARM_0), "
+                                      "x, g, 16, ncclFloat, c, s)"));
+    assert_true(tx_has_schedule_note(&r.notes, 8, "no independent work between the call and its "
+                                                  "first consumer (line 9)"));
+    assert_true(tx_has_schedule_note(&r.notes, 9,
+                                     "warm_read: offered to kernel k at line 9, which reads the "
+                                     "gathered buffer of ncclAllGather at line 8"));
+    assert_non_null(strstr(r.program, "cuco_tx::all_to_all(cuco_tx::warm_site(1, CUCO_WARM_1), "
+                                      "x, g, 4, ncclFloat, c, "
+                                      "cuco_tx::early_start(1, CUCO_EARLY_1, s))"));
+    assert_true(tx_has_schedule_note(&r.notes, 12,
+                                     "warm_read: offered to kernel k at line 12, which reads the "
+                                     "all-to-all buffer of ncclAllToAll at line 10"));
+    assert_true(has_knob(r.program, "CUCO_WARM_1"));
+    assert_null(strstr(r.program, "CUCO_WARM_2"));
+    /* k is declared, not defined: its loops are not seen, the pass is off */
+    assert_non_null(strstr(r.program, "#define CUCO_WARM_0 0 // cuco:knob run 0 1"));
+    assert_true(tx_has_schedule_note(&r.notes, 9, "off by default: no loop of its blocks walks"));
+    cuco_tx_result_free(&r);
+}
+
+/* warm_read's default from the consumer kernel's text: on when each block
+ * loops over the gathered buffer (directly, through a struct member, tile by
+ * tile), off for a grid-stride loop, a loop over the block's own row (an
+ * index set from blockIdx), a loop inside a grid-stride loop, and a loop
+ * that reads only another argument */
+static void test_warm_default(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *params, *body, *args;
+        int on;
+    } cases[] = {
+        {"const float *g, float *o, size_t n",
+         "float s = 0; for (size_t k = threadIdx.x; k < n; k += blockDim.x) s += g[k]; "
+         "o[blockIdx.x] = s;",
+         "g, y, 16", 1},
+        {"P p, float *o, size_t n",
+         "float s = 0; for (size_t k = threadIdx.x; k < n; k += blockDim.x) s += p.keys[k]; "
+         "o[blockIdx.x] = s;",
+         "prm, y, 16", 1},
+        {"const float *g, float *o, size_t n",
+         "__shared__ float t[64]; for (int kt = 0; kt < (int)n; kt += 64) { "
+         "t[threadIdx.x] = g[kt + threadIdx.x]; __syncthreads(); o[blockIdx.x] += t[0]; }",
+         "g, y, 16", 1},
+        {"const float *g, float *o, size_t n",
+         "for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; "
+         "i += gridDim.x * blockDim.x) o[i] = g[i];",
+         "g, y, 16", 0},
+        {"const float *g, float *o, size_t n",
+         "size_t row = blockIdx.x; float s = 0; "
+         "for (size_t k = threadIdx.x; k < n; k += blockDim.x) s += g[row * n + k]; o[row] = s;",
+         "g, y, 16", 0},
+        {"const float *g, float *o, size_t n",
+         "for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; "
+         "i += gridDim.x * blockDim.x) { for (int j = 0; j < 4; j++) o[i] += g[i * 4 + j]; }",
+         "g, y, 16", 0},
+        {"const float *g, const float *w, float *o, size_t n",
+         "float s = 0; for (int j = 0; j < 4; j++) s += w[j]; "
+         "o[blockIdx.x] = s + g[blockIdx.x];",
+         "g, w, y, 16", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *prog = cuco_sprintf(
+            "#include <nccl.h>\n"
+            "struct P { const float *keys; };\n"
+            "__global__ void use(%s) { %s }\n"
+            "static void step(float *x, float *g, float *w, float *y, ncclComm_t c, "
+            "cudaStream_t s)\n"
+            "{\n"
+            "    P prm;\n"
+            "    prm.keys = g;\n"
+            "    ncclAllGather(x, g, 16, ncclFloat, c, s);\n"
+            "    use<<<8, 32, 0, s>>>(%s);\n"
+            "}\n"
+            "int main() {\n"
+            "    float *x, *g, *w, *y; ncclComm_t c; cudaStream_t s;\n"
+            "    cudaMalloc(&x, 64); cudaMalloc(&g, 256); cudaMalloc(&w, 64); "
+            "cudaMalloc(&y, 64);\n"
+            "    step(x, g, w, y, c, s);\n"
+            "    return 0;\n"
+            "}\n",
+            cases[i].params, cases[i].body, cases[i].args);
+        assert_non_null(prog);
+        cuco_tx_result r;
+        tx_transform(prog, &r);
+        char *want = cuco_sprintf("#define CUCO_WARM_0 %d // cuco:knob run 0 1", cases[i].on);
+        if (!strstr(r.program, want))
+            fail_msg("case %zu: no '%s'", i, want);
+        free(want);
+        cuco_tx_result_free(&r);
+        free(prog);
+    }
 }
 
 /* two split all-gathers: either switch reads the chunk count, which then
@@ -440,7 +560,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_direct),      cmocka_unit_test(test_split_two_sites),
-        cmocka_unit_test(test_split_output_in_send),
+        cmocka_unit_test(test_split_output_in_send), cmocka_unit_test(test_warm_read),
+        cmocka_unit_test(test_warm_default),
         cmocka_unit_test(test_split_lt),          cmocka_unit_test(test_split_alias),
         cmocka_unit_test(test_split_unbraced_if), cmocka_unit_test(test_unbraced_if_schedule),
         cmocka_unit_test(test_split_not_first),   cmocka_unit_test(test_produce_direct),
