@@ -51,6 +51,11 @@ typedef struct scan {
     const cuco_semantic *sem; /* the manifest's declarations (n_sem) */
     size_t n_sem;
     kernel_launch ks; /* the split kernel launch, when it is one (schedule (b)) */
+    /* scan_members.c: the object whose members are all of the call's buffers */
+    char *member_base;    /* owned; NULL: none seen yet */
+    cuco_strlist members; /* the call's members of it */
+    int member_whole;     /* a buffer argument is no member of member_base */
+    int members_apart;    /* scan_members_apart found them apart from its other members */
 } scan;
 
 /* The calls that synchronise, that launch work, and that neither do. */
@@ -151,6 +156,18 @@ int scan_arg_takes_pointer(const sview *v, size_t name, int t, int by_address);
 /* Whether every function of the file named like token name only reads the
  * members of its parameter t; 0 when the file defines none. */
 int scan_param_only_read(const sview *v, size_t name, int t);
+
+/* ---- scan_members.c ---- */
+/* Records the call's buffer argument [a, b): a member of an object
+ * (member_base, members) or not (member_whole). */
+int scan_member_arg(scan *s, size_t a, size_t b);
+/* After scan_read_block: when the call's members stay apart from the
+ * object's others, drops the object from the heads of the statements that
+ * name it only through other members (s->members_apart set). */
+int scan_members_apart(scan *s);
+/* Whether tokens [a, b) name the object only through members other than the
+ * call's (and name it at all), once scan_members_apart found them apart. */
+int scan_members_apart_in(const scan *s, size_t a, size_t b);
 
 /* ---- split_scan.c ---- */
 /* Whether argument k of the call whose '(' is at open names one of the

@@ -202,10 +202,16 @@ static int call_buffers(scan *s, size_t open, const char *api)
         return CUCO_ENOTFOUND;
     size_t a, b;
     int rc = 0;
-    if (x->send >= 0 && arg_range(s->v, open, x->send, &a, &b))
+    if (x->send >= 0 && arg_range(s->v, open, x->send, &a, &b)) {
         rc = scan_expr_heads(s->v, a, b, &s->send, 0);
-    if (rc == 0 && x->recv >= 0 && arg_range(s->v, open, x->recv, &a, &b))
+        if (rc == 0)
+            rc = scan_member_arg(s, a, b);
+    }
+    if (rc == 0 && x->recv >= 0 && arg_range(s->v, open, x->recv, &a, &b)) {
         rc = scan_expr_heads(s->v, a, b, &s->recv, 0);
+        if (rc == 0)
+            rc = scan_member_arg(s, a, b);
+    }
     if (rc == 0 && arg_range(s->v, open, -1, &a, &b))
         s->stream = cuco_strndup(s->v->src + tk(s->v, a)->off,
                                  tk(s->v, b - 1)->off + tk(s->v, b - 1)->len - tk(s->v, a)->off);
@@ -327,6 +333,8 @@ int sched_scan_view(const sview *v, size_t call_off, const char *api, int site,
         rc = scan_buffers_closure(&s);
     if (rc == 0)
         rc = scan_read_block(&s, call_stmt);
+    if (rc == 0)
+        rc = scan_members_apart(&s);
     cuco_sched_place pl = {0};
     int placed = 0;
     if (rc == 0 && s.call >= s.n)
@@ -385,6 +393,8 @@ int sched_scan_view(const sview *v, size_t call_off, const char *api, int site,
     cuco_strlist_free(&s.send);
     cuco_strlist_free(&s.recv);
     cuco_strlist_free(&s.all);
+    cuco_strlist_free(&s.members);
+    free(s.member_base);
     free(s.stream);
     return rc > 0 ? 0 : rc;
 }

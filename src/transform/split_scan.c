@@ -64,8 +64,10 @@ int scan_arg_names_buffer(const scan *s, size_t open, int k, int *hit)
     if (!arg_range(s->v, open, k, &a, &b))
         return 0;
     int rc = scan_expr_heads(s->v, a, b, &h, 1);
+    int apart = rc == 0 && scan_members_apart_in(s, a, b); /* only other members of it */
     for (size_t i = 0; rc == 0 && i < h.n; i++)
-        if (cuco_strlist_has(&s->all, h.items[i]))
+        if (cuco_strlist_has(&s->all, h.items[i]) &&
+            !(apart && !strcmp(h.items[i], s->member_base)))
             *hit = 1;
     cuco_strlist_free(&h);
     return rc;

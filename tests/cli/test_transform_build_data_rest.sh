@@ -8,7 +8,9 @@
 # decode_logits; sums read through a lambda, a macro, thrust, an argument
 # table, a vector and a __device__ pointer, hidden_consumers; attention
 # parameters in one struct filled by a setter taking it by reference,
-# params_struct): 'cuco transform' (no --no-verify) builds each
+# params_struct; a decode attention over a packed KV cache gathered across
+# ranks, its buffers members of one context struct, packed_kv_decode):
+# 'cuco transform' (no --no-verify) builds each
 # transformed program with its manifest's nvcc command, two at a time
 # without a GPU. Without a GPU the outcome is exit 3, "built, not verified:
 # no GPU", nothing registered; with one it must build, run and verify.
@@ -17,7 +19,7 @@ source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
 setup transform-build nvcc
 D=$CUCO_TEST_DATA/transform
 built_in_pairs "$D" graph_replay jacobi_halo kept_calls layer_send split_tp_dp decode_logits hidden_consumers \
-    params_struct
+    params_struct packed_kv_decode
 check "kept_calls: the kept calls are marked in the built program" \
     grep -q "/\* cuco:kept \*/ ncclReduce(" "$TMP/kept_calls/gen_0/kept_calls.cu"
 # decode_logits: its gather of 128 KiB goes through NCCL on the window by
@@ -36,4 +38,15 @@ done
 check "params_struct: the gather's wait sits before the attention that reads it through the struct" \
     grep -q "ncclAllGather at line 89 issued on a side stream, wait moved before the statement at line 91 (1 independent" \
     "$TMP/params_struct/gen_0/transform_report.md"
+# params_struct and packed_kv_decode: their attention's blocks each walk
+# the gathered keys, so a read pass goes before it (warm_read, on)
+for p in params_struct packed_kv_decode; do
+    check "$p: the gathered keys are read once before the attention (warm_read on)" \
+        grep -q "^#define CUCO_WARM_0 1 " "$TMP/$p/gen_0/$p.cu"
+done
+# packed_kv_decode: the projection names only other members of the context
+# struct whose members the gather moves, so the gather overlaps it
+check "packed_kv_decode: the gather overlaps the projection, a launch on other members of its struct" \
+    grep -q "ncclAllGather at line 104 issued on a side stream, wait moved before the statement at line 106 (1 independent" \
+    "$TMP/packed_kv_decode/gen_0/transform_report.md"
 exit $fail

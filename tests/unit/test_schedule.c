@@ -861,6 +861,60 @@ static void test_scan_set_elsewhere(void **state)
     }
 }
 
+/* members of one context object: a gather of c->x into c->g does not wait
+ * for a launch that names c->y and c->z only, unless the object may be reached
+ * another way (an alias of it, a member of the call that escapes or is set
+ * from a named value, another member handed to a function of the file), or
+ * the call's buffers are members of two objects */
+static void test_scan_members_apart(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *extra, *args, *other_launch;
+        int apart;
+    } cases[] = {
+        {"", "c->x, c->g", "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 1},
+        {"", "c->x, c->g", "ctx *d = c; k<<<1, 32, 0, c->s>>>(d->y, c->z);", 0},
+        {"float *view(ctx *c) { return c->g; }\n", "c->x, c->g",
+         "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 0},
+        {"void reset(ctx *c, float *p) { c->g = p; }\n", "c->x, c->g",
+         "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 0},
+        {"void helper(float *p);\n", "c->x, c->g", "helper(c->z);", 0},
+        {"", "c->x, e->g", "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 0},
+        {"", "c->x, c->g", "k<<<1, 32, 0, c->s>>>(c->g, c->z);", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *prog = cuco_sprintf(
+            "#include <nccl.h>\n"
+            "struct ctx { float *x, *y, *z, *g; ncclComm_t comm; cudaStream_t s; };\n"
+            "__global__ void k(float *a, float *b);\n"
+            "%s"
+            "static void step(ctx *c, ctx *e)\n"
+            "{\n"
+            "    ncclAllGather(%s, 16, ncclFloat, c->comm, c->s);\n"
+            "    %s\n"
+            "    k<<<1, 32, 0, c->s>>>(c->g, c->y);\n"
+            "}\n"
+            "int main() { ctx c, e; cudaMalloc(&c.x, 64); cudaMalloc(&c.y, 64); "
+            "cudaMalloc(&c.g, 64); cudaMalloc(&e.g, 64); step(&c, &e); return 0; }\n",
+            cases[i].extra, cases[i].args, cases[i].other_launch);
+        assert_non_null(prog);
+        int call = 6 + (cases[i].extra[0] != 0);
+        cuco_tx_result r;
+        tx_transform(prog, &r);
+        char *want = cases[i].apart
+                         ? cuco_sprintf("wait moved before the statement at line %d", call + 2)
+                         : cuco_sprintf("no independent work between the call and its first "
+                                        "consumer (line %d)",
+                                        call + 1);
+        if (!tx_has_schedule_note(&r.notes, call, want))
+            fail_msg("case %zu: no note '%s' at line %d", i, want, call);
+        free(want);
+        cuco_tx_result_free(&r);
+        free(prog);
+    }
+}
+
 /* kernels that reach memory no argument names: one whose body reads a
  * __device__ pointer, one that reads a __constant__ one through a helper,
  * one defined in another file of a program that sets symbols; a kernel
@@ -1087,6 +1141,7 @@ int main(void)
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_place_random),
         cmocka_unit_test(test_scan_alias_program),
+        cmocka_unit_test(test_scan_members_apart),
         cmocka_unit_test(test_scan_params_alias),
         cmocka_unit_test(test_scan_not_applied),
         cmocka_unit_test(test_scan_streams_and_calls),
