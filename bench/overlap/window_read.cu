@@ -17,46 +17,11 @@
 #include <cstring>
 #include <vector>
 
+#include "readers.cuh"
+
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } } while (0)
 #define NK(x) do { ncclResult_t r_ = (x); if (r_ != ncclSuccess) { fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, ncclGetErrorString(r_)); exit(1); } } while (0)
 
-enum { THREADS = 256 };
-
-__global__ void fill(float *p, size_t n)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        p[i] = (float)(i % 5);
-}
-
-// every block sums all n elements (out[block])
-__global__ void sum_all(const float *p, size_t n, float *out)
-{
-    __shared__ float part[THREADS];
-    float s = 0.0f;
-    for (size_t k = threadIdx.x; k < n; k += blockDim.x)
-        s += p[k];
-    part[threadIdx.x] = s;
-    __syncthreads();
-    for (int w = THREADS / 2; w > 0; w /= 2) {
-        if ((int)threadIdx.x < w)
-            part[threadIdx.x] += part[threadIdx.x + w];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0)
-        out[blockIdx.x] = part[0];
-}
-
-// one pass: the grid sums the buffer, one partial a thread
-__global__ void one_pass(const float4 *p, size_t n4, float *out)
-{
-    float s = 0.0f;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
-        float4 v = p[i];
-        s += v.x + v.y + v.z + v.w;
-    }
-    if (s == -1.0f)
-        out[0] = s;
-}
 
 static double time_reader(const char *reader, const float *p, size_t bytes, float *out, int reps, double *min_ms)
 {
@@ -67,9 +32,9 @@ static double time_reader(const char *reader, const float *p, size_t bytes, floa
     for (int r = 0; r < reps + 2; r++) {
         CK(cudaEventRecord(a));
         if (strcmp(reader, "sum_all") == 0)
-            sum_all<<<256, THREADS>>>(p, bytes / sizeof(float), out);
+            sum_all<<<256, READER_THREADS>>>(p, bytes / sizeof(float), out);
         else
-            one_pass<<<1056, THREADS>>>(reinterpret_cast<const float4 *>(p), bytes / 16, out);
+            one_pass<<<1056, READER_THREADS>>>(reinterpret_cast<const float4 *>(p), bytes / 16, out);
         CK(cudaEventRecord(b));
         CK(cudaEventSynchronize(b));
         float t = 0;
@@ -105,7 +70,7 @@ int main(int argc, char **argv)
                 NK(ncclMemAlloc(&p, s));
             if (strcmp(al, "window") == 0)
                 NK(ncclCommWindowRegister(comm, p, s, &win, NCCL_WIN_COLL_SYMMETRIC));
-            fill<<<1024, THREADS>>>(static_cast<float *>(p), s / sizeof(float));
+            fill<<<1024, READER_THREADS>>>(static_cast<float *>(p), s / sizeof(float));
             CK(cudaDeviceSynchronize());
             for (const char *rd : readers) {
                 if (strcmp(rd, "sum_all") == 0 && s > ((size_t)64 << 20))

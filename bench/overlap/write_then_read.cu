@@ -23,16 +23,12 @@
 #include <cstring>
 #include <vector>
 
+#include "readers.cuh"
+
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } } while (0)
 
-enum { THREADS = 256, COPY_THREADS = 512 };
+enum { COPY_THREADS = 512 };
 enum Store { PLAIN, STREAMING, WRITE_THROUGH };
-
-__global__ void fill(float *p, size_t n)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        p[i] = (float)(i % 5);
-}
 
 __device__ __forceinline__ void store(int4 *d, int4 v, int how)
 {
@@ -57,34 +53,6 @@ __global__ void copy_strided(const int4 *s, int4 *d, size_t nvec, int how)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < nvec; i += (size_t)gridDim.x * blockDim.x)
         store(d + i, s[i], how);
-}
-
-__global__ void sum_all(const float *p, size_t n, float *out)
-{
-    __shared__ float part[THREADS];
-    float s = 0.0f;
-    for (size_t k = threadIdx.x; k < n; k += blockDim.x)
-        s += p[k];
-    part[threadIdx.x] = s;
-    __syncthreads();
-    for (int w = THREADS / 2; w > 0; w /= 2) {
-        if ((int)threadIdx.x < w)
-            part[threadIdx.x] += part[threadIdx.x + w];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0)
-        out[blockIdx.x] = part[0];
-}
-
-__global__ void one_pass(const float4 *p, size_t n4, float *out)
-{
-    float s = 0.0f;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
-        float4 v = p[i];
-        s += v.x + v.y + v.z + v.w;
-    }
-    if (s == -1.0f)
-        out[0] = s;
 }
 
 struct Writer {
@@ -128,7 +96,7 @@ struct Reader {
 static void read(const Reader &rd, const float *dst, size_t bytes, float *out)
 {
     if (!rd.gemm) {
-        sum_all<<<256, THREADS>>>(dst, bytes / sizeof(float), out);
+        sum_all<<<256, READER_THREADS>>>(dst, bytes / sizeof(float), out);
         return;
     }
     const float one = 1.0f, zero = 0.0f;
@@ -151,14 +119,14 @@ int main(int argc, char **argv)
     CK(cudaMalloc(&dst, bytes));
     CK(cudaMalloc(&bounce, bytes));
     CK(cudaMalloc(&out, 4096 * sizeof(float)));
-    fill<<<1024, THREADS>>>(src, bytes / sizeof(float));
-    fill<<<1024, THREADS>>>(dst, bytes / sizeof(float));
+    fill<<<1024, READER_THREADS>>>(src, bytes / sizeof(float));
+    fill<<<1024, READER_THREADS>>>(dst, bytes / sizeof(float));
     if (rd.gemm) {
         if (cublasCreate(&rd.h) != CUBLAS_STATUS_SUCCESS)
             return 1;
         CK(cudaMalloc(&rd.b, (size_t)4096 * 4096 * 2));
         CK(cudaMalloc(&rd.c, (size_t)rd.m * 4096 * 2));
-        fill<<<1024, THREADS>>>(reinterpret_cast<float *>(rd.b), (size_t)4096 * 4096 / 2);
+        fill<<<1024, READER_THREADS>>>(reinterpret_cast<float *>(rd.b), (size_t)4096 * 4096 / 2);
     }
     const Writer writers[] = {
         {"none", 0, 0, PLAIN, 0},
@@ -185,7 +153,7 @@ int main(int argc, char **argv)
             write(w, src, dst, bounce, bytes);
             CK(cudaEventRecord(c));
             if (w.pass_blocks)
-                one_pass<<<w.pass_blocks, THREADS>>>(reinterpret_cast<const float4 *>(dst), bytes / 16, out);
+                one_pass<<<w.pass_blocks, READER_THREADS>>>(reinterpret_cast<const float4 *>(dst), bytes / 16, out);
             CK(cudaEventRecord(a));
             read(rd, dst, bytes, out);
             CK(cudaEventRecord(b));

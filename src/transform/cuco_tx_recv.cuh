@@ -195,20 +195,24 @@ inline ncclResult_t warm_read(const void* buf, size_t bytes, cudaStream_t stream
   return cudaGetLastError() == cudaSuccess ? ncclSuccess : CUCO_TX_FAIL("warm_read: launch failed");
 }
 
-inline ncclResult_t all_gather(WarmSite ws, const void* sendbuff, void* recvbuff, size_t sendcount,
-                               ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  ncclResult_t r = all_gather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+// The pass after collective result r, over its output of perRank bytes a rank.
+inline ncclResult_t warm_after(ncclResult_t r, WarmSite ws, const void* out, size_t perRank, ncclComm_t comm,
+                               cudaStream_t stream) {
   int n = 1;
   if (r != ncclSuccess || !ws.on || group_depth() > 0 || ncclCommCount(comm, &n) != ncclSuccess) return r;
-  return warm_read(recvbuff, sendcount * dtype_size(datatype) * (size_t)n, stream);
+  return warm_read(out, perRank * (size_t)n, stream);
+}
+
+inline ncclResult_t all_gather(WarmSite ws, const void* sendbuff, void* recvbuff, size_t sendcount,
+                               ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  return warm_after(all_gather(sendbuff, recvbuff, sendcount, datatype, comm, stream), ws, recvbuff,
+                    sendcount * dtype_size(datatype), comm, stream);
 }
 
 inline ncclResult_t all_to_all(WarmSite ws, const void* sendbuff, void* recvbuff, size_t count,
                                ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  ncclResult_t r = all_to_all(sendbuff, recvbuff, count, datatype, comm, stream);
-  int n = 1;
-  if (r != ncclSuccess || !ws.on || group_depth() > 0 || ncclCommCount(comm, &n) != ncclSuccess) return r;
-  return warm_read(recvbuff, count * dtype_size(datatype) * (size_t)n, stream);
+  return warm_after(all_to_all(sendbuff, recvbuff, count, datatype, comm, stream), ws, recvbuff,
+                    count * dtype_size(datatype), comm, stream);
 }
 
 }  // namespace cuco_tx
