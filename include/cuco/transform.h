@@ -238,7 +238,7 @@ typedef struct cuco_sched_plan {
     int warm;
     int warm_default; /* 1: the kernel's blocks each loop over what the call wrote */
     int warm_line;    /* the consumer's line */
-    char *warm_note; /* owned: its report line (applies or why not); NULL: none */
+    char *warm_note;  /* owned: its report line (applies or why not); NULL: none */
 } cuco_sched_plan;
 
 /* Builds the scope graph of the communication call whose name starts at byte
