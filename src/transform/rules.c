@@ -99,6 +99,21 @@ static char *value_text(const char *arg, const char *value, int line)
     return line ? cuco_sprintf("%s (%s at line %d)", arg, value, line) : cuco_strdup(arg);
 }
 
+/* The glue's CUCO_TX_DTYPES bit of an NCCL data type's name (0: one the
+ * device does not reduce, or float, which is always built). */
+static unsigned glue_dtype_bit(const char *name)
+{
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } bits[] = {{"ncclFloat16", 2}, {"ncclHalf", 2}, {"ncclBfloat16", 4},
+                {"ncclInt32", 8},   {"ncclInt", 8},  {NULL, 0}};
+    for (size_t i = 0; bits[i].name; i++)
+        if (!strcmp(bits[i].name, name))
+            return bits[i].bit;
+    return 0;
+}
+
 /* Reductions the device implements: the dtype (argument 3) must be one the
  * device reductions have, the operation (argument 4) ncclSum, or ncclAvg of
  * a floating type; names defined by macros or constants count as their
@@ -114,7 +129,9 @@ static int check_reduce_args(ctx *c, const args *a, size_t i, const char *call, 
     if (rc == 0)
         rc = arg_values(c, a, 4, &ops, &op_lines);
     int all_float = dts.n > 0, avg = 0, op_refused = 0;
+    c->dtypes_unread |= dts.n == 0;
     for (size_t k = 0; rc == 0 && k < dts.n; k++) {
+        c->dtypes |= glue_dtype_bit(dts.items[k]);
         all_float &= rl_str_in(float_dtypes, dts.items[k]);
         if (!rl_str_in(device_dtypes, dts.items[k])) {
             char *t = value_text(dt_arg, dts.items[k], dt_lines[k]);

@@ -186,6 +186,13 @@ int rl_assemble(ctx *c, const char *text)
     if (c->gemm_lt)
         cuco_buf_puts(&g, "// the cublasLtMatmul part of the glue\n"
                           "#define CUCO_TX_GEMM_LT 1\n");
+    if (!c->dtypes_unread && (c->dtypes | 1u) != 0xFu)
+        cuco_buf_printf(&g,
+                        "// the element types the device reductions are built for: float and\n"
+                        "// those of the program's reductions (1 float, 2 half, 4 bfloat16,\n"
+                        "// 8 int32; another type's reduction goes through NCCL)\n"
+                        "#define CUCO_TX_DTYPES 0x%x\n",
+                        c->dtypes | 1u);
     if (one_comm_made(c))
         cuco_buf_puts(&g, "// the program makes one communicator, once: windows are\n"
                           "// registered when they are allocated (cuco_tx::eager_comm)\n"

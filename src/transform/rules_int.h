@@ -84,6 +84,8 @@ typedef struct ctx {
     int send_made;        /* some send goes as its buffer is made (CUCO_P2P_PIECES) */
     cuco_glue_use glue;   /* what the rewritten calls read of the glue (glue_knobs.h) */
     size_t n_gathers;     /* rewritten all-gathers */
+    unsigned dtypes;      /* the glue's CUCO_TX_DTYPES bits the reductions' types need */
+    int dtypes_unread;    /* a reduction's type is not a literal, macro or constant */
     size_t *split_gemms;  /* byte offsets of the GEMMs the consumer split rewrote */
     size_t nsplit_gemms;
     int nccl_mem;       /* some ncclMemAlloc became symmetric (symm_mem_alloc / _free glue) */

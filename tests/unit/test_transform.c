@@ -696,6 +696,44 @@ static void test_average(void **state)
     cuco_err_clear(&e);
 }
 
+/* CUCO_TX_DTYPES: float plus the literal types of the reductions (a bf16
+ * reduce-scatter: 0x5; only byte moves: 0x1); none when a reduction's type
+ * is read from a variable (every type built) */
+static void test_reduction_dtypes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *calls, *want;
+    } cases[] = {
+        {"  ncclAllReduce(g, g, 16, ncclFloat, ncclSum, c, 0);\n"
+         "  ncclReduceScatter(h, h, 8, ncclBfloat16, ncclSum, c, 0);\n",
+         "#define CUCO_TX_DTYPES 0x5\n"},
+        {"  ncclAllGather(g, h, 4, ncclBfloat16, c, 0);\n", "#define CUCO_TX_DTYPES 0x1\n"},
+        {"  ncclAllReduce(g, g, 16, ncclInt, ncclSum, c, 0);\n", "#define CUCO_TX_DTYPES 0x9\n"},
+        {"  ncclAllReduce(g, g, 16, t, ncclSum, c, 0);\n", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *src = cuco_sprintf("int main(int argc, char **argv) {\n  ncclComm_t c; float *g; "
+                                 "__nv_bfloat16 *h;\n  ncclDataType_t t = argc > 1 ? ncclHalf : "
+                                 "ncclFloat;\n  cudaMalloc(&g, 64); cudaMalloc(&h, 64);\n%s}\n",
+                                 cases[i].calls);
+        assert_non_null(src);
+        cuco_tx_result r;
+        cuco_err e = CUCO_ERR_INIT;
+        assert_int_equal(cuco_transform_rules("dt.cu", src, &r, &e), 0);
+        assert_int_equal(r.refused, 0);
+        /* the transform's line, not the glue's default */
+        const char *got = strstr(r.program, "goes through NCCL)\n#define CUCO_TX_DTYPES 0x");
+        if (got)
+            got = strchr(got, '\n') + 1;
+        if (cases[i].want ? !got || strncmp(got, cases[i].want, strlen(cases[i].want)) : !!got)
+            fail_msg("case %zu: %.40s", i, got ? got : "no CUCO_TX_DTYPES");
+        cuco_tx_result_free(&r);
+        cuco_err_clear(&e);
+        free(src);
+    }
+}
+
 /* Buffers reached through the ways user code passes them on: a method of a
  * class with a const qualifier called on an object, a template helper called
  * after "else" and with explicit template arguments, a table of pointers
@@ -1246,6 +1284,7 @@ int main(void)
         cmocka_unit_test(test_swapped_double_buffer),
         cmocka_unit_test(test_buffer_paths),
         cmocka_unit_test(test_average),
+        cmocka_unit_test(test_reduction_dtypes),
         cmocka_unit_test(test_buffers_through_methods_and_tables),
         cmocka_unit_test(test_one_communicator),
         cmocka_unit_test(test_reduce_names),
