@@ -173,6 +173,9 @@ int scan_members_apart_in(const scan *s, size_t a, size_t b);
 /* Whether argument k of the call whose '(' is at open names one of the
  * call's buffers (s->all) into *hit. */
 int scan_arg_names_buffer(const scan *s, size_t open, int k, int *hit);
+/* The bits of the first nargs arguments of the launch whose '(' is at open
+ * that name one of the call's buffers. */
+int scan_launch_reads(const scan *s, size_t open, int nargs, unsigned long *bits);
 int scan_try_split(scan *s, cuco_sched_place *pl, int (*editable)(void *, size_t), void *ctx,
                    cuco_sched_plan *p);
 int scan_split_edits(scan *s, size_t call_open, int site, cuco_sched_plan *p);

@@ -310,14 +310,13 @@ static int stop_consuming(scan *s, stmt *st, cuco_sched_place *pl)
     return scan_place(s, pl);
 }
 
-/* Bits of the launch's arguments that read the gathered buffer. */
-static int launch_reads(const scan *s, unsigned long *bits)
+int scan_launch_reads(const scan *s, size_t open, int nargs, unsigned long *bits)
 {
     *bits = 0;
     int rc = 0;
-    for (int k = 0; rc == 0 && k < s->ks.nparams && k < (int)(8 * sizeof *bits); k++) {
+    for (int k = 0; rc == 0 && k < nargs && k < (int)(8 * sizeof *bits); k++) {
         int hit = 0;
-        rc = scan_arg_names_buffer(s, s->ks.args, k, &hit);
+        rc = scan_arg_names_buffer(s, open, k, &hit);
         *bits |= (unsigned long)hit << k;
     }
     return rc;
@@ -362,7 +361,7 @@ static int try_kernel_split(scan *s, cuco_sched_place *pl, stmt *st, int helper,
     /* in a helper its arguments are the helper's names: the glue checks at
      * run time that the gathered buffer reaches the kernel through row
      * arguments only */
-    int rc = helper ? 0 : launch_reads(s, &reads);
+    int rc = helper ? 0 : scan_launch_reads(s, s->ks.args, s->ks.nparams, &reads);
     if (rc != 0)
         return rc;
     const char *kname = v->src + tk(v, s->ks.bare)->off;
@@ -608,7 +607,7 @@ static int try_kernel_produce(scan *s, int site, int (*editable)(void *, size_t)
     const sview *v = s->v;
     int line = tk(v, s->ks.name)->line;
     unsigned long writes = 0;
-    int rc = launch_reads(s, &writes);
+    int rc = scan_launch_reads(s, s->ks.args, s->ks.nparams, &writes);
     if (rc != 0)
         return rc;
     writes &= s->ks.rows_mask;
