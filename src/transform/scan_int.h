@@ -107,6 +107,8 @@ int scan_call_in(const sview *v, size_t i, const char *const *list);
 size_t scan_stmt_after(const sview *v, size_t i, size_t end);
 int scan_stmt_classify(const sview *v, stmt *s);
 void scan_stmt_free(stmt *s);
+/* Removes from st's heads every name in drop. */
+int scan_stmt_drop_heads(stmt *st, const cuco_strlist *drop);
 char *scan_arg_text(const sview *v, size_t open, int k, int want_last);
 size_t scan_call_open(const sview *v, size_t i);
 int scan_all_caps(const sview *v, size_t i);

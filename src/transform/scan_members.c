@@ -138,17 +138,13 @@ int scan_members_apart(scan *s)
         if (i == s->call || !cuco_strlist_has(&st->heads, b) ||
             !scan_members_apart_in(s, st->a, st->b))
             continue;
-        cuco_strlist keep = {0};
-        int rc = 0;
-        for (size_t k = 0; rc == 0 && k < st->heads.n; k++)
-            if (strcmp(st->heads.items[k], b) != 0)
-                rc = cuco_strlist_push(&keep, st->heads.items[k]);
-        if (rc != 0) {
-            cuco_strlist_free(&keep);
+        cuco_strlist drop = {0};
+        int rc = cuco_strlist_push(&drop, b);
+        if (rc == 0)
+            rc = scan_stmt_drop_heads(st, &drop);
+        cuco_strlist_free(&drop);
+        if (rc != 0)
             return rc;
-        }
-        cuco_strlist_free(&st->heads);
-        st->heads = keep;
     }
     return 0;
 }

@@ -295,17 +295,9 @@ int scan_split_edits(scan *s, size_t call_open, int site, cuco_sched_plan *p)
  * again. */
 static int stop_consuming(scan *s, stmt *st, cuco_sched_place *pl)
 {
-    cuco_strlist keep = {0};
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i < st->heads.n; i++)
-        if (!cuco_strlist_has(&s->all, st->heads.items[i]))
-            rc = cuco_strlist_push(&keep, st->heads.items[i]);
-    if (rc != 0) {
-        cuco_strlist_free(&keep);
+    int rc = scan_stmt_drop_heads(st, &s->all);
+    if (rc != 0)
         return rc;
-    }
-    cuco_strlist_free(&st->heads);
-    st->heads = keep;
     st->kind = CUCO_SCHED_WORK; /* a helper's body was checked: plain code and the GEMM */
     return scan_place(s, pl);
 }
