@@ -53,7 +53,8 @@ typedef struct scan {
     kernel_launch ks; /* the split kernel launch, when it is one (schedule (b)) */
     /* scan_members.c: the object whose members are all of the call's buffers */
     char *member_base;    /* owned; NULL: none seen yet */
-    cuco_strlist members; /* the call's members of it */
+    cuco_strlist members;      /* the call's members of it */
+    cuco_strlist member_plain; /* the call's buffer arguments that are plain names */
     int member_whole;     /* a buffer argument is no member of member_base */
     int members_apart;    /* scan_members_apart found them apart from its other members */
 } scan;
@@ -161,7 +162,8 @@ int scan_param_only_read(const sview *v, size_t name, int t);
 
 /* ---- scan_members.c ---- */
 /* Records the call's buffer argument [a, b): a member of an object
- * (member_base, members) or not (member_whole). */
+ * (member_base, members), a plain name (member_plain), or neither or a
+ * member of a second object (member_whole). */
 int scan_member_arg(scan *s, size_t a, size_t b);
 /* After scan_read_block: when the call's members stay apart from the
  * object's others, drops the object from the heads of the statements that

@@ -4,8 +4,9 @@
  * A call whose buffers are members of one object (`c->cache`, `s.rows`)
  * has that object as their head, and so has every statement that names any
  * of its members: a launch of `c->q` would wait for a gather into
- * `c->cache`. When every buffer argument of the call is a member of the
- * same object B, B takes part in no alias, hold or store of the function,
+ * `c->cache`. When the buffer arguments of the call that are members are
+ * members of the same object B (the others plain names, none of them B), B
+ * takes part in no alias, hold or store of the function,
  * and no text of the file lets one of those members escape (its address
  * handed to anything but a library call that does not keep pointers or a
  * kernel launch, its value assigned, returned or given to a function of the
@@ -40,10 +41,20 @@ int scan_member_arg(scan *s, size_t a, size_t b)
     size_t h = a;
     while (h < b && !scan_is_head(v, h))
         h++;
-    int member = h < b && member_after(v, h);
-    char *base = h < b ? cuco_strndup(v->src + tk(v, h)->off, tk(v, h)->len) : NULL;
-    if (!member || !base || (s->member_base && strcmp(s->member_base, base) != 0)) {
-        s->member_whole = 1;
+    if (h >= b) {
+        s->member_whole = 1; /* no name: what it points into is unknown */
+        return 0;
+    }
+    char *base = cuco_strndup(v->src + tk(v, h)->off, tk(v, h)->len);
+    if (!base)
+        return CUCO_ENOMEM;
+    if (!member_after(v, h)) { /* a name of its own: B must not be it */
+        int rc = cuco_strlist_push(&s->member_plain, base);
+        free(base);
+        return rc;
+    }
+    if (s->member_base && strcmp(s->member_base, base) != 0) {
+        s->member_whole = 1; /* members of two objects */
         free(base);
         return 0;
     }
@@ -104,6 +115,15 @@ static int members_stay(const sview *v, const cuco_strlist *members)
     return 1;
 }
 
+/* members_stay for the one member named at token m. */
+static int member_stays(const sview *v, size_t m)
+{
+    for (size_t t = 2; t < v->n; t++)
+        if ((is(v, t - 1, "->") || is(v, t - 1, ".")) && same_tok(v, t, m) && !use_stays(v, t))
+            return 0;
+    return 1;
+}
+
 int scan_members_apart_in(const scan *s, size_t a, size_t b)
 {
     const sview *v = s->v;
@@ -115,8 +135,11 @@ int scan_members_apart_in(const scan *s, size_t a, size_t b)
             memcmp(s->member_base, v->src + tk(v, i)->off, tk(v, i)->len))
             continue;
         /* another member, read in place (not handed to a function that
-         * could follow it back to the object) */
-        if (!member_after(v, i) || tok_in(v, i + 2, &s->members) || !use_stays(v, i + 2))
+         * could follow it back to the object); beside a plain name among
+         * the call's buffers, one whose value never leaves the object
+         * anywhere (the plain name could be it otherwise) */
+        if (!member_after(v, i) || tok_in(v, i + 2, &s->members) || !use_stays(v, i + 2) ||
+            (s->member_plain.n && !member_stays(v, i + 2)))
             return 0;
         seen = 1;
     }
@@ -127,10 +150,11 @@ int scan_members_apart(scan *s)
 {
     const fn_scope *f = &s->fn;
     const char *b = s->member_base;
-    if (!b || s->member_whole || !s->members.n || cuco_strlist_has(&f->alias_a, b) ||
-        cuco_strlist_has(&f->alias_b, b) || cuco_strlist_has(&f->holds_a, b) ||
-        cuco_strlist_has(&f->holds_b, b) || cuco_strlist_has(&f->stores, b) ||
-        cuco_strlist_has(&f->wild, b) || !members_stay(s->v, &s->members))
+    if (!b || s->member_whole || !s->members.n || cuco_strlist_has(&s->member_plain, b) ||
+        cuco_strlist_has(&f->alias_a, b) || cuco_strlist_has(&f->alias_b, b) ||
+        cuco_strlist_has(&f->holds_a, b) || cuco_strlist_has(&f->holds_b, b) ||
+        cuco_strlist_has(&f->stores, b) || cuco_strlist_has(&f->wild, b) ||
+        !members_stay(s->v, &s->members))
         return 0;
     s->members_apart = 1;
     for (size_t i = 0; i < s->n; i++) {

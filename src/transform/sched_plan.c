@@ -394,6 +394,7 @@ int sched_scan_view(const sview *v, size_t call_off, const char *api, int site,
     cuco_strlist_free(&s.recv);
     cuco_strlist_free(&s.all);
     cuco_strlist_free(&s.members);
+    cuco_strlist_free(&s.member_plain);
     free(s.member_base);
     free(s.stream);
     return rc > 0 ? 0 : rc;

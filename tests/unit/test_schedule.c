@@ -864,8 +864,9 @@ static void test_scan_set_elsewhere(void **state)
 /* members of one context object: a gather of c->x into c->g does not wait
  * for a launch that names c->y and c->z only, unless the object may be reached
  * another way (an alias of it, a member of the call that escapes or is set
- * from a named value, another member handed to a function of the file), or
- * the call's buffers are members of two objects */
+ * from a named value, another member handed to a function of the file), the
+ * call's buffers are members of two objects, or one of them is the object
+ * itself; a plain name beside the member keeps its own order */
 static void test_scan_members_apart(void **state)
 {
     (void)state;
@@ -881,6 +882,11 @@ static void test_scan_members_apart(void **state)
          "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 0},
         {"void helper(float *p);\n", "c->x, c->g", "helper(c->z);", 0},
         {"", "c->x, e->g", "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 0},
+        {"", "w, c->g", "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 1},
+        {"", "c, c->g", "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 0},
+        {"", "w, c->g", "k<<<1, 32, 0, c->s>>>(c->y, w);", 0},
+        {"void use(float *p);\nvoid pass(ctx *c) { use(c->y); }\n", "w, c->g",
+         "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 0},
         {"", "c->x, c->g", "k<<<1, 32, 0, c->s>>>(c->g, c->z);", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -889,17 +895,20 @@ static void test_scan_members_apart(void **state)
             "struct ctx { float *x, *y, *z, *g; ncclComm_t comm; cudaStream_t s; };\n"
             "__global__ void k(float *a, float *b);\n"
             "%s"
-            "static void step(ctx *c, ctx *e)\n"
+            "static void step(ctx *c, ctx *e, float *w)\n"
             "{\n"
             "    ncclAllGather(%s, 16, ncclFloat, c->comm, c->s);\n"
             "    %s\n"
             "    k<<<1, 32, 0, c->s>>>(c->g, c->y);\n"
             "}\n"
             "int main() { ctx c, e; cudaMalloc(&c.x, 64); cudaMalloc(&c.y, 64); "
-            "cudaMalloc(&c.g, 64); cudaMalloc(&e.g, 64); step(&c, &e); return 0; }\n",
+            "cudaMalloc(&c.g, 64); cudaMalloc(&e.g, 64); float *w; cudaMalloc(&w, 64); "
+            "step(&c, &e, w); return 0; }\n",
             cases[i].extra, cases[i].args, cases[i].other_launch);
         assert_non_null(prog);
-        int call = 6 + (cases[i].extra[0] != 0);
+        int call = 6;
+        for (const char *q = cases[i].extra; *q; q++)
+            call += *q == '\n';
         cuco_tx_result r;
         tx_transform(prog, &r);
         char *want = cases[i].apart
