@@ -924,6 +924,32 @@ static void test_scan_members_apart(void **state)
     }
 }
 
+/* the same through a reference, C++ style: an all-reduce of L.part in
+ * place overlaps a launch on L.x and L.db, and waits before the launch that
+ * reads L.part */
+static void test_scan_members_by_reference(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        "#include <nccl.h>\n"
+        "struct Layer { float *x, *part, *out, *db; ncclComm_t comm; cudaStream_t s; };\n"
+        "__global__ void k(float *a, float *b);\n"
+        "static void step(Layer &L)\n"
+        "{\n"
+        "    k<<<1, 32, 0, L.s>>>(L.x, L.part);\n"
+        "    ncclAllReduce(L.part, L.part, 16, ncclFloat, ncclSum, L.comm, L.s);\n"
+        "    k<<<1, 32, 0, L.s>>>(L.x, L.db);\n"
+        "    k<<<1, 32, 0, L.s>>>(L.part, L.out);\n"
+        "}\n"
+        "int main() { Layer L; cudaMalloc(&L.x, 64); cudaMalloc(&L.part, 64); "
+        "cudaMalloc(&L.out, 64); cudaMalloc(&L.db, 64); step(L); return 0; }\n";
+    cuco_tx_result r;
+    tx_transform(prog, &r);
+    assert_true(tx_has_schedule_note(&r.notes, 7,
+                                     "wait moved before the statement at line 9 (1 independent"));
+    cuco_tx_result_free(&r);
+}
+
 /* kernels that reach memory no argument names: one whose body reads a
  * __device__ pointer, one that reads a __constant__ one through a helper,
  * one defined in another file of a program that sets symbols; a kernel
@@ -1151,6 +1177,7 @@ int main(void)
         cmocka_unit_test(test_place_random),
         cmocka_unit_test(test_scan_alias_program),
         cmocka_unit_test(test_scan_members_apart),
+        cmocka_unit_test(test_scan_members_by_reference),
         cmocka_unit_test(test_scan_params_alias),
         cmocka_unit_test(test_scan_not_applied),
         cmocka_unit_test(test_scan_streams_and_calls),
