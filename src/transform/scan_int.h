@@ -180,6 +180,10 @@ int scan_arg_names_buffer(const scan *s, size_t open, int k, int *hit);
 /* The bits of the first nargs arguments of the launch whose '(' is at open
  * that name one of the call's buffers. */
 int scan_launch_reads(const scan *s, size_t open, int nargs, unsigned long *bits);
+/* When statement st calls a helper of the file (defined once, called once)
+ * whose body is plain host code and one kernel launch: the helper's name
+ * token, the launch statement in [*wa, *wb); v->n otherwise. */
+size_t scan_helper_launch(const scan *s, const stmt *st, size_t *wa, size_t *wb);
 int scan_try_split(scan *s, cuco_sched_place *pl, int (*editable)(void *, size_t), void *ctx,
                    cuco_sched_plan *p);
 int scan_split_edits(scan *s, size_t call_open, int site, cuco_sched_plan *p);

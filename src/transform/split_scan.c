@@ -217,6 +217,16 @@ static int helper_work(const scan *s, const stmt *st, size_t *wa, size_t *wb, si
     return body_work(s, body, wa, wb, g);
 }
 
+size_t scan_helper_launch(const scan *s, const stmt *st, size_t *wa, size_t *wb)
+{
+    const sview *v = s->v;
+    const char *why = NULL;
+    size_t f = helper_callee(v, st), g = v->n;
+    if (f >= v->n || !helper_work(s, st, wa, wb, &g, &why) || g < v->n)
+        return v->n;
+    return f;
+}
+
 /* When statement st is `if (cond) { ... }` (no else) whose block is plain
  * host code and one work statement (body_work): 1, with that statement;
  * 0 otherwise (*why when it is such an if). */

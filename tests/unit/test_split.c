@@ -158,6 +158,55 @@ static void test_warm_read(void **state)
     cuco_tx_result_free(&r);
 }
 
+/* warm_read through a helper the consumer statement calls (plain host code
+ * and one launch): the helper's parameter given the gathered buffer is
+ * followed to the launch, and the kernel's loops give the default */
+static void test_warm_helper(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *loop;
+        int on;
+    } cases[] = {
+        {"for (size_t k = threadIdx.x; k < n; k += blockDim.x) s += keys[k];", 1},
+        {"for (size_t k = blockIdx.x * blockDim.x + threadIdx.x; k < n; "
+         "k += gridDim.x * blockDim.x) s += keys[k];",
+         0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *prog = cuco_sprintf(
+            "#include <nccl.h>\n"
+            "__global__ void use(const float *keys, float *o, size_t n) { float s = 0; %s "
+            "o[blockIdx.x] = s; }\n"
+            "static void attend(const float *k, float *out, size_t n, cudaStream_t st)\n"
+            "{\n"
+            "    use<<<8, 32, 0, st>>>(k, out, n);\n"
+            "}\n"
+            "static void step(float *x, float *g, float *y, ncclComm_t c, cudaStream_t s)\n"
+            "{\n"
+            "    ncclAllGather(x, g, 16, ncclFloat, c, s);\n"
+            "    attend(g, y, 32, s);\n"
+            "}\n"
+            "int main() {\n"
+            "    float *x, *g, *y; ncclComm_t c; cudaStream_t s;\n"
+            "    cudaMalloc(&x, 64); cudaMalloc(&g, 256); cudaMalloc(&y, 64);\n"
+            "    step(x, g, y, c, s);\n"
+            "    return 0;\n"
+            "}\n",
+            cases[i].loop);
+        assert_non_null(prog);
+        cuco_tx_result r;
+        tx_transform(prog, &r);
+        char *want = cuco_sprintf("#define CUCO_WARM_0 %d // cuco:knob run 0 1", cases[i].on);
+        if (!strstr(r.program, want))
+            fail_msg("case %zu: no '%s'", i, want);
+        assert_true(tx_has_schedule_note(&r.notes, 10, "kernel use (launched by attend at line 10)"));
+        free(want);
+        cuco_tx_result_free(&r);
+        free(prog);
+    }
+}
+
 /* warm_read's default from the consumer kernel's text: on when each block
  * loops over the gathered buffer (directly, through a struct member, tile by
  * tile), off for a grid-stride loop, a loop over the block's own row (an
@@ -562,6 +611,7 @@ int main(void)
         cmocka_unit_test(test_split_direct),      cmocka_unit_test(test_split_two_sites),
         cmocka_unit_test(test_split_output_in_send), cmocka_unit_test(test_warm_read),
         cmocka_unit_test(test_warm_default),
+        cmocka_unit_test(test_warm_helper),
         cmocka_unit_test(test_split_lt),          cmocka_unit_test(test_split_alias),
         cmocka_unit_test(test_split_unbraced_if), cmocka_unit_test(test_unbraced_if_schedule),
         cmocka_unit_test(test_split_not_first),   cmocka_unit_test(test_produce_direct),
