@@ -57,9 +57,7 @@ int scan_param_of(const sview *v, size_t name, int t, size_t *a, size_t *b)
     return 0;
 }
 
-/* Whether a library call's arguments can make one pointer hold another:
- * of the CUDA, NCCL, cuBLAS and MPI APIs only the copies can. */
-int scan_library_keeps_pointers(const sview *v, size_t name)
+int scan_library_call(const sview *v, size_t name)
 {
     static const char *const prefixes[] = {"cuda",   "nccl",  "cublas", "cusparse",
                                            "curand", "cufft", "MPI_",   NULL};
@@ -68,7 +66,16 @@ int scan_library_keeps_pointers(const sview *v, size_t name)
     int library = len > 2 && w[0] == 'c' && w[1] == 'u' && w[2] >= 'A' && w[2] <= 'Z';
     for (const char *const *p = prefixes; *p && !library; p++)
         library = len > strlen(*p) && memcmp(w, *p, strlen(*p)) == 0;
-    if (!library)
+    return library;
+}
+
+/* Whether a library call's arguments can make one pointer hold another:
+ * of the CUDA, NCCL, cuBLAS and MPI APIs only the copies can. */
+int scan_library_keeps_pointers(const sview *v, size_t name)
+{
+    const char *w = v->src + tk(v, name)->off;
+    size_t len = tk(v, name)->len;
+    if (!scan_library_call(v, name))
         return 1;
     return (len >= 10 && memcmp(w, "cudaMemcpy", 10) == 0) ||
            (len >= 8 && memcmp(w, "cuMemcpy", 8) == 0);

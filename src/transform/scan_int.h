@@ -52,11 +52,11 @@ typedef struct scan {
     size_t n_sem;
     kernel_launch ks; /* the split kernel launch, when it is one (schedule (b)) */
     /* scan_members.c: the object whose members are all of the call's buffers */
-    char *member_base;    /* owned; NULL: none seen yet */
+    char *member_base;         /* owned; NULL: none seen yet */
     cuco_strlist members;      /* the call's members of it */
     cuco_strlist member_plain; /* the call's buffer arguments that are plain names */
-    int member_whole;     /* a buffer argument is no member of member_base */
-    int members_apart;    /* scan_members_apart found them apart from its other members */
+    int member_whole;          /* a buffer argument is no member of member_base */
+    int members_apart;         /* scan_members_apart found them apart from its other members */
 } scan;
 
 /* The calls that synchronise, that launch work, and that neither do. */
@@ -150,6 +150,9 @@ int scan_making_call(const sview *v, size_t name);
  * of the CUDA, NCCL, cuBLAS and MPI APIs only the copies can; any other
  * call may. */
 int scan_library_keeps_pointers(const sview *v, size_t name);
+/* Whether the call at name is one of the CUDA, NCCL, cuBLAS, cuSPARSE,
+ * cuRAND, cuFFT or MPI APIs. */
+int scan_library_call(const sview *v, size_t name);
 /* Parameter t of the function of the file named like token name: *a, *b
  * its declaration's tokens; 0 when the file defines no such function. */
 int scan_param_of(const sview *v, size_t name, int t, size_t *a, size_t *b);

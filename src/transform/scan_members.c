@@ -41,8 +41,11 @@ int scan_member_arg(scan *s, size_t a, size_t b)
     size_t h = a;
     while (h < b && !scan_is_head(v, h))
         h++;
-    if (h >= b) {
-        s->member_whole = 1; /* no name: what it points into is unknown */
+    size_t more = h < b ? h + 1 : b;
+    while (more < b && !scan_is_head(v, more))
+        more++;
+    if (h >= b || more < b) {
+        s->member_whole = 1; /* no name, or several: what it points into is unknown */
         return 0;
     }
     char *base = cuco_strndup(v->src + tk(v, h)->off, tk(v, h)->len);
@@ -68,58 +71,155 @@ int scan_member_arg(scan *s, size_t a, size_t b)
     return rc;
 }
 
-/* Whether the use of member token t (after '.' or '->' of an object at
- * t - 2) keeps its pointer in place: a subscript or member read, an argument
- * of a launch or of a library call that keeps no pointer (its address only
- * for an allocation-like library call), or the target of an assignment of
- * no named value. */
-static int use_stays(const sview *v, size_t t)
+static const char *const allocations[] = {
+    "cudaMalloc",    "cudaMallocAsync",         "cudaMallocManaged", "cudaMallocHost",
+    "cudaHostAlloc", "cudaMallocFromPoolAsync", "ncclMemAlloc",      NULL};
+
+/* The access to member token t as one unit: [*first, *end), its object's
+ * chain (a.b->m) and the subscripts after it included, an address taken
+ * (&x->m, &(x->m[0])) in *addr. */
+static void member_unit(const sview *v, size_t t, size_t *first, size_t *end, int *addr)
 {
     size_t o = t - 2;
     while (o >= 2 && (is(v, o - 1, "->") || is(v, o - 1, ".")) && ident(v, o - 2))
-        o -= 2; /* a.b->m: the whole access */
-    int addr = o > 0 && is(v, o - 1, "&");
-    if (!addr && (is(v, t + 1, "[") || is(v, t + 1, ".") || is(v, t + 1, "->")))
-        return 1;
-    if (is(v, t + 1, "=")) {
-        size_t e = t + 2;
+        o -= 2;
+    size_t before = o;
+    while (before > 0 && is(v, before - 1, "("))
+        before--;
+    *addr = before > 0 && is(v, before - 1, "&");
+    *first = *addr ? before - 1 : o;
+    size_t e = t + 1;
+    while (e < v->n && is(v, e, "["))
+        e = close_of(v, e) + 1;
+    *end = e < v->n ? e : v->n;
+}
+
+/* Whether [first, end) is a whole argument of a launch (its value), or of a
+ * library call: its value to any, its address (addr) to one that keeps no
+ * pointer, or to an allocation call only (alloc_only). */
+static int library_argument(const sview *v, size_t first, size_t end, int addr, int alloc_only)
+{
+    if (first == 0 || end >= v->n || !(is(v, first - 1, "(") || is(v, first - 1, ",")) ||
+        !(is(v, end, ")") || is(v, end, ",") || is(v, end, ">>>")))
+        return 0;
+    size_t open = is(v, end, ">>>") ? v->n : sview_paren_around(v, end - 1);
+    if (is(v, end, ">>>") || (open < v->n && open > 0 && is(v, open - 1, ">>>")))
+        return !addr; /* a launch: its configuration or its arguments */
+    if (open >= v->n || open == 0 || !ident(v, open - 1) || in_words(v, open - 1, sview_keywords))
+        return 0;
+    if (!addr) /* its value: the data it points at moves, the pointer stays */
+        return scan_library_call(v, open - 1);
+    return alloc_only ? in_words(v, open - 1, allocations)
+                      : !scan_library_keeps_pointers(v, open - 1);
+}
+
+/* Whether the use of member token t (after '.' or '->' of an object) keeps
+ * its pointer in place: an element read or written inside an expression; an
+ * argument of a launch or of a library call that keeps no pointer; its
+ * address given to an allocation call (call_member), or to any library call
+ * that keeps no pointer (another member: a stream, an event); or the target
+ * of an assignment of no named value. A member of it, or the member or an
+ * element handed on whole (assigned, returned, initialising), does not. */
+static int use_stays(const sview *v, size_t t, int call_member)
+{
+    size_t first, end;
+    int addr;
+    member_unit(v, t, &first, &end, &addr);
+    if (end >= v->n || is(v, end, ".") || is(v, end, "->"))
+        return 0; /* a member of it: its value is not followed */
+    if (is(v, end, "=")) {
+        size_t e = end + 1;
         while (e < v->n && !is(v, e, ";"))
             e++;
         cuco_strlist heads = {0};
-        int rc = scan_expr_heads(v, t + 2, e, &heads, 1), none = rc == 0 && heads.n == 0;
+        int rc = scan_expr_heads(v, end + 1, e, &heads, 1), none = rc == 0 && heads.n == 0;
         cuco_strlist_free(&heads);
-        return none;
+        return !addr && none;
     }
-    size_t first = addr ? o - 1 : o;
-    if (first == 0 || !(is(v, first - 1, "(") || is(v, first - 1, ",")) ||
-        !(is(v, t + 1, ")") || is(v, t + 1, ",") || is(v, t + 1, ">>>")))
+    if (library_argument(v, first, end, addr, call_member))
+        return 1;
+    if (addr || end == t + 1 || first == 0)
         return 0;
-    if (is(v, t + 1, ">>>"))
-        return !addr; /* a launch's configuration: its stream or sizes */
-    size_t open = sview_paren_around(v, t);
-    if (open >= v->n || open == 0)
-        return 0;
-    if (is(v, open - 1, ">>>"))
-        return !addr;
-    return ident(v, open - 1) && !in_words(v, open - 1, sview_keywords) &&
-           !scan_library_keeps_pointers(v, open - 1);
+    /* an element inside an expression, not handed on whole */
+    int whole_before = is(v, first - 1, "=") || is(v, first - 1, "(") || is(v, first - 1, ",") ||
+                       is(v, first - 1, "{") || is(v, first - 1, "return");
+    int whole_after = is(v, end, ";") || is(v, end, ",") || is(v, end, ")") || is(v, end, "}");
+    return !(whole_before && whole_after);
 }
 
-/* Whether no use of the members in the whole text lets one escape. */
+/* Whether member token m has its address given somewhere in the text to an
+ * allocation call (call_member) or to a library call that keeps no pointer:
+ * its value comes from there, not from an initialiser the text does not
+ * spell as a member (`T c{p, p}`, a constructor's list). */
+static int member_made(const sview *v, size_t m, int call_member)
+{
+    for (size_t t = 2; t < v->n; t++) {
+        if (!(is(v, t - 1, "->") || is(v, t - 1, ".")) || !same_tok(v, t, m))
+            continue;
+        size_t first, end;
+        int addr;
+        member_unit(v, t, &first, &end, &addr);
+        if (addr && end == t + 1 && library_argument(v, first, end, 1, call_member))
+            return 1;
+    }
+    return 0;
+}
+
+/* CUDA's built-in variables: their .x is no member of anything the
+ * program allocates. */
+static const char *const builtins[] = {"threadIdx", "blockIdx", "blockDim", "gridDim", NULL};
+
+/* Whether the member named at token m (the call's, call_member) stays in
+ * place at each of its uses in the text and is made by a call there. */
+static int member_stays(const sview *v, size_t m, int call_member)
+{
+    for (size_t t = 2; t < v->n; t++)
+        if ((is(v, t - 1, "->") || is(v, t - 1, ".")) && same_tok(v, t, m) &&
+            !in_words(v, t - 2, builtins) && !use_stays(v, t, call_member))
+            return 0;
+    return member_made(v, m, call_member);
+}
+
+/* The type token of parameter b of the function whose parameters open at
+ * params (`ctx *c`, `const Layer &L`: ctx, Layer); v->n when b is no
+ * parameter or its type is not one name. */
+static size_t param_type(const sview *v, size_t params, const char *b)
+{
+    size_t a, e;
+    for (int k = 0; params < v->n && arg_range(v, params, k, &a, &e); k++) {
+        if (e == a || strlen(b) != tk(v, e - 1)->len ||
+            memcmp(b, v->src + tk(v, e - 1)->off, tk(v, e - 1)->len))
+            continue;
+        size_t t = a;
+        while (t < e && (is(v, t, "const") || is(v, t, "struct") || is(v, t, "volatile")))
+            t++;
+        return t + 1 < e && ident(v, t) ? t : v->n;
+    }
+    return v->n;
+}
+
+/* Whether the text may set the members of objects of the type at token ty
+ * without naming them: a brace or copy initialisation (`T c{p, p}`, `T c =
+ * d`, `T{...}`) or a constructor (`T(`). */
+static int type_set_whole(const sview *v, size_t ty)
+{
+    for (size_t i = 0; i + 2 < v->n; i++) {
+        if (!same_tok(v, i, ty) ||
+            (i > 0 && (is(v, i - 1, "sizeof") || is(v, i - 1, "struct") || is(v, i - 1, "class"))))
+            continue; /* its size, or its definition's head */
+        if (is(v, i + 1, "{") || is(v, i + 1, "(") ||
+            (ident(v, i + 1) && (is(v, i + 2, "{") || is(v, i + 2, "=") || is(v, i + 2, "("))))
+            return 1;
+    }
+    return 0;
+}
+
+/* member_stays for every one of the call's members. */
 static int members_stay(const sview *v, const cuco_strlist *members)
 {
     for (size_t t = 2; t < v->n; t++)
         if ((is(v, t - 1, "->") || is(v, t - 1, ".")) && ident(v, t) && tok_in(v, t, members) &&
-            !use_stays(v, t))
-            return 0;
-    return 1;
-}
-
-/* members_stay for the one member named at token m. */
-static int member_stays(const sview *v, size_t m)
-{
-    for (size_t t = 2; t < v->n; t++)
-        if ((is(v, t - 1, "->") || is(v, t - 1, ".")) && same_tok(v, t, m) && !use_stays(v, t))
+            !member_stays(v, t, 1))
             return 0;
     return 1;
 }
@@ -134,12 +234,9 @@ int scan_members_apart_in(const scan *s, size_t a, size_t b)
         if (!scan_is_head(v, i) || strlen(s->member_base) != tk(v, i)->len ||
             memcmp(s->member_base, v->src + tk(v, i)->off, tk(v, i)->len))
             continue;
-        /* another member, read in place (not handed to a function that
-         * could follow it back to the object); beside a plain name among
-         * the call's buffers, one whose value never leaves the object
-         * anywhere (the plain name could be it otherwise) */
-        if (!member_after(v, i) || tok_in(v, i + 2, &s->members) || !use_stays(v, i + 2) ||
-            (s->member_plain.n && !member_stays(v, i + 2)))
+        /* another member that stays in place everywhere and is made by a
+         * call (not one the call's buffers could have been copied into) */
+        if (!member_after(v, i) || tok_in(v, i + 2, &s->members) || !member_stays(v, i + 2, 0))
             return 0;
         seen = 1;
     }
@@ -156,6 +253,9 @@ int scan_members_apart(scan *s)
         cuco_strlist_has(&f->stores, b) || cuco_strlist_has(&f->wild, b) ||
         !members_stay(s->v, &s->members))
         return 0;
+    size_t ty = param_type(s->v, f->params, b);
+    if (ty >= s->v->n || type_set_whole(s->v, ty))
+        return 0; /* a parameter of a type whose objects are made member by member */
     s->members_apart = 1;
     for (size_t i = 0; i < s->n; i++) {
         stmt *st = &s->stmts[i];

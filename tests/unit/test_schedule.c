@@ -887,12 +887,23 @@ static void test_scan_members_apart(void **state)
         {"", "w, c->g", "k<<<1, 32, 0, c->s>>>(c->y, w);", 0},
         {"void use(float *p);\nvoid pass(ctx *c) { use(c->y); }\n", "w, c->g",
          "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 0},
+        /* several names in the buffer argument */
+        {"", "c->x, c->g + 16 * (size_t)c->y[0]", "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 0},
+        /* an element's address kept, a member's member read */
+        {"void keep(ctx *c) { float *p = &(c->g[0]); (void)p; }\n", "c->x, c->g",
+         "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 0},
+        /* objects of the type made whole: a brace initialiser, a constructor */
+        {"ctx make(float *p) { ctx c{p, p, p, p}; return c; }\n", "c->x, c->g",
+         "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 0},
+        /* another member never made by a call (set by an initialiser the text
+         * does not spell as that member) */
+        {"", "c->x, c->g", "k<<<1, 32, 0, c->s>>>(c->y, c->u);", 0},
         {"", "c->x, c->g", "k<<<1, 32, 0, c->s>>>(c->g, c->z);", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *prog = cuco_sprintf(
             "#include <nccl.h>\n"
-            "struct ctx { float *x, *y, *z, *g; ncclComm_t comm; cudaStream_t s; };\n"
+            "struct ctx { float *x, *y, *z, *g, *u; ncclComm_t comm; cudaStream_t s; };\n"
             "__global__ void k(float *a, float *b);\n"
             "%s"
             "static void step(ctx *c, ctx *e, float *w)\n"
@@ -902,8 +913,8 @@ static void test_scan_members_apart(void **state)
             "    k<<<1, 32, 0, c->s>>>(c->g, c->y);\n"
             "}\n"
             "int main() { ctx c, e; cudaMalloc(&c.x, 64); cudaMalloc(&c.y, 64); "
-            "cudaMalloc(&c.g, 64); cudaMalloc(&e.g, 64); float *w; cudaMalloc(&w, 64); "
-            "step(&c, &e, w); return 0; }\n",
+            "cudaMalloc(&c.z, 64); cudaMalloc(&c.g, 64); cudaMalloc(&e.g, 64); cudaStreamCreate(&c.s); "
+            "float *w; cudaMalloc(&w, 64); step(&c, &e, w); return 0; }\n",
             cases[i].extra, cases[i].args, cases[i].other_launch);
         assert_non_null(prog);
         int call = 6;
@@ -942,7 +953,8 @@ static void test_scan_members_by_reference(void **state)
         "    k<<<1, 32, 0, L.s>>>(L.part, L.out);\n"
         "}\n"
         "int main() { Layer L; cudaMalloc(&L.x, 64); cudaMalloc(&L.part, 64); "
-        "cudaMalloc(&L.out, 64); cudaMalloc(&L.db, 64); step(L); return 0; }\n";
+        "cudaMalloc(&L.out, 64); cudaMalloc(&L.db, 64); cudaStreamCreate(&L.s); step(L); "
+        "return 0; }\n";
     cuco_tx_result r;
     tx_transform(prog, &r);
     assert_true(tx_has_schedule_note(&r.notes, 7,
