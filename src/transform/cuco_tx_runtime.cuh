@@ -346,8 +346,8 @@ inline cudaError_t clear_now(void* p, size_t bytes) {
 
 // CUCO_TX_DTYPES: the element types the device reductions are built for, as
 // bits (1 float, 2 half, 4 bfloat16, 8 int32). The transform sets it to
-// float plus the literal types of the program's rewritten calls when it can
-// read them all: each type left out spares its kernels' compilation (about
+// float plus the types the program's reductions name as literals or macros
+// when it can read them all: each type left out spares its kernels' compilation (about
 // a fifth of the program's nvcc time for the three of them); a call of a
 // type left out goes to NCCL's own call (device_reduces).
 #ifndef CUCO_TX_DTYPES

@@ -36,6 +36,27 @@ static int add_value(cuco_strlist *vals, int **lines, const char *text, size_t l
     return 0;
 }
 
+/* The text after NAME in token p when p is `#define NAME ...` (an object-like
+ * macro of that name); NULL otherwise. *end: the end of p's text. */
+static const char *define_value(const cuco_lex *lx, const cuco_tok *p, const char *name,
+                                const char **end)
+{
+    size_t nl = strlen(name);
+    if (p->kind != CUCO_TOK_PREPROC || p->dir_len != 6 ||
+        memcmp(lx->src + p->dir_off, "define", 6) != 0)
+        return NULL;
+    const char *q = lx->src + p->dir_off + 6;
+    *end = lx->src + p->off + p->len;
+    while (q < *end && (*q == ' ' || *q == '\t'))
+        q++;
+    if ((size_t)(*end - q) <= nl || memcmp(q, name, nl) != 0 || !(q[nl] == ' ' || q[nl] == '\t'))
+        return NULL; /* another macro, or a function-like one */
+    q += nl;
+    while (q < *end && (*q == ' ' || *q == '\t'))
+        q++;
+    return q;
+}
+
 /* The NCCL names (ncclFloat, ncclSum ...) argument k of a call stands for:
  * itself when it is one such name; else, for a single identifier, the
  * values of its object-like macros ("#define NCCL_REAL_TYPE ncclFloat", every
@@ -58,21 +79,12 @@ static int arg_values(ctx *c, const args *a, int k, cuco_strlist *vals, int **li
         free(name);
         return rc;
     }
-    size_t nl = strlen(name);
     const cuco_lex *lx = &v->lx;
     for (size_t i = 0; i < lx->ntoks && rc == 0; i++) {
         const cuco_tok *p = &lx->toks[i];
-        if (p->kind != CUCO_TOK_PREPROC || p->dir_len != 6 ||
-            memcmp(lx->src + p->dir_off, "define", 6) != 0)
+        const char *end, *q = define_value(lx, p, name, &end);
+        if (!q)
             continue;
-        const char *q = lx->src + p->dir_off + 6, *end = lx->src + p->off + p->len;
-        while (q < end && (*q == ' ' || *q == '\t'))
-            q++;
-        if ((size_t)(end - q) <= nl || memcmp(q, name, nl) != 0 || !(q[nl] == ' ' || q[nl] == '\t'))
-            continue; /* another macro, or a function-like one */
-        q += nl;
-        while (q < end && (*q == ' ' || *q == '\t'))
-            q++;
         const char *ve = q;
         while (ve < end && (*ve == '_' || (*ve >= '0' && *ve <= '9') ||
                             ((*ve | 32) >= 'a' && (*ve | 32) <= 'z')))
@@ -90,6 +102,17 @@ static int arg_values(ctx *c, const args *a, int k, cuco_strlist *vals, int **li
     }
     free(name);
     return rc;
+}
+
+/* Whether name is a macro the file #defines. */
+static int defined_macro(const ctx *c, const char *name)
+{
+    const cuco_lex *lx = &c->v.lx;
+    const char *end;
+    for (size_t i = 0; i < lx->ntoks; i++)
+        if (define_value(lx, &lx->toks[i], name, &end))
+            return 1;
+    return 0;
 }
 
 /* "NAME (ncclDouble at line 31)" for messages; the argument alone when it
@@ -129,7 +152,10 @@ static int check_reduce_args(ctx *c, const args *a, size_t i, const char *call, 
     if (rc == 0)
         rc = arg_values(c, a, 4, &ops, &op_lines);
     int all_float = dts.n > 0, avg = 0, op_refused = 0;
-    c->dtypes_unread |= dts.n == 0;
+    /* the mask trusts a literal or a macro (#define DT ncclHalf), not a
+     * variable some assignment of the file gives a literal: its value may
+     * come from elsewhere too */
+    c->dtypes_unread |= dts.n == 0 || !(dt_lines[0] == 0 || defined_macro(c, dt_arg));
     for (size_t k = 0; rc == 0 && k < dts.n; k++) {
         c->dtypes |= glue_dtype_bit(dts.items[k]);
         all_float &= rl_str_in(float_dtypes, dts.items[k]);

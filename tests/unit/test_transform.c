@@ -696,9 +696,10 @@ static void test_average(void **state)
     cuco_err_clear(&e);
 }
 
-/* CUCO_TX_DTYPES: float plus the literal types of the reductions (a bf16
- * reduce-scatter: 0x5; only byte moves: 0x1); none when a reduction's type
- * is read from a variable (every type built) */
+/* CUCO_TX_DTYPES: float plus the literal or macro types of the reductions
+ * (a bf16 reduce-scatter: 0x5; only byte moves: 0x1; a macro naming half:
+ * 0x3); none when a reduction's type is read from a variable, even one the
+ * file assigns a literal (every type built) */
 static void test_reduction_dtypes(void **state)
 {
     (void)state;
@@ -711,9 +712,13 @@ static void test_reduction_dtypes(void **state)
         {"  ncclAllGather(g, h, 4, ncclBfloat16, c, 0);\n", "#define CUCO_TX_DTYPES 0x1\n"},
         {"  ncclAllReduce(g, g, 16, ncclInt, ncclSum, c, 0);\n", "#define CUCO_TX_DTYPES 0x9\n"},
         {"  ncclAllReduce(g, g, 16, t, ncclSum, c, 0);\n", NULL},
+        /* a variable given a literal somewhere may carry another type */
+        {"  ncclDataType_t u = ncclHalf;\n  ncclAllReduce(g, g, 16, u, ncclSum, c, 0);\n", NULL},
+        {"  ncclAllReduce(g, g, 16, DT, ncclSum, c, 0);\n", "#define CUCO_TX_DTYPES 0x3\n"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char *src = cuco_sprintf("int main(int argc, char **argv) {\n  ncclComm_t c; float *g; "
+        char *src = cuco_sprintf("#define DT ncclHalf\nint main(int argc, char **argv) {\n  "
+                                 "ncclComm_t c; float *g; "
                                  "__nv_bfloat16 *h;\n  ncclDataType_t t = argc > 1 ? ncclHalf : "
                                  "ncclFloat;\n  cudaMalloc(&g, 64); cudaMalloc(&h, 64);\n%s}\n",
                                  cases[i].calls);
