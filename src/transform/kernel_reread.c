@@ -9,21 +9,12 @@
 #include "cuco/workload.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 static int block_word(const sview *v, size_t i, const cuco_strlist *set)
 {
     if (is(v, i, "blockIdx") || is(v, i, "gridDim"))
         return 1;
-    if (!ident(v, i) || !set->n)
-        return 0;
-    char name[128];
-    const cuco_tok *t = tk(v, i);
-    if (t->len >= sizeof name)
-        return 0;
-    memcpy(name, v->src + t->off, t->len);
-    name[t->len] = '\0';
-    return cuco_strlist_has(set, name);
+    return ident(v, i) && in_list(v, i, set->items, set->n);
 }
 
 /* Whether tokens [a, b) name a block index or a name set from one. */

@@ -4,16 +4,18 @@
  * A call whose buffers are members of one object (`c->cache`, `s.rows`)
  * has that object as their head, and so has every statement that names any
  * of its members: a launch of `c->q` would wait for a gather into
- * `c->cache`. When the buffer arguments of the call that are members are
- * members of the same object B (the others plain names, none of them B), B
- * takes part in no alias, hold or store of the function,
- * and no text of the file lets one of those members escape (its address
- * handed to anything but a library call that does not keep pointers or a
- * kernel launch, its value assigned, returned or given to a function of the
- * file, or the member set from a named value), then a statement that names
- * B only through other members, each read in place the same way, does not
- * touch the call's buffers: B is dropped from its heads
- * (scan_members_apart). Anything else keeps B whole.
+ * `c->cache`. The object B is kept apart member by member when each buffer
+ * argument of the call is one name (a member of B, or a plain name that is
+ * not B), B is a parameter of a type the file never makes whole (no brace
+ * or copy initialisation, no constructor) and takes part in no alias, hold
+ * or store of the function, and each of the call's members stays in place
+ * at every use in the file (use_stays: an element read or written inside an
+ * expression, its value given to a launch or a library call, its address to
+ * an allocation call, which must appear, or an assignment of no named
+ * value). A statement that names B only through other members that stay in
+ * place the same way and are made by a library call then does not touch
+ * the call's buffers: B is dropped from its heads (scan_members_apart).
+ * Anything else keeps B whole.
  */
 #include "cuco/buf.h"
 #include "scan_int.h"
@@ -24,15 +26,6 @@
 static int member_after(const sview *v, size_t i)
 {
     return (is(v, i + 1, "->") || is(v, i + 1, ".")) && ident(v, i + 2);
-}
-
-static int tok_in(const sview *v, size_t i, const cuco_strlist *l)
-{
-    for (size_t k = 0; k < l->n; k++)
-        if (strlen(l->items[k]) == tk(v, i)->len &&
-            !memcmp(l->items[k], v->src + tk(v, i)->off, tk(v, i)->len))
-            return 1;
-    return 0;
 }
 
 int scan_member_arg(scan *s, size_t a, size_t b)
@@ -147,22 +140,16 @@ static int use_stays(const sview *v, size_t t, int call_member)
     return !(whole_before && whole_after);
 }
 
-/* Whether member token m has its address given somewhere in the text to an
- * allocation call (call_member) or to a library call that keeps no pointer:
- * its value comes from there, not from an initialiser the text does not
- * spell as a member (`T c{p, p}`, a constructor's list). */
-static int member_made(const sview *v, size_t m, int call_member)
+/* Whether the use of member token t is its address given to an allocation
+ * call (call_member) or to a library call that keeps no pointer: the
+ * member's value comes from there, not from an initialiser the text does
+ * not spell as a member (`T c{p, p}`, a constructor's list). */
+static int use_makes(const sview *v, size_t t, int call_member)
 {
-    for (size_t t = 2; t < v->n; t++) {
-        if (!(is(v, t - 1, "->") || is(v, t - 1, ".")) || !same_tok(v, t, m))
-            continue;
-        size_t first, end;
-        int addr;
-        member_unit(v, t, &first, &end, &addr);
-        if (addr && end == t + 1 && library_argument(v, first, end, 1, call_member))
-            return 1;
-    }
-    return 0;
+    size_t first, end;
+    int addr;
+    member_unit(v, t, &first, &end, &addr);
+    return addr && end == t + 1 && library_argument(v, first, end, 1, call_member);
 }
 
 /* CUDA's built-in variables: their .x is no member of anything the
@@ -171,13 +158,18 @@ static const char *const builtins[] = {"threadIdx", "blockIdx", "blockDim", "gri
 
 /* Whether the member named at token m (the call's, call_member) stays in
  * place at each of its uses in the text and is made by a call there. */
-static int member_stays(const sview *v, size_t m, int call_member)
+static int member_stays(const sview *v, const char *m, int call_member)
 {
-    for (size_t t = 2; t < v->n; t++)
-        if ((is(v, t - 1, "->") || is(v, t - 1, ".")) && same_tok(v, t, m) &&
-            !in_words(v, t - 2, builtins) && !use_stays(v, t, call_member))
+    int made = 0;
+    for (size_t t = 2; t < v->n; t++) {
+        if (!(is(v, t - 1, "->") || is(v, t - 1, ".")) || !is(v, t, m) ||
+            in_words(v, t - 2, builtins))
+            continue;
+        if (!use_stays(v, t, call_member))
             return 0;
-    return member_made(v, m, call_member);
+        made |= use_makes(v, t, call_member);
+    }
+    return made;
 }
 
 /* The type token of parameter b of the function whose parameters open at
@@ -187,8 +179,7 @@ static size_t param_type(const sview *v, size_t params, const char *b)
 {
     size_t a, e;
     for (int k = 0; params < v->n && arg_range(v, params, k, &a, &e); k++) {
-        if (e == a || strlen(b) != tk(v, e - 1)->len ||
-            memcmp(b, v->src + tk(v, e - 1)->off, tk(v, e - 1)->len))
+        if (e == a || !is(v, e - 1, b))
             continue;
         size_t t = a;
         while (t < e && (is(v, t, "const") || is(v, t, "struct") || is(v, t, "volatile")))
@@ -217,11 +208,19 @@ static int type_set_whole(const sview *v, size_t ty)
 /* member_stays for every one of the call's members. */
 static int members_stay(const sview *v, const cuco_strlist *members)
 {
-    for (size_t t = 2; t < v->n; t++)
-        if ((is(v, t - 1, "->") || is(v, t - 1, ".")) && ident(v, t) && tok_in(v, t, members) &&
-            !member_stays(v, t, 1))
+    for (size_t k = 0; k < members->n; k++)
+        if (!member_stays(v, members->items[k], 1))
             return 0;
     return 1;
+}
+
+/* member_stays for the other member named at token m. */
+static int other_member_stays(const sview *v, size_t m)
+{
+    char *name = cuco_strndup(v->src + tk(v, m)->off, tk(v, m)->len);
+    int stays = name && member_stays(v, name, 0); /* out of memory: not apart */
+    free(name);
+    return stays;
 }
 
 int scan_members_apart_in(const scan *s, size_t a, size_t b)
@@ -231,12 +230,12 @@ int scan_members_apart_in(const scan *s, size_t a, size_t b)
         return 0;
     int seen = 0;
     for (size_t i = a; i < b; i++) {
-        if (!scan_is_head(v, i) || strlen(s->member_base) != tk(v, i)->len ||
-            memcmp(s->member_base, v->src + tk(v, i)->off, tk(v, i)->len))
+        if (!scan_is_head(v, i) || !is(v, i, s->member_base))
             continue;
         /* another member that stays in place everywhere and is made by a
          * call (not one the call's buffers could have been copied into) */
-        if (!member_after(v, i) || tok_in(v, i + 2, &s->members) || !member_stays(v, i + 2, 0))
+        if (!member_after(v, i) || in_list(v, i + 2, s->members.items, s->members.n) ||
+            !other_member_stays(v, i + 2))
             return 0;
         seen = 1;
     }
@@ -257,18 +256,14 @@ int scan_members_apart(scan *s)
     if (ty >= s->v->n || type_set_whole(s->v, ty))
         return 0; /* a parameter of a type whose objects are made member by member */
     s->members_apart = 1;
-    for (size_t i = 0; i < s->n; i++) {
+    cuco_strlist drop = {0};
+    int rc = cuco_strlist_push(&drop, b);
+    for (size_t i = 0; rc == 0 && i < s->n; i++) {
         stmt *st = &s->stmts[i];
-        if (i == s->call || !cuco_strlist_has(&st->heads, b) ||
-            !scan_members_apart_in(s, st->a, st->b))
-            continue;
-        cuco_strlist drop = {0};
-        int rc = cuco_strlist_push(&drop, b);
-        if (rc == 0)
+        if (i != s->call && cuco_strlist_has(&st->heads, b) &&
+            scan_members_apart_in(s, st->a, st->b))
             rc = scan_stmt_drop_heads(st, &drop);
-        cuco_strlist_free(&drop);
-        if (rc != 0)
-            return rc;
     }
-    return 0;
+    cuco_strlist_free(&drop);
+    return rc;
 }

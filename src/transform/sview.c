@@ -160,6 +160,14 @@ int in_words(const sview *v, size_t i, const char *const *w)
     return 0;
 }
 
+int in_list(const sview *v, size_t i, char *const *items, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if (is(v, i, items[k]))
+            return 1;
+    return 0;
+}
+
 int same_tok(const sview *v, size_t a, size_t b)
 {
     return tk(v, a)->len == tk(v, b)->len &&

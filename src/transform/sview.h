@@ -53,6 +53,8 @@ const cuco_tok *tk(const sview *v, size_t i);
 int is(const sview *v, size_t i, const char *s);
 int ident(const sview *v, size_t i);
 int in_words(const sview *v, size_t i, const char *const *w);
+/* Whether token i spells one of the n strings of items (a cuco_strlist's). */
+int in_list(const sview *v, size_t i, char *const *items, size_t n);
 /* Whether tokens a and b have the same text. */
 int same_tok(const sview *v, size_t a, size_t b);
 /* Whether token ranges [a, b) and [x, y) spell the same text, token by token. */

@@ -1,8 +1,10 @@
 /* warm_scan.c: schedule warm_read, read on schedule (a)'s scan (scan_int.h).
  *
  * An all-gather's or all-to-all's first consumer that is the launch of a
- * kernel the consumer split does not take reads the collective's output
- * after one read pass over it: the call gets cuco_tx::warm_site(site,
+ * kernel the consumer split does not take (directly, or in a helper of the
+ * file that is plain host code and that launch) may read the collective's
+ * output after one read pass over it, on by default when the kernel's text
+ * shows each block walking it (kernel_reread.c): the call gets cuco_tx::warm_site(site,
  * CUCO_WARM_<site>) as its first argument, and the glue (cuco_tx_recv.cuh)
  * reads the output once on the call's stream after it (a kernel whose
  * blocks re-read a buffer a copy has just written runs slower without;
@@ -36,22 +38,24 @@ static char *param_name(const sview *v, size_t f, int k)
 }
 
 /* The launch in the helper that statement st calls (scan_helper_launch):
- * its statement in [*la, *lb) and the bits of its arguments that name a
- * parameter of the helper given the call's buffers; the kernel's name
- * token, or v->n when st calls no such helper. */
-static size_t helper_launch_reads(scan *s, const stmt *st, size_t *la, size_t *lb,
+ * the helper's name token in *f, the launch's statement in [*la, *lb) and
+ * the bits of its arguments that name a parameter of the helper given the
+ * call's buffers; the kernel's name token, or v->n when st calls no such
+ * helper. */
+static size_t helper_launch_reads(scan *s, const stmt *st, size_t *f, size_t *la, size_t *lb,
                                   unsigned long *reads, int *rc)
 {
     const sview *v = s->v;
-    size_t f = scan_helper_launch(s, st, la, lb), open = v->n;
-    size_t name = f < v->n ? kernel_launch_name(v, *la, *lb, &open) : v->n;
+    size_t open = v->n;
+    *f = scan_helper_launch(s, st, la, lb);
+    size_t name = *f < v->n ? kernel_launch_name(v, *la, *lb, &open) : v->n;
     unsigned long given = 0;
     *reads = 0;
-    if (name >= v->n || (*rc = scan_launch_reads(s, f + 1, arg_count(v, f + 1), &given)) != 0)
+    if (name >= v->n || (*rc = scan_launch_reads(s, *f + 1, arg_count(v, *f + 1), &given)) != 0)
         return v->n;
     cuco_strlist params = {0}, heads = {0};
     for (int k = 0; *rc == 0 && k < (int)(8 * sizeof given); k++) {
-        char *pn = (given >> k) & 1UL ? param_name(v, f, k) : NULL;
+        char *pn = (given >> k) & 1UL ? param_name(v, *f, k) : NULL;
         if (pn)
             *rc = cuco_strlist_push(&params, pn);
         free(pn);
@@ -115,13 +119,13 @@ int scan_try_warm(scan *s, const cuco_sched_place *pl, int placed, int site, cuc
                        cuco_sprintf("no later statement of its block reads the %s buffer", what));
     const stmt *st = &s->stmts[pl->wait];
     int line = tk(v, st->a)->line, rc = 0;
-    size_t open = v->n, a, b, la = st->a, lb = st->b;
+    size_t open = v->n, a, b, la = st->a, lb = st->b, helper = v->n;
     unsigned long reads = 0;
     size_t name = st->kind == CUCO_SCHED_WORK ? kernel_launch_name(v, st->a, st->b, &open) : v->n;
     if (name < v->n)
         rc = scan_launch_reads(s, open, arg_count(v, open), &reads);
     else
-        name = helper_launch_reads(s, st, &la, &lb, &reads, &rc);
+        name = helper_launch_reads(s, st, &helper, &la, &lb, &reads, &rc);
     if (rc != 0)
         return rc;
     if (name >= v->n)
@@ -140,5 +144,5 @@ int scan_try_warm(scan *s, const cuco_sched_place *pl, int placed, int site, cuc
     p->warm = 1;
     p->warm_line = line;
     p->warm_default = kernel_launch_rereads(v, la, lb, reads);
-    return warm_yes(s, name, la == st->a ? v->n : scan_helper_launch(s, st, &a, &b), line, what, p);
+    return warm_yes(s, name, helper, line, what, p);
 }
