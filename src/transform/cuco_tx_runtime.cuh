@@ -483,6 +483,15 @@ inline ncclResult_t comm_setup(ncclComm_t c) {
   return CUCO_TX_FAIL("registering the windows allocated before the communicator failed");
 }
 
+// The setup of a communicator made inside a condition (`if
+// (ncclCommInitRank(&comm, ...) != ncclSuccess) { fail }`): right after a
+// successful creation; the creation's own result is what the program sees
+// (a failed setup is reported by the first device call on the communicator).
+inline ncclResult_t comm_made(ncclResult_t made, ncclComm_t* comm) {
+  if (made == ncclSuccess && comm) (void)comm_setup(*comm);
+  return made;
+}
+
 // Registers every symmetric buffer not registered yet, in allocation order.
 inline ncclResult_t windows_register(ncclComm_t c) {
   if (comm_setup(c) != ncclSuccess) return ncclInvalidUsage;

@@ -301,6 +301,29 @@ static int runs_once(const ctx *c, size_t f, int depth)
     return runs_once(c, c->fn_of[use], depth + 1);
 }
 
+/* The device communicator's setup right after the call at token i makes
+ * *comm: after its statement, or, where the call is a condition's (`if
+ * (ncclCommInitRank(...) != ncclSuccess) { fail }`), around the call, on
+ * its success, keeping its result (cuco_tx::comm_made). */
+static int setup_after(ctx *c, size_t i, const char *comm)
+{
+    const sview *v = &c->v;
+    if (rl_in_control_header(v, i) && is(v, i + 1, "(")) {
+        char *to = cuco_sprintf(", (%s))", comm);
+        int rc = to ? rl_add_edit(c, i, tk(v, i)->off, 0, "cuco_tx::comm_made(") : CUCO_ENOMEM;
+        if (rc == 0)
+            rc = rl_add_edit(c, i, rl_tok_end(v, close_of(v, i + 1)), 0, to);
+        free(to);
+        return rc;
+    }
+    size_t lo, hi;
+    rl_stmt_span(c, i, &lo, &hi);
+    char *ins = cuco_sprintf(" cuco_tx::comm_setup(*(%s));", comm);
+    int rc = ins ? rl_add_edit(c, i, hi, 0, ins) : CUCO_ENOMEM;
+    free(ins);
+    return rc;
+}
+
 int rl_scan_comm_init(ctx *c, scan_state *st, size_t i, const char *name)
 {
     const sview *v = &c->v;
@@ -334,11 +357,7 @@ int rl_scan_comm_init(ctx *c, scan_state *st, size_t i, const char *name)
                                  "first device collective",
                                  name);
     char *comm = rl_arg_text(v, &a, k);
-    size_t lo, hi;
-    rl_stmt_span(c, i, &lo, &hi);
-    char *ins = comm ? cuco_sprintf(" cuco_tx::comm_setup(*(%s));", comm) : NULL;
-    /* the argument is a pointer to the communicator */
-    int rc = ins ? rl_add_edit(c, i, hi, 0, ins) : CUCO_ENOMEM;
+    int rc = comm ? setup_after(c, i, comm) : CUCO_ENOMEM;
     if (rc == 0)
         rc = cuco_tx_notes_add(&c->r->notes, t->line, "setup",
                                "device communicator created after %s", name);
@@ -347,7 +366,6 @@ int rl_scan_comm_init(ctx *c, scan_state *st, size_t i, const char *name)
     if (rc == 0 && rl_scope_map(c) == 0 && c->fn_of[i] < v->n && !rl_in_lambda(v, i))
         c->comm_once = c->comm_once || runs_once(c, c->fn_of[i], 0);
     free(comm);
-    free(ins);
     return rc;
 }
 

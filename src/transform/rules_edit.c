@@ -87,10 +87,13 @@ int rl_keep_call(ctx *c, size_t tok, int group)
     return rc;
 }
 
-void rl_stmt_span(const ctx *c, size_t i, size_t *lo, size_t *hi)
+/* The first and the last token of the statement around token i (the last
+ * one its ';', or the '{' or '}' it stops at); 0 when the file has none. */
+static int stmt_tokens(const sview *v, size_t i, size_t *first, size_t *last)
 {
-    const sview *v = &c->v;
-    size_t s = i;
+    if (v->n == 0) /* a file of no code tokens (one unterminated comment) */
+        return 0;
+    size_t s = i < v->n ? i : v->n - 1;
     while (s > 0 && !is(v, s - 1, ";") && !is(v, s - 1, "{") && !is(v, s - 1, "}"))
         s--;
     size_t e2 = i;
@@ -104,10 +107,60 @@ void rl_stmt_span(const ctx *c, size_t i, size_t *lo, size_t *hi)
             break;
         e2++;
     }
-    if (e2 >= v->n)
-        e2 = v->n - 1;
+    *first = s;
+    *last = e2 < v->n ? e2 : v->n - 1;
+    return 1;
+}
+
+void rl_stmt_span(const ctx *c, size_t i, size_t *lo, size_t *hi)
+{
+    size_t s, e;
+    if (!stmt_tokens(&c->v, i, &s, &e)) {
+        *lo = *hi = 0;
+        return;
+    }
+    *lo = tk(&c->v, s)->off;
+    *hi = rl_tok_end(&c->v, e);
+}
+
+/* The last token of a control statement whose body opens at the '{' at
+ * open, through the else branches that follow it. */
+static size_t control_end(const sview *v, size_t open)
+{
+    size_t e = close_of(v, open);
+    while (e < v->n && is(v, e + 1, "else")) {
+        size_t k = e + 2;
+        if (is(v, k, "if") && is(v, k + 1, "("))
+            k = close_of(v, k + 1) + 1;
+        if (is(v, k, "{")) {
+            e = close_of(v, k);
+            continue;
+        }
+        while (k < v->n && !is(v, k, ";")) /* one statement, unbraced */
+            k = is(v, k, "(") || is(v, k, "[") || is(v, k, "{") ? close_of(v, k) + 1 : k + 1;
+        if (k >= v->n)
+            break;
+        e = k;
+    }
+    return e < v->n ? e : v->n - 1;
+}
+
+/* The bytes an edit's EVOLVE-BLOCK wraps: its statement's; for an edit in
+ * the header of an if, for, while, switch (or an else, a do) whose body is
+ * braced, the whole statement, so that the block closes what it opens. */
+static void wrap_span(const ctx *c, size_t i, size_t *lo, size_t *hi)
+{
+    const sview *v = &c->v;
+    size_t s, e;
+    if (!stmt_tokens(v, i, &s, &e)) {
+        *lo = *hi = 0;
+        return;
+    }
+    if (is(v, e, "{") && (is(v, s, "if") || is(v, s, "for") || is(v, s, "while") ||
+                          is(v, s, "switch") || is(v, s, "else") || is(v, s, "do")))
+        e = control_end(v, e);
     *lo = tk(v, s)->off;
-    *hi = rl_tok_end(v, e2);
+    *hi = rl_tok_end(v, e);
 }
 
 int rl_add_edit(ctx *c, size_t tok_for_stmt, size_t off, size_t len, const char *text)
@@ -124,7 +177,7 @@ int rl_add_edit(ctx *c, size_t tok_for_stmt, size_t off, size_t len, const char 
         return CUCO_ENOMEM;
     x->wrap = c->nblocks == 0;
     x->seq = (long)c->nedits;
-    rl_stmt_span(c, tok_for_stmt, &x->stmt_lo, &x->stmt_hi);
+    wrap_span(c, tok_for_stmt, &x->stmt_lo, &x->stmt_hi);
     c->nedits++;
     return 0;
 }

@@ -229,6 +229,9 @@ size_t rl_top_start(const sview *v, size_t i);
 /* Whether token i is in the body (or the single statement) of a for, while
  * or do loop. */
 int rl_in_loop(const sview *v, size_t i);
+/* Whether token i is in the condition (the header) of an if, while, for or
+ * switch. */
+int rl_in_control_header(const sview *v, size_t i);
 /* Whether the statement holding token i is the unbraced body of a control
  * statement ("for (...) stmt;", "else stmt;"); *lo becomes its first byte. */
 int rl_control_body(const sview *v, size_t i, size_t *lo);

@@ -342,6 +342,15 @@ int rl_in_loop(const sview *v, size_t i)
     return 0;
 }
 
+int rl_in_control_header(const sview *v, size_t i)
+{
+    for (size_t p = sview_paren_around(v, i); p < v->n && p > 0; p = sview_paren_around(v, p))
+        if (is(v, p - 1, "if") || is(v, p - 1, "while") || is(v, p - 1, "for") ||
+            is(v, p - 1, "switch"))
+            return 1;
+    return 0;
+}
+
 int rl_control_body(const sview *v, size_t i, size_t *lo)
 {
     size_t s = i;

@@ -16,11 +16,13 @@
 typedef struct stmt {
     size_t a, b;
     cuco_sched_kind kind;
-    char *stream;         /* owned: the stream of its first launch */
-    cuco_strlist streams; /* the streams of all its launches (text) */
-    cuco_strlist heads;   /* every head it names */
-    int calls;            /* calls of functions not in the lists above */
-    int method_calls;     /* obj.f(...), p->f(...) */
+    char *stream;                         /* owned: the stream of its first launch */
+    cuco_strlist streams;                 /* the streams of all its launches (text) */
+    cuco_strlist heads;                   /* every head it names */
+    cuco_sched_kind kind_but_macro_exits; /* its kind were the exits only a macro's text
+                                             has (an error check's return) not counted */
+    int calls;                            /* calls of functions not in the lists above */
+    int method_calls;                     /* obj.f(...), p->f(...) */
 } stmt;
 
 /* The enclosing function: its parameters, body, aliases and locals. */

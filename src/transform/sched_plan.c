@@ -293,6 +293,20 @@ static int locate(scan *s, size_t c, cuco_sched_plan *p, size_t *call_stmt)
     return rc;
 }
 
+/* 1 with the plan's note when a conditional directive (#ifdef ...) lies
+ * between the call and the place of its wait: one could be compiled
+ * without the other. */
+static int apart_by_conditional(const scan *s, const cuco_sched_place *pl, cuco_sched_plan *p)
+{
+    size_t at = pl->wait < s->n ? s->stmts[pl->wait].a : s->block_end;
+    int line = sview_conditional_between(s->v, s->stmts[s->call].a, at);
+    return line ? plan_note(p,
+                            "a preprocessor conditional (line %d) lies between the call and "
+                            "where its wait would go: one could be compiled without the other",
+                            line)
+                : 0;
+}
+
 /* The report line of a plan that applies. */
 static int applied_note(scan *s, const cuco_sched_place *pl, const char *api, cuco_sched_plan *p)
 {
@@ -341,6 +355,8 @@ int sched_scan_view(const sview *v, size_t call_off, const char *api, int site,
         rc = plan_note(plan, "the call's statement was not found in its block", 0);
     if (rc == 0)
         placed = (rc = scan_place(&s, &pl)) == 0;
+    if (placed && (rc = apart_by_conditional(&s, &pl, plan)) != 0)
+        placed = 0;
     int splits = cuco_sched_consumer_split(api) != NULL;
     if (rc == 0 && splits)
         rc = scan_try_split(&s, &pl, editable, ctx, plan);
@@ -360,6 +376,8 @@ int sched_scan_view(const sview *v, size_t call_off, const char *api, int site,
                        "before it (an expression with a call or an increment, a name the "
                        "statement declares, or two streams besides the call's)",
                        tk(v, s.stmts[pl.wait].a)->line);
+    if (rc == 0)
+        rc = apart_by_conditional(&s, &pl, plan); /* the wait after a split GEMM */
     size_t at = rc == 0 ? (pl.wait < s.n ? s.stmts[pl.wait].a : s.block_end) : 0;
     if (rc == 0 && editable && !editable(ctx, tk(v, at)->off))
         rc = plan_note(plan, "its first consumer (line %d) is in frozen code", tk(v, at)->line);

@@ -329,7 +329,7 @@ static int binds_name(const sview *v, const stmt *s)
 
 int scan_stmt_classify(const sview *v, stmt *s)
 {
-    int rc = 0;
+    int rc = 0, macro_exits = 0;
     for (size_t i = s->a; i < s->b && rc == 0; i++) {
         if (in_words(v, i,
                      (const char *const[]){"return", "break", "continue", "goto", "throw",
@@ -349,9 +349,11 @@ int scan_stmt_classify(const sview *v, stmt *s)
             s->kind = stronger(s->kind, CUCO_SCHED_WORK);
         if (reach & SCAN_MACRO_OPAQUE)
             s->kind = stronger(s->kind, CUCO_SCHED_UNKNOWN);
-        if (reach & SCAN_MACRO_EXITS)
-            s->kind = stronger(s->kind, CUCO_SCHED_EXIT);
+        macro_exits |= (reach & SCAN_MACRO_EXITS) != 0;
     }
+    s->kind_but_macro_exits = s->kind;
+    if (macro_exits)
+        s->kind = stronger(s->kind, CUCO_SCHED_EXIT);
     if (rc == 0 && binds_name(v, s))
         cuco_strlist_free(&s->heads);
     return rc;
@@ -605,13 +607,42 @@ static size_t param_type_word(const sview *v, size_t open, int pos)
     return v->n;
 }
 
-/* Whether token t names a struct or class the file defines. */
+/* The '{' that the '}' at token c closes; v->n when none does. */
+static size_t open_of(const sview *v, size_t c)
+{
+    int depth = 0;
+    for (size_t j = c + 1; j-- > 0;) {
+        depth += is(v, j, "}") - is(v, j, "{");
+        if (depth == 0)
+            return j;
+    }
+    return v->n;
+}
+
+/* Whether the '}' at token c closes the body of `typedef struct [Tag] {`. */
+static int typedef_struct_body(const sview *v, size_t c)
+{
+    size_t o = open_of(v, c);
+    if (o >= v->n || o < 2)
+        return 0;
+    size_t kw = ident(v, o - 1) && !is(v, o - 1, "struct") ? o - 2 : o - 1;
+    return kw > 0 && kw < v->n && is(v, kw, "struct") && is(v, kw - 1, "typedef");
+}
+
+/* Whether token t names a struct or class the file defines: `struct T {`,
+ * `class T : ...`, or C's `typedef struct [Tag] { ... } T;`. */
 static int file_struct(const sview *v, size_t t)
 {
-    for (size_t k = 1; k + 1 < v->n; k++)
-        if ((is(v, k - 1, "struct") || is(v, k - 1, "class")) && same_tok(v, k, t) &&
+    for (size_t k = 1; k + 1 < v->n; k++) {
+        if (!same_tok(v, k, t))
+            continue;
+        if ((is(v, k - 1, "struct") || is(v, k - 1, "class")) &&
             (is(v, k + 1, "{") || is(v, k + 1, ":")))
             return 1;
+        if (is(v, k - 1, "}") && (is(v, k + 1, ";") || is(v, k + 1, ",")) &&
+            typedef_struct_body(v, k - 1))
+            return 1;
+    }
     return 0;
 }
 

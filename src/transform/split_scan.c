@@ -97,7 +97,9 @@ static size_t split_gemm(const scan *s, const stmt *st, const char **why)
     }
     if (g >= v->n)
         return v->n;
-    if (semis != 1 || st->calls || st->kind != CUCO_SCHED_WORK) {
+    /* an error check's return in the macro around the GEMM leaves it one call */
+    cuco_sched_kind kind = st->kind == CUCO_SCHED_EXIT ? st->kind_but_macro_exits : st->kind;
+    if (semis != 1 || st->calls || kind != CUCO_SCHED_WORK) {
         *why = "is a GEMM inside a larger statement";
         return v->n;
     }
@@ -680,6 +682,15 @@ int scan_try_produce(scan *s, int site, int (*editable)(void *, size_t), void *c
     stmt *st = &s->stmts[s->call - 1];
     int line = tk(v, st->a)->line;
     const char *why = NULL;
+    int apart = sview_conditional_between(v, st->a, s->stmts[s->call].a);
+    if (apart) {
+        char *n = cuco_sprintf("is apart from it by a preprocessor conditional (line %d): one "
+                               "could be compiled without the other",
+                               apart);
+        int rc = n ? produce_no(p, n, line) : CUCO_ENOMEM;
+        free(n);
+        return rc;
+    }
     size_t g = split_gemm(s, st, &why);
     if (g >= v->n) {
         char *kwhy = NULL;

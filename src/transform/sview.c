@@ -142,6 +142,24 @@ const cuco_tok *tk(const sview *v, size_t i)
     return &v->lx.toks[v->ix[i]];
 }
 
+int sview_conditional_between(const sview *v, size_t a, size_t b)
+{
+    static const char *const conditionals[] = {"if",       "ifdef", "ifndef", "elif", "elifdef",
+                                               "elifndef", "else",  "endif",  NULL};
+    if (a >= v->n || a >= b)
+        return 0;
+    size_t to = b < v->n ? v->ix[b] : v->lx.ntoks;
+    for (size_t t = v->ix[a] + 1; t < to; t++) {
+        const cuco_tok *d = &v->lx.toks[t];
+        if (d->kind != CUCO_TOK_PREPROC)
+            continue;
+        for (const char *const *w = conditionals; *w; w++)
+            if (d->dir_len == strlen(*w) && !memcmp(v->src + d->dir_off, *w, d->dir_len))
+                return d->line;
+    }
+    return 0;
+}
+
 int is(const sview *v, size_t i, const char *s)
 {
     return i < v->n && cuco_tok_is(&v->lx, tk(v, i), s);

@@ -55,6 +55,11 @@ int ident(const sview *v, size_t i);
 int in_words(const sview *v, size_t i, const char *const *w);
 /* Whether token i spells one of the n strings of items (a cuco_strlist's). */
 int in_list(const sview *v, size_t i, char *const *items, size_t n);
+/* The line of the first conditional directive (#if, #ifdef, #ifndef, #elif,
+ * #else, #endif) between code tokens a and b (a < b; b may be v->n: the
+ * file's end); 0 when there is none. Code on its two sides may be compiled
+ * apart. */
+int sview_conditional_between(const sview *v, size_t a, size_t b);
 /* Whether tokens a and b have the same text. */
 int same_tok(const sview *v, size_t a, size_t b);
 /* Whether token ranges [a, b) and [x, y) spell the same text, token by token. */

@@ -9,7 +9,9 @@
 # table, a vector and a __device__ pointer, hidden_consumers; attention
 # parameters in one struct filled by a setter taking it by reference,
 # params_struct; a decode attention over a packed KV cache gathered across
-# ranks, its buffers members of one context struct, packed_kv_decode):
+# ranks, its buffers members of one context struct, packed_kv_decode; a
+# C-style FSDP forward whose per-layer weight gather feeds a GEMM inside an
+# error check that returns, fsdp_layers):
 # 'cuco transform' (no --no-verify) builds each
 # transformed program with its manifest's nvcc command, two at a time
 # without a GPU. Without a GPU the outcome is exit 3, "built, not verified:
@@ -19,7 +21,7 @@ source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
 setup transform-build nvcc
 D=$CUCO_TEST_DATA/transform
 built_in_pairs "$D" graph_replay jacobi_halo kept_calls layer_send split_tp_dp decode_logits hidden_consumers \
-    params_struct packed_kv_decode
+    params_struct packed_kv_decode fsdp_layers
 check "kept_calls: the kept calls are marked in the built program" \
     grep -q "/\* cuco:kept \*/ ncclReduce(" "$TMP/kept_calls/gen_0/kept_calls.cu"
 # decode_logits: its gather of 128 KiB goes through NCCL on the window by
@@ -49,4 +51,10 @@ done
 check "packed_kv_decode: the gather overlaps the projection, a launch on other members of its struct" \
     grep -q "ncclAllGather at line 104 issued on a side stream, wait moved before the statement at line 106 (1 independent" \
     "$TMP/packed_kv_decode/gen_0/transform_report.md"
+# fsdp_layers: the GEMM in TRY_BLAS(...) (whose text returns on failure)
+# consumes the gathered weight per source rank, the model a typedef'd struct
+# apart from the float activations
+check "fsdp_layers: the layer's GEMM consumes the gathered weight per source rank" \
+    grep -q "cublasSgemm at line 108 consumes ncclAllGather at line 106 per source rank" \
+    "$TMP/fsdp_layers/gen_0/transform_report.md"
 exit $fail

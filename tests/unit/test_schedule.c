@@ -805,6 +805,32 @@ static void test_scan_param_types(void **state)
     assert_true(tx_has_schedule_note(&r.notes, 11, "no independent work between the call and its "
                                                    "first consumer (line 12)"));
     cuco_tx_result_free(&r);
+
+    /* C's typedef of a struct, with or without a tag, is a struct of the
+     * file too; a union is not (a float pointer may be one of its views) */
+    static const struct {
+        const char *type;
+        int apart;
+    } types[] = {{"typedef struct { int hits; } Stats;", 1},
+                 {"typedef struct stats_tag { int hits; } Stats;", 1},
+                 {"typedef union { float *p; int hits; } Stats;", 0}};
+    const char *at = strstr(prog, "struct Stats { int hits; };");
+    assert_non_null(at);
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        char *c_prog = cuco_sprintf("%.*s%s%s", (int)(at - prog), prog, types[i].type,
+                                    at + strlen("struct Stats { int hits; };"));
+        assert_non_null(c_prog);
+        tx_transform(c_prog, &r);
+        assert_int_equal(tx_has_schedule_note(&r.notes, 8,
+                                              "wait moved before the statement at line 10"),
+                         types[i].apart);
+        assert_int_equal(tx_has_schedule_note(&r.notes, 8,
+                                              "no independent work between the call and its "
+                                              "first consumer (line 9)"),
+                         !types[i].apart);
+        cuco_tx_result_free(&r);
+        free(c_prog);
+    }
 }
 
 /* a pointer set in another function: a member a method sets from another

@@ -122,6 +122,60 @@ static void test_split_output_in_send(void **state)
     cuco_tx_result_free(&r);
 }
 
+/* C-style error checks that return: the GEMM inside `TRY(...)`, whose text
+ * returns on failure, is still one GEMM call and is split (the wait after
+ * it); a statement that returns in its own text is not */
+static void test_split_in_returning_check(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        "#include <nccl.h>\n"
+        "#include <cublas_v2.h>\n"
+        "#define TRY(x) if ((x) != 0) { fprintf(stderr, \"failed\\n\"); return -1; }\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "static int step(cublasHandle_t h, float *x, float *g, float *w, float *y, int m,\n"
+        "                ncclComm_t c, cudaStream_t s)\n"
+        "{\n"
+        "    const float one = 1.0f, zero = 0.0f;\n"
+        "    TRY(ncclAllGather(x, g, 16, ncclFloat, c, s));\n"
+        "    TRY(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 8, m, 4, &one, w, 8, g, 4, &zero, y, "
+        "8));\n"
+        "    k<<<1, 32, 0, s>>>(g, 4);\n"
+        "    return 0;\n"
+        "}\n"
+        "int main() {\n"
+        "    float *x, *g, *w, *y; ncclComm_t c; cudaStream_t s; cublasHandle_t h;\n"
+        "    cudaMalloc(&x, 64); cudaMalloc(&g, 256); cudaMalloc(&w, 64); cudaMalloc(&y, 64);\n"
+        "    step(h, x, g, w, y, 16, c, s);\n"
+        "    cudaStreamSynchronize(s);\n"
+        "    return 0;\n"
+        "}\n";
+    cuco_tx_result r;
+    tx_transform(prog, &r);
+    const char *gemm = strstr(r.program, "TRY(cuco_tx::sgemm_split(0, CUCO_SPLIT_0, h, ");
+    const char *wait = strstr(r.program, "cuco_tx::early_wait(0, CUCO_EARLY_0);");
+    const char *next = strstr(r.program, "k<<<1, 32, 0, s>>>(g, 4);");
+    assert_non_null(gemm);
+    assert_non_null(wait);
+    assert_true(gemm < wait && wait < next);
+    assert_true(tx_has_schedule_note(&r.notes, 10,
+                                     "consumer_split_by_source: cublasSgemm at line 10 consumes "
+                                     "ncclAllGather at line 9 per source rank"));
+    cuco_tx_result_free(&r);
+
+    /* the same GEMM with a return of its own in the statement stays whole */
+    const char *at = strstr(prog, "    TRY(cublasSgemm(");
+    char *with_return = cuco_sprintf("%.*s    if (cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 8, m, 4, "
+                                     "&one, w, 8, g, 4, &zero, y, 8)) return -1;\n%s",
+                                     (int)(at - prog), prog, strstr(at, "    k<<<"));
+    assert_non_null(with_return);
+    tx_transform(with_return, &r);
+    assert_null(strstr(r.program, "cuco_tx::sgemm_split("));
+    assert_true(tx_has_schedule_note(&r.notes, 9, "is a GEMM inside a larger statement"));
+    cuco_tx_result_free(&r);
+    free(with_return);
+}
+
 /* warm_read: a kernel launch right after the all-gather (nothing to overlap:
  * early_start_late_wait does not apply) is still offered a read pass; so is
  * the first consumer of an all-to-all; a receive's is not */
@@ -609,7 +663,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_direct),      cmocka_unit_test(test_split_two_sites),
-        cmocka_unit_test(test_split_output_in_send), cmocka_unit_test(test_warm_read),
+        cmocka_unit_test(test_split_output_in_send),
+        cmocka_unit_test(test_split_in_returning_check), cmocka_unit_test(test_warm_read),
         cmocka_unit_test(test_warm_default),
         cmocka_unit_test(test_warm_helper),
         cmocka_unit_test(test_split_lt),          cmocka_unit_test(test_split_alias),

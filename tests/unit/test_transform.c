@@ -925,6 +925,48 @@ static void test_nonblocking_config(void **state)
     cuco_err_clear(&e);
 }
 
+/* A communicator made in a condition whose block handles the failure: its
+ * setup wraps the call (on success, keeping its result) instead of going
+ * into the failure's block, and the EVOLVE-BLOCK around the edit holds the
+ * whole if statement (its braces balanced) */
+static void test_init_in_condition(void **state)
+{
+    (void)state;
+    const char *src = "int main() {\n"
+                      "  ncclComm_t comm; ncclUniqueId id; float *x;\n"
+                      "  if (ncclCommInitRank(&comm, 2, id, 0) != ncclSuccess || !id.internal[0]) {\n"
+                      "    fprintf(stderr, \"init failed\\n\");\n"
+                      "    return 1;\n"
+                      "  } else if (0) {\n"
+                      "    return 2;\n"
+                      "  }\n"
+                      "  cudaMalloc(&x, 64);\n"
+                      "  ncclAllReduce(x, x, 4, ncclFloat, ncclSum, comm, 0);\n"
+                      "  return 0;\n"
+                      "}\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("cond.cu", src, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    assert_non_null(strstr(r.program, "if (cuco_tx::comm_made(ncclCommInitRank(&comm, 2, id, 0), "
+                                      "(&comm)) != ncclSuccess || !id.internal[0]) {\n"));
+    assert_null(strstr(r.program, "cuco_tx::comm_setup(*(&comm));"));
+    const char *start = strstr(r.program, "// EVOLVE-BLOCK-START\n  if (cuco_tx::comm_made(");
+    const char *end = start ? strstr(start, "// EVOLVE-BLOCK-END") : NULL;
+    assert_non_null(start);
+    assert_non_null(end);
+    int depth = 0;
+    for (const char *p = start; p < end; p++)
+        depth += (*p == '{') - (*p == '}');
+    assert_int_equal(depth, 0);
+    /* the block holds the if statement, its else branch included */
+    const char *else_end = strstr(start, "    return 2;\n  }\n");
+    assert_non_null(else_end);
+    assert_true(else_end < end);
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
 /* Windows are registered at allocation (CUCO_TX_ONE_COMM) only where the
  * program makes one communicator, once: in main, or in a helper main calls
  * once (outside a loop). A second one made later (a split), or one made by a
@@ -1294,6 +1336,7 @@ int main(void)
         cmocka_unit_test(test_one_communicator),
         cmocka_unit_test(test_reduce_names),
         cmocka_unit_test(test_nonblocking_config),
+        cmocka_unit_test(test_init_in_condition),
         cmocka_unit_test(test_one_comm_eager_windows),
         cmocka_unit_test(test_rank_branch_alloc),
         cmocka_unit_test(test_lambda_helper),
