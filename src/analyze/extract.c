@@ -2100,7 +2100,8 @@ static void build_call_nodes(struct analysis *A)
             json_t *pn;
             json_array_foreach(params, k, pn)
             {
-                if (!mixed && stream && json_string_value(pn) &&
+                /* two parameters of one name (a broken program): the first */
+                if (!st && !mixed && stream && json_string_value(pn) &&
                     !strcmp(json_string_value(pn), stream))
                     st = norm_stream(
                         json_string_value(json_array_get(json_object_get(call, "texts"), k)));

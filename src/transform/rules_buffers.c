@@ -118,6 +118,8 @@ static int resolve_params(ctx *c, const char *name, size_t scope_fn, const char 
             if (a.n <= k)
                 continue;
             size_t last = rl_chain_last(v, a.first[k], a.last[k]);
+            if (last < v->n)
+                last = sview_accessor_member(v, last); /* buf.data(): its member */
             /* a caller's own variable of the same name is another variable */
             if (last >= v->n || (cuco_tok_is(&v->lx, tk(v, last), name) &&
                                  (scope_fn >= v->n || c->fn_of[last] == scope_fn)))
@@ -154,9 +156,16 @@ static int resolve_rhs(ctx *c, size_t rs, const char *why, int depth)
     }
     if (re == rs || is(v, rs, "nullptr") || is(v, rs, "NULL") || tk(v, rs)->kind == CUCO_TOK_NUMBER)
         return 0;
-    size_t base = rl_chain_last(v, rs, re - 1);
+    size_t base = rl_chain_last(v, rs, re - 1),
+           member = base < v->n ? sview_accessor_member(v, base) : base;
     if (base >= v->n)
         return 0;
+    if (member != base) { /* p = buf.data(): the member the getter returns */
+        char *mname = cuco_strndup(v->src + tk(v, member)->off, tk(v, member)->len);
+        int rc = mname ? resolve_buffer(c, mname, member, why, depth + 1) : CUCO_ENOMEM;
+        free(mname);
+        return rc;
+    }
     char *bname = cuco_strndup(v->src + tk(v, base)->off, tk(v, base)->len);
     if (!bname)
         return CUCO_ENOMEM;
@@ -549,6 +558,8 @@ int rl_need_symmetric(ctx *c, const args *a, int k, size_t call_tok, const char 
 {
     const sview *v = &c->v;
     size_t last = rl_chain_last(v, a->first[k], a->last[k]);
+    if (last < v->n)
+        last = sview_accessor_member(v, last);
     char *text = rl_arg_text(v, a, k);
     if (!text)
         return CUCO_ENOMEM;

@@ -23,46 +23,143 @@
 
 #include "scan_int.h"
 
+/* Type words of arithmetic scalars and handles: no buffer. */
+static const char *const scalar_words[] = {"int",
+                                           "long",
+                                           "short",
+                                           "char",
+                                           "unsigned",
+                                           "signed",
+                                           "float",
+                                           "double",
+                                           "bool",
+                                           "size_t",
+                                           "ssize_t",
+                                           "int8_t",
+                                           "uint8_t",
+                                           "int16_t",
+                                           "uint16_t",
+                                           "int32_t",
+                                           "uint32_t",
+                                           "int64_t",
+                                           "uint64_t",
+                                           "ptrdiff_t",
+                                           "cudaStream_t",
+                                           "cudaEvent_t",
+                                           "ncclComm_t",
+                                           "cublasHandle_t",
+                                           "cublasLtHandle_t",
+                                           "dim3",
+                                           "ncclDataType_t",
+                                           "ncclRedOp_t",
+                                           NULL};
+
 /* Whether the function of f declares name as an arithmetic scalar or a
  * handle ("size_t n", "const int rows = 4", "cudaStream_t s": such a type
  * word right before the name), which no buffer can alias. */
 static int declared_scalar(const fn_scope *f, const sview *v, const char *name)
 {
-    static const char *const scalar_words[] = {"int",
-                                               "long",
-                                               "short",
-                                               "char",
-                                               "unsigned",
-                                               "signed",
-                                               "float",
-                                               "double",
-                                               "bool",
-                                               "size_t",
-                                               "ssize_t",
-                                               "int8_t",
-                                               "uint8_t",
-                                               "int16_t",
-                                               "uint16_t",
-                                               "int32_t",
-                                               "uint32_t",
-                                               "int64_t",
-                                               "uint64_t",
-                                               "ptrdiff_t",
-                                               "cudaStream_t",
-                                               "cudaEvent_t",
-                                               "ncclComm_t",
-                                               "cublasHandle_t",
-                                               "cublasLtHandle_t",
-                                               "dim3",
-                                               "ncclDataType_t",
-                                               "ncclRedOp_t",
-                                               NULL};
+
     for (size_t i = f->params + 1; i < f->body_end && i < v->n; i++)
         if (ident(v, i) && is(v, i, name) &&
             (is(v, i + 1, "=") || is(v, i + 1, ";") || is(v, i + 1, ",") || is(v, i + 1, ")")) &&
             in_words(v, i - 1, scalar_words))
             return 1;
     return 0;
+}
+
+/* Whether the member named like token m is declared, in every class or
+ * struct body of the file that declares it, with an arithmetic type word
+ * (`struct Options { size_t n = 4, m = 8; };`): no buffer. */
+static int scalar_member(const sview *v, size_t m)
+{
+    static const char *const skip[] = {"const", "static", "constexpr", "mutable", "volatile", NULL};
+    int seen = 0;
+    for (size_t k = 1; k + 1 < v->n; k++) {
+        if (!same_tok(v, k, m) || is(v, k - 1, ".") || is(v, k - 1, "->") ||
+            !(is(v, k + 1, ";") || is(v, k + 1, "=") || is(v, k + 1, ",") || is(v, k + 1, "{")))
+            continue;
+        size_t body = block_open(v, k);
+        if (body >= v->n || !sview_class_body(v, body) || is(v, k - 1, "*") || is(v, k - 1, "&"))
+            continue;
+        size_t t = k;
+        while (t > body + 1 && !is(v, t - 1, ";") && !is(v, t - 1, "}") && !is(v, t - 1, "{") &&
+               !is(v, t - 1, ":"))
+            t--; /* the declaration's first token */
+        while (t < k && in_words(v, t, skip))
+            t++;
+        if (!in_words(v, t, scalar_words))
+            return 0;
+        for (size_t j = t; j < k; j++)
+            if (is(v, j, "*") || is(v, j, "&") || is(v, j, "("))
+                return 0; /* a pointer declared in the same list, a function */
+        seen = 1;
+    }
+    return seen;
+}
+
+/* Heads of the comma-separated elements in [a, b), as scan_expr_heads
+ * finds them, less the elements that read a scalar member (`o.n`,
+ * `cfg->rows * 2`): a constructor's size argument holds no buffer. */
+static int heads_but_scalar_members(const sview *v, size_t a, size_t b, cuco_strlist *out)
+{
+    size_t from[64], to[64];
+    int n = arg_ranges(v, a - 1, from, to, 64);
+    if (n < 0 || n >= 64)
+        return scan_expr_heads(v, a, b, out, 0);
+    for (int k = 0; k < n; k++) {
+        size_t h = from[k];
+        if (scan_is_head(v, h) && (is(v, h + 1, ".") || is(v, h + 1, "->")) && ident(v, h + 2) &&
+            !is(v, h + 3, ".") && !is(v, h + 3, "->") && !is(v, h + 3, "(") && !is(v, h + 3, "[") &&
+            scalar_member(v, h + 2))
+            continue;
+        int rc = scan_expr_heads(v, from[k], to[k], out, 0);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Whether the name at i, after a comma, is a later declarator of a
+ * declaration list (`device_ptr<float> p(y), q(z);`): the comma is not
+ * inside brackets, and the statement starts with a type and a first
+ * declarator. */
+static int later_declarator(const sview *v, size_t i)
+{
+    size_t k = i - 1;
+    for (int d = 0; k > 0; k--) {
+        if (is(v, k - 1, ")") || is(v, k - 1, "]")) {
+            d++;
+        } else if (is(v, k - 1, "(") || is(v, k - 1, "[")) {
+            if (d-- == 0)
+                return 0; /* an argument of a call */
+        } else if (d == 0 && (is(v, k - 1, ";") || is(v, k - 1, "{") || is(v, k - 1, "}"))) {
+            break;
+        }
+    }
+    while (k < i && in_words(v, k,
+                             (const char *const[]){"const", "static", "constexpr", "volatile",
+                                                   "struct", NULL}))
+        k++;
+    if (!ident(v, k) || in_words(v, k, sview_keywords))
+        return 0;
+    k++;
+    while (k + 1 < i && is(v, k, "::") && ident(v, k + 1))
+        k += 2;
+    if (is(v, k, "<")) { /* template arguments */
+        int d = 0;
+        for (; k < i; k++) {
+            d += is(v, k, "<") - is(v, k, ">");
+            if (d == 0)
+                break;
+        }
+        k++;
+    }
+    while (k < i && (is(v, k, "*") || is(v, k, "&") || is(v, k, "const")))
+        k++;
+    return k < i && ident(v, k) &&
+           (is(v, k + 1, "(") || is(v, k + 1, "{") || is(v, k + 1, "=") || is(v, k + 1, ",") ||
+            is(v, k + 1, "["));
 }
 
 /* How the function of f declares a name: not at all (a global, a member),
@@ -485,13 +582,14 @@ int scan_alias_pairs(fn_scope *f, const sview *v, size_t a, size_t b)
         if (is(v, i, "=")) {
             rc = assignment(f, v, i, b);
         } else if (ident(v, i) && (is(v, i + 1, "(") || is(v, i + 1, "{")) && i > a &&
-                   (is(v, i - 1, ">") ||
-                    (ident(v, i - 1) && !in_words(v, i - 1, sview_keywords)))) {
+                   (is(v, i - 1, ">") || (ident(v, i - 1) && !in_words(v, i - 1, sview_keywords)) ||
+                    (is(v, i - 1, ",") && later_declarator(v, i)))) {
             /* a declaration with its initialiser in brackets:
-             * "thrust::device_ptr<float> p(y);", "std::vector<float *> v{x, y};" */
+             * "thrust::device_ptr<float> p(y);", "std::vector<float *> v{x, y};",
+             * the q of "device_ptr<float> p(y), q(z);" */
             lhs = i;
             kind = is_object(f, v, i) ? PAIR_HOLDS : PAIR_ALIAS;
-            rc = scan_expr_heads(v, i + 2, close_of(v, i + 1), &rhs, 0);
+            rc = heads_but_scalar_members(v, i + 2, close_of(v, i + 1), &rhs);
         } else if (is(v, i, "swap") && is(v, i + 1, "(") && ident(v, i + 2)) {
             lhs = i + 2;
             rc = scan_expr_heads(v, i + 3, close_of(v, i + 1), &rhs, 0);

@@ -123,16 +123,21 @@ static int args_by_value(const sview *v, size_t open)
 }
 
 /* Whether the use of a parameter at i (its name) only reads a member of it
- * (c.comm, c->stream): the member is not assigned, indexed, called, taken
- * by address or handed to a call that may keep or set it. */
+ * (c.comm, c->stream, or through an accessor, c.data()): the member is not
+ * assigned, indexed, called, taken by address or handed to a call that may
+ * keep or set it. */
 static int member_read(const sview *v, size_t i)
 {
     static const char *const stores[] = {"=", "+=", "-=", "*=", "/=", "++", "--", "(",
                                          "[", ".",  "->", "|=", "&=", "^=", NULL};
     if ((i > 0 && is(v, i - 1, "&")) || !(is(v, i + 1, ".") || is(v, i + 1, "->")) ||
-        !ident(v, i + 2) || in_words(v, i + 3, stores))
+        !ident(v, i + 2))
         return 0;
-    if (!is(v, i + 3, ",") && !is(v, i + 3, ")"))
+    size_t member;
+    size_t last = sview_getter(v, i + 2, &member) ? i + 4 : i + 2; /* past "()" */
+    if (in_words(v, last + 1, stores))
+        return 0;
+    if (!is(v, last + 1, ",") && !is(v, last + 1, ")"))
         return 1;
     return args_by_value(v, sview_paren_around(v, i));
 }

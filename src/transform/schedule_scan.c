@@ -270,6 +270,7 @@ static int classify_call(const sview *v, size_t i, size_t open, stmt *s)
 {
     cuco_sched_kind k = CUCO_SCHED_PLAIN;
     char *stream = NULL;
+    size_t getter_member;
     const cuco_tok *t = tk(v, i);
     const char *name = v->src + t->off;
     int qualified_tx = i >= 2 && is(v, i - 1, "::") && is(v, i - 2, "cuco_tx");
@@ -297,7 +298,7 @@ static int classify_call(const sview *v, size_t i, size_t open, stmt *s)
         /* a macro: scan_macro_reach reads its text when the file defines
          * it; one from a header is taken for a wrapper of its arguments */
         k = CUCO_SCHED_PLAIN;
-    } else {
+    } else if (!sview_getter(v, i, &getter_member)) { /* a getter only names its object */
         s->calls++;
         if (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->")))
             s->method_calls++;

@@ -160,6 +160,74 @@ int sview_conditional_between(const sview *v, size_t a, size_t b)
     return 0;
 }
 
+int sview_class_body(const sview *v, size_t brace)
+{
+    for (size_t k = brace; k-- > 0 && brace - k < 32;) {
+        if (is(v, k, "class") || is(v, k, "struct"))
+            return 1;
+        if (is(v, k, ";") || is(v, k, "{") || is(v, k, "}") || is(v, k, ")"))
+            return 0;
+    }
+    return 0;
+}
+
+/* Whether the class body at brace declares the data member named like
+ * token name, not static (every object has its own). */
+static int own_member(const sview *v, size_t brace, size_t name)
+{
+    size_t end = close_of(v, brace);
+    for (size_t k = brace + 1; k < end && k < v->n; k++) {
+        if (is(v, k, "{") || is(v, k, "(")) {
+            k = close_of(v, k); /* a method's body, a parameter list */
+            continue;
+        }
+        if (!same_tok(v, k, name) ||
+            !(is(v, k + 1, ";") || is(v, k + 1, "=") || is(v, k + 1, ",") || is(v, k + 1, "[")))
+            continue;
+        for (size_t d = k; d-- > brace + 1;) {
+            if (is(v, d, ";") || is(v, d, "}") || is(v, d, ":") || is(v, d, "{"))
+                return 1;
+            if (is(v, d, "static"))
+                return 0;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+int sview_getter(const sview *v, size_t m, size_t *member)
+{
+    *member = v->n;
+    if (m == 0 || !(is(v, m - 1, ".") || is(v, m - 1, "->")) || !is(v, m + 1, "(") ||
+        !is(v, m + 2, ")"))
+        return 0;
+    size_t at = 0, body, d, first = v->n;
+    int same = 1;
+    while ((d = sview_next_def(v, m, &at, &body)) < v->n) {
+        size_t r = body + 1, cls = block_open(v, d);
+        size_t name = is(v, r + 1, "this") && is(v, r + 2, "->") ? r + 3 : r + 1;
+        if (!is(v, d + 1, "(") || !is(v, d + 2, ")") || !is(v, r, "return") || !ident(v, name) ||
+            is(v, name, "this") || !is(v, name + 1, ";") || !is(v, name + 2, "}") || cls >= v->n ||
+            !sview_class_body(v, cls) || !own_member(v, cls, name))
+            return 0; /* not a getter of a member every object has its own of */
+        if (first >= v->n)
+            first = name;
+        else if (!same_tok(v, first, name))
+            same = 0;
+    }
+    if (first >= v->n)
+        return 0;
+    if (same)
+        *member = first;
+    return 1;
+}
+
+size_t sview_accessor_member(const sview *v, size_t m)
+{
+    size_t member;
+    return sview_getter(v, m, &member) && member < v->n ? member : m;
+}
+
 int is(const sview *v, size_t i, const char *s)
 {
     return i < v->n && cuco_tok_is(&v->lx, tk(v, i), s);

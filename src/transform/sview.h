@@ -60,6 +60,19 @@ int in_list(const sview *v, size_t i, char *const *items, size_t n);
  * file's end); 0 when there is none. Code on its two sides may be compiled
  * apart. */
 int sview_conditional_between(const sview *v, size_t a, size_t b);
+/* Whether the '{' at brace opens the body of a class or a struct. */
+int sview_class_body(const sview *v, size_t brace);
+/* Whether the method named at token m, called with no arguments on an
+ * object (`obj.data()`, `p->get()`), is a getter: every definition of that
+ * name in the file is inside a class or struct body, takes no parameter,
+ * and its body is `return [this->]NAME;` for a data member NAME its class
+ * declares, not static. Such a call only names its object. *member: the
+ * token of NAME when every definition returns the same name, else v->n. */
+int sview_getter(const sview *v, size_t m, size_t *member);
+/* The member a getter returns (`T *data() { return ptr_; }`: ptr_), for
+ * RAII buffer classes to reach their allocation; m itself when m is no
+ * getter of one member name. */
+size_t sview_accessor_member(const sview *v, size_t m);
 /* Whether tokens a and b have the same text. */
 int same_tok(const sview *v, size_t a, size_t b);
 /* Whether token ranges [a, b) and [x, y) spell the same text, token by token. */

@@ -11,7 +11,8 @@
 # params_struct; a decode attention over a packed KV cache gathered across
 # ranks, its buffers members of one context struct, packed_kv_decode; a
 # C-style FSDP forward whose per-layer weight gather feeds a GEMM inside an
-# error check that returns, fsdp_layers):
+# error check that returns, fsdp_layers; a modern C++ step whose buffers are
+# RAII objects reached through data(), raii_buffers):
 # 'cuco transform' (no --no-verify) builds each
 # transformed program with its manifest's nvcc command, two at a time
 # without a GPU. Without a GPU the outcome is exit 3, "built, not verified:
@@ -21,7 +22,7 @@ source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
 setup transform-build nvcc
 D=$CUCO_TEST_DATA/transform
 built_in_pairs "$D" graph_replay jacobi_halo kept_calls layer_send split_tp_dp decode_logits hidden_consumers \
-    params_struct packed_kv_decode fsdp_layers
+    params_struct packed_kv_decode fsdp_layers raii_buffers
 check "kept_calls: the kept calls are marked in the built program" \
     grep -q "/\* cuco:kept \*/ ncclReduce(" "$TMP/kept_calls/gen_0/kept_calls.cu"
 # decode_logits: its gather of 128 KiB goes through NCCL on the window by
@@ -57,4 +58,11 @@ check "packed_kv_decode: the gather overlaps the projection, a launch on other m
 check "fsdp_layers: the layer's GEMM consumes the gathered weight per source rank" \
     grep -q "cublasSgemm at line 108 consumes ncclAllGather at line 106 per source rank" \
     "$TMP/fsdp_layers/gen_0/transform_report.md"
+# raii_buffers: the constructor's cudaMalloc is the gradient's window, and
+# the forward launch on other objects' data() overlaps the sum
+check "raii_buffers: the RAII class allocates symmetric windows" \
+    grep -q "cuco_tx::symm_malloc(&ptr_, n \* sizeof(T))" "$TMP/raii_buffers/gen_0/raii_buffers.cu"
+check "raii_buffers: the gradient's sum overlaps the forward kernel" \
+    grep -q "ncclAllReduce at line 149 issued on a side stream, wait moved before the statement at line 151 (1 independent" \
+    "$TMP/raii_buffers/gen_0/transform_report.md"
 exit $fail

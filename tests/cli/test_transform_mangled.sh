@@ -8,7 +8,8 @@
 # nonzero exit with a message on stderr), within 60 s, without a sanitizer
 # report. MANGLED_CASES (default 48) sets how many cases; MANGLED_SEED
 # (default 1) the first seed. A case that fails keeps its program in
-# $CUCO_TEST_TMP/mangled-failures/.
+# $CUCO_TEST_TMP/mangled-failures/. Then the same on the broken programs of
+# tests/data/mangled, each of which once crashed or leaked.
 set -u
 : "${CUCO_BIN:?}" "${CUCO_SRC:?}" "${CUCO_TEST_DATA:?}" "${CUCO_TEST_TMP:?}"
 command -v python3 >/dev/null || { echo "skip: python3 not found"; exit 77; }
@@ -57,15 +58,17 @@ for ((k = 0; k < cases; k++)); do
     fi
 done
 
-# the case that once read past the end of the token list: a comment opened
-# inside a macro and never closed, so that no code token follows it
-rm -rf "$T/prog" "$T/ws"
-cp -r "$CUCO_TEST_DATA/transform/allreduce_loop" "$T/prog"
-sed -i 's|cudaError_t e_ = (call);|cudaError_t e/*_ = (call);|' "$T/prog/allreduce_loop.cu"
-if grep -q 'e/\*_' "$T/prog/allreduce_loop.cu" && sane transform "$T/prog" --workspace "$T/ws" --no-verify -q; then
-    echo "ok   an unclosed comment in a macro"
-else
-    echo "FAIL an unclosed comment in a macro"
-    fail=1
-fi
+# the broken programs that once crashed or leaked (tests/data/mangled)
+for dir in "$CUCO_TEST_DATA"/mangled/*/; do
+    dir=${dir%/}
+    file=$(sed -n 's/^evolve_file: *//p' "$dir/workload.yaml")
+    rm -rf "$T/ws"
+    if sane transform "$dir" --workspace "$T/ws" --no-verify -q &&
+        sane analyze "$dir/$file" -o "$T/analysis.json"; then
+        echo "ok   tests/data/mangled/$(basename "$dir")"
+    else
+        echo "FAIL tests/data/mangled/$(basename "$dir")"
+        fail=1
+    fi
+done
 exit $fail

@@ -833,6 +833,177 @@ static void test_scan_param_types(void **state)
     }
 }
 
+/* a preprocessor conditional between the call and its consumer: the call
+ * under #ifdef, its reader in the #else (compiled without it) or after the
+ * #endif; no schedule applies (nor the producer split across one); the same
+ * code without the directives gets its wait */
+static void test_scan_conditional(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        "#include <nccl.h>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "void step(float *x, float *y, size_t n, ncclComm_t c, cudaStream_t s)\n"
+        "{\n"
+        "    k<<<1, 32, 0, s>>>(y, n);\n"
+        "#ifdef MULTI_GPU\n"
+        "    ncclAllReduce(y, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(x, n);\n"
+        "#else\n"
+        "    k<<<1, 32, 0, s>>>(y, n);\n"
+        "#endif\n"
+        "    k<<<1, 32, 0, s>>>(y, n);\n"
+        "}\n"
+        "int main() { float *x, *y; ncclComm_t c; cudaStream_t s;\n"
+        "    cudaMalloc(&x, 64); cudaMalloc(&y, 64); step(x, y, 16, c, s); return 0; }\n";
+    cuco_tx_result r;
+    tx_transform(prog, &r);
+    assert_true(tx_has_schedule_note(&r.notes, 7,
+                                     "early_start_late_wait does not apply to ncclAllReduce: a "
+                                     "preprocessor conditional (line 9) lies between the call and "
+                                     "where its wait would go"));
+    assert_true(tx_has_schedule_note(&r.notes, 7, "is apart from it by a preprocessor "
+                                                  "conditional (line 6)"));
+    assert_null(strstr(r.program, "cuco_tx::early_wait("));
+    assert_null(strstr(r.program, "cuco_tx::early_start("));
+    cuco_tx_result_free(&r);
+
+    /* without the directives (blank lines keep the numbering) */
+    char *plain = cuco_strdup(prog);
+    assert_non_null(plain);
+    const char *const dirs[] = {"#ifdef MULTI_GPU", "#else", "#endif"};
+    for (size_t i = 0; i < 3; i++) {
+        char *d = strstr(plain, dirs[i]);
+        assert_non_null(d);
+        memset(d, ' ', strlen(dirs[i]));
+    }
+    tx_transform(plain, &r);
+    assert_true(tx_has_schedule_note(&r.notes, 7, "wait moved before the statement at line 10"));
+    cuco_tx_result_free(&r);
+    free(plain);
+}
+
+/* RAII buffers reached through a getter (`T *data() { return ptr_; }`):
+ * the constructor's cudaMalloc becomes symmetric, the destructor's free
+ * too; a launch on another object's data() is independent work (a getter
+ * only names its object), also through reference parameters whose
+ * function only calls getters, and objects sized by a scalar member of an
+ * options struct stay apart. A getter of a static member is no getter: the
+ * objects share it, and the call stays host NCCL. */
+static void test_scan_raii_buffers(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        "#include <nccl.h>\n"
+        "template <typename T> class DeviceBuffer {\n"
+        "public:\n"
+        "    explicit DeviceBuffer(size_t n) : n_(n) { cudaMalloc(&ptr_, n * sizeof(T)); }\n"
+        "    ~DeviceBuffer() { cudaFree(ptr_); }\n"
+        "    T *data() { return ptr_; }\n"
+        "    const T *data() const { return this->ptr_; }\n"
+        "    size_t size() const { return n_; }\n"
+        "private:\n"
+        "    T *ptr_ = nullptr;\n"
+        "    size_t n_ = 0;\n"
+        "};\n"
+        "struct Options { size_t n = 64, m = 32; int steps = 2; };\n"
+        "class Stream { public: cudaStream_t get() const { return s_; } private: cudaStream_t s_; };\n"
+        "__global__ void k(const float *x, float *y, size_t n);\n"
+        "static void step(ncclComm_t c, const Stream &st, DeviceBuffer<float> &grad,\n"
+        "                 const DeviceBuffer<float> &in, DeviceBuffer<float> &act)\n"
+        "{\n"
+        "    cudaStream_t s = st.get();\n"
+        "    ncclAllReduce(grad.data(), grad.data(), grad.size(), ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(in.data(), act.data(), act.size());\n"
+        "    k<<<1, 32, 0, s>>>(grad.data(), act.data(), act.size());\n"
+        "}\n"
+        "int main() {\n"
+        "    ncclComm_t c; Stream st; Options o;\n"
+        "    DeviceBuffer<float> grad(o.n), in(o.m), act(o.m);\n"
+        "    step(c, st, grad, in, act);\n"
+        "    return 0;\n"
+        "}\n";
+    cuco_tx_result r;
+    tx_transform(prog, &r);
+    assert_non_null(strstr(r.program, "cuco_tx::symm_malloc(&ptr_, n * sizeof(T))"));
+    assert_non_null(strstr(r.program, "cuco_tx::symm_free(ptr_)"));
+    assert_true(tx_has_schedule_note(&r.notes, 20, "wait moved before the statement at line 22 "
+                                                   "(1 independent launch in between"));
+    cuco_tx_result_free(&r);
+
+    /* a static member: every object's data() is one pointer */
+    char *shared = cuco_strdup(prog);
+    assert_non_null(shared);
+    char *decl = strstr(shared, "    T *ptr_ = nullptr;\n");
+    assert_non_null(decl);
+    memcpy(decl, "static T *ptr_;      ", strlen("static T *ptr_;      "));
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("p.cu", shared, &r, &e), 0);
+    assert_int_equal(r.refused, 1); /* nothing left to transform */
+    assert_true(tx_has_note(&r.notes, "kept", 20, "cannot find the cudaMalloc of buffer "
+                                                  "'grad.data()'"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+    free(shared);
+}
+
+/* a later declarator of a declaration list holds what its brackets name
+ * (`Span<float> p(w), q(y);`: q holds y, and a launch on q.ptr reads the
+ * sum); objects declared one by one, sized by a scalar member of an options
+ * struct (`DeviceBuffer<float> in(o.m);`), stay apart */
+static void test_scan_declarators(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        "#include <nccl.h>\n"
+        "template <typename T> struct Span { T *ptr; size_t n; Span(T *p) : ptr(p), n(0) {} };\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "void step(float *y, float *z, float *w, size_t n, ncclComm_t c, cudaStream_t s)\n"
+        "{\n"
+        "    Span<float> p(w), q(y);\n"
+        "    ncclAllReduce(y, y, n, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(w, n);\n"
+        "    k<<<1, 32, 0, s>>>(q.ptr, n);\n"
+        "}\n"
+        "int main() { float *y, *z, *w; ncclComm_t c; cudaStream_t s;\n"
+        "    cudaMalloc(&y, 64); cudaMalloc(&z, 64); cudaMalloc(&w, 64);\n"
+        "    step(y, z, w, 16, c, s); return 0; }\n";
+    cuco_tx_result r;
+    tx_transform(prog, &r);
+    assert_true(tx_has_schedule_note(&r.notes, 7, "wait moved before the statement at line 9"));
+    cuco_tx_result_free(&r);
+
+    static const char *const sized =
+        "#include <nccl.h>\n"
+        "template <typename T> class DeviceBuffer {\n"
+        "public:\n"
+        "    explicit DeviceBuffer(size_t n) { cudaMalloc(&ptr_, n * sizeof(T)); }\n"
+        "    T *data() { return ptr_; }\n"
+        "private:\n"
+        "    T *ptr_;\n"
+        "};\n"
+        "struct Options { size_t n = 64, m = 32; };\n"
+        "__global__ void k(const float *x, float *y, size_t n);\n"
+        "static void step(ncclComm_t c, cudaStream_t s, float *grad, const float *in, float *act)\n"
+        "{\n"
+        "    ncclAllReduce(grad, grad, 64, ncclFloat, ncclSum, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(in, act, 32);\n"
+        "    k<<<1, 32, 0, s>>>(grad, act, 32);\n"
+        "}\n"
+        "int main() {\n"
+        "    ncclComm_t c; cudaStream_t s; Options o;\n"
+        "    DeviceBuffer<float> grad(o.n);\n"
+        "    DeviceBuffer<float> in(o.m);\n"
+        "    DeviceBuffer<float> act(o.m);\n"
+        "    step(c, s, grad.data(), in.data(), act.data());\n"
+        "    return 0;\n"
+        "}\n";
+    tx_transform(sized, &r);
+    assert_non_null(strstr(r.program, "cuco_tx::symm_malloc(&ptr_, n * sizeof(T))"));
+    assert_true(tx_has_schedule_note(&r.notes, 13, "wait moved before the statement at line 15"));
+    cuco_tx_result_free(&r);
+}
+
 /* a pointer set in another function: a member a method sets from another
  * member (view_ = y_), a global a setup function sets from its parameter
  * (g_view = y + 4, which may then be any buffer); a launch reading it is a
@@ -1229,6 +1400,9 @@ int main(void)
         cmocka_unit_test(test_scan_callee_reads),
         cmocka_unit_test(test_scan_consumer_streams),
         cmocka_unit_test(test_scan_param_types),
+        cmocka_unit_test(test_scan_conditional),
+        cmocka_unit_test(test_scan_raii_buffers),
+        cmocka_unit_test(test_scan_declarators),
         cmocka_unit_test(test_scan_set_elsewhere),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
