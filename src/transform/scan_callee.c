@@ -2,9 +2,10 @@
  * (scan_int.h): the calls that only make or ask for something, the library
  * calls that keep no pointer, the parameter a function of the file declares
  * at a position, whether it can be made to hold another pointer (T **out,
- * T *&out, Params &out, or an address into a pointer to non-const), and
+ * T *&out, Params &out, or an address into a pointer to non-const),
  * whether the function only reads its members (c.comm, c->stream: then it
- * sets nothing through it). */
+ * sets nothing through it), and whether it touches no memory at all (a
+ * grid-size helper: scan_pure_function). */
 #include <string.h>
 
 #include "scan_int.h"
@@ -181,4 +182,73 @@ int scan_param_only_read(const sview *v, size_t name, int t)
 int scan_making_call(const sview *v, size_t name)
 {
     return in_words(v, name, making_calls) || scan_call_in(v, name, making_calls);
+}
+
+/* Whether the tokens (a, b) of a parameter list or a return type name a
+ * pointer, a reference or an array. */
+static int names_memory(const sview *v, size_t a, size_t b)
+{
+    for (size_t i = a; i < b; i++)
+        if (is(v, i, "*") || is(v, i, "&") || is(v, i, "&&") || is(v, i, "["))
+            return 1;
+    return 0;
+}
+
+/* Whether the '*' or '&' at i stands before its operand (a dereference or
+ * an address), not between two (a product, a bitwise and). */
+static int unary_at(const sview *v, size_t i)
+{
+    static const char *const before[] = {"(", "=", ",", ";", "{", "return", "+", "-",
+                                         "*", "/", "?", ":", "<", ">",      "!", NULL};
+    return in_words(v, i - 1, before);
+}
+
+/* Whether the body [body, end] of a pure candidate touches only values:
+ * no subscript, dereference, address, member through a pointer, launch or
+ * assignment to a name it does not declare, and calls only to the plain
+ * library calls or to functions of the file that are pure in turn. */
+static int body_pure(const sview *v, size_t params, size_t body, int depth)
+{
+    size_t end = close_of(v, body);
+    for (size_t i = body + 1; i < end && i < v->n; i++) {
+        if (is(v, i, "[") || is(v, i, "->") || is(v, i, "<<<") ||
+            ((is(v, i, "*") || is(v, i, "&")) && unary_at(v, i)))
+            return 0;
+        if (ident(v, i) && is(v, i + 1, "(") && !in_words(v, i, sview_keywords)) {
+            if (!scan_call_in(v, i, scan_plain_calls) && !scan_pure_function(v, i, depth + 1))
+                return 0;
+            continue;
+        }
+        if (ident(v, i) &&
+            (is(v, i + 1, "=") || is(v, i + 1, "+=") || is(v, i + 1, "-=") || is(v, i + 1, "*=") ||
+             is(v, i + 1, "/=") || is(v, i + 1, "++") || is(v, i + 1, "--") ||
+             (i > 0 && (is(v, i - 1, "++") || is(v, i - 1, "--"))))) {
+            /* only its own names: a parameter or a local declared with a type */
+            int own = param_position(v, params, v->src + tk(v, i)->off, tk(v, i)->len) >= 0;
+            for (size_t k = body + 1; !own && k <= i; k++)
+                own = same_tok(v, k, i) && sview_declarator(v, k, "= ; ,");
+            if (!own)
+                return 0;
+        }
+    }
+    return 1;
+}
+
+int scan_pure_function(const sview *v, size_t name, int depth)
+{
+    if (depth > 4 || (name > 0 && (is(v, name - 1, ".") || is(v, name - 1, "->"))))
+        return 0;
+    size_t at = 0, body, k;
+    int found = 0;
+    while ((k = sview_next_def(v, name, &at, &body)) < v->n) {
+        size_t close = close_of(v, k + 1), t = k;
+        while (t > 0 && k - t < 8 && !is(v, t - 1, ";") && !is(v, t - 1, "}") &&
+               !is(v, t - 1, "{") && !is(v, t - 1, ">"))
+            t--; /* the return type's first token */
+        if (v->scope[k] != 0 || close >= v->n || names_memory(v, k + 2, close) ||
+            names_memory(v, t, k) || !body_pure(v, k + 1, body, depth))
+            return 0;
+        found = 1;
+    }
+    return found;
 }

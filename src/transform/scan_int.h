@@ -164,6 +164,12 @@ int scan_arg_takes_pointer(const sview *v, size_t name, int t, int by_address);
 /* Whether every function of the file named like token name only reads the
  * members of its parameter t; 0 when the file defines none. */
 int scan_param_only_read(const sview *v, size_t name, int t);
+/* Whether every function of the file named like token name (at file scope,
+ * not a method) touches no memory: no pointer, reference or array in its
+ * parameters or its return type, and a body of values only (body_pure); 0
+ * when the file defines none. depth: 0 (the calls it makes are followed
+ * four deep). A call of one names nothing beyond its arguments. */
+int scan_pure_function(const sview *v, size_t name, int depth);
 
 /* ---- scan_members.c ---- */
 /* Records the call's buffer argument [a, b): a member of an object

@@ -12,7 +12,8 @@
 # ranks, its buffers members of one context struct, packed_kv_decode; a
 # C-style FSDP forward whose per-layer weight gather feeds a GEMM inside an
 # error check that returns, fsdp_layers; a modern C++ step whose buffers are
-# RAII objects reached through data(), raii_buffers):
+# RAII objects reached through data(), raii_buffers; a C-tutorial step on
+# global buffers whose launches size their grids with a helper, c_globals):
 # 'cuco transform' (no --no-verify) builds each
 # transformed program with its manifest's nvcc command, two at a time
 # without a GPU. Without a GPU the outcome is exit 3, "built, not verified:
@@ -22,7 +23,7 @@ source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
 setup transform-build nvcc
 D=$CUCO_TEST_DATA/transform
 built_in_pairs "$D" graph_replay jacobi_halo kept_calls layer_send split_tp_dp decode_logits hidden_consumers \
-    params_struct packed_kv_decode fsdp_layers raii_buffers
+    params_struct packed_kv_decode fsdp_layers raii_buffers c_globals
 check "kept_calls: the kept calls are marked in the built program" \
     grep -q "/\* cuco:kept \*/ ncclReduce(" "$TMP/kept_calls/gen_0/kept_calls.cu"
 # decode_logits: its gather of 128 KiB goes through NCCL on the window by
@@ -65,4 +66,9 @@ check "raii_buffers: the RAII class allocates symmetric windows" \
 check "raii_buffers: the gradient's sum overlaps the forward kernel" \
     grep -q "ncclAllReduce at line 149 issued on a side stream, wait moved before the statement at line 151 (1 independent" \
     "$TMP/raii_buffers/gen_0/transform_report.md"
+# c_globals: the grid-size helper touches no memory, so the forward launch
+# on other globals overlaps the sum
+check "c_globals: the sum overlaps the forward launch sized by a helper" \
+    grep -q "ncclAllReduce at line 94 issued on a side stream, wait moved before the statement at line 96 (1 independent" \
+    "$TMP/c_globals/gen_0/transform_report.md"
 exit $fail

@@ -1004,6 +1004,57 @@ static void test_scan_declarators(void **state)
     cuco_tx_result_free(&r);
 }
 
+/* C with global buffers: a call of a function of the file that touches no
+ * memory (a grid-size helper) names only its arguments, so the launch that
+ * uses it on other buffers is independent work; a helper that writes a
+ * global, takes or returns a pointer, or launches is not pure, and the
+ * launch calling it waits */
+static void test_scan_pure_helpers(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        "#include <nccl.h>\n"
+        "static ncclComm_t g_comm;\n"
+        "static cudaStream_t g_stream;\n"
+        "static float *d_grad, *d_act, *d_in;\n"
+        "static size_t g_n = 1024;\n"
+        "__global__ void fwd(const float *x, float *y, size_t n);\n"
+        "static int blocks(size_t n) { int b = (int)((n + 255) / 256); return b < 1 ? 1 : b; }\n"
+        "static void step(void)\n"
+        "{\n"
+        "    ncclAllReduce(d_grad, d_grad, g_n, ncclFloat, ncclSum, g_comm, g_stream);\n"
+        "    fwd<<<blocks(g_n), 256, 0, g_stream>>>(d_in, d_act, g_n);\n"
+        "    fwd<<<blocks(g_n), 256, 0, g_stream>>>(d_grad, d_act, g_n);\n"
+        "}\n"
+        "int main() {\n"
+        "    cudaMalloc(&d_grad, 4096); cudaMalloc(&d_act, 4096); cudaMalloc(&d_in, 4096);\n"
+        "    step(); return 0; }\n";
+    cuco_tx_result r;
+    tx_transform(prog, &r);
+    assert_true(tx_has_schedule_note(&r.notes, 10, "wait moved before the statement at line 12"));
+    cuco_tx_result_free(&r);
+
+    static const char *const impure[] = {
+        "static int blocks(size_t n) { g_n++; return (int)((n + 255) / 256); }\n",
+        "static int blocks(size_t n) { d_grad[0] = 0.0f; return (int)((n + 255) / 256); }\n",
+        "static int blocks(const float *p) { return p ? 4 : 1; }\n",
+        "static int blocks(size_t n) { cudaMemsetAsync(d_grad, 0, n, 0); return 4; }\n",
+        "static int blocks(size_t n) { fwd<<<1, 1>>>(d_in, d_grad, n); return 4; }\n",
+    };
+    const char *at = strstr(prog, "static int blocks(");
+    const char *after = strstr(at, "\n") + 1;
+    for (size_t i = 0; i < sizeof impure / sizeof impure[0]; i++) {
+        char *variant =
+            cuco_sprintf("%.*s%s%s", (int)(at - prog), prog, impure[i], after);
+        assert_non_null(variant);
+        tx_transform(variant, &r);
+        assert_true(tx_has_schedule_note(&r.notes, 10, "no independent work between the call and "
+                                                       "its first consumer (line 11)"));
+        cuco_tx_result_free(&r);
+        free(variant);
+    }
+}
+
 /* a pointer set in another function: a member a method sets from another
  * member (view_ = y_), a global a setup function sets from its parameter
  * (g_view = y + 4, which may then be any buffer); a launch reading it is a
@@ -1403,6 +1454,7 @@ int main(void)
         cmocka_unit_test(test_scan_conditional),
         cmocka_unit_test(test_scan_raii_buffers),
         cmocka_unit_test(test_scan_declarators),
+        cmocka_unit_test(test_scan_pure_helpers),
         cmocka_unit_test(test_scan_set_elsewhere),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
