@@ -7,7 +7,9 @@
  * `c->cache`. The object B is kept apart member by member when each buffer
  * argument of the call is one name (a member of B, or a plain name that is
  * not B), B is a parameter of a type the file never makes whole (no brace
- * or copy initialisation, no constructor) and takes part in no alias, hold
+ * or copy initialisation, no constructor, no name of that type assigned,
+ * written through or handed to a call the file does not define:
+ * objects_set_whole) and takes part in no alias, hold
  * or store of the function, and each of the call's members stays in place
  * at every use in the file (use_stays: an element read or written inside an
  * expression, its value given to a launch or a library call, its address to
@@ -205,6 +207,79 @@ static int type_set_whole(const sview *v, size_t ty)
     return 0;
 }
 
+/* Whether the use of an object name at u (not after '.' or '->') may
+ * write the object whole: an assignment to it, through it (`*c = other`) or
+ * to an element of it, or the object handed to a call the file does not
+ * define (a copy into it, a library that fills it). Its members, a launch,
+ * a function of the file (whose parameter is checked in turn), sizeof and
+ * a free read or release it only. */
+static int writes_whole(const sview *v, size_t u)
+{
+    static const char *const releases[] = {"free", "cudaFree", "cudaFreeHost", "sizeof", NULL};
+    if (is(v, u + 1, ".") || is(v, u + 1, "->"))
+        return 0;
+    if (is(v, u + 1, "=") || (is(v, u - 1, "*") && is(v, u + 1, "=")))
+        return !(is(v, u + 2, "&") && ident(v, u + 3) && is(v, u + 4, ";")); /* T *c = &x; */
+    if (is(v, u + 1, "[")) {
+        size_t c = close_of(v, u + 1);
+        return c < v->n && is(v, c + 1, "=");
+    }
+    size_t a = is(v, u - 1, "&") ? u - 1 : u;
+    if (!(is(v, a - 1, "(") || is(v, a - 1, ",")) || !(is(v, u + 1, ",") || is(v, u + 1, ")")))
+        return 0; /* inside an expression: read */
+    size_t open = sview_paren_around(v, u);
+    if (open >= v->n || open == 0 || is(v, open - 1, ">>>"))
+        return 0;
+    size_t at = 0, body;
+    if (!ident(v, open - 1) || in_words(v, open - 1, sview_keywords) ||
+        in_words(v, open - 1, releases) || sview_next_def(v, open - 1, &at, &body) < v->n)
+        return 0;
+    return 1;
+}
+
+/* The tokens [*a, *b) where the name declared at d is seen: the function
+ * whose parameter list or body holds it, or the whole file (a global). */
+static void name_scope(const sview *v, size_t d, size_t *a, size_t *b)
+{
+    *a = 0;
+    *b = v->n;
+    for (size_t i = 0; i < v->ndefs; i++) {
+        size_t k = v->defs[i];
+        if (k + 1 < d && d < close_of(v, k + 1)) {
+            *a = k;
+            *b = close_of(v, v->def_bodies[i]);
+            return;
+        }
+    }
+    size_t body = function_body_of(v, d);
+    if (body < v->n) {
+        *a = body;
+        *b = close_of(v, body);
+    }
+}
+
+/* Whether the text may write an object of the type at token ty whole:
+ * through any name declared with that type (`ctx *c`, `Layer &L`, `ctx
+ * all[4]`), writes_whole at one of its uses in the name's scope. */
+static int objects_set_whole(const sview *v, size_t ty)
+{
+    for (size_t k = 0; k + 1 < v->n; k++) {
+        if (!same_tok(v, k, ty) || (k > 0 && (is(v, k - 1, "struct") || is(v, k - 1, "class"))))
+            continue;
+        size_t d = k + 1, a, b;
+        while (d < v->n && (is(v, d, "*") || is(v, d, "&") || is(v, d, "const")))
+            d++;
+        if (d >= v->n || !ident(v, d))
+            continue;
+        name_scope(v, d, &a, &b);
+        for (size_t u = a > 0 ? a : 1; u + 1 < v->n && u < b; u++)
+            if (u != d && same_tok(v, u, d) && !is(v, u - 1, ".") && !is(v, u - 1, "->") &&
+                writes_whole(v, u))
+                return 1;
+    }
+    return 0;
+}
+
 /* member_stays for every one of the call's members. */
 static int members_stay(const sview *v, const cuco_strlist *members)
 {
@@ -253,7 +328,7 @@ int scan_members_apart(scan *s)
         !members_stay(s->v, &s->members))
         return 0;
     size_t ty = param_type(s->v, f->params, b);
-    if (ty >= s->v->n || type_set_whole(s->v, ty))
+    if (ty >= s->v->n || type_set_whole(s->v, ty) || objects_set_whole(s->v, ty))
         return 0; /* a parameter of a type whose objects are made member by member */
     s->members_apart = 1;
     cuco_strlist drop = {0};

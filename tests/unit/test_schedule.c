@@ -1147,6 +1147,22 @@ static void test_scan_members_apart(void **state)
          * does not spell as that member) */
         {"", "c->x, c->g", "k<<<1, 32, 0, c->s>>>(c->y, c->u);", 0},
         {"", "c->x, c->g", "k<<<1, 32, 0, c->s>>>(c->g, c->z);", 0},
+        /* objects of the type written whole elsewhere: a copy through a
+         * pointer, an assignment, a memcpy into one, a call the file does
+         * not define that may fill one, an element of an array of them */
+        {"void copy(ctx *c, const ctx *d) { *c = *d; }\n", "c->x, c->g",
+         "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 0},
+        {"void set(ctx *c, ctx *d) { ctx t; t = *d; (void)t; (void)c; }\n", "c->x, c->g",
+         "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 0},
+        {"void load(ctx *c, const void *p) { memcpy(c, p, sizeof *c); }\n", "c->x, c->g",
+         "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 0},
+        {"void lib_fill(ctx *c);\nvoid made(ctx *c) { lib_fill(c); }\n", "c->x, c->g",
+         "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 0},
+        {"void pick(ctx *all, ctx *d) { all[1] = *d; }\n", "c->x, c->g",
+         "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 0},
+        /* read whole: compared, sized, handed to a function of the file */
+        {"int same(ctx *c, ctx *d) { return c == d || sizeof(*c) == 0; }\n", "c->x, c->g",
+         "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *prog = cuco_sprintf(
