@@ -1,8 +1,10 @@
 /* kernel_reread.c: whether the blocks of a kernel each walk the same range
  * of an argument (kernel_launch.h, kernel_launch_rereads): an attention's
  * "for (k = threadIdx.x; k < nkeys; k += blockDim.x) s += keys[k];" does,
- * a grid-stride loop or a loop over the block's own row does not. warm_read
- * takes its knob's default from it. */
+ * and so does "for (j = 0; j < nkeys; j++) s = dot(q, keys + j * dim);"
+ * (the row handed to a device function); a grid-stride loop or a loop over
+ * the block's own row does not. warm_read takes its knob's default from
+ * it. */
 #include "kernel_launch.h"
 
 #include "cuco/buf.h"
@@ -52,8 +54,19 @@ static int block_names(const sview *v, size_t a, size_t b, cuco_strlist *set)
     return 0;
 }
 
+/* The end of the operand that starts at token i: the next ',', ')', ']' or
+ * ';' outside brackets, or end. */
+static size_t operand_end(const sview *v, size_t i, size_t end)
+{
+    while (i < end && !is(v, i, ",") && !is(v, i, ")") && !is(v, i, "]") && !is(v, i, ";"))
+        i = is(v, i, "(") || is(v, i, "[") ? close_of(v, i) + 1 : i + 1;
+    return i < end ? i : end;
+}
+
 /* Whether [a, b) subscripts a parameter of bits args (of the list at
- * params), or a member of it, with an index naming no block index. */
+ * params), or a member of it, with an index naming no block index, or
+ * moves it by such an offset (`keys + j * dim`, handed to a device
+ * function that reads the row). */
 static int subscripts_whole(const sview *v, size_t a, size_t b, size_t params, unsigned long args,
                             const cuco_strlist *set)
 {
@@ -67,6 +80,8 @@ static int subscripts_whole(const sview *v, size_t a, size_t b, size_t params, u
         while ((is(v, j + 1, ".") || is(v, j + 1, "->")) && ident(v, j + 2))
             j += 2;
         if (is(v, j + 1, "[") && !names_block(v, j + 2, close_of(v, j + 1), set))
+            return 1;
+        if (is(v, j + 1, "+") && !names_block(v, j + 2, operand_end(v, j + 2, b), set))
             return 1;
     }
     return 0;

@@ -301,11 +301,22 @@ static void test_warm_default(void **state)
          "float s = 0; for (int j = 0; j < 4; j++) s += w[j]; "
          "o[blockIdx.x] = s + g[blockIdx.x];",
          "g, w, y, 16", 0},
+        /* each key row handed to a device function, in every block */
+        {"const float *g, float *o, size_t n",
+         "float s = 0; for (size_t j = 0; j < n / 4; j++) s += dot4(o, g + j * 4); "
+         "o[blockIdx.x] = s;",
+         "g, y, 16", 1},
+        /* the block's own rows only */
+        {"const float *g, float *o, size_t n",
+         "float s = 0; for (size_t j = 0; j < 4; j++) s += dot4(o, g + (blockIdx.x * 4 + j) * 4); "
+         "o[blockIdx.x] = s;",
+         "g, y, 16", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *prog = cuco_sprintf(
             "#include <nccl.h>\n"
             "struct P { const float *keys; };\n"
+            "__device__ float dot4(const float *a, const float *b);\n"
             "__global__ void use(%s) { %s }\n"
             "static void step(float *x, float *g, float *w, float *y, ncclComm_t c, "
             "cudaStream_t s)\n"
