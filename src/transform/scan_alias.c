@@ -59,7 +59,6 @@ static const char *const scalar_words[] = {"int",
  * word right before the name), which no buffer can alias. */
 static int declared_scalar(const fn_scope *f, const sview *v, const char *name)
 {
-
     for (size_t i = f->params + 1; i < f->body_end && i < v->n; i++)
         if (ident(v, i) && is(v, i, name) &&
             (is(v, i + 1, "=") || is(v, i + 1, ";") || is(v, i + 1, ",") || is(v, i + 1, ")")) &&
@@ -120,46 +119,29 @@ static int heads_but_scalar_members(const sview *v, size_t a, size_t b, cuco_str
     return 0;
 }
 
-/* Whether the name at i, after a comma, is a later declarator of a
- * declaration list (`device_ptr<float> p(y), q(z);`): the comma is not
- * inside brackets, and the statement starts with a type and a first
- * declarator. */
+/* Whether the name at i, after a comma, may be a later declarator of a
+ * declaration list (`device_ptr<float> p(y), q(z);`, `vector<float *>
+ * v{x}, w{y};`): the comma is not inside the parentheses or brackets of
+ * its statement. A comma expression taken for one only adds a pair. */
 static int later_declarator(const sview *v, size_t i)
 {
-    size_t k = i - 1;
-    for (int d = 0; k > 0; k--) {
-        if (is(v, k - 1, ")") || is(v, k - 1, "]")) {
-            d++;
-        } else if (is(v, k - 1, "(") || is(v, k - 1, "[")) {
-            if (d-- == 0)
-                return 0; /* an argument of a call */
-        } else if (d == 0 && (is(v, k - 1, ";") || is(v, k - 1, "{") || is(v, k - 1, "}"))) {
-            break;
-        }
-    }
-    while (k < i && in_words(v, k,
-                             (const char *const[]){"const", "static", "constexpr", "volatile",
-                                                   "struct", NULL}))
-        k++;
-    if (!ident(v, k) || in_words(v, k, sview_keywords))
-        return 0;
-    k++;
-    while (k + 1 < i && is(v, k, "::") && ident(v, k + 1))
-        k += 2;
-    if (is(v, k, "<")) { /* template arguments */
-        int d = 0;
-        for (; k < i; k++) {
-            d += is(v, k, "<") - is(v, k, ">");
+    for (size_t k = i - 1, d = 0; k > 0; k--) {
+        size_t p = k - 1;
+        if (is(v, p, ")") || is(v, p, "]") || (is(v, p, "}") && (d > 0 || is(v, k, ",")))) {
+            d++; /* a brace initialiser of the same list counts as a bracket */
+        } else if (is(v, p, "(") || is(v, p, "[")) {
             if (d == 0)
-                break;
+                return 0; /* an argument of a call */
+            d--;
+        } else if (is(v, p, "{")) {
+            if (d == 0)
+                return 1;
+            d--;
+        } else if (d == 0 && (is(v, p, ";") || is(v, p, "}"))) {
+            return 1;
         }
-        k++;
     }
-    while (k < i && (is(v, k, "*") || is(v, k, "&") || is(v, k, "const")))
-        k++;
-    return k < i && ident(v, k) &&
-           (is(v, k + 1, "(") || is(v, k + 1, "{") || is(v, k + 1, "=") || is(v, k + 1, ",") ||
-            is(v, k + 1, "["));
+    return 1;
 }
 
 /* How the function of f declares a name: not at all (a global, a member),

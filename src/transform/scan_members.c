@@ -218,7 +218,7 @@ static int writes_whole(const sview *v, size_t u)
     static const char *const releases[] = {"free", "cudaFree", "cudaFreeHost", "sizeof", NULL};
     if (is(v, u + 1, ".") || is(v, u + 1, "->"))
         return 0;
-    if (is(v, u + 1, "=") || (is(v, u - 1, "*") && is(v, u + 1, "=")))
+    if (is(v, u + 1, "="))                                                   /* c = ..., *c = ... */
         return !(is(v, u + 2, "&") && ident(v, u + 3) && is(v, u + 4, ";")); /* T *c = &x; */
     if (is(v, u + 1, "[")) {
         size_t c = close_of(v, u + 1);

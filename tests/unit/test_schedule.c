@@ -973,6 +973,19 @@ static void test_scan_declarators(void **state)
     assert_true(tx_has_schedule_note(&r.notes, 7, "wait moved before the statement at line 9"));
     cuco_tx_result_free(&r);
 
+    /* the same with brace initialisers: std::vector<float *> p{w}, q{y} */
+    char *braces = cuco_strdup(prog);
+    assert_non_null(braces);
+    char *decl = strstr(braces, "    Span<float> p(w), q(y);\n");
+    char *use = strstr(braces, "(q.ptr, n)");
+    assert_non_null(decl);
+    assert_non_null(use);
+    memcpy(decl, "    Span<float> p{w}, q{y};\n", strlen("    Span<float> p{w}, q{y};\n"));
+    tx_transform(braces, &r);
+    assert_true(tx_has_schedule_note(&r.notes, 7, "wait moved before the statement at line 9"));
+    cuco_tx_result_free(&r);
+    free(braces);
+
     static const char *const sized =
         "#include <nccl.h>\n"
         "template <typename T> class DeviceBuffer {\n"
