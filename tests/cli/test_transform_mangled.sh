@@ -6,7 +6,7 @@
 # comment opener inserted, a name replaced), and runs 'cuco transform
 # --no-verify' and 'cuco analyze' on it. Each must exit 0, 1 or 2 (a
 # nonzero exit with a message on stderr), within 60 s, without a sanitizer
-# report. MANGLED_CASES (default 48) sets how many cases; MANGLED_SEED
+# report. MANGLED_CASES (default 32) sets how many cases; MANGLED_SEED
 # (default 1) the first seed. A case that fails keeps its program in
 # $CUCO_TEST_TMP/mangled-failures/. Then the same on the broken programs of
 # tests/data/mangled, each of which once crashed or leaked.
@@ -18,7 +18,7 @@ T=$(mktemp -d "$CUCO_TEST_TMP/mangled.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 fail=0
 programs=("$CUCO_TEST_DATA"/transform/*/ "$CUCO_SRC"/workloads/{flash_attn_cp,gemm_allgather,kv_transfer,moe_dispatch_combine}/)
-cases=${MANGLED_CASES:-48}
+cases=${MANGLED_CASES:-32}
 seed0=${MANGLED_SEED:-1}
 
 # runs cuco ARGS; 0 when it exited 0, or 1 or 2 with a message, in time,
