@@ -5,6 +5,15 @@
 
 static int resolve_buffer(ctx *c, const char *name, size_t at, const char *why, int depth);
 
+/* The token naming the buffer of the expression [first, last]: the end of
+ * its name chain (rl_chain_last), or, for `buf.data()`, the member that
+ * getter returns (sview_accessor_member); v->n when there is none. */
+static size_t buffer_token(const sview *v, size_t first, size_t last)
+{
+    size_t t = rl_chain_last(v, first, last);
+    return t < v->n ? sview_accessor_member(v, t) : t;
+}
+
 int rl_name_seen(const cuco_strlist *l, const char *s)
 {
     for (size_t i = 0; i < l->n; i++)
@@ -117,9 +126,7 @@ static int resolve_params(ctx *c, const char *name, size_t scope_fn, const char 
             rl_call_args(v, call, &a);
             if (a.n <= k)
                 continue;
-            size_t last = rl_chain_last(v, a.first[k], a.last[k]);
-            if (last < v->n)
-                last = sview_accessor_member(v, last); /* buf.data(): its member */
+            size_t last = buffer_token(v, a.first[k], a.last[k]);
             /* a caller's own variable of the same name is another variable */
             if (last >= v->n || (cuco_tok_is(&v->lx, tk(v, last), name) &&
                                  (scope_fn >= v->n || c->fn_of[last] == scope_fn)))
@@ -557,9 +564,7 @@ static int no_window(ctx *c, int group, int line, const char *fmt, const char *a
 int rl_need_symmetric(ctx *c, const args *a, int k, size_t call_tok, const char *call, int group)
 {
     const sview *v = &c->v;
-    size_t last = rl_chain_last(v, a->first[k], a->last[k]);
-    if (last < v->n)
-        last = sview_accessor_member(v, last);
+    size_t last = buffer_token(v, a->first[k], a->last[k]);
     char *text = rl_arg_text(v, a, k);
     if (!text)
         return CUCO_ENOMEM;

@@ -2,6 +2,7 @@
  * cannot take: the program refused, or the call kept host NCCL (and marked
  * for the static check, through cuco_tx::kept_in_group inside a group). */
 #include "rules_int.h"
+#include "scan_int.h"
 
 /* The line of the first point-to-point call (or collective made of them:
  * the device defers both to the group's end) in the group opened at
@@ -123,28 +124,6 @@ void rl_stmt_span(const ctx *c, size_t i, size_t *lo, size_t *hi)
     *hi = rl_tok_end(&c->v, e);
 }
 
-/* The last token of a control statement whose body opens at the '{' at
- * open, through the else branches that follow it. */
-static size_t control_end(const sview *v, size_t open)
-{
-    size_t e = close_of(v, open);
-    while (e < v->n && is(v, e + 1, "else")) {
-        size_t k = e + 2;
-        if (is(v, k, "if") && is(v, k + 1, "("))
-            k = close_of(v, k + 1) + 1;
-        if (is(v, k, "{")) {
-            e = close_of(v, k);
-            continue;
-        }
-        while (k < v->n && !is(v, k, ";")) /* one statement, unbraced */
-            k = is(v, k, "(") || is(v, k, "[") || is(v, k, "{") ? close_of(v, k) + 1 : k + 1;
-        if (k >= v->n)
-            break;
-        e = k;
-    }
-    return e < v->n ? e : v->n - 1;
-}
-
 /* The bytes an edit's EVOLVE-BLOCK wraps: its statement's; for an edit in
  * the header of an if, for, while, switch (or an else, a do) whose body is
  * braced, the whole statement, so that the block closes what it opens. */
@@ -157,8 +136,11 @@ static void wrap_span(const ctx *c, size_t i, size_t *lo, size_t *hi)
         return;
     }
     if (is(v, e, "{") && (is(v, s, "if") || is(v, s, "for") || is(v, s, "while") ||
-                          is(v, s, "switch") || is(v, s, "else") || is(v, s, "do")))
-        e = control_end(v, e);
+                          is(v, s, "switch") || is(v, s, "else") || is(v, s, "do"))) {
+        /* through its body and the else branches after it */
+        size_t after = scan_stmt_after(v, is(v, s, "else") ? s + 1 : s, v->n);
+        e = after > e && after <= v->n ? after - 1 : e;
+    }
     *lo = tk(v, s)->off;
     *hi = rl_tok_end(v, e);
 }

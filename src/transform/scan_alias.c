@@ -81,10 +81,7 @@ static int scalar_member(const sview *v, size_t m)
         size_t body = block_open(v, k);
         if (body >= v->n || !sview_class_body(v, body) || is(v, k - 1, "*") || is(v, k - 1, "&"))
             continue;
-        size_t t = k;
-        while (t > body + 1 && !is(v, t - 1, ";") && !is(v, t - 1, "}") && !is(v, t - 1, "{") &&
-               !is(v, t - 1, ":"))
-            t--; /* the declaration's first token */
+        size_t t = sview_member_decl_start(v, body, k);
         while (t < k && in_words(v, t, skip))
             t++;
         if (!in_words(v, t, scalar_words))
@@ -117,31 +114,6 @@ static int heads_but_scalar_members(const sview *v, size_t a, size_t b, cuco_str
             return rc;
     }
     return 0;
-}
-
-/* Whether the name at i, after a comma, may be a later declarator of a
- * declaration list (`device_ptr<float> p(y), q(z);`, `vector<float *>
- * v{x}, w{y};`): the comma is not inside the parentheses or brackets of
- * its statement. A comma expression taken for one only adds a pair. */
-static int later_declarator(const sview *v, size_t i)
-{
-    for (size_t k = i - 1, d = 0; k > 0; k--) {
-        size_t p = k - 1;
-        if (is(v, p, ")") || is(v, p, "]") || (is(v, p, "}") && (d > 0 || is(v, k, ",")))) {
-            d++; /* a brace initialiser of the same list counts as a bracket */
-        } else if (is(v, p, "(") || is(v, p, "[")) {
-            if (d == 0)
-                return 0; /* an argument of a call */
-            d--;
-        } else if (is(v, p, "{")) {
-            if (d == 0)
-                return 1;
-            d--;
-        } else if (d == 0 && (is(v, p, ";") || is(v, p, "}"))) {
-            return 1;
-        }
-    }
-    return 1;
 }
 
 /* How the function of f declares a name: not at all (a global, a member),
@@ -565,10 +537,12 @@ int scan_alias_pairs(fn_scope *f, const sview *v, size_t a, size_t b)
             rc = assignment(f, v, i, b);
         } else if (ident(v, i) && (is(v, i + 1, "(") || is(v, i + 1, "{")) && i > a &&
                    (is(v, i - 1, ">") || (ident(v, i - 1) && !in_words(v, i - 1, sview_keywords)) ||
-                    (is(v, i - 1, ",") && later_declarator(v, i)))) {
+                    (is(v, i - 1, ",") && sview_paren_around(v, i) >= v->n))) {
             /* a declaration with its initialiser in brackets:
              * "thrust::device_ptr<float> p(y);", "std::vector<float *> v{x, y};",
-             * the q of "device_ptr<float> p(y), q(z);" */
+             * the q of "device_ptr<float> p(y), q(z);" (a name with brackets
+             * after a comma outside parentheses: a comma expression taken for
+             * a declarator only adds a pair) */
             lhs = i;
             kind = is_object(f, v, i) ? PAIR_HOLDS : PAIR_ALIAS;
             rc = heads_but_scalar_members(v, i + 2, close_of(v, i + 1), &rhs);

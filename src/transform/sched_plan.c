@@ -143,6 +143,13 @@ static int wait_stream(const sview *v, const stmt *st, const char *own, const ch
     return 1;
 }
 
+/* The token the call's wait goes before: its first consumer's first, or the
+ * block's '}' when the wait goes to the block's end. */
+static size_t wait_token(const scan *s, const cuco_sched_place *pl)
+{
+    return pl->wait < s->n ? s->stmts[pl->wait].a : s->block_end;
+}
+
 /* The edits: the stream argument through early_start, the wait before node
  * pl->wait (or the block's '}'), naming the consumer's stream cs when it is
  * not NULL (wait_stream). */
@@ -158,7 +165,7 @@ static int plan_edits(scan *s, const cuco_sched_place *pl, size_t open, int site
                             cuco_sprintf("cuco_tx::early_start(%d, CUCO_EARLY_%d, %.*s)", site,
                                          site, (int)(aend - aoff), v->src + aoff),
                             aoff);
-    size_t at = pl->wait < s->n ? s->stmts[pl->wait].a : s->block_end;
+    size_t at = wait_token(s, pl);
     char *call = cs ? cuco_sprintf("cuco_tx::early_wait(%d, CUCO_EARLY_%d, %s);", site, site, cs)
                     : cuco_sprintf("cuco_tx::early_wait(%d, CUCO_EARLY_%d);", site, site);
     char *indent = NULL;
@@ -298,7 +305,7 @@ static int locate(scan *s, size_t c, cuco_sched_plan *p, size_t *call_stmt)
  * without the other. */
 static int apart_by_conditional(const scan *s, const cuco_sched_place *pl, cuco_sched_plan *p)
 {
-    size_t at = pl->wait < s->n ? s->stmts[pl->wait].a : s->block_end;
+    size_t at = wait_token(s, pl);
     int line = sview_conditional_between(s->v, s->stmts[s->call].a, at);
     return line ? plan_note(p,
                             "a preprocessor conditional (line %d) lies between the call and "
@@ -378,7 +385,7 @@ int sched_scan_view(const sview *v, size_t call_off, const char *api, int site,
                        tk(v, s.stmts[pl.wait].a)->line);
     if (rc == 0)
         rc = apart_by_conditional(&s, &pl, plan); /* the wait after a split GEMM */
-    size_t at = rc == 0 ? (pl.wait < s.n ? s.stmts[pl.wait].a : s.block_end) : 0;
+    size_t at = rc == 0 ? wait_token(&s, &pl) : 0;
     if (rc == 0 && editable && !editable(ctx, tk(v, at)->off))
         rc = plan_note(plan, "its first consumer (line %d) is in frozen code", tk(v, at)->line);
     if (rc == 0)

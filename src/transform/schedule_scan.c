@@ -610,22 +610,10 @@ static size_t param_type_word(const sview *v, size_t open, int pos)
     return v->n;
 }
 
-/* The '{' that the '}' at token c closes; v->n when none does. */
-static size_t open_of(const sview *v, size_t c)
-{
-    int depth = 0;
-    for (size_t j = c + 1; j-- > 0;) {
-        depth += is(v, j, "}") - is(v, j, "{");
-        if (depth == 0)
-            return j;
-    }
-    return v->n;
-}
-
 /* Whether the '}' at token c closes the body of `typedef struct [Tag] {`. */
 static int typedef_struct_body(const sview *v, size_t c)
 {
-    size_t o = open_of(v, c);
+    size_t o = block_open(v, c); /* the '{' this '}' closes */
     if (o >= v->n || o < 2)
         return 0;
     size_t kw = ident(v, o - 1) && !is(v, o - 1, "struct") ? o - 2 : o - 1;

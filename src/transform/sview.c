@@ -171,6 +171,14 @@ int sview_class_body(const sview *v, size_t brace)
     return 0;
 }
 
+size_t sview_member_decl_start(const sview *v, size_t brace, size_t k)
+{
+    while (k > brace + 1 && !is(v, k - 1, ";") && !is(v, k - 1, "}") && !is(v, k - 1, "{") &&
+           !is(v, k - 1, ":"))
+        k--;
+    return k;
+}
+
 /* Whether the class body at brace declares the data member named like
  * token name, not static (every object has its own). */
 static int own_member(const sview *v, size_t brace, size_t name)
@@ -184,12 +192,9 @@ static int own_member(const sview *v, size_t brace, size_t name)
         if (!same_tok(v, k, name) ||
             !(is(v, k + 1, ";") || is(v, k + 1, "=") || is(v, k + 1, ",") || is(v, k + 1, "[")))
             continue;
-        for (size_t d = k; d-- > brace + 1;) {
-            if (is(v, d, ";") || is(v, d, "}") || is(v, d, ":") || is(v, d, "{"))
-                return 1;
+        for (size_t d = sview_member_decl_start(v, brace, k); d < k; d++)
             if (is(v, d, "static"))
                 return 0;
-        }
         return 1;
     }
     return 0;

@@ -62,6 +62,9 @@ int in_list(const sview *v, size_t i, char *const *items, size_t n);
 int sview_conditional_between(const sview *v, size_t a, size_t b);
 /* Whether the '{' at brace opens the body of a class or a struct. */
 int sview_class_body(const sview *v, size_t brace);
+/* The first token of the member declaration that holds token k in the
+ * class body at brace (after the ';', brace or access label before it). */
+size_t sview_member_decl_start(const sview *v, size_t brace, size_t k);
 /* Whether the method named at token m, called with no arguments on an
  * object (`obj.data()`, `p->get()`), is a getter: every definition of that
  * name in the file is inside a class or struct body, takes no parameter,
