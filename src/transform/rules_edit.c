@@ -95,7 +95,8 @@ static int stmt_tokens(const sview *v, size_t i, size_t *first, size_t *last)
     if (v->n == 0) /* a file of no code tokens (one unterminated comment) */
         return 0;
     size_t s = i < v->n ? i : v->n - 1;
-    while (s > 0 && !is(v, s - 1, ";") && !is(v, s - 1, "{") && !is(v, s - 1, "}"))
+    while (s > 0 && !is(v, s - 1, ";") && !is(v, s - 1, "{") && !is(v, s - 1, "}") &&
+           !sview_case_colon(v, s - 1))
         s--;
     size_t e2 = i;
     int d = 0;

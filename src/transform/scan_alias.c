@@ -70,7 +70,7 @@ static int declared_scalar(const fn_scope *f, const sview *v, const char *name)
 /* Whether the member named like token m is declared, in every class or
  * struct body of the file that declares it, with an arithmetic type word
  * (`struct Options { size_t n = 4, m = 8; };`): no buffer. */
-static int scalar_member(const sview *v, size_t m)
+int scan_scalar_member(const sview *v, size_t m)
 {
     static const char *const skip[] = {"const", "static", "constexpr", "mutable", "volatile", NULL};
     int seen = 0;
@@ -107,7 +107,7 @@ static int heads_but_scalar_members(const sview *v, size_t a, size_t b, cuco_str
         size_t h = from[k];
         if (scan_is_head(v, h) && (is(v, h + 1, ".") || is(v, h + 1, "->")) && ident(v, h + 2) &&
             !is(v, h + 3, ".") && !is(v, h + 3, "->") && !is(v, h + 3, "(") && !is(v, h + 3, "[") &&
-            scalar_member(v, h + 2))
+            scan_scalar_member(v, h + 2))
             continue;
         int rc = scan_expr_heads(v, from[k], to[k], out, 0);
         if (rc != 0)

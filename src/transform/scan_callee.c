@@ -123,6 +123,21 @@ static int args_by_value(const sview *v, size_t open)
     return !scan_library_keeps_pointers(v, name) || in_words(v, name, making_calls);
 }
 
+/* Whether token i is an operand of a launch's configuration, outside any
+ * parentheses there (`k<<<c->blocks, 256>>>`: a value). */
+static int in_launch_config(const sview *v, size_t i)
+{
+    int d = 0;
+    for (size_t k = i; k-- > 0;) {
+        d += is(v, k, ")") - is(v, k, "(");
+        if (d < 0 || is(v, k, ";") || is(v, k, "{") || is(v, k, "}") || is(v, k, ">>>"))
+            return 0;
+        if (d == 0 && is(v, k, "<<<"))
+            return 1;
+    }
+    return 0;
+}
+
 /* Whether the use of a parameter at i (its name) only reads a member of it
  * (c.comm, c->stream, or through an accessor, c.data()): the member is not
  * assigned, indexed, called, taken by address or handed to a call that may
@@ -140,7 +155,7 @@ static int member_read(const sview *v, size_t i)
         return 0;
     if (!is(v, last + 1, ",") && !is(v, last + 1, ")"))
         return 1;
-    return args_by_value(v, sview_paren_around(v, i));
+    return in_launch_config(v, i) || args_by_value(v, sview_paren_around(v, i));
 }
 
 /* Whether parameter t of the definition whose name is at k, body at body,

@@ -59,12 +59,21 @@ typedef struct scan {
     cuco_strlist member_plain; /* the call's buffer arguments that are plain names */
     int member_whole;          /* a buffer argument is no member of member_base */
     int members_apart;         /* scan_members_apart found them apart from its other members */
+    /* sched_plan.c: the statement before which the wait must go at the
+     * latest (a conditional directive before or inside it); 0: none */
+    size_t fence;
+    int fence_line; /* the directive's line when it comes before the fence's first token */
 } scan;
 
 /* The calls that synchronise, that launch work, and that neither do. */
 extern const char *const scan_sync_calls[];
 extern const char *const scan_work_calls[];
 extern const char *const scan_indirect_launches[];
+
+/* Whether the member named like token m is declared, in every class or
+ * struct body of the file that declares it, with an arithmetic type word
+ * (`struct Options { size_t n = 4, m = 8; };`): no buffer. */
+int scan_scalar_member(const sview *v, size_t m);
 
 /* ---- scan_macros.c ---- */
 enum {

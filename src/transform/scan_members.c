@@ -308,9 +308,10 @@ int scan_members_apart_in(const scan *s, size_t a, size_t b)
         if (!scan_is_head(v, i) || !is(v, i, s->member_base))
             continue;
         /* another member that stays in place everywhere and is made by a
-         * call (not one the call's buffers could have been copied into) */
+         * call (not one the call's buffers could have been copied into), or
+         * a scalar (`s.n`: it holds no buffer) */
         if (!member_after(v, i) || in_list(v, i + 2, s->members.items, s->members.n) ||
-            !other_member_stays(v, i + 2))
+            (!other_member_stays(v, i + 2) && !scan_scalar_member(v, i + 2)))
             return 0;
         seen = 1;
     }

@@ -56,11 +56,13 @@ static size_t guarded_stmt(const sview *v, size_t s0, size_t c)
 }
 
 /* Where the call statement starts (v->n: it is not a plain statement, e.g. a
- * condition or the body of an unbraced for, or of an if with an else). */
+ * condition or the body of an unbraced for, or of an if with an else); a
+ * statement right after a switch's label starts after the label. */
 static size_t plain_stmt_start(const sview *v, size_t c)
 {
     size_t s0 = c;
-    while (s0 > 0 && !is(v, s0 - 1, ";") && !is(v, s0 - 1, "{") && !is(v, s0 - 1, "}"))
+    while (s0 > 0 && !is(v, s0 - 1, ";") && !is(v, s0 - 1, "{") && !is(v, s0 - 1, "}") &&
+           !sview_case_colon(v, s0 - 1))
         s0--;
     if (s0 > 0 && is(v, s0, "if"))
         return guarded_stmt(v, s0, c);
@@ -81,7 +83,7 @@ static int code_block(const sview *v, size_t b)
     static const char *const before[] = {")",        "else",  "do",      "try",   "{",
                                          "}",        ";",     "]",       "const", "noexcept",
                                          "override", "final", "mutable", NULL};
-    return b > 0 && b < v->n && in_words(v, b - 1, before);
+    return b > 0 && b < v->n && (in_words(v, b - 1, before) || sview_case_colon(v, b - 1));
 }
 
 /* The graph of the block, placed: fills *pl. */
@@ -150,6 +152,33 @@ static size_t wait_token(const scan *s, const cuco_sched_place *pl)
     return pl->wait < s->n ? s->stmts[pl->wait].a : s->block_end;
 }
 
+/* Where the wait goes: *off, the byte it is inserted at, in the statement
+ * at *stmt_off; *indent (caller frees; NULL: none) the indentation of its
+ * line. Returns 1 when it goes right after the statement before it, on a
+ * line of its own: at the block's end (the '}' line may be frozen code) and
+ * before a conditional directive ahead of its consumer. */
+static int wait_slot(const scan *s, const cuco_sched_place *pl, size_t *off, size_t *stmt_off,
+                     char **indent)
+{
+    const sview *v = s->v;
+    size_t at = wait_token(s, pl);
+    *off = line_slot(v, at, indent);
+    *stmt_off = tk(v, at)->off;
+    int ahead = pl->wait < s->n && pl->wait == s->fence && s->fence_line;
+    if ((pl->wait >= s->n || ahead) && *indent) {
+        free(*indent);
+        line_slot(v, s->stmts[s->call].a, indent);
+    }
+    size_t prev = pl->wait < s->n ? pl->wait : s->n;
+    if (!*indent || prev == 0 || (pl->wait < s->n && !ahead) ||
+        !is(v, s->stmts[prev - 1].b - 1, ";"))
+        return 0;
+    const cuco_tok *semi = tk(v, s->stmts[prev - 1].b - 1);
+    *off = semi->off + semi->len;
+    *stmt_off = semi->off;
+    return 1;
+}
+
 /* The edits: the stream argument through early_start, the wait before node
  * pl->wait (or the block's '}'), naming the consumer's stream cs when it is
  * not NULL (wait_stream). */
@@ -165,37 +194,23 @@ static int plan_edits(scan *s, const cuco_sched_place *pl, size_t open, int site
                             cuco_sprintf("cuco_tx::early_start(%d, CUCO_EARLY_%d, %.*s)", site,
                                          site, (int)(aend - aoff), v->src + aoff),
                             aoff);
-    size_t at = wait_token(s, pl);
     char *call = cs ? cuco_sprintf("cuco_tx::early_wait(%d, CUCO_EARLY_%d, %s);", site, site, cs)
                     : cuco_sprintf("cuco_tx::early_wait(%d, CUCO_EARLY_%d);", site, site);
     char *indent = NULL;
-    size_t off = line_slot(v, at, &indent);
-    if (pl->wait >= s->n && indent) {
-        free(indent);
-        char *ci = NULL;
-        line_slot(v, s->stmts[s->call].a, &ci);
-        indent = ci;
-    }
-    size_t stmt_off = tk(v, at)->off;
-    int after_last = pl->wait >= s->n && indent && s->n > 0 && is(v, s->stmts[s->n - 1].b - 1, ";");
-    if (after_last) {
-        /* right after the block's last statement, on a line of its own: an
-         * edit of that statement (the '}' line may be frozen code) */
-        const cuco_tok *semi = tk(v, s->stmts[s->n - 1].b - 1);
-        off = semi->off + semi->len;
-        stmt_off = semi->off;
-    }
-    char *text = !call        ? NULL
-                 : after_last ? cuco_sprintf("\n%s%s", indent, call)
-                 : indent     ? cuco_sprintf("%s%s\n", indent, call)
-                              : cuco_sprintf("%s ", call);
+    size_t off, stmt_off;
+    int after = wait_slot(s, pl, &off, &stmt_off, &indent);
+    char *text = !call    ? NULL
+                 : after  ? cuco_sprintf("\n%s%s", indent, call)
+                 : indent ? cuco_sprintf("%s%s\n", indent, call)
+                          : cuco_sprintf("%s ", call);
     if (rc == 0)
         rc = scan_plan_edit(p, off, 0, text, stmt_off);
     else
         free(text);
     free(call);
     free(indent);
-    p->wait_line = tk(v, at)->line;
+    p->wait_line =
+        pl->wait == s->fence && s->fence_line ? s->fence_line : tk(v, wait_token(s, pl))->line;
     return rc;
 }
 
@@ -300,18 +315,47 @@ static int locate(scan *s, size_t c, cuco_sched_plan *p, size_t *call_stmt)
     return rc;
 }
 
-/* 1 with the plan's note when a conditional directive (#ifdef ...) lies
- * between the call and the place of its wait: one could be compiled
- * without the other. */
-static int apart_by_conditional(const scan *s, const cuco_sched_place *pl, cuco_sched_plan *p)
+static int apart_note(cuco_sched_plan *p, int line)
 {
-    size_t at = wait_token(s, pl);
-    int line = sview_conditional_between(s->v, s->stmts[s->call].a, at);
-    return line ? plan_note(p,
-                            "a preprocessor conditional (line %d) lies between the call and "
-                            "where its wait would go: one could be compiled without the other",
-                            line)
-                : 0;
+    return plan_note(p,
+                     "a preprocessor conditional (line %d) lies between the call and where its "
+                     "wait would go: one could be compiled without the other",
+                     line);
+}
+
+/* The line of a conditional directive between the call and where its wait
+ * goes that leaves them in different branches (one could be compiled
+ * without the other), its offset in *cut; 0: none. */
+static int wait_cut(const scan *s, const cuco_sched_place *pl, size_t *cut)
+{
+    size_t off, stmt_off;
+    char *indent = NULL;
+    wait_slot(s, pl, &off, &stmt_off, &indent);
+    free(indent);
+    return sview_conditional_cut(s->v, tk(s->v, s->stmts[s->call].a)->off, off, cut);
+}
+
+/* A conditional directive between the call and its wait: the wait moves
+ * ahead of it (s->fence, placed again), or, when it cannot, 1 with the
+ * plan's note. */
+static int fence_at_conditional(scan *s, cuco_sched_place *pl, cuco_sched_plan *p)
+{
+    const sview *v = s->v;
+    size_t cut = 0;
+    int line;
+    while ((line = wait_cut(s, pl, &cut)) != 0) {
+        size_t j = s->call + 1;
+        while (j < s->n && tk(v, s->stmts[j].b - 1)->off < cut)
+            j++;
+        if (j >= s->n || (s->fence && j >= s->fence))
+            return apart_note(p, line);
+        s->fence = j;
+        s->fence_line = tk(v, s->stmts[j].a)->off > cut ? line : 0;
+        int rc = scan_place(s, pl);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
 }
 
 /* The report line of a plan that applies. */
@@ -319,8 +363,11 @@ static int applied_note(scan *s, const cuco_sched_place *pl, const char *api, cu
 {
     const sview *v = s->v;
     int line = tk(v, s->call_tok)->line;
-    char *where = pl->wait < s->n ? cuco_sprintf("before the statement at line %d", p->wait_line)
-                                  : cuco_sprintf("to the end of its block (line %d)", p->wait_line);
+    char *where = pl->wait < s->n && pl->wait == s->fence && s->fence_line
+                      ? cuco_sprintf("before the preprocessor conditional at line %d", p->wait_line)
+                  : pl->wait < s->n
+                      ? cuco_sprintf("before the statement at line %d", p->wait_line)
+                      : cuco_sprintf("to the end of its block (line %d)", p->wait_line);
     free(p->note);
     p->note =
         where ? cuco_sprintf("early_start_late_wait: %s at line %d issued on a "
@@ -362,7 +409,7 @@ int sched_scan_view(const sview *v, size_t call_off, const char *api, int site,
         rc = plan_note(plan, "the call's statement was not found in its block", 0);
     if (rc == 0)
         placed = (rc = scan_place(&s, &pl)) == 0;
-    if (placed && (rc = apart_by_conditional(&s, &pl, plan)) != 0)
+    if (placed && (rc = fence_at_conditional(&s, &pl, plan)) != 0)
         placed = 0;
     int splits = cuco_sched_consumer_split(api) != NULL;
     if (rc == 0 && splits)
@@ -383,8 +430,10 @@ int sched_scan_view(const sview *v, size_t call_off, const char *api, int site,
                        "before it (an expression with a call or an increment, a name the "
                        "statement declares, or two streams besides the call's)",
                        tk(v, s.stmts[pl.wait].a)->line);
-    if (rc == 0)
-        rc = apart_by_conditional(&s, &pl, plan); /* the wait after a split GEMM */
+    size_t cut;
+    int cut_line = rc == 0 ? wait_cut(&s, &pl, &cut) : 0; /* the wait after a split GEMM */
+    if (cut_line)
+        rc = apart_note(plan, cut_line);
     size_t at = rc == 0 ? wait_token(&s, &pl) : 0;
     if (rc == 0 && editable && !editable(ctx, tk(v, at)->off))
         rc = plan_note(plan, "its first consumer (line %d) is in frozen code", tk(v, at)->line);

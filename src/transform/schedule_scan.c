@@ -871,7 +871,7 @@ int scan_place(scan *s, cuco_sched_place *pl)
             nodes[i].line = tk(s->v, st->a)->line;
             continue;
         }
-        nodes[i].kind = st->kind;
+        nodes[i].kind = s->fence && i == s->fence ? CUCO_SCHED_EXIT : st->kind;
         nodes[i].stream = i == s->call ? s->stream : st->stream;
         nodes[i].line = tk(s->v, st->a)->line;
         const cuco_strlist *r = i == s->call ? &s->send : &st->heads;

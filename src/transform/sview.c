@@ -160,6 +160,61 @@ int sview_conditional_between(const sview *v, size_t a, size_t b)
     return 0;
 }
 
+/* Whether the ':' at k ends a label of a switch ("case 1:", "default:"). */
+int sview_case_colon(const sview *v, size_t k)
+{
+    if (!is(v, k, ":"))
+        return 0;
+    if (k > 0 && is(v, k - 1, "default"))
+        return 1;
+    int d = 0;
+    for (size_t i = k; i-- > 0;) {
+        d += is(v, i, ")") - is(v, i, "(");
+        if (d < 0 || is(v, i, ";") || is(v, i, "{") || is(v, i, "}") || is(v, i, "?"))
+            return 0;
+        if (d == 0 && is(v, i, "case"))
+            return 1;
+    }
+    return 0;
+}
+
+/* The kind of the conditional directive d: 1 opens (#if, #ifdef, ...), 2
+ * continues (#elif, #else, ...), 3 closes (#endif); 0 any other. */
+static int conditional_kind(const sview *v, const cuco_tok *d)
+{
+    static const char *const words[] = {"if",       "ifdef", "ifndef", "elif", "elifdef",
+                                        "elifndef", "else",  "endif",  NULL};
+    static const int kinds[] = {1, 1, 1, 2, 2, 2, 2, 3};
+    for (size_t w = 0; words[w]; w++)
+        if (d->dir_len == strlen(words[w]) && !memcmp(v->src + d->dir_off, words[w], d->dir_len))
+            return kinds[w];
+    return 0;
+}
+
+int sview_conditional_cut(const sview *v, size_t from, size_t to, size_t *cut)
+{
+    int depth = 0;
+    const cuco_tok *open = NULL; /* the first group opened at depth 0 and not closed */
+    for (size_t t = 0; t < v->lx.ntoks; t++) {
+        const cuco_tok *d = &v->lx.toks[t];
+        if (d->off < from || d->kind != CUCO_TOK_PREPROC)
+            continue;
+        if (d->off >= to)
+            break;
+        int k = conditional_kind(v, d);
+        if (k == 1 && depth++ == 0)
+            open = d;
+        else if (k != 0 && depth == 0) {
+            *cut = d->off;
+            return d->line;
+        } else if (k == 3 && --depth == 0)
+            open = NULL;
+    }
+    if (open)
+        *cut = open->off;
+    return open ? open->line : 0;
+}
+
 int sview_class_body(const sview *v, size_t brace)
 {
     for (size_t k = brace; k-- > 0 && brace - k < 32;) {

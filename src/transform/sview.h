@@ -49,6 +49,16 @@ void sview_close(sview *v);
  * *at = 0. */
 size_t sview_next_def(const sview *v, size_t name, size_t *at, size_t *body);
 
+/* The line of the first conditional directive between the bytes from and
+ * to that leaves the code before it and the code after it in different
+ * branches (an #else, #elif or #endif of a group opened before from, or an
+ * #if whose group is still open at to), its offset in *cut; 0: none (every
+ * group in between is whole). */
+int sview_conditional_cut(const sview *v, size_t from, size_t to, size_t *cut);
+
+/* Whether the ':' at k ends a label of a switch ("case 1:", "default:"). */
+int sview_case_colon(const sview *v, size_t k);
+
 const cuco_tok *tk(const sview *v, size_t i);
 int is(const sview *v, size_t i, const char *s);
 int ident(const sview *v, size_t i);

@@ -13,7 +13,8 @@
 # C-style FSDP forward whose per-layer weight gather feeds a GEMM inside an
 # error check that returns, fsdp_layers; a modern C++ step whose buffers are
 # RAII objects reached through data(), raii_buffers; a C-tutorial step on
-# global buffers whose launches size their grids with a helper, c_globals):
+# global buffers whose launches size their grids with a helper, c_globals;
+# a templated step whose phases are the cases of a switch, phase_switch):
 # 'cuco transform' (no --no-verify) builds each
 # transformed program with its manifest's nvcc command, two at a time
 # without a GPU. Without a GPU the outcome is exit 3, "built, not verified:
@@ -23,7 +24,7 @@ source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
 setup transform-build nvcc
 D=$CUCO_TEST_DATA/transform
 built_in_pairs "$D" graph_replay jacobi_halo kept_calls layer_send split_tp_dp decode_logits hidden_consumers \
-    params_struct packed_kv_decode fsdp_layers raii_buffers c_globals
+    params_struct packed_kv_decode fsdp_layers raii_buffers c_globals phase_switch
 check "kept_calls: the kept calls are marked in the built program" \
     grep -q "/\* cuco:kept \*/ ncclReduce(" "$TMP/kept_calls/gen_0/kept_calls.cu"
 # decode_logits: its gather of 128 KiB goes through NCCL on the window by
@@ -71,4 +72,10 @@ check "raii_buffers: the gradient's sum overlaps the forward kernel" \
 check "c_globals: the sum overlaps the forward launch sized by a helper" \
     grep -q "ncclAllReduce at line 94 issued on a side stream, wait moved before the statement at line 96 (1 independent" \
     "$TMP/c_globals/gen_0/transform_report.md"
+# phase_switch: the sum in the braced training case overlaps the forward
+# launch (a scalar member of the state struct names no buffer), its wait
+# after the whole #ifdef group of the trace
+check "phase_switch: the sum in a case of the switch overlaps the forward launch" \
+    grep -q "ncclAllReduce at line 97 issued on a side stream, wait moved before the statement at line 102 (1 independent" \
+    "$TMP/phase_switch/gen_0/transform_report.md"
 exit $fail

@@ -858,14 +858,46 @@ static void test_scan_conditional(void **state)
         "    cudaMalloc(&x, 64); cudaMalloc(&y, 64); step(x, y, 16, c, s); return 0; }\n";
     cuco_tx_result r;
     tx_transform(prog, &r);
+    /* the wait goes ahead of the #else, in the call's own branch */
     assert_true(tx_has_schedule_note(&r.notes, 7,
-                                     "early_start_late_wait does not apply to ncclAllReduce: a "
-                                     "preprocessor conditional (line 9) lies between the call and "
-                                     "where its wait would go"));
+                                     "wait moved before the preprocessor conditional at line 9 "
+                                     "(1 independent launch"));
     assert_true(tx_has_schedule_note(&r.notes, 7, "is apart from it by a preprocessor "
                                                   "conditional (line 6)"));
-    assert_null(strstr(r.program, "cuco_tx::early_wait("));
-    assert_null(strstr(r.program, "cuco_tx::early_start("));
+    const char *w = strstr(r.program, "cuco_tx::early_wait(");
+    assert_non_null(w);
+    const char *x_launch = strstr(r.program, "k<<<1, 32, 0, s>>>(x, n);");
+    const char *els = strstr(r.program, "#else");
+    assert_true(x_launch && els && x_launch < w && w < els);
+    cuco_tx_result_free(&r);
+
+    /* a whole group in between (#ifdef ... #endif) changes nothing; a
+     * consumer inside a group that opens after the call: the wait goes
+     * ahead of the #ifdef */
+    static const char *const groups =
+        "#include <nccl.h>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "void step(float *x, float *y, size_t n, ncclComm_t c, cudaStream_t s)\n"
+        "{\n"
+        "    ncclAllReduce(y, y, n, ncclFloat, ncclSum, c, s);\n"
+        "#ifdef TRACE\n"
+        "    k<<<1, 32, 0, s>>>(x, n);\n"
+        "#endif\n"
+        "    k<<<1, 32, 0, s>>>(x, n);\n"
+        "#if defined(CHECK)\n"
+        "    k<<<1, 32, 0, s>>>(y, n);\n"
+        "#endif\n"
+        "    k<<<1, 32, 0, s>>>(y, n);\n"
+        "}\n"
+        "int main() { float *x, *y; ncclComm_t c; cudaStream_t s;\n"
+        "    cudaMalloc(&x, 64); cudaMalloc(&y, 64); step(x, y, 16, c, s); return 0; }\n";
+    tx_transform(groups, &r);
+    assert_true(tx_has_schedule_note(&r.notes, 5,
+                                     "wait moved before the preprocessor conditional at line 10 "
+                                     "(2 independent launches"));
+    w = strstr(r.program, "cuco_tx::early_wait(");
+    assert_true(w && w < strstr(r.program, "#if defined(CHECK)") &&
+                w > strstr(r.program, "#endif"));
     cuco_tx_result_free(&r);
 
     /* without the directives (blank lines keep the numbering) */
@@ -881,6 +913,49 @@ static void test_scan_conditional(void **state)
     assert_true(tx_has_schedule_note(&r.notes, 7, "wait moved before the statement at line 10"));
     cuco_tx_result_free(&r);
     free(plain);
+}
+
+/* A call right after a switch's label ("case 0:") and a call in a braced
+ * case ("case 1: { ... }") are scheduled: each wait goes before its
+ * consumer in the same case, never past a break or the next label; the
+ * EVOLVE-BLOCK around the call starts after the label. */
+static void test_scan_switch_cases(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        "#include <nccl.h>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "void step(int op, float *x, float *y, size_t n, ncclComm_t c, cudaStream_t s)\n"
+        "{\n"
+        "    switch (op) {\n"
+        "    case 0:\n"
+        "        ncclAllReduce(x, x, n, ncclFloat, ncclSum, c, s);\n"
+        "        k<<<1, 32, 0, s>>>(y, n);\n"
+        "        k<<<1, 32, 0, s>>>(x, n);\n"
+        "        break;\n"
+        "    case 1: {\n"
+        "        ncclAllReduce(x, x, n, ncclFloat, ncclSum, c, s);\n"
+        "        k<<<1, 32, 0, s>>>(y, n);\n"
+        "        break;\n"
+        "    }\n"
+        "    default:\n"
+        "        ncclAllReduce(x, x, n, ncclFloat, ncclSum, c, s);\n"
+        "        k<<<1, 32, 0, s>>>(y, n);\n"
+        "    case 3:\n"
+        "        k<<<1, 32, 0, s>>>(x, n);\n"
+        "    }\n"
+        "}\n"
+        "int main() { float *x, *y; ncclComm_t c; cudaStream_t s;\n"
+        "    cudaMalloc(&x, 64); cudaMalloc(&y, 64); step(0, x, y, 16, c, s); return 0; }\n";
+    cuco_tx_result r;
+    tx_transform(prog, &r);
+    assert_true(tx_has_schedule_note(&r.notes, 7, "wait moved before the statement at line 9"));
+    assert_true(tx_has_schedule_note(&r.notes, 12, "wait moved before the statement at line 14"));
+    /* falls through into case 3: the wait goes before the label */
+    assert_true(tx_has_schedule_note(&r.notes, 17, "wait moved before the statement at line 19"));
+    assert_non_null(strstr(r.program, "    case 0:\n// EVOLVE-BLOCK-START\n"));
+    assert_non_null(strstr(r.program, "    default:\n// EVOLVE-BLOCK-START\n"));
+    cuco_tx_result_free(&r);
 }
 
 /* RAII buffers reached through a getter (`T *data() { return ptr_; }`):
@@ -1173,6 +1248,12 @@ static void test_scan_members_apart(void **state)
          "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 0},
         {"void pick(ctx *all, ctx *d) { all[1] = *d; }\n", "c->x, c->g",
          "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 0},
+        /* a scalar member set from a named value names no buffer */
+        {"void set_n(ctx *c, size_t m) { c->n = m; }\n", "c->x, c->g",
+         "k<<<(unsigned)c->n, 32, 0, c->s>>>(c->y, c->z);", 1},
+        /* a member in a launch's configuration is read (step(&c, &e, w)
+         * hands step's objects nothing) */
+        {"", "c->x, c->g", "k<<<c->n, 32, 0, c->s>>>(c->y, c->z);", 1},
         /* read whole: compared, sized, handed to a function of the file */
         {"int same(ctx *c, ctx *d) { return c == d || sizeof(*c) == 0; }\n", "c->x, c->g",
          "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 1},
@@ -1180,7 +1261,7 @@ static void test_scan_members_apart(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *prog = cuco_sprintf(
             "#include <nccl.h>\n"
-            "struct ctx { float *x, *y, *z, *g, *u; ncclComm_t comm; cudaStream_t s; };\n"
+            "struct ctx { float *x, *y, *z, *g, *u; size_t n; ncclComm_t comm; cudaStream_t s; };\n"
             "__global__ void k(float *a, float *b);\n"
             "%s"
             "static void step(ctx *c, ctx *e, float *w)\n"
@@ -1481,6 +1562,7 @@ int main(void)
         cmocka_unit_test(test_scan_consumer_streams),
         cmocka_unit_test(test_scan_param_types),
         cmocka_unit_test(test_scan_conditional),
+        cmocka_unit_test(test_scan_switch_cases),
         cmocka_unit_test(test_scan_raii_buffers),
         cmocka_unit_test(test_scan_declarators),
         cmocka_unit_test(test_scan_pure_helpers),
