@@ -692,6 +692,8 @@ static int run_rules(const cuco_tx_input *in, int p2p_host, p2p_retry *retry, cu
     free(c.alloc_sites);
     free(c.fn_of);
     cuco_strlist_free(&c.symm_names);
+    cuco_strlist_free(&c.symm_found);
+    cuco_strlist_free(&c.symm_busy);
     cuco_strlist_free(&c.comm_names);
     cuco_strlist_free(&c.comm_texts);
     free(c.device_comm);

@@ -306,6 +306,8 @@ static void name_scope(const ctx *c, const char *name, size_t at, size_t *lo, si
     *hi = v->n;
     *fn = v->n;
     *param = 0;
+    if (at > 0 && at < v->n && (is(v, at - 1, ".") || is(v, at - 1, "->")))
+        return; /* a member: set wherever its objects are, not a local of that name */
     size_t nl = strlen(name);
     for (size_t f = at < v->n ? c->fn_of[at] : v->n; f < v->n; f = c->fn_of[f]) {
         size_t open = rl_def_params(v, f), end = close_of(v, rl_function_body(v, open));
@@ -414,24 +416,28 @@ static int resolve_buffer(ctx *c, const char *name, size_t at, const char *why, 
     size_t lo, hi, fn;
     int param;
     name_scope(c, name, at, &lo, &hi, &fn, &param);
-    /* each variable is resolved once: "buf" of two functions is two variables */
+    /* each variable is resolved once: "buf" of two functions is two
+     * variables; met again while its own resolution is under way (p = q;
+     * q = p) it adds nothing, and one that found nothing is tried again */
     char *key = cuco_sprintf("%s@%zu", name, fn);
     if (!key)
         return CUCO_ENOMEM;
-    int seen = rl_name_seen(&c->symm_names, key);
-    int pushed = seen ? 0 : cuco_strlist_push(&c->symm_names, key);
-    free(key);
-    if (seen || pushed != 0)
-        return pushed != 0 ? CUCO_ENOMEM : 1;
+    int busy = rl_name_seen(&c->symm_busy, key), done = rl_name_seen(&c->symm_found, key);
+    int rc = busy || done ? 0 : cuco_strlist_push(&c->symm_busy, key);
     /* the plain name too, for the frozen cudaFree check */
-    if (!rl_name_seen(&c->symm_names, name) && cuco_strlist_push(&c->symm_names, name) != 0)
-        return CUCO_ENOMEM;
+    if (rc == 0 && !rl_name_seen(&c->symm_names, name))
+        rc = cuco_strlist_push(&c->symm_names, name);
+    if (busy || done || rc != 0) {
+        free(key);
+        return rc != 0 ? CUCO_ENOMEM : done;
+    }
     int found = resolve_range(c, name, lo, hi, why, depth);
-    if (found < 0)
-        return found;
-    int rc = resolve_params(c, name, fn, why, depth);
-    if (rc < 0)
+    rc = found < 0 ? found : resolve_params(c, name, fn, why, depth);
+    free(c->symm_busy.items[--c->symm_busy.n]); /* this key: the stack's top */
+    if (rc < 0) {
+        free(key);
         return rc;
+    }
     found += rc;
     if (found == 0 && param && !has_caller(c, fn)) {
         /* a parameter of a function nothing here calls: the same name's
@@ -443,7 +449,9 @@ static int resolve_buffer(ctx *c, const char *name, size_t at, const char *why, 
                               "the buffer of the same name allocated elsewhere in the file",
                               name, (int)tk(v, fn)->len, v->src + tk(v, fn)->off);
     }
-    return found;
+    rc = found > 0 ? cuco_strlist_push(&c->symm_found, key) : 0;
+    free(key);
+    return rc != 0 ? CUCO_ENOMEM : found;
 }
 
 /* The first call of another allocator (managed, pooled, host memory...)

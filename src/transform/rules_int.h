@@ -61,6 +61,8 @@ typedef struct ctx {
     size_t nedits;
     cuco_tx_result *r;
     cuco_strlist symm_names; /* buffer names resolved to symmetric allocations */
+    cuco_strlist symm_found; /* the name@function keys whose resolution found one */
+    cuco_strlist symm_busy;  /* the keys being resolved (a stack) */
     size_t *alloc_sites;     /* cudaMalloc tokens made symmetric */
     size_t nalloc;
     cuco_strlist comm_names; /* communicators of the rewritten calls (helper params resolved) */

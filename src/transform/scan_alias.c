@@ -54,6 +54,28 @@ static const char *const scalar_words[] = {"int",
                                            "ncclRedOp_t",
                                            NULL};
 
+/* Whether the name at i is a later declarator of a declaration of an
+ * arithmetic type ("const size_t n = a.n, m = a.m;": m), with no '*' or
+ * '&' of its own. */
+static int later_scalar_declarator(const sview *v, size_t i)
+{
+    if (!is(v, i - 1, ","))
+        return 0;
+    int d = 0;
+    size_t k = i - 1;
+    while (k > 0) {
+        k--;
+        d += is(v, k, ")") + is(v, k, "]") + is(v, k, "}") - is(v, k, "(") - is(v, k, "[") -
+             is(v, k, "{");
+        if (d < 0 || (d == 0 && is(v, k, ";")))
+            break;
+    }
+    size_t t = k + 1;
+    while (t < i && (is(v, t, "const") || is(v, t, "static") || is(v, t, "constexpr")))
+        t++;
+    return t < i && in_words(v, t, scalar_words) && sview_declarator(v, t + 1, "= ; , ) [ {");
+}
+
 /* Whether the function of f declares name as an arithmetic scalar or a
  * handle ("size_t n", "const int rows = 4", "cudaStream_t s": such a type
  * word right before the name), which no buffer can alias. */
@@ -62,14 +84,61 @@ static int declared_scalar(const fn_scope *f, const sview *v, const char *name)
     for (size_t i = f->params + 1; i < f->body_end && i < v->n; i++)
         if (ident(v, i) && is(v, i, name) &&
             (is(v, i + 1, "=") || is(v, i + 1, ";") || is(v, i + 1, ",") || is(v, i + 1, ")")) &&
-            in_words(v, i - 1, scalar_words))
+            (in_words(v, i - 1, scalar_words) || later_scalar_declarator(v, i)))
             return 1;
+    return 0;
+}
+
+static int scalar_struct(const sview *v, size_t t, int depth);
+
+/* Whether the declarations of the struct body opening at brace are all of
+ * arithmetic types or of such structs in turn (no pointer, reference or
+ * function among them). */
+static int scalar_body(const sview *v, size_t brace, int depth)
+{
+    static const char *const skip[] = {"const",   "static",    "constexpr", "mutable", "public",
+                                       "private", "protected", ":",         NULL};
+    size_t end = close_of(v, brace);
+    int first = 1;
+    for (size_t i = brace + 1; i < end && i < v->n; i++) {
+        if (is(v, i, "*") || is(v, i, "&") || is(v, i, "&&") || is(v, i, "(") || is(v, i, "<"))
+            return 0;
+        if (is(v, i, "{")) {
+            i = close_of(v, i);
+            continue;
+        }
+        if (is(v, i, ";")) {
+            first = 1;
+        } else if (first && !in_words(v, i, skip)) {
+            if (!in_words(v, i, scalar_words) && !(ident(v, i) && scalar_struct(v, i, depth + 1)))
+                return 0;
+            first = 0;
+        }
+    }
+    return end < v->n;
+}
+
+/* Whether token t names a struct or class of the file (`struct T {`, C's
+ * `typedef struct { ... } T;`) whose members all hold plain values. */
+static int scalar_struct(const sview *v, size_t t, int depth)
+{
+    if (depth > 2)
+        return 0;
+    for (size_t k = 1; k + 1 < v->n; k++) {
+        if (!same_tok(v, k, t))
+            continue;
+        if ((is(v, k - 1, "struct") || is(v, k - 1, "class")) && is(v, k + 1, "{"))
+            return scalar_body(v, k + 1, depth);
+        if (is(v, k - 1, "}") && is(v, k + 1, ";") && block_open(v, k - 1) < v->n)
+            return scalar_body(v, block_open(v, k - 1), depth);
+    }
     return 0;
 }
 
 /* Whether the member named like token m is declared, in every class or
  * struct body of the file that declares it, with an arithmetic type word
- * (`struct Options { size_t n = 4, m = 8; };`): no buffer. */
+ * (`struct Options { size_t n = 4, m = 8; };`) or as a struct of the file
+ * whose members are such in turn (`Config cfg;`): no buffer. */
 int scan_scalar_member(const sview *v, size_t m)
 {
     static const char *const skip[] = {"const", "static", "constexpr", "mutable", "volatile", NULL};
@@ -84,7 +153,7 @@ int scan_scalar_member(const sview *v, size_t m)
         size_t t = sview_member_decl_start(v, body, k);
         while (t < k && in_words(v, t, skip))
             t++;
-        if (!in_words(v, t, scalar_words))
+        if (!in_words(v, t, scalar_words) && !(ident(v, t) && scalar_struct(v, t, 0)))
             return 0;
         for (size_t j = t; j < k; j++)
             if (is(v, j, "*") || is(v, j, "&") || is(v, j, "("))
@@ -308,6 +377,40 @@ static pair_kind assigned_kind(const fn_scope *f, const sview *v, size_t head, s
     return i == eq && object ? PAIR_HOLDS : PAIR_STORE;
 }
 
+/* Whether token i (a name) is declared a scalar in the function of f. */
+static int scalar_name(const fn_scope *f, const sview *v, size_t i)
+{
+    char *name = cuco_strndup(v->src + tk(v, i)->off, tk(v, i)->len);
+    int scalar = name && declared_scalar(f, v, name);
+    free(name);
+    return scalar;
+}
+
+/* Whether `lhs = [a, b)` only moves plain values: lhs a scalar of the
+ * function and each name of the value a scalar of the function, a macro
+ * that is a number or a chain ending in a scalar member ("size_t n =
+ * t.cfg.n, m = n * t.ranks / COLS;"). */
+static int scalar_value(const fn_scope *f, const sview *v, size_t lhs, size_t a, size_t b)
+{
+    if (!scalar_name(f, v, lhs))
+        return 0;
+    for (size_t i = a; i < b; i++) {
+        if (!ident(v, i) || (i > a && (is(v, i - 1, ".") || is(v, i - 1, "->"))) ||
+            in_words(v, i, scalar_words) || in_words(v, i, sview_keywords))
+            continue;
+        size_t last = i;
+        while (last + 2 < b && (is(v, last + 1, ".") || is(v, last + 1, "->")) &&
+               ident(v, last + 2))
+            last += 2;
+        if (is(v, last + 1, "(") || is(v, last + 1, "[") ||
+            (last == i ? !scalar_name(f, v, i) && !scan_macro_number(v, i)
+                       : !scan_scalar_member(v, last)))
+            return 0;
+        i = last;
+    }
+    return 1;
+}
+
 /* An assignment at eq: its left side with the right side's heads (a lambda's
  * every name); structured bindings and std::tie bind each name. */
 static int assignment(fn_scope *f, const sview *v, size_t eq, size_t b)
@@ -339,7 +442,7 @@ static int assignment(fn_scope *f, const sview *v, size_t eq, size_t b)
             rc = bind_all(f, v, open + 1, eq - 1, &rhs);
     } else {
         size_t lhs = lhs_head(v, eq);
-        if (lhs < v->n)
+        if (lhs < v->n && !scalar_value(f, v, lhs, eq + 1, e))
             rc = add_pairs(f, v, lhs, &rhs, lambda || is(v, eq + 1, "{") || rhs.n > 1,
                            assigned_kind(f, v, lhs, eq));
     }

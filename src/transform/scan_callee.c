@@ -177,6 +177,67 @@ static int def_param_only_read(const sview *v, size_t k, size_t body, int t)
     return 1;
 }
 
+/* Whether the use of pointer parameter pn at i keeps its value where it is:
+ * a whole argument of a launch or of a library call that keeps no pointer,
+ * an element read or written (pn[i]), a test (if (pn), pn == NULL, !pn). */
+static int value_use_stays(const sview *v, size_t i)
+{
+    if (is(v, i + 1, "[") && !is(v, i - 1, "&"))
+        return 1;
+    if (is(v, i + 1, "==") || is(v, i + 1, "!=") || is(v, i - 1, "!") ||
+        ((is(v, i - 1, "==") || is(v, i - 1, "!=")) && !is(v, i + 1, "=")))
+        return 1;
+    if (is(v, i - 1, "(") && is(v, i + 1, ")") && i >= 2 && is(v, i - 2, "if"))
+        return 1;
+    if (!(is(v, i - 1, "(") || is(v, i - 1, ",")) || !(is(v, i + 1, ")") || is(v, i + 1, ",")))
+        return 0;
+    size_t open = sview_paren_around(v, i);
+    if (open >= v->n || open == 0)
+        return 0;
+    if (is(v, open - 1, ">>>"))
+        return 1;
+    return ident(v, open - 1) && scan_library_call(v, open - 1) &&
+           !scan_library_keeps_pointers(v, open - 1);
+}
+
+/* Whether pointer parameter t of the definition whose name is at k, body
+ * at body, is never handed on (value_use_stays at each use) nor assigned. */
+static int def_value_stays(const sview *v, size_t k, size_t body, int t)
+{
+    size_t a, b, pn = v->n;
+    int stars = 0;
+    if (!arg_range(v, k + 1, t, &a, &b))
+        return 0;
+    for (size_t q = a; q < b && !is(v, q, "="); q++) {
+        stars += is(v, q, "*");
+        if (is(v, q, "&") || is(v, q, "&&") || is(v, q, "["))
+            return 0;
+        if (ident(v, q))
+            pn = q;
+    }
+    if (pn >= v->n || stars != 1)
+        return 0;
+    size_t end = close_of(v, body);
+    for (size_t i = body + 1; i < end; i++)
+        if (same_tok(v, i, pn) && !is(v, i - 1, ".") && !is(v, i - 1, "->") &&
+            !value_use_stays(v, i))
+            return 0;
+    return 1;
+}
+
+int scan_param_value_stays(const sview *v, size_t name, int t)
+{
+    size_t at = 0, body = v->n;
+    int found = 0;
+    for (size_t k = sview_next_def(v, name, &at, &body); k < v->n;
+         k = sview_next_def(v, name, &at, &body)) {
+        if (v->scope[k] != 0 || body >= v->n || !def_value_stays(v, k, body, t))
+            return 0;
+        found = 1;
+    }
+    return found;
+}
+
 /* Whether every function of the file named like token name (each
  * overload) only reads its parameter t; 0 when the file defines none. */
 int scan_param_only_read(const sview *v, size_t name, int t)

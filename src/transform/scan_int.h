@@ -72,8 +72,13 @@ extern const char *const scan_indirect_launches[];
 
 /* Whether the member named like token m is declared, in every class or
  * struct body of the file that declares it, with an arithmetic type word
- * (`struct Options { size_t n = 4, m = 8; };`): no buffer. */
+ * (`struct Options { size_t n = 4, m = 8; };`) or as a struct of the file
+ * whose members are such in turn (`Config cfg;`): no buffer. */
 int scan_scalar_member(const sview *v, size_t m);
+
+/* Whether the name at i is an object-like macro whose text is one number
+ * (`#define LN_COLS 64`). */
+int scan_macro_number(const sview *v, size_t i);
 
 /* ---- scan_macros.c ---- */
 enum {
@@ -173,6 +178,11 @@ int scan_arg_takes_pointer(const sview *v, size_t name, int t, int by_address);
 /* Whether every function of the file named like token name only reads the
  * members of its parameter t; 0 when the file defines none. */
 int scan_param_only_read(const sview *v, size_t name, int t);
+/* Whether every function of the file named like token name keeps the value
+ * of its pointer parameter t where it is: never assigned, stored, returned
+ * or handed on but to a launch or a library call that keeps no pointer; 0
+ * when the file defines none. */
+int scan_param_value_stays(const sview *v, size_t name, int t);
 /* Whether every function of the file named like token name (at file scope,
  * not a method) touches no memory: no pointer, reference or array in its
  * parameters or its return type, and a body of values only (body_pure); 0

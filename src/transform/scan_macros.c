@@ -58,6 +58,24 @@ static int macro_text(const sview *v, const char *w, size_t len, const char **pa
            (v->has_macros && macro_in(&v->macros, w, len, params, body, end));
 }
 
+int scan_macro_number(const sview *v, size_t i)
+{
+    const char *params, *body, *end;
+    if (!macro_text(v, v->src + tk(v, i)->off, tk(v, i)->len, &params, &body, &end) ||
+        params != body)
+        return 0;
+    while (body < end && (*body == ' ' || *body == '\t' || *body == '('))
+        body++;
+    while (end > body && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\n' || end[-1] == ')'))
+        end--;
+    if (body == end || !(*body >= '0' && *body <= '9'))
+        return 0;
+    for (const char *q = body; q < end; q++)
+        if (!cuco_tx_ident_char(*q) && *q != '.')
+            return 0; /* one literal: 64, 1024u, 0x40, 1e-3f */
+    return 1;
+}
+
 static int is_param(const char *params, const char *body, const char *w, size_t len)
 {
     for (const char *p = params; p + len <= body; p++)

@@ -70,6 +70,18 @@ static const char *const allocations[] = {
     "cudaMalloc",    "cudaMallocAsync",         "cudaMallocManaged", "cudaMallocHost",
     "cudaHostAlloc", "cudaMallocFromPoolAsync", "ncclMemAlloc",      NULL};
 
+/* The first token of a C cast right before token i ("(void **)&c->p": the
+ * '('), or i when there is none: a parenthesised type, names, '*' and '::'. */
+static size_t cast_start(const sview *v, size_t i)
+{
+    if (i < 3 || !is(v, i - 1, ")") || !is(v, i - 2, "*"))
+        return i;
+    size_t k = i - 2;
+    while (k > 0 && (is(v, k, "*") || is(v, k, "::") || ident(v, k)))
+        k--;
+    return is(v, k, "(") && k + 1 < i - 1 && ident(v, k + 1) ? k : i;
+}
+
 /* The access to member token t as one unit: [*first, *end), its object's
  * chain (a.b->m) and the subscripts after it included, an address taken
  * (&x->m, &(x->m[0])) in *addr. */
@@ -82,7 +94,7 @@ static void member_unit(const sview *v, size_t t, size_t *first, size_t *end, in
     while (before > 0 && is(v, before - 1, "("))
         before--;
     *addr = before > 0 && is(v, before - 1, "&");
-    *first = *addr ? before - 1 : o;
+    *first = cast_start(v, *addr ? before - 1 : o);
     size_t e = t + 1;
     while (e < v->n && is(v, e, "["))
         e = close_of(v, e) + 1;
@@ -108,6 +120,25 @@ static int library_argument(const sview *v, size_t first, size_t end, int addr, 
                       : !scan_library_keeps_pointers(v, open - 1);
 }
 
+/* Whether [first, end) is a whole argument of a call of a function of the
+ * file that keeps that parameter's value in place (scan_param_value_stays). */
+static int file_call_argument(const sview *v, size_t first, size_t end)
+{
+    if (first == 0 || end >= v->n || !(is(v, first - 1, "(") || is(v, first - 1, ",")) ||
+        !(is(v, end, ")") || is(v, end, ",")))
+        return 0;
+    size_t open = sview_paren_around(v, end - 1);
+    if (open >= v->n || open == 0 || !ident(v, open - 1) || in_words(v, open - 1, sview_keywords))
+        return 0;
+    int k = 0, d = 0;
+    for (size_t i = open + 1; i < first; i++) {
+        d += is(v, i, "(") + is(v, i, "[") + is(v, i, "{") - is(v, i, ")") - is(v, i, "]") -
+             is(v, i, "}");
+        k += d == 0 && is(v, i, ",");
+    }
+    return scan_param_value_stays(v, open - 1, k);
+}
+
 /* Whether the use of member token t (after '.' or '->' of an object) keeps
  * its pointer in place: an element read or written inside an expression; an
  * argument of a launch or of a library call that keeps no pointer; its
@@ -131,7 +162,8 @@ static int use_stays(const sview *v, size_t t, int call_member)
         cuco_strlist_free(&heads);
         return !addr && none;
     }
-    if (library_argument(v, first, end, addr, call_member))
+    if (library_argument(v, first, end, addr, call_member) ||
+        (!addr && file_call_argument(v, first, end)))
         return 1;
     if (addr || end == t + 1 || first == 0)
         return 0;

@@ -55,6 +55,33 @@ static size_t guarded_stmt(const sview *v, size_t s0, size_t c)
     return end < v->n && is(v, end, "else") ? v->n : s0;
 }
 
+/* Whether the statement at i leaves the block: return, goto, break,
+ * continue, throw, or a braced block whose last statement does. */
+static int exits(const sview *v, size_t i)
+{
+    static const char *const jumps[] = {"return", "goto", "break", "continue", "throw", NULL};
+    if (in_words(v, i, jumps))
+        return 1;
+    if (!is(v, i, "{"))
+        return 0;
+    size_t end = close_of(v, i), last = v->n;
+    for (size_t k = i + 1; k < end && k < v->n; k = scan_stmt_after(v, k, end))
+        last = k;
+    return last < v->n && in_words(v, last, jumps);
+}
+
+/* `if (call(...) != ncclSuccess) goto fail;` (no else) at s0 with the call
+ * at c in its condition, the body an exit: the if statement stands for the
+ * call, whose failure leaves; v->n otherwise. */
+static size_t checked_stmt(const sview *v, size_t s0, size_t c)
+{
+    size_t close = close_of(v, s0 + 1);
+    if (close >= v->n || c >= close || !exits(v, close + 1))
+        return v->n;
+    size_t end = scan_stmt_after(v, s0, v->n);
+    return end < v->n && is(v, end, "else") ? v->n : s0;
+}
+
 /* Where the call statement starts (v->n: it is not a plain statement, e.g. a
  * condition or the body of an unbraced for, or of an if with an else); a
  * statement right after a switch's label starts after the label. */
@@ -64,8 +91,10 @@ static size_t plain_stmt_start(const sview *v, size_t c)
     while (s0 > 0 && !is(v, s0 - 1, ";") && !is(v, s0 - 1, "{") && !is(v, s0 - 1, "}") &&
            !sview_case_colon(v, s0 - 1))
         s0--;
-    if (s0 > 0 && is(v, s0, "if"))
-        return guarded_stmt(v, s0, c);
+    if (s0 > 0 && is(v, s0, "if") && is(v, s0 + 1, "(")) {
+        size_t guarded = guarded_stmt(v, s0, c);
+        return guarded < v->n ? guarded : checked_stmt(v, s0, c);
+    }
     if (s0 == 0 || in_words(v, s0, sview_keywords))
         return v->n;
     int d = 0;

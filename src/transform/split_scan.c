@@ -577,15 +577,17 @@ static void produce_start(cuco_sched_plan *p)
 }
 
 /* The row argument the collective reduces, among those naming one of its
- * buffers (bits): the one spelled as the collective's input argument, else
- * the only one; -1 when several name its buffers (members of one struct,
- * say) and none is spelled as its input. */
+ * buffers (bits): the one spelled as the collective's input argument, else,
+ * for a collective in place (its input spelled as its output), the only
+ * one; -1 when several name its buffers (members of one struct, say) and
+ * none is spelled as its input, or when the one that does may be its
+ * output. */
 static int produce_out_arg(const scan *s, unsigned long bits)
 {
     const sview *v = s->v;
-    size_t a, b, x, y;
+    size_t a, b, x, y, ra, rb;
     int only = -1, n = 0;
-    if (!arg_range(v, s->call_tok + 1, 0, &a, &b))
+    if (!arg_range(v, s->call_tok + 1, 0, &a, &b) || !arg_range(v, s->call_tok + 1, 1, &ra, &rb))
         return -1;
     for (int k = 0; k < (int)(8 * sizeof bits); k++) {
         if (!((bits >> k) & 1UL))
@@ -595,7 +597,7 @@ static int produce_out_arg(const scan *s, unsigned long bits)
         only = k;
         n++;
     }
-    return n == 1 ? only : -1;
+    return n == 1 && same_range(v, a, b, ra, rb) ? only : -1;
 }
 
 /* The producer split of a launch (s->ks) of a kernel declared

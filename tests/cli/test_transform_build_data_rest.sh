@@ -14,7 +14,9 @@
 # error check that returns, fsdp_layers; a modern C++ step whose buffers are
 # RAII objects reached through data(), raii_buffers; a C-tutorial step on
 # global buffers whose launches size their grids with a helper, c_globals;
-# a templated step whose phases are the cases of a switch, phase_switch):
+# a templated step whose phases are the cases of a switch, phase_switch;
+# a C step on one struct's members with goto cleanup, goto_cleanup; buffers
+# the program allocates with ncclMemAlloc and registers itself, nccl_alloc):
 # 'cuco transform' (no --no-verify) builds each
 # transformed program with its manifest's nvcc command, two at a time
 # without a GPU. Without a GPU the outcome is exit 3, "built, not verified:
@@ -24,7 +26,7 @@ source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
 setup transform-build nvcc
 D=$CUCO_TEST_DATA/transform
 built_in_pairs "$D" graph_replay jacobi_halo kept_calls layer_send split_tp_dp decode_logits hidden_consumers \
-    params_struct packed_kv_decode fsdp_layers raii_buffers c_globals phase_switch
+    params_struct packed_kv_decode fsdp_layers raii_buffers c_globals phase_switch goto_cleanup nccl_alloc
 check "kept_calls: the kept calls are marked in the built program" \
     grep -q "/\* cuco:kept \*/ ncclReduce(" "$TMP/kept_calls/gen_0/kept_calls.cu"
 # decode_logits: its gather of 128 KiB goes through NCCL on the window by
@@ -78,4 +80,18 @@ check "c_globals: the sum overlaps the forward launch sized by a helper" \
 check "phase_switch: the sum in a case of the switch overlaps the forward launch" \
     grep -q "ncclAllReduce at line 97 issued on a side stream, wait moved before the statement at line 102 (1 independent" \
     "$TMP/phase_switch/gen_0/transform_report.md"
+# goto_cleanup: the struct's sizes, casts and helper calls keep its members
+# apart, so the reduce-scatter overlaps the next micro-batch's layer norm
+# and its wait sits before the check that jumps to the cleanup
+check "goto_cleanup: the reduce-scatter overlaps the layer norm, waited before the jumping check" \
+    grep -q "ncclReduceScatter at line 140 issued on a side stream, wait moved before the statement at line 142 (1 independent" \
+    "$TMP/goto_cleanup/gen_0/transform_report.md"
+# nccl_alloc: the program's own ncclMemAlloc buffers become the glue's
+# windows, and the sum overlaps the forward launch
+check "nccl_alloc: ncclMemAlloc buffers become windows" \
+    grep -q "ncclMemAlloc -> cuco_tx::symm_mem_alloc (symmetric window) for 't.grad'" \
+    "$TMP/nccl_alloc/gen_0/transform_report.md"
+check "nccl_alloc: the sum overlaps the forward launch" \
+    grep -q "ncclAllReduce at line 176 issued on a side stream, wait moved before the statement at line 178 (1 independent" \
+    "$TMP/nccl_alloc/gen_0/transform_report.md"
 exit $fail

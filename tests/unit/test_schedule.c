@@ -281,7 +281,7 @@ static void test_scan_not_applied(void **state)
         "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
         "    k<<<1, 32, 0, s>>>(a, n);\n"
         "    use(y);\n"
-        "    if (ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s) != ncclSuccess) return;\n"
+        "    if (ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s) != ncclSuccess) use(x);\n"
         "    ncclAllReduce(x, y, n, ncclFloat, ncclSum, c, s);\n"
         "    cudaStreamSynchronize(s);\n"
         "    ncclGroupStart();\n"
@@ -296,6 +296,7 @@ static void test_scan_not_applied(void **state)
     /* the unknown call use(y) is the consumer, after one independent launch */
     assert_true(tx_has_schedule_note(&r.notes, 6,
                                      "wait moved before the statement at line 8 (1 independent"));
+    /* a call in an if's condition whose body does not leave */
     assert_true(tx_has_schedule_note(&r.notes, 9, "not a statement of its own"));
     assert_true(tx_has_schedule_note(
         &r.notes, 10, "no independent work between the call and its first consumer (line 11)"));
@@ -958,6 +959,71 @@ static void test_scan_switch_cases(void **state)
     cuco_tx_result_free(&r);
 }
 
+/* C-style steps on one struct's members (the goto-cleanup style): sizes
+ * from its scalar members and number macros (later declarators too), its
+ * buffers allocated through a cast ((void **)&m.x), handed to a function
+ * of the file that keeps them in place, and the collective checked in an
+ * if whose body jumps to the cleanup: the launch on other members
+ * overlaps. A helper that stores its parameter, or a size that carries a
+ * pointer member's value, keeps the struct whole. */
+static void test_scan_c_struct_step(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *helper, *sizes;
+        int apart;
+    } cases[] = {
+        {"static int helper(float *p, float *q, cudaStream_t s) { k<<<1, 32, 0, s>>>(p, q); "
+         "if (!p) return 1; return 0; }",
+         "const size_t n = m->cfg.n, rows = n / COLS;", 1},
+        {"static float *kept; static int helper(float *p, float *q, cudaStream_t s) { kept = p; "
+         "(void)q; (void)s; return 0; }",
+         "const size_t n = m->cfg.n, rows = n / COLS;", 0},
+        {"static int helper(float *p, float *q, cudaStream_t s) { k<<<1, 32, 0, s>>>(p, q); "
+         "return 0; }",
+         "const size_t n = m->cfg.n, rows = (size_t)m->a;", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *prog = cuco_sprintf(
+            "#include <nccl.h>\n"
+            "#define COLS 64\n"
+            "struct cfg_t { size_t n; int rounds; };\n"
+            "struct mlp { float *x, *h, *shard, *a, *b; struct cfg_t cfg; size_t count; "
+            "ncclComm_t comm; cudaStream_t s; };\n"
+            "__global__ void k(float *a, float *b);\n"
+            "%s\n"
+            "static int step(struct mlp *m)\n"
+            "{\n"
+            "    %s\n"
+            "    k<<<1, 32, 0, m->s>>>(m->x, m->h);\n"
+            "    if (ncclReduceScatter(m->h, m->shard, m->count, ncclFloat, ncclSum, m->comm, "
+            "m->s) != ncclSuccess)\n"
+            "        goto fail;\n"
+            "    k<<<(unsigned)rows, 32, 0, m->s>>>(m->a, m->b);\n"
+            "    k<<<1, 32, 0, m->s>>>(m->shard, m->b);\n"
+            "    return 0;\n"
+            "fail:\n"
+            "    return 1;\n"
+            "}\n"
+            "int main() { struct mlp m; cudaMalloc((void **)&m.x, 64); "
+            "cudaMalloc((void **)&m.h, 64); cudaMalloc((void **)&m.shard, 64); "
+            "cudaMalloc((void **)&m.a, 64); cudaMalloc((void **)&m.b, 64); "
+            "helper(m.h, m.a, m.s); step(&m); return 0; }\n",
+            cases[i].helper, cases[i].sizes);
+        assert_non_null(prog);
+        cuco_tx_result r;
+        tx_transform(prog, &r);
+        const char *want = cases[i].apart
+                               ? "wait moved before the statement at line 14 (1 independent"
+                               : "no independent work between the call and its first consumer "
+                                 "(line 13)";
+        if (!tx_has_schedule_note(&r.notes, 11, want))
+            fail_msg("case %zu: no note '%s' at line 11", i, want);
+        cuco_tx_result_free(&r);
+        free(prog);
+    }
+}
+
 /* RAII buffers reached through a getter (`T *data() { return ptr_; }`):
  * the constructor's cudaMalloc becomes symmetric, the destructor's free
  * too; a launch on another object's data() is independent work (a getter
@@ -1563,6 +1629,7 @@ int main(void)
         cmocka_unit_test(test_scan_param_types),
         cmocka_unit_test(test_scan_conditional),
         cmocka_unit_test(test_scan_switch_cases),
+        cmocka_unit_test(test_scan_c_struct_step),
         cmocka_unit_test(test_scan_raii_buffers),
         cmocka_unit_test(test_scan_declarators),
         cmocka_unit_test(test_scan_pure_helpers),

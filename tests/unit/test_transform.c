@@ -256,6 +256,36 @@ static void test_kept_calls(void **state)
     cuco_err_clear(&e);
 }
 
+/* A local named like the member it copies (float *grad = t.grad) is traced
+ * to the member's allocation, made anywhere in the file; a name met again
+ * while it is being resolved (p = q; q = p) finds nothing, so a buffer whose
+ * only sources form such a cycle stays host NCCL. */
+static void test_buffer_names(void **state)
+{
+    (void)state;
+    static const char *const src =
+        "#include <nccl.h>\n"
+        "struct T { float *grad; ncclComm_t comm; cudaStream_t s; };\n"
+        "void setup(T &t) { ncclMemAlloc((void **)&t.grad, 64); }\n"
+        "void step(T &t) {\n"
+        "  float *grad = t.grad;\n"
+        "  ncclAllReduce(grad, grad, 16, ncclFloat, ncclSum, t.comm, t.s);\n"
+        "}\n"
+        "void loop(float *q, ncclComm_t comm) {\n"
+        "  float *p = q;\n"
+        "  q = p;\n"
+        "  ncclAllReduce(p, p, 16, ncclFloat, ncclSum, comm, 0);\n"
+        "}\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("names.cu", src, &r, &e), 0);
+    assert_true(tx_has_note(&r.notes, "symmetric", 3, "ncclMemAlloc -> cuco_tx::symm_mem_alloc"));
+    assert_true(tx_has_note(&r.notes, "rewrite", 6, "cuco_tx::all_reduce"));
+    assert_true(tx_has_note(&r.notes, "kept", 11, "cannot find the cudaMalloc of buffer 'p'"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
 /* In a group without point-to-point calls a kept collective goes through
  * cuco_tx::kept_in_group (ordered after the group's earlier members), marked,
  * beside the group's device collectives; the static check passes it. */
@@ -1317,6 +1347,7 @@ int main(void)
         cmocka_unit_test(test_wraps_program_without_blocks),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_kept_calls),
+        cmocka_unit_test(test_buffer_names),
         cmocka_unit_test(test_kept_p2p_group),
         cmocka_unit_test(test_kept_in_group),
         cmocka_unit_test(test_several_comms),
