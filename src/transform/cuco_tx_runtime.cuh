@@ -216,6 +216,14 @@ struct P2pOp {
 };
 
 inline std::vector<Buf*>& bufs() { static std::vector<Buf*> v; return v; }
+// Windows the program freed, kept registered for its next allocation of the
+// same size (symm_free, symm_malloc): a buffer made and freed every step
+// costs no collective registration after the first. At most kSpareWindows,
+// the oldest released first; comm_teardown releases those of its
+// communicator. Every rank frees and allocates in the same order, so every
+// rank takes the same spare.
+constexpr size_t kSpareWindows = 4;
+inline std::vector<Buf*>& spare_bufs() { static std::vector<Buf*> v; return v; }
 // What a later part of the glue holds per communicator (windows of its
 // own, streams) is released by a hook it registers once; comm_teardown runs
 // the hooks first, on every rank in the same order.
@@ -391,6 +399,20 @@ static struct LocalRegisterOff {
 // Symmetric allocation: replaces cudaMalloc for buffers a collective needs in
 // a window. Returns a cudaError_t so the program's own checks still apply.
 inline cudaError_t symm_malloc(void** p, size_t bytes) {
+  ncclComm_t eager = eager_comm();
+  std::vector<Buf*>& spares = spare_bufs();
+  for (size_t i = 0; eager && i < spares.size(); i++) {
+    Buf* s = spares[i];
+    if (!s->registered || s->symm.comm != eager ||
+        s->dataBytes != cuco::round_up(bytes ? bytes : 1, NCCL_WIN_REQUIRED_ALIGNMENT))
+      continue;
+    spares.erase(spares.begin() + (long)i);
+    s->bytes = bytes;
+    bufs().push_back(s);
+    *p = s->base;
+    CUCO_TX_TRACE("window %d reused (%zu bytes)\n", s->winIdx, bytes);
+    return cudaSuccess;
+  }
   Buf* b = new Buf;
   b->bytes = bytes;
   b->dataBytes = cuco::round_up(bytes ? bytes : 1, NCCL_WIN_REQUIRED_ALIGNMENT);
@@ -405,8 +427,7 @@ inline cudaError_t symm_malloc(void** p, size_t bytes) {
   b->symm.bytes = b->dataBytes + slotBytes;
   bufs().push_back(b);
   *p = b->base;
-  ncclComm_t c = eager_comm();
-  if (c && windows_register(c) != ncclSuccess) return cudaErrorInvalidValue;
+  if (eager && windows_register(eager) != ncclSuccess) return cudaErrorInvalidValue;
   return cudaSuccess;
 }
 template <typename T> inline cudaError_t symm_malloc(T** p, size_t bytes) {

@@ -345,26 +345,43 @@ inline ncclResult_t comm_release(Comm& x) {
   return r;
 }
 
+// Deregisters (collective) and frees one window's memory.
+inline cudaError_t window_release(Buf* b) {
+  if (b->registered && ncclCommWindowDeregister(b->symm.comm, b->symm.win) != ncclSuccess)
+    return cudaErrorUnknown;
+  if (ncclMemFree(b->base) != ncclSuccess) return cudaErrorUnknown;
+  delete b;
+  return cudaSuccess;
+}
+
 // Frees a symmetric buffer (collective when registered: every rank frees the
-// same buffers in the same order); other pointers go to cudaFree.
+// same buffers in the same order); other pointers go to cudaFree. A
+// registered window of a live communicator is kept as a spare instead
+// (spare_bufs), once the device is done with it.
 inline cudaError_t symm_free(void* p) {
   std::vector<Buf*>& v = bufs();
   for (size_t i = 0; i < v.size(); i++) {
     Buf* b = v[i];
     if (b->base != p) continue;
-    CUCO_TX_TRACE("window %d freed (%zu bytes)\n", b->winIdx, b->bytes);
     cudaError_t r = cudaDeviceSynchronize();
     if (r != cudaSuccess) return r;
-    if (b->registered && ncclCommWindowDeregister(b->symm.comm, b->symm.win) != ncclSuccess)
-      return cudaErrorUnknown;
-    if (ncclMemFree(b->base) != ncclSuccess) return cudaErrorUnknown;
-    ncclComm_t c = b->registered ? b->symm.comm : nullptr;
     v.erase(v.begin() + (long)i);
-    delete b;
+    if (b->registered && comm_find(b->symm.comm)) {
+      CUCO_TX_TRACE("window %d kept for reuse (%zu bytes)\n", b->winIdx, b->bytes);
+      std::vector<Buf*>& spares = spare_bufs();
+      spares.push_back(b);
+      if (spares.size() <= kSpareWindows) return cudaSuccess;
+      b = spares.front();  // the oldest goes
+      spares.erase(spares.begin());
+    }
+    CUCO_TX_TRACE("window %d freed (%zu bytes)\n", b->winIdx, b->bytes);
+    ncclComm_t c = b->registered ? b->symm.comm : nullptr;
+    if (window_release(b) != cudaSuccess) return cudaErrorUnknown;
     // the last window of a communicator gone: its device communicator goes too
     // (eager_comm sets it up again at the next allocation)
     bool used = false;
     for (Buf* o : v) used = used || (o->registered && o->symm.comm == c);
+    for (Buf* o : spare_bufs()) used = used || o->symm.comm == c;
     if (c && !used) {
       for (Comm& x : comms())
         if (x.comm == c && x.live && comm_release(x) != ncclSuccess) return cudaErrorUnknown;
@@ -401,6 +418,13 @@ inline ncclResult_t comm_teardown(ncclComm_t c) {
     if (ncclCommWindowDeregister(c, b->symm.win) != ncclSuccess && r == ncclSuccess)
       r = CUCO_TX_FAIL("window deregister failed");
     b->registered = false;
+  }
+  std::vector<Buf*>& spares = spare_bufs();
+  for (size_t i = spares.size(); i-- > 0;) {
+    if (spares[i]->symm.comm != c) continue;
+    Buf* b = spares[i];
+    spares.erase(spares.begin() + (long)i);
+    if (window_release(b) != cudaSuccess && r == ncclSuccess) r = CUCO_TX_FAIL("spare window release failed");
   }
   for (Comm& x : comms())
     if (x.comm == c && x.live && comm_release(x) != ncclSuccess && r == ncclSuccess) r = ncclInvalidUsage;
