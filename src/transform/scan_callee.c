@@ -127,15 +127,7 @@ static int args_by_value(const sview *v, size_t open)
  * parentheses there (`k<<<c->blocks, 256>>>`: a value). */
 static int in_launch_config(const sview *v, size_t i)
 {
-    int d = 0;
-    for (size_t k = i; k-- > 0;) {
-        d += is(v, k, ")") - is(v, k, "(");
-        if (d < 0 || is(v, k, ";") || is(v, k, "{") || is(v, k, "}") || is(v, k, ">>>"))
-            return 0;
-        if (d == 0 && is(v, k, "<<<"))
-            return 1;
-    }
-    return 0;
+    return sview_back_to(v, i, "<<<", ">>>");
 }
 
 /* Whether the use of a parameter at i (its name) only reads a member of it

@@ -191,6 +191,10 @@ int scan_param_value_stays(const sview *v, size_t name, int t);
 int scan_pure_function(const sview *v, size_t name, int depth);
 
 /* ---- scan_members.c ---- */
+/* Whether the arguments [a1, b1) and [a2, b2) are two members of one object
+ * (`m->x`, `m->h`) that each stay in place everywhere in the file and are
+ * made by an allocation call: two buffers. */
+int scan_members_distinct(const sview *v, size_t a1, size_t b1, size_t a2, size_t b2);
 /* Records the call's buffer argument [a, b): a member of an object
  * (member_base, members), a plain name (member_plain), or neither or a
  * member of a second object (member_whole). */

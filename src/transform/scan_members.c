@@ -312,6 +312,19 @@ static int objects_set_whole(const sview *v, size_t ty)
     return 0;
 }
 
+int scan_members_distinct(const sview *v, size_t a1, size_t b1, size_t a2, size_t b2)
+{
+    if (b1 != a1 + 3 || b2 != a2 + 3 || !same_tok(v, a1, a2) || same_tok(v, a1 + 2, a2 + 2) ||
+        !member_after(v, a1) || !member_after(v, a2))
+        return 0;
+    char *m1 = cuco_strndup(v->src + tk(v, a1 + 2)->off, tk(v, a1 + 2)->len);
+    char *m2 = cuco_strndup(v->src + tk(v, a2 + 2)->off, tk(v, a2 + 2)->len);
+    int distinct = m1 && m2 && member_stays(v, m1, 1) && member_stays(v, m2, 1);
+    free(m1);
+    free(m2);
+    return distinct;
+}
+
 /* member_stays for every one of the call's members. */
 static int members_stay(const sview *v, const cuco_strlist *members)
 {

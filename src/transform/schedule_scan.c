@@ -656,7 +656,8 @@ static int types_apart(const sview *v, size_t open, int pp, int pq)
 
 /* Whether pointer parameters p and q of fn may be the same buffer: unless at
  * every call of fn in the text (one at least) their arguments have heads
- * that the caller's aliases do not connect. */
+ * that the caller's aliases do not connect, or are two members of one
+ * object that are two allocations (scan_members_distinct). */
 static int params_may_alias(const sview *v, const fn_scope *fn, const char *p, const char *q)
 {
     size_t name = fn->params - 1;
@@ -678,9 +679,12 @@ static int params_may_alias(const sview *v, const fn_scope *fn, const char *p, c
         cuco_strlist h1 = {0}, h2 = {0};
         fn_scope caller;
         int alias = 1;
-        if (arg_range(v, k + 1, pp, &a1, &b1) && arg_range(v, k + 1, pq, &a2, &b2) &&
-            scan_expr_heads(v, a1, b1, &h1, 0) == 0 && scan_expr_heads(v, a2, b2, &h2, 0) == 0 &&
-            h1.n == 1 && h2.n == 1 && scan_fn_scope_find(&caller, v, blk) == 0) {
+        int args = arg_range(v, k + 1, pp, &a1, &b1) && arg_range(v, k + 1, pq, &a2, &b2);
+        if (args && scan_members_distinct(v, a1, b1, a2, b2)) {
+            alias = 0; /* m->x, m->h: two members, each its own allocation */
+        } else if (args && scan_expr_heads(v, a1, b1, &h1, 0) == 0 &&
+                   scan_expr_heads(v, a2, b2, &h2, 0) == 0 && h1.n == 1 && h2.n == 1 &&
+                   scan_fn_scope_find(&caller, v, blk) == 0) {
             alias = heads_connected(&caller, h1.items[0], h2.items[0]);
             scan_fn_scope_free(&caller);
         }

@@ -165,14 +165,17 @@ int sview_case_colon(const sview *v, size_t k)
 {
     if (!is(v, k, ":"))
         return 0;
-    if (k > 0 && is(v, k - 1, "default"))
-        return 1;
+    return (k > 0 && is(v, k - 1, "default")) || sview_back_to(v, k, "case", "?");
+}
+
+int sview_back_to(const sview *v, size_t i, const char *word, const char *stop)
+{
     int d = 0;
-    for (size_t i = k; i-- > 0;) {
-        d += is(v, i, ")") - is(v, i, "(");
-        if (d < 0 || is(v, i, ";") || is(v, i, "{") || is(v, i, "}") || is(v, i, "?"))
+    for (size_t k = i; k-- > 0;) {
+        d += is(v, k, ")") - is(v, k, "(");
+        if (d < 0 || is(v, k, ";") || is(v, k, "{") || is(v, k, "}") || is(v, k, stop))
             return 0;
-        if (d == 0 && is(v, i, "case"))
+        if (d == 0 && is(v, k, word))
             return 1;
     }
     return 0;

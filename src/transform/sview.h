@@ -58,6 +58,10 @@ int sview_conditional_cut(const sview *v, size_t from, size_t to, size_t *cut);
 
 /* Whether the ':' at k ends a label of a switch ("case 1:", "default:"). */
 int sview_case_colon(const sview *v, size_t k);
+/* Whether, walking back from token i in its statement and outside the
+ * parentheses around it, word comes before a ';', '{', '}', the '(' that
+ * opens them or stop. */
+int sview_back_to(const sview *v, size_t i, const char *word, const char *stop);
 
 const cuco_tok *tk(const sview *v, size_t i);
 int is(const sview *v, size_t i, const char *s);

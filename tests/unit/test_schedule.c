@@ -776,7 +776,9 @@ static void test_scan_consumer_streams(void **state)
 /* pointer parameters whose caller's arguments share one head (b.y,
  * b.flags) may alias, unless their types cannot be one object: a struct of
  * the file and a float buffer are apart, a char buffer is not (and what a
- * char buffer may also be is not the float buffer's) */
+ * char buffer may also be is not the float buffer's). b.flags and b.raw are
+ * made by no allocation here, so the two-members rule
+ * (test_scan_c_struct_step) does not part them from b.y. */
 static void test_scan_param_types(void **state)
 {
     (void)state;
@@ -797,7 +799,7 @@ static void test_scan_param_types(void **state)
         "}\n"
         "struct Bufs { float *x, *y; Stats *flags; char *raw; };\n"
         "int main() { Bufs b; ncclComm_t c; cudaStream_t s;\n"
-        "    cudaMalloc(&b.x, 64); cudaMalloc(&b.y, 64); cudaMalloc(&b.flags, 64); cudaMalloc(&b.raw, 64);\n"
+        "    cudaMalloc(&b.x, 64); cudaMalloc(&b.y, 64); b.flags = 0; b.raw = 0;\n"
         "    step(b.x, b.y, b.flags, b.raw, 16, c, s); return 0; }\n"
         ;
     cuco_tx_result r;
@@ -1019,6 +1021,37 @@ static void test_scan_c_struct_step(void **state)
                                  "(line 13)";
         if (!tx_has_schedule_note(&r.notes, 11, want))
             fail_msg("case %zu: no note '%s' at line 11", i, want);
+        cuco_tx_result_free(&r);
+        free(prog);
+    }
+    /* the buffers as separate pointer parameters, every caller passing two
+     * members of one object, each its own allocation: apart; one member
+     * set from another pointer (m.a = m.h) makes them one */
+    for (int joined = 0; joined < 2; joined++) {
+        char *prog = cuco_sprintf(
+            "#include <nccl.h>\n"
+            "struct mlp { float *h, *shard, *a, *b; ncclComm_t comm; cudaStream_t s; };\n"
+            "__global__ void k(float *a, float *b);\n"
+            "static void step(float *h, float *shard, float *a, float *b, ncclComm_t c, "
+            "cudaStream_t s)\n"
+            "{\n"
+            "    ncclReduceScatter(h, shard, 16, ncclFloat, ncclSum, c, s);\n"
+            "    k<<<1, 32, 0, s>>>(a, b);\n"
+            "    k<<<1, 32, 0, s>>>(shard, b);\n"
+            "}\n"
+            "int main() { struct mlp m; cudaMalloc((void **)&m.h, 64); "
+            "cudaMalloc((void **)&m.shard, 64); cudaMalloc((void **)&m.a, 64); "
+            "cudaMalloc((void **)&m.b, 64); %s"
+            "step(m.h, m.shard, m.a, m.b, m.comm, m.s); return 0; }\n",
+            joined ? "m.a = m.h; " : "");
+        assert_non_null(prog);
+        cuco_tx_result r;
+        tx_transform(prog, &r);
+        const char *want =
+            joined ? "no independent work between the call and its first consumer (line 7)"
+                   : "wait moved before the statement at line 8 (1 independent";
+        if (!tx_has_schedule_note(&r.notes, 6, want))
+            fail_msg("joined %d: no note '%s' at line 6", joined, want);
         cuco_tx_result_free(&r);
         free(prog);
     }
