@@ -191,6 +191,10 @@ int scan_param_value_stays(const sview *v, size_t name, int t);
 int scan_pure_function(const sview *v, size_t name, int depth);
 
 /* ---- scan_members.c ---- */
+/* Whether the global or member named name keeps its value in place at
+ * every use in the file, plain (`partial_` in a method) or through an
+ * object, and is made by an allocation call: no caller can hold it. */
+int scan_member_kept(const sview *v, const char *name);
 /* Whether the arguments [a1, b1) and [a2, b2) are two members of one object
  * (`m->x`, `m->h`) that each stay in place everywhere in the file and are
  * made by an allocation call: two buffers. */

@@ -325,6 +325,51 @@ int scan_members_distinct(const sview *v, size_t a1, size_t b1, size_t a2, size_
     return distinct;
 }
 
+/* Whether the plain use of a member's or a global's name at t (a member
+ * inside its class's methods, no `this->`) keeps its value in place: its
+ * declaration (initialised to no named value), an element (`m_[i]`), its
+ * address given to an allocation call, its value given whole to a launch
+ * or a library call that keeps no pointer, a test, or an assignment of no
+ * named value. */
+static int plain_use_stays(const sview *v, size_t t)
+{
+    size_t brace = block_open(v, t);
+    int declared = (brace >= v->n || sview_class_body(v, brace)) && is(v, t - 1, "*");
+    if (declared && (is(v, t + 1, ";") || is(v, t + 1, ",")))
+        return 1; /* its declaration, as a member or a global */
+    if (is(v, t + 1, "[") && !is(v, t - 1, "&"))
+        return 1;
+    if (is(v, t + 1, "==") || is(v, t + 1, "!=") || is(v, t - 1, "!") ||
+        (is(v, t - 1, "(") && is(v, t + 1, ")") && t >= 2 && is(v, t - 2, "if")))
+        return 1;
+    if (is(v, t - 1, "&"))
+        return library_argument(v, t - 1, t + 1, 1, 1);
+    if (is(v, t + 1, "=")) {
+        size_t e = t + 2;
+        for (int d = 0; e < v->n && !is(v, e, ";") && !(d == 0 && is(v, e, ",")); e++)
+            d += is(v, e, "(") + is(v, e, "{") - is(v, e, ")") - is(v, e, "}");
+        cuco_strlist heads = {0};
+        int rc = scan_expr_heads(v, t + 2, e, &heads, 1), none = rc == 0 && heads.n == 0;
+        cuco_strlist_free(&heads);
+        return none;
+    }
+    return library_argument(v, t, t + 1, 0, 0);
+}
+
+int scan_member_kept(const sview *v, const char *name)
+{
+    int made = 0;
+    for (size_t t = 2; t + 1 < v->n; t++) {
+        if (!is(v, t, name))
+            continue;
+        int member = is(v, t - 1, "->") || is(v, t - 1, ".");
+        if (member ? !use_stays(v, t, 1) : !plain_use_stays(v, t))
+            return 0;
+        made |= member ? use_makes(v, t, 1) : is(v, t - 1, "&");
+    }
+    return made;
+}
+
 /* member_stays for every one of the call's members. */
 static int members_stay(const sview *v, const cuco_strlist *members)
 {

@@ -737,6 +737,26 @@ int scan_buffers_closure(scan *s)
                     grew = 1;
                 }
     }
+    /* a buffer argument that is a global or a member may be what any
+     * pointer parameter points to (a caller may pass it, or a getter's
+     * value), unless it never leaves its place (scan_member_kept) */
+    int outer = 0;
+    for (int l = 0; l < 2; l++) {
+        const cuco_strlist *args = l ? &s->recv : &s->send;
+        for (size_t i = 0; i < args->n; i++)
+            outer |= !cuco_strlist_has(&s->fn.locals, args->items[i]) &&
+                     !scan_member_kept(s->v, args->items[i]);
+    }
+    for (size_t k = 0; outer && k < s->fn.pointer_params.n && rc == 0; k++) {
+        const char *q = s->fn.pointer_params.items[k];
+        if (cuco_strlist_has(&all, q))
+            continue;
+        rc = cuco_strlist_push(&all, q);
+        if (rc == 0)
+            rc = cuco_strlist_push(&s->fn.alias_a, all.items[0]);
+        if (rc == 0)
+            rc = cuco_strlist_push(&s->fn.alias_b, q);
+    }
     /* what they hold, then every object that holds any of it */
     if (rc == 0)
         rc = scan_alias_grow(&s->fn, &all, SCAN_GROW_FORWARD);

@@ -5,7 +5,9 @@
 # consumer_split_by_source schedule at both, seqpar_norm and seqpar_act with
 # the split of a kernel declared rows_independent, seqpar_act's inside a host
 # helper), an all-to-all whose GEMM is split the same way (a2a_expert) and
-# a program in the NCCL user guide's style (guide_allreduce):
+# a program in the NCCL user guide's style (guide_allreduce), and a C++
+# library's tensor-parallel layers whose buffers are class members used
+# without this-> (class_layers):
 # 'cuco transform' (no --no-verify) builds the transformed program
 # with the manifest's nvcc command. Without a GPU the outcome is exit 3,
 # "built, not verified: no GPU", nothing registered; with one it must build,
@@ -14,7 +16,8 @@
 set -u
 source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
 setup transform-build nvcc
-for name in allgather async_alloc overlap_alias seqpar_mlp seqpar_norm seqpar_act a2a_expert guide_allreduce; do
+for name in allgather async_alloc overlap_alias seqpar_mlp seqpar_norm seqpar_act a2a_expert guide_allreduce \
+    class_layers; do
     transform_bg "$CUCO_TEST_DATA/transform/$name"
     built "$name"
 done
@@ -43,4 +46,12 @@ check "a2a_expert: the all-to-all and its GEMM go through the split" \
     bash -c "grep -q 'cuco_tx::all_to_all(cuco_tx::split_site(0, CUCO_SPLIT_0)' '$TMP/a2a_expert/gen_0/a2a_expert.cu' &&
              grep -q 'cuco_tx::gemm_ex_split(0, CUCO_SPLIT_0' '$TMP/a2a_expert/gen_0/a2a_expert.cu'"
 check "a2a_expert: builds with CUCO_SPLIT_0=0" knob_built a2a_expert CUCO_SPLIT_0 0
+# class_layers: members that stay in place (no getter returns them) are no
+# pointer parameter's buffer, so both collectives overlap the launch on the
+# parameters
+for at in "178:180" "227:229"; do
+    check "class_layers: the collective at line ${at%%:*} overlaps the launch on the parameters" \
+        grep -q "at line ${at%%:*} issued on a side stream, wait moved before the statement at line ${at#*:} (1 independent" \
+        "$TMP/class_layers/gen_0/transform_report.md"
+done
 exit $fail

@@ -1057,6 +1057,51 @@ static void test_scan_c_struct_step(void **state)
     }
 }
 
+/* A collective on a member of the class (no `this->`) beside a launch on a
+ * pointer parameter: the parameter may be that member when the member
+ * leaves its place anywhere (a getter returns it, so a caller may pass
+ * it), and the launch then waits; a member that stays in place is apart. */
+static void test_scan_member_vs_params(void **state)
+{
+    (void)state;
+    static const char *const getters[] = {"", "float *buf() { return buf_; }",
+                                          "void keep(float **p) { *p = buf_; }"};
+    for (size_t i = 0; i < sizeof getters / sizeof getters[0]; i++) {
+        char *prog = cuco_sprintf(
+            "#include <nccl.h>\n"
+            "__global__ void k(float *a, float *b);\n"
+            "class Layer {\n"
+            "public:\n"
+            "    void forward(float *out, cudaStream_t s);\n"
+            "    %s\n"
+            "private:\n"
+            "    float *buf_ = nullptr, *src_ = nullptr;\n"
+            "    ncclComm_t comm_;\n"
+            "public:\n"
+            "    Layer() { cudaMalloc(&buf_, 64); cudaMalloc(&src_, 64); }\n"
+            "};\n"
+            "void Layer::forward(float *out, cudaStream_t s)\n"
+            "{\n"
+            "    ncclAllReduce(buf_, buf_, 16, ncclFloat, ncclSum, comm_, s);\n"
+            "    k<<<1, 32, 0, s>>>(src_, out);\n"
+            "    k<<<1, 32, 0, s>>>(buf_, out);\n"
+            "}\n"
+            "int main() { Layer l; float *o; cudaMalloc(&o, 64); cudaStream_t s; "
+            "l.forward(o, s); return 0; }\n",
+            getters[i]);
+        assert_non_null(prog);
+        cuco_tx_result r;
+        tx_transform(prog, &r);
+        const char *want = i == 0 ? "wait moved before the statement at line 17 (1 independent"
+                                  : "no independent work between the call and its first "
+                                    "consumer (line 16)";
+        if (!tx_has_schedule_note(&r.notes, 15, want))
+            fail_msg("case %zu: no note '%s' at line 15", i, want);
+        cuco_tx_result_free(&r);
+        free(prog);
+    }
+}
+
 /* RAII buffers reached through a getter (`T *data() { return ptr_; }`):
  * the constructor's cudaMalloc becomes symmetric, the destructor's free
  * too; a launch on another object's data() is independent work (a getter
@@ -1663,6 +1708,7 @@ int main(void)
         cmocka_unit_test(test_scan_conditional),
         cmocka_unit_test(test_scan_switch_cases),
         cmocka_unit_test(test_scan_c_struct_step),
+        cmocka_unit_test(test_scan_member_vs_params),
         cmocka_unit_test(test_scan_raii_buffers),
         cmocka_unit_test(test_scan_declarators),
         cmocka_unit_test(test_scan_pure_helpers),
