@@ -391,6 +391,16 @@ static int resolve_range(ctx *c, const char *name, size_t lo, size_t hi, const c
             found += rc;
             continue;
         }
+        /* name(RHS), name{RHS}: a constructor's member initialiser
+         * (": partial_(device_alloc(n))") or a declarator's */
+        if (cuco_tok_is(&v->lx, tk(v, i), name) && (is(v, i + 1, "(") || is(v, i + 1, "{")) &&
+            i > 0 && (is(v, i - 1, ":") || is(v, i - 1, ",")) && sview_paren_around(v, i) >= v->n) {
+            int rc = resolve_rhs(c, i + 2, why, depth);
+            if (rc < 0)
+                return rc;
+            found += rc;
+            continue;
+        }
         /* name = RHS;  (not ==, not a declaration of a function parameter, not
          * a store through the pointer: "*s->name = v") */
         if (!cuco_tok_is(&v->lx, tk(v, i), name) || !is(v, i + 1, "=") || rl_stores_through(v, i))

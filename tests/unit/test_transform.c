@@ -259,7 +259,8 @@ static void test_kept_calls(void **state)
 /* A local named like the member it copies (float *grad = t.grad) is traced
  * to the member's allocation, made anywhere in the file; a name met again
  * while it is being resolved (p = q; q = p) finds nothing, so a buffer whose
- * only sources form such a cycle stays host NCCL. */
+ * only sources form such a cycle stays host NCCL; a member set in a
+ * constructor's initialiser list is traced through it. */
 static void test_buffer_names(void **state)
 {
     (void)state;
@@ -275,13 +276,25 @@ static void test_buffer_names(void **state)
         "  float *p = q;\n"
         "  q = p;\n"
         "  ncclAllReduce(p, p, 16, ncclFloat, ncclSum, comm, 0);\n"
-        "}\n";
+        "}\n"
+        "static float *make(size_t n) { float *m; cudaMalloc(&m, n); return m; }\n"
+        "class L {\n"
+        "public:\n"
+        "  L(size_t n) : buf_(make(n)), n_(n) {}\n"
+        "  void sum(ncclComm_t comm) { ncclAllReduce(buf_, buf_, n_, ncclFloat, ncclSum, comm, 0); }\n"
+        "private:\n"
+        "  float *buf_;\n"
+        "  size_t n_;\n"
+        "};\n";
     cuco_tx_result r;
     cuco_err e = CUCO_ERR_INIT;
     assert_int_equal(cuco_transform_rules("names.cu", src, &r, &e), 0);
     assert_true(tx_has_note(&r.notes, "symmetric", 3, "ncclMemAlloc -> cuco_tx::symm_mem_alloc"));
     assert_true(tx_has_note(&r.notes, "rewrite", 6, "cuco_tx::all_reduce"));
     assert_true(tx_has_note(&r.notes, "kept", 11, "cannot find the cudaMalloc of buffer 'p'"));
+    /* a member set in a constructor's initialiser list from an allocator */
+    assert_true(tx_has_note(&r.notes, "symmetric", 13, "cudaMalloc -> cuco_tx::symm_malloc"));
+    assert_true(tx_has_note(&r.notes, "rewrite", 17, "cuco_tx::all_reduce"));
     cuco_tx_result_free(&r);
     cuco_err_clear(&e);
 }
