@@ -11,7 +11,10 @@ static int resolve_buffer(ctx *c, const char *name, size_t at, const char *why, 
 static size_t buffer_token(const sview *v, size_t first, size_t last)
 {
     size_t t = rl_chain_last(v, first, last);
-    return t < v->n ? sview_accessor_member(v, t) : t;
+    size_t m = t < v->n ? sview_accessor_member(v, t) : t;
+    if (m == t && sview_smart_get(v, t) && ident(v, t - 2))
+        return t - 2; /* a smart pointer's get(): what it holds */
+    return m;
 }
 
 int rl_name_seen(const cuco_strlist *l, const char *s)

@@ -514,7 +514,7 @@ static pair_kind call_pair_kind(const fn_scope *f, const sview *v, size_t name, 
 static int call_pairs(fn_scope *f, const sview *v, size_t name)
 {
     size_t open = name + 1, close = close_of(v, open);
-    if (close >= v->n || scan_making_call(v, name))
+    if (close >= v->n || scan_making_call(v, name) || sview_smart_get(v, name))
         return 0;
     size_t from[MAX_ARGS], to[MAX_ARGS], holder[MAX_ARGS];
     int n = arg_ranges(v, open, from, to, MAX_ARGS), rc = 0, holders = 0;

@@ -230,6 +230,64 @@ int scan_param_value_stays(const sview *v, size_t name, int t)
     return found;
 }
 
+/* Whether the body opening at body allocates device memory into a local
+ * (cudaMalloc, cudaMallocAsync or ncclMemAlloc of &p) and every return
+ * gives that local back, plain or wrapped (`return p;`, `return
+ * std::unique_ptr<T, D>(p);`). */
+static int body_returns_allocation(const sview *v, size_t body)
+{
+    static const char *const allocs[] = {"cudaMalloc", "cudaMallocAsync", "ncclMemAlloc", NULL};
+    size_t end = close_of(v, body), local = v->n;
+    int returns = 0;
+    for (size_t i = body + 1; i < end && i < v->n; i++) {
+        if (in_words(v, i, allocs) && is(v, i + 1, "(") && local >= v->n) {
+            size_t a, b;
+            if (arg_range(v, i + 1, 0, &a, &b))
+                for (size_t k = a; k < b && local >= v->n; k++)
+                    if (is(v, k, "&") && ident(v, k + 1))
+                        local = k + 1;
+        }
+        if (!is(v, i, "return"))
+            continue;
+        size_t e = i + 1;
+        while (e < end && !is(v, e, ";"))
+            e++;
+        /* `return p;` or a constructor of p alone, `return Ptr<T, D>(p);` */
+        size_t r = e == i + 2                                             ? i + 1
+                   : e >= i + 4 && is(v, e - 1, ")") && is(v, e - 3, "(") ? e - 2
+                                                                          : v->n;
+        if (local >= v->n || r >= v->n || !same_tok(v, r, local))
+            return 0;
+        returns++;
+    }
+    return returns > 0;
+}
+
+int scan_allocator_call(const sview *v, size_t i)
+{
+    size_t open = i + 1;
+    if (is(v, open, "<")) {
+        int d = 0;
+        for (; open < v->n; open++) {
+            d += is(v, open, "<") - is(v, open, ">");
+            if (d == 0)
+                break;
+        }
+        open++;
+    }
+    if (!ident(v, i) || !is(v, open, "("))
+        return 0;
+    size_t at = 0, body = v->n;
+    int found = 0;
+    for (size_t k = sview_next_def(v, i, &at, &body); k < v->n;
+         k = sview_next_def(v, i, &at, &body)) {
+        if (body >= v->n || !body_returns_allocation(v, body))
+            return 0;
+        found = 1;
+    }
+    return found;
+}
+
 /* Whether every function of the file named like token name (each
  * overload) only reads its parameter t; 0 when the file defines none. */
 int scan_param_only_read(const sview *v, size_t name, int t)

@@ -183,6 +183,10 @@ int scan_param_only_read(const sview *v, size_t name, int t);
  * or handed on but to a launch or a library call that keeps no pointer; 0
  * when the file defines none. */
 int scan_param_value_stays(const sview *v, size_t name, int t);
+/* Whether token i calls a function of the file (`make_device<float>(n)`)
+ * whose every definition allocates device memory into a local and returns
+ * only it: each call gives a fresh allocation. */
+int scan_allocator_call(const sview *v, size_t i);
 /* Whether every function of the file named like token name (at file scope,
  * not a method) touches no memory: no pointer, reference or array in its
  * parameters or its return type, and a body of values only (body_pure); 0

@@ -98,7 +98,23 @@ static void member_unit(const sview *v, size_t t, size_t *first, size_t *end, in
     size_t e = t + 1;
     while (e < v->n && is(v, e, "["))
         e = close_of(v, e) + 1;
+    if (sview_smart_get(v, e + 1))
+        e += 4; /* a smart pointer's raw value */
     *end = e < v->n ? e : v->n;
+}
+
+/* Whether the value assigned after the '=' at eq is one call of an
+ * allocator function of the file (`c.x = make_device<float>(n);`). */
+static int allocator_value(const sview *v, size_t eq)
+{
+    size_t i = eq + 1;
+    while (i < v->n && (is(v, i, "std") || is(v, i, "::")))
+        i++;
+    if (!scan_allocator_call(v, i))
+        return 0;
+    while (i < v->n && !is(v, i, "("))
+        i++;
+    return i < v->n && is(v, close_of(v, i) + 1, ";");
 }
 
 /* Whether [first, end) is a whole argument of a launch (its value), or of a
@@ -109,7 +125,10 @@ static int library_argument(const sview *v, size_t first, size_t end, int addr, 
     if (first == 0 || end >= v->n || !(is(v, first - 1, "(") || is(v, first - 1, ",")) ||
         !(is(v, end, ")") || is(v, end, ",") || is(v, end, ">>>")))
         return 0;
-    size_t open = is(v, end, ">>>") ? v->n : sview_paren_around(v, end - 1);
+    size_t last = end - 1; /* the unit's last token before any ".get()" */
+    if (last >= 4 && sview_smart_get(v, last - 2))
+        last -= 4;
+    size_t open = is(v, end, ">>>") ? v->n : sview_paren_around(v, last);
     if (is(v, end, ">>>") || (open < v->n && open > 0 && is(v, open - 1, ">>>")))
         return !addr; /* a launch: its configuration or its arguments */
     if (open >= v->n || open == 0 || !ident(v, open - 1) || in_words(v, open - 1, sview_keywords))
@@ -160,7 +179,7 @@ static int use_stays(const sview *v, size_t t, int call_member)
         cuco_strlist heads = {0};
         int rc = scan_expr_heads(v, end + 1, e, &heads, 1), none = rc == 0 && heads.n == 0;
         cuco_strlist_free(&heads);
-        return !addr && none;
+        return !addr && (none || allocator_value(v, end));
     }
     if (library_argument(v, first, end, addr, call_member) ||
         (!addr && file_call_argument(v, first, end)))
@@ -183,6 +202,8 @@ static int use_makes(const sview *v, size_t t, int call_member)
     size_t first, end;
     int addr;
     member_unit(v, t, &first, &end, &addr);
+    if (!addr && is(v, end, "=") && allocator_value(v, end))
+        return 1; /* c.x = make_device<float>(n); */
     return addr && end == t + 1 && library_argument(v, first, end, 1, call_member);
 }
 

@@ -298,9 +298,10 @@ static int classify_call(const sview *v, size_t i, size_t open, stmt *s)
         /* a macro: scan_macro_reach reads its text when the file defines
          * it; one from a header is taken for a wrapper of its arguments */
         k = CUCO_SCHED_PLAIN;
-    } else if (!sview_getter(v, i, &getter_member) && !scan_pure_function(v, i, 0)) {
-        /* a getter only names its object; a pure function of the file only
-         * its arguments */
+    } else if (!sview_getter(v, i, &getter_member) && !sview_smart_get(v, i) &&
+               !scan_pure_function(v, i, 0)) {
+        /* a getter (a smart pointer's get() too) only names its object; a
+         * pure function of the file only its arguments */
         s->calls++;
         if (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->")))
             s->method_calls++;

@@ -285,6 +285,12 @@ int sview_getter(const sview *v, size_t m, size_t *member)
     return 1;
 }
 
+int sview_smart_get(const sview *v, size_t i)
+{
+    return i >= 2 && is(v, i, "get") && (is(v, i - 1, ".") || is(v, i - 1, "->")) &&
+           is(v, i + 1, "(") && is(v, i + 2, ")");
+}
+
 size_t sview_accessor_member(const sview *v, size_t m)
 {
     size_t member;

@@ -63,6 +63,10 @@ int sview_case_colon(const sview *v, size_t k);
  * opens them or stop. */
 int sview_back_to(const sview *v, size_t i, const char *word, const char *stop);
 
+/* Whether token i is `get` of `x.get()` (a smart pointer's raw value, no
+ * argument): it reads only its object. */
+int sview_smart_get(const sview *v, size_t i);
+
 const cuco_tok *tk(const sview *v, size_t i);
 int is(const sview *v, size_t i, const char *s);
 int ident(const sview *v, size_t i);

@@ -1102,6 +1102,61 @@ static void test_scan_member_vs_params(void **state)
     }
 }
 
+/* Buffers held in std::unique_ptr with a deleter, made by a factory that
+ * cudaMallocs and returns the pointer: `.get()` reaches the factory's
+ * allocation (made symmetric), reads only its object, and members set from
+ * the factory stay apart; a factory that may return another pointer does
+ * not make fresh buffers. */
+static void test_scan_unique_ptr_factory(void **state)
+{
+    (void)state;
+    static const char *const returns[] = {"", "    if (!p) return std::unique_ptr<T, CudaFree>(g_pool);\n"};
+    for (size_t i = 0; i < 2; i++) {
+        char *prog = cuco_sprintf(
+            "#include <nccl.h>\n"
+            "#include <memory>\n"
+            "struct CudaFree { void operator()(void *p) const { cudaFree(p); } };\n"
+            "static float *g_pool;\n"
+            "template <class T> std::unique_ptr<T, CudaFree> make_device(size_t n)\n"
+            "{\n"
+            "    T *p = nullptr;\n"
+            "    cudaMalloc(reinterpret_cast<void **>(&p), n * sizeof(T));\n"
+            "%s"
+            "    return std::unique_ptr<T, CudaFree>(p);\n"
+            "}\n"
+            "struct Workspace {\n"
+            "    std::unique_ptr<float, CudaFree> x, y, z;\n"
+            "    ncclComm_t comm;\n"
+            "    cudaStream_t s;\n"
+            "};\n"
+            "__global__ void k(float *a, float *b);\n"
+            "static void step(Workspace &ws)\n"
+            "{\n"
+            "    ncclAllReduce(ws.x.get(), ws.x.get(), 16, ncclFloat, ncclSum, ws.comm, ws.s);\n"
+            "    k<<<1, 32, 0, ws.s>>>(ws.y.get(), ws.z.get());\n"
+            "    k<<<1, 32, 0, ws.s>>>(ws.x.get(), ws.z.get());\n"
+            "}\n"
+            "int main() { Workspace ws; ws.x = make_device<float>(16); ws.y = make_device<float>(16);\n"
+            "    ws.z = make_device<float>(16); step(ws); return 0; }\n",
+            returns[i]);
+        assert_non_null(prog);
+        cuco_tx_result r;
+        tx_transform(prog, &r);
+        int call = 19 + (int)i;
+        assert_true(tx_has_note(&r.notes, "symmetric", 8, "cudaMalloc -> cuco_tx::symm_malloc"));
+        char *want = i == 0 ? cuco_sprintf("wait moved before the statement at line %d (1 independent",
+                                           call + 2)
+                            : cuco_sprintf("no independent work between the call and its first "
+                                           "consumer (line %d)",
+                                           call + 1);
+        if (!tx_has_schedule_note(&r.notes, call, want))
+            fail_msg("case %zu: no note '%s' at line %d", i, want, call);
+        free(want);
+        cuco_tx_result_free(&r);
+        free(prog);
+    }
+}
+
 /* RAII buffers reached through a getter (`T *data() { return ptr_; }`):
  * the constructor's cudaMalloc becomes symmetric, the destructor's free
  * too; a launch on another object's data() is independent work (a getter
@@ -1709,6 +1764,7 @@ int main(void)
         cmocka_unit_test(test_scan_switch_cases),
         cmocka_unit_test(test_scan_c_struct_step),
         cmocka_unit_test(test_scan_member_vs_params),
+        cmocka_unit_test(test_scan_unique_ptr_factory),
         cmocka_unit_test(test_scan_raii_buffers),
         cmocka_unit_test(test_scan_declarators),
         cmocka_unit_test(test_scan_pure_helpers),
