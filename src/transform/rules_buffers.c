@@ -327,6 +327,31 @@ static void name_scope(const ctx *c, const char *name, size_t at, size_t *lo, si
     }
 }
 
+/* Whether the name at x is the variable of a range-for over a container
+ * named name that encloses it (`for (auto &g : grads) cudaMalloc(&g, n);`:
+ * the allocations of grads' elements). */
+static int range_for_over(const sview *v, size_t x, const char *name)
+{
+    for (size_t k = x; k-- > 0;) {
+        if (!is(v, k, "for") || !is(v, k + 1, "("))
+            continue;
+        size_t close = close_of(v, k + 1), body_end = close;
+        if (close < v->n && is(v, close + 1, "{"))
+            body_end = close_of(v, close + 1);
+        else /* one statement: to its ';' */
+            for (int d = 0; ++body_end < v->n && !(d == 0 && is(v, body_end, ";"));)
+                d += is(v, body_end, "(") - is(v, body_end, ")");
+        if (close >= v->n || x <= close || x >= body_end)
+            continue; /* not the loop around x */
+        for (size_t q = k + 2; q + 1 < close; q++)
+            if (is(v, q, ":") && same_tok(v, q - 1, x)) {
+                size_t src = rl_chain_last(v, q + 1, close - 1);
+                return src < v->n && cuco_tok_is(&v->lx, tk(v, src), name);
+            }
+    }
+    return 0;
+}
+
 /* The allocations behind name found in tokens [lo, hi): its cudaMalloc,
  * what it is assigned or swapped with, the tables that hold it. */
 static int resolve_range(ctx *c, const char *name, size_t lo, size_t hi, const char *why, int depth)
@@ -341,7 +366,8 @@ static int resolve_range(ctx *c, const char *name, size_t lo, size_t hi, const c
             if (a.n < 1)
                 continue;
             size_t last = rl_chain_last(v, a.first[0], a.last[0]);
-            if (last < v->n && cuco_tok_is(&v->lx, tk(v, last), name)) {
+            if (last < v->n &&
+                (cuco_tok_is(&v->lx, tk(v, last), name) || range_for_over(v, last, name))) {
                 int rc = add_alloc(c, i, why);
                 if (rc < 0)
                     return rc;

@@ -260,7 +260,8 @@ static void test_kept_calls(void **state)
  * to the member's allocation, made anywhere in the file; a name met again
  * while it is being resolved (p = q; q = p) finds nothing, so a buffer whose
  * only sources form such a cycle stays host NCCL; a member set in a
- * constructor's initialiser list is traced through it. */
+ * constructor's initialiser list is traced through it, and elements
+ * allocated in a range-for over their container are found. */
 static void test_buffer_names(void **state)
 {
     (void)state;
@@ -285,7 +286,12 @@ static void test_buffer_names(void **state)
         "private:\n"
         "  float *buf_;\n"
         "  size_t n_;\n"
-        "};\n";
+        "};\n"
+        "void buckets(ncclComm_t comm) {\n"
+        "  std::array<float *, 2> g;\n"
+        "  for (auto &p : g) cudaMalloc(&p, 64);\n"
+        "  for (int b = 0; b < 2; b++) ncclAllReduce(g[b], g[b], 16, ncclFloat, ncclSum, comm, 0);\n"
+        "}\n";
     cuco_tx_result r;
     cuco_err e = CUCO_ERR_INIT;
     assert_int_equal(cuco_transform_rules("names.cu", src, &r, &e), 0);
@@ -295,6 +301,9 @@ static void test_buffer_names(void **state)
     /* a member set in a constructor's initialiser list from an allocator */
     assert_true(tx_has_note(&r.notes, "symmetric", 13, "cudaMalloc -> cuco_tx::symm_malloc"));
     assert_true(tx_has_note(&r.notes, "rewrite", 17, "cuco_tx::all_reduce"));
+    /* elements allocated in a range-for over the container */
+    assert_true(tx_has_note(&r.notes, "symmetric", 24, "cudaMalloc -> cuco_tx::symm_malloc"));
+    assert_true(tx_has_note(&r.notes, "rewrite", 25, "cuco_tx::all_reduce"));
     cuco_tx_result_free(&r);
     cuco_err_clear(&e);
 }
