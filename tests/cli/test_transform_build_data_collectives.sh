@@ -7,7 +7,8 @@
 # helper), an all-to-all whose GEMM is split the same way (a2a_expert) and
 # a program in the NCCL user guide's style (guide_allreduce), and a C++
 # library's tensor-parallel layers whose buffers are class members used
-# without this-> (class_layers):
+# without this-> (class_layers), and a sequence-parallel MLP on
+# std::unique_ptr buffers from a factory (uptr_mlp):
 # 'cuco transform' (no --no-verify) builds the transformed program
 # with the manifest's nvcc command. Without a GPU the outcome is exit 3,
 # "built, not verified: no GPU", nothing registered; with one it must build,
@@ -17,7 +18,7 @@ set -u
 source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
 setup transform-build nvcc
 for name in allgather async_alloc overlap_alias seqpar_mlp seqpar_norm seqpar_act a2a_expert guide_allreduce \
-    class_layers; do
+    class_layers uptr_mlp; do
     transform_bg "$CUCO_TEST_DATA/transform/$name"
     built "$name"
 done
@@ -53,5 +54,15 @@ for at in "178:180" "227:229"; do
     check "class_layers: the collective at line ${at%%:*} overlaps the launch on the parameters" \
         grep -q "at line ${at%%:*} issued on a side stream, wait moved before the statement at line ${at#*:} (1 independent" \
         "$TMP/class_layers/gen_0/transform_report.md"
+done
+# uptr_mlp: the factory's cudaMalloc becomes the windows' allocation, and
+# both collectives overlap the launches on the workspace's other members
+check "uptr_mlp: the factory allocates symmetric windows" \
+    grep -q "cudaMalloc -> cuco_tx::symm_malloc (symmetric window) for 'ws.x_full.get()'" \
+    "$TMP/uptr_mlp/gen_0/transform_report.md"
+for at in "221:224" "230:232"; do
+    check "uptr_mlp: the collective at line ${at%%:*} overlaps a launch on other members" \
+        grep -q "at line ${at%%:*} issued on a side stream, wait moved before the statement at line ${at#*:} (1 independent" \
+        "$TMP/uptr_mlp/gen_0/transform_report.md"
 done
 exit $fail

@@ -16,7 +16,9 @@
 # global buffers whose launches size their grids with a helper, c_globals;
 # a templated step whose phases are the cases of a switch, phase_switch;
 # a C step on one struct's members with goto cleanup, goto_cleanup; buffers
-# the program allocates with ncclMemAlloc and registers itself, nccl_alloc):
+# the program allocates with ncclMemAlloc and registers itself, nccl_alloc;
+# gradient buckets in a std::array allocated in a range-for, launched
+# through a generic lambda, bucket_lambda):
 # 'cuco transform' (no --no-verify) builds each
 # transformed program with its manifest's nvcc command, two at a time
 # without a GPU. Without a GPU the outcome is exit 3, "built, not verified:
@@ -26,7 +28,8 @@ source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
 setup transform-build nvcc
 D=$CUCO_TEST_DATA/transform
 built_in_pairs "$D" graph_replay jacobi_halo kept_calls layer_send split_tp_dp decode_logits hidden_consumers \
-    params_struct packed_kv_decode fsdp_layers raii_buffers c_globals phase_switch goto_cleanup nccl_alloc
+    params_struct packed_kv_decode fsdp_layers raii_buffers c_globals phase_switch goto_cleanup nccl_alloc \
+    bucket_lambda
 check "kept_calls: the kept calls are marked in the built program" \
     grep -q "/\* cuco:kept \*/ ncclReduce(" "$TMP/kept_calls/gen_0/kept_calls.cu"
 # decode_logits: its gather of 128 KiB goes through NCCL on the window by
@@ -94,4 +97,9 @@ check "nccl_alloc: ncclMemAlloc buffers become windows" \
 check "nccl_alloc: the sum overlaps the forward launch" \
     grep -q "ncclAllReduce at line 176 issued on a side stream, wait moved before the statement at line 178 (1 independent" \
     "$TMP/nccl_alloc/gen_0/transform_report.md"
+# bucket_lambda: the buckets' range-for allocation is found, so the
+# all-reduces go to the device
+check "bucket_lambda: the buckets allocated in a range-for become windows" \
+    grep -q "cudaMalloc -> cuco_tx::symm_malloc (symmetric window) for 'grads\[b\]'" \
+    "$TMP/bucket_lambda/gen_0/transform_report.md"
 exit $fail
