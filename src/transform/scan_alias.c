@@ -139,28 +139,62 @@ static int scalar_struct(const sview *v, size_t t, int depth)
  * struct body of the file that declares it, with an arithmetic type word
  * (`struct Options { size_t n = 4, m = 8; };`) or as a struct of the file
  * whose members are such in turn (`Config cfg;`): no buffer. */
-int scan_scalar_member(const sview *v, size_t m)
+/* Whether the member declared at token k in the class body opening at body
+ * holds a plain value: an arithmetic type word or a struct of such, not a
+ * pointer, reference or function of the same list. */
+static int scalar_decl(const sview *v, size_t body, size_t k)
 {
     static const char *const skip[] = {"const", "static", "constexpr", "mutable", "volatile", NULL};
+    if (is(v, k - 1, "*") || is(v, k - 1, "&"))
+        return 0;
+    size_t t = sview_member_decl_start(v, body, k);
+    while (t < k && in_words(v, t, skip))
+        t++;
+    if (!in_words(v, t, scalar_words) && !(ident(v, t) && scalar_struct(v, t, 0)))
+        return 0;
+    for (size_t j = t; j < k; j++)
+        if (is(v, j, "*") || is(v, j, "&") || is(v, j, "("))
+            return 0; /* a pointer declared in the same list, a function */
+    return 1;
+}
+
+/* Whether token k declares a member of the class body around it. */
+static int member_decl_at(const sview *v, size_t k, size_t *body)
+{
+    if (k == 0 || is(v, k - 1, ".") || is(v, k - 1, "->") ||
+        !(is(v, k + 1, ";") || is(v, k + 1, "=") || is(v, k + 1, ",") || is(v, k + 1, "{")))
+        return 0;
+    *body = block_open(v, k);
+    return *body < v->n && sview_class_body(v, *body);
+}
+
+int scan_scalar_member(const sview *v, size_t m)
+{
     int seen = 0;
+    size_t body;
     for (size_t k = 1; k + 1 < v->n; k++) {
-        if (!same_tok(v, k, m) || is(v, k - 1, ".") || is(v, k - 1, "->") ||
-            !(is(v, k + 1, ";") || is(v, k + 1, "=") || is(v, k + 1, ",") || is(v, k + 1, "{")))
+        if (!same_tok(v, k, m) || !member_decl_at(v, k, &body))
             continue;
-        size_t body = block_open(v, k);
-        if (body >= v->n || !sview_class_body(v, body) || is(v, k - 1, "*") || is(v, k - 1, "&"))
-            continue;
-        size_t t = sview_member_decl_start(v, body, k);
-        while (t < k && in_words(v, t, skip))
-            t++;
-        if (!in_words(v, t, scalar_words) && !(ident(v, t) && scalar_struct(v, t, 0)))
+        if (!scalar_decl(v, body, k))
             return 0;
-        for (size_t j = t; j < k; j++)
-            if (is(v, j, "*") || is(v, j, "&") || is(v, j, "("))
-                return 0; /* a pointer declared in the same list, a function */
         seen = 1;
     }
     return seen;
+}
+
+int scan_scalar_member_of(const sview *v, size_t type, size_t m)
+{
+    size_t body;
+    for (size_t k = 1; k + 1 < v->n; k++) {
+        if (!same_tok(v, k, type) || !(is(v, k - 1, "struct") || is(v, k - 1, "class")) ||
+            !is(v, k + 1, "{"))
+            continue;
+        size_t end = close_of(v, k + 1);
+        for (size_t j = k + 2; j < end && j < v->n; j++)
+            if (same_tok(v, j, m) && member_decl_at(v, j, &body) && body == k + 1)
+                return scalar_decl(v, body, j);
+    }
+    return 0;
 }
 
 /* Heads of the comma-separated elements in [a, b), as scan_expr_heads

@@ -75,6 +75,9 @@ extern const char *const scan_indirect_launches[];
  * (`struct Options { size_t n = 4, m = 8; };`) or as a struct of the file
  * whose members are such in turn (`Config cfg;`): no buffer. */
 int scan_scalar_member(const sview *v, size_t m);
+/* The same for the member named like token m of the struct or class named
+ * at token type (`struct Options { int hidden; };`); 0 when not found. */
+int scan_scalar_member_of(const sview *v, size_t type, size_t m);
 
 /* Whether the name at i is an object-like macro whose text is one number
  * (`#define LN_COLS 64`). */

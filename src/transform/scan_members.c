@@ -207,6 +207,32 @@ static int use_makes(const sview *v, size_t t, int call_member)
     return addr && end == t + 1 && library_argument(v, first, end, 1, call_member);
 }
 
+/* Whether member token t is read through a plain name (`o.hidden`) that
+ * the enclosing function declares with a struct type whose member of that
+ * name holds a plain value (`const Options &o`, `struct Options { int
+ * hidden; }`): another struct's member, no buffer. */
+static int other_struct_scalar(const sview *v, size_t t)
+{
+    size_t o = t - 2;
+    if (t < 3 || !ident(v, o) || is(v, o - 1, ".") || is(v, o - 1, "->"))
+        return 0;
+    for (size_t i = 0; i < v->ndefs; i++) {
+        size_t def = v->defs[i], end = close_of(v, v->def_bodies[i]);
+        if (!(def < t && t < end))
+            continue;
+        for (size_t k = t; k-- > def;) {
+            if (!same_tok(v, k, o) || !sview_declarator(v, k, "= ; , ) [ {"))
+                continue;
+            size_t ty = k - 1;
+            while (ty > def && (is(v, ty, "*") || is(v, ty, "&") || is(v, ty, "const")))
+                ty--;
+            return ident(v, ty) && scan_scalar_member_of(v, ty, t);
+        }
+        return 0;
+    }
+    return 0;
+}
+
 /* CUDA's built-in variables: their .x is no member of anything the
  * program allocates. */
 static const char *const builtins[] = {"threadIdx", "blockIdx", "blockDim", "gridDim", NULL};
@@ -218,7 +244,7 @@ static int member_stays(const sview *v, const char *m, int call_member)
     int made = 0;
     for (size_t t = 2; t < v->n; t++) {
         if (!(is(v, t - 1, "->") || is(v, t - 1, ".")) || !is(v, t, m) ||
-            in_words(v, t - 2, builtins))
+            in_words(v, t - 2, builtins) || other_struct_scalar(v, t))
             continue;
         if (!use_stays(v, t, call_member))
             return 0;

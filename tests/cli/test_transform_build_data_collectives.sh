@@ -60,9 +60,14 @@ done
 check "uptr_mlp: the factory allocates symmetric windows" \
     grep -q "cudaMalloc -> cuco_tx::symm_malloc (symmetric window) for 'ws.x_full.get()'" \
     "$TMP/uptr_mlp/gen_0/transform_report.md"
-for at in "221:224" "230:232"; do
-    check "uptr_mlp: the collective at line ${at%%:*} overlaps a launch on other members" \
-        grep -q "at line ${at%%:*} issued on a side stream, wait moved before the statement at line ${at#*:} (1 independent" \
+for at in "221:228 (3" "230:232 (1"; do
+    check "uptr_mlp: the collective at line ${at%%:*} overlaps launches on other members" \
+        grep -q "at line ${at%%:*} issued on a side stream, wait moved before the statement at line ${at#*:} independent" \
         "$TMP/uptr_mlp/gen_0/transform_report.md"
 done
+# its up projection consumes the gathered rows per source rank (o.hidden,
+# an int of the options struct, is not the workspace's hidden buffer)
+check "uptr_mlp: the up projection is split per source rank" \
+    grep -q "cublasSgemm at line 224 consumes ncclAllGather at line 221 per source rank" \
+    "$TMP/uptr_mlp/gen_0/transform_report.md"
 exit $fail

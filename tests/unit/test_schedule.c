@@ -1450,6 +1450,13 @@ static void test_scan_members_apart(void **state)
         /* a scalar member set from a named value names no buffer */
         {"void set_n(ctx *c, size_t m) { c->n = m; }\n", "c->x, c->g",
          "k<<<(unsigned)c->n, 32, 0, c->s>>>(c->y, c->z);", 1},
+        /* another struct's scalar member of the same name (o.y of an
+         * Opt parameter) is not the ctx's y */
+        {"struct Opt { int y; };\nint read_opt(const Opt &o) { int k = 0; k = o.y; return k; }\n",
+         "c->x, c->g", "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 1},
+        {"struct Opt { float *y; };\nfloat *read_opt(const Opt &o) { float *k = 0; k = o.y; "
+         "return k; }\n",
+         "c->x, c->g", "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 0},
         /* a member in a launch's configuration is read (step(&c, &e, w)
          * hands step's objects nothing) */
         {"", "c->x, c->g", "k<<<c->n, 32, 0, c->s>>>(c->y, c->z);", 1},
