@@ -112,6 +112,34 @@ int send_made_scan_view(const sview *v, size_t call_off, int site,
                         int (*editable)(void *ctx, size_t off), void *ctx,
                         cuco_send_made_plan *plan, cuco_err *e);
 
+/* ---- sched_plan.c: the pieces of schedule (a) sched_callers.c uses too */
+/* The call's statement (*call_stmt), its block and function into s; 1 with
+ * the plan's note when it has none it can use. */
+int sched_locate(scan *s, size_t c, cuco_sched_plan *p, size_t *call_stmt);
+/* Moves the wait ahead of a conditional directive that would leave it in
+ * another branch than the call (s->fence, placed again); 1 with the note
+ * when it cannot. */
+int sched_fence(scan *s, cuco_sched_place *pl, cuco_sched_plan *p);
+/* The stream the wait before consumer st names (*cs; NULL: the call's,
+ * own); 0 when it cannot name one. */
+int sched_wait_stream(const sview *v, const stmt *st, const char *own, const char **cs);
+/* The edit of the call's stream argument (the call opens at open) through
+ * cuco_tx::early_start, and the edit that puts the wait where pl says. */
+int sched_start_edit(const scan *s, size_t open, int site, cuco_sched_plan *p);
+int sched_wait_edit(const scan *s, const cuco_sched_place *pl, int site, const char *cs,
+                    cuco_sched_plan *p);
+/* Frees what a scan holds. */
+void sched_scan_free(scan *s);
+
+/* ---- sched_callers.c ---- */
+/* Schedule (a) across a return: the call ends function F of the file (its
+ * wait would go to the end of F's body with nothing independent before),
+ * so it starts early in F and each call of F gets the wait before its own
+ * first consumer in its caller. 0 when applied (edits and the note in p),
+ * 1 with the note when not, negative on failure. */
+int sched_callers(scan *s, int site, int (*editable)(void *ctx, size_t off), void *ctx,
+                  cuco_sched_plan *p);
+
 /* ---- scan_heads.c ---- */
 /* Words that name types, casts and constants: never a variable. */
 extern const char *const scan_type_words[];

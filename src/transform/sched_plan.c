@@ -147,7 +147,7 @@ static int declares(const sview *v, size_t a, size_t b, const char *w, size_t le
  * assignment: evaluating it again changes nothing) that the consumer does
  * not declare itself (streams[i] in a loop over i), and one stream besides
  * the call's. Returns 1 when it can. */
-static int wait_stream(const sview *v, const stmt *st, const char *own, const char **cs)
+int sched_wait_stream(const sview *v, const stmt *st, const char *own, const char **cs)
 {
     *cs = NULL;
     for (size_t i = 0; i < st->streams.n; i++) {
@@ -208,21 +208,25 @@ static int wait_slot(const scan *s, const cuco_sched_place *pl, size_t *off, siz
     return 1;
 }
 
-/* The edits: the stream argument through early_start, the wait before node
- * pl->wait (or the block's '}'), naming the consumer's stream cs when it is
- * not NULL (wait_stream). */
-static int plan_edits(scan *s, const cuco_sched_place *pl, size_t open, int site, const char *cs,
-                      cuco_sched_plan *p)
+/* The call's stream argument (the call opens at open) through
+ * cuco_tx::early_start. */
+int sched_start_edit(const scan *s, size_t open, int site, cuco_sched_plan *p)
 {
     const sview *v = s->v;
     size_t a, b;
     if (!arg_range(v, open, -1, &a, &b))
         return 0;
     size_t aoff = tk(v, a)->off, aend = tk(v, b - 1)->off + tk(v, b - 1)->len;
-    int rc = scan_plan_edit(p, aoff, aend - aoff,
-                            cuco_sprintf("cuco_tx::early_start(%d, CUCO_EARLY_%d, %.*s)", site,
-                                         site, (int)(aend - aoff), v->src + aoff),
-                            aoff);
+    return scan_plan_edit(p, aoff, aend - aoff,
+                          cuco_sprintf("cuco_tx::early_start(%d, CUCO_EARLY_%d, %.*s)", site, site,
+                                       (int)(aend - aoff), v->src + aoff),
+                          aoff);
+}
+
+int sched_wait_edit(const scan *s, const cuco_sched_place *pl, int site, const char *cs,
+                    cuco_sched_plan *p)
+{
+    const sview *v = s->v;
     char *call = cs ? cuco_sprintf("cuco_tx::early_wait(%d, CUCO_EARLY_%d, %s);", site, site, cs)
                     : cuco_sprintf("cuco_tx::early_wait(%d, CUCO_EARLY_%d);", site, site);
     char *indent = NULL;
@@ -232,15 +236,22 @@ static int plan_edits(scan *s, const cuco_sched_place *pl, size_t open, int site
                  : after  ? cuco_sprintf("\n%s%s", indent, call)
                  : indent ? cuco_sprintf("%s%s\n", indent, call)
                           : cuco_sprintf("%s ", call);
-    if (rc == 0)
-        rc = scan_plan_edit(p, off, 0, text, stmt_off);
-    else
-        free(text);
+    int rc = scan_plan_edit(p, off, 0, text, stmt_off);
     free(call);
     free(indent);
     p->wait_line =
         pl->wait == s->fence && s->fence_line ? s->fence_line : tk(v, wait_token(s, pl))->line;
     return rc;
+}
+
+/* The edits: the stream argument through early_start, the wait before node
+ * pl->wait (or the block's '}'), naming the consumer's stream cs when it is
+ * not NULL (wait_stream). */
+static int plan_edits(scan *s, const cuco_sched_place *pl, size_t open, int site, const char *cs,
+                      cuco_sched_plan *p)
+{
+    int rc = sched_start_edit(s, open, site, p);
+    return rc == 0 ? sched_wait_edit(s, pl, site, cs, p) : rc;
 }
 
 /* The call's buffers and stream from its arguments. */
@@ -319,7 +330,7 @@ static size_t braced_guard(const sview *v, size_t brace, size_t st)
 
 /* Finds the call's statement, block and function; 1 when the schedule
  * cannot apply (p->note says why). */
-static int locate(scan *s, size_t c, cuco_sched_plan *p, size_t *call_stmt)
+int sched_locate(scan *s, size_t c, cuco_sched_plan *p, size_t *call_stmt)
 {
     const sview *v = s->v;
     *call_stmt = plain_stmt_start(v, c);
@@ -367,7 +378,7 @@ static int wait_cut(const scan *s, const cuco_sched_place *pl, size_t *cut)
 /* A conditional directive between the call and its wait: the wait moves
  * ahead of it (s->fence, placed again), or, when it cannot, 1 with the
  * plan's note. */
-static int fence_at_conditional(scan *s, cuco_sched_place *pl, cuco_sched_plan *p)
+int sched_fence(scan *s, cuco_sched_place *pl, cuco_sched_plan *p)
 {
     const sview *v = s->v;
     size_t cut = 0;
@@ -385,6 +396,18 @@ static int fence_at_conditional(scan *s, cuco_sched_place *pl, cuco_sched_plan *
             return rc;
     }
     return 0;
+}
+
+/* Why (a) does not apply to a call with nothing after it in its block: the
+ * plan's note holds why the callers could not take the wait. */
+static int end_note(const scan *s, cuco_sched_plan *p)
+{
+    char *why = p->note;
+    p->note = cuco_sprintf("no independent work between the call and the end of its block "
+                           "(line %d)%s%s",
+                           tk(s->v, s->block_end)->line, why ? "; " : "", why ? why : "");
+    free(why);
+    return p->note ? 1 : CUCO_ENOMEM;
 }
 
 /* The report line of a plan that applies. */
@@ -409,6 +432,43 @@ static int applied_note(scan *s, const cuco_sched_place *pl, const char *api, cu
     return p->note ? 0 : CUCO_ENOMEM;
 }
 
+/* (a) in the call's own block, placed at pl: the stream the wait names,
+ * the checks, the edits and the report line. */
+static int place_here(scan *s, const cuco_sched_place *pl, size_t open, const char *api, int site,
+                      int (*editable)(void *ctx, size_t off), void *ctx, cuco_sched_plan *plan)
+{
+    const sview *v = s->v;
+    int rc = 0;
+    const char *cs = NULL; /* the consumer's stream the wait names; NULL: the call's */
+    if (pl->wait < s->n && !sched_wait_stream(v, &s->stmts[pl->wait], s->stream, &cs))
+        rc = plan_note(plan,
+                       "its first consumer (line %d) runs on a stream the wait cannot name "
+                       "before it (an expression with a call or an increment, a name the "
+                       "statement declares, or two streams besides the call's)",
+                       tk(v, s->stmts[pl->wait].a)->line);
+    size_t cut;
+    int cut_line = rc == 0 ? wait_cut(s, pl, &cut) : 0; /* the wait after a split GEMM */
+    if (cut_line)
+        rc = apart_note(plan, cut_line);
+    size_t at = rc == 0 ? wait_token(s, pl) : 0;
+    if (rc == 0 && editable && !editable(ctx, tk(v, at)->off))
+        rc = plan_note(plan, "its first consumer (line %d) is in frozen code", tk(v, at)->line);
+    if (rc == 0)
+        rc = plan_edits(s, pl, open, site, cs, plan);
+    if (rc == 0 && plan->split)
+        rc = scan_split_edits(s, open, site, plan);
+    if (rc == 0)
+        rc = applied_note(s, pl, api, plan);
+    if (rc == 0) {
+        plan->applies = 1;
+        plan->knob_default = pl->knob_default;
+        plan->independent = pl->independent;
+        plan->same_stream = pl->same_stream;
+        plan->consumer_end = pl->wait >= s->n;
+    }
+    return rc;
+}
+
 int sched_scan_view(const sview *v, size_t call_off, const char *api, int site,
                     const cuco_semantic *sem, size_t n_sem, int (*editable)(void *ctx, size_t off),
                     void *ctx, cuco_sched_plan *plan, cuco_err *e)
@@ -423,7 +483,7 @@ int sched_scan_view(const sview *v, size_t call_off, const char *api, int site,
         rc = cuco_err_set(e, CUCO_EINVAL, "no call at byte %zu", call_off);
     s.call_tok = c;
     if (rc == 0)
-        rc = locate(&s, c, plan, &call_stmt);
+        rc = sched_locate(&s, c, plan, &call_stmt);
     if (rc == 0)
         rc = call_buffers(&s, c + 1, api);
     if (rc == 0)
@@ -438,47 +498,28 @@ int sched_scan_view(const sview *v, size_t call_off, const char *api, int site,
         rc = plan_note(plan, "the call's statement was not found in its block", 0);
     if (rc == 0)
         placed = (rc = scan_place(&s, &pl)) == 0;
-    if (placed && (rc = fence_at_conditional(&s, &pl, plan)) != 0)
+    if (placed && (rc = sched_fence(&s, &pl, plan)) != 0)
         placed = 0;
     int splits = cuco_sched_consumer_split(api) != NULL;
     if (rc == 0 && splits)
         rc = scan_try_split(&s, &pl, editable, ctx, plan);
-    if (rc == 0 && pl.independent == 0)
-        rc = pl.wait < s.n ? plan_note(plan,
-                                       "no independent work between the call and its first "
-                                       "consumer (line %d)",
-                                       tk(v, s.stmts[pl.wait].a)->line)
-                           : plan_note(plan,
-                                       "no independent work between the call and the end "
-                                       "of its block (line %d)",
-                                       tk(v, s.block_end)->line);
-    const char *cs = NULL; /* the consumer's stream the wait names; NULL: the call's */
-    if (rc == 0 && pl.wait < s.n && !wait_stream(v, &s.stmts[pl.wait], s.stream, &cs))
-        rc = plan_note(plan,
-                       "its first consumer (line %d) runs on a stream the wait cannot name "
-                       "before it (an expression with a call or an increment, a name the "
-                       "statement declares, or two streams besides the call's)",
-                       tk(v, s.stmts[pl.wait].a)->line);
-    size_t cut;
-    int cut_line = rc == 0 ? wait_cut(&s, &pl, &cut) : 0; /* the wait after a split GEMM */
-    if (cut_line)
-        rc = apart_note(plan, cut_line);
-    size_t at = rc == 0 ? wait_token(&s, &pl) : 0;
-    if (rc == 0 && editable && !editable(ctx, tk(v, at)->off))
-        rc = plan_note(plan, "its first consumer (line %d) is in frozen code", tk(v, at)->line);
-    if (rc == 0)
-        rc = plan_edits(&s, &pl, c + 1, site, cs, plan);
-    if (rc == 0 && plan->split)
-        rc = scan_split_edits(&s, c + 1, site, plan);
-    if (rc == 0)
-        rc = applied_note(&s, &pl, api, plan);
-    if (rc == 0) {
-        plan->applies = 1;
-        plan->knob_default = pl.knob_default;
-        plan->independent = pl.independent;
-        plan->same_stream = pl.same_stream;
-        plan->consumer_end = pl.wait >= s.n;
+    int done = 0; /* applied with the waits in the callers (sched_callers) */
+    if (rc == 0 && pl.independent == 0 && pl.wait >= s.n && !plan->split) {
+        rc = sched_callers(&s, site, editable, ctx, plan);
+        done = rc == 0;
+        if (rc == 1)
+            rc = end_note(&s, plan);
+    } else if (rc == 0 && pl.independent == 0 && pl.wait >= s.n) {
+        free(plan->note);
+        plan->note = NULL;
+        rc = end_note(&s, plan);
+    } else if (rc == 0 && pl.independent == 0) {
+        rc =
+            plan_note(plan, "no independent work between the call and its first consumer (line %d)",
+                      tk(v, s.stmts[pl.wait].a)->line);
     }
+    if (rc == 0 && !done) /* done: applied, the waits in the callers */
+        rc = place_here(&s, &pl, c + 1, api, site, editable, ctx, plan);
     if (rc >= 0 && splits && !plan->applies)
         rc = scan_split_fails(plan, rc);
     if (rc >= 0 && splits && !scan_is_recv(&s)) {
@@ -489,18 +530,23 @@ int sched_scan_view(const sview *v, size_t call_off, const char *api, int site,
         int prc = scan_try_produce(&s, site, editable, ctx, plan);
         rc = prc < 0 ? prc : rc;
     }
-    for (size_t i = 0; i < s.n; i++)
-        scan_stmt_free(&s.stmts[i]);
-    free(s.stmts);
-    scan_fn_scope_free(&s.fn);
-    cuco_strlist_free(&s.send);
-    cuco_strlist_free(&s.recv);
-    cuco_strlist_free(&s.all);
-    cuco_strlist_free(&s.members);
-    cuco_strlist_free(&s.member_plain);
-    free(s.member_base);
-    free(s.stream);
+    sched_scan_free(&s);
     return rc > 0 ? 0 : rc;
+}
+
+void sched_scan_free(scan *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        scan_stmt_free(&s->stmts[i]);
+    free(s->stmts);
+    scan_fn_scope_free(&s->fn);
+    cuco_strlist_free(&s->send);
+    cuco_strlist_free(&s->recv);
+    cuco_strlist_free(&s->all);
+    cuco_strlist_free(&s->members);
+    cuco_strlist_free(&s->member_plain);
+    free(s->member_base);
+    free(s->stream);
 }
 
 int cuco_sched_scan(const char *text, size_t call_off, const char *api, int site,

@@ -18,7 +18,8 @@
 # a C step on one struct's members with goto cleanup, goto_cleanup; buffers
 # the program allocates with ncclMemAlloc and registers itself, nccl_alloc;
 # gradient buckets in a std::array allocated in a range-for, launched
-# through a generic lambda, bucket_lambda):
+# through a generic lambda, bucket_lambda; a Megatron-style block whose
+# collectives sit in wrapper functions, mega_wrappers):
 # 'cuco transform' (no --no-verify) builds each
 # transformed program with its manifest's nvcc command, two at a time
 # without a GPU. Without a GPU the outcome is exit 3, "built, not verified:
@@ -29,7 +30,7 @@ setup transform-build nvcc
 D=$CUCO_TEST_DATA/transform
 built_in_pairs "$D" graph_replay jacobi_halo kept_calls layer_send split_tp_dp decode_logits hidden_consumers \
     params_struct packed_kv_decode fsdp_layers raii_buffers c_globals phase_switch goto_cleanup nccl_alloc \
-    bucket_lambda
+    bucket_lambda mega_wrappers
 check "kept_calls: the kept calls are marked in the built program" \
     grep -q "/\* cuco:kept \*/ ncclReduce(" "$TMP/kept_calls/gen_0/kept_calls.cu"
 # decode_logits: its gather of 128 KiB goes through NCCL on the window by
@@ -102,4 +103,11 @@ check "nccl_alloc: the sum overlaps the forward launch" \
 check "bucket_lambda: the buckets allocated in a range-for become windows" \
     grep -q "cudaMalloc -> cuco_tx::symm_malloc (symmetric window) for 'grads\[b\]'" \
     "$TMP/bucket_lambda/gen_0/transform_report.md"
+# mega_wrappers: each collective ends its mappings:: wrapper; it starts
+# early there and the wait sits in the caller, before its consumer
+for at in 83 89; do
+    check "mega_wrappers: the collective at line $at waits in its wrapper's caller" \
+        grep -q "at line $at issued on a side stream, its wait moved after each of the 1 call of" \
+        "$TMP/mega_wrappers/gen_0/transform_report.md"
+done
 exit $fail

@@ -1157,6 +1157,60 @@ static void test_scan_unique_ptr_factory(void **state)
     }
 }
 
+/* A collective that ends a wrapper: it starts early in the wrapper and each
+ * call of the wrapper gets the wait before its own first consumer, with
+ * the caller's names; every call must take one (a call in a loop's
+ * unbraced body, or the wrapper's address taken, refuses). */
+static void test_scan_wrapper_callers(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *more, *note;
+        int applies;
+    } cases[] = {
+        {"", "its wait moved after each of the 1 call of reduce_tp, before the first consumer "
+             "there (1 independent launch in between in all)",
+         1},
+        {"reduce_tp(o, 16);", "after each of the 2 calls of reduce_tp", 1},
+        {"while (0) reduce_tp(o, 16);", "at its call at line 16, the call is not a statement", 0},
+        {"void (*fp)(float *, size_t) = reduce_tp; (void)fp;",
+         "its function is used at line 16 other than by a call", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *prog = cuco_sprintf(
+            "#include <nccl.h>\n"
+            "__global__ void k(float *a, size_t n);\n"
+            "static cudaStream_t g_s;\n"
+            "static ncclComm_t g_c;\n"
+            "static void reduce_tp(float *x, size_t n)\n"
+            "{\n"
+            "    ncclAllReduce(x, x, n, ncclFloat, ncclSum, g_c, g_s);\n"
+            "}\n"
+            "static void layer(float *out, float *mask, size_t n)\n"
+            "{\n"
+            "    k<<<1, 32, 0, g_s>>>(out, n);\n"
+            "    reduce_tp(out, n);\n"
+            "    k<<<1, 32, 0, g_s>>>(mask, n);\n"
+            "    k<<<1, 32, 0, g_s>>>(out, n);\n"
+            "}\n"
+            "int main() { float *o, *m; cudaMalloc(&o, 64); cudaMalloc(&m, 64); layer(o, m, 16); "
+            "%s return 0; }\n",
+            cases[i].more);
+        assert_non_null(prog);
+        cuco_tx_result r;
+        tx_transform(prog, &r);
+        if (!tx_has_schedule_note(&r.notes, 7, cases[i].note))
+            fail_msg("case %zu: no note '%s' at line 7", i, cases[i].note);
+        const char *wait = strstr(r.program, "cuco_tx::early_wait(0, CUCO_EARLY_0);\n"
+                                             "    k<<<1, 32, 0, g_s>>>(out, n);");
+        assert_int_equal(wait != NULL, cases[i].applies);
+        assert_int_equal(strstr(r.program, "cuco_tx::early_start(0, CUCO_EARLY_0, g_s)") != NULL,
+                         cases[i].applies);
+        cuco_tx_result_free(&r);
+        free(prog);
+    }
+}
+
 /* RAII buffers reached through a getter (`T *data() { return ptr_; }`):
  * the constructor's cudaMalloc becomes symmetric, the destructor's free
  * too; a launch on another object's data() is independent work (a getter
@@ -1772,6 +1826,7 @@ int main(void)
         cmocka_unit_test(test_scan_c_struct_step),
         cmocka_unit_test(test_scan_member_vs_params),
         cmocka_unit_test(test_scan_unique_ptr_factory),
+        cmocka_unit_test(test_scan_wrapper_callers),
         cmocka_unit_test(test_scan_raii_buffers),
         cmocka_unit_test(test_scan_declarators),
         cmocka_unit_test(test_scan_pure_helpers),

@@ -1,0 +1,216 @@
+/* sched_callers.c: schedule (a) across a function's return (scan_int.h).
+ *
+ * A collective that ends a wrapper (`void reduce_from_tp(float *x, size_t
+ * n) { ncclAllReduce(x, x, n, ...); }`) has nothing after it in its block:
+ * its consumer is in the caller. When the call is the last thing its
+ * function does (the wait would go to the end of the body, nothing
+ * independent before), the call starts early there, and every call of that
+ * function gets the wait before its own first consumer in the caller's
+ * block, read with the caller's names: the arguments passed for the
+ * function's buffer and stream parameters. It applies only when the
+ * function is a free function of the file whose name is used for nothing
+ * but calls, and every call is a plain statement of a braced block outside
+ * an NCCL group, in another function, whose wait can be placed: a call
+ * without its wait would leave the collective unwaited.
+ */
+#include "cuco/buf.h"
+#include "scan_int.h"
+#include "tx_common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Sets why the callers cannot take the wait (note, owned; NULL: out of
+ * memory): returns 1 (not applied). */
+static int callers_no(cuco_sched_plan *p, char *note)
+{
+    free(p->note);
+    p->note = note;
+    return note ? 1 : CUCO_ENOMEM;
+}
+
+/* The position of parameter name among the parameters opening at params;
+ * -1 when none has that name. */
+static int param_at(const sview *v, size_t params, const char *name)
+{
+    size_t a, b;
+    for (int k = 0; arg_range(v, params, k, &a, &b); k++)
+        for (size_t q = a; q < b && !is(v, q, "="); q++)
+            if (ident(v, q) && is(v, q, name) && (q + 1 == b || is(v, q + 1, "[")))
+                return k;
+    return -1;
+}
+
+/* The caller's names for the function's names in: a parameter's argument
+ * at the call opening at open (its heads), any other name as it is. */
+static int map_names(const scan *s, size_t open, const cuco_strlist *in, cuco_strlist *out)
+{
+    const sview *v = s->v;
+    int rc = 0;
+    for (size_t i = 0; i < in->n && rc == 0; i++) {
+        int k = param_at(v, s->fn.params, in->items[i]);
+        size_t a, b;
+        if (k < 0)
+            rc = cuco_strlist_push(out, in->items[i]);
+        else if (arg_range(v, open, k, &a, &b))
+            rc = scan_expr_heads(v, a, b, out, 0);
+        else
+            rc = CUCO_EINVAL;
+    }
+    return rc;
+}
+
+/* The caller's text of the call's stream: the argument for a stream
+ * parameter, else the same text (a global). */
+static char *map_stream(const scan *s, size_t open)
+{
+    const sview *v = s->v;
+    int k = s->stream ? param_at(v, s->fn.params, s->stream) : -1;
+    size_t a, b;
+    if (k < 0 || !arg_range(v, open, k, &a, &b))
+        return s->stream ? cuco_strdup(s->stream) : NULL;
+    return cuco_strndup(v->src + tk(v, a)->off,
+                        tk(v, b - 1)->off + tk(v, b - 1)->len - tk(v, a)->off);
+}
+
+/* Whether the block opening at brace has an NCCL group open before st. */
+static int in_group(const sview *v, size_t brace, size_t st)
+{
+    int open = 0;
+    for (size_t i = brace + 1; i < st; i++)
+        open += is(v, i, "ncclGroupStart") - is(v, i, "ncclGroupEnd");
+    return open > 0;
+}
+
+/* The calls of the function named at name (*sites, caller frees, *n);
+ * 1 with the note when a use of the name is no plain call of it. */
+static int call_sites(const scan *s, size_t name, size_t **sites, size_t *n, cuco_sched_plan *p)
+{
+    const sview *v = s->v;
+    for (size_t k = 0; k + 1 < v->n; k++) {
+        if (k == name || !same_tok(v, k, name))
+            continue;
+        size_t body = function_body_of(v, k);
+        if (body >= v->n)
+            continue; /* a declaration at file scope */
+        if (!is(v, k + 1, "(") || is(v, k - 1, ".") || is(v, k - 1, "->") || is(v, k - 1, "&") ||
+            (body >= s->fn.body && body <= s->fn.body_end))
+            return callers_no(p, cuco_sprintf("its function is used at line %d other than by "
+                                              "a call in another function",
+                                              tk(v, k)->line));
+        size_t *g = realloc(*sites, (*n + 1) * sizeof(*g));
+        if (!g)
+            return CUCO_ENOMEM;
+        *sites = g;
+        g[(*n)++] = k;
+    }
+    return 0;
+}
+
+/* The wait at the call of the function at k: placed in its caller's block
+ * with the caller's names, the edit added to p; sum adds up the
+ * independent launches there. 1 with the note when it cannot be placed. */
+static int site_wait(const scan *s, size_t k, int site, int (*editable)(void *, size_t), void *ctx,
+                     cuco_sched_plan *p, cuco_sched_place *sum)
+{
+    const sview *v = s->v;
+    scan cs = {.v = v, .call = (size_t)-1, .sem = s->sem, .n_sem = s->n_sem, .call_tok = k};
+    size_t call_stmt = 0;
+    cuco_sched_place pl = {0};
+    const char *stream = NULL;
+    int rc = sched_locate(&cs, k, p, &call_stmt);
+    if (rc == 1) { /* the note is about the call of the function */
+        char *why = p->note;
+        p->note = NULL;
+        rc = callers_no(p, cuco_sprintf("at its call at line %d, %s", tk(v, k)->line, why));
+        free(why);
+    }
+    if (rc == 0 && in_group(v, cs.block, call_stmt))
+        rc = callers_no(
+            p, cuco_sprintf("its call at line %d is inside an NCCL group", tk(v, k)->line));
+    if (rc == 0)
+        rc = map_names(s, k + 1, &s->send, &cs.send);
+    if (rc == 0)
+        rc = map_names(s, k + 1, &s->recv, &cs.recv);
+    if (rc == 0 && !(cs.stream = map_stream(s, k + 1)))
+        rc = CUCO_ENOMEM;
+    if (rc == 0)
+        rc = scan_buffers_closure(&cs);
+    if (rc == 0)
+        rc = scan_read_block(&cs, call_stmt);
+    if (rc == 0 && cs.call >= cs.n)
+        rc = callers_no(
+            p, cuco_sprintf("its call at line %d is not a statement of its block", tk(v, k)->line));
+    if (rc == 0)
+        rc = scan_place(&cs, &pl);
+    if (rc == 0)
+        rc = sched_fence(&cs, &pl, p);
+    if (rc == 0 && pl.wait < cs.n && !sched_wait_stream(v, &cs.stmts[pl.wait], cs.stream, &stream))
+        rc = callers_no(p, cuco_sprintf("the consumer after its call at line %d runs on a "
+                                        "stream the wait cannot name",
+                                        tk(v, k)->line));
+    size_t at = pl.wait < cs.n ? cs.stmts[pl.wait].a : cs.block_end;
+    if (rc == 0 && editable && !editable(ctx, tk(v, at)->off))
+        rc = callers_no(p, cuco_sprintf("the wait after its call at line %d would be in "
+                                        "frozen code",
+                                        tk(v, k)->line));
+    if (rc == 0)
+        rc = sched_wait_edit(&cs, &pl, site, stream, p);
+    sum->independent += pl.independent;
+    sum->same_stream += pl.same_stream;
+    sched_scan_free(&cs);
+    return rc;
+}
+
+/* Drops the edits from the n-th on (not applied). */
+static void drop_edits(cuco_sched_plan *p, size_t n)
+{
+    for (size_t i = n; i < p->nedits; i++)
+        free(p->edits[i].text);
+    p->nedits = n;
+}
+
+int sched_callers(scan *s, int site, int (*editable)(void *ctx, size_t off), void *ctx,
+                  cuco_sched_plan *p)
+{
+    const sview *v = s->v;
+    size_t name = s->fn.params - 1, *sites = NULL, n = 0, edits = p->nedits;
+    cuco_sched_place sum = {0};
+    if (s->block != s->fn.body || name == 0 || !ident(v, name) || is(v, name - 1, "::") ||
+        is(v, name - 1, ".") || sview_class_body(v, block_open(v, name)))
+        return callers_no(p, cuco_strdup("and it does not end a free function whose calls "
+                                         "could take its wait"));
+    char *fname = cuco_strndup(v->src + tk(v, name)->off, tk(v, name)->len);
+    if (!fname)
+        return CUCO_ENOMEM;
+    int rc = call_sites(s, name, &sites, &n, p);
+    if (rc == 0 && n == 0)
+        rc = callers_no(p, cuco_sprintf("and its function %s is not called in the file", fname));
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = site_wait(s, sites[i], site, editable, ctx, p, &sum);
+    if (rc == 0 && sum.independent == 0)
+        rc = callers_no(p, cuco_sprintf("nor after the calls of its function %s", fname));
+    if (rc == 0)
+        rc = sched_start_edit(s, s->call_tok + 1, site, p);
+    if (rc == 0) {
+        free(p->note);
+        p->note = cuco_sprintf("early_start_late_wait: %.*s at line %d issued on a side stream, "
+                               "its wait moved after each of the %zu call%s of %s, before the "
+                               "first consumer there (%zu independent launch%s in between in all)",
+                               (int)tk(v, s->call_tok)->len, v->src + tk(v, s->call_tok)->off,
+                               tk(v, s->call_tok)->line, n, n == 1 ? "" : "s", fname,
+                               sum.independent, sum.independent == 1 ? "" : "es");
+        rc = p->note ? 0 : CUCO_ENOMEM;
+    }
+    if (rc == 0) {
+        p->applies = 1;
+        p->knob_default = sum.same_stream > 0;
+        p->independent = sum.independent;
+        p->same_stream = sum.same_stream;
+    } else {
+        drop_edits(p, edits);
+    }
+    free(sites);
+    free(fname);
+    return rc;
+}
