@@ -1,8 +1,8 @@
 /* scan_heads.c: what an expression names (scan_int.h): its heads, the
  * variables it reads (`s.buf`, `L->out` and `ls[i].x` count as `s`, `L`,
- * `ls`; types, casts, members and calls are not heads), and whether a call's
- * qualified name is in a list. The scans of the schedules and of the
- * aliases read expressions through it.
+ * `ls`; types, casts, members and calls are not heads), whether a call's
+ * qualified name is in a list, and a statement's heads less some names. The scans of the schedules
+ * and of the aliases read expressions through it.
  */
 #include "scan_int.h"
 
@@ -85,5 +85,21 @@ int scan_call_in(const sview *v, size_t i, const char *const *list)
             (n == tk(v, i)->len && memcmp(*list, base, n) == 0 && q == i))
             return 1;
     }
+    return 0;
+}
+
+int scan_stmt_drop_heads(stmt *st, const cuco_strlist *drop)
+{
+    cuco_strlist keep = {0};
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < st->heads.n; i++)
+        if (!cuco_strlist_has(drop, st->heads.items[i]))
+            rc = cuco_strlist_push(&keep, st->heads.items[i]);
+    if (rc != 0) {
+        cuco_strlist_free(&keep);
+        return rc;
+    }
+    cuco_strlist_free(&st->heads);
+    st->heads = keep;
     return 0;
 }

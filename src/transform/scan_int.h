@@ -112,7 +112,17 @@ int send_made_scan_view(const sview *v, size_t call_off, int site,
                         int (*editable)(void *ctx, size_t off), void *ctx,
                         cuco_send_made_plan *plan, cuco_err *e);
 
-/* ---- sched_plan.c: the pieces of schedule (a) sched_callers.c uses too */
+/* ---- sched_place.c: where schedule (a) puts a call's start and wait */
+/* Sets why the schedule does not apply: returns 1 (stop), or CUCO_ENOMEM. */
+int sched_note(cuco_sched_plan *p, const char *fmt, int line);
+/* The token the call's wait goes before: its first consumer's first, or
+ * the block's '}'. */
+size_t sched_wait_token(const scan *s, const cuco_sched_place *pl);
+/* The line of a conditional directive between the call and where its wait
+ * goes that leaves them in different branches (*cut its offset); 0: none. */
+int sched_wait_cut(const scan *s, const cuco_sched_place *pl, size_t *cut);
+/* 1 with the note that such a directive (line) lies in between. */
+int sched_apart_note(cuco_sched_plan *p, int line);
 /* The call's statement (*call_stmt), its block and function into s; 1 with
  * the plan's note when it has none it can use. */
 int sched_locate(scan *s, size_t c, cuco_sched_plan *p, size_t *call_stmt);
@@ -150,13 +160,14 @@ int scan_is_head(const sview *v, size_t i);
 int scan_expr_heads(const sview *v, size_t a, size_t b, cuco_strlist *out, int all);
 /* Whether the call named at i ("std::min" qualified or not) is in list. */
 int scan_call_in(const sview *v, size_t i, const char *const *list);
+/* Removes from st's heads every name in drop. */
+int scan_stmt_drop_heads(stmt *st, const cuco_strlist *drop);
 
 /* ---- schedule_scan.c ---- */
 size_t scan_stmt_after(const sview *v, size_t i, size_t end);
 int scan_stmt_classify(const sview *v, stmt *s);
 void scan_stmt_free(stmt *s);
-/* Removes from st's heads every name in drop. */
-int scan_stmt_drop_heads(stmt *st, const cuco_strlist *drop);
+
 char *scan_arg_text(const sview *v, size_t open, int k, int want_last);
 size_t scan_call_open(const sview *v, size_t i);
 int scan_all_caps(const sview *v, size_t i);

@@ -823,22 +823,6 @@ int scan_read_block(scan *s, size_t call_stmt)
     return rc;
 }
 
-int scan_stmt_drop_heads(stmt *st, const cuco_strlist *drop)
-{
-    cuco_strlist keep = {0};
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i < st->heads.n; i++)
-        if (!cuco_strlist_has(drop, st->heads.items[i]))
-            rc = cuco_strlist_push(&keep, st->heads.items[i]);
-    if (rc != 0) {
-        cuco_strlist_free(&keep);
-        return rc;
-    }
-    cuco_strlist_free(&st->heads);
-    st->heads = keep;
-    return 0;
-}
-
 int scan_plan_edit(cuco_sched_plan *p, size_t off, size_t len, char *text, size_t stmt_off)
 {
     return cuco_sched_edit_push(&p->edits, &p->nedits, off, len, text, stmt_off);
