@@ -79,13 +79,25 @@ static int later_scalar_declarator(const sview *v, size_t i)
 /* Whether the function of f declares name as an arithmetic scalar or a
  * handle ("size_t n", "const int rows = 4", "cudaStream_t s": such a type
  * word right before the name), which no buffer can alias. */
+static int member_decl_at(const sview *v, size_t k, size_t *body);
+
 static int declared_scalar(const fn_scope *f, const sview *v, const char *name)
 {
-    for (size_t i = f->params + 1; i < f->body_end && i < v->n; i++)
-        if (ident(v, i) && is(v, i, name) &&
-            (is(v, i + 1, "=") || is(v, i + 1, ";") || is(v, i + 1, ",") || is(v, i + 1, ")")) &&
+    int declared = 0;
+    for (size_t i = f->params + 1; i < f->body_end && i < v->n; i++) {
+        if (!ident(v, i) || !is(v, i, name))
+            continue;
+        if ((is(v, i + 1, "=") || is(v, i + 1, ";") || is(v, i + 1, ",") || is(v, i + 1, ")")) &&
             (in_words(v, i - 1, scalar_words) || later_scalar_declarator(v, i)))
             return 1;
+        declared |= sview_declarator(v, i, "= ; , ) [ {");
+    }
+    /* not the function's own: a member of the file's classes held as a
+     * value (`size_t n; cudaStream_t stream;` used in a method) */
+    size_t body;
+    for (size_t k = 1; !declared && k + 1 < v->n; k++)
+        if (is(v, k, name) && member_decl_at(v, k, &body))
+            return scan_scalar_member(v, k);
     return 0;
 }
 

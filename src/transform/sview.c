@@ -258,19 +258,61 @@ static int own_member(const sview *v, size_t brace, size_t name)
     return 0;
 }
 
+/* The token after template arguments `<...>` at i (i itself when none). */
+static size_t after_template_args(const sview *v, size_t i)
+{
+    if (!is(v, i, "<"))
+        return i;
+    int d = 0;
+    for (size_t k = i; k < v->n && k < i + 32; k++) {
+        d += is(v, k, "<") - is(v, k, ">");
+        if (d == 0)
+            return k + 1;
+        if (is(v, k, ";") || is(v, k, "{") || is(v, k, "("))
+            break;
+    }
+    return i;
+}
+
+/* The first token of what `return` at r gives back, less a cast around it
+ * (`static_cast<T *>(data_)`, `(T *)data_`); *end: the token after it. */
+static size_t returned_value(const sview *v, size_t r, size_t *end)
+{
+    size_t x = r + 1;
+    if (is(v, x, "static_cast") || is(v, x, "reinterpret_cast") || is(v, x, "const_cast")) {
+        size_t open = after_template_args(v, x + 1);
+        size_t close = is(v, open, "(") ? close_of(v, open) : v->n;
+        *end = close < v->n ? close + 1 : v->n;
+        return close < v->n ? open + 1 : v->n;
+    }
+    if (is(v, x, "(") && close_of(v, x) < v->n && ident(v, close_of(v, x) + 1)) {
+        *end = v->n;
+        return close_of(v, x) + 1; /* a C cast */
+    }
+    *end = v->n;
+    return x;
+}
+
 int sview_getter(const sview *v, size_t m, size_t *member)
 {
     *member = v->n;
-    if (m == 0 || !(is(v, m - 1, ".") || is(v, m - 1, "->")) || !is(v, m + 1, "(") ||
-        !is(v, m + 2, ")"))
+    size_t call = m + 1 < v->n ? after_template_args(v, m + 1) : v->n;
+    if (m == 0 || !(is(v, m - 1, ".") || is(v, m - 1, "->")) || !is(v, call, "(") ||
+        !is(v, call + 1, ")"))
         return 0;
     size_t at = 0, body, d, first = v->n;
     int same = 1;
     while ((d = sview_next_def(v, m, &at, &body)) < v->n) {
-        size_t r = body + 1, cls = block_open(v, d);
-        size_t name = is(v, r + 1, "this") && is(v, r + 2, "->") ? r + 3 : r + 1;
+        size_t r = body + 1, cls = block_open(v, d), end = v->n;
+        size_t value = returned_value(v, r, &end);
+        size_t name = is(v, value, "this") && is(v, value + 1, "->") ? value + 2 : value;
+        if (end < v->n && !is(v, name + 1, ")"))
+            return 0; /* a named cast of more than the member */
+        if (end < v->n)
+            name = name + 1 == end - 1 ? name : v->n;
+        size_t semi = end < v->n ? end : name + 1;
         if (!is(v, d + 1, "(") || !is(v, d + 2, ")") || !is(v, r, "return") || !ident(v, name) ||
-            is(v, name, "this") || !is(v, name + 1, ";") || !is(v, name + 2, "}") || cls >= v->n ||
+            is(v, name, "this") || !is(v, semi, ";") || !is(v, semi + 1, "}") || cls >= v->n ||
             !sview_class_body(v, cls) || !own_member(v, cls, name))
             return 0; /* not a getter of a member every object has its own of */
         if (first >= v->n)

@@ -19,7 +19,8 @@
 # the program allocates with ncclMemAlloc and registers itself, nccl_alloc;
 # gradient buckets in a std::array allocated in a range-for, launched
 # through a generic lambda, bucket_lambda; a Megatron-style block whose
-# collectives sit in wrapper functions, mega_wrappers):
+# collectives sit in wrapper functions, mega_wrappers; a framework's Tensor
+# struct with typed accessors and collective wrappers, tensor_struct):
 # 'cuco transform' (no --no-verify) builds each
 # transformed program with its manifest's nvcc command, two at a time
 # without a GPU. Without a GPU the outcome is exit 3, "built, not verified:
@@ -30,7 +31,7 @@ setup transform-build nvcc
 D=$CUCO_TEST_DATA/transform
 built_in_pairs "$D" graph_replay jacobi_halo kept_calls layer_send split_tp_dp decode_logits hidden_consumers \
     params_struct packed_kv_decode fsdp_layers raii_buffers c_globals phase_switch goto_cleanup nccl_alloc \
-    bucket_lambda mega_wrappers
+    bucket_lambda mega_wrappers tensor_struct
 check "kept_calls: the kept calls are marked in the built program" \
     grep -q "/\* cuco:kept \*/ ncclReduce(" "$TMP/kept_calls/gen_0/kept_calls.cu"
 # decode_logits: its gather of 128 KiB goes through NCCL on the window by
@@ -109,5 +110,12 @@ for at in 83 89; do
     check "mega_wrappers: the collective at line $at waits in its wrapper's caller" \
         grep -q "at line $at issued on a side stream, its wait moved after each of the 1 call of" \
         "$TMP/mega_wrappers/gen_0/transform_report.md"
+done
+# tensor_struct: t.ptr<float>() is a getter of the tensor's data (through a
+# cast), and the wrappers' collectives wait in the model's step
+for at in 95 100; do
+    check "tensor_struct: the collective at line $at waits in its wrapper's caller" \
+        grep -q "at line $at issued on a side stream, its wait moved after each of the 1 call of" \
+        "$TMP/tensor_struct/gen_0/transform_report.md"
 done
 exit $fail

@@ -1176,6 +1176,40 @@ static void test_scan_wrapper_callers(void **state)
         {"void (*fp)(float *, size_t) = reduce_tp; (void)fp;",
          "its function is used at line 16 other than by a call", 0},
     };
+    /* a framework's tensor: a getter through a cast with template
+     * arguments (t.ptr<float>()) names only its object, and the model's
+     * stream and communicator members (handles, taken by address in main)
+     * join no buffer */
+    static const char *const tensor =
+        "#include <nccl.h>\n"
+        "__global__ void k(float *a, float *b);\n"
+        "struct Tensor { void *data; size_t numel; template <class T> T *ptr() const { return "
+        "static_cast<T *>(data); } };\n"
+        "static void all_reduce_(Tensor &t, ncclComm_t c, cudaStream_t s)\n"
+        "{\n"
+        "    ncclAllReduce(t.data, t.data, t.numel, ncclFloat, ncclSum, c, s);\n"
+        "}\n"
+        "struct Model {\n"
+        "    Tensor grad, act, in;\n"
+        "    ncclComm_t comm;\n"
+        "    cudaStream_t stream;\n"
+        "    void step()\n"
+        "    {\n"
+        "        k<<<1, 32, 0, stream>>>(grad.ptr<float>(), grad.ptr<float>());\n"
+        "        all_reduce_(grad, comm, stream);\n"
+        "        k<<<1, 32, 0, stream>>>(in.ptr<float>(), act.ptr<float>());\n"
+        "        k<<<1, 32, 0, stream>>>(grad.ptr<float>(), act.ptr<float>());\n"
+        "    }\n"
+        "};\n"
+        "int main() { Model m; cudaMalloc(&m.grad.data, 64); cudaMalloc(&m.act.data, 64); "
+        "cudaMalloc(&m.in.data, 64); cudaStreamCreate(&m.stream); m.step(); return 0; }\n";
+    cuco_tx_result r;
+    tx_transform(tensor, &r);
+    assert_true(tx_has_schedule_note(&r.notes, 6, "its wait moved after each of the 1 call of "
+                                                  "all_reduce_"));
+    assert_non_null(strstr(r.program, "cuco_tx::early_wait(0, CUCO_EARLY_0);\n"
+                                      "        k<<<1, 32, 0, stream>>>(grad.ptr<float>()"));
+    cuco_tx_result_free(&r);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *prog = cuco_sprintf(
             "#include <nccl.h>\n"
@@ -1197,7 +1231,6 @@ static void test_scan_wrapper_callers(void **state)
             "%s return 0; }\n",
             cases[i].more);
         assert_non_null(prog);
-        cuco_tx_result r;
         tx_transform(prog, &r);
         if (!tx_has_schedule_note(&r.notes, 7, cases[i].note))
             fail_msg("case %zu: no note '%s' at line 7", i, cases[i].note);
