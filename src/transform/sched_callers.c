@@ -8,10 +8,11 @@
  * function gets the wait before its own first consumer in the caller's
  * block, read with the caller's names: the arguments passed for the
  * function's buffer and stream parameters. It applies only when the
- * function is a free function of the file whose name is used for nothing
- * but calls, and every call is a plain statement of a braced block outside
- * an NCCL group, in another function, whose wait can be placed: a call
- * without its wait would leave the collective unwaited.
+ * function is a free function of the file (static, or the file holds main)
+ * whose name is used for nothing but calls, in no macro's text, and every
+ * call is a plain statement of a braced block outside an NCCL group, in
+ * another function, whose wait can be placed: a call without its wait
+ * would leave the collective unwaited.
  */
 #include "cuco/buf.h"
 #include "scan_int.h"
@@ -82,11 +83,50 @@ static int in_group(const sview *v, size_t brace, size_t st)
     return open > 0;
 }
 
+/* Whether the text of a #define (the file's or its headers') names the
+ * function at name: a call there is not in the view. */
+static int in_macro(const sview *v, size_t name)
+{
+    const char *w = v->src + tk(v, name)->off;
+    size_t len = tk(v, name)->len;
+    const cuco_lex *lexes[] = {&v->lx, v->has_macros ? &v->macros : NULL};
+    for (int l = 0; l < 2; l++)
+        for (size_t k = 0; lexes[l] && k < lexes[l]->ntoks; k++) {
+            const cuco_tok *t = &lexes[l]->toks[k];
+            if (t->kind != CUCO_TOK_PREPROC)
+                continue;
+            const char *a = lexes[l]->src + t->off, *e = a + t->len;
+            for (const char *q = a; q + len <= e; q++)
+                if (!memcmp(q, w, len) && (q == a || !cuco_tx_ident_char(q[-1])) &&
+                    (q + len == e || !cuco_tx_ident_char(q[len])))
+                    return 1;
+        }
+    return 0;
+}
+
+/* Whether another file may call the function at name: not static, and no
+ * main in this file (a program of several sources). */
+static int seen_elsewhere(const sview *v, size_t name)
+{
+    for (size_t k = name; k-- > 0 && !is(v, k, ";") && !is(v, k, "}") && !is(v, k, "{");)
+        if (is(v, k, "static"))
+            return 0;
+    for (size_t i = 0; i < v->ndefs; i++)
+        if (is(v, v->defs[i], "main"))
+            return 0;
+    return 1;
+}
+
 /* The calls of the function named at name (*sites, caller frees, *n);
  * 1 with the note when a use of the name is no plain call of it. */
 static int call_sites(const scan *s, size_t name, size_t **sites, size_t *n, cuco_sched_plan *p)
 {
     const sview *v = s->v;
+    if (in_macro(v, name))
+        return callers_no(p, cuco_strdup("its function is named in a macro's text"));
+    if (seen_elsewhere(v, name))
+        return callers_no(p, cuco_strdup("its function is not static and the file has no main: "
+                                         "another file may call it"));
     for (size_t k = 0; k + 1 < v->n; k++) {
         if (k == name || !same_tok(v, k, name))
             continue;

@@ -1242,6 +1242,38 @@ static void test_scan_wrapper_callers(void **state)
         cuco_tx_result_free(&r);
         free(prog);
     }
+    /* a call the view does not show (in a macro's text), or one another
+     * file may make (not static, no main here), refuses */
+    static const char *const hidden[][2] = {
+        {"#define RT(p) reduce_tp(p, 16)\nstatic void reduce_tp", "named in a macro's text"},
+        {"void reduce_tp", "another file may call it"}};
+    for (size_t i = 0; i < 2; i++) {
+        char *prog = cuco_sprintf(
+            "#include <nccl.h>\n"
+            "__global__ void k(float *a, size_t n);\n"
+            "static cudaStream_t g_s;\n"
+            "static ncclComm_t g_c;\n"
+            "%s(float *x, size_t n)\n"
+            "{\n"
+            "    ncclAllReduce(x, x, n, ncclFloat, ncclSum, g_c, g_s);\n"
+            "}\n"
+            "void layer(float *out, float *mask, size_t n)\n"
+            "{\n"
+            "    reduce_tp(out, n);\n"
+            "    k<<<1, 32, 0, g_s>>>(mask, n);\n"
+            "    k<<<1, 32, 0, g_s>>>(out, n);\n"
+            "}\n"
+            "int run() { float *o, *m; cudaMalloc(&o, 64); cudaMalloc(&m, 64); layer(o, m, 16); "
+            "return 0; }\n",
+            hidden[i][0]);
+        assert_non_null(prog);
+        tx_transform(prog, &r);
+        if (!tx_has_schedule_note(&r.notes, 7 + (int)(i == 0), hidden[i][1]))
+            fail_msg("hidden %zu: no note '%s'", i, hidden[i][1]);
+        assert_null(strstr(r.program, "cuco_tx::early_wait(0"));
+        cuco_tx_result_free(&r);
+        free(prog);
+    }
 }
 
 /* RAII buffers reached through a getter (`T *data() { return ptr_; }`):
