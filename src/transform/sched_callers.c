@@ -43,7 +43,8 @@ static int param_at(const sview *v, size_t params, const char *name)
 }
 
 /* The caller's names for the function's names in: a parameter's argument
- * at the call opening at open (its heads), any other name as it is. */
+ * at the call opening at open (its heads), a global or a member as it is;
+ * 1 when one is a local of the function (the caller has no name for it). */
 static int map_names(const scan *s, size_t open, const cuco_strlist *in, cuco_strlist *out)
 {
     const sview *v = s->v;
@@ -51,7 +52,9 @@ static int map_names(const scan *s, size_t open, const cuco_strlist *in, cuco_st
     for (size_t i = 0; i < in->n && rc == 0; i++) {
         int k = param_at(v, s->fn.params, in->items[i]);
         size_t a, b;
-        if (k < 0)
+        if (k < 0 && cuco_strlist_has(&s->fn.locals, in->items[i]))
+            rc = 1;
+        else if (k < 0)
             rc = cuco_strlist_push(out, in->items[i]);
         else if (arg_range(v, open, k, &a, &b))
             rc = scan_expr_heads(v, a, b, out, 0);
@@ -168,10 +171,14 @@ static int site_wait(const scan *s, size_t k, int site, int (*editable)(void *, 
     if (rc == 0 && in_group(v, cs.block, call_stmt))
         rc = callers_no(
             p, cuco_sprintf("its call at line %d is inside an NCCL group", tk(v, k)->line));
-    if (rc == 0)
-        rc = map_names(s, k + 1, &s->send, &cs.send);
-    if (rc == 0)
-        rc = map_names(s, k + 1, &s->recv, &cs.recv);
+    if (rc == 0) {
+        int mrc = map_names(s, k + 1, &s->send, &cs.send);
+        if (mrc == 0)
+            mrc = map_names(s, k + 1, &s->recv, &cs.recv);
+        rc = mrc != 1 ? mrc
+                      : callers_no(p, cuco_strdup("its buffer is a local of its function, which "
+                                                  "the callers cannot name"));
+    }
     if (rc == 0 && !(cs.stream = map_stream(s, k + 1)))
         rc = CUCO_ENOMEM;
     if (rc == 0)

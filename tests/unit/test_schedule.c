@@ -1242,6 +1242,24 @@ static void test_scan_wrapper_callers(void **state)
         cuco_tx_result_free(&r);
         free(prog);
     }
+    /* a buffer that is a local of the wrapper: the callers have no name
+     * for it */
+    static const char *const local =
+        "#include <nccl.h>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "static cudaStream_t g_s;\n"
+        "static ncclComm_t g_c;\n"
+        "static void reduce_tp(float *x, size_t n)\n"
+        "{\n"
+        "    float *p = x + 0;\n"
+        "    ncclAllReduce(p, p, n, ncclFloat, ncclSum, g_c, g_s);\n"
+        "}\n"
+        "int main() { float *o, *m; cudaMalloc(&o, 64); cudaMalloc(&m, 64); reduce_tp(o, 16);\n"
+        "    k<<<1, 32, 0, g_s>>>(m, 16); k<<<1, 32, 0, g_s>>>(o, 16); return 0; }\n";
+    tx_transform(local, &r);
+    assert_true(tx_has_schedule_note(&r.notes, 8, "its buffer is a local of its function"));
+    assert_null(strstr(r.program, "cuco_tx::early_wait(0"));
+    cuco_tx_result_free(&r);
     /* a call the view does not show (in a macro's text), or one another
      * file may make (not static, no main here), refuses */
     static const char *const hidden[][2] = {
