@@ -184,25 +184,7 @@ size_t rl_def_params(const sview *v, size_t name_tok)
 
 int rl_param_index(const sview *v, size_t open, const char *name)
 {
-    args p;
-    rl_call_args(v, open, &p);
-    for (int k = 0; k < p.n; k++) {
-        size_t last = p.last[k];
-        for (size_t j = p.first[k]; j <= p.last[k]; j++)
-            if (is(v, j, "=")) {
-                last = j - 1;
-                break;
-            }
-        while (last > p.first[k] && is(v, last, "]")) {
-            size_t j = last;
-            while (j > p.first[k] && !is(v, j, "["))
-                j--;
-            last = j - 1;
-        }
-        if (last > p.first[k] && ident(v, last) && cuco_tok_is(&v->lx, tk(v, last), name))
-            return k;
-    }
-    return -1;
+    return sview_param_index(v, open, name);
 }
 
 size_t rl_after_brackets(const sview *v, size_t i)

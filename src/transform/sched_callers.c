@@ -30,18 +30,6 @@ static int callers_no(cuco_sched_plan *p, char *note)
     return note ? 1 : CUCO_ENOMEM;
 }
 
-/* The position of parameter name among the parameters opening at params;
- * -1 when none has that name. */
-static int param_at(const sview *v, size_t params, const char *name)
-{
-    size_t a, b;
-    for (int k = 0; arg_range(v, params, k, &a, &b); k++)
-        for (size_t q = a; q < b && !is(v, q, "="); q++)
-            if (ident(v, q) && is(v, q, name) && (q + 1 == b || is(v, q + 1, "[")))
-                return k;
-    return -1;
-}
-
 /* The caller's names for the function's names in: a parameter's argument
  * at the call opening at open (its heads), a global or a member as it is;
  * 1 when one is a local of the function (the caller has no name for it). */
@@ -50,7 +38,7 @@ static int map_names(const scan *s, size_t open, const cuco_strlist *in, cuco_st
     const sview *v = s->v;
     int rc = 0;
     for (size_t i = 0; i < in->n && rc == 0; i++) {
-        int k = param_at(v, s->fn.params, in->items[i]);
+        int k = sview_param_index(v, s->fn.params, in->items[i]);
         size_t a, b;
         if (k < 0 && cuco_strlist_has(&s->fn.locals, in->items[i]))
             rc = 1;
@@ -69,7 +57,7 @@ static int map_names(const scan *s, size_t open, const cuco_strlist *in, cuco_st
 static char *map_stream(const scan *s, size_t open)
 {
     const sview *v = s->v;
-    int k = s->stream ? param_at(v, s->fn.params, s->stream) : -1;
+    int k = s->stream ? sview_param_index(v, s->fn.params, s->stream) : -1;
     size_t a, b;
     if (k < 0 || !arg_range(v, open, k, &a, &b))
         return s->stream ? cuco_strdup(s->stream) : NULL;

@@ -421,6 +421,24 @@ static size_t arg_end(const sview *v, size_t from, size_t close)
     return close;
 }
 
+int sview_param_index(const sview *v, size_t open, const char *name)
+{
+    size_t close = close_of(v, open);
+    int k = 0, d = 0;
+    for (size_t i = open + 1; i < close && i < v->n; i++) {
+        /* in a parameter list a '<' opens template arguments
+         * (std::array<float *, 4> &g) */
+        d += is(v, i, "(") + is(v, i, "[") + is(v, i, "{") + is(v, i, "<") - is(v, i, ")") -
+             is(v, i, "]") - is(v, i, "}") - is(v, i, ">") - 2 * is(v, i, ">>");
+        if (d == 0 && is(v, i, ","))
+            k++;
+        else if (d == 0 && is(v, i, name) && ident(v, i) &&
+                 (is(v, i + 1, ",") || is(v, i + 1, ")") || is(v, i + 1, "=") || is(v, i + 1, "[")))
+            return k;
+    }
+    return -1;
+}
+
 int arg_range(const sview *v, size_t open, int k, size_t *a, size_t *b)
 {
     size_t close = close_of(v, open), from = open + 1;

@@ -107,6 +107,10 @@ size_t close_of(const sview *v, size_t i);
  * configuration whose '<<<') is at open (k < 0: the last); 0 when there is
  * no such argument. */
 int arg_range(const sview *v, size_t open, int k, size_t *a, size_t *b);
+/* The position of the parameter declared as name in the parameter list
+ * opening at open (template arguments' commas are no separators there);
+ * -1 when none. */
+int sview_param_index(const sview *v, size_t open, const char *name);
 /* The token ranges [from[i], to[i]) of the call's non-empty arguments, in
  * order, at most max; returns how many. */
 int arg_ranges(const sview *v, size_t open, size_t *from, size_t *to, int max);

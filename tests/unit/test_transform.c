@@ -291,6 +291,15 @@ static void test_buffer_names(void **state)
         "  std::array<float *, 2> g;\n"
         "  for (auto &p : g) cudaMalloc(&p, 64);\n"
         "  for (int b = 0; b < 2; b++) ncclAllReduce(g[b], g[b], 16, ncclFloat, ncclSum, comm, 0);\n"
+        "}\n"
+        "void sum_buckets(std::array<float *, 2> &a, std::array<float *, 2> &b, ncclComm_t comm) {\n"
+        "  ncclAllReduce(b[0], b[0], 16, ncclFloat, ncclSum, comm, 0);\n"
+        "}\n"
+        "void setup_buckets(ncclComm_t comm) {\n"
+        "  std::array<float *, 2> x, y;\n"
+        "  for (auto &u : x) cudaMalloc(&u, 64);\n"
+        "  for (auto &w : y) cudaMalloc(&w, 64);\n"
+        "  sum_buckets(x, y, comm);\n"
         "}\n";
     cuco_tx_result r;
     cuco_err e = CUCO_ERR_INIT;
@@ -304,6 +313,10 @@ static void test_buffer_names(void **state)
     /* elements allocated in a range-for over the container */
     assert_true(tx_has_note(&r.notes, "symmetric", 24, "cudaMalloc -> cuco_tx::symm_malloc"));
     assert_true(tx_has_note(&r.notes, "rewrite", 25, "cuco_tx::all_reduce"));
+    /* a parameter after one whose type has template arguments with a
+     * comma: the caller's second argument, not its first */
+    assert_true(tx_has_note(&r.notes, "symmetric", 33, "cudaMalloc -> cuco_tx::symm_malloc"));
+    assert_false(tx_has_note(&r.notes, "symmetric", 32, "cudaMalloc -> cuco_tx::symm_malloc"));
     cuco_tx_result_free(&r);
     cuco_err_clear(&e);
 }
