@@ -113,7 +113,7 @@ static int resolve_params(ctx *c, const char *name, size_t scope_fn, const char 
             continue; /* not a definition of a function or a named lambda */
         if (scope_fn < v->n && i != scope_fn)
             continue; /* a name declared in a function is a parameter of that function only */
-        int k = rl_param_index(v, open, name);
+        int k = sview_param_index(v, open, name);
         if (k < 0)
             continue;
         for (size_t j = 0; j + 1 < v->n; j++) {

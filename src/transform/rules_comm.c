@@ -41,7 +41,7 @@ static int comm_collect(ctx *c, size_t first, size_t last, size_t fn, int line, 
         free(name);
         return comm_collect(c, copy, e, fn, line, depth + 1);
     }
-    int k = fn < v->n && depth < 4 ? rl_param_index(v, rl_def_params(v, fn), name) : -1;
+    int k = fn < v->n && depth < 4 ? sview_param_index(v, rl_def_params(v, fn), name) : -1;
     int rc = 0, callers = 0;
     for (size_t j = 0; k >= 0 && j + 1 < v->n && rc == 0; j++) {
         if (j == fn || !same_tok(v, j, fn))

@@ -194,9 +194,6 @@ size_t rl_call_open(const sview *v, size_t i);
 /* The '(' of the parameter list of the function or lambda whose name is at
  * name_tok ("f(int a)", "auto f = [&](float *p)"), or n. */
 size_t rl_def_params(const sview *v, size_t name_tok);
-/* Index of the parameter called `name` in the parameter list opened at
- * token open, or -1 ("float *dst", "const T *x = nullptr", "float v[]"). */
-int rl_param_index(const sview *v, size_t open, const char *name);
 /* The token after the brackets starting at i ("[N][M]"), or n. */
 size_t rl_after_brackets(const sview *v, size_t i);
 /* Whether the name at token i is declared there (declares), a name after a

@@ -182,11 +182,6 @@ size_t rl_def_params(const sview *v, size_t name_tok)
     return v->n;
 }
 
-int rl_param_index(const sview *v, size_t open, const char *name)
-{
-    return sview_param_index(v, open, name);
-}
-
 size_t rl_after_brackets(const sview *v, size_t i)
 {
     while (i < v->n && is(v, i, "["))

@@ -265,16 +265,7 @@ static int body_returns_allocation(const sview *v, size_t body)
 
 int scan_allocator_call(const sview *v, size_t i)
 {
-    size_t open = i + 1;
-    if (is(v, open, "<")) {
-        int d = 0;
-        for (; open < v->n; open++) {
-            d += is(v, open, "<") - is(v, open, ">");
-            if (d == 0)
-                break;
-        }
-        open++;
-    }
+    size_t open = sview_after_template_args(v, i + 1);
     if (!ident(v, i) || !is(v, open, "("))
         return 0;
     size_t at = 0, body = v->n;

@@ -258,8 +258,7 @@ static int own_member(const sview *v, size_t brace, size_t name)
     return 0;
 }
 
-/* The token after template arguments `<...>` at i (i itself when none). */
-static size_t after_template_args(const sview *v, size_t i)
+size_t sview_after_template_args(const sview *v, size_t i)
 {
     if (!is(v, i, "<"))
         return i;
@@ -280,7 +279,7 @@ static size_t returned_value(const sview *v, size_t r, size_t *end)
 {
     size_t x = r + 1;
     if (is(v, x, "static_cast") || is(v, x, "reinterpret_cast") || is(v, x, "const_cast")) {
-        size_t open = after_template_args(v, x + 1);
+        size_t open = sview_after_template_args(v, x + 1);
         size_t close = is(v, open, "(") ? close_of(v, open) : v->n;
         *end = close < v->n ? close + 1 : v->n;
         return close < v->n ? open + 1 : v->n;
@@ -296,7 +295,7 @@ static size_t returned_value(const sview *v, size_t r, size_t *end)
 int sview_getter(const sview *v, size_t m, size_t *member)
 {
     *member = v->n;
-    size_t call = m + 1 < v->n ? after_template_args(v, m + 1) : v->n;
+    size_t call = m + 1 < v->n ? sview_after_template_args(v, m + 1) : v->n;
     if (m == 0 || !(is(v, m - 1, ".") || is(v, m - 1, "->")) || !is(v, call, "(") ||
         !is(v, call + 1, ")"))
         return 0;

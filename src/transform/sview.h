@@ -108,9 +108,12 @@ size_t close_of(const sview *v, size_t i);
  * no such argument. */
 int arg_range(const sview *v, size_t open, int k, size_t *a, size_t *b);
 /* The position of the parameter declared as name in the parameter list
- * opening at open (template arguments' commas are no separators there);
- * -1 when none. */
+ * opening at open ("float *dst", "const T *x = nullptr", "float v[]";
+ * template arguments' commas are no separators there); -1 when none. */
 int sview_param_index(const sview *v, size_t open, const char *name);
+/* The token after template arguments `<...>` at i (`f<float>(`: the '('), i
+ * itself when none start there. */
+size_t sview_after_template_args(const sview *v, size_t i);
 /* The token ranges [from[i], to[i]) of the call's non-empty arguments, in
  * order, at most max; returns how many. */
 int arg_ranges(const sview *v, size_t open, size_t *from, size_t *to, int max);
