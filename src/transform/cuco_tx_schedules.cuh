@@ -445,6 +445,7 @@ struct EarlySite {
   cudaStream_t side = nullptr, stream = nullptr;
   cudaEvent_t ready = nullptr, done = nullptr;
   bool pending = false;
+  std::vector<std::pair<uintptr_t, uintptr_t>> spans;  // loop_guard: the buffers of a loop's calls since the wait
 };
 inline std::vector<EarlySite>& early_sites() { static std::vector<EarlySite> v; return v; }
 
@@ -472,6 +473,7 @@ inline cudaStream_t early_start(int site, int on, cudaStream_t stream) {
 inline void early_wait(int site, int on, cudaStream_t consumer) {
   if (!on || (size_t)site >= early_sites().size()) return;
   EarlySite& e = early_sites()[(size_t)site];
+  e.spans.clear();
   if (!e.pending) return;
   e.pending = false;
   if (cudaEventRecord(e.done, e.side) != cudaSuccess || cudaStreamWaitEvent(e.stream, e.done, 0) != cudaSuccess ||
@@ -484,6 +486,33 @@ inline void early_wait(int site, int on, cudaStream_t consumer) {
 inline void early_wait(int site, int on) {
   if (!on || (size_t)site >= early_sites().size()) return;
   early_wait(site, on, early_sites()[(size_t)site].stream);
+}
+
+// A call that ends a loop's body starts early in every iteration and is
+// waited for once, after the loop (the transform checked that the body
+// touches only its own iteration's elements of the call's buffers). Two
+// elements may still share memory: loop_guard, at the top of the body, takes
+// this iteration's buffers (the collective's arguments; send_all/recv_all:
+// the buffer holds count elements of every rank) and, when they overlap a
+// buffer of a call still in flight, waits for those calls before the
+// iteration's work.
+inline void loop_guard(int site, int on, const void* send, const void* recv, size_t count, ncclDataType_t dt,
+                       ncclComm_t comm, int send_all, int recv_all) {
+  if (!on) return;
+  std::vector<EarlySite>& v = early_sites();
+  if ((size_t)site >= v.size()) v.resize((size_t)site + 1);
+  EarlySite& e = v[(size_t)site];
+  int nranks = 1;
+  if ((send_all || recv_all) && ncclCommCount(comm, &nranks) != ncclSuccess) nranks = 1 << 16;
+  size_t bytes = count * dtype_size(dt), all = bytes * (size_t)nranks;
+  const std::pair<uintptr_t, uintptr_t> mine[2] = {{(uintptr_t)send, (uintptr_t)send + (send_all ? all : bytes)},
+                                                   {(uintptr_t)recv, (uintptr_t)recv + (recv_all ? all : bytes)}};
+  bool overlap = false;
+  for (const auto& s : e.spans)
+    for (const auto& m : mine) overlap |= m.first < s.second && s.first < m.second;
+  if (overlap) early_wait(site, on);
+  e.spans.push_back(mine[0]);
+  e.spans.push_back(mine[1]);
 }
 
 // Schedule consumer_split_by_source (knobs CUCO_SPLIT_<site>): an all-gather

@@ -20,6 +20,7 @@
 #include "cuco/db.h"
 #include "cuco/eval.h"
 #include "cuco/fs.h"
+#include "cuco/patch.h"
 #include "cuco/proc.h"
 #include "cuco/program.h"
 
@@ -501,6 +502,15 @@ static int job_rules_and_check(tx_job *j, int *verify_line, cuco_err *e)
         j->passed = 0;
     }
     free(sb);
+    cuco_err_clear(&fe);
+    /* a search takes gen_0 as its root: its blocks must pass the block guard
+     * (none closes a brace of the frozen code) */
+    if (j->passed && cuco_patch_guard_blocks(tr->program, tr->program, NULL, &fe) != 0) {
+        cuco_tx_notes_add(&tr->notes, fe.line, "error",
+                          "the EVOLVE-BLOCKs of the program fail the block guard: %s",
+                          cuco_err_msg(&fe));
+        j->passed = 0;
+    }
     cuco_err_clear(&fe);
     /* the errors above cite the generated program's lines: move them to the seed's */
     return check_lines_to_seed(job_seed(j), tr->program, j->gen0, w->evolve_file, &tr->notes,

@@ -435,3 +435,39 @@ char *kernel_launch_call(const sview *v, const kernel_launch *kl, const char *he
     }
     return cuco_buf_detach(&b);
 }
+
+/* Whether every name in tokens [a, b) is a parameter of the lambda whose
+ * parameters open at params (`args...` of `auto... args`). */
+static int only_params(const sview *v, size_t a, size_t b, size_t params)
+{
+    for (size_t k = a; k < b; k++) {
+        if (!ident(v, k))
+            continue;
+        if (param_position(v, params, v->src + tk(v, k)->off, tk(v, k)->len) < 0)
+            return 0;
+    }
+    return 1;
+}
+
+size_t kernel_lambda_launch(const sview *v, size_t i)
+{
+    size_t body = function_body_of(v, i);
+    for (size_t k = body < v->n ? body + 1 : v->n; k < i; k++) {
+        if (!same_tok(v, k, i) || !is(v, k + 1, "=") || !is(v, k + 2, "["))
+            continue;
+        size_t params = close_of(v, k + 2) + 1, a, b;
+        if (params >= v->n || !is(v, params, "(") || !arg_range(v, params, 0, &a, &b))
+            return v->n;
+        size_t lb = close_of(v, params) + 1, first = b - 1;
+        if (!is(v, lb, "{") || !ident(v, first) || !same_tok(v, lb + 1, first) ||
+            !is(v, lb + 2, "<<<"))
+            return v->n;
+        size_t cfg_end = close_of(v, lb + 2), open = cfg_end + 1;
+        if (cfg_end >= v->n || !is(v, open, "(") || !is(v, close_of(v, open) + 1, ";") ||
+            !is(v, close_of(v, open) + 2, "}") ||
+            !only_params(v, open + 1, close_of(v, open), params))
+            return v->n;
+        return lb + 2;
+    }
+    return v->n;
+}

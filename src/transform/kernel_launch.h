@@ -92,4 +92,11 @@ char *kernel_launch_attention_spec(const sview *v, const kernel_launch *kl);
 
 char *kernel_launch_call(const sview *v, const kernel_launch *kl, const char *head);
 
+/* When the call named at i is of a lambda its function defines before it
+ * that only launches its first parameter with its other parameters (`auto
+ * launch = [&](auto k, auto... a) { k<<<g, 256, 0, stream>>>(a...); };`):
+ * the '<<<' of that launch, whose configuration gives the stream; v->n
+ * otherwise. */
+size_t kernel_lambda_launch(const sview *v, size_t i);
+
 #endif

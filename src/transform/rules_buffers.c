@@ -430,6 +430,17 @@ static int resolve_range(ctx *c, const char *name, size_t lo, size_t hi, const c
             found += rc;
             continue;
         }
+        /* T{a, b}: an aggregate of a struct that declares the member name */
+        size_t value = is(v, i + 1, "{") || is(v, i + 2, "{") || is(v, i + 3, "{")
+                           ? sview_aggregate_value(v, i, name)
+                           : v->n;
+        if (value < v->n) {
+            int rc = resolve_rhs(c, value, why, depth);
+            if (rc < 0)
+                return rc;
+            found += rc;
+            continue;
+        }
         /* name = RHS;  (not ==, not a declaration of a function parameter, not
          * a store through the pointer: "*s->name = v") */
         if (!cuco_tok_is(&v->lx, tk(v, i), name) || !is(v, i + 1, "=") || rl_stores_through(v, i))

@@ -457,8 +457,20 @@ static int scalar_value(const fn_scope *f, const sview *v, size_t lhs, size_t a,
     return 1;
 }
 
+/* Whether tokens [a, b) (a lambda) return a value: calling a lambda that
+ * returns none touches what it names, and hands none of it on (its body's
+ * own assignments are the function's too). */
+static int returns_value(const sview *v, size_t a, size_t b)
+{
+    for (size_t k = a; k + 1 < b; k++)
+        if (is(v, k, "return") && !is(v, k + 1, ";"))
+            return 1;
+    return 0;
+}
+
 /* An assignment at eq: its left side with the right side's heads (a lambda's
- * every name); structured bindings and std::tie bind each name. */
+ * every name: the lambda holds them, or, when it returns a value, may be
+ * any of them); structured bindings and std::tie bind each name. */
 static int assignment(fn_scope *f, const sview *v, size_t eq, size_t b)
 {
     size_t e = eq + 1;
@@ -490,7 +502,8 @@ static int assignment(fn_scope *f, const sview *v, size_t eq, size_t b)
         size_t lhs = lhs_head(v, eq);
         if (lhs < v->n && !scalar_value(f, v, lhs, eq + 1, e))
             rc = add_pairs(f, v, lhs, &rhs, lambda || is(v, eq + 1, "{") || rhs.n > 1,
-                           assigned_kind(f, v, lhs, eq));
+                           lambda && !returns_value(v, eq + 1, e) ? PAIR_HOLDS
+                                                                  : assigned_kind(f, v, lhs, eq));
     }
     cuco_strlist_free(&rhs);
     return rc;

@@ -53,7 +53,7 @@ int scan_param_of(const sview *v, size_t name, int t, size_t *a, size_t *b)
     size_t at = 0;
     for (size_t k = sview_next_def(v, name, &at, NULL); k < v->n;
          k = sview_next_def(v, name, &at, NULL))
-        if (v->scope[k] == 0 && arg_range(v, k + 1, t, a, b))
+        if (v->scope[k] == 0 && sview_param_range(v, k + 1, t, a, b))
             return 1;
     return 0;
 }
@@ -100,7 +100,107 @@ int scan_arg_takes_pointer(const sview *v, size_t name, int t, int by_address)
     }
     if (by_address)
         return stars >= 2 || (stars == 1 && !const_first);
+    if (scan_param_elements_kept(v, name, t))
+        return 0; /* a table of pointers the callee only reads */
     return stars >= 2 || (stars >= 1 && refs >= 1) || (refs >= 1 && !const_first);
+}
+
+/* The token after the element and member steps that follow token i
+ * ([k], .m, ->m); *steps: how many. */
+static size_t after_steps(const sview *v, size_t i, int *steps)
+{
+    size_t k = i + 1;
+    for (*steps = 0;; ++*steps) {
+        if (is(v, k, "[") && close_of(v, k) < v->n)
+            k = close_of(v, k) + 1;
+        else if ((is(v, k, ".") || is(v, k, "->")) && ident(v, k + 1) && !is(v, k + 2, "("))
+            k += 2;
+        else
+            return k;
+    }
+}
+
+/* Whether the name at i is only read there: reached through at least one
+ * element or member step, and that neither assigned, stepped nor taken by
+ * address. */
+static int steps_read(const sview *v, size_t i)
+{
+    static const char *const sets[] = {"=", "+=", "-=", "*=", "/=", "++", "--", NULL};
+    int steps;
+    size_t k = after_steps(v, i, &steps);
+    return steps > 0 && !is(v, i - 1, "&") && !is(v, i - 1, "++") && !is(v, i - 1, "--") &&
+           !in_words(v, k, sets);
+}
+
+/* Whether the range-for whose variable is at x (`for (T &x : pn)`) only
+ * reads through x in its body. */
+static int range_var_reads(const sview *v, size_t x)
+{
+    size_t close = sview_paren_around(v, x);
+    close = close < v->n ? close_of(v, close) : v->n;
+    if (close >= v->n)
+        return 0;
+    size_t end =
+        is(v, close + 1, "{") ? close_of(v, close + 1) : scan_stmt_after(v, close + 1, v->n);
+    for (size_t k = close + 1; k < end && k < v->n; k++)
+        if (same_tok(v, k, x) && !is(v, k - 1, ".") && !is(v, k - 1, "->") && !steps_read(v, k))
+            return 0;
+    return 1;
+}
+
+/* Whether the use of a table parameter at i reads it: an element or its
+ * member read (pn[k], pn[k].m; pn[k][j] is the buffer's own data), its
+ * size, or the range of a range-for whose variable is a copy or is only
+ * read through. */
+static int element_use_reads(const sview *v, size_t i)
+{
+    if (is(v, i + 1, "["))
+        return steps_read(v, i);
+    if (is(v, i + 1, ".") && is(v, i + 2, "size") && is(v, i + 3, "("))
+        return 1;
+    if (!is(v, i - 1, ":") || !is(v, i + 1, ")") || i < 2 || !ident(v, i - 2))
+        return 0;
+    return (!is(v, i - 3, "&") && !is(v, i - 3, "&&")) || range_var_reads(v, i - 2);
+}
+
+/* Whether parameter t of the definition whose name is at k, body at body,
+ * is a table (T **p, a reference to a container) whose elements the body
+ * only reads. */
+static int def_elements_kept(const sview *v, size_t k, size_t body, int t)
+{
+    size_t a, b, pn = v->n;
+    int stars = 0, refs = 0, angle = 0, container = 0;
+    if (!sview_param_range(v, k + 1, t, &a, &b))
+        return 0;
+    for (size_t q = a; q < b && !is(v, q, "="); q++) {
+        angle += is(v, q, "<") - is(v, q, ">");
+        container |= angle > 0;
+        stars += angle == 0 && is(v, q, "*");
+        refs += angle == 0 && (is(v, q, "&") || is(v, q, "&&"));
+        if (ident(v, q) && angle == 0)
+            pn = q;
+    }
+    if (pn >= v->n || !((stars == 2 && refs == 0) || (stars == 0 && refs == 1 && container)))
+        return 0;
+    size_t end = close_of(v, body);
+    for (size_t i = body + 1; i < end; i++)
+        if (same_tok(v, i, pn) && !is(v, i - 1, ".") && !is(v, i - 1, "->") &&
+            !element_use_reads(v, i))
+            return 0;
+    return 1;
+}
+
+int scan_param_elements_kept(const sview *v, size_t name, int t)
+{
+    size_t at = 0, body = v->n;
+    int found = 0;
+    for (size_t k = sview_next_def(v, name, &at, &body); k < v->n;
+         k = sview_next_def(v, name, &at, &body)) {
+        if (v->scope[k] != 0 || body >= v->n || !def_elements_kept(v, k, body, t))
+            return 0;
+        found = 1;
+    }
+    return found;
 }
 
 /* Whether the arguments that open at open are given by value only: a
@@ -155,7 +255,7 @@ static int member_read(const sview *v, size_t i)
 static int def_param_only_read(const sview *v, size_t k, size_t body, int t)
 {
     size_t a, b, pn = v->n;
-    if (!arg_range(v, k + 1, t, &a, &b))
+    if (!sview_param_range(v, k + 1, t, &a, &b))
         return 0;
     for (size_t q = a; q < b && !is(v, q, "="); q++)
         if (ident(v, q))
@@ -198,7 +298,7 @@ static int def_value_stays(const sview *v, size_t k, size_t body, int t)
 {
     size_t a, b, pn = v->n;
     int stars = 0;
-    if (!arg_range(v, k + 1, t, &a, &b))
+    if (!sview_param_range(v, k + 1, t, &a, &b))
         return 0;
     for (size_t q = a; q < b && !is(v, q, "="); q++) {
         stars += is(v, q, "*");

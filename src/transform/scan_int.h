@@ -115,6 +115,18 @@ int send_made_scan_view(const sview *v, size_t call_off, int site,
 /* ---- sched_place.c: where schedule (a) puts a call's start and wait */
 /* Sets why the schedule does not apply: returns 1 (stop), or CUCO_ENOMEM. */
 int sched_note(cuco_sched_plan *p, const char *fmt, int line);
+/* The same with the note made already (owned; NULL: out of memory). */
+int sched_note_take(cuco_sched_plan *p, char *note);
+/* The edit that puts text (a statement) before token at: on a line of its
+ * own with at's indentation when at starts its line, else in front of it. */
+int sched_insert_before(const sview *v, size_t at, const char *text, cuco_sched_plan *p);
+/* The wait of a call that stands at statement call_stmt of cs's block (a
+ * call of the call's function, the loop around it: what, in the notes),
+ * with cs's buffers and stream set: the block read and placed (*pl), its
+ * wait edit added to p; 1 with the note when it cannot be placed. */
+int sched_wait_after(scan *cs, size_t call_stmt, const char *what, int site,
+                     int (*editable)(void *ctx, size_t off), void *ctx, cuco_sched_plan *p,
+                     cuco_sched_place *pl);
 /* The token the call's wait goes before: its first consumer's first, or
  * the block's '}'. */
 size_t sched_wait_token(const scan *s, const cuco_sched_place *pl);
@@ -126,6 +138,11 @@ int sched_apart_note(cuco_sched_plan *p, int line);
 /* The call's statement (*call_stmt), its block and function into s; 1 with
  * the plan's note when it has none it can use. */
 int sched_locate(scan *s, size_t c, cuco_sched_plan *p, size_t *call_stmt);
+/* The same from the statement that starts at *call_stmt (a loop's `for`):
+ * the whole body of an if without else stands for it. */
+int sched_locate_stmt(scan *s, cuco_sched_plan *p, size_t *call_stmt);
+/* Whether an NCCL group is open at token st of the block at brace. */
+int sched_in_group(const sview *v, size_t brace, size_t st);
 /* Moves the wait ahead of a conditional directive that would leave it in
  * another branch than the call (s->fence, placed again); 1 with the note
  * when it cannot. */
@@ -138,8 +155,19 @@ int sched_wait_stream(const sview *v, const stmt *st, const char *own, const cha
 int sched_start_edit(const scan *s, size_t open, int site, cuco_sched_plan *p);
 int sched_wait_edit(const scan *s, const cuco_sched_place *pl, int site, const char *cs,
                     cuco_sched_plan *p);
+/* Drops p's edits from the n-th on (a schedule that did not apply). */
+void sched_drop_edits(cuco_sched_plan *p, size_t n);
 /* Frees what a scan holds. */
 void sched_scan_free(scan *s);
+
+/* ---- sched_loop.c ---- */
+/* Schedule (a) across a loop's iterations: the call ends the body of a
+ * `for` whose later iterations touch only their own elements of its
+ * buffers, so it starts early and its wait goes after the loop, before the
+ * first consumer in the enclosing block. 0 when applied (edits and the
+ * note in p), 1 with the note when not, negative on failure. */
+int sched_loop(scan *s, const char *api, int site, int (*editable)(void *ctx, size_t off),
+               void *ctx, cuco_sched_plan *p);
 
 /* ---- sched_callers.c ---- */
 /* Schedule (a) across a return: the call ends function F of the file (its
@@ -217,6 +245,11 @@ int scan_param_of(const sview *v, size_t name, int t, size_t *a, size_t *b);
 /* Whether argument t of the call at name can be made to hold another
  * argument (by_address: given as &p). */
 int scan_arg_takes_pointer(const sview *v, size_t name, int t, int by_address);
+/* Whether every function of the file named like token name takes a table
+ * as its parameter t (T **p, std::array<T *, N> &p, std::vector<S> &p) and
+ * only reads its elements and their members; 0 when the file defines
+ * none. */
+int scan_param_elements_kept(const sview *v, size_t name, int t);
 /* Whether every function of the file named like token name only reads the
  * members of its parameter t; 0 when the file defines none. */
 int scan_param_only_read(const sview *v, size_t name, int t);

@@ -21,15 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Sets why the callers cannot take the wait (note, owned; NULL: out of
- * memory): returns 1 (not applied). */
-static int callers_no(cuco_sched_plan *p, char *note)
-{
-    free(p->note);
-    p->note = note;
-    return note ? 1 : CUCO_ENOMEM;
-}
-
 /* The caller's names for the function's names in: a parameter's argument
  * at the call opening at open (its heads), a global or a member as it is;
  * 1 when one is a local of the function (the caller has no name for it). */
@@ -63,15 +54,6 @@ static char *map_stream(const scan *s, size_t open)
         return s->stream ? cuco_strdup(s->stream) : NULL;
     return cuco_strndup(v->src + tk(v, a)->off,
                         tk(v, b - 1)->off + tk(v, b - 1)->len - tk(v, a)->off);
-}
-
-/* Whether the block opening at brace has an NCCL group open before st. */
-static int in_group(const sview *v, size_t brace, size_t st)
-{
-    int open = 0;
-    for (size_t i = brace + 1; i < st; i++)
-        open += is(v, i, "ncclGroupStart") - is(v, i, "ncclGroupEnd");
-    return open > 0;
 }
 
 /* Whether the text of a #define (the file's or its headers') names the
@@ -114,10 +96,11 @@ static int call_sites(const scan *s, size_t name, size_t **sites, size_t *n, cuc
 {
     const sview *v = s->v;
     if (in_macro(v, name))
-        return callers_no(p, cuco_strdup("its function is named in a macro's text"));
+        return sched_note_take(p, cuco_strdup("its function is named in a macro's text"));
     if (seen_elsewhere(v, name))
-        return callers_no(p, cuco_strdup("its function is not static and the file has no main: "
-                                         "another file may call it"));
+        return sched_note_take(p,
+                               cuco_strdup("its function is not static and the file has no main: "
+                                           "another file may call it"));
     for (size_t k = 0; k + 1 < v->n; k++) {
         if (k == name || !same_tok(v, k, name))
             continue;
@@ -126,9 +109,9 @@ static int call_sites(const scan *s, size_t name, size_t **sites, size_t *n, cuc
             continue; /* a declaration at file scope */
         if (!is(v, k + 1, "(") || is(v, k - 1, ".") || is(v, k - 1, "->") || is(v, k - 1, "&") ||
             (body >= s->fn.body && body <= s->fn.body_end))
-            return callers_no(p, cuco_sprintf("its function is used at line %d other than by "
-                                              "a call in another function",
-                                              tk(v, k)->line));
+            return sched_note_take(p, cuco_sprintf("its function is used at line %d other than by "
+                                                   "a call in another function",
+                                                   tk(v, k)->line));
         size_t *g = realloc(*sites, (*n + 1) * sizeof(*g));
         if (!g)
             return CUCO_ENOMEM;
@@ -148,61 +131,37 @@ static int site_wait(const scan *s, size_t k, int site, int (*editable)(void *, 
     scan cs = {.v = v, .call = (size_t)-1, .sem = s->sem, .n_sem = s->n_sem, .call_tok = k};
     size_t call_stmt = 0;
     cuco_sched_place pl = {0};
-    const char *stream = NULL;
     int rc = sched_locate(&cs, k, p, &call_stmt);
     if (rc == 1) { /* the note is about the call of the function */
         char *why = p->note;
         p->note = NULL;
-        rc = callers_no(p, cuco_sprintf("at its call at line %d, %s", tk(v, k)->line, why));
+        rc = sched_note_take(p, cuco_sprintf("at its call at line %d, %s", tk(v, k)->line, why));
         free(why);
     }
-    if (rc == 0 && in_group(v, cs.block, call_stmt))
-        rc = callers_no(
+    if (rc == 0 && sched_in_group(v, cs.block, call_stmt))
+        rc = sched_note_take(
             p, cuco_sprintf("its call at line %d is inside an NCCL group", tk(v, k)->line));
     if (rc == 0) {
         int mrc = map_names(s, k + 1, &s->send, &cs.send);
         if (mrc == 0)
             mrc = map_names(s, k + 1, &s->recv, &cs.recv);
-        rc = mrc != 1 ? mrc
-                      : callers_no(p, cuco_strdup("its buffer is a local of its function, which "
+        rc = mrc != 1
+                 ? mrc
+                 : sched_note_take(p, cuco_strdup("its buffer is a local of its function, which "
                                                   "the callers cannot name"));
     }
     if (rc == 0 && !(cs.stream = map_stream(s, k + 1)))
         rc = CUCO_ENOMEM;
+    char *what = rc == 0 ? cuco_sprintf("its call at line %d", tk(v, k)->line) : NULL;
+    if (rc == 0 && !what)
+        rc = CUCO_ENOMEM;
     if (rc == 0)
-        rc = scan_buffers_closure(&cs);
-    if (rc == 0)
-        rc = scan_read_block(&cs, call_stmt);
-    if (rc == 0 && cs.call >= cs.n)
-        rc = callers_no(
-            p, cuco_sprintf("its call at line %d is not a statement of its block", tk(v, k)->line));
-    if (rc == 0)
-        rc = scan_place(&cs, &pl);
-    if (rc == 0)
-        rc = sched_fence(&cs, &pl, p);
-    if (rc == 0 && pl.wait < cs.n && !sched_wait_stream(v, &cs.stmts[pl.wait], cs.stream, &stream))
-        rc = callers_no(p, cuco_sprintf("the consumer after its call at line %d runs on a "
-                                        "stream the wait cannot name",
-                                        tk(v, k)->line));
-    size_t at = pl.wait < cs.n ? cs.stmts[pl.wait].a : cs.block_end;
-    if (rc == 0 && editable && !editable(ctx, tk(v, at)->off))
-        rc = callers_no(p, cuco_sprintf("the wait after its call at line %d would be in "
-                                        "frozen code",
-                                        tk(v, k)->line));
-    if (rc == 0)
-        rc = sched_wait_edit(&cs, &pl, site, stream, p);
+        rc = sched_wait_after(&cs, call_stmt, what, site, editable, ctx, p, &pl);
+    free(what);
     sum->independent += pl.independent;
     sum->same_stream += pl.same_stream;
     sched_scan_free(&cs);
     return rc;
-}
-
-/* Drops the edits from the n-th on (not applied). */
-static void drop_edits(cuco_sched_plan *p, size_t n)
-{
-    for (size_t i = n; i < p->nedits; i++)
-        free(p->edits[i].text);
-    p->nedits = n;
 }
 
 int sched_callers(scan *s, int site, int (*editable)(void *ctx, size_t off), void *ctx,
@@ -213,18 +172,19 @@ int sched_callers(scan *s, int site, int (*editable)(void *ctx, size_t off), voi
     cuco_sched_place sum = {0};
     if (s->block != s->fn.body || name == 0 || !ident(v, name) || is(v, name - 1, "::") ||
         is(v, name - 1, ".") || sview_class_body(v, block_open(v, name)))
-        return callers_no(p, cuco_strdup("and it does not end a free function whose calls "
-                                         "could take its wait"));
+        return sched_note_take(p, cuco_strdup("and it does not end a free function whose calls "
+                                              "could take its wait"));
     char *fname = cuco_strndup(v->src + tk(v, name)->off, tk(v, name)->len);
     if (!fname)
         return CUCO_ENOMEM;
     int rc = call_sites(s, name, &sites, &n, p);
     if (rc == 0 && n == 0)
-        rc = callers_no(p, cuco_sprintf("and its function %s is not called in the file", fname));
+        rc = sched_note_take(p,
+                             cuco_sprintf("and its function %s is not called in the file", fname));
     for (size_t i = 0; i < n && rc == 0; i++)
         rc = site_wait(s, sites[i], site, editable, ctx, p, &sum);
     if (rc == 0 && sum.independent == 0)
-        rc = callers_no(p, cuco_sprintf("nor after the calls of its function %s", fname));
+        rc = sched_note_take(p, cuco_sprintf("nor after the calls of its function %s", fname));
     if (rc == 0)
         rc = sched_start_edit(s, s->call_tok + 1, site, p);
     if (rc == 0) {
@@ -243,7 +203,7 @@ int sched_callers(scan *s, int site, int (*editable)(void *ctx, size_t off), voi
         p->independent = sum.independent;
         p->same_stream = sum.same_stream;
     } else {
-        drop_edits(p, edits);
+        sched_drop_edits(p, edits);
     }
     free(sites);
     free(fname);

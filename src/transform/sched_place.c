@@ -17,9 +17,14 @@
 /* Sets why the schedule does not apply: returns 1 (stop), or CUCO_ENOMEM. */
 int sched_note(cuco_sched_plan *p, const char *fmt, int line)
 {
+    return sched_note_take(p, cuco_sprintf(fmt, line));
+}
+
+int sched_note_take(cuco_sched_plan *p, char *note)
+{
     free(p->note);
-    p->note = cuco_sprintf(fmt, line);
-    return p->note ? 1 : CUCO_ENOMEM;
+    p->note = note;
+    return note ? 1 : CUCO_ENOMEM;
 }
 
 /* `if (cond) call;` (no braces, no else) at s0 with the call at c in its
@@ -186,12 +191,15 @@ static int wait_slot(const scan *s, const cuco_sched_place *pl, size_t *off, siz
         line_slot(v, s->stmts[s->call].a, indent);
     }
     size_t prev = pl->wait < s->n ? pl->wait : s->n;
-    if (!*indent || prev == 0 || (pl->wait < s->n && !ahead) ||
-        !is(v, s->stmts[prev - 1].b - 1, ";"))
+    if (!*indent || prev == 0 || (pl->wait < s->n && !ahead))
         return 0;
-    const cuco_tok *semi = tk(v, s->stmts[prev - 1].b - 1);
-    *off = semi->off + semi->len;
-    *stmt_off = semi->off;
+    const stmt *before = &s->stmts[prev - 1];
+    const cuco_tok *last = tk(v, before->b - 1);
+    if (!is(v, before->b - 1, ";") && !is(v, before->b - 1, "}"))
+        return 0;
+    *off = last->off + last->len;
+    /* after a braced statement (a loop), the edit is that statement's */
+    *stmt_off = is(v, before->b - 1, ";") ? last->off : tk(v, before->a)->off;
     return 1;
 }
 
@@ -279,17 +287,30 @@ static size_t braced_guard(const sview *v, size_t brace, size_t st)
     return s0 > 0 && (is(v, s0 - 1, ";") || is(v, s0 - 1, "{") || is(v, s0 - 1, "}")) ? s0 : v->n;
 }
 
+int sched_in_group(const sview *v, size_t brace, size_t st)
+{
+    int open = 0;
+    for (size_t i = brace + 1; i < st; i++)
+        open += is(v, i, "ncclGroupStart") - is(v, i, "ncclGroupEnd");
+    return open > 0;
+}
+
 /* Finds the call's statement, block and function; 1 when the schedule
  * cannot apply (p->note says why). */
 int sched_locate(scan *s, size_t c, cuco_sched_plan *p, size_t *call_stmt)
 {
-    const sview *v = s->v;
-    *call_stmt = plain_stmt_start(v, c);
-    if (*call_stmt >= v->n)
+    *call_stmt = plain_stmt_start(s->v, c);
+    if (*call_stmt >= s->v->n)
         return sched_note(p,
                           "the call is not a statement of its own (a condition, or the body "
                           "of a loop, or of an if with an else, without braces)",
                           0);
+    return sched_locate_stmt(s, p, call_stmt);
+}
+
+int sched_locate_stmt(scan *s, cuco_sched_plan *p, size_t *call_stmt)
+{
+    const sview *v = s->v;
     s->block = block_open(v, *call_stmt);
     while (s->block < v->n && braced_guard(v, s->block, *call_stmt) < v->n) {
         *call_stmt = braced_guard(v, s->block, *call_stmt);
@@ -362,4 +383,47 @@ void sched_scan_free(scan *s)
     cuco_strlist_free(&s->member_plain);
     free(s->member_base);
     free(s->stream);
+}
+
+int sched_insert_before(const sview *v, size_t at, const char *text, cuco_sched_plan *p)
+{
+    char *indent = NULL;
+    size_t off = line_slot(v, at, &indent);
+    char *t = indent ? cuco_sprintf("%s%s\n", indent, text) : cuco_sprintf("%s ", text);
+    free(indent);
+    return scan_plan_edit(p, off, 0, t, tk(v, at)->off);
+}
+
+int sched_wait_after(scan *cs, size_t call_stmt, const char *what, int site,
+                     int (*editable)(void *ctx, size_t off), void *ctx, cuco_sched_plan *p,
+                     cuco_sched_place *pl)
+{
+    const sview *v = cs->v;
+    const char *stream = NULL;
+    int rc = scan_buffers_closure(cs);
+    if (rc == 0)
+        rc = scan_read_block(cs, call_stmt);
+    if (rc == 0 && cs->call >= cs->n)
+        rc = sched_note_take(p, cuco_sprintf("%s is not a statement of its block", what));
+    if (rc == 0)
+        rc = scan_place(cs, pl);
+    if (rc == 0)
+        rc = sched_fence(cs, pl, p);
+    if (rc == 0 && pl->wait < cs->n &&
+        !sched_wait_stream(v, &cs->stmts[pl->wait], cs->stream, &stream))
+        rc = sched_note_take(
+            p, cuco_sprintf("the consumer after %s runs on a stream the wait cannot name", what));
+    size_t at = pl->wait < cs->n ? cs->stmts[pl->wait].a : cs->block_end;
+    if (rc == 0 && editable && !editable(ctx, tk(v, at)->off))
+        rc = sched_note_take(p, cuco_sprintf("the wait after %s would be in frozen code", what));
+    if (rc == 0)
+        rc = sched_wait_edit(cs, pl, site, stream, p);
+    return rc;
+}
+
+void sched_drop_edits(cuco_sched_plan *p, size_t n)
+{
+    for (size_t i = n; i < p->nedits; i++)
+        free(p->edits[i].text);
+    p->nedits = n;
 }

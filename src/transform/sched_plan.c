@@ -4,8 +4,9 @@
  * (split_scan.c) and turns the result into edits and report lines: the
  * call's stream argument through cuco_tx::early_start, a
  * cuco_tx::early_wait before the first consumer (or the end of the block,
- * or, for a call that ends a wrapper, in each of its callers:
- * sched_callers.c), both keyed by the knob CUCO_EARLY_<site>. */
+ * or, for a call that ends a loop's body, after the loop: sched_loop.c, or,
+ * for a call that ends a wrapper, in each of its callers: sched_callers.c),
+ * both keyed by the knob CUCO_EARLY_<site>. */
 #include "cuco/buf.h"
 #include "cuco/transform.h"
 #include "scan_int.h"
@@ -167,22 +168,27 @@ int sched_scan_view(const sview *v, size_t call_off, const char *api, int site,
     int splits = cuco_sched_consumer_split(api) != NULL;
     if (rc == 0 && splits)
         rc = scan_try_split(&s, &pl, editable, ctx, plan);
-    int done = 0; /* applied with the waits in the callers (sched_callers) */
-    if (rc == 0 && pl.independent == 0 && pl.wait >= s.n && !plan->split) {
-        rc = sched_callers(&s, site, editable, ctx, plan);
+    int done = 0, looped = 2; /* done: applied across the loop or in the callers */
+    if (rc == 0 && pl.wait >= s.n && !plan->split) {
+        looped = sched_loop(&s, api, site, editable, ctx, plan);
+        done = looped == 0;
+        rc = looped < 0 ? looped : 0;
+    }
+    if (rc == 0 && !done && pl.independent == 0 && pl.wait >= s.n) {
+        if (plan->split) { /* the split's note is not why (a) does not apply */
+            free(plan->note);
+            plan->note = NULL;
+        }
+        rc = looped == 1 || plan->split ? 1 : sched_callers(&s, site, editable, ctx, plan);
         done = rc == 0;
         if (rc == 1)
             rc = end_note(&s, plan);
-    } else if (rc == 0 && pl.independent == 0 && pl.wait >= s.n) {
-        free(plan->note);
-        plan->note = NULL;
-        rc = end_note(&s, plan);
-    } else if (rc == 0 && pl.independent == 0) {
+    } else if (rc == 0 && !done && pl.independent == 0) {
         rc = sched_note(plan,
                         "no independent work between the call and its first consumer (line %d)",
                         tk(v, s.stmts[pl.wait].a)->line);
     }
-    if (rc == 0 && !done) /* done: applied, the waits in the callers */
+    if (rc == 0 && !done) /* done: applied, the wait after the loop or in the callers */
         rc = place_here(&s, &pl, c + 1, api, site, editable, ctx, plan);
     if (rc >= 0 && splits && !plan->applies)
         rc = scan_split_fails(plan, rc);

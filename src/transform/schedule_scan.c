@@ -270,7 +270,7 @@ static int classify_call(const sview *v, size_t i, size_t open, stmt *s)
 {
     cuco_sched_kind k = CUCO_SCHED_PLAIN;
     char *stream = NULL;
-    size_t getter_member;
+    size_t getter_member, lambda;
     const cuco_tok *t = tk(v, i);
     const char *name = v->src + t->off;
     int qualified_tx = i >= 2 && is(v, i - 1, "::") && is(v, i - 2, "cuco_tx");
@@ -298,6 +298,13 @@ static int classify_call(const sview *v, size_t i, size_t open, stmt *s)
         /* a macro: scan_macro_reach reads its text when the file defines
          * it; one from a header is taken for a wrapper of its arguments */
         k = CUCO_SCHED_PLAIN;
+    } else if ((lambda = kernel_lambda_launch(v, i)) < v->n) {
+        /* a lambda of the function that launches its first argument */
+        k = ident(v, open + 1) && scan_launch_reaches_symbols(v, open + 1) ? CUCO_SCHED_UNKNOWN
+                                                                           : CUCO_SCHED_WORK;
+        stream = scan_arg_text(v, lambda, 3, 0);
+        if (!stream)
+            stream = cuco_strdup("0");
     } else if (!sview_getter(v, i, &getter_member) && !sview_smart_get(v, i) &&
                !scan_pure_function(v, i, 0)) {
         /* a getter (a smart pointer's get() too) only names its object; a
@@ -740,12 +747,15 @@ int scan_buffers_closure(scan *s)
     }
     /* a buffer argument that is a global or a member may be what any
      * pointer parameter points to (a caller may pass it, or a getter's
-     * value), unless it never leaves its place (scan_member_kept) */
+     * value), unless it never leaves its place (scan_member_kept); one
+     * that is a parameter may be another parameter only as its callers
+     * pass them (params_may_alias, above) */
     int outer = 0;
     for (int l = 0; l < 2; l++) {
         const cuco_strlist *args = l ? &s->recv : &s->send;
         for (size_t i = 0; i < args->n; i++)
             outer |= !cuco_strlist_has(&s->fn.locals, args->items[i]) &&
+                     sview_param_index(s->v, s->fn.params, args->items[i]) < 0 &&
                      !scan_member_kept(s->v, args->items[i]);
     }
     for (size_t k = 0; outer && k < s->fn.pointer_params.n && rc == 0; k++) {

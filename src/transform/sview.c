@@ -258,6 +258,55 @@ static int own_member(const sview *v, size_t brace, size_t name)
     return 0;
 }
 
+/* The position of the data member named name among the data members of
+ * the body at brace of the class named at brace - 1, in declaration order
+ * (its aggregate's element); -1 when it declares none, or a constructor
+ * (no aggregate). */
+static int member_position(const sview *v, size_t brace, const char *name)
+{
+    size_t end = close_of(v, brace);
+    int pos = 0, at = -1;
+    for (size_t k = brace + 1; k < end && k < v->n; k++) {
+        if (is(v, k, "(") && same_tok(v, k - 1, brace - 1))
+            return -1; /* T(...): a constructor */
+        if (is(v, k, "{") || is(v, k, "(") || is(v, k, "[")) {
+            k = close_of(v, k); /* a method's body, parameters, an extent */
+            continue;
+        }
+        if (!ident(v, k) || !(is(v, k + 1, ";") || is(v, k + 1, "=") || is(v, k + 1, ",") ||
+                              is(v, k + 1, "[") || is(v, k + 1, "{")))
+            continue;
+        size_t d = sview_member_decl_start(v, brace, k);
+        if (is(v, d, "static") || is(v, d, "using") || is(v, d, "typedef") || d == k)
+            continue;
+        if (cuco_tok_is(&v->lx, tk(v, k), name))
+            at = pos;
+        pos++;
+    }
+    return at;
+}
+
+size_t sview_aggregate_value(const sview *v, size_t i, const char *member)
+{
+    size_t brace = is(v, i + 1, "{")                                           ? i + 1
+                   : ident(v, i + 1) && is(v, i + 2, "{")                      ? i + 2
+                   : ident(v, i + 1) && is(v, i + 2, "=") && is(v, i + 3, "{") ? i + 3
+                                                                               : v->n;
+    if (brace >= v->n || !ident(v, i) ||
+        (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->") || is(v, i - 1, "struct") ||
+                   is(v, i - 1, "class") || is(v, i - 1, "union") || is(v, i - 1, "enum"))))
+        return v->n; /* a member's, or the definition itself */
+    for (size_t k = 1; k + 1 < v->n; k++) {
+        if (!same_tok(v, k, i) || !(is(v, k - 1, "struct") || is(v, k - 1, "class")) ||
+            !is(v, k + 1, "{"))
+            continue;
+        int pos = member_position(v, k + 1, member);
+        size_t a, b;
+        return pos >= 0 && arg_range(v, brace, pos, &a, &b) ? a : v->n;
+    }
+    return v->n;
+}
+
 size_t sview_after_template_args(const sview *v, size_t i)
 {
     if (!is(v, i, "<"))
@@ -436,6 +485,26 @@ int sview_param_index(const sview *v, size_t open, const char *name)
             return k;
     }
     return -1;
+}
+
+int sview_param_range(const sview *v, size_t open, int k, size_t *a, size_t *b)
+{
+    size_t close = close_of(v, open), from = open + 1;
+    int idx = 0, d = 0;
+    for (size_t i = open + 1; i <= close && i < v->n; i++) {
+        if (i < close)
+            d += is(v, i, "(") + is(v, i, "[") + is(v, i, "{") + is(v, i, "<") - is(v, i, ")") -
+                 is(v, i, "]") - is(v, i, "}") - is(v, i, ">") - 2 * is(v, i, ">>");
+        if (i < close && !(d == 0 && is(v, i, ",")))
+            continue;
+        if (idx++ == k) {
+            *a = from;
+            *b = i;
+            return i > from;
+        }
+        from = i + 1;
+    }
+    return 0;
 }
 
 int arg_range(const sview *v, size_t open, int k, size_t *a, size_t *b)

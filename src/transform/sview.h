@@ -107,6 +107,9 @@ size_t close_of(const sview *v, size_t i);
  * configuration whose '<<<') is at open (k < 0: the last); 0 when there is
  * no such argument. */
 int arg_range(const sview *v, size_t open, int k, size_t *a, size_t *b);
+/* The same for parameter k of the parameter list at open, whose template
+ * arguments hold commas of their own (std::array<float *, 4> &g). */
+int sview_param_range(const sview *v, size_t open, int k, size_t *a, size_t *b);
 /* The position of the parameter declared as name in the parameter list
  * opening at open ("float *dst", "const T *x = nullptr", "float v[]";
  * template arguments' commas are no separators there); -1 when none. */
@@ -114,6 +117,10 @@ int sview_param_index(const sview *v, size_t open, const char *name);
 /* The token after template arguments `<...>` at i (`f<float>(`: the '('), i
  * itself when none start there. */
 size_t sview_after_template_args(const sview *v, size_t i);
+/* When token i starts an aggregate of a struct of the file (`T{a, b}`,
+ * `T x{a, b}`, `T x = {a, b}`) that declares the data member member: the
+ * first token of that member's value in it; v->n otherwise. */
+size_t sview_aggregate_value(const sview *v, size_t i, const char *member);
 /* The token ranges [from[i], to[i]) of the call's non-empty arguments, in
  * order, at most max; returns how many. */
 int arg_ranges(const sview *v, size_t open, size_t *from, size_t *to, int max);

@@ -62,6 +62,11 @@ check "rowpar_kernel: the launch goes through the producer split" \
 # copy engines: the other values build too)
 check "rowpar_kernel: the split is on in gen_0" grep -q "^#define CUCO_PSPLIT_0 1 " "$rk"
 check "rowpar_kernel: builds with CUCO_PSPLIT_0=0" knob_built rowpar_kernel CUCO_PSPLIT_0 0
+# ... and, each layer's all-reduce ending its loop's body, the next layers
+# run beside it: the wait goes after the loop, inside the loop's block
+check "rowpar_kernel: the all-reduce waits after its loop" \
+    grep -q "ncclAllReduce at line 73 issued on a side stream beside the later iterations of its loop" \
+    "$TMP/rowpar_kernel/gen_0/transform_report.md"
 check "rowpar_kernel: builds with CUCO_PSPLIT_CE=0" knob_built rowpar_kernel CUCO_PSPLIT_CE 0
 # seqpar_rs: a GEMM and (with -k) a kernel declared rows_independent make
 # the input of a reduce-scatter into a separate shard; the kernel's reduced

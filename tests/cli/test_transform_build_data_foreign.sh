@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # test_transform_build_data_foreign.sh: the programs of tests/data/transform
 # written in other engineers' styles (tp_mlp_allreduce, pipeline_stages,
-# ring_pass, reduce_scatter_grad, cp_attention, cp_causal): 'cuco analyze' finds the
+# ring_pass, reduce_scatter_grad, cp_attention, cp_causal, ddp_overlap): 'cuco analyze' finds the
 # calls and buffers that matter, 'cuco transform' makes the right buffers
 # symmetric (both halves of a swapped double buffer, buffers renamed by
 # helpers) and builds the result with the manifest's nvcc command;
 # cp_attention's kernel, declared attention, takes the attention split (its
 # other parts per peer build too), and cp_causal's, its queries declared
-# too, the lending between ranks (built with it off too). Without a GPU the outcome is
+# too, the lending between ranks (built with it off too); ddp_overlap's
+# bucket all-reduces, each the last statement of its loop's body, wait once
+# after the loop. Without a GPU the outcome is
 # exit 3, "built, not verified: no GPU", nothing registered; with one it must
 # build, run and verify (exit 0, registered).
 set -u
@@ -70,7 +72,7 @@ if ! command -v nvcc >/dev/null || ! command -v mpicxx >/dev/null; then
     [ $fail = 0 ] && exit 77
     exit $fail
 fi
-built_in_pairs "$D" tp_mlp_allreduce pipeline_stages ring_pass reduce_scatter_grad cp_attention cp_causal
+built_in_pairs "$D" tp_mlp_allreduce pipeline_stages ring_pass reduce_scatter_grad cp_attention cp_causal ddp_overlap
 ca=$TMP/cp_attention/gen_0/cp_attention.cu
 check "cp_attention: the launch goes through the attention split" \
     grep -q "cuco_tx::attention_split(0, CUCO_SPLIT_0, cuco_tx::AttnSpec{cuco_tx::RowSpec{5, 0x2UL, 0}, -1, 6, 7, {-1, -1, -1, -1, 0x0UL}}, (size_t)((tokens_) \* (heads_)), (size_t)((d_)), (size_t)(0), attend," "$ca"
@@ -80,4 +82,19 @@ check "cp_causal: the split carries its queries (count, first, causal, grid x, q
     grep -q "cuco_tx::AttnSpec{cuco_tx::RowSpec{5, 0x2UL, 0}, 7, 9, 10, {2, 6, 8, 0, 0x1UL}}, (size_t)((tokens_) \* (heads_)), (size_t)((d_)), (size_t)((heads_) \* (d_)), attend," "$cc"
 check "cp_causal: the lending knob" grep -q "^#define CUCO_ATTN_LEND 1 // cuco:knob run 0 1" "$cc"
 check "cp_causal: builds with CUCO_ATTN_LEND=0" knob_built cp_causal CUCO_ATTN_LEND 0
+# ddp_overlap: each bucket's all-reduce (an array indexed by the loop's
+# counter; a range-for over bucket structs, whose gradients are traced
+# through their aggregates) starts as soon as it is made, beside the next
+# buckets' backward launches, and is waited for after the loop
+dd=$TMP/ddp_overlap/gen_0
+for at in "83 issued on a side stream beside the later iterations of its loop (line 81: 1 independent launch each), its wait moved after the loop, before the statement at line 86 (1 independent" \
+    "96 issued on a side stream beside the later iterations of its loop (line 94"; do
+    check "ddp_overlap: the all-reduce at line ${at%% *} waits after its loop" \
+        grep -q "ncclAllReduce at line $at" "$dd/transform_report.md"
+done
+check "ddp_overlap: the range-for's buckets are traced to their windows" \
+    grep -q "ddp_overlap.cu:96\` ncclAllReduce -> cuco_tx::all_reduce" "$dd/transform_report.md"
+check "ddp_overlap: the loop guard at the top of the body" \
+    grep -q "cuco_tx::loop_guard(1, CUCO_EARLY_1, bk.grad, bk.grad, bk.n, ncclFloat, comm, 0, 0);" \
+    "$dd/ddp_overlap.cu"
 exit $fail

@@ -104,6 +104,9 @@ check "nccl_alloc: the sum overlaps the forward launch" \
 check "bucket_lambda: the buckets allocated in a range-for become windows" \
     grep -q "cudaMalloc -> cuco_tx::symm_malloc (symmetric window) for 'grads\[b\]'" \
     "$TMP/bucket_lambda/gen_0/transform_report.md"
+check "bucket_lambda: the split step's sums wait after their loop, its lambda launches work" \
+    grep -q "ncclAllReduce at line 143 issued on a side stream beside the later iterations of its loop (line 141: 1 independent launch each), its wait moved after the loop, before the statement at line 146 (1 independent" \
+    "$TMP/bucket_lambda/gen_0/transform_report.md"
 # mega_wrappers: each collective ends its mappings:: wrapper; it starts
 # early there and the wait sits in the caller, before its consumer
 for at in 83 89; do

@@ -1161,6 +1161,119 @@ static void test_scan_unique_ptr_factory(void **state)
  * call of the wrapper gets the wait before its own first consumer, with
  * the caller's names; every call must take one (a call in a loop's
  * unbraced body, or the wrapper's address taken, refuses). */
+/* schedule (a) across a loop's iterations: a collective that ends its
+ * loop's body on its iteration's own element starts early, the later
+ * iterations run beside it, and its wait goes after the loop; any body
+ * statement that may reach another iteration's element keeps the wait in
+ * the body */
+static void test_scan_loop_iterations(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *before, *body, *note;
+        int applies;
+    } cases[] = {
+        {"", "k<<<1, 32, 0, s>>>(g[b], act, n);",
+         "beside the later iterations of its loop (line 6: 1 independent launch each), its wait "
+         "moved after the loop, before the statement at line 11 (1 independent launch in between)",
+         1},
+        {"", "k<<<1, 32, 0, s>>>(g[b + 1], act, n);",
+         "nor across the iterations of its loop (line 6): the statement at line 7 of its body may "
+         "touch the buffer",
+         0},
+        {"", "k<<<1, 32, 0, s>>>(g[b], act, n); g[b] = act;", "the statement at line 7", 0},
+        {"", "k<<<1, 32, 0, s>>>(g[b], act, n); cudaStreamSynchronize(s);",
+         "the statement at line 7", 0},
+        {"", "k<<<1, 32, 0, s>>>(g[b], act, n); if (n > 4) break;", "the statement at line 7", 0},
+        {"", "k<<<1, 32, 0, s>>>(g[b], act, n); b -= 0;", "the body sets the loop's variable", 0},
+        {"", "float *x = g[b]; k<<<1, 32, 0, s>>>(x, act, n);", "the statement at line 7", 0},
+        {"ncclGroupStart();", "k<<<1, 32, 0, s>>>(g[b], act, n);",
+         "an NCCL group is open around the loop", 0},
+        {"", "size_t m = n; k<<<1, 32, 0, s>>>(g[b], act, m);", "its wait moved after the loop",
+         1},
+        {"", "", "its body launches no other work", 0},
+        {"", "k<<<1, 32, 0, (cudaStream_t)1>>>(g[b], act, n);",
+         "its body launches on another stream than the call's", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *prog = cuco_sprintf(
+            "#include <nccl.h>\n"
+            "__global__ void k(float *a, float *b, size_t n);\n"
+            "static void step(float **g, float *act, float *in, size_t n, ncclComm_t c,\n"
+            "                 cudaStream_t s)\n"
+            "{\n"
+            "    %s for (int b = 3; b >= 0; --b) {\n"
+            "        %s\n"
+            "        ncclAllReduce(g[b], g[b], n, ncclFloat, ncclSum, c, s);\n"
+            "    }\n"
+            "    k<<<1, 32, 0, s>>>(in, act, n);\n"
+            "    k<<<1, 32, 0, s>>>(g[0], act, n);\n"
+            "}\n"
+            "int main() { float *g[4], *a, *i; for (int b = 0; b < 4; b++) cudaMalloc(&g[b], 64);\n"
+            "    cudaMalloc(&a, 64); cudaMalloc(&i, 64); step(g, a, i, 16, (ncclComm_t)0, "
+            "(cudaStream_t)0); return 0; }\n",
+            cases[i].before, cases[i].body);
+        assert_non_null(prog);
+        cuco_tx_result r;
+        tx_transform(prog, &r);
+        if (!tx_has_schedule_note(&r.notes, 8, cases[i].note))
+            fail_msg("case %zu: no note '%s' at line 8", i, cases[i].note);
+        assert_int_equal(strstr(r.program, "cuco_tx::loop_guard(0, CUCO_EARLY_0, g[b], g[b], n, "
+                                           "ncclFloat, c, 0, 0);\n        ") != NULL,
+                         cases[i].applies);
+        assert_int_equal(strstr(r.program, "    cuco_tx::early_wait(0, CUCO_EARLY_0);\n"
+                                           "    k<<<1, 32, 0, s>>>(g[0], act, n);") != NULL,
+                         cases[i].applies);
+        cuco_tx_result_free(&r);
+        free(prog);
+    }
+    /* a range-for over structs, launches through a lambda, a stream of
+     * the iteration's own */
+    static const struct {
+        const char *stream, *note;
+        int applies;
+    } ranges[] = {
+        {"s", "beside the later iterations of its loop (line 10: 1 independent launch each)", 1},
+        {"x.s", "its stream names what the loop declares or sets", 0},
+    };
+    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
+        char *prog = cuco_sprintf(
+            "#include <nccl.h>\n"
+            "#include <vector>\n"
+            "__global__ void k(float *a, size_t n);\n"
+            "struct Bucket { float *grad; size_t n; cudaStream_t s; };\n"
+            "static void step(std::vector<Bucket> &bs, float *act, ncclComm_t c, "
+            "cudaStream_t s)\n"
+            "{\n"
+            "    auto launch = [&](auto kernel, auto... args) { kernel<<<1, 32, 0, s>>>(args...); "
+            "};\n"
+            "    (void)launch;\n"
+            "    int b = 0;\n"
+            "    for (Bucket &x : bs) {\n"
+            "        launch(k, x.grad, x.n);\n"
+            "        ncclAllReduce(x.grad, x.grad, x.n, ncclFloat, ncclSum, c, %s);\n"
+            "        b++;\n"
+            "    }\n"
+            "    launch(k, act, (size_t)16);\n"
+            "    for (Bucket &x : bs) launch(k, x.grad, x.n);\n"
+            "}\n"
+            "int main() { std::vector<Bucket> bs(2); float *a; cudaMalloc(&a, 64);\n"
+            "    for (Bucket &x : bs) cudaMalloc(&x.grad, 64);\n"
+            "    step(bs, a, (ncclComm_t)0, (cudaStream_t)0); return 0; }\n",
+            ranges[i].stream);
+        assert_non_null(prog);
+        cuco_tx_result r;
+        tx_transform(prog, &r);
+        if (!tx_has_schedule_note(&r.notes, 12, ranges[i].note))
+            fail_msg("range case %zu: no note '%s' at line 12", i, ranges[i].note);
+        assert_int_equal(strstr(r.program, "cuco_tx::loop_guard(0, CUCO_EARLY_0, x.grad, x.grad, "
+                                           "x.n, ncclFloat, c, 0, 0);") != NULL,
+                         ranges[i].applies);
+        cuco_tx_result_free(&r);
+        free(prog);
+    }
+}
+
 static void test_scan_wrapper_callers(void **state)
 {
     (void)state;
@@ -1910,6 +2023,7 @@ int main(void)
         cmocka_unit_test(test_scan_member_vs_params),
         cmocka_unit_test(test_scan_unique_ptr_factory),
         cmocka_unit_test(test_scan_wrapper_callers),
+        cmocka_unit_test(test_scan_loop_iterations),
         cmocka_unit_test(test_scan_raii_buffers),
         cmocka_unit_test(test_scan_declarators),
         cmocka_unit_test(test_scan_pure_helpers),
