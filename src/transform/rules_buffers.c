@@ -401,15 +401,16 @@ static int resolve_range(ctx *c, const char *name, size_t lo, size_t hi, const c
             found += rc;
             continue;
         }
-        /* "T *name[] = {a, b}": a table of pointers is each buffer it holds */
+        /* "T *name[] = {a, b}": a table of pointers is each buffer it holds;
+         * "name[b] = flat + b * n": an element set to a view of a buffer */
         if (cuco_tok_is(&v->lx, tk(v, i), name) && is(v, i + 1, "[")) {
             size_t eq = rl_after_brackets(v, i + 1);
-            if (is(v, eq, "=") && is(v, eq + 1, "{")) {
-                int rc = resolve_table(c, eq + 1, NULL, why, depth);
-                if (rc < 0)
-                    return rc;
-                found += rc;
-            }
+            int rc = !is(v, eq, "=")      ? 0
+                     : is(v, eq + 1, "{") ? resolve_table(c, eq + 1, NULL, why, depth)
+                                          : resolve_rhs(c, eq + 1, why, depth);
+            if (rc < 0)
+                return rc;
+            found += rc;
             continue;
         }
         /* "T **tab[] = {&s->a, &s->b};" then "*(tab[i]) = p;": name is set through the table */

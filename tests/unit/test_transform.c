@@ -861,6 +861,41 @@ static void test_buffers_through_methods_and_tables(void **state)
     cuco_err_clear(&e);
 }
 
+/* A table's elements set to views of one flat buffer (DDP's layout), and a
+ * struct member traced through the aggregates of its struct: the buffers
+ * behind them become windows, the unrelated one does not. */
+static void test_buffers_through_views_and_aggregates(void **state)
+{
+    (void)state;
+    const char *src = "struct Bucket { float *grad; size_t n; };\n"                       /* 1 */
+                      "static void sum(float *x, size_t n, ncclComm_t c) {\n"             /* 2 */
+                      "  ncclAllReduce(x, x, n, ncclFloat, ncclSum, c, 0);\n"             /* 3 */
+                      "}\n"                                                               /* 4 */
+                      "int main() {\n"                                                    /* 5 */
+                      "  ncclComm_t c; float *flat, *own, *unused, *g[4];\n"              /* 6 */
+                      "  cudaMalloc(&flat, 256);\n"                                       /* 7 */
+                      "  cudaMalloc(&own, 64);\n"                                         /* 8 */
+                      "  cudaMalloc(&unused, 64);\n"                                      /* 9 */
+                      "  for (int b = 0; b < 4; b++) g[b] = flat + b * 16;\n"             /* 10 */
+                      "  Bucket bk{own, 16};\n"                                           /* 11 */
+                      "  Bucket other = Bucket{unused, 16};\n"                            /* 12 */
+                      "  (void)other;\n"                                                  /* 13 */
+                      "  sum(g[2], 16, c);\n"                                             /* 14 */
+                      "  ncclAllReduce(bk.grad, bk.grad, bk.n, ncclFloat, ncclSum, c, 0);\n" /* 15 */
+                      "}\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("t.cu", src, &r, &e), 0);
+    assert_int_equal(r.refused, 0);
+    assert_true(tx_has_note(&r.notes, "symmetric", 7, "'x' of ncclAllReduce at line 3"));
+    assert_true(tx_has_note(&r.notes, "symmetric", 8, "'bk.grad' of ncclAllReduce at line 15"));
+    /* members are matched by name: the other aggregate's buffer too */
+    assert_true(tx_has_note(&r.notes, "symmetric", 9, "'bk.grad' of ncclAllReduce at line 15"));
+    assert_int_equal(count_of(r.program, "cuco_tx::symm_malloc(&"), 3);
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
 /* A helper called with two communicators stays host NCCL (the runtime
  * registers every buffer with one communicator, and its one call serves
  * both); one
@@ -1399,6 +1434,7 @@ int main(void)
         cmocka_unit_test(test_average),
         cmocka_unit_test(test_reduction_dtypes),
         cmocka_unit_test(test_buffers_through_methods_and_tables),
+        cmocka_unit_test(test_buffers_through_views_and_aggregates),
         cmocka_unit_test(test_one_communicator),
         cmocka_unit_test(test_reduce_names),
         cmocka_unit_test(test_nonblocking_config),
