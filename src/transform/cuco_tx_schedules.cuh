@@ -441,10 +441,14 @@ inline ncclResult_t comm_teardown(ncclComm_t c) {
 // the consumer's, when another) wait for it. The work in between overlaps the
 // collective. With the knob at 0 both are no-ops: the call runs on its own
 // stream, as without the schedule.
+// Every stream that started the site since its last wait is made to wait
+// (a wrapper's call sites may pass different streams); a wait with nothing
+// pending still makes its consumer wait for the last one's event.
 struct EarlySite {
-  cudaStream_t side = nullptr, stream = nullptr;
+  cudaStream_t side = nullptr, stream = nullptr;  // stream: the last start's
+  std::vector<cudaStream_t> streams;              // the streams that started it since the wait
   cudaEvent_t ready = nullptr, done = nullptr;
-  bool pending = false;
+  bool pending = false, waited = false;
   std::vector<std::pair<uintptr_t, uintptr_t>> spans;  // loop_guard: the buffers of a loop's calls since the wait
 };
 inline std::vector<EarlySite>& early_sites() { static std::vector<EarlySite> v; return v; }
@@ -465,28 +469,36 @@ inline cudaStream_t early_start(int site, int on, cudaStream_t stream) {
     fprintf(stderr, "cuco_tx: early_start(%d): event record/wait failed; the call stays on its stream\n", site);
     return stream;
   }
+  if (std::find(e.streams.begin(), e.streams.end(), stream) == e.streams.end()) e.streams.push_back(stream);
   e.stream = stream;
   e.pending = true;
   return e.side;
 }
 
-inline void early_wait(int site, int on, cudaStream_t consumer) {
+// consumer: a stream that waits too (nullptr: none but the starting ones).
+inline void early_wait_on(int site, int on, cudaStream_t consumer, bool has_consumer) {
   if (!on || (size_t)site >= early_sites().size()) return;
   EarlySite& e = early_sites()[(size_t)site];
   e.spans.clear();
-  if (!e.pending) return;
-  e.pending = false;
-  if (cudaEventRecord(e.done, e.side) != cudaSuccess || cudaStreamWaitEvent(e.stream, e.done, 0) != cudaSuccess ||
-      (consumer != e.stream && cudaStreamWaitEvent(consumer, e.done, 0) != cudaSuccess)) {
+  bool ok = true;
+  if (e.pending) {
+    e.pending = false;
+    e.waited = true;
+    ok = cudaEventRecord(e.done, e.side) == cudaSuccess;
+    for (cudaStream_t s : e.streams) ok = ok && cudaStreamWaitEvent(s, e.done, 0) == cudaSuccess;
+    if (has_consumer && std::find(e.streams.begin(), e.streams.end(), consumer) != e.streams.end())
+      has_consumer = false;
+    e.streams.clear();
+  }
+  if (ok && has_consumer && e.waited) ok = cudaStreamWaitEvent(consumer, e.done, 0) == cudaSuccess;
+  if (!ok) {
     fprintf(stderr, "cuco_tx: early_wait(%d): event record/wait failed; synchronising the device\n", site);
     cudaDeviceSynchronize();
   }
 }
 
-inline void early_wait(int site, int on) {
-  if (!on || (size_t)site >= early_sites().size()) return;
-  early_wait(site, on, early_sites()[(size_t)site].stream);
-}
+inline void early_wait(int site, int on, cudaStream_t consumer) { early_wait_on(site, on, consumer, true); }
+inline void early_wait(int site, int on) { early_wait_on(site, on, nullptr, false); }
 
 // A call that ends a loop's body starts early in every iteration and is
 // waited for once, after the loop (the transform checked that the body

@@ -3,9 +3,12 @@
  * __device__, __constant__ or __managed__ variable (a buffer of its own, or
  * a pointer the host set with cudaMemcpyToSymbol); its launch then touches
  * buffers no argument shows, and the schedules must treat it as reaching
- * every buffer (scan_int.h: scan_launch_reaches_symbols). */
+ * every buffer (scan_int.h: scan_launch_reaches_symbols). So does a kernel
+ * that takes a table of pointers (a device copy of host pointers): what it
+ * reaches through the table is no argument (scan_launch_takes_tables). */
 #include <string.h>
 
+#include "kernel_launch.h"
 #include "scan_int.h"
 
 static int device_space_word(const sview *v, size_t i)
@@ -99,6 +102,22 @@ int scan_launch_reaches_symbols(const sview *v, size_t name)
         size_t callee = definition_body(v, i);
         if (callee < v->n && callee != body &&
             body_names_symbol(v, callee + 1, close_of(v, callee), syms, n))
+            return 1;
+    }
+    return 0;
+}
+
+int scan_launch_takes_tables(const sview *v, size_t name)
+{
+    size_t params = kernel_launch_params(v, name), a, b;
+    for (int k = 0; params < v->n && sview_param_range(v, params, k, &a, &b); k++) {
+        int stars = 0, angle = 0;
+        for (size_t q = a; q < b; q++) {
+            angle += is(v, q, "<") - is(v, q, ">");
+            stars += angle == 0 && is(v, q, "*");
+            stars += angle == 0 && is(v, q, "[") && stars > 0; /* T *p[] */
+        }
+        if (stars >= 2)
             return 1;
     }
     return 0;

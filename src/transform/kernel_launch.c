@@ -451,23 +451,15 @@ static int only_params(const sview *v, size_t a, size_t b, size_t params)
 
 size_t kernel_lambda_launch(const sview *v, size_t i)
 {
-    size_t body = function_body_of(v, i);
-    for (size_t k = body < v->n ? body + 1 : v->n; k < i; k++) {
-        if (!same_tok(v, k, i) || !is(v, k + 1, "=") || !is(v, k + 2, "["))
-            continue;
-        size_t params = close_of(v, k + 2) + 1, a, b;
-        if (params >= v->n || !is(v, params, "(") || !arg_range(v, params, 0, &a, &b))
-            return v->n;
-        size_t lb = close_of(v, params) + 1, first = b - 1;
-        if (!is(v, lb, "{") || !ident(v, first) || !same_tok(v, lb + 1, first) ||
-            !is(v, lb + 2, "<<<"))
-            return v->n;
-        size_t cfg_end = close_of(v, lb + 2), open = cfg_end + 1;
-        if (cfg_end >= v->n || !is(v, open, "(") || !is(v, close_of(v, open) + 1, ";") ||
-            !is(v, close_of(v, open) + 2, "}") ||
-            !only_params(v, open + 1, close_of(v, open), params))
-            return v->n;
-        return lb + 2;
-    }
-    return v->n;
+    size_t params = v->n, lb = sview_lambda_body(v, i, &params), a, b;
+    if (lb >= v->n || !arg_range(v, params, 0, &a, &b))
+        return v->n;
+    size_t first = b - 1;
+    if (!ident(v, first) || !same_tok(v, lb + 1, first) || !is(v, lb + 2, "<<<"))
+        return v->n;
+    size_t open = close_of(v, lb + 2) + 1;
+    if (open >= v->n || !is(v, open, "(") || !is(v, close_of(v, open) + 1, ";") ||
+        !is(v, close_of(v, open) + 2, "}") || !only_params(v, open + 1, close_of(v, open), params))
+        return v->n;
+    return lb + 2;
 }

@@ -81,23 +81,37 @@ static int later_scalar_declarator(const sview *v, size_t i)
  * word right before the name), which no buffer can alias. */
 static int member_decl_at(const sview *v, size_t k, size_t *body);
 
+/* Whether the name at i is declared there with an arithmetic type (or
+ * later in such a declaration). */
+static int scalar_decl_at(const sview *v, size_t i)
+{
+    return (is(v, i + 1, "=") || is(v, i + 1, ";") || is(v, i + 1, ",") || is(v, i + 1, ")") ||
+            is(v, i + 1, "{")) &&
+           (in_words(v, i - 1, scalar_words) || later_scalar_declarator(v, i));
+}
+
 static int declared_scalar(const fn_scope *f, const sview *v, const char *name)
 {
     int declared = 0;
     for (size_t i = f->params + 1; i < f->body_end && i < v->n; i++) {
         if (!ident(v, i) || !is(v, i, name))
             continue;
-        if ((is(v, i + 1, "=") || is(v, i + 1, ";") || is(v, i + 1, ",") || is(v, i + 1, ")")) &&
-            (in_words(v, i - 1, scalar_words) || later_scalar_declarator(v, i)))
-            return 1;
+        if (scalar_decl_at(v, i) || scan_macro_number(v, i))
+            return 1; /* a number, or `#define N 4` */
         declared |= sview_declarator(v, i, "= ; , ) [ {");
     }
-    /* not the function's own: a member of the file's classes held as a
-     * value (`size_t n; cudaStream_t stream;` used in a method) */
+    /* not the function's own: a constant at file scope (`constexpr int
+     * kLayers = 4;`), or a member of the file's classes held as a value
+     * (`size_t n; cudaStream_t stream;` used in a method) */
     size_t body;
-    for (size_t k = 1; !declared && k + 1 < v->n; k++)
-        if (is(v, k, name) && member_decl_at(v, k, &body))
+    for (size_t k = 1; !declared && k + 1 < v->n; k++) {
+        if (!is(v, k, name))
+            continue;
+        if (v->scope[k] == 0 && function_body_of(v, k) >= v->n && scalar_decl_at(v, k))
+            return 1;
+        if (member_decl_at(v, k, &body))
             return scan_scalar_member(v, k);
+    }
     return 0;
 }
 
@@ -468,6 +482,19 @@ static int returns_value(const sview *v, size_t a, size_t b)
     return 0;
 }
 
+/* Whether tokens [a, b) are one call of a function that parses a number
+ * from a string (`atoi(argv[i])`, `std::stoul(s)`): its value holds no
+ * pointer. */
+static int parsed_number(const sview *v, size_t a, size_t b)
+{
+    static const char *const parsers[] = {
+        "atoi",   "atol", "atoll", "atof",  "strtol", "strtoll", "strtoul", "strtoull", "strtod",
+        "strtof", "stoi", "stol",  "stoll", "stoul",  "stoull",  "stof",    "stod",     NULL};
+    if (a + 2 < b && is(v, a, "std") && is(v, a + 1, "::"))
+        a += 2;
+    return a + 1 < b && in_words(v, a, parsers) && is(v, a + 1, "(") && close_of(v, a + 1) + 1 == b;
+}
+
 /* An assignment at eq: its left side with the right side's heads (a lambda's
  * every name: the lambda holds them, or, when it returns a value, may be
  * any of them); structured bindings and std::tie bind each name. */
@@ -500,7 +527,7 @@ static int assignment(fn_scope *f, const sview *v, size_t eq, size_t b)
             rc = bind_all(f, v, open + 1, eq - 1, &rhs);
     } else {
         size_t lhs = lhs_head(v, eq);
-        if (lhs < v->n && !scalar_value(f, v, lhs, eq + 1, e))
+        if (lhs < v->n && !scalar_value(f, v, lhs, eq + 1, e) && !parsed_number(v, eq + 1, e))
             rc = add_pairs(f, v, lhs, &rhs, lambda || is(v, eq + 1, "{") || rhs.n > 1,
                            lambda && !returns_value(v, eq + 1, e) ? PAIR_HOLDS
                                                                   : assigned_kind(f, v, lhs, eq));

@@ -469,3 +469,30 @@ int scan_pure_function(const sview *v, size_t name, int depth)
     }
     return found;
 }
+
+/* Whether tokens [a, b) call a synchronising function (scan_sync_calls),
+ * directly or through the file's functions and lambdas they call, depth
+ * levels deep at most. */
+static int body_syncs(const sview *v, size_t a, size_t b, size_t self, int depth)
+{
+    for (size_t k = a; k + 1 < b; k++) {
+        if (!ident(v, k) || !is(v, k + 1, "("))
+            continue;
+        if (scan_call_in(v, k, scan_sync_calls))
+            return 1;
+        if (depth < 3 && !same_tok(v, k, self) && scan_function_syncs(v, k, depth + 1))
+            return 1;
+    }
+    return 0;
+}
+
+int scan_function_syncs(const sview *v, size_t name, int depth)
+{
+    size_t at = 0, body = v->n;
+    for (size_t k = sview_next_def(v, name, &at, &body); k < v->n;
+         k = sview_next_def(v, name, &at, &body))
+        if (body < v->n && body_syncs(v, body, close_of(v, body), name, depth))
+            return 1;
+    size_t lb = sview_lambda_body(v, name, NULL);
+    return lb < v->n && body_syncs(v, lb, close_of(v, lb), name, depth);
+}

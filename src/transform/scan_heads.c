@@ -49,15 +49,18 @@ int scan_is_head(const sview *v, size_t i)
 /* The first head of the expression [a, b), and those after ?, : at its top. */
 int scan_expr_heads(const sview *v, size_t a, size_t b, cuco_strlist *out, int all)
 {
-    int want = 1, d = 0;
+    int want = 1, d = 0, braced = -1; /* braced: the depth of a brace list at the top */
     for (size_t i = a; i < b; i++) {
-        if (is(v, i, "(") || is(v, i, "[") || is(v, i, "{"))
+        if (is(v, i, "(") || is(v, i, "[") || is(v, i, "{")) {
+            if (is(v, i, "{") && braced < 0 && d == 0)
+                braced = d; /* T{a, b}, {a, b}: the list holds every value in it */
             d++;
-        else if (is(v, i, ")") || is(v, i, "]") || is(v, i, "}"))
-            d--;
-        else if (d == 0 && (is(v, i, "?") || is(v, i, ":") || is(v, i, ",")))
+        } else if (is(v, i, ")") || is(v, i, "]") || is(v, i, "}")) {
+            if (--d == braced)
+                braced = -1;
+        } else if (d == 0 && (is(v, i, "?") || is(v, i, ":") || is(v, i, ",")))
             want = 1;
-        if ((want || all) && scan_is_head(v, i)) {
+        if ((want || all || braced >= 0) && scan_is_head(v, i)) {
             char *s = cuco_strndup(v->src + tk(v, i)->off, tk(v, i)->len);
             if (!s || cuco_strlist_push(out, s) != 0) {
                 free(s);

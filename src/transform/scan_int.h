@@ -101,6 +101,10 @@ int scan_macro_reach(const sview *v, size_t i, cuco_strlist *heads, unsigned *re
  * defined elsewhere while the file has such variables or hands addresses to
  * symbols (cudaMemcpyToSymbol, cudaGetSymbolAddress). */
 int scan_launch_reaches_symbols(const sview *v, size_t name);
+/* Whether the __global__ kernel named at name takes a table of pointers
+ * (`float **tab`, `const float *const *src`): what it reaches through the
+ * table is no argument the launch names. */
+int scan_launch_takes_tables(const sview *v, size_t name);
 extern const char *const scan_plain_calls[];
 
 /* ---- the scans on a view the caller holds (its memo kept across calls):
@@ -269,11 +273,23 @@ int scan_allocator_call(const sview *v, size_t i);
  * four deep). A call of one names nothing beyond its arguments. */
 int scan_pure_function(const sview *v, size_t name, int depth);
 
+/* Whether the call at name reaches a synchronising call (an event record
+ * or wait, a stream or device synchronisation, a blocking copy:
+ * scan_sync_calls) through a function of the file by that name or a
+ * lambda its function defines, and the file's functions they call, three
+ * deep. depth: 0. */
+int scan_function_syncs(const sview *v, size_t name, int depth);
+
 /* ---- scan_members.c ---- */
 /* Whether the global or member named name keeps its value in place at
  * every use in the file, plain (`partial_` in a method) or through an
  * object, and is made by an allocation call: no caller can hold it. */
 int scan_member_kept(const sview *v, const char *name);
+/* Whether the member named like token m stays in place at each of its
+ * member uses in the file (`x.m`, `p->m`: never assigned, stored or handed
+ * to a call that may keep it) and is made by an allocation call there: it
+ * is no other object's buffer. */
+int scan_other_member_stays(const sview *v, size_t m);
 /* Whether the arguments [a1, b1) and [a2, b2) are two members of one object
  * (`m->x`, `m->h`) that each stay in place everywhere in the file and are
  * made by an allocation call: two buffers. */

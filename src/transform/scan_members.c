@@ -426,8 +426,7 @@ static int members_stay(const sview *v, const cuco_strlist *members)
     return 1;
 }
 
-/* member_stays for the other member named at token m. */
-static int other_member_stays(const sview *v, size_t m)
+int scan_other_member_stays(const sview *v, size_t m)
 {
     char *name = cuco_strndup(v->src + tk(v, m)->off, tk(v, m)->len);
     int stays = name && member_stays(v, name, 0); /* out of memory: not apart */
@@ -448,7 +447,7 @@ int scan_members_apart_in(const scan *s, size_t a, size_t b)
          * call (not one the call's buffers could have been copied into), or
          * a scalar (`s.n`: it holds no buffer) */
         if (!member_after(v, i) || in_list(v, i + 2, s->members.items, s->members.n) ||
-            (!other_member_stays(v, i + 2) && !scan_scalar_member(v, i + 2)))
+            (!scan_other_member_stays(v, i + 2) && !scan_scalar_member(v, i + 2)))
             return 0;
         seen = 1;
     }

@@ -47,10 +47,13 @@ typedef struct loop_api {
     int send, recv, count, dtype, comm, send_all, recv_all;
 } loop_api;
 
-static const loop_api loop_apis[] = {
-    {"ncclAllReduce", 0, 1, 2, 3, 5, 0, 0}, {"ncclBroadcast", 0, 1, 2, 3, 5, 0, 0},
-    {"ncclBcast", 0, 0, 1, 2, 4, 0, 0},     {"ncclReduceScatter", 0, 1, 2, 3, 5, 1, 0},
-    {"ncclAllGather", 0, 1, 2, 3, 4, 0, 1}, {NULL, 0, 0, 0, 0, 0, 0, 0}};
+static const loop_api loop_apis[] = {{"ncclAllReduce", 0, 1, 2, 3, 5, 0, 0},
+                                     {"ncclBroadcast", 0, 1, 2, 3, 5, 0, 0},
+                                     {"ncclBcast", 0, 0, 1, 2, 4, 0, 0},
+                                     {"ncclReduceScatter", 0, 1, 2, 3, 5, 1, 0},
+                                     {"ncclAllGather", 0, 1, 2, 3, 4, 0, 1},
+                                     {"ncclSend", 0, 0, 1, 2, 4, 0, 0},
+                                     {NULL, 0, 0, 0, 0, 0, 0, 0}};
 
 /* Whether tokens [a, b) step the counter var: ++i, i++, --i, i--, i += e,
  * i -= e. */
@@ -169,64 +172,97 @@ static int body_sets(const sview *v, size_t a, size_t b, size_t var)
     return 0;
 }
 
-/* Whether token k, a name, is NAME[i] with i the loop's counter; its
- * member after it (`.m`, `->m`) taken with it. *end: the token after. */
-static int own_index(const sview *v, const loop_shape *L, size_t k, size_t *end)
+/* The call's buffers as its iteration's own: the containers of its
+ * NAME[i] arguments, and the members of the element they are (`x.grad`);
+ * whole: one is the element itself (`grads[b]`, `x`). */
+typedef struct own_set {
+    size_t owners[2], members[2];
+    int nowners, nmembers, whole;
+} own_set;
+
+/* When token k starts an element of the loop's iteration (NAME[i] with i
+ * the loop's counter, or the range variable): the token after it; v->n
+ * otherwise. */
+static size_t element_end(const sview *v, const loop_shape *L, size_t k)
 {
-    if (L->range || !ident(v, k) || !is(v, k + 1, "[") || !same_tok(v, k + 2, L->var) ||
-        !is(v, k + 3, "]"))
+    if (L->range)
+        return same_tok(v, k, L->var) ? k + 1 : v->n;
+    return ident(v, k) && is(v, k + 1, "[") && same_tok(v, k + 2, L->var) && is(v, k + 3, "]")
+               ? k + 4
+               : v->n;
+}
+
+/* Whether the element at k is named as the call's own buffer or apart
+ * from every element's: the element itself when the call's buffer is, one
+ * of the call's members, a scalar member (`x.n`), or a member that keeps
+ * its allocation in place everywhere (`x.w`, scan_other_member_stays: no
+ * other element's buffer can be it); *end: the token after. */
+static int own_mention(const sview *v, const loop_shape *L, const own_set *o, size_t k, size_t *end)
+{
+    size_t e = element_end(v, L, k);
+    if (e >= v->n)
         return 0;
-    *end = k + 4;
-    if ((is(v, *end, ".") || is(v, *end, "->")) && ident(v, *end + 1))
-        *end += 2;
+    int member = (is(v, e, ".") || is(v, e, "->")) && ident(v, e + 1) && !is(v, e + 2, "(");
+    *end = member ? e + 2 : e;
+    if (!member)
+        return o->whole && !is(v, e, ".") && !is(v, e, "->");
+    for (int i = 0; i < o->nmembers; i++)
+        if (same_tok(v, e + 1, o->members[i]))
+            return 1;
+    return scan_scalar_member(v, e + 1) || scan_other_member_stays(v, e + 1);
+}
+
+/* Records the call's buffer argument [a, b) into o when it is its
+ * iteration's own element (NAME[i], the range variable, or a member of
+ * either); 0 otherwise. */
+static int own_element(const sview *v, const loop_shape *L, size_t a, size_t b, own_set *o)
+{
+    size_t e = element_end(v, L, a);
+    if (e >= v->n)
+        return 0;
+    int member = (is(v, e, ".") || is(v, e, "->")) && ident(v, e + 1);
+    if ((member ? e + 2 : e) != b)
+        return 0;
+    if (!L->range && o->nowners < 2)
+        o->owners[o->nowners++] = a;
+    if (member && o->nmembers < 2)
+        o->members[o->nmembers++] = e + 1;
+    o->whole |= !member;
     return 1;
 }
 
-/* Whether the argument [a, b) is its iteration's own buffer: NAME[i] (its
- * name into *name), the range variable, or a member of either. */
-static int own_element(const sview *v, const loop_shape *L, size_t a, size_t b, size_t *name)
+/* Whether statement [a, b) names the element like token name (a container
+ * of NAME[i], or the range variable) only as the call's own buffer, never
+ * setting it. */
+static int names_only_own(const sview *v, const loop_shape *L, const own_set *o, size_t a, size_t b,
+                          size_t name)
 {
-    size_t end = a;
-    *name = v->n;
-    if (own_index(v, L, a, &end))
-        *name = a;
-    else if (L->range && same_tok(v, a, L->var)) {
-        end = a + 1;
-        if ((is(v, end, ".") || is(v, end, "->")) && ident(v, end + 1))
-            end += 2;
-    }
-    return end == b && end > a;
-}
-
-/* Whether statement [a, b) names NAME (like token name) only as its
- * iteration's element, never setting it. */
-static int names_only_own(const sview *v, const loop_shape *L, size_t a, size_t b, size_t name)
-{
+    static const char *const sets[] = {"=", "+=", "-=", NULL};
     for (size_t k = a; k < b; k++) {
         size_t end;
         if (!same_tok(v, k, name) || (k > a && (is(v, k - 1, ".") || is(v, k - 1, "->"))))
             continue;
-        if (!own_index(v, L, k, &end) || sets_at(v, k) ||
-            (end < b && in_words(v, end, (const char *const[]){"=", "+=", "-=", NULL})))
+        if (!own_mention(v, L, o, k, &end) || sets_at(v, k) || (end < b && in_words(v, end, sets)))
             return 0;
     }
     return 1;
 }
 
-/* The heads of the body's statement st, less those that name its
- * iteration's own element (the range variable; the containers at tokens
- * owners[0..nowners) where only NAME[i] names them) into *out. */
-static int masked_heads(const scan *s, const loop_shape *L, const stmt *st, const size_t *owners,
-                        int nowners, cuco_strlist *out)
+/* The heads of the body's statement st, less those that name only the
+ * iteration's own element as the call uses it (the range variable, the
+ * containers of its NAME[i] arguments) into *out. */
+static int masked_heads(const scan *s, const loop_shape *L, const stmt *st, const own_set *o,
+                        cuco_strlist *out)
 {
     const sview *v = s->v;
     int rc = 0;
     for (size_t i = 0; i < st->heads.n && rc == 0; i++) {
         const char *h = st->heads.items[i];
-        int own = L->range && cuco_tok_is(&v->lx, tk(v, L->var), h);
-        for (int o = 0; !own && o < nowners; o++)
-            own = cuco_tok_is(&v->lx, tk(v, owners[o]), h) &&
-                  names_only_own(v, L, st->a, st->b, owners[o]);
+        int own = L->range && cuco_tok_is(&v->lx, tk(v, L->var), h) &&
+                  names_only_own(v, L, o, st->a, st->b, L->var);
+        for (int k = 0; !own && k < o->nowners; k++)
+            own = cuco_tok_is(&v->lx, tk(v, o->owners[k]), h) &&
+                  names_only_own(v, L, o, st->a, st->b, o->owners[k]);
         if (!own)
             rc = cuco_strlist_push(out, h);
     }
@@ -258,8 +294,8 @@ static int call_names(const scan *s, const loop_shape *L, cuco_strlist *out)
  * placed, none may touch the call's buffers. 0 (*launches: the body's
  * independent launches, *same: of which on the call's stream), 1 with the
  * note when one may. */
-static int body_apart(const scan *s, const loop_shape *L, const size_t *owners, int nowners,
-                      cuco_sched_plan *p, cuco_sched_place *out)
+static int body_apart(const scan *s, const loop_shape *L, const own_set *o, cuco_sched_plan *p,
+                      cuco_sched_place *out)
 {
     const sview *v = s->v;
     cuco_sched_node *nodes = calloc(s->n, sizeof(*nodes));
@@ -270,7 +306,7 @@ static int body_apart(const scan *s, const loop_shape *L, const size_t *owners, 
         if (i == s->call)
             continue;
         const stmt *st = &s->stmts[i];
-        rc = masked_heads(s, L, st, owners, nowners, &heads[n]);
+        rc = masked_heads(s, L, st, o, &heads[n]);
         nodes[n] = (cuco_sched_node){st->kind,   st->stream,        NULL, heads[n].n, NULL,
                                      heads[n].n, tk(v, st->a)->line};
         n++;
@@ -327,23 +363,23 @@ static char *text_of(const sview *v, size_t a, size_t b)
 /* The loop_guard statement of the call (its '(' at open) into *guard; 1
  * with the note when an argument cannot be read at the top of the body: a
  * buffer that is not its iteration's own, a name the body declares or
- * sets. owners: the containers' tokens of NAME[i] buffers. */
+ * sets. o: what of the element the call's buffers are. */
 static int guard_stmt(const scan *s, const loop_shape *L, const loop_api *x, size_t open, int site,
-                      size_t *owners, int *nowners, cuco_sched_plan *p, char **guard)
+                      own_set *o, cuco_sched_plan *p, char **guard)
 {
     const sview *v = s->v;
     const int pos[5] = {x->send, x->recv, x->count, x->dtype, x->comm};
     char *t[5] = {0};
-    size_t a, b, name = v->n;
+    size_t a, b;
     int rc = 0;
-    *nowners = 0;
+    memset(o, 0, sizeof(*o));
     for (int i = 0; i < 5 && rc == 0; i++) {
         if (!arg_range(v, open, pos[i], &a, &b))
             rc = sched_note(p,
                             "nor across the iterations of its loop (line %d): its arguments "
                             "could not be read",
                             tk(v, L->kw)->line);
-        else if (i < 2 && !own_element(v, L, a, b, &name))
+        else if (i < 2 && !own_element(v, L, a, b, o))
             rc = sched_note(p,
                             "nor across the iterations of its loop (line %d): its buffer is not "
                             "its iteration's own element (NAME[i] with i the loop's counter, or "
@@ -356,9 +392,6 @@ static int guard_stmt(const scan *s, const loop_shape *L, const loop_api *x, siz
                             tk(v, L->kw)->line);
         else if (!(t[i] = text_of(v, a, b)))
             rc = CUCO_ENOMEM;
-        if (rc == 0 && i < 2 && name < v->n &&
-            (i == 0 || *nowners == 0 || !same_tok(v, owners[0], name)))
-            owners[(*nowners)++] = name;
     }
     if (rc == 0)
         rc = (*guard = cuco_sprintf(
@@ -476,15 +509,15 @@ int sched_loop(scan *s, const char *api, int site, int (*editable)(void *ctx, si
         x++;
     if (!x->api || !loop_find(v, s->block, &L))
         return 2;
-    size_t owners[2], edits = p->nedits;
-    int nowners = 0;
+    size_t edits = p->nedits;
+    own_set own;
     char *guard = NULL;
     cuco_sched_place body = {0}, after = {0};
     int rc = loop_checks(s, &L, p);
     if (rc == 0)
-        rc = guard_stmt(s, &L, x, s->call_tok + 1, site, owners, &nowners, p, &guard);
+        rc = guard_stmt(s, &L, x, s->call_tok + 1, site, &own, p, &guard);
     if (rc == 0)
-        rc = body_apart(s, &L, owners, nowners, p, &body);
+        rc = body_apart(s, &L, &own, p, &body);
     if (rc == 0 && body.independent == 0)
         rc = sched_note(p,
                         "nor across the iterations of its loop (line %d): its body launches "

@@ -275,7 +275,8 @@ static int classify_call(const sview *v, size_t i, size_t open, stmt *s)
     const char *name = v->src + t->off;
     int qualified_tx = i >= 2 && is(v, i - 1, "::") && is(v, i - 2, "cuco_tx");
     if (is(v, open, "<<<")) {
-        k = scan_launch_reaches_symbols(v, i) ? CUCO_SCHED_UNKNOWN : CUCO_SCHED_WORK;
+        k = scan_launch_reaches_symbols(v, i) || scan_launch_takes_tables(v, i) ? CUCO_SCHED_UNKNOWN
+                                                                                : CUCO_SCHED_WORK;
         stream = scan_arg_text(v, open, 3, 0);
         if (!stream)
             stream = cuco_strdup("0");
@@ -305,6 +306,8 @@ static int classify_call(const sview *v, size_t i, size_t open, stmt *s)
         stream = scan_arg_text(v, lambda, 3, 0);
         if (!stream)
             stream = cuco_strdup("0");
+    } else if (scan_function_syncs(v, i, 0)) {
+        k = CUCO_SCHED_SYNC; /* a helper that joins streams or waits on the host */
     } else if (!sview_getter(v, i, &getter_member) && !sview_smart_get(v, i) &&
                !scan_pure_function(v, i, 0)) {
         /* a getter (a smart pointer's get() too) only names its object; a

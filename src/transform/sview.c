@@ -672,3 +672,20 @@ int call_of(const sview *v, size_t i, size_t f)
     size_t after = close_of(v, i + 1) + 1;
     return !(after < v->n && (is(v, after, "{") || is(v, after, "const")));
 }
+
+size_t sview_lambda_body(const sview *v, size_t i, size_t *params)
+{
+    size_t body = function_body_of(v, i);
+    for (size_t k = body < v->n ? body + 1 : v->n; k < i; k++) {
+        if (!same_tok(v, k, i) || !is(v, k + 1, "=") || !is(v, k + 2, "["))
+            continue;
+        size_t open = close_of(v, k + 2) + 1;
+        if (open >= v->n || !is(v, open, "("))
+            return v->n;
+        size_t lb = close_of(v, open) + 1;
+        if (params)
+            *params = open;
+        return lb < v->n && is(v, lb, "{") ? lb : v->n;
+    }
+    return v->n;
+}

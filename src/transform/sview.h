@@ -150,6 +150,10 @@ size_t params_of(const sview *v, size_t brace, int *lambda);
 /* The '{' of the body of the innermost named function (not a lambda) that
  * holds token i; v->n when none (file scope). */
 size_t function_body_of(const sview *v, size_t i);
+/* When token i names a lambda its function defines before it (`auto f =
+ * [&](float *p) { ... };`): the '{' of its body (*params: the '(' of its
+ * parameters, when not NULL); v->n otherwise. */
+size_t sview_lambda_body(const sview *v, size_t i, size_t *params);
 /* Whether token i calls the function named like token f: not f itself, not
  * a member's namesake (".", "->", "::" before it), not a definition. */
 int call_of(const sview *v, size_t i, size_t f);

@@ -1161,6 +1161,94 @@ static void test_scan_unique_ptr_factory(void **state)
  * call of the wrapper gets the wait before its own first consumer, with
  * the caller's names; every call must take one (a call in a loop's
  * unbraced body, or the wrapper's address taken, refuses). */
+/* What joins a stream or reaches a buffer out of sight: a helper that
+ * records and waits on events is a synchronisation (the wait goes before
+ * it); a kernel that takes a table of pointers reads every buffer; a
+ * container filled with aggregates holds their values; a number parsed
+ * from a string, a file-scope constant and a macro number hold no buffer */
+static void test_scan_hidden_joins(void **state)
+{
+    (void)state;
+    /* each case: declarations at file scope, locals, and the statements
+     * after the call (one a line); the wait goes before the second */
+    static const struct {
+        const char *decls, *locals, *after;
+    } cases[] = {
+        /* the join in a helper */
+        {"static void join(cudaStream_t a, cudaStream_t b, cudaEvent_t e) {\n"
+         "  cudaEventRecord(e, b); cudaStreamWaitEvent(a, e, 0); }\n",
+         "cudaStream_t t; cudaEvent_t e;",
+         "k<<<1, 32, 0, s>>>(o, 4);\n  join(t, s, e);\n  k<<<1, 32, 0, t>>>(x, 4);\n"},
+        /* a kernel reading through a device table of pointers */
+        {"__global__ void via(float *out, float *const *tab, size_t n);\n", "float **tab;",
+         "k<<<1, 32, 0, s>>>(o, 4);\n  via<<<1, 32, 0, s>>>(o, tab, 4);\n"},
+        /* an aggregate pushed into a vector: the vector holds x */
+        {"struct B { float *g; size_t n; };\n", "std::vector<B> bs; bs.push_back(B{x, 4});",
+         "k<<<1, 32, 0, s>>>(o, 4);\n  k<<<1, 32, 0, s>>>(bs[0].g, 4);\n"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *prog = cuco_sprintf("#include <nccl.h>\n"
+                                  "#include <vector>\n"
+                                  "__global__ void k(float *a, size_t n);\n"
+                                  "%s"
+                                  "int main(int argc, char **argv) {\n"
+                                  "  ncclComm_t c; cudaStream_t s; float *x, *o; %s\n"
+                                  "  cudaMalloc(&x, 64); cudaMalloc(&o, 64);\n"
+                                  "  ncclAllReduce(x, x, 4, ncclFloat, ncclSum, c, s);\n"
+                                  "  %s"
+                                  "  return 0;\n"
+                                  "}\n",
+                                  cases[i].decls, cases[i].locals, cases[i].after);
+        assert_non_null(prog);
+        int lines = 0; /* the declarations' lines */
+        for (const char *q = cases[i].decls; *q; q++)
+            lines += *q == '\n';
+        char *note = cuco_sprintf("wait moved before the statement at line %d (1 independent "
+                                  "launch",
+                                  9 + lines);
+        assert_non_null(note);
+        cuco_tx_result r;
+        tx_transform(prog, &r);
+        if (!tx_has_schedule_note(&r.notes, 7 + lines, note))
+            fail_msg("case %zu: no note '%s' at line %d", i, note, 7 + lines);
+        cuco_tx_result_free(&r);
+        free(note);
+        free(prog);
+    }
+    /* sizes parsed from the command line, file-scope constants and macro
+     * numbers hold no pointer: they join neither argv nor the containers
+     * they size */
+    static const struct {
+        const char *size, *use;
+    } sizes[] = {{"n", "r"}, {"kL", "kL"}, {"NL", "NL"}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        char *prog = cuco_sprintf(
+            "#include <nccl.h>\n"
+            "#include <vector>\n"
+            "__global__ void k(float *a, size_t n);\n"
+            "constexpr int kL = 4;\n"
+            "#define NL 2\n"
+            "int main(int argc, char **argv) {\n"
+            "  ncclComm_t c; cudaStream_t s; float *x, *o; int r = 1, n = 2;\n"
+            "  r = atoi(argv[1]); n = std::stoi(argv[2]);\n"
+            "  std::vector<float *> t(%s), u(%s);\n"
+            "  cudaMalloc(&x, 64); cudaMalloc(&o, 64); t[0] = x; u[0] = o;\n"
+            "  ncclAllReduce(t[0], t[0], 4, ncclFloat, ncclSum, c, s);\n"
+            "  k<<<1, 32, 0, s>>>(u[0], %s);\n"
+            "  k<<<1, 32, 0, s>>>(t[0], 4);\n"
+            "  return 0;\n"
+            "}\n",
+            sizes[i].size, sizes[i].size, sizes[i].use);
+        assert_non_null(prog);
+        cuco_tx_result r;
+        tx_transform(prog, &r);
+        if (!tx_has_schedule_note(&r.notes, 11, "wait moved before the statement at line 13"))
+            fail_msg("size %s: its launch taken for a consumer", sizes[i].size);
+        cuco_tx_result_free(&r);
+        free(prog);
+    }
+}
+
 /* schedule (a) across a loop's iterations: a collective that ends its
  * loop's body on its iteration's own element starts early, the later
  * iterations run beside it, and its wait goes after the loop; any body
@@ -1269,6 +1357,41 @@ static void test_scan_loop_iterations(void **state)
         assert_int_equal(strstr(r.program, "cuco_tx::loop_guard(0, CUCO_EARLY_0, x.grad, x.grad, "
                                            "x.n, ncclFloat, c, 0, 0);") != NULL,
                          ranges[i].applies);
+        cuco_tx_result_free(&r);
+        free(prog);
+    }
+    /* another member of the element: one that keeps its own allocation
+     * (w) is apart from every element's gradient; one set to the previous
+     * bucket's gradient (up) is not */
+    static const struct {
+        const char *use, *note;
+    } members[] = {
+        {"x.w", "beside the later iterations of its loop"},
+        {"x.up", "the statement at line 8 of its body may touch the buffer"},
+    };
+    for (size_t i = 0; i < sizeof members / sizeof members[0]; i++) {
+        char *prog = cuco_sprintf(
+            "#include <nccl.h>\n"
+            "#include <vector>\n"
+            "__global__ void k(float *a, const float *b, size_t n);\n"
+            "struct Bucket { float *grad, *w, *up; size_t n; };\n"
+            "static void step(std::vector<Bucket> &bs, ncclComm_t c, cudaStream_t s)\n"
+            "{\n"
+            "    for (Bucket &x : bs) {\n"
+            "        k<<<1, 32, 0, s>>>(x.grad, %s, x.n);\n"
+            "        ncclAllReduce(x.grad, x.grad, x.n, ncclFloat, ncclSum, c, s);\n"
+            "    }\n"
+            "}\n"
+            "int main() { std::vector<Bucket> bs(2);\n"
+            "    for (Bucket &x : bs) { cudaMalloc(&x.grad, 64); cudaMalloc(&x.w, 64); }\n"
+            "    bs[1].up = bs[0].grad;\n"
+            "    step(bs, (ncclComm_t)0, (cudaStream_t)0); return 0; }\n",
+            members[i].use);
+        assert_non_null(prog);
+        cuco_tx_result r;
+        tx_transform(prog, &r);
+        if (!tx_has_schedule_note(&r.notes, 9, members[i].note))
+            fail_msg("member case %zu: no note '%s' at line 9", i, members[i].note);
         cuco_tx_result_free(&r);
         free(prog);
     }
@@ -2024,6 +2147,7 @@ int main(void)
         cmocka_unit_test(test_scan_unique_ptr_factory),
         cmocka_unit_test(test_scan_wrapper_callers),
         cmocka_unit_test(test_scan_loop_iterations),
+        cmocka_unit_test(test_scan_hidden_joins),
         cmocka_unit_test(test_scan_raii_buffers),
         cmocka_unit_test(test_scan_declarators),
         cmocka_unit_test(test_scan_pure_helpers),
