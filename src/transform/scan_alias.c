@@ -483,7 +483,7 @@ static int returns_value(const sview *v, size_t a, size_t b)
 }
 
 /* Whether tokens [a, b) are one call of a function that parses a number
- * from a string (`atoi(argv[i])`, `std::stoul(s)`): its value holds no
+ * from a string (`atoi` of `argv[i]`, `std::stoul`): its value holds no
  * pointer. */
 static int parsed_number(const sview *v, size_t a, size_t b)
 {
