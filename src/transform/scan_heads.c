@@ -106,3 +106,32 @@ int scan_stmt_drop_heads(stmt *st, const cuco_strlist *drop)
     st->heads = keep;
     return 0;
 }
+
+/* The '<' that the '>' at gt closes; 0 when not found nearby. */
+static size_t angle_open(const sview *v, size_t gt)
+{
+    int d = 0;
+    for (size_t k = gt; k > 0 && k + 32 > gt; k--) {
+        d += is(v, k, ">") - is(v, k, "<");
+        if (d == 0)
+            return k;
+    }
+    return 0;
+}
+
+int scan_declaration_at(const sview *v, size_t k)
+{
+    if (!sview_declarator(v, k, "= ; , : [ { ( )"))
+        return 0;
+    size_t j = k;
+    while (j > 1 && (ident(v, j - 1) || is(v, j - 1, "*") || is(v, j - 1, "&") ||
+                     is(v, j - 1, "&&") || is(v, j - 1, "::") || is(v, j - 1, ">")))
+        j = is(v, j - 1, ">") ? angle_open(v, j - 1) : j - 1;
+    if (j == 0 || j >= k)
+        return 0;
+    if (is(v, j - 1, ";") || is(v, j - 1, "{") || is(v, j - 1, "}") || is(v, j - 1, ":"))
+        return 1;
+    if (is(v, j - 1, "(") && j >= 2 && (is(v, j - 2, "for") || is(v, j - 2, "catch")))
+        return 1;
+    return (is(v, j - 1, "(") || is(v, j - 1, ",")) && in_words(v, j, scan_type_words);
+}

@@ -192,6 +192,11 @@ int scan_is_head(const sview *v, size_t i);
 int scan_expr_heads(const sview *v, size_t a, size_t b, cuco_strlist *out, int all);
 /* Whether the call named at i ("std::min" qualified or not) is in list. */
 int scan_call_in(const sview *v, size_t i, const char *const *list);
+/* Whether token k is the name a declaration declares: a declarator
+ * (sview_declarator) whose type words start a statement, a for's or a
+ * catch's header, or, after '(' or ',', start with a type word (`int i`):
+ * `f(rows * dout)`, `(size_t)i * b[i]` declare nothing. */
+int scan_declaration_at(const sview *v, size_t k);
 /* Removes from st's heads every name in drop. */
 int scan_stmt_drop_heads(stmt *st, const cuco_strlist *drop);
 

@@ -132,42 +132,11 @@ static int sets_at(const sview *v, size_t k)
     return in_words(v, j, ops);
 }
 
-/* The '<' that the '>' at gt closes; 0 when not found nearby. */
-static size_t angle_open(const sview *v, size_t gt)
-{
-    int d = 0;
-    for (size_t k = gt; k > 0 && k + 32 > gt; k--) {
-        d += is(v, k, ">") - is(v, k, "<");
-        if (d == 0)
-            return k;
-    }
-    return 0;
-}
-
-/* Whether token k is the name a declaration declares: a declarator
- * (sview_declarator) whose type words start a statement, or, after '(' or
- * ',', start with a type word (`for (int i = 0`); `f(rows * dout)` and
- * `(size_t)rows * dout` declare nothing. */
-static int declares_at(const sview *v, size_t k)
-{
-    if (!sview_declarator(v, k, "= ; , : [ { ("))
-        return 0;
-    size_t j = k;
-    while (j > 1 && (ident(v, j - 1) || is(v, j - 1, "*") || is(v, j - 1, "&") ||
-                     is(v, j - 1, "&&") || is(v, j - 1, "::") || is(v, j - 1, ">")))
-        j = is(v, j - 1, ">") ? angle_open(v, j - 1) : j - 1;
-    if (j == 0 || j >= k)
-        return 0;
-    if (is(v, j - 1, ";") || is(v, j - 1, "{") || is(v, j - 1, "}"))
-        return 1;
-    return (is(v, j - 1, "(") || is(v, j - 1, ",")) && in_words(v, j, scan_type_words);
-}
-
 /* Whether tokens [a, b) set the name like token var, or declare it anew. */
 static int body_sets(const sview *v, size_t a, size_t b, size_t var)
 {
     for (size_t k = a; k < b; k++)
-        if (same_tok(v, k, var) && (sets_at(v, k) || declares_at(v, k)))
+        if (same_tok(v, k, var) && (sets_at(v, k) || scan_declaration_at(v, k)))
             return 1;
     return 0;
 }

@@ -402,6 +402,9 @@ static int scan_locals(fn_scope *f, const sview *v, size_t a, size_t b)
             p--;
         if (!(ident(v, p) || is(v, p, ">")) || in_words(v, p, sview_keywords))
             continue;
+        /* in the body, a declaration, not a product (`(size_t)i * b[i]`) */
+        if (i > f->body && p + 1 < i && !scan_declaration_at(v, i))
+            continue;
         rc = push_text(&f->locals, v, i);
         if (rc == 0 && ptr && i < f->body)
             rc = push_text(&f->pointer_params, v, i);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_transform_build_data_foreign.sh: the programs of tests/data/transform
 # written in other engineers' styles (tp_mlp_allreduce, pipeline_stages,
-# ring_pass, reduce_scatter_grad, cp_attention, cp_causal, ddp_overlap): 'cuco analyze' finds the
+# ring_pass, reduce_scatter_grad, cp_attention, cp_causal, ddp_overlap,
+# hvd_fusion, tp_events, zero2): 'cuco analyze' finds the
 # calls and buffers that matter, 'cuco transform' makes the right buffers
 # symmetric (both halves of a swapped double buffer, buffers renamed by
 # helpers) and builds the result with the manifest's nvcc command;
@@ -72,7 +73,8 @@ if ! command -v nvcc >/dev/null || ! command -v mpicxx >/dev/null; then
     [ $fail = 0 ] && exit 77
     exit $fail
 fi
-built_in_pairs "$D" tp_mlp_allreduce pipeline_stages ring_pass reduce_scatter_grad cp_attention cp_causal ddp_overlap
+built_in_pairs "$D" tp_mlp_allreduce pipeline_stages ring_pass reduce_scatter_grad cp_attention cp_causal ddp_overlap \
+    hvd_fusion tp_events zero2
 ca=$TMP/cp_attention/gen_0/cp_attention.cu
 check "cp_attention: the launch goes through the attention split" \
     grep -q "cuco_tx::attention_split(0, CUCO_SPLIT_0, cuco_tx::AttnSpec{cuco_tx::RowSpec{5, 0x2UL, 0}, -1, 6, 7, {-1, -1, -1, -1, 0x0UL}}, (size_t)((tokens_) \* (heads_)), (size_t)((d_)), (size_t)(0), attend," "$ca"
@@ -97,4 +99,20 @@ check "ddp_overlap: the range-for's buckets are traced to their windows" \
 check "ddp_overlap: the loop guard at the top of the body" \
     grep -q "cuco_tx::loop_guard(1, CUCO_EARLY_1, bk.grad, bk.grad, bk.n, ncclFloat, comm, 0, 0);" \
     "$dd/ddp_overlap.cu"
+# hvd_fusion: Horovod's batched copy kernel reads the fusion buffer through
+# a device table of pointers: its launch is the sum's consumer
+check "hvd_fusion: the table kernel waits for the sum" \
+    grep -q "ncclAllReduce at line 113 issued on a side stream, wait moved before the statement at line 115 (" \
+    "$TMP/hvd_fusion/gen_0/transform_report.md"
+# tp_events: the gather runs on its own stream, joined to the compute stream
+# by a helper that records and waits on an event: the wait goes before it
+check "tp_events: the wait goes before the helper that joins the streams" \
+    grep -q "ncclAllGather at line 101 issued on a side stream, wait moved before the statement at line 103 (" \
+    "$TMP/tp_events/gen_0/transform_report.md"
+# zero2: the buckets are views of one flat gradient (pushed as aggregates in
+# the constructor); each bucket's reduce-scatter waits after its loop, before
+# the flat gradient is cleared
+check "zero2: the reduce-scatters wait after their loop, before the clear" \
+    grep -q "ncclReduceScatter at line 153 issued on a side stream beside the later iterations of its loop (line 150: 1 independent launch each), its wait moved after the loop, before the statement at line 156 (" \
+    "$TMP/zero2/gen_0/transform_report.md"
 exit $fail

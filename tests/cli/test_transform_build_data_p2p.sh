@@ -3,14 +3,17 @@
 # tests/data/transform (ring_flag_group: a group of point-to-point calls and
 # a max that stays NCCL's own; bidir_comms: sends and receives on two
 # communicators, which stay host NCCL; ring_allreduce_p2p: a ring all-reduce
-# written by hand with grouped sends and receives): 'cuco transform' (no --no-verify) builds the
+# written by hand with grouped sends and receives; disagg: vLLM-style
+# prefill and decode ranks, each layer's KV sent as soon as it is made):
+# 'cuco transform' (no --no-verify) builds the
 # transformed program with the manifest's nvcc command. Without a GPU the
 # outcome is exit 3, "built, not verified: no GPU", nothing registered; with
 # one it must build, run and verify (exit 0, registered with status ok).
 set -u
 source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
 setup transform-build nvcc
-for name in sendrecv_pair alltoall_group broadcast stage_handoff ring_flag_group bidir_comms ring_allreduce_p2p; do
+for name in sendrecv_pair alltoall_group broadcast stage_handoff ring_flag_group bidir_comms ring_allreduce_p2p \
+    disagg; do
     transform_bg "$CUCO_TEST_DATA/transform/$name"
     built "$name"
 done
@@ -48,4 +51,13 @@ check "ring_flag_group: the gradient sum goes to the device" grep -q "cuco_tx::a
 bd=$TMP/bidir_comms/gen_0/bidir_comms.cu
 check "bidir_comms: both rings stay host NCCL, the sum goes to the device" \
     bash -c "grep -q '/\* cuco:kept \*/ ncclSend(r.grad_out' '$bd' && grep -q 'cuco_tx::all_reduce(r.grad, r.grad' '$bd'"
+# disagg: the prefill rank sends each layer's KV as soon as it is made; the
+# sends run beside the next layers and wait after the loop; through a
+# wrapper, in its caller
+check "disagg: the layers' sends wait after their loop" \
+    grep -q "ncclSend at line 141 issued on a side stream beside the later iterations of its loop (line 139: 2 independent launches each)" \
+    "$TMP/disagg/gen_0/transform_report.md"
+check "disagg: the wrapper's send waits in its caller" \
+    grep -q "ncclSend at line 83 issued on a side stream, its wait moved after each of the 1 call of send_tensor" \
+    "$TMP/disagg/gen_0/transform_report.md"
 exit $fail

@@ -1215,6 +1215,36 @@ static void test_scan_hidden_joins(void **state)
         free(note);
         free(prog);
     }
+    /* a class whose constructor fills its buckets with views of one flat
+     * buffer (in another function than the collective's), and a product
+     * of a size and an element (`(size_t)i * bs_[i].n`, no declaration):
+     * the flat buffer's clear after the loop is a consumer */
+    static const char *const views =
+        "#include <nccl.h>\n"
+        "#include <vector>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "struct B { float *g; size_t n; };\n"
+        "class R {\n"
+        " public:\n"
+        "  R() { cudaMalloc(&flat_, 256); cudaMalloc(&o_, 64);\n"
+        "    for (int b = 0; b < 2; ++b) bs_.push_back(B{flat_ + b * 16, 16}); }\n"
+        "  void step() {\n"
+        "    for (int i = 1; i >= 0; --i) {\n"
+        "      k<<<1, 32, 0, s_>>>(bs_[i].g, (size_t)i * bs_[i].n);\n"
+        "      ncclAllReduce(bs_[i].g, bs_[i].g, bs_[i].n, ncclFloat, ncclSum, c_, s_);\n"
+        "    }\n"
+        "    k<<<1, 32, 0, s_>>>(o_, 4);\n"
+        "    cudaMemsetAsync(flat_, 0, 256, s_);\n"
+        "  }\n"
+        " private:\n"
+        "  ncclComm_t c_; cudaStream_t s_; float *flat_, *o_; std::vector<B> bs_;\n"
+        "};\n"
+        "int main() { R r; r.step(); return 0; }\n";
+    cuco_tx_result vr;
+    tx_transform(views, &vr);
+    assert_true(tx_has_schedule_note(&vr.notes, 12, "its wait moved after the loop, before the "
+                                                   "statement at line 15 (1 independent launch"));
+    cuco_tx_result_free(&vr);
     /* sizes parsed from the command line, file-scope constants and macro
      * numbers hold no pointer: they join neither argv nor the containers
      * they size */
