@@ -190,19 +190,6 @@ static int def_elements_kept(const sview *v, size_t k, size_t body, int t)
     return 1;
 }
 
-int scan_param_elements_kept(const sview *v, size_t name, int t)
-{
-    size_t at = 0, body = v->n;
-    int found = 0;
-    for (size_t k = sview_next_def(v, name, &at, &body); k < v->n;
-         k = sview_next_def(v, name, &at, &body)) {
-        if (v->scope[k] != 0 || body >= v->n || !def_elements_kept(v, k, body, t))
-            return 0;
-        found = 1;
-    }
-    return found;
-}
-
 /* Whether the arguments that open at open are given by value only: a
  * kernel's launch, a declaration's initialiser (dim3 grid(...)), or a
  * library call that keeps no pointer. */
@@ -317,17 +304,31 @@ static int def_value_stays(const sview *v, size_t k, size_t body, int t)
     return 1;
 }
 
-int scan_param_value_stays(const sview *v, size_t name, int t)
+/* Whether every definition of a function of the file named like token
+ * name (at file scope, with a body) meets def for its parameter t; 0 when
+ * there is none. */
+static int every_definition(const sview *v, size_t name, int t,
+                            int (*def)(const sview *v, size_t k, size_t body, int t))
 {
     size_t at = 0, body = v->n;
     int found = 0;
     for (size_t k = sview_next_def(v, name, &at, &body); k < v->n;
          k = sview_next_def(v, name, &at, &body)) {
-        if (v->scope[k] != 0 || body >= v->n || !def_value_stays(v, k, body, t))
+        if (v->scope[k] != 0 || body >= v->n || !def(v, k, body, t))
             return 0;
         found = 1;
     }
     return found;
+}
+
+int scan_param_value_stays(const sview *v, size_t name, int t)
+{
+    return every_definition(v, name, t, def_value_stays);
+}
+
+int scan_param_elements_kept(const sview *v, size_t name, int t)
+{
+    return every_definition(v, name, t, def_elements_kept);
 }
 
 /* Whether the body opening at body allocates device memory into a local

@@ -232,6 +232,8 @@ int scan_aliases_of(const sview *v, size_t brace, const char *name, cuco_strlist
 /* s->all: the call's buffers with their aliases, what they hold and the
  * objects that hold any of that (s->send, s->recv read) */
 int scan_buffers_closure(scan *s);
+/* The graph of nodes[0..n) with the aliases and holds of s's function. */
+cuco_sched_graph scan_graph(const scan *s, const cuco_sched_node *nodes, size_t n);
 /* s->stmts: the block's statements, classified; s->call: the call's */
 int scan_read_block(scan *s, size_t call_stmt);
 int scan_plan_edit(cuco_sched_plan *p, size_t off, size_t len, char *text, size_t stmt_off);

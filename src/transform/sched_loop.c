@@ -285,14 +285,7 @@ static int body_apart(const scan *s, const loop_shape *L, const own_set *o, cuco
     if (rc == 0) {
         nodes[0] = (cuco_sched_node){
             CUCO_SCHED_COMM, s->stream, nodes[0].reads, heads[0].n, nodes[0].reads, heads[0].n, 0};
-        cuco_sched_graph g = {nodes,
-                              n,
-                              (const char *const *)s->fn.alias_a.items,
-                              (const char *const *)s->fn.alias_b.items,
-                              s->fn.alias_a.n,
-                              (const char *const *)s->fn.holds_a.items,
-                              (const char *const *)s->fn.holds_b.items,
-                              s->fn.holds_a.n};
+        cuco_sched_graph g = scan_graph(s, nodes, n);
         rc = cuco_sched_place_call(&g, 0, out);
     }
     if (rc == 0 && out->wait < n)

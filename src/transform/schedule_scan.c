@@ -881,6 +881,18 @@ static size_t call_group_end(const scan *s)
     return (size_t)-1;
 }
 
+cuco_sched_graph scan_graph(const scan *s, const cuco_sched_node *nodes, size_t n)
+{
+    return (cuco_sched_graph){nodes,
+                              n,
+                              (const char *const *)s->fn.alias_a.items,
+                              (const char *const *)s->fn.alias_b.items,
+                              s->fn.alias_a.n,
+                              (const char *const *)s->fn.holds_a.items,
+                              (const char *const *)s->fn.holds_b.items,
+                              s->fn.holds_a.n};
+}
+
 int scan_place(scan *s, cuco_sched_place *pl)
 {
     size_t n = s->n;
@@ -906,14 +918,7 @@ int scan_place(scan *s, cuco_sched_place *pl)
         nodes[i].writes = (const char *const *)w->items;
         nodes[i].nwrites = w->n;
     }
-    cuco_sched_graph g = {nodes,
-                          n,
-                          (const char *const *)s->fn.alias_a.items,
-                          (const char *const *)s->fn.alias_b.items,
-                          s->fn.alias_a.n,
-                          (const char *const *)s->fn.holds_a.items,
-                          (const char *const *)s->fn.holds_b.items,
-                          s->fn.holds_a.n};
+    cuco_sched_graph g = scan_graph(s, nodes, n);
     int rc = cuco_sched_place_call(&g, s->call, pl);
     free(nodes);
     return rc;
