@@ -65,10 +65,16 @@ typedef struct scan {
     int fence_line; /* the directive's line when it comes before the fence's first token */
 } scan;
 
-/* The calls that synchronise, that launch work, and that neither do. */
+/* ---- scan_calls.c ---- */
+/* The calls that synchronise, that launch work, that launch through an
+ * array of argument pointers, and host calls that touch nothing but their
+ * arguments (NULL-terminated). */
 extern const char *const scan_sync_calls[];
 extern const char *const scan_work_calls[];
 extern const char *const scan_indirect_launches[];
+extern const char *const scan_plain_calls[];
+/* Index after the statement that starts at i, inside a block closing at end. */
+size_t scan_stmt_after(const sview *v, size_t i, size_t end);
 
 /* Whether the member named like token m is declared, in every class or
  * struct body of the file that declares it, with an arithmetic type word
@@ -105,7 +111,6 @@ int scan_launch_reaches_symbols(const sview *v, size_t name);
  * (`float **tab`, `const float *const *src`): what it reaches through the
  * table is no argument the launch names. */
 int scan_launch_takes_tables(const sview *v, size_t name);
-extern const char *const scan_plain_calls[];
 
 /* ---- the scans on a view the caller holds (its memo kept across calls):
  * cuco_sched_scan and cuco_send_made_scan on an open view of their text */
@@ -201,7 +206,6 @@ int scan_declaration_at(const sview *v, size_t k);
 int scan_stmt_drop_heads(stmt *st, const cuco_strlist *drop);
 
 /* ---- schedule_scan.c ---- */
-size_t scan_stmt_after(const sview *v, size_t i, size_t end);
 int scan_stmt_classify(const sview *v, stmt *s);
 void scan_stmt_free(stmt *s);
 
