@@ -4,8 +4,9 @@
  * a pointer the host set with cudaMemcpyToSymbol); its launch then touches
  * buffers no argument shows, and the schedules must treat it as reaching
  * every buffer (scan_int.h: scan_launch_reaches_symbols). So does a kernel
- * that takes a table of pointers (a device copy of host pointers): what it
- * reaches through the table is no argument (scan_launch_takes_tables). */
+ * that takes a table of pointers (a device copy of host pointers, or of
+ * structs that hold them): what it reaches through the table is no
+ * argument (scan_launch_takes_tables). */
 #include <string.h>
 
 #include "kernel_launch.h"
@@ -112,12 +113,16 @@ int scan_launch_takes_tables(const sview *v, size_t name)
     size_t params = kernel_launch_params(v, name), a, b;
     for (int k = 0; params < v->n && sview_param_range(v, params, k, &a, &b); k++) {
         int stars = 0, angle = 0;
+        size_t type = v->n;
         for (size_t q = a; q < b; q++) {
             angle += is(v, q, "<") - is(v, q, ">");
             stars += angle == 0 && is(v, q, "*");
             stars += angle == 0 && is(v, q, "[") && stars > 0; /* T *p[] */
+            if (type >= v->n && ident(v, q) && !is(v, q, "const") && !is(v, q, "struct") &&
+                !is(v, q, "volatile"))
+                type = q;
         }
-        if (stars >= 2)
+        if (stars >= 2 || (stars == 1 && type < v->n && scan_struct_holds_pointers(v, type)))
             return 1;
     }
     return 0;

@@ -161,6 +161,18 @@ static int scalar_struct(const sview *v, size_t t, int depth)
     return 0;
 }
 
+int scan_struct_holds_pointers(const sview *v, size_t t)
+{
+    for (size_t k = 1; k + 1 < v->n; k++) {
+        if (!same_tok(v, k, t))
+            continue;
+        if (((is(v, k - 1, "struct") || is(v, k - 1, "class")) && is(v, k + 1, "{")) ||
+            (is(v, k - 1, "}") && is(v, k + 1, ";") && block_open(v, k - 1) < v->n))
+            return !scalar_struct(v, t, 0);
+    }
+    return 0;
+}
+
 /* Whether the member named like token m is declared, in every class or
  * struct body of the file that declares it, with an arithmetic type word
  * (`struct Options { size_t n = 4, m = 8; };`) or as a struct of the file

@@ -85,6 +85,10 @@ int scan_scalar_member(const sview *v, size_t m);
  * at token type (`struct Options { int hidden; };`); 0 when not found. */
 int scan_scalar_member_of(const sview *v, size_t type, size_t m);
 
+/* Whether token t names a struct or class of the file that may hold a
+ * pointer (a member that is not an arithmetic value or such a struct). */
+int scan_struct_holds_pointers(const sview *v, size_t t);
+
 /* Whether the name at i is an object-like macro whose text is one number
  * (`#define LN_COLS 64`). */
 int scan_macro_number(const sview *v, size_t i);
@@ -108,8 +112,9 @@ int scan_macro_reach(const sview *v, size_t i, cuco_strlist *heads, unsigned *re
  * symbols (cudaMemcpyToSymbol, cudaGetSymbolAddress). */
 int scan_launch_reaches_symbols(const sview *v, size_t name);
 /* Whether the __global__ kernel named at name takes a table of pointers
- * (`float **tab`, `const float *const *src`): what it reaches through the
- * table is no argument the launch names. */
+ * (`float **tab`, `const float *const *src`, or a pointer to a struct of
+ * the file that holds pointers, `const struct slot *slots`): what it
+ * reaches through the table is no argument the launch names. */
 int scan_launch_takes_tables(const sview *v, size_t name);
 
 /* ---- the scans on a view the caller holds (its memo kept across calls):

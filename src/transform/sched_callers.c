@@ -164,6 +164,25 @@ static int site_wait(const scan *s, size_t k, int site, int (*editable)(void *, 
     return rc;
 }
 
+/* Whether a buffer parameter of the function (in names) is set in its body
+ * (`if (!buf) buf = g_grad[b];`): the callers' argument is then not what
+ * the call reduces. */
+static int param_set(const scan *s, const cuco_strlist *names)
+{
+    static const char *const sets[] = {"=", "+=", "-=", "++", "--", NULL};
+    const sview *v = s->v;
+    for (size_t i = 0; i < names->n; i++) {
+        if (sview_param_index(v, s->fn.params, names->items[i]) < 0)
+            continue;
+        for (size_t k = s->fn.body + 1; k < s->fn.body_end; k++)
+            if (is(v, k, names->items[i]) && !is(v, k - 1, ".") && !is(v, k - 1, "->") &&
+                (in_words(v, k + 1, sets) || is(v, k - 1, "&") || is(v, k - 1, "++") ||
+                 is(v, k - 1, "--")))
+                return 1;
+    }
+    return 0;
+}
+
 int sched_callers(scan *s, int site, int (*editable)(void *ctx, size_t off), void *ctx,
                   cuco_sched_plan *p)
 {
@@ -174,6 +193,9 @@ int sched_callers(scan *s, int site, int (*editable)(void *ctx, size_t off), voi
         is(v, name - 1, ".") || sview_class_body(v, block_open(v, name)))
         return sched_note_take(p, cuco_strdup("and it does not end a free function whose calls "
                                               "could take its wait"));
+    if (param_set(s, &s->send) || param_set(s, &s->recv))
+        return sched_note_take(p, cuco_strdup("and its buffer parameter is set in its function: "
+                                              "the callers' argument is not what it reduces"));
     char *fname = cuco_strndup(v->src + tk(v, name)->off, tk(v, name)->len);
     if (!fname)
         return CUCO_ENOMEM;

@@ -195,6 +195,26 @@ static int classify_call(const sview *v, size_t i, size_t open, stmt *s)
     return 0;
 }
 
+/* Whether the '(' at i calls what an expression gives: an element of a
+ * table of functions (`hooks[k](n)`) or a dereferenced pointer
+ * (`(*hook)(n)`); a cast (`(size_t)(n)`) is none. */
+static int call_through_expression(const sview *v, size_t i)
+{
+    if (i == 0 || !is(v, i, "("))
+        return 0;
+    if (is(v, i - 1, "]"))
+        return 1;
+    if (!is(v, i - 1, ")"))
+        return 0;
+    size_t o = i - 1;
+    for (int d = 0; o > 0; o--) {
+        d += is(v, o, ")") - is(v, o, "(");
+        if (d == 0)
+            break;
+    }
+    return is(v, o, "(") && is(v, o + 1, "*");
+}
+
 /* A statement that only binds a pointer name ("float *p = a + off;",
  * "p = q;"): no call and no store through a pointer. */
 static int binds_name(const sview *v, const stmt *s)
@@ -220,7 +240,15 @@ int scan_stmt_classify(const sview *v, stmt *s)
         size_t open = scan_call_open(v, i);
         if (open < v->n)
             rc = classify_call(v, i, open, s);
-        if (rc == 0 && scan_is_head(v, i))
+        if (call_through_expression(v, i)) { /* hooks[k](...), (*hook)(...) */
+            s->calls++;
+            s->kind = stronger(s->kind, CUCO_SCHED_UNKNOWN);
+        }
+        /* a call of a lambda of the function touches what the lambda holds
+         * (what it captures), unless it only launches its arguments */
+        int lambda = open < v->n && sview_lambda_body(v, i, NULL) < v->n &&
+                     kernel_lambda_launch(v, i) >= v->n;
+        if (rc == 0 && (scan_is_head(v, i) || lambda))
             rc = push_text(&s->heads, v, i);
         unsigned reach = 0;
         if (rc == 0 && ident(v, i))
@@ -521,7 +549,9 @@ static int file_struct(const sview *v, size_t t)
  * parameters open at open are of types that cannot be one object: two
  * different types of which one is a struct or class of the file (arithmetic
  * element types are often two views of one buffer: half and uint16_t),
- * neither a parameter of a template the function is. */
+ * neither a parameter of a template the function is. The memory a struct's
+ * pointer members reach is not looked at: a member that points into the
+ * other parameter's buffer (an arena) is a known gap. */
 static int types_apart(const sview *v, size_t open, int pp, int pq)
 {
     size_t tp = param_type_word(v, open, pp), tq = param_type_word(v, open, pq);
@@ -536,9 +566,11 @@ static int types_apart(const sview *v, size_t open, int pp, int pq)
 
 /* Whether pointer parameters p and q of fn may be the same buffer: unless at
  * every call of fn in the text (one at least) their arguments have heads
- * that the caller's aliases do not connect, or are two members of one
- * object that are two allocations (scan_members_distinct). */
-static int params_may_alias(const sview *v, const fn_scope *fn, const char *p, const char *q)
+ * that the caller's aliases do not connect (two pointer parameters of the
+ * caller: as its own callers pass them, three calls up at most), or are two
+ * members of one object that are two allocations (scan_members_distinct). */
+static int params_may_alias(const sview *v, const fn_scope *fn, const char *p, const char *q,
+                            int depth)
 {
     size_t name = fn->params - 1;
     int pp = param_position(v, fn->params, p, strlen(p)),
@@ -566,6 +598,12 @@ static int params_may_alias(const sview *v, const fn_scope *fn, const char *p, c
                    scan_expr_heads(v, a2, b2, &h2, 0) == 0 && h1.n == 1 && h2.n == 1 &&
                    scan_fn_scope_find(&caller, v, blk) == 0) {
             alias = heads_connected(&caller, h1.items[0], h2.items[0]);
+            /* two pointer parameters of the caller: as its own callers pass
+             * them, a few calls up */
+            if (!alias && cuco_strlist_has(&caller.pointer_params, h1.items[0]) &&
+                cuco_strlist_has(&caller.pointer_params, h2.items[0]))
+                alias =
+                    depth >= 3 || params_may_alias(v, &caller, h1.items[0], h2.items[0], depth + 1);
             scan_fn_scope_free(&caller);
         }
         cuco_strlist_free(&h1);
@@ -605,7 +643,7 @@ int scan_buffers_closure(scan *s)
                 for (size_t k = 0; k < s->fn.pointer_params.n && rc == 0; k++) {
                     const char *q = s->fn.pointer_params.items[k];
                     if (cuco_strlist_has(&all, q) ||
-                        !params_may_alias(s->v, &s->fn, all.items[i], q))
+                        !params_may_alias(s->v, &s->fn, all.items[i], q, 0))
                         continue;
                     rc = cuco_strlist_push(&all, q);
                     if (rc == 0) /* may be the buffer: not whatever else it may be */

@@ -1182,6 +1182,15 @@ static void test_scan_hidden_joins(void **state)
         /* a kernel reading through a device table of pointers */
         {"__global__ void via(float *out, float *const *tab, size_t n);\n", "float **tab;",
          "k<<<1, 32, 0, s>>>(o, 4);\n  via<<<1, 32, 0, s>>>(o, tab, 4);\n"},
+        /* a kernel given a device table of structs that hold pointers */
+        {"struct slot { float *p; };\n__global__ void viaslot(const struct slot *t, size_t n);\n",
+         "struct slot *ds;", "k<<<1, 32, 0, s>>>(o, 4);\n  viaslot<<<1, 32, 0, s>>>(ds, 4);\n"},
+        /* a call through a table of functions: it may touch anything */
+        {"static void (*hooks[1])(size_t);\n", "",
+         "k<<<1, 32, 0, s>>>(o, 4);\n  hooks[0](4);\n"},
+        /* a lambda that captures x: calling it touches x */
+        {"", "auto probe = [&](int j) { k<<<1, 32, 0, s>>>(x, (size_t)j); };",
+         "k<<<1, 32, 0, s>>>(o, 4);\n  probe(0);\n"},
         /* an aggregate pushed into a vector: the vector holds x */
         {"struct B { float *g; size_t n; };\n", "std::vector<B> bs; bs.push_back(B{x, 4});",
          "k<<<1, 32, 0, s>>>(o, 4);\n  k<<<1, 32, 0, s>>>(bs[0].g, 4);\n"},
@@ -1215,6 +1224,46 @@ static void test_scan_hidden_joins(void **state)
         free(note);
         free(prog);
     }
+    /* a wrapper that sets its buffer parameter takes no waits in its
+     * callers: their argument is not what it reduces */
+    static const char *const setparam =
+        "#include <nccl.h>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "static float *g_grad;\n"
+        "static void sum(float *buf, ncclComm_t c, cudaStream_t s) {\n"
+        "  if (!buf) buf = g_grad;\n"
+        "  ncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, c, s);\n"
+        "}\n"
+        "int main() { ncclComm_t c; cudaStream_t s; float *o;\n"
+        "  cudaMalloc(&o, 64); cudaMalloc(&g_grad, 64);\n"
+        "  sum(0, c, s);\n"
+        "  k<<<1, 32, 0, s>>>(o, 4);\n"
+        "  k<<<1, 32, 0, s>>>(g_grad, 4);\n"
+        "  return 0; }\n";
+    cuco_tx_result ar;
+    tx_transform(setparam, &ar);
+    assert_true(tx_has_schedule_note(&ar.notes, 6, "its buffer parameter is set in its function"));
+    cuco_tx_result_free(&ar);
+    /* two pointer parameters that the caller's own caller passes the same
+     * buffer for: they may be one buffer */
+    static const char *const chain =
+        "#include <nccl.h>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "static void inner(float *g, float *x, float *o, ncclComm_t c, cudaStream_t s) {\n"
+        "  ncclAllReduce(g, g, 4, ncclFloat, ncclSum, c, s);\n"
+        "  k<<<1, 32, 0, s>>>(x, 4);\n"
+        "  k<<<1, 32, 0, s>>>(o, 4);\n"
+        "}\n"
+        "static void outer(float *g, float *x, float *o, ncclComm_t c, cudaStream_t s) {\n"
+        "  inner(g, x, o, c, s);\n"
+        "}\n"
+        "int main() { ncclComm_t c; cudaStream_t s; float *a, *o; cudaMalloc(&a, 64);\n"
+        "  cudaMalloc(&o, 64); outer(a, a, o, c, s); return 0; }\n";
+    cuco_tx_result cr;
+    tx_transform(chain, &cr);
+    assert_true(tx_has_schedule_note(&cr.notes, 4, "no independent work between the call and its "
+                                                   "first consumer (line 5)"));
+    cuco_tx_result_free(&cr);
     /* a class whose constructor fills its buckets with views of one flat
      * buffer (in another function than the collective's), and a product
      * of a size and an element (`(size_t)i * bs_[i].n`, no declaration):
