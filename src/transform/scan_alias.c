@@ -495,13 +495,15 @@ static int returns_value(const sview *v, size_t a, size_t b)
 }
 
 /* Whether tokens [a, b) are one call of a function that parses a number
- * from a string (`atoi` of `argv[i]`, `std::stoul`): its value holds no
- * pointer. */
+ * from a string (`atoi` of `argv[i]`, `std::stoul`, after a cast): its
+ * value holds no pointer. */
 static int parsed_number(const sview *v, size_t a, size_t b)
 {
     static const char *const parsers[] = {
         "atoi",   "atol", "atoll", "atof",  "strtol", "strtoll", "strtoul", "strtoull", "strtod",
         "strtof", "stoi", "stol",  "stoll", "stoul",  "stoull",  "stof",    "stod",     NULL};
+    if (is(v, a, "(") && close_of(v, a) + 1 < b && in_words(v, a + 1, scan_type_words))
+        a = close_of(v, a) + 1; /* (size_t)atol(s) */
     if (a + 2 < b && is(v, a, "std") && is(v, a + 1, "::"))
         a += 2;
     return a + 1 < b && in_words(v, a, parsers) && is(v, a + 1, "(") && close_of(v, a + 1) + 1 == b;

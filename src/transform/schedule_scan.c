@@ -282,6 +282,28 @@ void scan_fn_scope_free(fn_scope *f)
 }
 
 /* Declared names of [a, b) ("T *x =", "T x;", parameters). */
+/* Whether the ',' at comma separates declarators of one declaration in a
+ * body that opens at body (`float *p1, *full;`): its statement's first
+ * name, before a '=', ',', ';', '[' or '{', is a declaration's. */
+static int later_declarator(const sview *v, size_t comma, size_t body)
+{
+    size_t k = comma;
+    for (int d = 0; k > body; k--) {
+        d += is(v, k, ")") + is(v, k, "]") + is(v, k, "}") - is(v, k, "(") - is(v, k, "[") -
+             is(v, k, "{");
+        if (d < 0 || (d == 0 && (is(v, k - 1, ";") || is(v, k - 1, "{") || is(v, k - 1, "}"))))
+            break;
+    }
+    for (size_t n = k; n < comma; n++) {
+        if (is(v, n, "(") || is(v, n, "<"))
+            return 0; /* a call or template arguments before the first name */
+        if (ident(v, n) &&
+            (is(v, n + 1, "=") || is(v, n + 1, ",") || is(v, n + 1, "[") || is(v, n + 1, "{")))
+            return scan_declaration_at(v, n);
+    }
+    return 0;
+}
+
 static int scan_locals(fn_scope *f, const sview *v, size_t a, size_t b)
 {
     int rc = 0;
@@ -294,6 +316,10 @@ static int scan_locals(fn_scope *f, const sview *v, size_t a, size_t b)
         size_t p = i - 1;
         while (p > a && (is(v, p, "*") || is(v, p, "&") || is(v, p, "&&")))
             p--;
+        if (i > f->body && is(v, p, ",") && later_declarator(v, p, f->body)) {
+            rc = push_text(&f->locals, v, i); /* float *p1, *full; */
+            continue;
+        }
         if (!(ident(v, p) || is(v, p, ">")) || in_words(v, p, sview_keywords))
             continue;
         /* in the body, a declaration, not a product (`(size_t)i * b[i]`) */

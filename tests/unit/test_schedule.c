@@ -1224,6 +1224,24 @@ static void test_scan_hidden_joins(void **state)
         free(note);
         free(prog);
     }
+    /* later declarators of one declaration are locals too */
+    /* (not a pointer parameter's, as a buffer that is no local would be: a
+     * size read from argv would then join it) */
+    static const char *const later =
+        "#include <nccl.h>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "int main(int argc, char **argv) {\n"
+        "  ncclComm_t c; cudaStream_t s; float *p1, *g, *o2; size_t n = 4;\n"
+        "  n = strlen(argv[1]); n += (size_t)argc;\n"
+        "  cudaMalloc(&g, 64); cudaMalloc(&o2, 64); p1 = 0;\n"
+        "  ncclAllReduce(g, g, 4, ncclFloat, ncclSum, c, s);\n"
+        "  k<<<1, 32, 0, s>>>(o2, n);\n"
+        "  k<<<1, 32, 0, s>>>(g, 4);\n"
+        "  return 0; }\n";
+    cuco_tx_result lr;
+    tx_transform(later, &lr);
+    assert_true(tx_has_schedule_note(&lr.notes, 7, "wait moved before the statement at line 9"));
+    cuco_tx_result_free(&lr);
     /* a wrapper that sets its buffer parameter takes no waits in its
      * callers: their argument is not what it reduces */
     static const char *const setparam =
