@@ -503,7 +503,7 @@ static int parsed_number(const sview *v, size_t a, size_t b)
         "atoi",   "atol", "atoll", "atof",  "strtol", "strtoll", "strtoul", "strtoull", "strtod",
         "strtof", "stoi", "stol",  "stoll", "stoul",  "stoull",  "stof",    "stod",     NULL};
     if (is(v, a, "(") && close_of(v, a) + 1 < b && in_words(v, a + 1, scan_type_words))
-        a = close_of(v, a) + 1; /* (size_t)atol(s) */
+        a = close_of(v, a) + 1; /* a cast before the parse */
     if (a + 2 < b && is(v, a, "std") && is(v, a + 1, "::"))
         a += 2;
     return a + 1 < b && in_words(v, a, parsers) && is(v, a + 1, "(") && close_of(v, a + 1) + 1 == b;
