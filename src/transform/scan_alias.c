@@ -397,21 +397,6 @@ static size_t lhs_head(const sview *v, size_t eq)
     return in_words(v, k, scan_type_words) ? v->n : k;
 }
 
-/* The '(' or '[' matching the ')' or ']' at close, scanning back; v->n. */
-static size_t open_before(const sview *v, size_t close)
-{
-    int d = 0;
-    for (size_t k = close; k < v->n; k--) {
-        d += is(v, k, ")") || is(v, k, "]");
-        d -= is(v, k, "(") || is(v, k, "[");
-        if (d == 0)
-            return k;
-        if (k == 0)
-            break;
-    }
-    return v->n;
-}
-
 /* Every name inside [a, b) paired with every head of the right side. */
 static int bind_all(fn_scope *f, const sview *v, size_t a, size_t b, const cuco_strlist *rhs)
 {
@@ -526,7 +511,7 @@ static int assignment(fn_scope *f, const sview *v, size_t eq, size_t b)
     int rc = is(v, eq + 1, "{") ? scan_expr_heads(v, eq + 2, close_of(v, eq + 1), &rhs, 0)
                                 : scan_expr_heads(v, eq + 1, e, &rhs, lambda);
     size_t open =
-        eq > 0 && (is(v, eq - 1, "]") || is(v, eq - 1, ")")) ? open_before(v, eq - 1) : v->n;
+        eq > 0 && (is(v, eq - 1, "]") || is(v, eq - 1, ")")) ? sview_open_of(v, eq - 1) : v->n;
     if (rc != 0) {
     } else if (open < v->n && open > 0 && is(v, open, "[") &&
                (is(v, open - 1, "auto") || is(v, open - 1, "&") || is(v, open - 1, "&&"))) {

@@ -52,8 +52,7 @@ static char *map_stream(const scan *s, size_t open)
     size_t a, b;
     if (k < 0 || !arg_range(v, open, k, &a, &b))
         return s->stream ? cuco_strdup(s->stream) : NULL;
-    return cuco_strndup(v->src + tk(v, a)->off,
-                        tk(v, b - 1)->off + tk(v, b - 1)->len - tk(v, a)->off);
+    return sview_text(v, a, b);
 }
 
 /* Whether the text of a #define (the file's or its headers') names the

@@ -87,13 +87,8 @@ static int loop_find(const sview *v, size_t body, loop_shape *L)
 {
     if (body < 3 || !is(v, body - 1, ")"))
         return 0;
-    size_t open = body - 1;
-    for (int d = 0; open > 0; open--) {
-        d += is(v, open, ")") - is(v, open, "(");
-        if (d == 0)
-            break;
-    }
-    if (open == 0 || !is(v, open, "(") || !is(v, open - 1, "for"))
+    size_t open = sview_open_of(v, body - 1);
+    if (open == 0 || open >= v->n || !is(v, open, "(") || !is(v, open - 1, "for"))
         return 0;
     *L = (loop_shape){.kw = open - 1, .open = open, .close = body - 1, .var = v->n};
     size_t semi[2] = {0, 0}, colon = v->n;
@@ -260,9 +255,9 @@ static int call_names(const scan *s, const loop_shape *L, cuco_strlist *out)
 }
 
 /* The body's other statements, masked, as graph nodes after the call's:
- * placed, none may touch the call's buffers. 0 (*launches: the body's
- * independent launches, *same: of which on the call's stream), 1 with the
- * note when one may. */
+ * placed into *out (its independent launches, and of which on the call's
+ * stream), none may touch the call's buffers. 0, or 1 with the note when
+ * one may. */
 static int body_apart(const scan *s, const loop_shape *L, const own_set *o, cuco_sched_plan *p,
                       cuco_sched_place *out)
 {
@@ -315,13 +310,6 @@ static int readable_before(const sview *v, size_t a, size_t b, size_t from, size
     return calls_only_sizes(v, a, b);
 }
 
-/* The text of tokens [a, b). */
-static char *text_of(const sview *v, size_t a, size_t b)
-{
-    return cuco_strndup(v->src + tk(v, a)->off,
-                        tk(v, b - 1)->off + tk(v, b - 1)->len - tk(v, a)->off);
-}
-
 /* The loop_guard statement of the call (its '(' at open) into *guard; 1
  * with the note when an argument cannot be read at the top of the body: a
  * buffer that is not its iteration's own, a name the body declares or
@@ -352,7 +340,7 @@ static int guard_stmt(const scan *s, const loop_shape *L, const loop_api *x, siz
                             "nor across the iterations of its loop (line %d): its arguments name "
                             "what the body declares or sets",
                             tk(v, L->kw)->line);
-        else if (!(t[i] = text_of(v, a, b)))
+        else if (!(t[i] = sview_text(v, a, b)))
             rc = CUCO_ENOMEM;
     }
     if (rc == 0)

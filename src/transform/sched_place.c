@@ -275,13 +275,8 @@ static size_t braced_guard(const sview *v, size_t brace, size_t st)
         return v->n;
     if ((st != brace + 1 || scan_stmt_after(v, st, end) != end) && !group_block(v, brace, end))
         return v->n;
-    size_t o = brace - 1;
-    for (int d = 0;; o--) {
-        d += is(v, o, ")") - is(v, o, "(");
-        if (d == 0 || o == 0)
-            break;
-    }
-    if (o == 0 || !is(v, o, "(") || !is(v, o - 1, "if"))
+    size_t o = sview_open_of(v, brace - 1);
+    if (o == 0 || o >= v->n || !is(v, o, "(") || !is(v, o - 1, "if"))
         return v->n;
     size_t s0 = o - 1;
     return s0 > 0 && (is(v, s0 - 1, ";") || is(v, s0 - 1, "{") || is(v, s0 - 1, "}")) ? s0 : v->n;

@@ -58,8 +58,7 @@ static int call_buffers(scan *s, size_t open, const char *api)
             rc = scan_member_arg(s, a, b);
     }
     if (rc == 0 && arg_range(s->v, open, -1, &a, &b))
-        s->stream = cuco_strndup(s->v->src + tk(s->v, a)->off,
-                                 tk(s->v, b - 1)->off + tk(s->v, b - 1)->len - tk(s->v, a)->off);
+        s->stream = sview_text(s->v, a, b);
     return rc != 0 ? rc : s->stream ? 0 : CUCO_ENOMEM;
 }
 

@@ -206,13 +206,8 @@ static int call_through_expression(const sview *v, size_t i)
         return 1;
     if (!is(v, i - 1, ")"))
         return 0;
-    size_t o = i - 1;
-    for (int d = 0; o > 0; o--) {
-        d += is(v, o, ")") - is(v, o, "(");
-        if (d == 0)
-            break;
-    }
-    return is(v, o, "(") && is(v, o + 1, "*");
+    size_t o = sview_open_of(v, i - 1);
+    return o < v->n && is(v, o, "(") && is(v, o + 1, "*");
 }
 
 /* A statement that only binds a pointer name ("float *p = a + off;",

@@ -689,3 +689,23 @@ size_t sview_lambda_body(const sview *v, size_t i, size_t *params)
     }
     return v->n;
 }
+
+size_t sview_open_of(const sview *v, size_t close)
+{
+    int depth = 0;
+    for (size_t k = close; k < v->n; k--) {
+        depth += is(v, k, ")") || is(v, k, "]");
+        depth -= is(v, k, "(") || is(v, k, "[");
+        if (depth == 0)
+            return k;
+        if (k == 0)
+            break;
+    }
+    return v->n;
+}
+
+char *sview_text(const sview *v, size_t a, size_t b)
+{
+    return cuco_strndup(v->src + tk(v, a)->off,
+                        tk(v, b - 1)->off + tk(v, b - 1)->len - tk(v, a)->off);
+}

@@ -100,6 +100,11 @@ int same_tok(const sview *v, size_t a, size_t b);
 int same_range(const sview *v, size_t a, size_t b, size_t x, size_t y);
 /* Whether token i is an NCCL name (an identifier starting with "nccl"). */
 int nccl_name(const sview *v, size_t i);
+/* The '(' or '[' that the ')' or ']' at close closes, scanning back; v->n
+ * when unbalanced. */
+size_t sview_open_of(const sview *v, size_t close);
+/* The text of tokens [a, b) (b > a), malloc'd; NULL when out of memory. */
+char *sview_text(const sview *v, size_t a, size_t b);
 /* Index of the bracket that closes the one at i (v->n when unbalanced); of
  * the '>>>' that closes a launch configuration at a '<<<'. */
 size_t close_of(const sview *v, size_t i);
