@@ -1161,6 +1161,17 @@ static void test_scan_unique_ptr_factory(void **state)
  * call of the wrapper gets the wait before its own first consumer, with
  * the caller's names; every call must take one (a call in a loop's
  * unbraced body, or the wrapper's address taken, refuses). */
+/* Whether the transform of prog has a schedule note at line holding
+ * needle. */
+static int schedule_note_of(const char *prog, int line, const char *needle)
+{
+    cuco_tx_result r;
+    tx_transform(prog, &r);
+    int has = tx_has_schedule_note(&r.notes, line, needle);
+    cuco_tx_result_free(&r);
+    return has;
+}
+
 /* What joins a stream or reaches a buffer out of sight: a helper that
  * records and waits on events is a synchronisation (the wait goes before
  * it); a kernel that takes a table of pointers reads every buffer; a
@@ -1216,11 +1227,8 @@ static void test_scan_hidden_joins(void **state)
                                   "launch",
                                   9 + lines);
         assert_non_null(note);
-        cuco_tx_result r;
-        tx_transform(prog, &r);
-        if (!tx_has_schedule_note(&r.notes, 7 + lines, note))
+        if (!schedule_note_of(prog, 7 + lines, note))
             fail_msg("case %zu: no note '%s' at line %d", i, note, 7 + lines);
-        cuco_tx_result_free(&r);
         free(note);
         free(prog);
     }
@@ -1238,10 +1246,7 @@ static void test_scan_hidden_joins(void **state)
         "  k<<<1, 32, 0, s>>>(o2, n);\n"
         "  k<<<1, 32, 0, s>>>(g, 4);\n"
         "  return 0; }\n";
-    cuco_tx_result lr;
-    tx_transform(later, &lr);
-    assert_true(tx_has_schedule_note(&lr.notes, 7, "wait moved before the statement at line 9"));
-    cuco_tx_result_free(&lr);
+    assert_true(schedule_note_of(later, 7, "wait moved before the statement at line 9"));
     /* a wrapper that sets its buffer parameter takes no waits in its
      * callers: their argument is not what it reduces */
     static const char *const setparam =
@@ -1258,10 +1263,7 @@ static void test_scan_hidden_joins(void **state)
         "  k<<<1, 32, 0, s>>>(o, 4);\n"
         "  k<<<1, 32, 0, s>>>(g_grad, 4);\n"
         "  return 0; }\n";
-    cuco_tx_result ar;
-    tx_transform(setparam, &ar);
-    assert_true(tx_has_schedule_note(&ar.notes, 6, "its buffer parameter is set in its function"));
-    cuco_tx_result_free(&ar);
+    assert_true(schedule_note_of(setparam, 6, "its buffer parameter is set in its function"));
     /* two pointer parameters that the caller's own caller passes the same
      * buffer for: they may be one buffer */
     static const char *const chain =
@@ -1277,11 +1279,8 @@ static void test_scan_hidden_joins(void **state)
         "}\n"
         "int main() { ncclComm_t c; cudaStream_t s; float *a, *o; cudaMalloc(&a, 64);\n"
         "  cudaMalloc(&o, 64); outer(a, a, o, c, s); return 0; }\n";
-    cuco_tx_result cr;
-    tx_transform(chain, &cr);
-    assert_true(tx_has_schedule_note(&cr.notes, 4, "no independent work between the call and its "
-                                                   "first consumer (line 5)"));
-    cuco_tx_result_free(&cr);
+    assert_true(schedule_note_of(chain, 4, "no independent work between the call and its first "
+                                           "consumer (line 5)"));
     /* a class whose constructor fills its buckets with views of one flat
      * buffer (in another function than the collective's), and a product
      * of a size and an element (`(size_t)i * bs_[i].n`, no declaration):
@@ -1307,11 +1306,8 @@ static void test_scan_hidden_joins(void **state)
         "  ncclComm_t c_; cudaStream_t s_; float *flat_, *o_; std::vector<B> bs_;\n"
         "};\n"
         "int main() { R r; r.step(); return 0; }\n";
-    cuco_tx_result vr;
-    tx_transform(views, &vr);
-    assert_true(tx_has_schedule_note(&vr.notes, 12, "its wait moved after the loop, before the "
-                                                   "statement at line 15 (1 independent launch"));
-    cuco_tx_result_free(&vr);
+    assert_true(schedule_note_of(views, 12, "its wait moved after the loop, before the statement "
+                                            "at line 15 (1 independent launch"));
     /* sizes parsed from the command line, file-scope constants and macro
      * numbers hold no pointer: they join neither argv nor the containers
      * they size */
@@ -1337,11 +1333,8 @@ static void test_scan_hidden_joins(void **state)
             "}\n",
             sizes[i].size, sizes[i].size, sizes[i].use);
         assert_non_null(prog);
-        cuco_tx_result r;
-        tx_transform(prog, &r);
-        if (!tx_has_schedule_note(&r.notes, 11, "wait moved before the statement at line 13"))
+        if (!schedule_note_of(prog, 11, "wait moved before the statement at line 13"))
             fail_msg("size %s: its launch taken for a consumer", sizes[i].size);
-        cuco_tx_result_free(&r);
         free(prog);
     }
 }
@@ -1485,11 +1478,8 @@ static void test_scan_loop_iterations(void **state)
             "    step(bs, (ncclComm_t)0, (cudaStream_t)0); return 0; }\n",
             members[i].use);
         assert_non_null(prog);
-        cuco_tx_result r;
-        tx_transform(prog, &r);
-        if (!tx_has_schedule_note(&r.notes, 9, members[i].note))
+        if (!schedule_note_of(prog, 9, members[i].note))
             fail_msg("member case %zu: no note '%s' at line 9", i, members[i].note);
-        cuco_tx_result_free(&r);
         free(prog);
     }
 }
