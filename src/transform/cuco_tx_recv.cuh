@@ -2,7 +2,8 @@
 // consume_as_received, a receive consumed piece by piece by the kernel that
 // reads it (after the schedules' pieces and kernel splits of part 3, whose
 // helpers it uses); schedule warm_read, a gathered buffer read once before
-// the kernel that re-reads it.
+// the kernel that re-reads it; schedule prefetch_next, a layer loop's
+// next all-gather made beside this iteration's work.
 namespace cuco_tx {
 
 // Schedule consume_as_received (knob CUCO_SPLIT_<site>): a receive whose
@@ -217,6 +218,125 @@ inline ncclResult_t all_to_all(WarmSite ws, const void* sendbuff, void* recvbuff
                                ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   return warm_after(all_to_all(sendbuff, recvbuff, count, datatype, comm, stream), ws, recvbuff,
                     count * dtype_size(datatype), comm, stream);
+}
+
+// Schedule prefetch_next (knob CUCO_PREF_<site>): an all-gather at the top
+// of a loop's body (its first argument prefetch_site(site, CUCO_PREF_<site>,
+// next, nextCount): the send buffer and count of the loop's next iteration,
+// or null past its end). After this iteration's gather, the next one's runs
+// by the copy engine on a side stream into a window of the site's own,
+// beside the rest of the iteration (the transform checked that the body does
+// not touch the send
+// buffers); the next call, when its arguments are the ones that gather was
+// made for (send buffer, count, type, communicator), waits for it and copies
+// the window into its receive buffer instead of gathering. Anything else
+// (knob 0, one rank, a capture, a group, other arguments) gathers as without
+// the schedule; a prefetch no call takes is dropped.
+struct PrefSite {
+  int site, on;
+  const void* next;
+  size_t nextCount;
+};
+inline PrefSite prefetch_site(int site, int on, const void* next, size_t nextCount) {
+  return PrefSite{site, on, next, nextCount};
+}
+
+struct PrefRec {
+  Buf* win = nullptr;  // where the next iteration's gather lands (owned)
+  ncclComm_t comm = nullptr;
+  cudaStream_t side = nullptr;
+  cudaEvent_t taken = nullptr, done = nullptr;  // the window copied out; the prefetch landed
+  const void* send = nullptr;                   // what the prefetch was made for
+  size_t count = 0;
+  ncclDataType_t dt = ncclFloat32;
+  bool ready = false;
+  bool told = false;
+};
+inline std::vector<PrefRec>& pref_recs() {
+  static std::vector<PrefRec> v;
+  return v;
+}
+
+// At comm_teardown: the windows, streams and events of the sites on comm
+// (sites by index: the same order on every rank).
+inline ncclResult_t release_prefetch(ncclComm_t comm) {
+  ncclResult_t r = ncclSuccess;
+  for (PrefRec& p : pref_recs()) {
+    if (!p.comm || p.comm != comm) continue;
+    if (p.win && symm_free(p.win->base) != cudaSuccess) r = CUCO_TX_FAIL("prefetch_next: freeing its window failed");
+    if (p.side) cudaStreamDestroy(p.side);
+    if (p.taken) cudaEventDestroy(p.taken);
+    if (p.done) cudaEventDestroy(p.done);
+    p = PrefRec{};
+  }
+  return r;
+}
+
+// The site's window of at least `bytes` on comm (collective: every rank
+// reaches the call with the same sizes), its stream and events.
+inline const char* prefetch_setup(PrefRec* r, size_t bytes, ncclComm_t comm) {
+  if (r->win && r->comm != comm) return "its window belongs to another communicator";
+  if ((!r->side && side_stream_create(&r->side) != cudaSuccess) ||
+      (!r->taken && cudaEventCreateWithFlags(&r->taken, cudaEventDisableTiming) != cudaSuccess) ||
+      (!r->done && cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming) != cudaSuccess))
+    return "cannot create its stream";
+  if (r->win && r->win->bytes >= bytes) return nullptr;
+  if (r->win && symm_free(r->win->base) != cudaSuccess) return "cannot free its smaller window";
+  r->win = nullptr;
+  on_teardown(release_prefetch);
+  void* p = nullptr;
+  Buf* b = nullptr;
+  if (symm_malloc(&p, bytes) != cudaSuccess || window_of(p, bytes, comm, &b) != ncclSuccess)
+    return "cannot register its window";
+  r->win = b;
+  r->comm = comm;
+  return nullptr;
+}
+
+// The next iteration's gather into the site's window, on its side stream
+// after what `stream` has issued (this call's copy out of the window too).
+inline void prefetch_issue(PrefRec* r, const PrefSite& ps, ncclDataType_t dt, ncclComm_t comm, int nranks,
+                           cudaStream_t stream) {
+  size_t bytes = ps.nextCount * dtype_size(dt) * (size_t)nranks;
+  const char* why = prefetch_setup(r, bytes, comm);
+  if (!why && (cudaEventRecord(r->taken, stream) != cudaSuccess || cudaStreamWaitEvent(r->side, r->taken, 0) != cudaSuccess))
+    why = "cannot order its stream";
+  // by the copy engine: the gather takes no SM from the work beside it
+  if (!why && cuco::all_gather_ce(r->win->symm, ps.next, 0, ps.nextCount * dtype_size(dt), r->side) != 0)
+    why = "the gather failed";
+  if (!why && cudaEventRecord(r->done, r->side) != cudaSuccess) why = "cannot record its event";
+  if (why) {
+    fprintf(stderr, "cuco_tx: prefetch_next(%d): %s; the next call gathers itself\n", ps.site, why);
+    return;
+  }
+  if (!r->told)
+    CUCO_TX_TRACE("prefetch_next(%d): the next iteration's all-gather runs beside this one's work\n", ps.site);
+  r->told = true;
+  r->send = ps.next;
+  r->count = ps.nextCount;
+  r->dt = dt;
+  r->ready = true;
+}
+
+inline ncclResult_t all_gather(PrefSite ps, const void* sendbuff, void* recvbuff, size_t sendcount,
+                               ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  PrefRec* r = ps.on ? site_rec(pref_recs(), ps.site) : nullptr;
+  int nranks = 1;
+  size_t es = dtype_size(datatype);
+  bool hit = r && r->ready && r->send == sendbuff && r->count == sendcount && r->dt == datatype && r->comm == comm;
+  if (r) r->ready = false;
+  if (!r || !es || group_depth() > 0 || capturing(stream) || ncclCommCount(comm, &nranks) != ncclSuccess ||
+      nranks < 2)
+    return all_gather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  ncclResult_t res = ncclSuccess;
+  if (!hit)
+    res = all_gather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  else if (cudaStreamWaitEvent(stream, r->done, 0) != cudaSuccess ||
+           cudaMemcpyAsync(recvbuff, r->win->base, sendcount * es * (size_t)nranks, cudaMemcpyDeviceToDevice,
+                           stream) != cudaSuccess)
+    res = CUCO_TX_FAIL("prefetch_next: copying the prefetched gather failed");
+  if (res == ncclSuccess && ps.next && ps.nextCount) prefetch_issue(r, ps, datatype, comm, nranks, stream);
+  return res;
 }
 
 }  // namespace cuco_tx

@@ -59,6 +59,17 @@ static size_t definition_body(const sview *v, size_t f)
     return v->n;
 }
 
+/* The '{' of the body of the struct or class the file defines by the name
+ * of token t; v->n when none. */
+static size_t class_body(const sview *v, size_t t)
+{
+    for (size_t k = 1; k + 1 < v->n; k++)
+        if (same_tok(v, k, t) && (is(v, k - 1, "struct") || is(v, k - 1, "class")) &&
+            is(v, k + 1, "{"))
+            return k + 1;
+    return v->n;
+}
+
 /* Whether the file has device variables, or hands addresses to symbols. */
 static int file_uses_symbols(const sview *v)
 {
@@ -95,10 +106,16 @@ int scan_launch_reaches_symbols(const sview *v, size_t name)
     size_t end = close_of(v, body);
     if (body_names_symbol(v, body + 1, end, syms, n))
         return 1;
-    /* one level down: the file's functions that the kernel calls */
+    /* one level down: the file's functions that the kernel calls (templates
+     * too, `at<float>(i)`), and the file's classes it names (their
+     * operators and methods) */
     for (size_t i = body + 1; i + 1 < end; i++) {
-        if (!ident(v, i) || !is(v, i + 1, "(") ||
-            (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->"))))
+        if (!ident(v, i) || (i > 0 && (is(v, i - 1, ".") || is(v, i - 1, "->"))))
+            continue;
+        size_t cls = class_body(v, i);
+        if (cls < v->n && body_names_symbol(v, cls + 1, close_of(v, cls), syms, n))
+            return 1;
+        if (!is(v, i + 1, "(") && !is(v, i + 1, "<"))
             continue;
         size_t callee = definition_body(v, i);
         if (callee < v->n && callee != body &&

@@ -229,8 +229,8 @@ int rl_assemble(ctx *c, const char *text)
     if (c->knobs.len) {
         cuco_buf_puts(
             &g, "// Schedules early_start_late_wait (CUCO_EARLY_<n>, cuco_tx::early_start),\n"
-                "// consumer_split_by_source (CUCO_SPLIT_<n>) and warm_read (CUCO_WARM_<n>),\n"
-                "// one knob each per call\n");
+                "// consumer_split_by_source (CUCO_SPLIT_<n>), warm_read (CUCO_WARM_<n>) and\n"
+                "// prefetch_next (CUCO_PREF_<n>), one knob each per call\n");
         cuco_buf_puts(&g, cuco_buf_str(&c->knobs));
     }
     if (wrap)

@@ -248,6 +248,36 @@ static int send_made_apply(ctx *c, const char *text, size_t k, int grouped, cuco
     return rc;
 }
 
+/* Schedule prefetch_next for the all-gather of site k (sched_prefetch.c):
+ * *taken is 1 when it applies, and the call then takes no other schedule. */
+static int prefetch_apply(ctx *c, size_t k, const char *api, cuco_err *e, int *taken)
+{
+    const sview *v = &c->v;
+    size_t tok = c->sched_toks[k];
+    int line = tk(v, tok)->line;
+    cuco_sched_plan plan;
+    int rc = sched_prefetch_view(v, tk(v, tok)->off, api, (int)k, sched_editable, c, &plan, e);
+    *taken = rc == 0 && plan.applies;
+    if (*taken)
+        rc = plan_apply(c, plan.edits, plan.nedits);
+    if (rc == 0 && *taken)
+        rc = cuco_buf_printf(&c->knobs, "#define CUCO_PREF_%zu 1 // cuco:knob run 0 1\n", k);
+    if (rc == 0)
+        rc = *taken ? cuco_tx_notes_add(&c->r->notes, line, "schedule",
+                                        "prefetch_next: %s (knob CUCO_PREF_%zu)", plan.note, k)
+                    : cuco_tx_notes_add(&c->r->notes, line, "schedule",
+                                        "prefetch_next does not apply to %s: %s", api,
+                                        plan.note ? plan.note : "no plan");
+    static const char *const others[] = {"early_start_late_wait", "consumer_split_by_source",
+                                         "warm_read", NULL};
+    for (int i = 0; rc == 0 && *taken && others[i]; i++)
+        rc = cuco_tx_notes_add(&c->r->notes, line, "schedule",
+                               "%s does not apply to %s: the call is prefetch_next's", others[i],
+                               api);
+    cuco_sched_plan_free(&plan);
+    return rc;
+}
+
 static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
 {
     const sview *v = &c->v;
@@ -257,9 +287,12 @@ static int sched_apply(ctx *c, const char *text, size_t k, cuco_err *e)
         return CUCO_ENOMEM;
     int line = tk(v, tok)->line, rc = 0;
     const char *split_name = cuco_sched_consumer_split(api);
+    int taken = 0;
     if (strcmp(api, "ncclSend") == 0)
         rc = send_made_apply(c, text, k, c->sched_group[k], e);
-    if (rc != 0) {
+    else if (strcmp(api, "ncclAllGather") == 0 && !c->sched_group[k])
+        rc = prefetch_apply(c, k, api, e, &taken);
+    if (rc != 0 || taken) {
         free(api);
         return rc;
     }

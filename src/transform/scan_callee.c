@@ -71,13 +71,24 @@ int scan_library_call(const sview *v, size_t name)
 }
 
 /* Whether a library call's arguments can make one pointer hold another:
- * of the CUDA, NCCL, cuBLAS and MPI APIs only the copies can. */
+ * of the CUDA, NCCL, cuBLAS and MPI APIs the copies, and the calls that
+ * make or fill a descriptor or handle from a buffer (cusparseCreateDnVec(
+ * &vec, n, x, ...), cudaCreateTextureObject, cuTensorMapEncodeTiled,
+ * cudaGraphKernelNodeSetParams): the handle then reads the buffer. */
 int scan_library_keeps_pointers(const sview *v, size_t name)
 {
+    static const char *const makers[] = {"Create", "Encode", "Set", "Add", NULL};
     const char *w = v->src + tk(v, name)->off;
     size_t len = tk(v, name)->len;
     if (!scan_library_call(v, name))
         return 1;
+    /* a handle made from nothing (cublasCreate(&h), cudaStreamCreate(&s)) */
+    int bare = scan_call_in(v, name, scan_plain_calls) ||
+               (len >= 6 && memcmp(w + len - 6, "Create", 6) == 0);
+    for (const char *const *m = makers; *m && !bare; m++)
+        for (size_t k = 0; k + strlen(*m) <= len; k++)
+            if (memcmp(w + k, *m, strlen(*m)) == 0)
+                return 1;
     return (len >= 10 && memcmp(w, "cudaMemcpy", 10) == 0) ||
            (len >= 8 && memcmp(w, "cuMemcpy", 8) == 0);
 }
@@ -164,20 +175,21 @@ static int element_use_reads(const sview *v, size_t i)
 }
 
 /* Whether parameter t of the definition whose name is at k, body at body,
- * is a table (T **p, a reference to a container) whose elements the body
- * only reads. */
+ * is a table (T **p, T *p[N], a reference to a container) whose elements
+ * the body only reads. */
 static int def_elements_kept(const sview *v, size_t k, size_t body, int t)
 {
     size_t a, b, pn = v->n;
-    int stars = 0, refs = 0, angle = 0, container = 0;
+    int stars = 0, refs = 0, angle = 0, square = 0, container = 0;
     if (!sview_param_range(v, k + 1, t, &a, &b))
         return 0;
     for (size_t q = a; q < b && !is(v, q, "="); q++) {
         angle += is(v, q, "<") - is(v, q, ">");
         container |= angle > 0;
-        stars += angle == 0 && is(v, q, "*");
+        stars += angle == 0 && (is(v, q, "*") || is(v, q, "[")); /* T *p[N] is T **p */
+        square += is(v, q, "[") - is(v, q, "]");
         refs += angle == 0 && (is(v, q, "&") || is(v, q, "&&"));
-        if (ident(v, q) && angle == 0)
+        if (ident(v, q) && angle == 0 && square == 0)
             pn = q;
     }
     if (pn >= v->n || !((stars == 2 && refs == 0) || (stars == 0 && refs == 1 && container)))
@@ -471,29 +483,46 @@ int scan_pure_function(const sview *v, size_t name, int depth)
     return found;
 }
 
-/* Whether tokens [a, b) call a synchronising function (scan_sync_calls),
- * directly or through the file's functions and lambdas they call, depth
- * levels deep at most. */
-static int body_syncs(const sview *v, size_t a, size_t b, size_t self, int depth)
+/* What tokens [a, b) reach (SCAN_REACH_*): a synchronising call
+ * (scan_sync_calls), a communication call (NCCL, MPI, the glue's), directly
+ * or through the file's functions and lambdas they call, depth levels deep
+ * at most. */
+static unsigned body_reach(const sview *v, size_t a, size_t b, size_t self, int depth)
 {
+    unsigned reach = 0;
     for (size_t k = a; k + 1 < b; k++) {
         if (!ident(v, k) || !is(v, k + 1, "("))
             continue;
         if (scan_call_in(v, k, scan_sync_calls))
-            return 1;
-        if (depth < 3 && !same_tok(v, k, self) && scan_function_syncs(v, k, depth + 1))
-            return 1;
+            reach |= SCAN_REACH_SYNC;
+        else if ((nccl_name(v, k) && !is(v, k, "ncclGetErrorString")) ||
+                 (tk(v, k)->len > 4 && !memcmp(v->src + tk(v, k)->off, "MPI_", 4) &&
+                  !is(v, k, "MPI_Abort")) ||
+                 (k >= 2 && is(v, k - 1, "::") && is(v, k - 2, "cuco_tx")))
+            reach |= SCAN_REACH_COMM; /* (an abort is an exit) */
+        else if (depth < 3 && !same_tok(v, k, self))
+            reach |= scan_function_reach(v, k, depth + 1);
+        if (reach == (SCAN_REACH_SYNC | SCAN_REACH_COMM))
+            break;
     }
-    return 0;
+    return reach;
+}
+
+unsigned scan_function_reach(const sview *v, size_t name, int depth)
+{
+    size_t at = 0, body = v->n;
+    unsigned reach = 0;
+    for (size_t k = sview_next_def(v, name, &at, &body); k < v->n;
+         k = sview_next_def(v, name, &at, &body))
+        if (body < v->n)
+            reach |= body_reach(v, body, close_of(v, body), name, depth);
+    size_t lb = sview_lambda_body(v, name, NULL);
+    if (lb < v->n)
+        reach |= body_reach(v, lb, close_of(v, lb), name, depth);
+    return reach;
 }
 
 int scan_function_syncs(const sview *v, size_t name, int depth)
 {
-    size_t at = 0, body = v->n;
-    for (size_t k = sview_next_def(v, name, &at, &body); k < v->n;
-         k = sview_next_def(v, name, &at, &body))
-        if (body < v->n && body_syncs(v, body, close_of(v, body), name, depth))
-            return 1;
-    size_t lb = sview_lambda_body(v, name, NULL);
-    return lb < v->n && body_syncs(v, lb, close_of(v, lb), name, depth);
+    return (scan_function_reach(v, name, depth) & SCAN_REACH_SYNC) != 0;
 }

@@ -63,6 +63,8 @@ typedef struct scan {
      * latest (a conditional directive before or inside it); 0: none */
     size_t fence;
     int fence_line; /* the directive's line when it comes before the fence's first token */
+    int shallow;    /* scan_aliases_of: the closure without escapes and callers' globals */
+    int escaped;    /* a local buffer of the call is handed to a call that may keep it */
 } scan;
 
 /* ---- scan_calls.c ---- */
@@ -97,7 +99,8 @@ int scan_macro_number(const sview *v, size_t i);
 enum {
     SCAN_MACRO_LAUNCHES = 1u << 0, /* its text launches a kernel */
     SCAN_MACRO_EXITS = 1u << 1,    /* it may leave the block (return, break, goto, ...) */
-    SCAN_MACRO_OPAQUE = 1u << 2    /* it pastes or quotes tokens: names no text shows */
+    SCAN_MACRO_OPAQUE = 1u << 2,   /* it pastes tokens, or calls what its text does not show */
+    SCAN_MACRO_SYNCS = 1u << 3     /* it synchronises (a call of scan_sync_calls) */
 };
 /* When token i names a macro the file defines: the names its replacement
  * reaches (through the macros it uses, its parameters left out) appended
@@ -122,9 +125,47 @@ int scan_launch_takes_tables(const sview *v, size_t name);
 int sched_scan_view(const sview *v, size_t call_off, const char *api, int site,
                     const cuco_semantic *sem, size_t n_sem, int (*editable)(void *ctx, size_t off),
                     void *ctx, cuco_sched_plan *plan, cuco_err *e);
+/* The scan of the call whose name starts at call_off (api: its NCCL name)
+ * into s (s->v, sem, n_sem set): its statement, block, buffers and their
+ * closure, the block's statements; 1 with the plan's note when the call
+ * has no statement the schedules can use. */
+int sched_scan_prepare(scan *s, size_t call_off, const char *api, cuco_sched_plan *plan,
+                       cuco_err *e);
+/* Schedule prefetch_next for the all-gather at call_off (sched_prefetch.c):
+ * fills *plan (edits, note, applies). */
+int sched_prefetch_view(const sview *v, size_t call_off, const char *api, int site,
+                        int (*editable)(void *ctx, size_t off), void *ctx, cuco_sched_plan *plan,
+                        cuco_err *e);
 int send_made_scan_view(const sview *v, size_t call_off, int site,
                         int (*editable)(void *ctx, size_t off), void *ctx,
                         cuco_send_made_plan *plan, cuco_err *e);
+
+/* ---- sched_loop.c: the loop around a call ---- */
+/* The `for` around a call: its header and the variable of an iteration. */
+typedef struct loop_shape {
+    size_t kw, open, close; /* 'for' and its header's parentheses */
+    size_t var;             /* the counter (classic) or the range variable */
+    int range;              /* 1: a range-for over [rng_a, rng_b) */
+    size_t rng_a, rng_b;
+    size_t semi[2]; /* a classic header's two ';' */
+} loop_shape;
+/* The `for` whose braced body opens at body into *L; 0 when it is none or
+ * its header is not one the schedules read (a counter only the header
+ * steps, a header that calls nothing but size()). */
+int sched_loop_find(const sview *v, size_t body, loop_shape *L);
+/* Whether tokens [a, b) can be read again elsewhere in [from, to): every
+ * name in them neither declared nor set in [from, to), and no call but
+ * size(). */
+int sched_readable_before(const sview *v, size_t a, size_t b, size_t from, size_t to);
+/* Whether tokens [a, b) call nothing but size(), length() or empty(). */
+int sched_calls_only_sizes(const sview *v, size_t a, size_t b);
+/* The heads of the loop body's statement st into *out, less the container
+ * named at token owner (NAME of an argument NAME[i] or NAME[i].m) when st
+ * names it only as an iteration's element, through members that are
+ * scalars or keep their own allocation (no element's member can be another
+ * element's), and never sets it. */
+int sched_loop_heads_apart(const scan *s, const loop_shape *L, const stmt *st, size_t owner,
+                           cuco_strlist *out);
 
 /* ---- sched_place.c: where schedule (a) puts a call's start and wait */
 /* Sets why the schedule does not apply: returns 1 (stop), or CUCO_ENOMEM. */
@@ -239,8 +280,23 @@ void scan_fn_scope_free(fn_scope *f);
  * its callers may pass it to (into *out, the caller's to free). */
 int scan_aliases_of(const sview *v, size_t brace, const char *name, cuco_strlist *out);
 /* s->all: the call's buffers with their aliases, what they hold and the
- * objects that hold any of that (s->send, s->recv read) */
+ * objects that hold any of that (s->send, s->recv read); a pointer
+ * parameter's callers' globals (scan_param_globals) among them, and
+ * s->globals set when a local escapes (scan_local_escapes) */
 int scan_buffers_closure(scan *s);
+
+/* ---- scan_escape.c ---- */
+/* Whether the local `name` of s's function is handed, anywhere in it, to a
+ * call that may keep it (itself, or a lambda that captures it): a function
+ * the file does not define, a library call that makes a handle of it, a
+ * file function that hands its parameter on. Then any call the analysis
+ * cannot see into may touch it. */
+int scan_local_escapes(const scan *s, const char *name);
+/* The globals (and members) that pointer parameter p of fn may be: the
+ * names that may hold each caller's argument in the caller (its aliases,
+ * `g_grads[b] = grads[b]`) that are none of the caller's locals or
+ * parameters, appended to *out. */
+int scan_param_globals(const sview *v, const fn_scope *fn, const char *p, cuco_strlist *out);
 /* The graph of nodes[0..n) with the aliases and holds of s's function. */
 cuco_sched_graph scan_graph(const scan *s, const cuco_sched_node *nodes, size_t n);
 /* s->stmts: the block's statements, classified; s->call: the call's */
@@ -295,6 +351,12 @@ int scan_pure_function(const sview *v, size_t name, int depth);
  * lambda its function defines, and the file's functions they call, three
  * deep. depth: 0. */
 int scan_function_syncs(const sview *v, size_t name, int depth);
+/* The same for synchronisation and communication together: what the call
+ * at name reaches through the file's functions and lambdas, as bits. A
+ * helper that issues a collective is a communication call of its caller:
+ * two device collectives of one communicator must not run at once. */
+enum { SCAN_REACH_SYNC = 1u << 0, SCAN_REACH_COMM = 1u << 1 };
+unsigned scan_function_reach(const sview *v, size_t name, int depth);
 
 /* ---- scan_members.c ---- */
 /* Whether the global or member named name keeps its value in place at

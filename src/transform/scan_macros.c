@@ -50,12 +50,66 @@ static int macro_in(const cuco_lex *lx, const char *w, size_t len, const char **
     return 0;
 }
 
+/* How many #defines of the macro named w (len bytes) lx holds. */
+static int macro_defines(const cuco_lex *lx, const char *w, size_t len)
+{
+    int n = 0;
+    for (size_t k = 0; k < lx->ntoks; k++) {
+        const cuco_tok *t = &lx->toks[k];
+        if (t->kind != CUCO_TOK_PREPROC || t->dir_len != 6 ||
+            memcmp(lx->src + t->dir_off, "define", 6) != 0)
+            continue;
+        const char *q = lx->src + t->dir_off + 6, *e = lx->src + t->off + t->len;
+        while (q < e && (*q == ' ' || *q == '\t'))
+            q++;
+        n += (size_t)(e - q) >= len && memcmp(q, w, len) == 0 &&
+             !(q + len < e && cuco_tx_ident_char(q[len]));
+    }
+    return n;
+}
+
 /* The same in the file, else in the program's headers. */
 static int macro_text(const sview *v, const char *w, size_t len, const char **params,
                       const char **body, const char **end)
 {
     return macro_in(&v->lx, w, len, params, body, end) ||
            (v->has_macros && macro_in(&v->macros, w, len, params, body, end));
+}
+
+/* Whether the function body opening at body only reports and leaves: it
+ * launches nothing and calls only printing, the exits and the calls that
+ * touch nothing but their arguments (an error check's `fail(#x, ...)`). */
+static int reports_and_exits(const sview *v, size_t body)
+{
+    static const char *const ok[] = {"MPI_Abort", "exit",      "abort",      "fflush", "perror",
+                                     "fputs",     "std::exit", "std::abort", NULL};
+    size_t end = close_of(v, body);
+    for (size_t k = body + 1; k < end && k < v->n; k++) {
+        if (is(v, k, "<<<"))
+            return 0;
+        if (ident(v, k) && is(v, k + 1, "(") && !in_words(v, k, sview_keywords) &&
+            !scan_call_in(v, k, ok) && !scan_call_in(v, k, scan_plain_calls))
+            return 0;
+    }
+    return 1;
+}
+
+/* Whether a call of the function named w (len bytes) in a macro's text
+ * does what the text does not show: a function of the file (its body may
+ * touch any buffer, synchronise or communicate) or a communication call. */
+static int hidden_call(const sview *v, const char *w, size_t len)
+{
+    if ((len > 4 && memcmp(w, "nccl", 4) == 0 &&
+         !(len == 18 && !memcmp(w, "ncclGetErrorString", 18))) ||
+        (len > 7 && memcmp(w, "cuco_tx", 7) == 0))
+        return 1;
+    for (size_t i = 0; i < v->ndefs; i++) {
+        const cuco_tok *t = tk(v, v->defs[i]);
+        if (t->len == len && memcmp(v->src + t->off, w, len) == 0 &&
+            !reports_and_exits(v, v->def_bodies[i]))
+            return 1;
+    }
+    return 0;
 }
 
 int scan_macro_number(const sview *v, size_t i)
@@ -85,13 +139,39 @@ static int is_param(const char *params, const char *body, const char *w, size_t 
     return 0;
 }
 
+/* The end of the string or character literal, or comment, that starts at
+ * q (before end); q itself when none starts there. */
+static const char *literal_end(const char *q, const char *end)
+{
+    if (*q == '"' || *q == '\'') {
+        const char *r = q + 1;
+        while (r < end && *r != *q)
+            r += *r == '\\' ? 2 : 1;
+        return r < end ? r + 1 : end;
+    }
+    if (q + 1 < end && q[0] == '/' && q[1] == '*') {
+        const char *r = q + 2;
+        while (r + 1 < end && !(r[0] == '*' && r[1] == '/'))
+            r++;
+        return r + 1 < end ? r + 2 : end;
+    }
+    return q;
+}
+
 static int reach_text(const sview *v, const char *w, size_t len, int depth, cuco_strlist *heads,
                       unsigned *reach)
 {
     const char *params, *body, *end;
     if (depth > MACRO_DEPTH || !macro_text(v, w, len, &params, &body, &end))
         return 0;
+    if (macro_defines(&v->lx, w, len) + (v->has_macros ? macro_defines(&v->macros, w, len) : 0) > 1)
+        *reach |= SCAN_MACRO_OPAQUE; /* #undef and #define again, or #ifdef branches */
     for (const char *q = body; q < end;) {
+        const char *lit = literal_end(q, end); /* "%s failed\n" names nothing */
+        if (lit != q) {
+            q = lit;
+            continue;
+        }
         if (!cuco_tx_ident_char(*q) || (*q >= '0' && *q <= '9')) {
             if (q + 3 <= end && memcmp(q, "<<<", 3) == 0)
                 *reach |= SCAN_MACRO_LAUNCHES;
@@ -119,6 +199,10 @@ static int reach_text(const sview *v, const char *w, size_t len, int depth, cuco
         int rc = reach_text(v, a, n, depth + 1, heads, reach);
         if (rc != 0)
             return rc;
+        if (after < end && *after == '(' && hidden_call(v, a, n))
+            *reach |= SCAN_MACRO_OPAQUE;
+        if (after < end && *after == '(' && word_in(a, n, scan_sync_calls))
+            *reach |= SCAN_MACRO_SYNCS;
         if (after < end && (*after == '(' || *after == '<'))
             continue; /* a call: what it reads is in its arguments */
         char *name = cuco_strndup(a, n);

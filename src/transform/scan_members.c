@@ -82,14 +82,30 @@ static size_t cast_start(const sview *v, size_t i)
     return is(v, k, "(") && k + 1 < i - 1 && ident(v, k + 1) ? k : i;
 }
 
+/* The first token of the object chain that ends at token o (a.b->c,
+ * v[i].c, a.b[j][k]): names joined by '.' or '->', each with subscripts. */
+static size_t chain_start(const sview *v, size_t o)
+{
+    for (;;) {
+        while (is(v, o, "]")) {
+            size_t open = sview_open_of(v, o);
+            if (open == 0 || open >= v->n || !is(v, open, "[") || open < 1)
+                return o;
+            o = open - 1;
+        }
+        if (!ident(v, o) || o < 2 || !(is(v, o - 1, "->") || is(v, o - 1, ".")) ||
+            !(ident(v, o - 2) || is(v, o - 2, "]")))
+            return o;
+        o -= 2;
+    }
+}
+
 /* The access to member token t as one unit: [*first, *end), its object's
- * chain (a.b->m) and the subscripts after it included, an address taken
- * (&x->m, &(x->m[0])) in *addr. */
+ * chain (a.b->m, v[i].m) and the subscripts after it included, an address
+ * taken (&x->m, &(x->m[0])) in *addr. */
 static void member_unit(const sview *v, size_t t, size_t *first, size_t *end, int *addr)
 {
-    size_t o = t - 2;
-    while (o >= 2 && (is(v, o - 1, "->") || is(v, o - 1, ".")) && ident(v, o - 2))
-        o -= 2;
+    size_t o = chain_start(v, t - 2);
     size_t before = o;
     while (before > 0 && is(v, before - 1, "("))
         before--;
@@ -140,7 +156,9 @@ static int library_argument(const sview *v, size_t first, size_t end, int addr, 
 }
 
 /* Whether [first, end) is a whole argument of a call of a function of the
- * file that keeps that parameter's value in place (scan_param_value_stays). */
+ * file that keeps that parameter's value in place (scan_param_value_stays),
+ * or only reads the elements of that table or container parameter
+ * (scan_param_elements_kept). */
 static int file_call_argument(const sview *v, size_t first, size_t end)
 {
     if (first == 0 || end >= v->n || !(is(v, first - 1, "(") || is(v, first - 1, ",")) ||
@@ -155,7 +173,7 @@ static int file_call_argument(const sview *v, size_t first, size_t end)
              is(v, i, "}");
         k += d == 0 && is(v, i, ",");
     }
-    return scan_param_value_stays(v, open - 1, k);
+    return scan_param_value_stays(v, open - 1, k) || scan_param_elements_kept(v, open - 1, k);
 }
 
 /* Whether the use of member token t (after '.' or '->' of an object) keeps
@@ -165,13 +183,40 @@ static int file_call_argument(const sview *v, size_t first, size_t end)
  * that keeps no pointer (another member: a stream, an event); or the target
  * of an assignment of no named value. A member of it, or the member or an
  * element handed on whole (assigned, returned, initialising), does not. */
-static int use_stays(const sview *v, size_t t, int call_member)
+static int member_stays_at(const sview *v, const char *m, int call_member, int depth);
+
+/* A container's methods that hand out no element's address. */
+static const char *const size_methods[] = {"size", "resize", "reserve", "empty", "length", NULL};
+
+/* When the unit of a use ends with '.' or '->' at end: whether what follows
+ * keeps the member in place: a size method of a container (`x.items.size()`)
+ * or a member of an element (`x.items[i].buf`, `&x.items[i].buf`) that stays
+ * in place itself, so that every element holds its own allocation (one
+ * level deep). */
+static int nested_stays(const sview *v, size_t end, int call_member, int depth)
+{
+    if (!ident(v, end + 1))
+        return 0;
+    if (in_words(v, end + 1, size_methods) && is(v, end + 2, "("))
+        return 1;
+    if (depth > 0 || is(v, end + 2, "("))
+        return 0;
+    char *m = cuco_strndup(v->src + tk(v, end + 1)->off, tk(v, end + 1)->len);
+    int stays = m && member_stays_at(v, m, call_member, depth + 1);
+    free(m);
+    return stays;
+}
+
+static int use_stays(const sview *v, size_t t, int call_member, int depth)
 {
     size_t first, end;
     int addr;
     member_unit(v, t, &first, &end, &addr);
-    if (end >= v->n || is(v, end, ".") || is(v, end, "->"))
-        return 0; /* a member of it: its value is not followed */
+    if (end >= v->n)
+        return 0;
+    if (is(v, end, ".") || is(v, end, "->"))
+        return nested_stays(v, end, call_member,
+                            depth); /* the address, if any, is the nested member's */
     if (is(v, end, "=")) {
         size_t e = end + 1;
         while (e < v->n && !is(v, e, ";"))
@@ -202,9 +247,14 @@ static int use_makes(const sview *v, size_t t, int call_member)
     size_t first, end;
     int addr;
     member_unit(v, t, &first, &end, &addr);
+    if (end < v->n && (is(v, end, ".") || is(v, end, "->")) && ident(v, end + 1) &&
+        !is(v, end + 2, "("))
+        return use_makes(v, end + 1, call_member); /* x.items[i].buf made */
     if (!addr && is(v, end, "=") && allocator_value(v, end))
         return 1; /* c.x = make_device<float>(n); */
-    return addr && end == t + 1 && library_argument(v, first, end, 1, call_member);
+    /* &c.x, or &c.x[i] of an array of pointers: each element allocated */
+    return addr && library_argument(v, first, end, 1, call_member) &&
+           (end == t + 1 || in_words(v, sview_paren_around(v, end - 1) - 1, allocations));
 }
 
 /* Whether member token t is read through a plain name (`o.hidden`) that
@@ -239,18 +289,23 @@ static const char *const builtins[] = {"threadIdx", "blockIdx", "blockDim", "gri
 
 /* Whether the member named at token m (the call's, call_member) stays in
  * place at each of its uses in the text and is made by a call there. */
-static int member_stays(const sview *v, const char *m, int call_member)
+static int member_stays_at(const sview *v, const char *m, int call_member, int depth)
 {
     int made = 0;
     for (size_t t = 2; t < v->n; t++) {
         if (!(is(v, t - 1, "->") || is(v, t - 1, ".")) || !is(v, t, m) ||
             in_words(v, t - 2, builtins) || other_struct_scalar(v, t))
             continue;
-        if (!use_stays(v, t, call_member))
+        if (!use_stays(v, t, call_member, depth))
             return 0;
         made |= use_makes(v, t, call_member);
     }
     return made;
+}
+
+static int member_stays(const sview *v, const char *m, int call_member)
+{
+    return member_stays_at(v, m, call_member, 0);
 }
 
 /* The type token of parameter b of the function whose parameters open at
@@ -410,7 +465,7 @@ int scan_member_kept(const sview *v, const char *name)
         if (!is(v, t, name))
             continue;
         int member = is(v, t - 1, "->") || is(v, t - 1, ".");
-        if (member ? !use_stays(v, t, 1) : !plain_use_stays(v, t))
+        if (member ? !use_stays(v, t, 1, 0) : !plain_use_stays(v, t))
             return 0;
         made |= member ? use_makes(v, t, 1) : is(v, t - 1, "&");
     }

@@ -31,14 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The `for` around the call: its header and the variable of an iteration. */
-typedef struct loop_shape {
-    size_t kw, open, close; /* 'for' and its header's parentheses */
-    size_t var;             /* the counter (classic) or the range variable */
-    int range;              /* 1: a range-for over [rng_a, rng_b) */
-    size_t rng_a, rng_b;
-} loop_shape;
-
 /* The argument positions of a collective the loop schedule takes: its
  * buffers, count, type and communicator; whether the send or the receive
  * buffer holds count elements of every rank. */
@@ -70,8 +62,7 @@ static int counter_steps(const sview *v, size_t a, size_t b, size_t var)
     return 1;
 }
 
-/* Whether tokens [a, b) call nothing but size(), length() or empty(). */
-static int calls_only_sizes(const sview *v, size_t a, size_t b)
+int sched_calls_only_sizes(const sview *v, size_t a, size_t b)
 {
     static const char *const sizes[] = {"size", "length", "empty", "sizeof", NULL};
     for (size_t k = a; k + 1 < b; k++)
@@ -81,16 +72,14 @@ static int calls_only_sizes(const sview *v, size_t a, size_t b)
     return 1;
 }
 
-/* The `for` whose braced body opens at body into *L; 0 when it is none or
- * its header is not one the schedule reads. */
-static int loop_find(const sview *v, size_t body, loop_shape *L)
+int sched_loop_find(const sview *v, size_t body, loop_shape *L)
 {
     if (body < 3 || !is(v, body - 1, ")"))
         return 0;
     size_t open = sview_open_of(v, body - 1);
     if (open == 0 || open >= v->n || !is(v, open, "(") || !is(v, open - 1, "for"))
         return 0;
-    *L = (loop_shape){.kw = open - 1, .open = open, .close = body - 1, .var = v->n};
+    *L = (loop_shape){.kw = open - 1, .open = open, .close = body - 1, .var = v->n, .semi = {0, 0}};
     size_t semi[2] = {0, 0}, colon = v->n;
     int ns = 0, d = 0;
     for (size_t k = open + 1; k < L->close; k++) {
@@ -102,16 +91,18 @@ static int loop_find(const sview *v, size_t body, loop_shape *L)
             colon = k;
     }
     if (ns == 0 && colon < v->n && ident(v, colon - 1)) {
-        *L = (loop_shape){L->kw, L->open, L->close, colon - 1, 1, colon + 1, L->close};
-        return calls_only_sizes(v, colon + 1, L->close);
+        *L = (loop_shape){L->kw, L->open, L->close, colon - 1, 1, colon + 1, L->close, {0, 0}};
+        return sched_calls_only_sizes(v, colon + 1, L->close);
     }
     if (ns != 2)
         return 0;
+    L->semi[0] = semi[0];
+    L->semi[1] = semi[1];
     for (size_t k = open + 1; k < semi[0] && L->var == v->n; k++)
         if (ident(v, k) && is(v, k + 1, "="))
             L->var = k;
     return L->var < v->n && counter_steps(v, semi[1] + 1, L->close, L->var) &&
-           calls_only_sizes(v, semi[0] + 1, L->close);
+           sched_calls_only_sizes(v, semi[0] + 1, L->close);
 }
 
 /* Whether the token at k, a name (its member `.m`/`->m` after it taken
@@ -212,9 +203,27 @@ static int names_only_own(const sview *v, const loop_shape *L, const own_set *o,
     return 1;
 }
 
+/* Whether a macro the statement [a, b) uses reaches the name h (its text
+ * names it: `#define NEXT(l) grads[(l) + 1]`), where the tokens of the
+ * statement do not show how. */
+static int macro_reaches(const sview *v, size_t a, size_t b, const char *h)
+{
+    for (size_t k = a; k < b; k++) {
+        cuco_strlist reach = {0};
+        unsigned what = 0;
+        int hit = ident(v, k) && scan_macro_reach(v, k, &reach, &what) == 0 &&
+                  (cuco_strlist_has(&reach, h) || (what & SCAN_MACRO_OPAQUE));
+        cuco_strlist_free(&reach);
+        if (hit)
+            return 1;
+    }
+    return 0;
+}
+
 /* The heads of the body's statement st, less those that name only the
  * iteration's own element as the call uses it (the range variable, the
- * containers of its NAME[i] arguments) into *out. */
+ * containers of its NAME[i] arguments) into *out; a head a macro of the
+ * statement reaches is kept. */
 static int masked_heads(const scan *s, const loop_shape *L, const stmt *st, const own_set *o,
                         cuco_strlist *out)
 {
@@ -222,6 +231,10 @@ static int masked_heads(const scan *s, const loop_shape *L, const stmt *st, cons
     int rc = 0;
     for (size_t i = 0; i < st->heads.n && rc == 0; i++) {
         const char *h = st->heads.items[i];
+        if (macro_reaches(v, st->a, st->b, h)) {
+            rc = cuco_strlist_push(out, h);
+            continue;
+        }
         int own = L->range && cuco_tok_is(&v->lx, tk(v, L->var), h) &&
                   names_only_own(v, L, o, st->a, st->b, L->var);
         for (int k = 0; !own && k < o->nowners; k++)
@@ -231,6 +244,13 @@ static int masked_heads(const scan *s, const loop_shape *L, const stmt *st, cons
             rc = cuco_strlist_push(out, h);
     }
     return rc;
+}
+
+int sched_loop_heads_apart(const scan *s, const loop_shape *L, const stmt *st, size_t owner,
+                           cuco_strlist *out)
+{
+    own_set o = {.owners = {owner, 0}, .nowners = 1};
+    return masked_heads(s, L, st, &o, out);
 }
 
 /* Appends every name of from to to. */
@@ -298,16 +318,13 @@ static int body_apart(const scan *s, const loop_shape *L, const own_set *o, cuco
     return rc;
 }
 
-/* Whether the argument [a, b) can be read again at the top of the body:
- * every name in it neither declared nor set in [from, to), and no call
- * but size(). */
-static int readable_before(const sview *v, size_t a, size_t b, size_t from, size_t to)
+int sched_readable_before(const sview *v, size_t a, size_t b, size_t from, size_t to)
 {
     for (size_t k = a; k < b; k++)
         if (ident(v, k) && !(k > a && (is(v, k - 1, ".") || is(v, k - 1, "->"))) &&
             body_sets(v, from, to, k))
             return 0;
-    return calls_only_sizes(v, a, b);
+    return sched_calls_only_sizes(v, a, b);
 }
 
 /* The loop_guard statement of the call (its '(' at open) into *guard; 1
@@ -335,7 +352,7 @@ static int guard_stmt(const scan *s, const loop_shape *L, const loop_api *x, siz
                             "its iteration's own element (NAME[i] with i the loop's counter, or "
                             "the range-for's variable or its member)",
                             tk(v, L->kw)->line);
-        else if (!readable_before(v, a, b, s->block, s->block_end))
+        else if (!sched_readable_before(v, a, b, s->block, s->block_end))
             rc = sched_note(p,
                             "nor across the iterations of its loop (line %d): its arguments name "
                             "what the body declares or sets",
@@ -441,7 +458,7 @@ static int loop_checks(const scan *s, const loop_shape *L, cuco_sched_plan *p)
         for (size_t k = a; k < b; k++)
             names_var |= same_tok(v, k, L->var);
     if (names_var || !arg_range(v, s->call_tok + 1, -1, &a, &b) ||
-        !readable_before(v, a, b, L->open, s->block_end))
+        !sched_readable_before(v, a, b, L->open, s->block_end))
         return sched_note(p,
                           "nor across the iterations of its loop (line %d): its stream names "
                           "what the loop declares or sets",
@@ -457,7 +474,7 @@ int sched_loop(scan *s, const char *api, int site, int (*editable)(void *ctx, si
     const loop_api *x = loop_apis;
     while (x->api && strcmp(x->api, api) != 0)
         x++;
-    if (!x->api || !loop_find(v, s->block, &L))
+    if (!x->api || !sched_loop_find(v, s->block, &L))
         return 2;
     size_t edits = p->nedits;
     own_set own;

@@ -133,33 +133,40 @@ static int place_here(scan *s, const cuco_sched_place *pl, size_t open, const ch
     return rc;
 }
 
+int sched_scan_prepare(scan *s, size_t call_off, const char *api, cuco_sched_plan *plan,
+                       cuco_err *e)
+{
+    const sview *v = s->v;
+    size_t c = 0, call_stmt = 0;
+    while (c < v->n && tk(v, c)->off != call_off)
+        c++;
+    if (c >= v->n || !is(v, c + 1, "("))
+        return cuco_err_set(e, CUCO_EINVAL, "no call at byte %zu", call_off);
+    s->call_tok = c;
+    int rc = sched_locate(s, c, plan, &call_stmt);
+    if (rc == 0)
+        rc = call_buffers(s, c + 1, api);
+    if (rc == 0)
+        rc = scan_buffers_closure(s);
+    if (rc == 0)
+        rc = scan_read_block(s, call_stmt);
+    if (rc == 0)
+        rc = scan_members_apart(s);
+    if (rc == 0 && s->call >= s->n)
+        rc = sched_note(plan, "the call's statement was not found in its block", 0);
+    return rc;
+}
+
 int sched_scan_view(const sview *v, size_t call_off, const char *api, int site,
                     const cuco_semantic *sem, size_t n_sem, int (*editable)(void *ctx, size_t off),
                     void *ctx, cuco_sched_plan *plan, cuco_err *e)
 {
     memset(plan, 0, sizeof(*plan));
-    int rc = 0;
     scan s = {.v = v, .call = (size_t)-1, .sem = sem, .n_sem = n_sem};
-    size_t c = 0, call_stmt = 0;
-    while (rc == 0 && c < v->n && tk(v, c)->off != call_off)
-        c++;
-    if (rc == 0 && (c >= v->n || !is(v, c + 1, "(")))
-        rc = cuco_err_set(e, CUCO_EINVAL, "no call at byte %zu", call_off);
-    s.call_tok = c;
-    if (rc == 0)
-        rc = sched_locate(&s, c, plan, &call_stmt);
-    if (rc == 0)
-        rc = call_buffers(&s, c + 1, api);
-    if (rc == 0)
-        rc = scan_buffers_closure(&s);
-    if (rc == 0)
-        rc = scan_read_block(&s, call_stmt);
-    if (rc == 0)
-        rc = scan_members_apart(&s);
+    int rc = sched_scan_prepare(&s, call_off, api, plan, e);
+    size_t c = s.call_tok;
     cuco_sched_place pl = {0};
     int placed = 0;
-    if (rc == 0 && s.call >= s.n)
-        rc = sched_note(plan, "the call's statement was not found in its block", 0);
     if (rc == 0)
         placed = (rc = scan_place(&s, &pl)) == 0;
     if (placed && (rc = sched_fence(&s, &pl, plan)) != 0)

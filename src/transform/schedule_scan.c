@@ -131,12 +131,29 @@ static int has_sub(const char *s, size_t n, const char *w)
     return 0;
 }
 
+/* Whether the name called at i is a variable the file declares as a
+ * function pointer (`(*sync_fn)(cudaStream_t)`) or a function object
+ * (`std::function<void()> hook`): what it calls is not in the text. */
+static int called_variable(const sview *v, size_t i)
+{
+    for (size_t k = 2; k + 1 < v->n; k++) {
+        if (k == i || !same_tok(v, k, i))
+            continue;
+        if (is(v, k - 1, "*") && is(v, k - 2, "(") && is(v, k + 1, ")"))
+            return 1;
+        if (is(v, k - 1, ">") && (is(v, k + 1, "=") || is(v, k + 1, ";") || is(v, k + 1, "{")))
+            return 1;
+    }
+    return 0;
+}
+
 /* Kind and stream of the call named at i (open: its '(' or '<<<'). */
 static int classify_call(const sview *v, size_t i, size_t open, stmt *s)
 {
     cuco_sched_kind k = CUCO_SCHED_PLAIN;
     char *stream = NULL;
     size_t getter_member, lambda;
+    unsigned reach;
     const cuco_tok *t = tk(v, i);
     const char *name = v->src + t->off;
     int qualified_tx = i >= 2 && is(v, i - 1, "::") && is(v, i - 2, "cuco_tx");
@@ -158,6 +175,9 @@ static int classify_call(const sview *v, size_t i, size_t open, stmt *s)
             stream = scan_arg_text(v, open, is(v, i, "cudaMemsetAsync") ? 3 : 4, 0);
         if (!stream && !is(v, i, "cublasLtMatmul"))
             stream = cuco_strdup("0");
+    } else if (t->len > 6 && memcmp(name, "cublas", 6) == 0 && has_sub(name, t->len, "Batched") &&
+               !has_sub(name, t->len, "StridedBatched")) {
+        k = CUCO_SCHED_UNKNOWN; /* device arrays of pointers: any buffer */
     } else if (t->len > 6 && memcmp(name, "cublas", 6) == 0 &&
                (has_sub(name, t->len, "gemm") || has_sub(name, t->len, "Gemm"))) {
         k = CUCO_SCHED_WORK; /* on the handle's stream: unknown here */
@@ -172,8 +192,11 @@ static int classify_call(const sview *v, size_t i, size_t open, stmt *s)
         stream = scan_arg_text(v, lambda, 3, 0);
         if (!stream)
             stream = cuco_strdup("0");
-    } else if (scan_function_syncs(v, i, 0)) {
-        k = CUCO_SCHED_SYNC; /* a helper that joins streams or waits on the host */
+    } else if ((reach = scan_function_reach(v, i, 0)) != 0) {
+        /* a helper that communicates, joins streams or waits on the host */
+        k = reach & SCAN_REACH_COMM ? CUCO_SCHED_COMM : CUCO_SCHED_SYNC;
+    } else if (called_variable(v, i)) {
+        k = CUCO_SCHED_UNKNOWN; /* a function pointer or std::function: any call */
     } else if (!sview_getter(v, i, &getter_member) && !sview_smart_get(v, i) &&
                !scan_pure_function(v, i, 0)) {
         /* a getter (a smart pointer's get() too) only names its object; a
@@ -222,6 +245,27 @@ static int binds_name(const sview *v, const stmt *s)
     return 0;
 }
 
+/* Whether the head at i is named here only for a scalar or handle member
+ * (`n.dim`, `ctx->blas`: scan_scalar_member), which holds no buffer: the
+ * object is not touched through it. */
+static int scalar_member_read(const sview *v, size_t i)
+{
+    return (is(v, i + 1, ".") || is(v, i + 1, "->")) && ident(v, i + 2) && !is(v, i + 3, ".") &&
+           !is(v, i + 3, "->") && !is(v, i + 3, "(") && !is(v, i + 3, "[") &&
+           scan_scalar_member(v, i + 2);
+}
+
+/* The kind of a declaration of an object of the type named at ty with
+ * arguments (`Work w(s);`): what the type's constructors of the file
+ * reach (a constructor that records an event synchronises). */
+static cuco_sched_kind constructor_kind(const sview *v, size_t ty)
+{
+    unsigned reach = in_words(v, ty, sview_keywords) ? 0 : scan_function_reach(v, ty, 0);
+    return reach & SCAN_REACH_COMM   ? CUCO_SCHED_COMM
+           : reach & SCAN_REACH_SYNC ? CUCO_SCHED_SYNC
+                                     : CUCO_SCHED_PLAIN;
+}
+
 int scan_stmt_classify(const sview *v, stmt *s)
 {
     int rc = 0, macro_exits = 0;
@@ -235,6 +279,8 @@ int scan_stmt_classify(const sview *v, stmt *s)
         size_t open = scan_call_open(v, i);
         if (open < v->n)
             rc = classify_call(v, i, open, s);
+        else if (i > s->a && ident(v, i - 1) && (is(v, i + 1, "(") || is(v, i + 1, "{")))
+            s->kind = stronger(s->kind, constructor_kind(v, i - 1));
         if (call_through_expression(v, i)) { /* hooks[k](...), (*hook)(...) */
             s->calls++;
             s->kind = stronger(s->kind, CUCO_SCHED_UNKNOWN);
@@ -243,7 +289,7 @@ int scan_stmt_classify(const sview *v, stmt *s)
          * (what it captures), unless it only launches its arguments */
         int lambda = open < v->n && sview_lambda_body(v, i, NULL) < v->n &&
                      kernel_lambda_launch(v, i) >= v->n;
-        if (rc == 0 && (scan_is_head(v, i) || lambda))
+        if (rc == 0 && ((scan_is_head(v, i) && !scalar_member_read(v, i)) || lambda))
             rc = push_text(&s->heads, v, i);
         unsigned reach = 0;
         if (rc == 0 && ident(v, i))
@@ -252,6 +298,8 @@ int scan_stmt_classify(const sview *v, stmt *s)
             s->kind = stronger(s->kind, CUCO_SCHED_WORK);
         if (reach & SCAN_MACRO_OPAQUE)
             s->kind = stronger(s->kind, CUCO_SCHED_UNKNOWN);
+        if (reach & SCAN_MACRO_SYNCS)
+            s->kind = stronger(s->kind, CUCO_SCHED_SYNC);
         macro_exits |= (reach & SCAN_MACRO_EXITS) != 0;
     }
     s->kind_but_macro_exits = s->kind;
@@ -638,6 +686,32 @@ static int params_may_alias(const sview *v, const fn_scope *fn, const char *p, c
 
 /* The call's buffers through the aliases; whether one is not local; a
  * parameter buffer may alias any pointer parameter. */
+/* The globals the pointer parameters among *all may be (as the callers
+ * pass them): into *all, each an alias of its parameter. */
+static int callers_globals(scan *s, cuco_strlist *all)
+{
+    cuco_strlist globals = {0};
+    int rc = 0;
+    size_t n = all->n;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (!cuco_strlist_has(&s->fn.pointer_params, all->items[i]))
+            continue;
+        size_t from = globals.n;
+        rc = scan_param_globals(s->v, &s->fn, all->items[i], &globals);
+        for (size_t k = from; k < globals.n && rc == 0; k++) {
+            if (cuco_strlist_has(all, globals.items[k]))
+                continue;
+            rc = cuco_strlist_push(all, globals.items[k]);
+            if (rc == 0)
+                rc = cuco_strlist_push(&s->fn.alias_a, all->items[i]);
+            if (rc == 0)
+                rc = cuco_strlist_push(&s->fn.alias_b, globals.items[k]);
+        }
+    }
+    cuco_strlist_free(&globals);
+    return rc;
+}
+
 int scan_buffers_closure(scan *s)
 {
     cuco_strlist all = {0}, via_param = {0};
@@ -704,9 +778,14 @@ int scan_buffers_closure(scan *s)
         rc = scan_alias_grow(&s->fn, &all, SCAN_GROW_FORWARD);
     if (rc == 0)
         rc = scan_alias_grow(&s->fn, &all, SCAN_GROW_BACKWARD);
-    for (size_t i = 0; i < all.n; i++)
-        if (!cuco_strlist_has(&s->fn.locals, all.items[i]))
-            s->globals = 1;
+    if (rc == 0 && !s->shallow)
+        rc = callers_globals(s, &all);
+    for (size_t i = 0; i < all.n; i++) {
+        int local = cuco_strlist_has(&s->fn.locals, all.items[i]);
+        s->globals |= !local;
+        s->escaped |= local && !s->shallow && scan_local_escapes(s, all.items[i]);
+    }
+    s->globals |= s->escaped;
     cuco_strlist_free(&via_param);
     s->all = all;
     return rc;
@@ -714,7 +793,7 @@ int scan_buffers_closure(scan *s)
 
 int scan_aliases_of(const sview *v, size_t brace, const char *name, cuco_strlist *out)
 {
-    scan s = {.v = v};
+    scan s = {.v = v, .shallow = 1};
     memset(out, 0, sizeof(*out));
     int rc = scan_fn_scope_find(&s.fn, v, brace);
     if (rc == 0)
@@ -729,6 +808,18 @@ int scan_aliases_of(const sview *v, size_t brace, const char *name, cuco_strlist
     cuco_strlist_free(&s.send);
     cuco_strlist_free(&s.all);
     return rc;
+}
+
+/* Whether statement st names a global or a member (a head that is no
+ * local and no parameter of the function): where an escaped buffer may be
+ * kept. */
+static int names_outer(const scan *s, const stmt *st)
+{
+    for (size_t i = 0; i < st->heads.n; i++)
+        if (!cuco_strlist_has(&s->fn.locals, st->heads.items[i]) &&
+            sview_param_index(s->v, s->fn.params, st->heads.items[i]) < 0)
+            return 1;
+    return 0;
 }
 
 /* The statements of the call's block, classified; the call's node. */
@@ -755,7 +846,8 @@ int scan_read_block(scan *s, size_t call_stmt)
             st->kind = CUCO_SCHED_COMM;
         } else {
             rc = scan_stmt_classify(v, st);
-            if (rc == 0 && st->calls && (s->globals || st->method_calls))
+            if (rc == 0 && ((st->calls && (s->globals || st->method_calls)) ||
+                            (s->escaped && names_outer(s, st))))
                 st->kind = stronger(st->kind, CUCO_SCHED_UNKNOWN);
         }
         s->n++;

@@ -7,8 +7,9 @@
 # helper), an all-to-all whose GEMM is split the same way (a2a_expert) and
 # a program in the NCCL user guide's style (guide_allreduce), and a C++
 # library's tensor-parallel layers whose buffers are class members used
-# without this-> (class_layers), and a sequence-parallel MLP on
-# std::unique_ptr buffers from a factory (uptr_mlp):
+# without this-> (class_layers), a sequence-parallel MLP on
+# std::unique_ptr buffers from a factory (uptr_mlp), and an FSDP-style layer
+# loop whose all-gather takes schedule prefetch_next (fsdp_prefetch):
 # 'cuco transform' (no --no-verify) builds the transformed program
 # with the manifest's nvcc command. Without a GPU the outcome is exit 3,
 # "built, not verified: no GPU", nothing registered; with one it must build,
@@ -18,7 +19,7 @@ set -u
 source "${CUCO_SRC:?}/tests/cli/transform_build.sh"
 setup transform-build nvcc
 for name in allgather async_alloc overlap_alias seqpar_mlp seqpar_norm seqpar_act a2a_expert guide_allreduce \
-    class_layers uptr_mlp; do
+    class_layers uptr_mlp fsdp_prefetch; do
     transform_bg "$CUCO_TEST_DATA/transform/$name"
     built "$name"
 done
@@ -70,4 +71,15 @@ done
 check "uptr_mlp: the up projection is split per source rank" \
     grep -q "cublasSgemm at line 224 consumes ncclAllGather at line 221 per source rank" \
     "$TMP/uptr_mlp/gen_0/transform_report.md"
+# fsdp_prefetch: layer l + 1's weight is gathered beside layer l's work
+# (layers[l].bias, a member that keeps its own allocation, is another
+# element's too: not the next weight); both knob values build
+fp=$TMP/fsdp_prefetch/gen_0
+check "fsdp_prefetch: the layer loop's all-gather takes prefetch_next" \
+    grep -q "prefetch_next: ncclAllGather at line 110 gathers the next iteration's input (layers\[(l + 1)\].shard)" \
+    "$fp/transform_report.md"
+check "fsdp_prefetch: the call gets the next iteration's arguments" \
+    grep -qF "cuco_tx::prefetch_site(0, CUCO_PREF_0, (l + 1) < ((int)layers.size()) ? (const void *)(layers[(l + 1)].shard) : nullptr" \
+    "$fp/fsdp_prefetch.cu"
+check "fsdp_prefetch: builds with CUCO_PREF_0=0" knob_built fsdp_prefetch CUCO_PREF_0 0
 exit $fail

@@ -1172,6 +1172,130 @@ static int schedule_note_of(const char *prog, int line, const char *needle)
     return has;
 }
 
+/* Schedule prefetch_next: an all-gather at the top of a counted loop whose
+ * send buffer is the iteration's element gathers the next iteration's
+ * input beside the body's work, unless the body may touch that input
+ * (directly, through a macro), leave early, or the call or the header is
+ * not one the schedule reads. */
+static void test_scan_prefetch_next(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *header, *call, *after, *why; /* why: NULL when it applies */
+    } cases[] = {
+        {"int l = 0; l < L; l++", "ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
+         "k<<<1, 32, 0, s>>>(act, n);", NULL},
+        {"int l = 0; l < L; ++l", "ncclAllGather(lay[l].w, full, n, ncclFloat, c, s);",
+         "k<<<1, 32, 0, s>>>(lay[l].b, n);", NULL},
+        {"int l = 0; l < L; l++", "ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
+         "k<<<1, 32, 0, s>>>(shard[l + 1], n);", "may touch its send buffer"},
+        {"int l = 0; l < L; l++", "ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
+         "k<<<1, 32, 0, s>>>(NEXT(l), n);", "may touch its send buffer"},
+        {"int l = 0; l < L; l++", "ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
+         "if (n == 0) break;", "may leave the iteration early"},
+        {"int l = 0; l * 2 < L; l++", "ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
+         "k<<<1, 32, 0, s>>>(act, n);", "is not `i = ...; i < E; i++`"},
+        {"int l = 0; l < L; l += 2", "ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
+         "k<<<1, 32, 0, s>>>(act, n);", "is not `i = ...; i < E; i++`"},
+        {"int l = 0; l < L; l++", "ncclAllGather(shard[0], full, n, ncclFloat, c, s);",
+         "k<<<1, 32, 0, s>>>(act, n);", "does not change with its loop's counter"},
+        {"int l = 0; l < L; l++", "n && ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
+         "k<<<1, 32, 0, s>>>(act, n);", "does not run in every iteration"},
+        {"int l = 0; l < L; l++", "ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
+         "ncclAllReduce(act, act, n, ncclFloat, ncclSum, c, s);", "communicates"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *prog = cuco_sprintf(
+            "#include <nccl.h>\n"
+            "__global__ void k(float *a, size_t n);\n"
+            "#define NEXT(l) shard[(l) + 1]\n"
+            "struct Lay { float *w; float *b; };\n"
+            "static void fwd(float **shard, Lay *lay, float *full, float *act, size_t n, int L,\n"
+            "                ncclComm_t c, cudaStream_t s) {\n"
+            "  for (%s) {\n"
+            "    %s\n"
+            "    k<<<1, 32, 0, s>>>(full, n);\n"
+            "    %s\n"
+            "  }\n"
+            "}\n"
+            "int main() { float *sh[4], *full, *act; Lay lay[4]; ncclComm_t c; cudaStream_t s;\n"
+            "  for (int i = 0; i < 4; i++) { cudaMalloc(&sh[i], 64); cudaMalloc(&lay[i].w, 64);\n"
+            "    cudaMalloc(&lay[i].b, 64); }\n"
+            "  cudaMalloc(&full, 128); cudaMalloc(&act, 64);\n"
+            "  fwd(sh, lay, full, act, 16, 4, c, s); return 0; }\n",
+            cases[i].header, cases[i].call, cases[i].after);
+        assert_non_null(prog);
+        cuco_tx_result r;
+        tx_transform(prog, &r);
+        const char *want = cases[i].why ? cases[i].why : "prefetch_next: ncclAllGather at line 8";
+        if (!tx_has_schedule_note(&r.notes, 8, want))
+            fail_msg("case %zu: no note '%s' at line 8", i, want);
+        int edited = r.program && strstr(r.program, "cuco_tx::prefetch_site(0, CUCO_PREF_0, ") &&
+                     strstr(r.program, "#define CUCO_PREF_0 1 // cuco:knob run 0 1");
+        if (edited != !cases[i].why)
+            fail_msg("case %zu: prefetch_site %s", i, edited ? "added" : "missing");
+        cuco_tx_result_free(&r);
+        free(prog);
+    }
+    /* the next iteration's arguments: the counter one up, under the header's
+     * condition */
+    static const char *const one =
+        "#include <nccl.h>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "int main() { float *sh[4], *full, *act; ncclComm_t c; cudaStream_t s; int L = 4;\n"
+        "  for (int i = 0; i < 4; i++) cudaMalloc(&sh[i], 64);\n"
+        "  cudaMalloc(&full, 128); cudaMalloc(&act, 64);\n"
+        "  for (int l = 0; l < L; l++) {\n"
+        "    ncclAllGather(sh[l], full, 16, ncclFloat, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(full, 16);\n"
+        "  }\n"
+        "  return 0; }\n";
+    cuco_tx_result r;
+    tx_transform(one, &r);
+    assert_non_null(strstr(r.program, "cuco_tx::prefetch_site(0, CUCO_PREF_0, (l + 1) < (L) ? "
+                                      "(const void *)(sh[(l + 1)]) : nullptr, (l + 1) < (L) ? "
+                                      "(size_t)(16) : 0), sh[l], full, 16"));
+    assert_true(tx_has_schedule_note(&r.notes, 7,
+                                     "early_start_late_wait does not apply to "
+                                     "ncclAllGather: the call is prefetch_next's"));
+    cuco_tx_result_free(&r);
+}
+
+/* A pointer parameter may be a global its callers set from the argument
+ * they pass: a later statement naming that global touches the buffer. */
+static void test_scan_param_globals(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        "#include <nccl.h>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "static float *g_grad;\n"
+        "static void step(float *grad, float *o, ncclComm_t c, cudaStream_t s) {\n"
+        "  ncclAllReduce(grad, grad, 4, ncclFloat, ncclSum, c, s);\n"
+        "  k<<<1, 32, 0, s>>>(o, 4);\n"
+        "  k<<<1, 32, 0, s>>>(g_grad, 4);\n"
+        "}\n"
+        "int main() { float *x, *o; ncclComm_t c; cudaStream_t s;\n"
+        "  cudaMalloc(&x, 64); cudaMalloc(&o, 64); g_grad = x;\n"
+        "  step(x, o, c, s); return 0; }\n";
+    assert_true(schedule_note_of(prog, 5, "wait moved before the statement at line 7"));
+    /* a loop's macro that names another iteration's element */
+    static const char *const looped =
+        "#include <nccl.h>\n"
+        "__global__ void k(float *a, const float *b, size_t n);\n"
+        "#define SUMMED(l) grads[(l) + 1]\n"
+        "int main() { float *grads[4]; ncclComm_t c; cudaStream_t s;\n"
+        "  for (int b = 0; b < 4; b++) cudaMalloc(&grads[b], 64);\n"
+        "  for (int b = 2; b >= 0; --b) {\n"
+        "    k<<<1, 32, 0, s>>>(grads[b], SUMMED(b), 4);\n"
+        "    ncclAllReduce(grads[b], grads[b], 4, ncclFloat, ncclSum, c, s);\n"
+        "  }\n"
+        "  return 0; }\n";
+    assert_true(schedule_note_of(looped, 8,
+                                 "nor across the iterations of its loop (line 6): the "
+                                 "statement at line 7 of its body may touch the buffer"));
+}
+
 /* What joins a stream or reaches a buffer out of sight: a helper that
  * records and waits on events is a synchronisation (the wait goes before
  * it); a kernel that takes a table of pointers reads every buffer; a
@@ -1205,6 +1329,63 @@ static void test_scan_hidden_joins(void **state)
         /* an aggregate pushed into a vector: the vector holds x */
         {"struct B { float *g; size_t n; };\n", "std::vector<B> bs; bs.push_back(B{x, 4});",
          "k<<<1, 32, 0, s>>>(o, 4);\n  k<<<1, 32, 0, s>>>(bs[0].g, 4);\n"},
+        /* a texture object made from x reads it */
+        {"__global__ void lookup(cudaTextureObject_t t, float *o, size_t n);\n",
+         "cudaTextureObject_t tex; cudaResourceDesc rd; rd.res.linear.devPtr = x; "
+         "cudaCreateTextureObject(&tex, &rd, nullptr, nullptr);",
+         "k<<<1, 32, 0, s>>>(o, 4);\n  lookup<<<1, 32, 0, s>>>(tex, o, 4);\n"},
+        /* a cuSPARSE vector descriptor made from x */
+        {"",
+         "cusparseHandle_t h; cusparseDnVecDescr_t vx, vy; cusparseSpMatDescr_t A; "
+         "cusparseCreateDnVec(&vx, 4, x, CUDA_R_32F);",
+         "k<<<1, 32, 0, s>>>(o, 4);\n  cusparseSpMV(h, CUSPARSE_OPERATION_NON_TRANSPOSE, nullptr, "
+         "A, "
+         "vx, nullptr, vy, CUDA_R_32F, CUSPARSE_SPMV_ALG_DEFAULT, nullptr);\n"},
+        /* the driver API's synchronisation */
+        {"", "", "k<<<1, 32, 0, s>>>(o, 4);\n  cuStreamSynchronize((CUstream)s);\n"},
+        /* a synchronisation through a function pointer */
+        {"static cudaError_t (*sync_fn)(cudaStream_t) = cudaStreamSynchronize;\n", "",
+         "k<<<1, 32, 0, s>>>(o, 4);\n  sync_fn(s);\n"},
+        /* a helper that issues another collective (two device collectives
+         * of one communicator must not run at once) */
+        {"static void sum(float *b, ncclComm_t c, cudaStream_t t) {\n"
+         "  ncclAllReduce(b, b, 4, ncclFloat, ncclSum, c, t); }\n",
+         "", "k<<<1, 32, 0, s>>>(o, 4);\n  sum(o, c, s);\n"},
+        /* a constructor that records an event */
+        {"struct Work { cudaEvent_t e; Work(cudaStream_t t) { cudaEventRecord(e, t); } };\n", "",
+         "k<<<1, 32, 0, s>>>(o, 4);\n  Work w(s);\n"},
+        /* a macro that calls a function of the file */
+        {"static float *g;\nstatic void smooth(void) { k<<<1, 32, 0, 0>>>(g, 4); }\n"
+         "#define SMOOTH() smooth()\n",
+         "g = x;", "k<<<1, 32, 0, s>>>(o, 4);\n  SMOOTH();\n"},
+        /* a macro defined twice: which one is compiled is not known */
+        {"#define POST() k<<<1, 32, 0, s>>>(o, 4)\n#undef POST\n"
+         "#define POST() k<<<1, 32, 0, s>>>(x, 4)\n",
+         "", "k<<<1, 32, 0, s>>>(o, 4);\n  POST();\n"},
+        /* a macro that synchronises */
+        {"#define SYNC() cudaStreamSynchronize(s)\n", "", "k<<<1, 32, 0, s>>>(o, 4);\n  SYNC();\n"},
+        /* x captured by a hook that a helper keeps, and the hooks run */
+        {"#include <functional>\nstatic std::vector<std::function<void()>> hooks;\n"
+         "static void reg(std::function<void()> f) { hooks.push_back(f); }\n"
+         "static void run_hooks() { for (auto &h : hooks) h(); }\n",
+         "reg([=] { k<<<1, 32, 0, s>>>(x, 4); });", "k<<<1, 32, 0, s>>>(o, 4);\n  run_hooks();\n"},
+        /* x handed to a function defined elsewhere, which may keep it */
+        {"void keep(float *p);\nvoid use_kept(void);\n", "keep(x);",
+         "k<<<1, 32, 0, s>>>(o, 4);\n  use_kept();\n"},
+        /* x kept by a setter in a global struct that a kernel takes */
+        {"struct Args { float *p; };\nstatic Args g_args;\n"
+         "static void setup(float *p) { g_args.p = p; }\n__global__ void use(Args a);\n",
+         "setup(x);", "k<<<1, 32, 0, s>>>(o, 4);\n  use<<<1, 32, 0, s>>>(g_args);\n"},
+        /* a batched GEMM: device arrays of pointers */
+        {"", "cublasHandle_t h; float **tab; const float one = 1;",
+         "k<<<1, 32, 0, s>>>(o, 4);\n  cublasSgemmBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, "
+         "&one, tab, 2, tab, 2, &one, tab, 2, 1);\n"},
+        /* a device variable reached through a template device function */
+        {"__device__ float *g_view;\n"
+         "template <typename T> __device__ T &at(size_t i) { return ((T *)g_view)[i]; }\n"
+         "__global__ void clip(size_t n) { at<float>(0) = 1.0f; }\n"
+         "__global__ void k2(float *a, size_t n) { a[0] = 0.0f; }\n",
+         "", "k2<<<1, 32, 0, s>>>(o, 4);\n  clip<<<1, 32, 0, s>>>(4);\n"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *prog = cuco_sprintf("#include <nccl.h>\n"
@@ -2235,6 +2416,8 @@ int main(void)
         cmocka_unit_test(test_scan_wrapper_callers),
         cmocka_unit_test(test_scan_loop_iterations),
         cmocka_unit_test(test_scan_hidden_joins),
+        cmocka_unit_test(test_scan_prefetch_next),
+        cmocka_unit_test(test_scan_param_globals),
         cmocka_unit_test(test_scan_raii_buffers),
         cmocka_unit_test(test_scan_declarators),
         cmocka_unit_test(test_scan_pure_helpers),
