@@ -253,12 +253,7 @@ static int member_read(const sview *v, size_t i)
  * is only read: every use of it in the body reads a member. */
 static int def_param_only_read(const sview *v, size_t k, size_t body, int t)
 {
-    size_t a, b, pn = v->n;
-    if (!sview_param_range(v, k + 1, t, &a, &b))
-        return 0;
-    for (size_t q = a; q < b && !is(v, q, "="); q++)
-        if (ident(v, q))
-            pn = q;
+    size_t pn = sview_param_name(v, k + 1, t);
     if (pn >= v->n)
         return 0;
     size_t end = close_of(v, body);

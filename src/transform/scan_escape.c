@@ -139,12 +139,7 @@ static int declared_in(const sview *v, size_t params, size_t body, size_t t)
  * it (scan_arg_takes_pointer). */
 static int param_kept(const sview *v, size_t def, size_t body, int pos, int depth)
 {
-    size_t a, b, pn = v->n, end = close_of(v, body);
-    if (!sview_param_range(v, def + 1, pos, &a, &b))
-        return 1;
-    for (size_t q = a; q < b && !is(v, q, "="); q++)
-        if (ident(v, q))
-            pn = q;
+    size_t pn = sview_param_name(v, def + 1, pos), end = close_of(v, body);
     if (pn >= v->n)
         return 1;
     for (size_t t = body + 1; t < end; t++) {
@@ -246,5 +241,44 @@ int scan_param_globals(const sview *v, const fn_scope *fn, const char *p, cuco_s
         }
         cuco_strlist_free(&heads);
     }
+    return rc;
+}
+
+/* The globals the pointer parameters among *all may be (as the callers
+ * pass them): into *all, each an alias of its parameter. */
+static int callers_globals(scan *s, cuco_strlist *all)
+{
+    cuco_strlist globals = {0};
+    int rc = 0;
+    size_t n = all->n;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (!cuco_strlist_has(&s->fn.pointer_params, all->items[i]))
+            continue;
+        size_t from = globals.n;
+        rc = scan_param_globals(s->v, &s->fn, all->items[i], &globals);
+        for (size_t k = from; k < globals.n && rc == 0; k++) {
+            if (cuco_strlist_has(all, globals.items[k]))
+                continue;
+            rc = cuco_strlist_push(all, globals.items[k]);
+            if (rc == 0)
+                rc = cuco_strlist_push(&s->fn.alias_a, all->items[i]);
+            if (rc == 0)
+                rc = cuco_strlist_push(&s->fn.alias_b, globals.items[k]);
+        }
+    }
+    cuco_strlist_free(&globals);
+    return rc;
+}
+
+int scan_closure_and_escapes(scan *s)
+{
+    int rc = scan_buffers_closure(s);
+    if (rc == 0)
+        rc = callers_globals(s, &s->all);
+    for (size_t i = 0; i < s->all.n && rc == 0; i++)
+        if (cuco_strlist_has(&s->fn.locals, s->all.items[i]) &&
+            scan_local_escapes(s, s->all.items[i]))
+            s->escaped = 1;
+    s->globals |= s->escaped;
     return rc;
 }

@@ -63,7 +63,6 @@ typedef struct scan {
      * latest (a conditional directive before or inside it); 0: none */
     size_t fence;
     int fence_line; /* the directive's line when it comes before the fence's first token */
-    int shallow;    /* scan_aliases_of: the closure without escapes and callers' globals */
     int escaped;    /* a local buffer of the call is handed to a call that may keep it */
 } scan;
 
@@ -280,9 +279,7 @@ void scan_fn_scope_free(fn_scope *f);
  * its callers may pass it to (into *out, the caller's to free). */
 int scan_aliases_of(const sview *v, size_t brace, const char *name, cuco_strlist *out);
 /* s->all: the call's buffers with their aliases, what they hold and the
- * objects that hold any of that (s->send, s->recv read); a pointer
- * parameter's callers' globals (scan_param_globals) among them, and
- * s->globals set when a local escapes (scan_local_escapes) */
+ * objects that hold any of that (s->send, s->recv read) */
 int scan_buffers_closure(scan *s);
 
 /* ---- scan_escape.c ---- */
@@ -297,6 +294,11 @@ int scan_local_escapes(const scan *s, const char *name);
  * `g_grads[b] = grads[b]`) that are none of the caller's locals or
  * parameters, appended to *out. */
 int scan_param_globals(const sview *v, const fn_scope *fn, const char *p, cuco_strlist *out);
+/* scan_buffers_closure, then the globals its pointer parameters may be
+ * (each an alias of its parameter, in s->all) and s->escaped (with
+ * s->globals) when one of its locals escapes: what the schedules read
+ * before the call's block. */
+int scan_closure_and_escapes(scan *s);
 /* The graph of nodes[0..n) with the aliases and holds of s's function. */
 cuco_sched_graph scan_graph(const scan *s, const cuco_sched_node *nodes, size_t n);
 /* s->stmts: the block's statements, classified; s->call: the call's */

@@ -21,24 +21,36 @@ static int word_in(const char *w, size_t len, const char *const *list)
     return 0;
 }
 
-/* The #define of the macro named w (len bytes) in lx: its replacement
+/* When token k of lx is `#define w...` (w: len bytes): the text after the
+ * name (*after) and the directive's end (*end); 0 otherwise. */
+static int defines_at(const cuco_lex *lx, size_t k, const char *w, size_t len, const char **after,
+                      const char **end)
+{
+    const cuco_tok *t = &lx->toks[k];
+    if (t->kind != CUCO_TOK_PREPROC || t->dir_len != 6 ||
+        memcmp(lx->src + t->dir_off, "define", 6) != 0)
+        return 0;
+    const char *q = lx->src + t->dir_off + 6, *e = lx->src + t->off + t->len;
+    while (q < e && (*q == ' ' || *q == '\t'))
+        q++;
+    if ((size_t)(e - q) < len || memcmp(q, w, len) != 0 ||
+        (q + len < e && cuco_tx_ident_char(q[len])))
+        return 0;
+    *after = q + len;
+    *end = e;
+    return 1;
+}
+
+/* The first #define of the macro named w (len bytes) in lx: its replacement
  * [*body, *end) and parameter list [*params, *body) (empty for an
  * object-like one); 0 when lx defines none. */
 static int macro_in(const cuco_lex *lx, const char *w, size_t len, const char **params,
                     const char **body, const char **end)
 {
     for (size_t k = 0; k < lx->ntoks; k++) {
-        const cuco_tok *t = &lx->toks[k];
-        if (t->kind != CUCO_TOK_PREPROC || t->dir_len != 6 ||
-            memcmp(lx->src + t->dir_off, "define", 6) != 0)
+        const char *q, *e;
+        if (!defines_at(lx, k, w, len, &q, &e))
             continue;
-        const char *q = lx->src + t->dir_off + 6, *e = lx->src + t->off + t->len;
-        while (q < e && (*q == ' ' || *q == '\t'))
-            q++;
-        if ((size_t)(e - q) < len || memcmp(q, w, len) != 0 ||
-            (q + len < e && cuco_tx_ident_char(q[len])))
-            continue;
-        q += len;
         *params = q;
         if (q < e && *q == '(')
             while (q < e && *q != ')')
@@ -54,17 +66,9 @@ static int macro_in(const cuco_lex *lx, const char *w, size_t len, const char **
 static int macro_defines(const cuco_lex *lx, const char *w, size_t len)
 {
     int n = 0;
-    for (size_t k = 0; k < lx->ntoks; k++) {
-        const cuco_tok *t = &lx->toks[k];
-        if (t->kind != CUCO_TOK_PREPROC || t->dir_len != 6 ||
-            memcmp(lx->src + t->dir_off, "define", 6) != 0)
-            continue;
-        const char *q = lx->src + t->dir_off + 6, *e = lx->src + t->off + t->len;
-        while (q < e && (*q == ' ' || *q == '\t'))
-            q++;
-        n += (size_t)(e - q) >= len && memcmp(q, w, len) == 0 &&
-             !(q + len < e && cuco_tx_ident_char(q[len]));
-    }
+    const char *q, *e;
+    for (size_t k = 0; k < lx->ntoks; k++)
+        n += defines_at(lx, k, w, len, &q, &e);
     return n;
 }
 

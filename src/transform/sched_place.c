@@ -395,7 +395,7 @@ int sched_wait_after(scan *cs, size_t call_stmt, const char *what, int site,
 {
     const sview *v = cs->v;
     const char *stream = NULL;
-    int rc = scan_buffers_closure(cs);
+    int rc = scan_closure_and_escapes(cs);
     if (rc == 0)
         rc = scan_read_block(cs, call_stmt);
     if (rc == 0 && cs->call >= cs->n)

@@ -147,7 +147,7 @@ int sched_scan_prepare(scan *s, size_t call_off, const char *api, cuco_sched_pla
     if (rc == 0)
         rc = call_buffers(s, c + 1, api);
     if (rc == 0)
-        rc = scan_buffers_closure(s);
+        rc = scan_closure_and_escapes(s);
     if (rc == 0)
         rc = scan_read_block(s, call_stmt);
     if (rc == 0)

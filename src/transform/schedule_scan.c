@@ -686,32 +686,6 @@ static int params_may_alias(const sview *v, const fn_scope *fn, const char *p, c
 
 /* The call's buffers through the aliases; whether one is not local; a
  * parameter buffer may alias any pointer parameter. */
-/* The globals the pointer parameters among *all may be (as the callers
- * pass them): into *all, each an alias of its parameter. */
-static int callers_globals(scan *s, cuco_strlist *all)
-{
-    cuco_strlist globals = {0};
-    int rc = 0;
-    size_t n = all->n;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        if (!cuco_strlist_has(&s->fn.pointer_params, all->items[i]))
-            continue;
-        size_t from = globals.n;
-        rc = scan_param_globals(s->v, &s->fn, all->items[i], &globals);
-        for (size_t k = from; k < globals.n && rc == 0; k++) {
-            if (cuco_strlist_has(all, globals.items[k]))
-                continue;
-            rc = cuco_strlist_push(all, globals.items[k]);
-            if (rc == 0)
-                rc = cuco_strlist_push(&s->fn.alias_a, all->items[i]);
-            if (rc == 0)
-                rc = cuco_strlist_push(&s->fn.alias_b, globals.items[k]);
-        }
-    }
-    cuco_strlist_free(&globals);
-    return rc;
-}
-
 int scan_buffers_closure(scan *s)
 {
     cuco_strlist all = {0}, via_param = {0};
@@ -778,14 +752,9 @@ int scan_buffers_closure(scan *s)
         rc = scan_alias_grow(&s->fn, &all, SCAN_GROW_FORWARD);
     if (rc == 0)
         rc = scan_alias_grow(&s->fn, &all, SCAN_GROW_BACKWARD);
-    if (rc == 0 && !s->shallow)
-        rc = callers_globals(s, &all);
-    for (size_t i = 0; i < all.n; i++) {
-        int local = cuco_strlist_has(&s->fn.locals, all.items[i]);
-        s->globals |= !local;
-        s->escaped |= local && !s->shallow && scan_local_escapes(s, all.items[i]);
-    }
-    s->globals |= s->escaped;
+    for (size_t i = 0; i < all.n; i++)
+        if (!cuco_strlist_has(&s->fn.locals, all.items[i]))
+            s->globals = 1;
     cuco_strlist_free(&via_param);
     s->all = all;
     return rc;
@@ -793,7 +762,7 @@ int scan_buffers_closure(scan *s)
 
 int scan_aliases_of(const sview *v, size_t brace, const char *name, cuco_strlist *out)
 {
-    scan s = {.v = v, .shallow = 1};
+    scan s = {.v = v};
     memset(out, 0, sizeof(*out));
     int rc = scan_fn_scope_find(&s.fn, v, brace);
     if (rc == 0)

@@ -507,6 +507,17 @@ int sview_param_range(const sview *v, size_t open, int k, size_t *a, size_t *b)
     return 0;
 }
 
+size_t sview_param_name(const sview *v, size_t open, int k)
+{
+    size_t a, b, pn = v->n;
+    if (!sview_param_range(v, open, k, &a, &b))
+        return v->n;
+    for (size_t q = a; q < b && !is(v, q, "="); q++)
+        if (ident(v, q))
+            pn = q;
+    return pn;
+}
+
 int arg_range(const sview *v, size_t open, int k, size_t *a, size_t *b)
 {
     size_t close = close_of(v, open), from = open + 1;
