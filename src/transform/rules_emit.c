@@ -14,6 +14,46 @@ static int cmp_edit(const void *a, const void *b)
 
 /* Where the glue goes: the start of the first block's body (which must be at
  * file scope), or after the last top-level #include. */
+static int directive_is(const cuco_lex *lx, const cuco_tok *t, const char *d)
+{
+    return t->kind == CUCO_TOK_PREPROC && t->dir_len == strlen(d) &&
+           memcmp(lx->src + t->dir_off, d, t->dir_len) == 0;
+}
+
+/* Where the glue goes in a program without EVOLVE-BLOCKs: after the last
+ * #include before the first line of code (an include inside #if...#endif:
+ * after the #endif), or before a header that headers.c inlined (it uses
+ * the glue). An #include after code (`#include <vector>` below a helper
+ * that calls NCCL) is left where it is: the helper's rewritten calls need
+ * the glue before them. */
+static size_t includes_end(const cuco_lex *lx)
+{
+    static const char inlined[] = "// cuco: begin of the program's header";
+    size_t after = 0;
+    int depth = 0, inside = 0;
+    for (size_t i = 0; i < lx->ntoks; i++) {
+        const cuco_tok *t = &lx->toks[i];
+        if (t->kind == CUCO_TOK_COMMENT && t->len >= sizeof(inlined) - 1 &&
+            memcmp(lx->src + t->off, inlined, sizeof(inlined) - 1) == 0)
+            return rl_line_start(lx->src, t->off); /* a header inlined by headers.c */
+        if (t->kind != CUCO_TOK_PREPROC && t->kind != CUCO_TOK_COMMENT)
+            break; /* the first code */
+        size_t line_after = rl_line_after(lx->src, t->off + t->len - (t->len > 0));
+        if (directive_is(lx, t, "if") || directive_is(lx, t, "ifdef") ||
+            directive_is(lx, t, "ifndef"))
+            depth++;
+        else if (directive_is(lx, t, "endif") && depth > 0 && --depth == 0 && inside) {
+            after = line_after;
+            inside = 0;
+        } else if (directive_is(lx, t, "include")) {
+            if (depth == 0)
+                after = line_after;
+            inside |= depth > 0;
+        }
+    }
+    return after;
+}
+
 static int glue_position(ctx *c, size_t *pos, int *wrap)
 {
     const sview *v = &c->v;
@@ -35,22 +75,7 @@ static int glue_position(ctx *c, size_t *pos, int *wrap)
         *wrap = 0;
         return 0;
     }
-    size_t after = 0;
-    const cuco_lex *lx = &v->lx;
-    static const char inlined[] = "// cuco: begin of the program's header";
-    for (size_t i = 0; i < lx->ntoks; i++) {
-        const cuco_tok *t = &lx->toks[i];
-        if (t->kind == CUCO_TOK_COMMENT && t->len >= sizeof(inlined) - 1 &&
-            memcmp(lx->src + t->off, inlined, sizeof(inlined) - 1) == 0) {
-            /* a header inlined by headers.c uses the glue: it goes before it */
-            after = rl_line_start(lx->src, t->off);
-            break;
-        }
-        if (t->kind == CUCO_TOK_PREPROC && t->dir_len == 7 &&
-            memcmp(lx->src + t->dir_off, "include", 7) == 0)
-            after = rl_line_after(lx->src, t->off + t->len - (t->len > 0));
-    }
-    *pos = after;
+    *pos = includes_end(&v->lx);
     *wrap = 1;
     return 0;
 }
@@ -245,7 +270,7 @@ int rl_assemble(ctx *c, const char *text)
     for (size_t i = 0; i < c->nedits; i++) {
         if (!c->edits[i].wrap)
             continue;
-        ranges[nr][0] = rl_line_start(text, c->edits[i].stmt_lo);
+        ranges[nr][0] = sview_pragma_lines_before(text, rl_line_start(text, c->edits[i].stmt_lo));
         ranges[nr][1] = rl_line_after(text, c->edits[i].stmt_hi > 0 ? c->edits[i].stmt_hi - 1 : 0);
         nr++;
     }

@@ -107,7 +107,6 @@ static int code_block(const sview *v, size_t b)
     return b > 0 && b < v->n && (in_words(v, b - 1, before) || sview_case_colon(v, b - 1));
 }
 
-/* The graph of the block, placed: fills *pl. */
 /* The start of the line of token i when only blanks precede it there (with
  * that indentation in *indent, caller frees), else the token's offset. */
 static size_t line_slot(const sview *v, size_t i, char **indent)
@@ -117,7 +116,7 @@ static size_t line_slot(const sview *v, size_t i, char **indent)
         ls--;
     if (ls == 0 || v->src[ls - 1] == '\n') {
         *indent = cuco_strndup(v->src + ls, off - ls);
-        return ls;
+        return sview_pragma_lines_before(v->src, ls);
     }
     *indent = NULL;
     return off;

@@ -720,3 +720,27 @@ char *sview_text(const sview *v, size_t a, size_t b)
     return cuco_strndup(v->src + tk(v, a)->off,
                         tk(v, b - 1)->off + tk(v, b - 1)->len - tk(v, a)->off);
 }
+
+/* The start of the `#pragma` lines right before the line that starts at ls
+ * (`#pragma omp parallel for`, `#pragma unroll`: they bind to the statement
+ * after them, so what goes before it goes before them); ls when none. */
+size_t sview_pragma_lines_before(const char *src, size_t ls)
+{
+    while (ls > 0) {
+        size_t ps = ls - 1;
+        while (ps > 0 && src[ps - 1] != '\n')
+            ps--;
+        size_t q = ps;
+        while (src[q] == ' ' || src[q] == '\t')
+            q++;
+        if (src[q] != '#')
+            break;
+        q++;
+        while (src[q] == ' ' || src[q] == '\t')
+            q++;
+        if (strncmp(src + q, "pragma", 6) != 0)
+            break;
+        ls = ps;
+    }
+    return ls;
+}

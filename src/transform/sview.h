@@ -115,6 +115,9 @@ int arg_range(const sview *v, size_t open, int k, size_t *a, size_t *b);
 /* The same for parameter k of the parameter list at open, whose template
  * arguments hold commas of their own (std::array<float *, 4> &g). */
 int sview_param_range(const sview *v, size_t open, int k, size_t *a, size_t *b);
+/* The start of the `#pragma` lines right before the line that starts at ls
+ * in src (they bind to the statement after them); ls when none. */
+size_t sview_pragma_lines_before(const char *src, size_t ls);
 /* The name token of parameter k of the parameter list at open (the last
  * name before any default value); v->n when it has none. */
 size_t sview_param_name(const sview *v, size_t open, int k);

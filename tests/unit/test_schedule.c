@@ -1261,6 +1261,54 @@ static void test_scan_prefetch_next(void **state)
     cuco_tx_result_free(&r);
 }
 
+/* Where the edits land in the text: a wait before a statement that a
+ * #pragma binds to goes before the pragma (and the EVOLVE-BLOCK around it
+ * too); the glue goes after the includes that come before the first code,
+ * after the #endif of an include inside a conditional, and before code
+ * that an include after it would follow. */
+static void test_edit_places(void **state)
+{
+    (void)state;
+    static const char *const pragma =
+        "#include <nccl.h>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "int main() { float *x, *o; ncclComm_t c; cudaStream_t s;\n"
+        "  cudaMalloc(&x, 64); cudaMalloc(&o, 64);\n"
+        "  ncclAllReduce(x, x, 4, ncclFloat, ncclSum, c, s);\n"
+        "  k<<<1, 32, 0, s>>>(o, 4);\n"
+        "#pragma omp parallel for\n"
+        "  for (int i = 0; i < 4; i++)\n"
+        "    k<<<1, 32, 0, s>>>(x + i, 1);\n"
+        "  return 0; }\n";
+    cuco_tx_result r;
+    tx_transform(pragma, &r);
+    const char *w = strstr(r.program, "cuco_tx::early_wait(0, CUCO_EARLY_0);");
+    const char *p = strstr(r.program, "#pragma omp parallel for\n  for");
+    assert_non_null(w);
+    assert_non_null(p);
+    assert_true(w < p);
+    cuco_tx_result_free(&r);
+    static const char *const late =
+        "#include <nccl.h>\n"
+        "#ifdef USE_NVTX\n"
+        "#include <nvtx3/nvToolsExt.h>\n"
+        "#endif\n"
+        "static void sum(float *x, ncclComm_t c, cudaStream_t s) {\n"
+        "  ncclAllReduce(x, x, 4, ncclFloat, ncclSum, c, s); }\n"
+        "#include <vector>\n"
+        "int main() { float *x; ncclComm_t c; cudaStream_t s; cudaMalloc(&x, 64);\n"
+        "  sum(x, c, s); return 0; }\n";
+    tx_transform(late, &r);
+    const char *glue = strstr(r.program, "namespace cuco_tx");
+    const char *endif = strstr(r.program, "#endif\n");
+    const char *code = strstr(r.program, "static void sum(");
+    assert_non_null(glue);
+    assert_non_null(endif);
+    assert_non_null(code);
+    assert_true(endif < glue && glue < code);
+    cuco_tx_result_free(&r);
+}
+
 /* A pointer parameter may be a global its callers set from the argument
  * they pass: a later statement naming that global touches the buffer. */
 static void test_scan_param_globals(void **state)
@@ -2418,6 +2466,7 @@ int main(void)
         cmocka_unit_test(test_scan_hidden_joins),
         cmocka_unit_test(test_scan_prefetch_next),
         cmocka_unit_test(test_scan_param_globals),
+        cmocka_unit_test(test_edit_places),
         cmocka_unit_test(test_scan_raii_buffers),
         cmocka_unit_test(test_scan_declarators),
         cmocka_unit_test(test_scan_pure_helpers),
