@@ -21,6 +21,8 @@ typedef struct stmt {
     cuco_strlist heads;                   /* every head it names */
     cuco_sched_kind kind_but_macro_exits; /* its kind were the exits only a macro's text
                                              has (an error check's return) not counted */
+    cuco_sched_kind kind_but_loop_exits;  /* its kind were its `break` and `continue` not
+                                             counted (a loop's, inside the function) */
     int calls;                            /* calls of functions not in the lists above */
     int method_calls;                     /* obj.f(...), p->f(...) */
 } stmt;

@@ -291,8 +291,11 @@ static int body_apart(const scan *s, const loop_shape *L, const own_set *o, cuco
             continue;
         const stmt *st = &s->stmts[i];
         rc = masked_heads(s, L, st, o, &heads[n]);
-        nodes[n] = (cuco_sched_node){st->kind,   st->stream,        NULL, heads[n].n, NULL,
-                                     heads[n].n, tk(v, st->a)->line};
+        /* a `continue` or `break` leaves the iteration or the loop, after
+         * which the wait stands: no barrier across the iterations */
+        nodes[n] = (cuco_sched_node){
+            st->kind_but_loop_exits, st->stream, NULL, heads[n].n, NULL, heads[n].n,
+            tk(v, st->a)->line};
         n++;
     }
     for (size_t i = 0; i < n && rc == 0; i++)

@@ -268,13 +268,15 @@ static cuco_sched_kind constructor_kind(const sview *v, size_t ty)
 
 int scan_stmt_classify(const sview *v, stmt *s)
 {
-    int rc = 0, macro_exits = 0;
+    int rc = 0, macro_exits = 0, loop_exits = 0;
     for (size_t i = s->a; i < s->b && rc == 0; i++) {
-        if (in_words(v, i,
-                     (const char *const[]){"return", "break", "continue", "goto", "throw",
-                                           "co_return", "case", NULL}) ||
-            (is(v, i, "default") && is(v, i + 1, ":")) ||
-            (ident(v, i) && i == s->a && is(v, i + 1, ":")))
+        if (is(v, i, "break") || is(v, i, "continue"))
+            loop_exits = 1; /* a loop's own: they leave no function */
+        else if (in_words(
+                     v, i,
+                     (const char *const[]){"return", "goto", "throw", "co_return", "case", NULL}) ||
+                 (is(v, i, "default") && is(v, i + 1, ":")) ||
+                 (ident(v, i) && i == s->a && is(v, i + 1, ":")))
             s->kind = stronger(s->kind, CUCO_SCHED_EXIT);
         size_t open = scan_call_open(v, i);
         if (open < v->n)
@@ -302,8 +304,9 @@ int scan_stmt_classify(const sview *v, stmt *s)
             s->kind = stronger(s->kind, CUCO_SCHED_SYNC);
         macro_exits |= (reach & SCAN_MACRO_EXITS) != 0;
     }
-    s->kind_but_macro_exits = s->kind;
-    if (macro_exits)
+    s->kind_but_macro_exits = loop_exits ? stronger(s->kind, CUCO_SCHED_EXIT) : s->kind;
+    s->kind_but_loop_exits = macro_exits ? stronger(s->kind, CUCO_SCHED_EXIT) : s->kind;
+    if (macro_exits || loop_exits)
         s->kind = stronger(s->kind, CUCO_SCHED_EXIT);
     if (rc == 0 && binds_name(v, s))
         cuco_strlist_free(&s->heads);

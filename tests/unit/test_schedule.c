@@ -1591,7 +1591,9 @@ static void test_scan_loop_iterations(void **state)
         {"", "k<<<1, 32, 0, s>>>(g[b], act, n); g[b] = act;", "the statement at line 7", 0},
         {"", "k<<<1, 32, 0, s>>>(g[b], act, n); cudaStreamSynchronize(s);",
          "the statement at line 7", 0},
-        {"", "k<<<1, 32, 0, s>>>(g[b], act, n); if (n > 4) break;", "the statement at line 7", 0},
+        {"", "k<<<1, 32, 0, s>>>(g[b], act, n); if (n > 4) return;", "the statement at line 7", 0},
+        {"", "k<<<1, 32, 0, s>>>(g[b], act, n); if (n > 4) break;", "its wait moved after the loop",
+         1},
         {"", "k<<<1, 32, 0, s>>>(g[b], act, n); b -= 0;", "the body sets the loop's variable", 0},
         {"", "float *x = g[b]; k<<<1, 32, 0, s>>>(x, act, n);", "the statement at line 7", 0},
         {"ncclGroupStart();", "k<<<1, 32, 0, s>>>(g[b], act, n);",
@@ -1711,6 +1713,22 @@ static void test_scan_loop_iterations(void **state)
             fail_msg("member case %zu: no note '%s' at line 9", i, members[i].note);
         free(prog);
     }
+    /* a bucket skipped with `continue` (or the loop left with `break`):
+     * the wait after the loop still follows every start */
+    static const char *const skip =
+        "#include <nccl.h>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "int main() { float *g[4]; int frozen[4] = {0}; ncclComm_t c; cudaStream_t s;\n"
+        "    for (int b = 0; b < 4; b++) cudaMalloc(&g[b], 64);\n"
+        "    for (int b = 3; b >= 0; --b) {\n"
+        "        if (frozen[b]) continue;\n"
+        "        k<<<1, 32, 0, s>>>(g[b], 4);\n"
+        "        ncclAllReduce(g[b], g[b], 4, ncclFloat, ncclSum, c, s);\n"
+        "    }\n"
+        "    k<<<1, 32, 0, s>>>(g[0], 4);\n"
+        "    return 0; }\n";
+    assert_true(schedule_note_of(skip, 8, "its wait moved after the loop, before the statement "
+                                          "at line 10"));
 }
 
 static void test_scan_wrapper_callers(void **state)
