@@ -263,10 +263,12 @@ inline ncclResult_t release_prefetch(ncclComm_t comm) {
   ncclResult_t r = ncclSuccess;
   for (PrefRec& p : pref_recs()) {
     if (!p.comm || p.comm != comm) continue;
-    if (p.win && symm_free(p.win->base) != cudaSuccess) r = CUCO_TX_FAIL("prefetch_next: freeing its window failed");
-    if (p.side) cudaStreamDestroy(p.side);
-    if (p.taken) cudaEventDestroy(p.taken);
-    if (p.done) cudaEventDestroy(p.done);
+    Buf* win = p.win;
+    p.win = nullptr;
+    if (win && symm_free(win->base) != cudaSuccess) r = CUCO_TX_FAIL("prefetch_next: freeing its window failed");
+    if ((p.side && cudaStreamDestroy(p.side) != cudaSuccess) || (p.taken && cudaEventDestroy(p.taken) != cudaSuccess) ||
+        (p.done && cudaEventDestroy(p.done) != cudaSuccess))
+      r = CUCO_TX_FAIL("prefetch_next: releasing its stream failed");
     p = PrefRec{};
   }
   return r;
@@ -274,41 +276,39 @@ inline ncclResult_t release_prefetch(ncclComm_t comm) {
 
 // The site's window of at least `bytes` on comm (collective: every rank
 // reaches the call with the same sizes), its stream and events.
-inline const char* prefetch_setup(PrefRec* r, size_t bytes, ncclComm_t comm) {
-  if (r->win && r->comm != comm) return "its window belongs to another communicator";
+inline ncclResult_t prefetch_setup(PrefRec* r, size_t bytes, ncclComm_t comm) {
+  if (r->win && r->comm != comm) return CUCO_TX_FAIL("prefetch_next: its window belongs to another communicator");
   if ((!r->side && side_stream_create(&r->side) != cudaSuccess) ||
       (!r->taken && cudaEventCreateWithFlags(&r->taken, cudaEventDisableTiming) != cudaSuccess) ||
       (!r->done && cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming) != cudaSuccess))
-    return "cannot create its stream";
-  if (r->win && r->win->bytes >= bytes) return nullptr;
-  if (r->win && symm_free(r->win->base) != cudaSuccess) return "cannot free its smaller window";
+    return CUCO_TX_FAIL("prefetch_next: cannot create its stream");
+  if (r->win && r->win->bytes >= bytes) return ncclSuccess;
+  Buf* old = r->win;
   r->win = nullptr;
+  if (old && symm_free(old->base) != cudaSuccess) return CUCO_TX_FAIL("prefetch_next: cannot free its smaller window");
   on_teardown(release_prefetch);
   void* p = nullptr;
   Buf* b = nullptr;
   if (symm_malloc(&p, bytes) != cudaSuccess || window_of(p, bytes, comm, &b) != ncclSuccess)
-    return "cannot register its window";
+    return CUCO_TX_FAIL("prefetch_next: cannot register its window");
   r->win = b;
   r->comm = comm;
-  return nullptr;
+  return ncclSuccess;
 }
 
 // The next iteration's gather into the site's window, on its side stream
-// after what `stream` has issued (this call's copy out of the window too).
-inline void prefetch_issue(PrefRec* r, const PrefSite& ps, ncclDataType_t dt, ncclComm_t comm, int nranks,
-                           cudaStream_t stream) {
-  size_t bytes = ps.nextCount * dtype_size(dt) * (size_t)nranks;
-  const char* why = prefetch_setup(r, bytes, comm);
-  if (!why && (cudaEventRecord(r->taken, stream) != cudaSuccess || cudaStreamWaitEvent(r->side, r->taken, 0) != cudaSuccess))
-    why = "cannot order its stream";
-  // by the copy engine: the gather takes no SM from the work beside it
-  if (!why && cuco::all_gather_ce(r->win->symm, ps.next, 0, ps.nextCount * dtype_size(dt), r->side) != 0)
-    why = "the gather failed";
-  if (!why && cudaEventRecord(r->done, r->side) != cudaSuccess) why = "cannot record its event";
-  if (why) {
-    fprintf(stderr, "cuco_tx: prefetch_next(%d): %s; the next call gathers itself\n", ps.site, why);
-    return;
-  }
+// after what `stream` has issued (this call's copy out of the window too),
+// by the copy engine: it takes no SM from the work beside it. Every rank
+// issues it alike, so a failure is the call's (a rank that went on alone
+// would leave its peers waiting in the gather's rendezvous).
+inline ncclResult_t prefetch_issue(PrefRec* r, const PrefSite& ps, ncclDataType_t dt, ncclComm_t comm, int nranks,
+                                   cudaStream_t stream) {
+  size_t bytes = ps.nextCount * dtype_size(dt);
+  CUCO_TX_TRY(prefetch_setup(r, bytes * (size_t)nranks, comm));
+  if (cudaEventRecord(r->taken, stream) != cudaSuccess || cudaStreamWaitEvent(r->side, r->taken, 0) != cudaSuccess ||
+      cuco::all_gather_ce(r->win->symm, ps.next, 0, bytes, r->side) != 0 ||
+      cudaEventRecord(r->done, r->side) != cudaSuccess)
+    return CUCO_TX_FAIL("prefetch_next: the next iteration's gather failed");
   if (!r->told)
     CUCO_TX_TRACE("prefetch_next(%d): the next iteration's all-gather runs beside this one's work\n", ps.site);
   r->told = true;
@@ -316,6 +316,7 @@ inline void prefetch_issue(PrefRec* r, const PrefSite& ps, ncclDataType_t dt, nc
   r->count = ps.nextCount;
   r->dt = dt;
   r->ready = true;
+  return ncclSuccess;
 }
 
 inline ncclResult_t all_gather(PrefSite ps, const void* sendbuff, void* recvbuff, size_t sendcount,
@@ -323,20 +324,23 @@ inline ncclResult_t all_gather(PrefSite ps, const void* sendbuff, void* recvbuff
   PrefRec* r = ps.on ? site_rec(pref_recs(), ps.site) : nullptr;
   int nranks = 1;
   size_t es = dtype_size(datatype);
-  bool hit = r && r->ready && r->send == sendbuff && r->count == sendcount && r->dt == datatype && r->comm == comm;
+  bool ready = r && r->ready;
+  bool hit = ready && r->send == sendbuff && r->count == sendcount && r->dt == datatype && r->comm == comm;
   if (r) r->ready = false;
+  // a prefetch this call does not take is finished first: no two gathers of
+  // the site in flight at once
+  if (ready && !hit && cudaStreamWaitEvent(stream, r->done, 0) != cudaSuccess)
+    return CUCO_TX_FAIL("prefetch_next: waiting for an unused prefetch failed");
   if (!r || !es || group_depth() > 0 || capturing(stream) || ncclCommCount(comm, &nranks) != ncclSuccess ||
       nranks < 2)
     return all_gather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
-  ncclResult_t res = ncclSuccess;
   if (!hit)
-    res = all_gather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+    CUCO_TX_TRY(all_gather(sendbuff, recvbuff, sendcount, datatype, comm, stream));
   else if (cudaStreamWaitEvent(stream, r->done, 0) != cudaSuccess ||
            cudaMemcpyAsync(recvbuff, r->win->base, sendcount * es * (size_t)nranks, cudaMemcpyDeviceToDevice,
                            stream) != cudaSuccess)
-    res = CUCO_TX_FAIL("prefetch_next: copying the prefetched gather failed");
-  if (res == ncclSuccess && ps.next && ps.nextCount) prefetch_issue(r, ps, datatype, comm, nranks, stream);
-  return res;
+    return CUCO_TX_FAIL("prefetch_next: copying the prefetched gather failed");
+  return ps.next && ps.nextCount ? prefetch_issue(r, ps, datatype, comm, nranks, stream) : ncclSuccess;
 }
 
 }  // namespace cuco_tx

@@ -220,6 +220,20 @@ int scan_scalar_member(const sview *v, size_t m)
     return seen;
 }
 
+int scan_member_of_holder(const sview *v, size_t m)
+{
+    int seen = 0;
+    size_t body;
+    for (size_t k = 1; k + 1 < v->n; k++) {
+        if (!same_tok(v, k, m) || !member_decl_at(v, k, &body))
+            continue;
+        if (scalar_body(v, body, 0))
+            return 0;
+        seen = 1;
+    }
+    return seen;
+}
+
 int scan_scalar_member_of(const sview *v, size_t type, size_t m)
 {
     size_t body;

@@ -101,14 +101,16 @@ static int call_keeps(const sview *v, size_t open, size_t k, int *outer, int dep
         return 0;
     if (scan_library_call(v, f))
         return scan_library_keeps_pointers(v, f);
-    if (sview_lambda_body(v, f, NULL) < v->n)
-        return 0; /* a lambda of the function: its call touches what it captures */
     int pos = 0, d = 0;
     for (size_t i = open + 1; i < k; i++) {
         d += is(v, i, "(") + is(v, i, "[") + is(v, i, "{") - is(v, i, ")") - is(v, i, "]") -
              is(v, i, "}");
         pos += d == 0 && is(v, i, ",");
     }
+    size_t lparams = v->n, lbody = sview_lambda_body(v, f, &lparams);
+    if (lbody < v->n) /* a lambda of the function: what it does with its parameter */
+        return kernel_lambda_launch(v, f) >= v->n && lparams < v->n &&
+               (depth >= 2 || param_kept(v, lparams - 1, lbody, pos, depth + 1));
     size_t at = 0, body = v->n, def = sview_next_def(v, f, &at, &body);
     if (def >= v->n || body >= v->n)
         return 1; /* defined elsewhere: it may keep anything */
@@ -131,6 +133,30 @@ static int declared_in(const sview *v, size_t params, size_t body, size_t t)
     return in;
 }
 
+/* Whether the use at token t, in the statement that starts at st, is the
+ * value of an assignment to anything but one of the function's parameters
+ * (those opening at params: `p.keys = keys` reaches the caller through its
+ * argument), a local too (`q = p;`, `float *q = p;`: what the local does
+ * next is not followed). */
+static int stored_after(const sview *v, size_t params, size_t st, size_t t)
+{
+    size_t eq = v->n;
+    for (size_t q = st; q < t && eq >= v->n; q++)
+        if (is(v, q, "="))
+            eq = q;
+    if (eq >= v->n)
+        return 0;
+    size_t h = st;
+    while (h < eq && !scan_is_head(v, h))
+        h++;
+    if (h >= eq)
+        return 1;
+    char *name = cuco_strndup(v->src + tk(v, h)->off, tk(v, h)->len);
+    int param = name && sview_param_index(v, params, name) >= 0 && !sview_declarator(v, h, "= ;");
+    free(name);
+    return !param;
+}
+
 /* Whether the function defined at def (body at body) keeps its parameter
  * pos where its caller cannot see: assigned into a name it does not
  * declare (a global, a member), handed to a method of such an object
@@ -148,9 +174,8 @@ static int param_kept(const sview *v, size_t def, size_t body, int pos, int dept
         size_t st = t;
         while (st > body + 1 && !is(v, st - 1, ";") && !is(v, st - 1, "{") && !is(v, st - 1, "}"))
             st--;
-        for (size_t q = st; q < t; q++)
-            if (is(v, q, "=") && ident(v, st) && !declared_in(v, def + 1, body, st))
-                return 1; /* stored into what the function does not declare */
+        if (!is(v, t + 1, "[") && stored_after(v, def + 1, st, t))
+            return 1;
         size_t open = sview_paren_around(v, t);
         if (open >= v->n || open < 2)
             continue;
@@ -207,7 +232,11 @@ static int declares_variable(const sview *v, const char *name)
     return 0;
 }
 
-int scan_param_globals(const sview *v, const fn_scope *fn, const char *p, cuco_strlist *out)
+/* scan_param_globals at depth: a caller that passes its own pointer
+ * parameter is followed to its callers, three calls up; *unknown is set
+ * where the trace stops short (an argument of several names, the depth). */
+static int param_globals_at(const sview *v, const fn_scope *fn, const char *p, cuco_strlist *out,
+                            int depth, int *unknown)
 {
     size_t name = fn->params - 1;
     int pos = param_position(v, fn->params, p, strlen(p)), rc = 0;
@@ -223,6 +252,7 @@ int scan_param_globals(const sview *v, const fn_scope *fn, const char *p, cuco_s
         fn_scope caller;
         int found = 0;
         rc = scan_expr_heads(v, a, b, &heads, 0);
+        *unknown |= rc == 0 && heads.n > 1;
         if (rc == 0 && heads.n == 1) {
             rc = scan_fn_scope_find(&caller, v, blk);
             found = rc == 0;
@@ -231,17 +261,31 @@ int scan_param_globals(const sview *v, const fn_scope *fn, const char *p, cuco_s
         if (found) {
             cuco_strlist reach = {0};
             rc = scan_aliases_of(v, blk, heads.items[0], &reach);
-            for (size_t i = 0; i < reach.n && rc == 0; i++)
-                if (!cuco_strlist_has(&caller.locals, reach.items[i]) &&
-                    sview_param_index(v, caller.params, reach.items[i]) < 0 &&
-                    !cuco_strlist_has(out, reach.items[i]) && declares_variable(v, reach.items[i]))
-                    rc = cuco_strlist_push(out, reach.items[i]);
+            for (size_t i = 0; i < reach.n && rc == 0; i++) {
+                const char *r = reach.items[i];
+                if (cuco_strlist_has(out, r))
+                    continue;
+                if (sview_param_index(v, caller.params, r) >= 0) {
+                    /* the caller's own parameter: what its callers pass */
+                    *unknown |= depth >= 3 && cuco_strlist_has(&caller.pointer_params, r);
+                    if (depth < 3 && cuco_strlist_has(&caller.pointer_params, r))
+                        rc = param_globals_at(v, &caller, r, out, depth + 1, unknown);
+                } else if (!cuco_strlist_has(&caller.locals, r) && declares_variable(v, r)) {
+                    rc = cuco_strlist_push(out, r);
+                }
+            }
             cuco_strlist_free(&reach);
             scan_fn_scope_free(&caller);
         }
         cuco_strlist_free(&heads);
     }
     return rc;
+}
+
+int scan_param_globals(const sview *v, const fn_scope *fn, const char *p, cuco_strlist *out,
+                       int *unknown)
+{
+    return param_globals_at(v, fn, p, out, 1, unknown);
 }
 
 /* The globals the pointer parameters among *all may be (as the callers
@@ -255,7 +299,9 @@ static int callers_globals(scan *s, cuco_strlist *all)
         if (!cuco_strlist_has(&s->fn.pointer_params, all->items[i]))
             continue;
         size_t from = globals.n;
-        rc = scan_param_globals(s->v, &s->fn, all->items[i], &globals);
+        int unknown = 0;
+        rc = scan_param_globals(s->v, &s->fn, all->items[i], &globals, &unknown);
+        s->escaped |= unknown; /* a caller passes what the trace cannot follow */
         for (size_t k = from; k < globals.n && rc == 0; k++) {
             if (cuco_strlist_has(all, globals.items[k]))
                 continue;
@@ -273,8 +319,16 @@ static int callers_globals(scan *s, cuco_strlist *all)
 int scan_closure_and_escapes(scan *s)
 {
     int rc = scan_buffers_closure(s);
+    size_t before = s->all.n;
     if (rc == 0)
         rc = callers_globals(s, &s->all);
+    /* what the callers' globals hold, and the objects that hold them */
+    if (rc == 0 && s->all.n > before)
+        rc = scan_alias_grow(&s->fn, &s->all, SCAN_GROW_ALIASES);
+    if (rc == 0 && s->all.n > before)
+        rc = scan_alias_grow(&s->fn, &s->all, SCAN_GROW_FORWARD);
+    if (rc == 0 && s->all.n > before)
+        rc = scan_alias_grow(&s->fn, &s->all, SCAN_GROW_BACKWARD);
     for (size_t i = 0; i < s->all.n && rc == 0; i++)
         if (cuco_strlist_has(&s->fn.locals, s->all.items[i]) &&
             scan_local_escapes(s, s->all.items[i]))

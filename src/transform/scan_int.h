@@ -84,6 +84,11 @@ size_t scan_stmt_after(const sview *v, size_t i, size_t end);
  * (`struct Options { size_t n = 4, m = 8; };`) or as a struct of the file
  * whose members are such in turn (`Config cfg;`): no buffer. */
 int scan_scalar_member(const sview *v, size_t m);
+/* Whether every class or struct body of the file that declares the member
+ * named like token m also holds pointers (a context or a workspace, not a
+ * payload of values: `struct Metrics { float loss; }` may itself be a
+ * buffer in device memory). */
+int scan_member_of_holder(const sview *v, size_t m);
 /* The same for the member named like token m of the struct or class named
  * at token type (`struct Options { int hidden; };`); 0 when not found. */
 int scan_scalar_member_of(const sview *v, size_t type, size_t m);
@@ -294,8 +299,11 @@ int scan_local_escapes(const scan *s, const char *name);
 /* The globals (and members) that pointer parameter p of fn may be: the
  * names that may hold each caller's argument in the caller (its aliases,
  * `g_grads[b] = grads[b]`) that are none of the caller's locals or
- * parameters, appended to *out. */
-int scan_param_globals(const sview *v, const fn_scope *fn, const char *p, cuco_strlist *out);
+ * parameters, appended to *out; a caller's own pointer parameter is
+ * followed to its callers, three calls up. *unknown is set where the trace
+ * stops short (an argument of several names, deeper callers). */
+int scan_param_globals(const sview *v, const fn_scope *fn, const char *p, cuco_strlist *out,
+                       int *unknown);
 /* scan_buffers_closure, then the globals its pointer parameters may be
  * (each an alias of its parameter, in s->all) and s->escaped (with
  * s->globals) when one of its locals escapes: what the schedules read

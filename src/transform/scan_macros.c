@@ -144,9 +144,23 @@ static int is_param(const char *params, const char *body, const char *w, size_t 
 }
 
 /* The end of the string or character literal, or comment, that starts at
- * q (before end); q itself when none starts there. */
-static const char *literal_end(const char *q, const char *end)
+ * q (after from, before end); q itself when none starts there. A `'`
+ * after a digit or a name's character is a digit separator (`1'024`); a
+ * raw string (`R"x(...)x"`) ends at its delimiter. */
+static const char *literal_end(const char *from, const char *q, const char *end)
 {
+    if (*q == '\'' && q > from && cuco_tx_ident_char(q[-1]))
+        return q;
+    if (*q == '"' && q > from && q[-1] == 'R') {
+        const char *open = q + 1;
+        while (open < end && *open != '(')
+            open++;
+        size_t dl = (size_t)(open - q - 1);
+        for (const char *r = open; r + dl + 1 < end; r++)
+            if (*r == ')' && memcmp(r + 1, q + 1, dl) == 0 && r[dl + 1] == '"')
+                return r + dl + 2;
+        return end;
+    }
     if (*q == '"' || *q == '\'') {
         const char *r = q + 1;
         while (r < end && *r != *q)
@@ -171,7 +185,7 @@ static int reach_text(const sview *v, const char *w, size_t len, int depth, cuco
     if (macro_defines(&v->lx, w, len) + (v->has_macros ? macro_defines(&v->macros, w, len) : 0) > 1)
         *reach |= SCAN_MACRO_OPAQUE; /* #undef and #define again, or #ifdef branches */
     for (const char *q = body; q < end;) {
-        const char *lit = literal_end(q, end); /* "%s failed\n" names nothing */
+        const char *lit = literal_end(body, q, end); /* "%s failed\n" names nothing */
         if (lit != q) {
             q = lit;
             continue;

@@ -203,35 +203,36 @@ static int names_only_own(const sview *v, const loop_shape *L, const own_set *o,
     return 1;
 }
 
-/* Whether a macro the statement [a, b) uses reaches the name h (its text
- * names it: `#define NEXT(l) grads[(l) + 1]`), where the tokens of the
- * statement do not show how. */
-static int macro_reaches(const sview *v, size_t a, size_t b, const char *h)
+/* What the macros the statement [a, b) uses reach: their names into *out,
+ * *opaque when one pastes tokens or calls what its text does not show. */
+static int macro_names(const sview *v, size_t a, size_t b, cuco_strlist *out, int *opaque)
 {
-    for (size_t k = a; k < b; k++) {
-        cuco_strlist reach = {0};
+    int rc = 0;
+    *opaque = 0;
+    for (size_t k = a; k < b && rc == 0; k++) {
         unsigned what = 0;
-        int hit = ident(v, k) && scan_macro_reach(v, k, &reach, &what) == 0 &&
-                  (cuco_strlist_has(&reach, h) || (what & SCAN_MACRO_OPAQUE));
-        cuco_strlist_free(&reach);
-        if (hit)
-            return 1;
+        if (ident(v, k))
+            rc = scan_macro_reach(v, k, out, &what);
+        *opaque |= (what & SCAN_MACRO_OPAQUE) != 0;
     }
-    return 0;
+    return rc;
 }
 
 /* The heads of the body's statement st, less those that name only the
  * iteration's own element as the call uses it (the range variable, the
  * containers of its NAME[i] arguments) into *out; a head a macro of the
- * statement reaches is kept. */
+ * statement reaches (`#define NEXT(l) grads[(l) + 1]`: the statement's
+ * tokens do not show how) is kept. */
 static int masked_heads(const scan *s, const loop_shape *L, const stmt *st, const own_set *o,
                         cuco_strlist *out)
 {
     const sview *v = s->v;
-    int rc = 0;
+    cuco_strlist reached = {0};
+    int opaque = 0;
+    int rc = macro_names(v, st->a, st->b, &reached, &opaque);
     for (size_t i = 0; i < st->heads.n && rc == 0; i++) {
         const char *h = st->heads.items[i];
-        if (macro_reaches(v, st->a, st->b, h)) {
+        if (opaque || cuco_strlist_has(&reached, h)) {
             rc = cuco_strlist_push(out, h);
             continue;
         }
@@ -243,6 +244,7 @@ static int masked_heads(const scan *s, const loop_shape *L, const stmt *st, cons
         if (!own)
             rc = cuco_strlist_push(out, h);
     }
+    cuco_strlist_free(&reached);
     return rc;
 }
 

@@ -8,11 +8,12 @@
  * copies that window into its buffer instead of gathering. It applies when
  *   - the call is an all-gather, a statement of a braced `for` body of its
  *     own (not under an if, nor after && or ?), outside any NCCL group;
- *   - the header is `i = ...; i < E; i++` (or `<=`, `!=`; `++i`, `i += 1`),
- *     E calls nothing but size() and names nothing the body sets;
- *   - the send argument names the counter; it, the count, type, communicator
- *     and stream call nothing but size() and name nothing the body declares
- *     or sets;
+ *   - the header is `i = ...; COND; i++` (or `++i`, `i += 1`), COND names
+ *     the counter, calls nothing but size() and names nothing the body sets
+ *     (the next iteration's condition is COND with the counter one up);
+ *   - the send argument names the counter, the type, communicator and stream
+ *     do not; none of them, nor the count, calls anything but size() or
+ *     names what the body declares or sets;
  *   - the body leaves only through its end (no break, continue, return,
  *     goto or throw), and none of its other statements communicates,
  *     synchronises, calls what the analysis cannot see into or may touch
@@ -66,31 +67,28 @@ static int names_var(const sview *v, size_t a, size_t b, size_t var)
     return 0;
 }
 
-/* The header's condition for the next iteration (`(i + 1) < E`) into
- * *cond; 1 with the note when the header is not `i OP E; i++` with OP one
- * of <, <=, != and E readable in the body. */
+/* The header's condition for the next iteration (the whole condition with
+ * the counter one up: `(l + 1) < L`, `(l + 1) < n && !stop`) into *cond; 1
+ * with the note when the header is not `i = ...; COND; i++` (or `++i`, `i
+ * += 1`) with a COND that names the counter, calls nothing and names
+ * nothing the body sets. */
 static int next_condition(const scan *s, const loop_shape *L, cuco_sched_plan *p, char **cond)
 {
     const sview *v = s->v;
-    static const char *const ops[] = {"<", "<=", "!=", NULL};
     size_t a = L->semi[0] + 1, b = L->semi[1], st = L->semi[1] + 1, end = L->close;
     int one_step =
         (end == st + 2 && ((is(v, st, "++") && same_tok(v, st + 1, L->var)) ||
                            (same_tok(v, st, L->var) && is(v, st + 1, "++")))) ||
         (end == st + 3 && same_tok(v, st, L->var) && is(v, st + 1, "+=") && is(v, st + 2, "1"));
-    if (!one_step || b < a + 3 || !same_tok(v, a, L->var) || !in_words(v, a + 1, ops) ||
-        names_var(v, a + 2, b, L->var) ||
-        !sched_readable_before(v, a + 2, b, s->block, s->block_end))
+    if (!one_step || b <= a || !names_var(v, a, b, L->var) ||
+        !sched_readable_before(v, a, b, s->block, s->block_end))
         return sched_note(p,
-                          "its loop (line %d) is not `i = ...; i < E; i++` (or <=, !=; ++i, "
-                          "i += 1) with an E that calls nothing and that the body does not set",
+                          "its loop (line %d) is not `i = ...; COND; i++` (or ++i, i += 1) with a "
+                          "COND on i that calls nothing and that the body does not set",
                           tk(v, L->kw)->line);
-    char *bound = sview_text(v, a + 2, b);
-    *cond = bound ? cuco_sprintf("(%.*s + 1) %.*s (%s)", (int)tk(v, L->var)->len,
-                                 v->src + tk(v, L->var)->off, (int)tk(v, a + 1)->len,
-                                 v->src + tk(v, a + 1)->off, bound)
-                  : NULL;
-    free(bound);
+    char *next = next_text(v, a, b, L->var);
+    *cond = next ? cuco_sprintf("(%s)", next) : NULL;
+    free(next);
     return *cond ? 0 : CUCO_ENOMEM;
 }
 
@@ -132,6 +130,11 @@ static int next_arguments(const scan *s, const loop_shape *L, cuco_sched_plan *p
         if (pos[i] == ARG_SEND && !names_var(v, a, b, L->var))
             return sched_note(p,
                               "its send buffer does not change with its loop's counter (line %d)",
+                              tk(v, L->kw)->line);
+        if ((pos[i] == ARG_TYPE || pos[i] == ARG_COMM || pos[i] < 0) && names_var(v, a, b, L->var))
+            return sched_note(p,
+                              "its type, communicator or stream changes with its loop's counter "
+                              "(line %d)",
                               tk(v, L->kw)->line);
         if ((pos[i] == ARG_SEND || pos[i] == ARG_COUNT) &&
             !(next[pos[i] == ARG_SEND] = next_text(v, a, b, L->var)))

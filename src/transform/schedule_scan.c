@@ -246,13 +246,16 @@ static int binds_name(const sview *v, const stmt *s)
 }
 
 /* Whether the head at i is named here only for a scalar or handle member
- * (`n.dim`, `ctx->blas`: scan_scalar_member), which holds no buffer: the
- * object is not touched through it. */
+ * of an object that holds pointers (`n.dim`, `ctx->blas`:
+ * scan_scalar_member, scan_member_of_holder): such an object is a host
+ * context, not a buffer, and the member holds none. An address taken
+ * (`&m->n`) or a struct of values only (`m->loss`, which may be device
+ * memory) keeps the head. */
 static int scalar_member_read(const sview *v, size_t i)
 {
-    return (is(v, i + 1, ".") || is(v, i + 1, "->")) && ident(v, i + 2) && !is(v, i + 3, ".") &&
-           !is(v, i + 3, "->") && !is(v, i + 3, "(") && !is(v, i + 3, "[") &&
-           scan_scalar_member(v, i + 2);
+    return (i == 0 || !is(v, i - 1, "&")) && (is(v, i + 1, ".") || is(v, i + 1, "->")) &&
+           ident(v, i + 2) && !is(v, i + 3, ".") && !is(v, i + 3, "->") && !is(v, i + 3, "(") &&
+           !is(v, i + 3, "[") && scan_scalar_member(v, i + 2) && scan_member_of_holder(v, i + 2);
 }
 
 /* The kind of a declaration of an object of the type named at ty with

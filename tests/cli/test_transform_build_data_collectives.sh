@@ -79,7 +79,7 @@ check "fsdp_prefetch: the layer loop's all-gather takes prefetch_next" \
     grep -q "prefetch_next: ncclAllGather at line 110 gathers the next iteration's input (layers\[(l + 1)\].shard)" \
     "$fp/transform_report.md"
 check "fsdp_prefetch: the call gets the next iteration's arguments" \
-    grep -qF "cuco_tx::prefetch_site(0, CUCO_PREF_0, (l + 1) < ((int)layers.size()) ? (const void *)(layers[(l + 1)].shard) : nullptr" \
+    grep -qF "cuco_tx::prefetch_site(0, CUCO_PREF_0, ((l + 1) < (int)layers.size()) ? (const void *)(layers[(l + 1)].shard) : nullptr" \
     "$fp/fsdp_prefetch.cu"
 check "fsdp_prefetch: builds with CUCO_PREF_0=0" knob_built fsdp_prefetch CUCO_PREF_0 0
 exit $fail

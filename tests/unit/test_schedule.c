@@ -1193,10 +1193,14 @@ static void test_scan_prefetch_next(void **state)
          "k<<<1, 32, 0, s>>>(NEXT(l), n);", "may touch its send buffer"},
         {"int l = 0; l < L; l++", "ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
          "if (n == 0) break;", "may leave the iteration early"},
-        {"int l = 0; l * 2 < L; l++", "ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
-         "k<<<1, 32, 0, s>>>(act, n);", "is not `i = ...; i < E; i++`"},
+        {"int l = 0; l < L && !n; l++", "ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
+         "k<<<1, 32, 0, s>>>(act, n);", NULL},
+        {"int l = 0; l < f(L); l++", "ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
+         "k<<<1, 32, 0, s>>>(act, n);", "no statement of a counted `for` loop's braced body"},
         {"int l = 0; l < L; l += 2", "ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
-         "k<<<1, 32, 0, s>>>(act, n);", "is not `i = ...; i < E; i++`"},
+         "k<<<1, 32, 0, s>>>(act, n);", "is not `i = ...; COND; i++`"},
+        {"int l = 0; l < L; l++", "ncclAllGather(shard[l], full, n, ncclFloat, cs[l], s);",
+         "k<<<1, 32, 0, s>>>(act, n);", "communicator or stream changes with its loop's counter"},
         {"int l = 0; l < L; l++", "ncclAllGather(shard[0], full, n, ncclFloat, c, s);",
          "k<<<1, 32, 0, s>>>(act, n);", "does not change with its loop's counter"},
         {"int l = 0; l < L; l++", "n && ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
@@ -1211,7 +1215,7 @@ static void test_scan_prefetch_next(void **state)
             "#define NEXT(l) shard[(l) + 1]\n"
             "struct Lay { float *w; float *b; };\n"
             "static void fwd(float **shard, Lay *lay, float *full, float *act, size_t n, int L,\n"
-            "                ncclComm_t c, cudaStream_t s) {\n"
+            "                ncclComm_t c, ncclComm_t *cs, cudaStream_t s) {\n"
             "  for (%s) {\n"
             "    %s\n"
             "    k<<<1, 32, 0, s>>>(full, n);\n"
@@ -1222,7 +1226,7 @@ static void test_scan_prefetch_next(void **state)
             "  for (int i = 0; i < 4; i++) { cudaMalloc(&sh[i], 64); cudaMalloc(&lay[i].w, 64);\n"
             "    cudaMalloc(&lay[i].b, 64); }\n"
             "  cudaMalloc(&full, 128); cudaMalloc(&act, 64);\n"
-            "  fwd(sh, lay, full, act, 16, 4, c, s); return 0; }\n",
+            "  fwd(sh, lay, full, act, 16, 4, c, &c, s); return 0; }\n",
             cases[i].header, cases[i].call, cases[i].after);
         assert_non_null(prog);
         cuco_tx_result r;
@@ -1238,7 +1242,7 @@ static void test_scan_prefetch_next(void **state)
         free(prog);
     }
     /* the next iteration's arguments: the counter one up, under the header's
-     * condition */
+     * condition with the counter one up */
     static const char *const one =
         "#include <nccl.h>\n"
         "__global__ void k(float *a, size_t n);\n"
@@ -1252,8 +1256,8 @@ static void test_scan_prefetch_next(void **state)
         "  return 0; }\n";
     cuco_tx_result r;
     tx_transform(one, &r);
-    assert_non_null(strstr(r.program, "cuco_tx::prefetch_site(0, CUCO_PREF_0, (l + 1) < (L) ? "
-                                      "(const void *)(sh[(l + 1)]) : nullptr, (l + 1) < (L) ? "
+    assert_non_null(strstr(r.program, "cuco_tx::prefetch_site(0, CUCO_PREF_0, ((l + 1) < L) ? "
+                                      "(const void *)(sh[(l + 1)]) : nullptr, ((l + 1) < L) ? "
                                       "(size_t)(16) : 0), sh[l], full, 16"));
     assert_true(tx_has_schedule_note(&r.notes, 7,
                                      "early_start_late_wait does not apply to "
@@ -1327,6 +1331,20 @@ static void test_scan_param_globals(void **state)
         "  cudaMalloc(&x, 64); cudaMalloc(&o, 64); g_grad = x;\n"
         "  step(x, o, c, s); return 0; }\n";
     assert_true(schedule_note_of(prog, 5, "wait moved before the statement at line 7"));
+    /* two callers up: main passes the global to run, which passes it on */
+    static const char *const twice =
+        "#include <nccl.h>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "static float *g_a;\n"
+        "static void step(float *grad, float *o, ncclComm_t c, cudaStream_t s) {\n"
+        "  ncclAllReduce(grad, grad, 4, ncclFloat, ncclSum, c, s);\n"
+        "  k<<<1, 32, 0, s>>>(o, 4);\n"
+        "  k<<<1, 32, 0, s>>>(g_a, 4);\n"
+        "}\n"
+        "static void run(float *p, float *o, ncclComm_t c, cudaStream_t s) { step(p, o, c, s); }\n"
+        "int main() { float *o; ncclComm_t c; cudaStream_t s;\n"
+        "  cudaMalloc(&g_a, 64); cudaMalloc(&o, 64); run(g_a, o, c, s); return 0; }\n";
+    assert_true(schedule_note_of(twice, 5, "wait moved before the statement at line 7"));
     /* a loop's macro that names another iteration's element */
     static const char *const looped =
         "#include <nccl.h>\n"
@@ -1424,6 +1442,16 @@ static void test_scan_hidden_joins(void **state)
         {"struct Args { float *p; };\nstatic Args g_args;\n"
          "static void setup(float *p) { g_args.p = p; }\n__global__ void use(Args a);\n",
          "setup(x);", "k<<<1, 32, 0, s>>>(o, 4);\n  use<<<1, 32, 0, s>>>(g_args);\n"},
+        /* a struct of values in device memory: its member's address is in x */
+        {"struct Metrics { float loss; float tokens; };\n", "Metrics *m = (Metrics *)x;",
+         "k<<<1, 32, 0, s>>>(o, 4);\n  cudaMemsetAsync(&m->tokens, 0, 4, s);\n"},
+        /* digit separators in a macro do not hide the rest of its text */
+        {"#define ZERO() k<<<1'024 / 256, 32, 0, s>>>(x, 1'024)\n", "",
+         "k<<<1, 32, 0, s>>>(o, 4);\n  ZERO();\n"},
+        /* x kept through a local of the helper it is handed to */
+        {"void reg_ext(float *p);\nvoid run_ext(void);\n"
+         "static void enq(float *p) { float *q; q = p; reg_ext(q); }\n",
+         "enq(x);", "k<<<1, 32, 0, s>>>(o, 4);\n  run_ext();\n"},
         /* a batched GEMM: device arrays of pointers */
         {"", "cublasHandle_t h; float **tab; const float one = 1;",
          "k<<<1, 32, 0, s>>>(o, 4);\n  cublasSgemmBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, "
