@@ -5,7 +5,8 @@
 # (program, diff, transform_report.md/.json) and the logs go to $OUT/transform/.
 # Needs the cuco binary on PATH (scripts/gpu-session), nvcc, MPI and NCCL
 # 2.28.9 at NCCL_HOME. Workloads run one after another (they share both GPUs);
-# the ones that do not fit the time budget are listed as skipped.
+# the ones that do not fit the time budget (TRANSFORM_BUDGET_S, default 165 s)
+# are listed as skipped.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:=/tmp/cuco-gpu-out}"
@@ -19,7 +20,7 @@ mkdir -p "$DEST"
 SUMMARY=$DEST/summary.txt
 : > "$SUMMARY"
 START=$(date +%s)
-BUDGET_S=165
+BUDGET_S=${TRANSFORM_BUDGET_S:-165}
 WS=$(mktemp -d /tmp/cuco-transform.XXXXXX)
 note() { echo "$*" | tee -a "$SUMMARY"; }
 

@@ -231,7 +231,8 @@ inline ncclResult_t all_to_all(WarmSite ws, const void* sendbuff, void* recvbuff
 // made for (send buffer, count, type, communicator), waits for it and copies
 // the window into its receive buffer instead of gathering. Anything else
 // (knob 0, one rank, a capture, a group, other arguments) gathers as without
-// the schedule; a prefetch no call takes is dropped.
+// the schedule; a prefetch no call takes is dropped (prefetch_drop, at the
+// loop's entry, drops one an earlier run of the loop left).
 struct PrefSite {
   int site, on;
   const void* next;
@@ -250,6 +251,7 @@ struct PrefRec {
   size_t count = 0;
   ncclDataType_t dt = ncclFloat32;
   bool ready = false;
+  bool dropped = false;  // a prefetch no call took may still be in flight
   bool told = false;
 };
 inline std::vector<PrefRec>& pref_recs() {
@@ -319,6 +321,16 @@ inline ncclResult_t prefetch_issue(PrefRec* r, const PrefSite& ps, ncclDataType_
   return ncclSuccess;
 }
 
+// At the entry of the site's loop (before its `for`): a prefetch that an
+// earlier run of the loop made and no call took (the loop left early) is
+// dropped, so that no later call takes data gathered before the loop began.
+inline void prefetch_drop(int site, int on) {
+  PrefRec* r = on ? site_rec(pref_recs(), site) : nullptr;
+  if (!r || !r->ready) return;
+  r->ready = false;
+  r->dropped = true;
+}
+
 inline ncclResult_t all_gather(PrefSite ps, const void* sendbuff, void* recvbuff, size_t sendcount,
                                ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   PrefRec* r = ps.on ? site_rec(pref_recs(), ps.site) : nullptr;
@@ -326,10 +338,11 @@ inline ncclResult_t all_gather(PrefSite ps, const void* sendbuff, void* recvbuff
   size_t es = dtype_size(datatype);
   bool ready = r && r->ready;
   bool hit = ready && r->send == sendbuff && r->count == sendcount && r->dt == datatype && r->comm == comm;
-  if (r) r->ready = false;
+  bool unused = r && ((ready && !hit) || r->dropped);
+  if (r) r->ready = r->dropped = false;
   // a prefetch this call does not take is finished first: no two gathers of
   // the site in flight at once
-  if (ready && !hit && cudaStreamWaitEvent(stream, r->done, 0) != cudaSuccess)
+  if (unused && cudaStreamWaitEvent(stream, r->done, 0) != cudaSuccess)
     return CUCO_TX_FAIL("prefetch_next: waiting for an unused prefetch failed");
   if (!r || !es || group_depth() > 0 || capturing(stream) || ncclCommCount(comm, &nranks) != ncclSuccess ||
       nranks < 2)

@@ -169,9 +169,10 @@ int sched_calls_only_sizes(const sview *v, size_t a, size_t b);
  * named at token owner (NAME of an argument NAME[i] or NAME[i].m) when st
  * names it only as an iteration's element, through members that are
  * scalars or keep their own allocation (no element's member can be another
- * element's), and never sets it. */
+ * element's) other than the member named at token member (0: none: a
+ * later iteration may write it on its own element), and never sets it. */
 int sched_loop_heads_apart(const scan *s, const loop_shape *L, const stmt *st, size_t owner,
-                           cuco_strlist *out);
+                           size_t member, cuco_strlist *out);
 
 /* ---- sched_place.c: where schedule (a) puts a call's start and wait */
 /* Sets why the schedule does not apply: returns 1 (stop), or CUCO_ENOMEM. */

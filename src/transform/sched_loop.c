@@ -133,6 +133,7 @@ static int body_sets(const sview *v, size_t a, size_t b, size_t var)
 typedef struct own_set {
     size_t owners[2], members[2];
     int nowners, nmembers, whole;
+    size_t never; /* a member never masked (prefetch_next's send member); 0: none */
 } own_set;
 
 /* When token k starts an element of the loop's iteration (NAME[i] with i
@@ -161,6 +162,8 @@ static int own_mention(const sview *v, const loop_shape *L, const own_set *o, si
     *end = member ? e + 2 : e;
     if (!member)
         return o->whole && !is(v, e, ".") && !is(v, e, "->");
+    if (o->never && same_tok(v, e + 1, o->never))
+        return 0;
     for (int i = 0; i < o->nmembers; i++)
         if (same_tok(v, e + 1, o->members[i]))
             return 1;
@@ -249,9 +252,9 @@ static int masked_heads(const scan *s, const loop_shape *L, const stmt *st, cons
 }
 
 int sched_loop_heads_apart(const scan *s, const loop_shape *L, const stmt *st, size_t owner,
-                           cuco_strlist *out)
+                           size_t member, cuco_strlist *out)
 {
-    own_set o = {.owners = {owner, 0}, .nowners = 1};
+    own_set o = {.owners = {owner, 0}, .nowners = 1, .never = member};
     return masked_heads(s, L, st, &o, out);
 }
 

@@ -164,6 +164,9 @@ static int body_keeps_send(const scan *s, const loop_shape *L, cuco_sched_plan *
     size_t a = 0, b = 0;
     size_t owner =
         arg_range(v, s->call_tok + 1, ARG_SEND, &a, &b) ? send_container(v, L, a, b) : v->n;
+    /* the send's own member is never apart: the next iteration may write it
+     * on its element before its call, after this prefetch read it */
+    size_t member = owner < v->n && b == a + 6 ? a + 5 : 0;
     cuco_sched_node *nodes = calloc(s->n, sizeof(*nodes));
     cuco_strlist *heads = calloc(s->n, sizeof(*heads));
     int rc = nodes && heads ? 0 : CUCO_ENOMEM;
@@ -182,7 +185,7 @@ static int body_keeps_send(const scan *s, const loop_shape *L, cuco_sched_plan *
             continue;
         const cuco_strlist *h = &st->heads;
         if (owner < v->n) {
-            rc = sched_loop_heads_apart(s, L, st, owner, &heads[n]);
+            rc = sched_loop_heads_apart(s, L, st, owner, member, &heads[n]);
             h = &heads[n];
         }
         nodes[n] = (cuco_sched_node){st->kind,
@@ -199,12 +202,17 @@ static int body_keeps_send(const scan *s, const loop_shape *L, cuco_sched_plan *
         cuco_sched_graph g = scan_graph(s, nodes, n);
         rc = cuco_sched_place_call(&g, 0, &pl);
     }
-    if (rc == 0 && pl.wait < n)
+    if (rc == 0 && pl.wait < n && nodes[pl.wait].kind == CUCO_SCHED_COMM)
+        rc = sched_note(p,
+                        "the statement at line %d of its loop's body communicates too (two "
+                        "collectives of the loop would run at once)",
+                        nodes[pl.wait].line);
+    else if (rc == 0 && pl.wait < n)
         rc = sched_note_take(
             p, cuco_sprintf("the statement at line %d of its loop's body (line %d) may touch its "
                             "send buffer while the next iteration's is gathered (or it "
-                            "communicates, synchronises or calls what the analysis cannot see "
-                            "into)",
+                            "synchronises, leaves the function or calls what the analysis "
+                            "cannot see into)",
                             nodes[pl.wait].line, tk(v, L->kw)->line));
     else if (rc == 0 && pl.independent == 0)
         rc = sched_note(p, "its loop's body (line %d) launches no other work", tk(v, L->kw)->line);
@@ -216,7 +224,17 @@ static int body_keeps_send(const scan *s, const loop_shape *L, cuco_sched_plan *
     return rc;
 }
 
-/* The edit and the report line of the schedule that applies. */
+/* Whether a statement can go right before the loop: its `for` starts a
+ * statement of a braced block (not the body of an unbraced if or loop). */
+static int loop_stands_alone(const sview *v, const loop_shape *L)
+{
+    size_t k = L->kw;
+    return k > 0 && (is(v, k - 1, ";") || is(v, k - 1, "{") || is(v, k - 1, "}"));
+}
+
+/* The edits and the report line of the schedule that applies: the site at
+ * the call, and cuco_tx::prefetch_drop before the loop (a prefetch an
+ * earlier run of the loop left is not taken). */
 static int prefetch_edit(const scan *s, const loop_shape *L, int site, const char *cond,
                          char *next[2], size_t launches, cuco_sched_plan *p)
 {
@@ -224,7 +242,11 @@ static int prefetch_edit(const scan *s, const loop_shape *L, int site, const cha
     size_t a, b;
     if (!arg_range(v, s->call_tok + 1, 0, &a, &b))
         return sched_note(p, "its first argument was not found", 0);
-    int rc = scan_plan_edit(p, tk(v, a)->off, 0,
+    char *drop = cuco_sprintf("cuco_tx::prefetch_drop(%d, CUCO_PREF_%d);", site, site);
+    int rc = drop ? sched_insert_before(v, L->kw, drop, p) : CUCO_ENOMEM;
+    free(drop);
+    if (rc == 0)
+        rc = scan_plan_edit(p, tk(v, a)->off, 0,
                             cuco_sprintf("cuco_tx::prefetch_site(%d, CUCO_PREF_%d, %s ? "
                                          "(const void *)(%s) : nullptr, %s ? (size_t)(%s) : 0), ",
                                          site, site, cond, next[1], cond, next[0]),
@@ -263,8 +285,12 @@ int sched_prefetch_view(const sview *v, size_t call_off, const char *api, int si
         rc = next_arguments(&s, &L, plan, next);
     if (rc == 0)
         rc = body_keeps_send(&s, &L, plan, &launches);
-    if (rc == 0 && editable && !editable(ctx, tk(v, s.call_tok)->off))
-        rc = sched_note(plan, "the call is in frozen code", 0);
+    if (rc == 0 && !loop_stands_alone(v, &L))
+        rc = sched_note(plan, "its loop (line %d) is not a statement of a braced block",
+                        tk(v, L.kw)->line);
+    if (rc == 0 && editable &&
+        (!editable(ctx, tk(v, s.call_tok)->off) || !editable(ctx, tk(v, L.kw)->off)))
+        rc = sched_note(plan, "the call or its loop is in frozen code", 0);
     if (rc == 0)
         rc = prefetch_edit(&s, &L, site, cond, next, launches, plan);
     free(cond);

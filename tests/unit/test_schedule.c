@@ -1187,6 +1187,10 @@ static void test_scan_prefetch_next(void **state)
          "k<<<1, 32, 0, s>>>(act, n);", NULL},
         {"int l = 0; l < L; ++l", "ncclAllGather(lay[l].w, full, n, ncclFloat, c, s);",
          "k<<<1, 32, 0, s>>>(lay[l].b, n);", NULL},
+        /* the next iteration writes its own element's send member before
+         * its call, after this iteration's prefetch read it */
+        {"int l = 0; l < L; ++l", "ncclAllGather(lay[l].w, full, n, ncclFloat, c, s);",
+         "k<<<1, 32, 0, s>>>(lay[l].w, n);", "may touch its send buffer"},
         {"int l = 0; l < L; l++", "ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
          "k<<<1, 32, 0, s>>>(shard[l + 1], n);", "may touch its send buffer"},
         {"int l = 0; l < L; l++", "ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
@@ -1262,6 +1266,9 @@ static void test_scan_prefetch_next(void **state)
     assert_true(tx_has_schedule_note(&r.notes, 7,
                                      "early_start_late_wait does not apply to "
                                      "ncclAllGather: the call is prefetch_next's"));
+    /* a prefetch an earlier run of the loop left is dropped at its entry */
+    assert_non_null(strstr(r.program, "  cuco_tx::prefetch_drop(0, CUCO_PREF_0);\n"
+                                      "  for (int l = 0; l < L; l++) {"));
     cuco_tx_result_free(&r);
 }
 
