@@ -206,32 +206,40 @@ static int member_decl_at(const sview *v, size_t k, size_t *body)
     return *body < v->n && sview_class_body(v, *body);
 }
 
-int scan_scalar_member(const sview *v, size_t m)
+/* Whether every declaration of the member named like token m in a class or
+ * struct body of the file meets decl (its body, its token); 0 when there
+ * is none. */
+static int every_member_decl(const sview *v, size_t m,
+                             int (*decl)(const sview *v, size_t body, size_t k))
 {
     int seen = 0;
     size_t body;
     for (size_t k = 1; k + 1 < v->n; k++) {
         if (!same_tok(v, k, m) || !member_decl_at(v, k, &body))
             continue;
-        if (!scalar_decl(v, body, k))
+        if (!decl(v, body, k))
             return 0;
         seen = 1;
     }
     return seen;
 }
 
+int scan_scalar_member(const sview *v, size_t m)
+{
+    return every_member_decl(v, m, scalar_decl);
+}
+
+/* Whether the class body at body holds more than values (a pointer, a
+ * reference, a container). */
+static int holder_body(const sview *v, size_t body, size_t k)
+{
+    (void)k;
+    return !scalar_body(v, body, 0);
+}
+
 int scan_member_of_holder(const sview *v, size_t m)
 {
-    int seen = 0;
-    size_t body;
-    for (size_t k = 1; k + 1 < v->n; k++) {
-        if (!same_tok(v, k, m) || !member_decl_at(v, k, &body))
-            continue;
-        if (scalar_body(v, body, 0))
-            return 0;
-        seen = 1;
-    }
-    return seen;
+    return every_member_decl(v, m, holder_body);
 }
 
 int scan_scalar_member_of(const sview *v, size_t type, size_t m)
