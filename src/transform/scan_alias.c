@@ -164,8 +164,8 @@ static int scalar_struct(const sview *v, size_t t, int depth)
 int scan_struct_holds_pointers(const sview *v, size_t t)
 {
     for (size_t k = 1; k + 1 < v->n; k++) {
-        if (!same_tok(v, k, t))
-            continue;
+        if (!same_tok(v, k, t) || (k >= 2 && is(v, k - 2, "enum")))
+            continue; /* an `enum class` holds values */
         if (((is(v, k - 1, "struct") || is(v, k - 1, "class")) && is(v, k + 1, "{")) ||
             (is(v, k - 1, "}") && is(v, k + 1, ";") && block_open(v, k - 1) < v->n))
             return !scalar_struct(v, t, 0);

@@ -375,7 +375,9 @@ static int scan_locals(fn_scope *f, const sview *v, size_t a, size_t b)
         if (i > f->body && p + 1 < i && !scan_declaration_at(v, i))
             continue;
         rc = push_text(&f->locals, v, i);
-        if (rc == 0 && ptr && i < f->body)
+        /* a pointer, a reference, or a struct by value that holds pointers
+         * (`Ptrs ps`: the caller filled its table) */
+        if (rc == 0 && i < f->body && (ptr || (ident(v, p) && scan_struct_holds_pointers(v, p))))
             rc = push_text(&f->pointer_params, v, i);
     }
     return rc;

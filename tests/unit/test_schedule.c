@@ -1352,6 +1352,27 @@ static void test_scan_param_globals(void **state)
         "int main() { float *o; ncclComm_t c; cudaStream_t s;\n"
         "  cudaMalloc(&g_a, 64); cudaMalloc(&o, 64); run(g_a, o, c, s); return 0; }\n";
     assert_true(schedule_note_of(twice, 5, "wait moved before the statement at line 7"));
+    /* a struct of pointers passed by value may hold the global */
+    static const char *const table =
+        "#include <nccl.h>\n"
+        "struct Ptrs { float *p[2]; };\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "__global__ void kp(Ptrs ps, size_t n);\n"
+        "static float *g_x;\n"
+        "static void step(Ptrs ps, ncclComm_t c, cudaStream_t s) {\n"
+        "  float *o; cudaMalloc(&o, 64);\n"
+        "  ncclAllReduce(g_x, g_x, 4, ncclFloat, ncclSum, c, s);\n"
+        "  k<<<1, 32, 0, s>>>(o, 4);\n"
+        "  kp<<<1, 32, 0, s>>>(ps, 4);\n"
+        "}\n"
+        "int main() {\n"
+        "  Ptrs ps; ncclComm_t c; cudaStream_t s;\n"
+        "  cudaMalloc(&g_x, 64);\n"
+        "  ps.p[0] = g_x;\n"
+        "  step(ps, c, s);\n"
+        "  return 0;\n"
+        "}\n";
+    assert_true(schedule_note_of(table, 8, "wait moved before the statement at line 10"));
     /* a loop's macro that names another iteration's element */
     static const char *const looped =
         "#include <nccl.h>\n"
