@@ -139,7 +139,10 @@ int scan_launch_takes_tables(const sview *v, size_t name)
                 !is(v, q, "volatile"))
                 type = q;
         }
-        if (stars >= 2 || (stars == 1 && type < v->n && scan_struct_holds_pointers(v, type)))
+        /* a table, a struct that holds pointers, or an untyped pointer
+         * (`const void *ctx`: the kernel may cast it to either) */
+        if (stars >= 2 || (stars == 1 && type < v->n &&
+                           (scan_struct_holds_pointers(v, type) || is(v, type, "void"))))
             return 1;
     }
     return 0;

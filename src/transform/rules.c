@@ -247,8 +247,13 @@ static int rewrite_p2p(ctx *c, p2p_call *calls, size_t n)
     return 0;
 }
 
-static const char *const capture_calls[] = {
-    "cudaStreamBeginCapture", "cudaStreamBeginCaptureToGraph", "cudaStreamBeginCapture_v2", NULL};
+static const char *const capture_calls[] = {"cudaStreamBeginCapture",
+                                            "cudaStreamBeginCaptureToGraph",
+                                            "cudaStreamBeginCapture_v2",
+                                            "cuStreamBeginCapture",
+                                            "cuStreamBeginCapture_v2",
+                                            "cuStreamBeginCaptureToGraph",
+                                            NULL};
 
 /* Stream capture into a CUDA graph: a graph replays its nodes with the
  * arguments they had when captured, while the glue's device paths number

@@ -1352,6 +1352,21 @@ static void test_scan_param_globals(void **state)
         "int main() { float *o; ncclComm_t c; cudaStream_t s;\n"
         "  cudaMalloc(&g_a, 64); cudaMalloc(&o, 64); run(g_a, o, c, s); return 0; }\n";
     assert_true(schedule_note_of(twice, 5, "wait moved before the statement at line 7"));
+    /* a capture begun through the driver API turns the schedules off */
+    static const char *const captured =
+        "#include <nccl.h>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "int main() {\n"
+        "  float *x, *o; ncclComm_t c; cudaStream_t s; cudaGraph_t g;\n"
+        "  cudaMalloc(&x, 64); cudaMalloc(&o, 64);\n"
+        "  cuStreamBeginCapture((CUstream)s, CU_STREAM_CAPTURE_MODE_GLOBAL);\n"
+        "  ncclAllReduce(x, x, 4, ncclFloat, ncclSum, c, s);\n"
+        "  k<<<1, 32, 0, s>>>(o, 4);\n"
+        "  k<<<1, 32, 0, s>>>(x, 4);\n"
+        "  cuStreamEndCapture((CUstream)s, (CUgraph *)&g);\n"
+        "  return 0;\n"
+        "}\n";
+    assert_true(schedule_note_of(captured, 7, "the program captures streams into CUDA graphs"));
     /* a struct of pointers passed by value may hold the global */
     static const char *const table =
         "#include <nccl.h>\n"
@@ -1480,6 +1495,9 @@ static void test_scan_hidden_joins(void **state)
         {"void reg_ext(float *p);\nvoid run_ext(void);\n"
          "static void enq(float *p) { float *q; q = p; reg_ext(q); }\n",
          "enq(x);", "k<<<1, 32, 0, s>>>(o, 4);\n  run_ext();\n"},
+        /* a kernel given an untyped pointer, which it may cast to a table */
+        {"__global__ void viavoid(const void *ctx);\n", "void *ctx;",
+         "k<<<1, 32, 0, s>>>(o, 4);\n  viavoid<<<1, 32, 0, s>>>(ctx);\n"},
         /* a batched GEMM: device arrays of pointers */
         {"", "cublasHandle_t h; float **tab; const float one = 1;",
          "k<<<1, 32, 0, s>>>(o, 4);\n  cublasSgemmBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, "
