@@ -2,7 +2,8 @@
  * schedule scans. A statement that uses a macro names what the macro's text
  * names (scan_macros.c); the file's own #define lines are in its text, and
  * these are the ones of the headers it includes with #include "..." (a
- * launch helper of the project), read where the including file is, a few
+ * launch helper of the project), read where the including file is, else in
+ * the build command's -I folders of the repository or the workload, a few
  * levels deep. System headers (<...>) are not read. */
 #include "tx_headers.h"
 
@@ -17,6 +18,7 @@ enum { HEADER_DEPTH = 4, HEADER_MAX = 64 };
 typedef struct macro_walk {
     cuco_buf out;
     cuco_strlist seen; /* the paths of the headers read */
+    cuco_strlist dirs; /* the build's -I folders, after the including file's */
 } macro_walk;
 
 static int walk(macro_walk *m, const char *dir, const char *text, int depth, cuco_err *e);
@@ -27,6 +29,10 @@ static int read_header(macro_walk *m, const char *dir, const char *text, const c
 {
     char *name = cuco_tx_quoted_include(text, t);
     char *path = name ? cuco_path_join(dir, name) : NULL;
+    for (size_t k = 0; path && !cuco_fs_exists(path) && k < m->dirs.n; k++) {
+        free(path);
+        path = cuco_path_join(m->dirs.items[k], name);
+    }
     char *body = NULL, *sub = NULL;
     size_t len = 0;
     int rc = 0;
@@ -74,6 +80,41 @@ static int walk(macro_walk *m, const char *dir, const char *text, int depth, cuc
     return rc;
 }
 
+/* The -I folders of the manifest's build command whose placeholders are the
+ * repository's or the workload's ({repo}, {workload_dir}): where a
+ * `#include "x.h"` not beside the file is found. */
+static int include_dirs(const cuco_workload *w, cuco_strlist *dirs)
+{
+    static const char *const names[] = {"repo", "workload_dir"};
+    int rc = 0;
+    for (size_t i = 0; i < w->build_command.n && rc == 0; i++) {
+        const char *a = w->build_command.items[i];
+        if (strncmp(a, "-I", 2) != 0)
+            continue;
+        a = a[2] ? a + 2 : (i + 1 < w->build_command.n ? w->build_command.items[++i] : "");
+        char *dir = cuco_strdup(a);
+        for (int k = 0; dir && k < 2; k++) {
+            char *key = cuco_sprintf("{%s}", names[k]), *at = key ? strstr(dir, key) : NULL;
+            int known = 0;
+            char *val = at ? cuco_workload_placeholder(w, NULL, names[k], &known) : NULL;
+            char *next =
+                val ? cuco_sprintf("%.*s%s%s", (int)(at - dir), dir, val, at + strlen(key)) : NULL;
+            if (at) {
+                free(dir);
+                dir = next;
+            } else {
+                free(next);
+            }
+            free(val);
+            free(key);
+        }
+        if (dir && dir[0] == '/' && !strchr(dir, '{'))
+            rc = cuco_strlist_push(dirs, dir);
+        free(dir);
+    }
+    return rc;
+}
+
 int cuco_tx_header_macros(const cuco_workload *w, const char *seed, char **out, cuco_err *e)
 {
     *out = NULL;
@@ -81,7 +122,10 @@ int cuco_tx_header_macros(const cuco_workload *w, const char *seed, char **out, 
     if (!dir)
         return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
     macro_walk m = {.out = CUCO_BUF_INIT};
-    int rc = walk(&m, dir, seed, 0, e);
+    int rc = include_dirs(w, &m.dirs) != 0 ? cuco_err_set(e, CUCO_ENOMEM, "out of memory") : 0;
+    if (rc == 0)
+        rc = walk(&m, dir, seed, 0, e);
+    cuco_strlist_free(&m.dirs);
     free(dir);
     cuco_strlist_free(&m.seen);
     if (rc == 0 && m.out.len > 0) {

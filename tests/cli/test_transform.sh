@@ -212,6 +212,33 @@ EOF
     >"$TMP/hdr.out" 2>&1
 check "a header's launch macro reads the gathered buffer: the wait stays before its use" \
     grep -qF "hdr_macro.cu:25: schedule: early_start_late_wait: ncclAllGather at line 25 issued on a side stream, wait moved before the statement at line 27 (1 independent" "$TMP/hdr.out"
+# the same header in a folder the manifest's build command names with -I
+mkdir -p "$TMP/hdrI/inc"
+cp "$TMP/hdr/hdr_macro.cu" "$TMP/hdrI/"
+cp "$TMP/hdr/launch_rows.h" "$TMP/hdrI/inc/"
+cat >"$TMP/hdrI/workload.yaml" <<'EOF'
+name: hdrI
+ranks: 2
+gpu: true
+sources: [hdr_macro.cu]
+evolve_file: hdr_macro.cu
+build:
+  command: [nvcc, -std=c++17, -arch=sm_90, "-I{workload_dir}/inc", "-I{repo}/device", "-I{nccl_include}",
+            "{mpi_compile_flags}", -o, "{out}", "{evolve_file}", "-L{nccl_lib}", "-l:libnccl.so.2",
+            "{mpi_link_flags}"]
+  output: prog
+  timeout_s: 300
+run:
+  launcher: mpirun
+verify:
+  args: []
+  timeout_s: 60
+bench:
+  args: []
+EOF
+"$CUCO_BIN" transform "$TMP/hdrI" --workspace "$TMP/hdrI.ws" --no-verify --quiet >"$TMP/hdrI.out" 2>&1
+check "a header found through the build's -I folder is read too" \
+    grep -qF "hdr_macro.cu:25: schedule: early_start_late_wait: ncclAllGather at line 25 issued on a side stream, wait moved before the statement at line 27 (1 independent" "$TMP/hdrI.out"
 
 "$CUCO_BIN" transform >/dev/null 2>&1
 check "no workload: exit 2" test $? -eq 2
