@@ -101,12 +101,7 @@ static int call_keeps(const sview *v, size_t open, size_t k, int *outer, int dep
         return 0;
     if (scan_library_call(v, f))
         return scan_library_keeps_pointers(v, f);
-    int pos = 0, d = 0;
-    for (size_t i = open + 1; i < k; i++) {
-        d += is(v, i, "(") + is(v, i, "[") + is(v, i, "{") - is(v, i, ")") - is(v, i, "]") -
-             is(v, i, "}");
-        pos += d == 0 && is(v, i, ",");
-    }
+    int pos = sview_arg_position(v, open, k);
     size_t lparams = v->n, lbody = sview_lambda_body(v, f, &lparams);
     if (lbody < v->n) /* a lambda of the function: what it does with its parameter */
         return kernel_lambda_launch(v, f) >= v->n && lparams < v->n &&

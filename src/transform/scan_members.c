@@ -167,12 +167,7 @@ static int file_call_argument(const sview *v, size_t first, size_t end)
     size_t open = sview_paren_around(v, end - 1);
     if (open >= v->n || open == 0 || !ident(v, open - 1) || in_words(v, open - 1, sview_keywords))
         return 0;
-    int k = 0, d = 0;
-    for (size_t i = open + 1; i < first; i++) {
-        d += is(v, i, "(") + is(v, i, "[") + is(v, i, "{") - is(v, i, ")") - is(v, i, "]") -
-             is(v, i, "}");
-        k += d == 0 && is(v, i, ",");
-    }
+    int k = sview_arg_position(v, open, first);
     return scan_param_value_stays(v, open - 1, k) || scan_param_elements_kept(v, open - 1, k);
 }
 

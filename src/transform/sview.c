@@ -744,3 +744,14 @@ size_t sview_pragma_lines_before(const char *src, size_t ls)
     }
     return ls;
 }
+
+int sview_arg_position(const sview *v, size_t open, size_t k)
+{
+    int pos = 0, d = 0;
+    for (size_t i = open + 1; i < k && i < v->n; i++) {
+        d += is(v, i, "(") + is(v, i, "[") + is(v, i, "{") - is(v, i, ")") - is(v, i, "]") -
+             is(v, i, "}");
+        pos += d == 0 && is(v, i, ",");
+    }
+    return pos;
+}

@@ -142,6 +142,9 @@ int arg_count(const sview *v, size_t open);
  * -1: none. */
 int param_position(const sview *v, size_t open, const char *name, size_t len);
 
+/* The position of the top-level argument that holds token k in the call
+ * whose '(' is at open (0: the first). */
+int sview_arg_position(const sview *v, size_t open, size_t k);
 /* The '(' of the parentheses that token i sits in, within its statement (a
  * call's arguments, a parameter list, a condition); v->n when none. */
 size_t sview_paren_around(const sview *v, size_t i);
