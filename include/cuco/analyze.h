@@ -55,6 +55,9 @@ int cuco_lex_run(cuco_lex *lx, const char *src, size_t len, cuco_err *e);
 void cuco_lex_free(cuco_lex *lx);
 /* Returns 1 when token t's text equals s. */
 int cuco_tok_is(const cuco_lex *lx, const cuco_tok *t, const char *s);
+/* Returns 1 when token t of the text src is a preprocessor directive named
+ * d (`#define`: "define"). */
+int cuco_tok_directive(const char *src, const cuco_tok *t, const char *d);
 
 /* Analyzes the given files (and folders: every .cu/.cuh/.cpp/.cc/.c/.h in
  * them; local #include "..." files are followed). On success *out is a new

@@ -301,3 +301,9 @@ int cuco_tok_is(const cuco_lex *lx, const cuco_tok *t, const char *s)
     size_t n = strlen(s);
     return t->len == n && memcmp(lx->src + t->off, s, n) == 0;
 }
+
+int cuco_tok_directive(const char *src, const cuco_tok *t, const char *d)
+{
+    size_t n = strlen(d);
+    return t->kind == CUCO_TOK_PREPROC && t->dir_len == n && memcmp(src + t->dir_off, d, n) == 0;
+}

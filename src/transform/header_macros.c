@@ -69,7 +69,7 @@ static int walk(macro_walk *m, const char *dir, const char *text, int depth, cuc
         const cuco_tok *t = &lx.toks[i];
         if (t->kind != CUCO_TOK_PREPROC)
             continue;
-        if (depth > 0 && t->dir_len == 6 && memcmp(text + t->dir_off, "define", 6) == 0) {
+        if (depth > 0 && cuco_tok_directive(text, t, "define")) {
             cuco_buf_append(&m->out, text + t->off, t->len);
             cuco_buf_putc(&m->out, '\n');
         } else {

@@ -53,7 +53,7 @@ char *cuco_tx_evolve_dir(const cuco_workload *w)
 
 char *cuco_tx_quoted_include(const char *src, const cuco_tok *t)
 {
-    if (t->kind != CUCO_TOK_PREPROC || t->dir_len != 7 || memcmp(src + t->dir_off, "include", 7))
+    if (!cuco_tok_directive(src, t, "include"))
         return NULL;
     const char *end = src + t->off + t->len;
     const char *q = src + t->dir_off + 7;

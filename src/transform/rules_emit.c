@@ -14,12 +14,6 @@ static int cmp_edit(const void *a, const void *b)
 
 /* Where the glue goes: the start of the first block's body (which must be at
  * file scope), or after the last top-level #include. */
-static int directive_is(const cuco_lex *lx, const cuco_tok *t, const char *d)
-{
-    return t->kind == CUCO_TOK_PREPROC && t->dir_len == strlen(d) &&
-           memcmp(lx->src + t->dir_off, d, t->dir_len) == 0;
-}
-
 /* Where the glue goes in a program without EVOLVE-BLOCKs: after the last
  * #include before the first line of code (an include inside #if...#endif:
  * after the #endif), or before a header that headers.c inlined (it uses
@@ -39,13 +33,13 @@ static size_t includes_end(const cuco_lex *lx)
         if (t->kind != CUCO_TOK_PREPROC && t->kind != CUCO_TOK_COMMENT)
             break; /* the first code */
         size_t line_after = rl_line_after(lx->src, t->off + t->len - (t->len > 0));
-        if (directive_is(lx, t, "if") || directive_is(lx, t, "ifdef") ||
-            directive_is(lx, t, "ifndef"))
+        if (cuco_tok_directive(lx->src, t, "if") || cuco_tok_directive(lx->src, t, "ifdef") ||
+            cuco_tok_directive(lx->src, t, "ifndef"))
             depth++;
-        else if (directive_is(lx, t, "endif") && depth > 0 && --depth == 0 && inside) {
+        else if (cuco_tok_directive(lx->src, t, "endif") && depth > 0 && --depth == 0 && inside) {
             after = line_after;
             inside = 0;
-        } else if (directive_is(lx, t, "include")) {
+        } else if (cuco_tok_directive(lx->src, t, "include")) {
             if (depth == 0)
                 after = line_after;
             inside |= depth > 0;

@@ -27,8 +27,7 @@ static int defines_at(const cuco_lex *lx, size_t k, const char *w, size_t len, c
                       const char **end)
 {
     const cuco_tok *t = &lx->toks[k];
-    if (t->kind != CUCO_TOK_PREPROC || t->dir_len != 6 ||
-        memcmp(lx->src + t->dir_off, "define", 6) != 0)
+    if (!cuco_tok_directive(lx->src, t, "define"))
         return 0;
     const char *q = lx->src + t->dir_off + 6, *e = lx->src + t->off + t->len;
     while (q < e && (*q == ' ' || *q == '\t'))
