@@ -163,6 +163,9 @@ static int scalar_struct(const sview *v, size_t t, int depth)
 
 int scan_struct_holds_pointers(const sview *v, size_t t)
 {
+    if (!ident(v, t) || in_words(v, t, scalar_words) || in_words(v, t, scan_type_words) ||
+        in_words(v, t, sview_keywords))
+        return 0; /* a word of the language names no struct of the file */
     for (size_t k = 1; k + 1 < v->n; k++) {
         if (!same_tok(v, k, t) || (k >= 2 && is(v, k - 2, "enum")))
             continue; /* an `enum class` holds values */
