@@ -21,62 +21,107 @@ static int word_in(const char *w, size_t len, const char *const *list)
     return 0;
 }
 
-/* When token k of lx is `#define w...` (w: len bytes): the text after the
- * name (*after) and the directive's end (*end); 0 otherwise. */
-static int defines_at(const cuco_lex *lx, size_t k, const char *w, size_t len, const char **after,
-                      const char **end)
+/* One #define of the file or of the program's headers: its name, its
+ * parameter list [params, body) (empty for an object-like macro) and its
+ * replacement [body, end); count: how many #defines of that name there are
+ * (#undef and #define again, #ifdef branches), the first one kept. */
+typedef struct macro_def {
+    const char *name;
+    size_t len;
+    const char *params, *body, *end;
+    int count;
+} macro_def;
+
+/* Every macro of the view, made once (sview's macro memo) and looked up by
+ * name: a statement's every name is looked up, and a scan of the lexed file
+ * for each of them cost more than the rest of the transform. */
+typedef struct macro_index {
+    macro_def *defs;
+    size_t n;
+} macro_index;
+
+static void macro_index_free(void *p)
 {
-    const cuco_tok *t = &lx->toks[k];
-    if (!cuco_tok_directive(lx->src, t, "define"))
-        return 0;
-    const char *q = lx->src + t->dir_off + 6, *e = lx->src + t->off + t->len;
-    while (q < e && (*q == ' ' || *q == '\t'))
-        q++;
-    if ((size_t)(e - q) < len || memcmp(q, w, len) != 0 ||
-        (q + len < e && cuco_tx_ident_char(q[len])))
-        return 0;
-    *after = q + len;
-    *end = e;
-    return 1;
+    macro_index *ix = p;
+    if (ix)
+        free(ix->defs);
+    free(ix);
 }
 
-/* The first #define of the macro named w (len bytes) in lx: its replacement
- * [*body, *end) and parameter list [*params, *body) (empty for an
- * object-like one); 0 when lx defines none. */
-static int macro_in(const cuco_lex *lx, const char *w, size_t len, const char **params,
-                    const char **body, const char **end)
+static macro_def *def_named(const macro_index *ix, const char *w, size_t len)
+{
+    for (size_t i = 0; i < ix->n; i++)
+        if (ix->defs[i].len == len && memcmp(ix->defs[i].name, w, len) == 0)
+            return &ix->defs[i];
+    return NULL;
+}
+
+/* The #defines of lx into ix, after those already there. */
+static int index_lex(macro_index *ix, const cuco_lex *lx)
 {
     for (size_t k = 0; k < lx->ntoks; k++) {
-        const char *q, *e;
-        if (!defines_at(lx, k, w, len, &q, &e))
+        const cuco_tok *t = &lx->toks[k];
+        if (!cuco_tok_directive(lx->src, t, "define"))
             continue;
-        *params = q;
+        const char *q = lx->src + t->dir_off + 6, *e = lx->src + t->off + t->len;
+        while (q < e && (*q == ' ' || *q == '\t'))
+            q++;
+        const char *name = q;
+        while (q < e && cuco_tx_ident_char(*q))
+            q++;
+        if (q == name)
+            continue;
+        macro_def *d = def_named(ix, name, (size_t)(q - name));
+        if (d) {
+            d->count++;
+            continue;
+        }
+        macro_def *grown = realloc(ix->defs, (ix->n + 1) * sizeof(*grown));
+        if (!grown)
+            return CUCO_ENOMEM;
+        ix->defs = grown;
+        d = &ix->defs[ix->n++];
+        *d =
+            (macro_def){.name = name, .len = (size_t)(q - name), .params = q, .end = e, .count = 1};
         if (q < e && *q == '(')
             while (q < e && *q != ')')
                 q++;
-        *body = q < e && *q == ')' ? q + 1 : q;
-        *end = e;
-        return 1;
+        d->body = q < e && *q == ')' ? q + 1 : q;
     }
     return 0;
 }
 
-/* How many #defines of the macro named w (len bytes) lx holds. */
-static int macro_defines(const cuco_lex *lx, const char *w, size_t len)
+/* The view's macros, the file's first, then the program's headers'. */
+static const macro_index *macro_index_of(const sview *v)
 {
-    int n = 0;
-    const char *q, *e;
-    for (size_t k = 0; k < lx->ntoks; k++)
-        n += defines_at(lx, k, w, len, &q, &e);
-    return n;
+    struct sview_memo *m = v->macro_memo;
+    if (!m->data) {
+        macro_index *ix = calloc(1, sizeof(*ix));
+        if (!ix || index_lex(ix, &v->lx) != 0 ||
+            (v->has_macros && index_lex(ix, &v->macros) != 0)) {
+            macro_index_free(ix);
+            return NULL;
+        }
+        m->data = ix;
+        m->free_data = macro_index_free;
+    }
+    return m->data;
 }
 
-/* The same in the file, else in the program's headers. */
-static int macro_text(const sview *v, const char *w, size_t len, const char **params,
-                      const char **body, const char **end)
+/* The first #define of the macro named w (len bytes), in the file, else in
+ * the program's headers: its replacement [*body, *end) and parameter list
+ * [*params, *body); NULL when none (or out of memory). */
+static const macro_def *macro_text(const sview *v, const char *w, size_t len, const char **params,
+                                   const char **body, const char **end)
 {
-    return macro_in(&v->lx, w, len, params, body, end) ||
-           (v->has_macros && macro_in(&v->macros, w, len, params, body, end));
+    const macro_index *ix = macro_index_of(v);
+    const macro_def *d = ix ? def_named(ix, w, len) : NULL;
+    if (d) {
+        *params = d->params;
+        *body = d->body;
+        *end = d->end;
+    }
+    return d;
 }
 
 /* Whether the function body opening at body only reports and leaves: it
@@ -179,9 +224,10 @@ static int reach_text(const sview *v, const char *w, size_t len, int depth, cuco
                       unsigned *reach)
 {
     const char *params, *body, *end;
-    if (depth > MACRO_DEPTH || !macro_text(v, w, len, &params, &body, &end))
+    const macro_def *d = depth > MACRO_DEPTH ? NULL : macro_text(v, w, len, &params, &body, &end);
+    if (!d)
         return 0;
-    if (macro_defines(&v->lx, w, len) + (v->has_macros ? macro_defines(&v->macros, w, len) : 0) > 1)
+    if (d->count > 1)
         *reach |= SCAN_MACRO_OPAQUE; /* #undef and #define again, or #ifdef branches */
     for (const char *q = body; q < end;) {
         const char *lit = literal_end(body, q, end); /* "%s failed\n" names nothing */

@@ -47,7 +47,8 @@ static int index_definitions(sview *v, cuco_err *e)
     v->defs = malloc((v->n + 1) * sizeof(size_t));
     v->def_bodies = malloc((v->n + 1) * sizeof(size_t));
     v->memo = calloc(1, sizeof(*v->memo));
-    if (!v->defs || !v->def_bodies || !v->memo)
+    v->macro_memo = calloc(1, sizeof(*v->macro_memo));
+    if (!v->defs || !v->def_bodies || !v->memo || !v->macro_memo)
         return cuco_err_set(e, CUCO_ENOMEM, "out of memory");
     for (size_t k = 0; k + 1 < v->n; k++) {
         if (!ident(v, k) || !is(v, k + 1, "("))
@@ -112,8 +113,18 @@ int sview_open(sview *v, const char *src, cuco_err *e)
     return index_definitions(v, e);
 }
 
+/* Frees what memo m holds (a scan made it again at its next use). */
+static void sview_memo_clear(struct sview_memo *m)
+{
+    if (m && m->free_data)
+        m->free_data(m->data);
+    if (m)
+        *m = (struct sview_memo){0};
+}
+
 int sview_add_macros(sview *v, const char *text, cuco_err *e)
 {
+    sview_memo_clear(v->macro_memo); /* indexed without these */
     if (v->has_macros)
         cuco_lex_free(&v->macros);
     v->has_macros = 0;
@@ -132,9 +143,10 @@ void sview_close(sview *v)
     free(v->scope);
     free(v->defs);
     free(v->def_bodies);
-    if (v->memo && v->memo->free_data)
-        v->memo->free_data(v->memo->data);
+    sview_memo_clear(v->memo);
     free(v->memo);
+    sview_memo_clear(v->macro_memo);
+    free(v->macro_memo);
 }
 
 const cuco_tok *tk(const sview *v, size_t i)

@@ -21,8 +21,9 @@ typedef struct sview {
     size_t *defs;       /* the name tokens of the function definitions (name(...) {), in order */
     size_t *def_bodies; /* the '{' of each */
     size_t ndefs;
-    struct sview_memo *memo; /* what a scan computes once for the whole file */
-    cuco_lex macros;         /* the #define lines of the program's headers (sview_add_macros) */
+    struct sview_memo *memo;       /* what a scan computes once for the whole file */
+    struct sview_memo *macro_memo; /* the macros of the file and its headers, indexed */
+    cuco_lex macros; /* the #define lines of the program's headers (sview_add_macros) */
     int has_macros;
 } sview;
 
