@@ -19,6 +19,9 @@ typedef struct stmt {
     char *stream;                         /* owned: the stream of its first launch */
     cuco_strlist streams;                 /* the streams of all its launches (text) */
     cuco_strlist heads;                   /* every head it names */
+    cuco_strlist macro_heads;             /* those its macros' texts name (among heads) */
+    int macro_opaque;                     /* a macro of it pastes tokens or calls what its
+                                             text does not show */
     cuco_sched_kind kind_but_macro_exits; /* its kind were the exits only a macro's text
                                              has (an error check's return) not counted */
     cuco_sched_kind kind_but_loop_exits;  /* its kind were its `break` and `continue` not

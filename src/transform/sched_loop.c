@@ -206,21 +206,6 @@ static int names_only_own(const sview *v, const loop_shape *L, const own_set *o,
     return 1;
 }
 
-/* What the macros the statement [a, b) uses reach: their names into *out,
- * *opaque when one pastes tokens or calls what its text does not show. */
-static int macro_names(const sview *v, size_t a, size_t b, cuco_strlist *out, int *opaque)
-{
-    int rc = 0;
-    *opaque = 0;
-    for (size_t k = a; k < b && rc == 0; k++) {
-        unsigned what = 0;
-        if (ident(v, k))
-            rc = scan_macro_reach(v, k, out, &what);
-        *opaque |= (what & SCAN_MACRO_OPAQUE) != 0;
-    }
-    return rc;
-}
-
 /* The heads of the body's statement st, less those that name only the
  * iteration's own element as the call uses it (the range variable, the
  * containers of its NAME[i] arguments) into *out; a head a macro of the
@@ -230,12 +215,10 @@ static int masked_heads(const scan *s, const loop_shape *L, const stmt *st, cons
                         cuco_strlist *out)
 {
     const sview *v = s->v;
-    cuco_strlist reached = {0};
-    int opaque = 0;
-    int rc = macro_names(v, st->a, st->b, &reached, &opaque);
+    int rc = 0;
     for (size_t i = 0; i < st->heads.n && rc == 0; i++) {
         const char *h = st->heads.items[i];
-        if (opaque || cuco_strlist_has(&reached, h)) {
+        if (st->macro_opaque || cuco_strlist_has(&st->macro_heads, h)) {
             rc = cuco_strlist_push(out, h);
             continue;
         }
@@ -247,7 +230,6 @@ static int masked_heads(const scan *s, const loop_shape *L, const stmt *st, cons
         if (!own)
             rc = cuco_strlist_push(out, h);
     }
-    cuco_strlist_free(&reached);
     return rc;
 }
 

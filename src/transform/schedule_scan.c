@@ -27,6 +27,7 @@ void scan_stmt_free(stmt *s)
     free(s->stream);
     cuco_strlist_free(&s->streams);
     cuco_strlist_free(&s->heads);
+    cuco_strlist_free(&s->macro_heads);
 }
 
 static cuco_sched_kind stronger(cuco_sched_kind a, cuco_sched_kind b)
@@ -298,7 +299,8 @@ int scan_stmt_classify(const sview *v, stmt *s)
             rc = push_text(&s->heads, v, i);
         unsigned reach = 0;
         if (rc == 0 && ident(v, i))
-            rc = scan_macro_reach(v, i, &s->heads, &reach);
+            rc = scan_macro_reach(v, i, &s->macro_heads, &reach);
+        s->macro_opaque |= (reach & SCAN_MACRO_OPAQUE) != 0;
         if (reach & SCAN_MACRO_LAUNCHES)
             s->kind = stronger(s->kind, CUCO_SCHED_WORK);
         if (reach & SCAN_MACRO_OPAQUE)
@@ -307,12 +309,16 @@ int scan_stmt_classify(const sview *v, stmt *s)
             s->kind = stronger(s->kind, CUCO_SCHED_SYNC);
         macro_exits |= (reach & SCAN_MACRO_EXITS) != 0;
     }
+    for (size_t k = 0; rc == 0 && k < s->macro_heads.n; k++)
+        rc = cuco_strlist_push(&s->heads, s->macro_heads.items[k]);
     s->kind_but_macro_exits = loop_exits ? stronger(s->kind, CUCO_SCHED_EXIT) : s->kind;
     s->kind_but_loop_exits = macro_exits ? stronger(s->kind, CUCO_SCHED_EXIT) : s->kind;
     if (macro_exits || loop_exits)
         s->kind = stronger(s->kind, CUCO_SCHED_EXIT);
-    if (rc == 0 && binds_name(v, s))
+    if (rc == 0 && binds_name(v, s)) {
         cuco_strlist_free(&s->heads);
+        cuco_strlist_free(&s->macro_heads);
+    }
     return rc;
 }
 
