@@ -34,6 +34,13 @@
 /* The all-gather's argument positions: send, count, type, communicator. */
 enum { ARG_SEND = 0, ARG_COUNT = 2, ARG_TYPE = 3, ARG_COMM = 4 };
 
+/* Whether token k of tokens [a, ...) names the counter var (not a member
+ * of that name, `x.l`). */
+static int counter_at(const sview *v, size_t a, size_t k, size_t var)
+{
+    return same_tok(v, k, var) && !(k > a && (is(v, k - 1, ".") || is(v, k - 1, "->")));
+}
+
 /* The text of tokens [a, b) with each use of the counter var (not a
  * member name) written `(var + 1)`; NULL when out of memory. */
 static char *next_text(const sview *v, size_t a, size_t b, size_t var)
@@ -46,7 +53,7 @@ static char *next_text(const sview *v, size_t a, size_t b, size_t var)
             const cuco_tok *p = tk(v, k - 1);
             rc = cuco_buf_append(&out, v->src + p->off + p->len, t->off - p->off - p->len);
         }
-        if (rc == 0 && same_tok(v, k, var) && !(k > a && (is(v, k - 1, ".") || is(v, k - 1, "->"))))
+        if (rc == 0 && counter_at(v, a, k, var))
             rc = cuco_buf_printf(&out, "(%.*s + 1)", (int)t->len, v->src + t->off);
         else if (rc == 0)
             rc = cuco_buf_append(&out, v->src + t->off, t->len);
@@ -62,7 +69,7 @@ static char *next_text(const sview *v, size_t a, size_t b, size_t var)
 static int names_var(const sview *v, size_t a, size_t b, size_t var)
 {
     for (size_t k = a; k < b; k++)
-        if (same_tok(v, k, var) && !(k > a && (is(v, k - 1, ".") || is(v, k - 1, "->"))))
+        if (counter_at(v, a, k, var))
             return 1;
     return 0;
 }
