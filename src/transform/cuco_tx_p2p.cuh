@@ -416,7 +416,7 @@ inline bool self_pair_via_nccl(const P2pOp& send, const P2pOp& recv) {
 inline std::vector<P2pOp> nccl_part(std::vector<P2pOp>& ops) {
   std::vector<char> nccl(ops.size(), 0), ready(ops.size(), 0);
   for (size_t i = 0; i < ops.size(); i++) {
-    if (capturing(ops[i].stream)) {  // stream capture: NCCL's own, whatever the size
+    if (capturing(ops[i].stream) || on_host_comm(ops[i].comm)) {  // NCCL's own, whatever the size
       nccl[i] = 1;
       continue;
     }

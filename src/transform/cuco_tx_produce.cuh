@@ -159,7 +159,7 @@ inline ncclResult_t all_reduce(ProduceSite ps, const void* sendbuff, void* recvb
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   size_t es = dtype_size(datatype);
   ProduceRec* r = produce_taken(ps, "all-reduce", sendbuff, count * es, recvbuff == sendbuff, comm);
-  if (!r) return all_reduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  if (!r || on_host_comm(comm)) return all_reduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
   r->chunks = 0;
   ncclResult_t res = produce_enter(r, stream);
   for (int j = 0; j < r->pieces && res == ncclSuccess; j++) {
@@ -260,7 +260,7 @@ inline ncclResult_t reduce_scatter(ProduceSite ps, const void* sendbuff, void* r
   ProduceRec* r = produce_taken(ps, "reduce-scatter", sendbuff, recvcount * es * n, true, comm);
   Comm* x = nullptr;
   Buf* b = nullptr;
-  bool ce = r && n > 1 && CUCO_PSPLIT_CE && device_reduces(op, datatype) &&
+  bool ce = r && n > 1 && CUCO_PSPLIT_CE && device_reduces(op, datatype) && !on_host_comm(comm) && buf_find(sendbuff, 1) &&
             comm_setup(comm) == ncclSuccess && (x = comm_find(comm)) &&
             window_of(sendbuff, recvcount * es * n, comm, &b) == ncclSuccess;
   if (r && !ce) CUCO_TX_TRACE("producer split(%d): the reduce-scatter runs whole (copy engines off or no window)\n", ps.site);

@@ -69,7 +69,8 @@ inline ncclResult_t recv(RecvSite rs, void* recvbuff, size_t count, ncclDataType
   if (r) r->fresh = false;
   size_t es = dtype_size(datatype), bytes = count * es;
   int k = es ? p2p_pieces(bytes) : 1;
-  if (!r || k < 2 || group_depth() > 0 || comm_setup(comm) != ncclSuccess || peer == comm_rank(comm))
+  if (!r || k < 2 || group_depth() > 0 || on_host_comm(comm) || comm_setup(comm) != ncclSuccess ||
+      peer == comm_rank(comm))
     return recv(recvbuff, count, datatype, peer, comm, stream);
   std::vector<P2pOp> ops;
   ncclResult_t made = p2p_ops(false, recvbuff, count, datatype, peer, comm, stream, &ops);
@@ -344,8 +345,8 @@ inline ncclResult_t all_gather(PrefSite ps, const void* sendbuff, void* recvbuff
   // the site in flight at once
   if (unused && cudaStreamWaitEvent(stream, r->done, 0) != cudaSuccess)
     return CUCO_TX_FAIL("prefetch_next: waiting for an unused prefetch failed");
-  if (!r || !es || group_depth() > 0 || capturing(stream) || ncclCommCount(comm, &nranks) != ncclSuccess ||
-      nranks < 2)
+  if (!r || !es || group_depth() > 0 || capturing(stream) || on_host_comm(comm) ||
+      ncclCommCount(comm, &nranks) != ncclSuccess || nranks < 2)
     return all_gather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
   if (!hit)
     CUCO_TX_TRY(all_gather(sendbuff, recvbuff, sendcount, datatype, comm, stream));

@@ -566,6 +566,50 @@ inline ncclResult_t window_of(const void* p, size_t bytes, ncclComm_t c, Buf** o
   return ncclSuccess;
 }
 
+// The communicator the registered windows belong to, or null while none is
+// registered. Windows are registered with the communicator of the first
+// rewritten call that needs one, which every rank of an SPMD program reaches
+// alike, and stay with it until its teardown.
+inline ncclComm_t window_comm() {
+  for (const Buf* b : bufs())
+    if (b->registered) return b->symm.comm;
+  return nullptr;
+}
+
+// Whether a rewritten call on comm goes through NCCL's own: the windows
+// belong to another communicator. The transform takes the calls of one
+// communicator to the device; where it could not tell two apart (elements
+// of an array of communicators made by ncclCommSplit, one that an accessor
+// returns), the other one's calls come here, and its buffers may be windows
+// of the first. Decided by the communicator alone, so both ends of a send
+// decide alike. Said once.
+inline bool on_host_comm(ncclComm_t comm) {
+  ncclComm_t owner = window_comm();
+  if (!comm || !owner || owner == comm) return false;
+  static bool told = false;
+  if (!told)
+    fprintf(stderr, "cuco_tx: the symmetric windows belong to another communicator: calls on a second "
+                    "communicator go through NCCL's own\n");
+  told = true;
+  return true;
+}
+
+// Whether a collective goes through NCCL's own because the buffer it needs
+// in a window (p) lies in none: memory from an allocator the transform did
+// not rewrite (cudaMallocManaged on another path of the program, a pool, a
+// library's). Every rank of an SPMD program holds the same kind of buffer
+// there, so the ranks decide alike; sends and receives, whose two ends hold
+// different buffers, do not ask. Said once.
+inline bool outside_windows(const void* p) {
+  if (!p || buf_find(p, 1)) return false;
+  static bool told = false;
+  if (!told)
+    fprintf(stderr, "cuco_tx: a collective's buffer is not symmetric memory (another allocator): it goes "
+                    "through NCCL's own\n");
+  told = true;
+  return true;
+}
+
 // Whether `stream` is being captured into a CUDA graph. A graph replays its
 // nodes with the arguments they had when captured, while the device paths
 // number their point-to-point calls and copy-engine rendezvous on the host
@@ -613,6 +657,8 @@ inline ncclResult_t all_gather(const void* sendbuff, void* recvbuff, size_t send
   bool captured = capturing(stream);
   if (captured && !replayable_on_device(recvbuff, bytes, comm, true))
     return ::ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  if (on_host_comm(comm) || outside_windows(recvbuff))
+    return kept_in_group(::ncclAllGather, sendbuff, recvbuff, sendcount, datatype, comm, stream);
   group_member(stream);
   Comm* x = nullptr;
   if (comm_setup(comm) != ncclSuccess || !(x = comm_find(comm))) return ncclInvalidUsage;
@@ -708,6 +754,8 @@ inline ncclResult_t reduce_scatter(const void* sendbuff, void* recvbuff, size_t 
                                    cudaStream_t stream) {
   if (capturing(stream) && !replayable_on_device(sendbuff, recvcount * dtype_size(datatype), comm, true))
     return ::ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+  if (on_host_comm(comm) || outside_windows(sendbuff))
+    return kept_in_group(::ncclReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
   group_member(stream);
   if (!device_reduces(op, datatype)) {
     reduced_by_nccl("reduce_scatter", op, datatype);
@@ -757,6 +805,8 @@ inline ncclResult_t all_reduce_ce_t(Comm* x, Buf* b, size_t off, size_t n, cudaS
 inline ncclResult_t all_reduce(const void* sendbuff, void* recvbuff, size_t count,
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream, bool copyEngine = false) {
+  if (on_host_comm(comm))
+    return kept_in_group(::ncclAllReduce, sendbuff, recvbuff, count, datatype, op, comm, stream);
   if (!device_reduces(op, datatype)) {
     group_member(stream);
     reduced_by_nccl("all_reduce", op, datatype);
@@ -777,6 +827,7 @@ inline ncclResult_t all_reduce(const void* sendbuff, void* recvbuff, size_t coun
       return CUCO_TX_FAIL("all_reduce: copy failed");
     return ncclSuccess;
   }
+  if (outside_windows(recvbuff)) return ::ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
   Buf* b = nullptr;
   if (window_of(recvbuff, bytes, comm, &b) != ncclSuccess) return ncclInvalidUsage;
   if (!copyEngine && CUCO_AR_NCCL_UPTO > 0 && at_most(bytes, (size_t)CUCO_AR_NCCL_UPTO))

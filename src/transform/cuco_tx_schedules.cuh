@@ -161,7 +161,7 @@ inline ncclResult_t send(MadeSiteTag m, const void* sendbuff, size_t count, nccl
                          ncclComm_t comm, cudaStream_t stream) {
   size_t es = dtype_size(datatype), bytes = count * es;
   int k = p2p_pieces(bytes);
-  Comm* x = comm_setup(comm) == ncclSuccess ? comm_find(comm) : nullptr;
+  Comm* x = !on_host_comm(comm) && comm_setup(comm) == ncclSuccess ? comm_find(comm) : nullptr;
   if (!m.on || !es || k < 2 || group_depth() > 0 || !x) {
     ncclResult_t r = send(sendbuff, count, datatype, peer, comm, stream);
     if (group_depth() == 0) made_begin(m.site);
@@ -202,9 +202,9 @@ inline ncclResult_t all_to_all(const void* sendbuff, void* recvbuff, size_t coun
   int n = 0;
   size_t es = dtype_size(datatype);
   if (!es || ncclCommCount(comm, &n) != ncclSuccess) return CUCO_TX_FAIL("all_to_all: bad arguments");
-  if (capturing(stream)) {  // stream capture: NCCL's own (cuco_tx::capturing)
+  if (capturing(stream) || on_host_comm(comm) || outside_windows(recvbuff)) {  // NCCL's own
     made_forget(recvbuff, (size_t)n * count * es);
-    return ::ncclAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream);
+    return kept_in_group(::ncclAlltoAll, sendbuff, recvbuff, count, datatype, comm, stream);
   }
   if (CUCO_COPY_ENGINE && group_depth() == 0 && count > 0) {
     size_t row = count * es;
@@ -241,6 +241,8 @@ inline ncclResult_t broadcast(const void* sendbuff, void* recvbuff, size_t count
                               int root, ncclComm_t comm, cudaStream_t stream) {
   int n = 0, me = comm_rank(comm);
   if (ncclCommCount(comm, &n) != ncclSuccess) return CUCO_TX_FAIL("broadcast: bad communicator");
+  if (on_host_comm(comm) || outside_windows(recvbuff))
+    return kept_in_group(::ncclBroadcast, sendbuff, recvbuff, count, datatype, root, comm, stream);
   group_start();
   ncclResult_t r = ncclSuccess;
   if (me == root) {
@@ -653,7 +655,9 @@ inline ncclResult_t split_rec_ready(SplitRec* r, Comm* x, ncclComm_t comm, const
 inline ncclResult_t all_gather(SplitSite ss, const void* sendbuff, void* recvbuff, size_t sendcount,
                                ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   SplitRec* r = ss.on ? split_rec(ss.site) : nullptr;
-  if (!r) return all_gather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  if (r) r->fresh = false;
+  if (!r || on_host_comm(comm) || !buf_find(recvbuff, 1))
+    return all_gather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
   group_member(stream);
   r->fresh = false;
   size_t es = dtype_size(datatype);
@@ -686,7 +690,8 @@ inline ncclResult_t all_to_all(SplitSite ss, const void* sendbuff, void* recvbuf
   size_t es = dtype_size(datatype), bytes = count * es;
   Comm* x = nullptr;
   Buf *b = nullptr, *from = nullptr;
-  if (!r || !es || !bytes || group_depth() > 0 || capturing(stream) || comm_setup(comm) != ncclSuccess ||
+  if (!r || !es || !bytes || group_depth() > 0 || capturing(stream) || on_host_comm(comm) ||
+      !buf_find(recvbuff, 1) || comm_setup(comm) != ncclSuccess ||
       !(x = comm_find(comm)) || x->nranks < 2 || !buf_find(sendbuff, bytes * x->nranks) ||
       !apart(sendbuff, recvbuff, bytes * x->nranks))
     return all_to_all(sendbuff, recvbuff, count, datatype, comm, stream);

@@ -176,7 +176,8 @@ static int window_timing_note(ctx *c)
                                               "exactly once";
     return cuco_tx_notes_add(&c->r->notes, c->setup_line, "setup",
                              "windows registered at their first use, with the communicator of "
-                             "that use, so every rank must reach a rewritten call (%s)",
+                             "that use, so every rank must reach a rewritten call (%s); a "
+                             "rewritten call on another communicator then goes through NCCL's own",
                              why);
 }
 

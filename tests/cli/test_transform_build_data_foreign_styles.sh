@@ -7,7 +7,9 @@
 # dtype-traits template (ddp_buckets), an inference-plugin enqueue over
 # pointer arrays (plugin_allgather), a halo exchange of grouped
 # send/receive on a second stream (jacobi_halo); a second communicator from
-# ncclCommSplit, whose calls stay host NCCL (split_tp_dp); an all-reduce of
+# ncclCommSplit, whose calls stay host NCCL (split_tp_dp), and an array of
+# communicators indexed by axis (mesh_axes); gradients whose allocator is
+# chosen at run time (managed_path); an all-reduce of
 # buffers in thrust::device_vector, which stays host NCCL, so that nothing
 # is left to transform (thrust_overlap). One
 # process driving every GPU (init_all_single, a pthread per GPU in
@@ -89,6 +91,30 @@ check "split_tp_dp: the device communicator set up and torn down for the split o
     bash -c "grep -qF \"split_tp_dp.cu:61: setup: no device communicator for the one ncclCommInitRank makes: the device calls use 'tp'\" '$TMP/split_tp_dp.nv.out' &&
              [ \$(grep -c 'cuco_tx::comm_setup(\*' '$TMP/split_tp_dp.nv/gen_0/split_tp_dp.cu') -eq 1 ] &&
              [ \$(grep -c 'cuco_tx::comm_teardown(g' '$TMP/split_tp_dp.nv/gen_0/split_tp_dp.cu') -eq 1 ]"
+# an array of communicators indexed by axis (mesh_axes: comms[TP] from
+# ncclCommSplit, comms[DP] through an accessor) is one name to the rules:
+# both calls rewritten, and the glue sends the calls of the communicator the
+# windows do not belong to through NCCL's own (verified on a GPU by
+# scripts/device.d/38-glue-check.sh)
+"$CUCO_BIN" transform "$D/mesh_axes" --workspace "$TMP/mesh_axes.nv" --no-verify --quiet >"$TMP/mesh_axes.nv.out" 2>&1
+check "mesh_axes: transformed (exit 0), both axes' calls rewritten" \
+    bash -c "grep -qF 'mesh_axes.cu:100: rewrite: ncclAllReduce -> cuco_tx::all_reduce' '$TMP/mesh_axes.nv.out' &&
+             grep -qF 'mesh_axes.cu:101: rewrite: ncclAllGather -> cuco_tx::all_gather' '$TMP/mesh_axes.nv.out'"
+check "mesh_axes: the setup note says a second communicator's calls go through NCCL" \
+    grep -qF "mesh_axes.cu:68: setup: windows registered at their first use, with the communicator of that use, so every rank must reach a rewritten call (the file makes 3 communicators); a rewritten call on another communicator then goes through NCCL's own" \
+    "$TMP/mesh_axes.nv.out"
+check "mesh_axes: the glue decides by the windows' communicator" \
+    grep -qF "if (on_host_comm(comm) || outside_windows(recvbuff))" "$TMP/mesh_axes.nv/gen_0/mesh_axes.cu"
+# gradients from cudaMallocManaged or cudaMalloc, chosen at run time
+# (managed_path): the cudaMalloc becomes symmetric, the managed one cannot,
+# and the glue sends a collective whose buffer lies in no window through
+# NCCL's own (verified on a GPU, on the managed path, by 38-glue-check.sh)
+"$CUCO_BIN" transform "$D/managed_path" --workspace "$TMP/managed_path.nv" --no-verify --quiet >"$TMP/managed_path.nv.out" 2>&1
+check "managed_path: transformed, the cudaMalloc path symmetric, the managed one kept" \
+    bash -c "grep -qF 'managed_path.cu:51: symmetric: cudaMalloc -> cuco_tx::symm_malloc' '$TMP/managed_path.nv.out' &&
+             grep -qF 'CHECK_CUDA(cudaMallocManaged(&p, n * sizeof(float)));' '$TMP/managed_path.nv/gen_0/managed_path.cu'"
+check "managed_path: the glue asks whether the buffer lies in a window" \
+    grep -qF 'if (outside_windows(recvbuff)) return ::ncclAllReduce' "$TMP/managed_path.nv/gen_0/managed_path.cu"
 # one process driving several GPUs (ncclCommInitAll and comms[i], a pthread
 # per GPU): transformed for one GPU per process, guarded past it
 check "init_all_single: transformed, the buffers of the per-device loop symmetric" \
