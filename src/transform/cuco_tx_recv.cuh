@@ -234,17 +234,27 @@ inline ncclResult_t all_to_all(WarmSite ws, const void* sendbuff, void* recvbuff
 // (knob 0, one rank, a capture, a group, other arguments) gathers as without
 // the schedule; a prefetch no call takes is dropped (prefetch_drop, at the
 // loop's entry, drops one an earlier run of the loop left).
+// Read in place (reads 1: the transform wrote each later use of the receive
+// buffer in the body prefetched(site, buffer)): where the gather fills the
+// whole allocation of the receive buffer, a taken prefetch is not copied;
+// the body reads the window through prefetched(), and the next prefetch
+// lands in the site's other window. The loop's last call, which prefetches
+// nothing, still copies, so the buffer holds the last gather after the loop.
 struct PrefSite {
   int site, on;
   const void* next;
   size_t nextCount;
+  int reads;
 };
-inline PrefSite prefetch_site(int site, int on, const void* next, size_t nextCount) {
-  return PrefSite{site, on, next, nextCount};
+inline PrefSite prefetch_site(int site, int on, const void* next, size_t nextCount, int reads = 0) {
+  return PrefSite{site, on, next, nextCount, reads};
 }
 
 struct PrefRec {
-  Buf* win = nullptr;  // where the next iteration's gather lands (owned)
+  Buf* wins[2] = {nullptr, nullptr};  // where the next iteration's gathers land (owned)
+  int pend = 0;                       // the window of the prefetch in flight
+  int cur = -1;                       // the window the body reads in place, or -1
+  const void* curRecv = nullptr;      // the receive buffer it stands for
   ncclComm_t comm = nullptr;
   cudaStream_t side = nullptr;
   cudaEvent_t taken = nullptr, done = nullptr;  // the window copied out; the prefetch landed
@@ -266,9 +276,11 @@ inline ncclResult_t release_prefetch(ncclComm_t comm) {
   ncclResult_t r = ncclSuccess;
   for (PrefRec& p : pref_recs()) {
     if (!p.comm || p.comm != comm) continue;
-    Buf* win = p.win;
-    p.win = nullptr;
-    if (win && symm_free(win->base) != cudaSuccess) r = CUCO_TX_FAIL("prefetch_next: freeing its window failed");
+    for (Buf*& win : p.wins) {
+      Buf* w = win;
+      win = nullptr;
+      if (w && symm_free(w->base) != cudaSuccess) r = CUCO_TX_FAIL("prefetch_next: freeing its window failed");
+    }
     if ((p.side && cudaStreamDestroy(p.side) != cudaSuccess) || (p.taken && cudaEventDestroy(p.taken) != cudaSuccess) ||
         (p.done && cudaEventDestroy(p.done) != cudaSuccess))
       r = CUCO_TX_FAIL("prefetch_next: releasing its stream failed");
@@ -277,24 +289,24 @@ inline ncclResult_t release_prefetch(ncclComm_t comm) {
   return r;
 }
 
-// The site's window of at least `bytes` on comm (collective: every rank
+// The site's window k of at least `bytes` on comm (collective: every rank
 // reaches the call with the same sizes), its stream and events.
-inline ncclResult_t prefetch_setup(PrefRec* r, size_t bytes, ncclComm_t comm) {
-  if (r->win && r->comm != comm) return CUCO_TX_FAIL("prefetch_next: its window belongs to another communicator");
+inline ncclResult_t prefetch_setup(PrefRec* r, int k, size_t bytes, ncclComm_t comm) {
+  if (r->comm && r->comm != comm) return CUCO_TX_FAIL("prefetch_next: its window belongs to another communicator");
   if ((!r->side && side_stream_create(&r->side) != cudaSuccess) ||
       (!r->taken && cudaEventCreateWithFlags(&r->taken, cudaEventDisableTiming) != cudaSuccess) ||
       (!r->done && cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming) != cudaSuccess))
     return CUCO_TX_FAIL("prefetch_next: cannot create its stream");
-  if (r->win && r->win->bytes >= bytes) return ncclSuccess;
-  Buf* old = r->win;
-  r->win = nullptr;
+  if (r->wins[k] && r->wins[k]->bytes >= bytes) return ncclSuccess;
+  Buf* old = r->wins[k];
+  r->wins[k] = nullptr;
   if (old && symm_free(old->base) != cudaSuccess) return CUCO_TX_FAIL("prefetch_next: cannot free its smaller window");
   on_teardown(release_prefetch);
   void* p = nullptr;
   Buf* b = nullptr;
   if (symm_malloc(&p, bytes) != cudaSuccess || window_of(p, bytes, comm, &b) != ncclSuccess)
     return CUCO_TX_FAIL("prefetch_next: cannot register its window");
-  r->win = b;
+  r->wins[k] = b;
   r->comm = comm;
   return ncclSuccess;
 }
@@ -307,9 +319,11 @@ inline ncclResult_t prefetch_setup(PrefRec* r, size_t bytes, ncclComm_t comm) {
 inline ncclResult_t prefetch_issue(PrefRec* r, const PrefSite& ps, ncclDataType_t dt, ncclComm_t comm, int nranks,
                                    cudaStream_t stream) {
   size_t bytes = ps.nextCount * dtype_size(dt);
-  CUCO_TX_TRY(prefetch_setup(r, bytes * (size_t)nranks, comm));
+  // the window the body reads in place stays as it is until the next call
+  r->pend = r->cur >= 0 ? 1 - r->cur : r->pend;
+  CUCO_TX_TRY(prefetch_setup(r, r->pend, bytes * (size_t)nranks, comm));
   if (cudaEventRecord(r->taken, stream) != cudaSuccess || cudaStreamWaitEvent(r->side, r->taken, 0) != cudaSuccess ||
-      cuco::all_gather_ce(r->win->symm, ps.next, 0, bytes, r->side) != 0 ||
+      cuco::all_gather_ce(r->wins[r->pend]->symm, ps.next, 0, bytes, r->side) != 0 ||
       cudaEventRecord(r->done, r->side) != cudaSuccess)
     return CUCO_TX_FAIL("prefetch_next: the next iteration's gather failed");
   if (!r->told)
@@ -327,9 +341,31 @@ inline ncclResult_t prefetch_issue(PrefRec* r, const PrefSite& ps, ncclDataType_
 // dropped, so that no later call takes data gathered before the loop began.
 inline void prefetch_drop(int site, int on) {
   PrefRec* r = on ? site_rec(pref_recs(), site) : nullptr;
+  if (r) r->cur = -1;
   if (!r || !r->ready) return;
   r->ready = false;
   r->dropped = true;
+}
+
+// What the body reads for the receive buffer p of the site's call: the
+// window that call's prefetch landed in, when it was taken in place; p
+// otherwise.
+template <typename T>
+inline T* prefetched(int site, T* p) {
+  std::vector<PrefRec>& v = pref_recs();
+  if (site < 0 || (size_t)site >= v.size()) return p;
+  const PrefRec& r = v[(size_t)site];
+  if (r.cur < 0 || r.curRecv != static_cast<const void*>(p) || !r.wins[r.cur]) return p;
+  return static_cast<T*>(r.wins[r.cur]->base);
+}
+
+// Whether the call's gather of `bytes` into recv may be read in place: the
+// body was written for it, a later iteration follows, and the gather fills
+// recv's whole allocation (any use of the buffer lies in what the window
+// holds).
+inline bool prefetch_in_place(const PrefSite& ps, const void* recv, size_t bytes) {
+  const Buf* b = ps.reads && ps.next && ps.nextCount ? buf_find(recv, bytes) : nullptr;
+  return b && b->base == recv && b->bytes == bytes;
 }
 
 inline ncclResult_t all_gather(PrefSite ps, const void* sendbuff, void* recvbuff, size_t sendcount,
@@ -341,6 +377,7 @@ inline ncclResult_t all_gather(PrefSite ps, const void* sendbuff, void* recvbuff
   bool hit = ready && r->send == sendbuff && r->count == sendcount && r->dt == datatype && r->comm == comm;
   bool unused = r && ((ready && !hit) || r->dropped);
   if (r) r->ready = r->dropped = false;
+  if (r) r->cur = -1;
   // a prefetch this call does not take is finished first: no two gathers of
   // the site in flight at once
   if (unused && cudaStreamWaitEvent(stream, r->done, 0) != cudaSuccess)
@@ -348,12 +385,18 @@ inline ncclResult_t all_gather(PrefSite ps, const void* sendbuff, void* recvbuff
   if (!r || !es || group_depth() > 0 || capturing(stream) || on_host_comm(comm) ||
       ncclCommCount(comm, &nranks) != ncclSuccess || nranks < 2)
     return all_gather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
-  if (!hit)
+  size_t bytes = sendcount * es * (size_t)nranks;
+  if (!hit) {
     CUCO_TX_TRY(all_gather(sendbuff, recvbuff, sendcount, datatype, comm, stream));
-  else if (cudaStreamWaitEvent(stream, r->done, 0) != cudaSuccess ||
-           cudaMemcpyAsync(recvbuff, r->win->base, sendcount * es * (size_t)nranks, cudaMemcpyDeviceToDevice,
-                           stream) != cudaSuccess)
+  } else if (cudaStreamWaitEvent(stream, r->done, 0) != cudaSuccess) {
+    return CUCO_TX_FAIL("prefetch_next: waiting for the prefetched gather failed");
+  } else if (prefetch_in_place(ps, recvbuff, bytes)) {
+    r->cur = r->pend;
+    r->curRecv = recvbuff;
+  } else if (cudaMemcpyAsync(recvbuff, r->wins[r->pend]->base, bytes, cudaMemcpyDeviceToDevice, stream) !=
+             cudaSuccess) {
     return CUCO_TX_FAIL("prefetch_next: copying the prefetched gather failed");
+  }
   return ps.next && ps.nextCount ? prefetch_issue(r, ps, datatype, comm, nranks, stream) : ncclSuccess;
 }
 

@@ -261,7 +261,8 @@ static int prefetch_apply(ctx *c, size_t k, const char *api, cuco_err *e, int *t
     if (*taken)
         rc = plan_apply(c, plan.edits, plan.nedits);
     if (rc == 0 && *taken)
-        rc = cuco_buf_printf(&c->knobs, "#define CUCO_PREF_%zu 1 // cuco:knob run 0 1\n", k);
+        rc = cuco_buf_printf(&c->knobs, "#define CUCO_PREF_%zu %d // cuco:knob run 0 1%s\n", k,
+                             plan.knob_default, plan.knob_default > 1 ? " 2" : "");
     if (rc == 0)
         rc = *taken ? cuco_tx_notes_add(&c->r->notes, line, "schedule",
                                         "prefetch_next: %s (knob CUCO_PREF_%zu)", plan.note, k)

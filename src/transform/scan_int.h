@@ -145,6 +145,11 @@ int sched_scan_prepare(scan *s, size_t call_off, const char *api, cuco_sched_pla
 int sched_prefetch_view(const sview *v, size_t call_off, const char *api, int site,
                         int (*editable)(void *ctx, size_t off), void *ctx, cuco_sched_plan *plan,
                         cuco_err *e);
+/* prefetch_next's reads in place (sched_prefetch_reads.c): the edits that
+ * write each use of the call's receive buffer after it in the loop's body
+ * cuco_tx::prefetched(site, buf), into p; *why (owned) says why not, and
+ * then no edit is made. */
+int sched_prefetch_reads(const scan *s, int site, cuco_sched_plan *p, char **why);
 int send_made_scan_view(const sview *v, size_t call_off, int site,
                         int (*editable)(void *ctx, size_t off), void *ctx,
                         cuco_send_made_plan *plan, cuco_err *e);
@@ -289,6 +294,10 @@ void scan_fn_scope_free(fn_scope *f);
  * block brace (itself included): its aliases, and the pointer parameters
  * its callers may pass it to (into *out, the caller's to free). */
 int scan_aliases_of(const sview *v, size_t brace, const char *name, cuco_strlist *out);
+/* Whether pointer parameter q of fn may hold (be, or hold a pointer to) the
+ * buffer parameter p names, as fn's callers pass them: a struct parameter
+ * (`const Net &n`) is one when a caller passes `n.full` for p and `n` for q. */
+int scan_param_may_hold(const sview *v, const fn_scope *fn, const char *p, const char *q);
 /* s->all: the call's buffers with their aliases, what they hold and the
  * objects that hold any of that (s->send, s->recv read) */
 int scan_buffers_closure(scan *s);

@@ -252,20 +252,39 @@ static int prefetch_edit(const scan *s, const loop_shape *L, int site, const cha
     char *drop = cuco_sprintf("cuco_tx::prefetch_drop(%d, CUCO_PREF_%d);", site, site);
     int rc = drop ? sched_insert_before(v, L->kw, drop, p) : CUCO_ENOMEM;
     free(drop);
+    char *no_reads = NULL, reads[48] = "0";
     if (rc == 0)
-        rc = scan_plan_edit(p, tk(v, a)->off, 0,
-                            cuco_sprintf("cuco_tx::prefetch_site(%d, CUCO_PREF_%d, %s ? "
-                                         "(const void *)(%s) : nullptr, %s ? (size_t)(%s) : 0), ",
-                                         site, site, cond, next[1], cond, next[0]),
-                            tk(v, a)->off);
+        rc = sched_prefetch_reads(s, site, p, &no_reads);
+    /* the knob: 0 off, 1 the window copied, 2 read in place */
+    p->knob_default = no_reads ? 1 : 2;
+    if (!no_reads)
+        snprintf(reads, sizeof reads, "CUCO_PREF_%d > 1", site);
+    if (rc == 0)
+        rc = scan_plan_edit(
+            p, tk(v, a)->off, 0,
+            cuco_sprintf("cuco_tx::prefetch_site(%d, CUCO_PREF_%d, %s ? "
+                         "(const void *)(%s) : nullptr, %s ? (size_t)(%s) : 0, %s), ",
+                         site, site, cond, next[1], cond, next[0], reads),
+            tk(v, a)->off);
+    if (rc == 0 && no_reads)
+        p->note = cuco_sprintf("ncclAllGather at line %d gathers the next iteration's input (%s) "
+                               "beside the rest of its loop's body (line %d: %zu launch%s) into a "
+                               "window of its own, and the next iteration's call copies it into "
+                               "its buffer (not read in place: %s)",
+                               tk(v, s->call_tok)->line, next[1], tk(v, L->kw)->line, launches,
+                               launches == 1 ? "" : "es", no_reads);
+    else if (rc == 0)
+        p->note =
+            cuco_sprintf("ncclAllGather at line %d gathers the next iteration's input (%s) "
+                         "beside the rest of its loop's body (line %d: %zu launch%s) into "
+                         "one of two windows of its own, which the rest of the next "
+                         "iteration's body reads in place (cuco_tx::prefetched; its knob at 1 "
+                         "copies it instead); the loop's last call copies it into its buffer",
+                         tk(v, s->call_tok)->line, next[1], tk(v, L->kw)->line, launches,
+                         launches == 1 ? "" : "es");
+    free(no_reads);
     if (rc != 0)
         return rc;
-    p->note = cuco_sprintf("ncclAllGather at line %d gathers the next iteration's input (%s) "
-                           "beside the rest of its loop's body (line %d: %zu launch%s) into a "
-                           "window of its own, and the next iteration's call copies it into "
-                           "its buffer",
-                           tk(v, s->call_tok)->line, next[1], tk(v, L->kw)->line, launches,
-                           launches == 1 ? "" : "es");
     p->applies = p->note != NULL;
     return p->note ? 0 : CUCO_ENOMEM;
 }

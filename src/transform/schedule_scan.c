@@ -653,14 +653,14 @@ static int types_apart(const sview *v, size_t open, int pp, int pq)
  * caller: as its own callers pass them, three calls up at most), or are two
  * members of one object that are two allocations (scan_members_distinct). */
 static int params_may_alias(const sview *v, const fn_scope *fn, const char *p, const char *q,
-                            int depth)
+                            int depth, int holders)
 {
     size_t name = fn->params - 1;
     int pp = param_position(v, fn->params, p, strlen(p)),
         pq = param_position(v, fn->params, q, strlen(q)), calls = 0;
     if (pp < 0 || pq < 0 || !ident(v, name))
         return 1;
-    if (types_apart(v, fn->params, pp, pq))
+    if (!holders && types_apart(v, fn->params, pp, pq))
         return 0;
     for (size_t k = 0; k + 1 < v->n; k++) {
         if (k == name || !is(v, k + 1, "(") || tk(v, k)->len != tk(v, name)->len ||
@@ -685,8 +685,8 @@ static int params_may_alias(const sview *v, const fn_scope *fn, const char *p, c
              * them, a few calls up */
             if (!alias && cuco_strlist_has(&caller.pointer_params, h1.items[0]) &&
                 cuco_strlist_has(&caller.pointer_params, h2.items[0]))
-                alias =
-                    depth >= 3 || params_may_alias(v, &caller, h1.items[0], h2.items[0], depth + 1);
+                alias = depth >= 3 ||
+                        params_may_alias(v, &caller, h1.items[0], h2.items[0], depth + 1, holders);
             scan_fn_scope_free(&caller);
         }
         cuco_strlist_free(&h1);
@@ -696,6 +696,11 @@ static int params_may_alias(const sview *v, const fn_scope *fn, const char *p, c
         calls++;
     }
     return calls == 0;
+}
+
+int scan_param_may_hold(const sview *v, const fn_scope *fn, const char *p, const char *q)
+{
+    return params_may_alias(v, fn, p, q, 0, 1);
 }
 
 /* The call's buffers through the aliases; whether one is not local; a
@@ -726,7 +731,7 @@ int scan_buffers_closure(scan *s)
                 for (size_t k = 0; k < s->fn.pointer_params.n && rc == 0; k++) {
                     const char *q = s->fn.pointer_params.items[k];
                     if (cuco_strlist_has(&all, q) ||
-                        !params_may_alias(s->v, &s->fn, all.items[i], q, 0))
+                        !params_may_alias(s->v, &s->fn, all.items[i], q, 0, 0))
                         continue;
                     rc = cuco_strlist_push(&all, q);
                     if (rc == 0) /* may be the buffer: not whatever else it may be */

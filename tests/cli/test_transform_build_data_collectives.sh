@@ -81,5 +81,11 @@ check "fsdp_prefetch: the layer loop's all-gather takes prefetch_next" \
 check "fsdp_prefetch: the call gets the next iteration's arguments" \
     grep -qF "cuco_tx::prefetch_site(0, CUCO_PREF_0, ((l + 1) < (int)layers.size()) ? (const void *)(layers[(l + 1)].shard) : nullptr" \
     "$fp/fsdp_prefetch.cu"
+check "fsdp_prefetch: the GEMM reads the gathered weight in place, through prefetched()" \
+    bash -c "grep -qF ': 0, CUCO_PREF_0 > 1), layers[l].shard, full, shard_elems' '$fp/fsdp_prefetch.cu' &&
+             grep -qF 'n.dim, &one, cuco_tx::prefetched(0, full),' '$fp/fsdp_prefetch.cu' &&
+             grep -q 'reads in place (cuco_tx::prefetched;' '$fp/transform_report.md' &&
+             grep -q '^#define CUCO_PREF_0 2 // cuco:knob run 0 1 2' '$fp/fsdp_prefetch.cu'"
 check "fsdp_prefetch: builds with CUCO_PREF_0=0" knob_built fsdp_prefetch CUCO_PREF_0 0
+check "fsdp_prefetch: builds with CUCO_PREF_0=1 (the window copied)" knob_built fsdp_prefetch CUCO_PREF_0 1
 exit $fail

@@ -1177,6 +1177,67 @@ static int schedule_note_of(const char *prog, int line, const char *needle)
  * input beside the body's work, unless the body may touch that input
  * (directly, through a macro), leave early, or the call or the header is
  * not one the schedule reads. */
+/* prefetch_next's reads in place: each later use of the receive buffer in
+ * the body written cuco_tx::prefetched(0, full), only where the body
+ * reaches the buffer by that name alone */
+static void test_scan_prefetch_reads(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *before, *after, *why; /* why: NULL when read in place */
+    } cases[] = {
+        {"", "cudaMemsetAsync(full, 0, 4, s);", NULL},
+        {"k<<<1, 32, 0, s>>>(full, n);", "", "the body touches its receive buffer before the call"},
+        {"", "float *w = full; k<<<1, 32, 0, s>>>(w, n);",
+         "the body reaches its receive buffer through another name"},
+        {"", "k<<<1, 32, 0, s>>>(net.full, n);",
+         "the body reaches its receive buffer through another name"},
+        /* the lambda holds the buffer: another name */
+        {"", "auto g = [&] { k<<<1, 32, 0, s>>>(full, n); };",
+         "the body reaches its receive buffer through another name"},
+        {"", "KF(n);", "a macro's text names it"},
+        {"", "k<<<1, 32, 0, s>>>(&full[1], n);", "the body takes its address, sets it or declares"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *prog = cuco_sprintf(
+            "#include <nccl.h>\n"
+            "__global__ void k(float *a, size_t n);\n"
+            "#define KF(n) k<<<1, 32, 0, s>>>(full, n)\n"
+            "struct Net { float *full; float *act; };\n"
+            "static void fwd(float **shard, float *full, Net &net, size_t n, int L, ncclComm_t c,\n"
+            "                cudaStream_t s) {\n"
+            "  for (int l = 0; l < L; l++) {\n"
+            "    %s\n"
+            "    ncclAllGather(shard[l], full, n, ncclFloat, c, s);\n"
+            "    k<<<1, 32, 0, s>>>(full, n);\n"
+            "    %s\n"
+            "  }\n"
+            "}\n"
+            "int main() { float *sh[4]; Net net; ncclComm_t c; cudaStream_t s;\n"
+            "  for (int i = 0; i < 4; i++) cudaMalloc(&sh[i], 64);\n"
+            "  cudaMalloc(&net.full, 128); cudaMalloc(&net.act, 64);\n"
+            "  fwd(sh, net.full, net, 16, 4, c, s); return 0; }\n",
+            cases[i].before, cases[i].after);
+        assert_non_null(prog);
+        cuco_tx_result r;
+        tx_transform(prog, &r);
+        char *want = cases[i].why ? cuco_sprintf("(not read in place: %s", cases[i].why)
+                                  : cuco_strdup("which the rest of the next iteration's body "
+                                                "reads in place (cuco_tx::prefetched;");
+        assert_non_null(want);
+        if (!tx_has_schedule_note(&r.notes, 9, want))
+            fail_msg("case %zu: no note '%s' at line 9", i, want);
+        int reads = r.program && strstr(r.program, "k<<<1, 32, 0, s>>>(cuco_tx::prefetched(0, "
+                                                   "full), n);") &&
+                    strstr(r.program, ": 0, CUCO_PREF_0 > 1), shard[l], full, n,");
+        if (reads != !cases[i].why)
+            fail_msg("case %zu: reads in place %s", i, reads ? "written" : "missing");
+        free(want);
+        cuco_tx_result_free(&r);
+        free(prog);
+    }
+}
+
 static void test_scan_prefetch_next(void **state)
 {
     (void)state;
@@ -1239,7 +1300,7 @@ static void test_scan_prefetch_next(void **state)
         if (!tx_has_schedule_note(&r.notes, 8, want))
             fail_msg("case %zu: no note '%s' at line 8", i, want);
         int edited = r.program && strstr(r.program, "cuco_tx::prefetch_site(0, CUCO_PREF_0, ") &&
-                     strstr(r.program, "#define CUCO_PREF_0 1 // cuco:knob run 0 1");
+                     strstr(r.program, "#define CUCO_PREF_0 ");
         if (edited != !cases[i].why)
             fail_msg("case %zu: prefetch_site %s", i, edited ? "added" : "missing");
         cuco_tx_result_free(&r);
@@ -1262,7 +1323,7 @@ static void test_scan_prefetch_next(void **state)
     tx_transform(one, &r);
     assert_non_null(strstr(r.program, "cuco_tx::prefetch_site(0, CUCO_PREF_0, ((l + 1) < L) ? "
                                       "(const void *)(sh[(l + 1)]) : nullptr, ((l + 1) < L) ? "
-                                      "(size_t)(16) : 0), sh[l], full, 16"));
+                                      "(size_t)(16) : 0, CUCO_PREF_0 > 1), sh[l], full, 16"));
     assert_true(tx_has_schedule_note(&r.notes, 7,
                                      "early_start_late_wait does not apply to "
                                      "ncclAllGather: the call is prefetch_next's"));
@@ -2557,6 +2618,7 @@ int main(void)
         cmocka_unit_test(test_scan_loop_iterations),
         cmocka_unit_test(test_scan_hidden_joins),
         cmocka_unit_test(test_scan_prefetch_next),
+        cmocka_unit_test(test_scan_prefetch_reads),
         cmocka_unit_test(test_scan_param_globals),
         cmocka_unit_test(test_edit_places),
         cmocka_unit_test(test_scan_raii_buffers),
