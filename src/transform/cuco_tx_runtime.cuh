@@ -566,6 +566,13 @@ inline ncclResult_t window_of(const void* p, size_t bytes, ncclComm_t c, Buf** o
   return ncclSuccess;
 }
 
+// Prints "cuco_tx: what" on stderr the first time `told` is false; true.
+inline bool tell_once(bool& told, const char* what) {
+  if (!told) fprintf(stderr, "cuco_tx: %s\n", what);
+  told = true;
+  return true;
+}
+
 // The communicator the registered windows belong to, or null while none is
 // registered. Windows are registered with the communicator of the first
 // rewritten call that needs one, which every rank of an SPMD program reaches
@@ -587,11 +594,8 @@ inline bool on_host_comm(ncclComm_t comm) {
   ncclComm_t owner = window_comm();
   if (!comm || !owner || owner == comm) return false;
   static bool told = false;
-  if (!told)
-    fprintf(stderr, "cuco_tx: the symmetric windows belong to another communicator: calls on a second "
-                    "communicator go through NCCL's own\n");
-  told = true;
-  return true;
+  return tell_once(told, "the symmetric windows belong to another communicator: calls on a second "
+                         "communicator go through NCCL's own");
 }
 
 // Whether a collective goes through NCCL's own because the buffer it needs
@@ -603,11 +607,8 @@ inline bool on_host_comm(ncclComm_t comm) {
 inline bool outside_windows(const void* p) {
   if (!p || buf_find(p, 1)) return false;
   static bool told = false;
-  if (!told)
-    fprintf(stderr, "cuco_tx: a collective's buffer is not symmetric memory (another allocator): it goes "
-                    "through NCCL's own\n");
-  told = true;
-  return true;
+  return tell_once(told, "a collective's buffer is not symmetric memory (another allocator): it goes "
+                         "through NCCL's own");
 }
 
 // Whether `stream` is being captured into a CUDA graph. A graph replays its

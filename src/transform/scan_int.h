@@ -294,10 +294,7 @@ void scan_fn_scope_free(fn_scope *f);
  * block brace (itself included): its aliases, and the pointer parameters
  * its callers may pass it to (into *out, the caller's to free). */
 int scan_aliases_of(const sview *v, size_t brace, const char *name, cuco_strlist *out);
-/* Whether pointer parameter q of fn may hold (be, or hold a pointer to) the
- * buffer parameter p names, as fn's callers pass them: a struct parameter
- * (`const Net &n`) is one when a caller passes `n.full` for p and `n` for q. */
-int scan_param_may_hold(const sview *v, const fn_scope *fn, const char *p, const char *q);
+
 /* s->all: the call's buffers with their aliases, what they hold and the
  * objects that hold any of that (s->send, s->recv read) */
 int scan_buffers_closure(scan *s);

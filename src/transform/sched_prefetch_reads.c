@@ -51,8 +51,9 @@ static int pointer_decl(const scan *s, const char *name)
 }
 
 /* The names that may hold the buffer name names: its closure (aliases, the
- * globals its callers pass it from, the objects that hold it) and the
- * pointer parameters that may hold it; *escaped when a call may keep it. */
+ * globals its callers pass it from, the objects that hold it, the pointer
+ * parameters its callers may pass it in or in a struct); *escaped when a
+ * call may keep it. */
 static int holders_of(const scan *s, const char *name, cuco_strlist *out, int *escaped)
 {
     scan r = {.v = s->v, .call = (size_t)-1};
@@ -60,16 +61,7 @@ static int holders_of(const scan *s, const char *name, cuco_strlist *out, int *e
     if (rc == 0)
         rc = cuco_strlist_push(&r.recv, name);
     if (rc == 0)
-        rc = scan_buffers_closure(&r);
-    if (rc == 0)
         rc = scan_closure_and_escapes(&r);
-    int param = sview_param_index(s->v, s->fn.params, name) >= 0;
-    for (size_t k = 0; rc == 0 && param && k < r.fn.pointer_params.n; k++) {
-        const char *q = r.fn.pointer_params.items[k];
-        if (strcmp(q, name) != 0 && !cuco_strlist_has(&r.all, q) &&
-            scan_param_may_hold(s->v, &r.fn, name, q))
-            rc = cuco_strlist_push(&r.all, q);
-    }
     *escaped = r.escaped;
     *out = r.all;
     memset(&r.all, 0, sizeof(r.all));

@@ -632,14 +632,19 @@ static int file_struct(const sview *v, size_t t)
  * parameters open at open are of types that cannot be one object: two
  * different types of which one is a struct or class of the file (arithmetic
  * element types are often two views of one buffer: half and uint16_t),
- * neither a parameter of a template the function is. The memory a struct's
- * pointer members reach is not looked at: a member that points into the
- * other parameter's buffer (an arena) is a known gap. */
+ * neither a parameter of a template the function is; nor, when the one at
+ * pq is a struct that holds pointers and the one at pp is no struct, may it
+ * hold pp's buffer (`step(net.full, net)`): its callers' arguments say.
+ * Where both are structs, the memory one's pointer members reach is not
+ * looked at: a member that points into the other's buffer (an arena) is a
+ * known gap. */
 static int types_apart(const sview *v, size_t open, int pp, int pq)
 {
     size_t tp = param_type_word(v, open, pp), tq = param_type_word(v, open, pq);
-    if (tp >= v->n || tq >= v->n || same_tok(v, tp, tq) ||
-        !(file_struct(v, tp) || file_struct(v, tq)))
+    if (tp >= v->n || tq >= v->n || same_tok(v, tp, tq))
+        return 0;
+    int sp = file_struct(v, tp), sq = file_struct(v, tq);
+    if (!(sp || sq) || (!sp && scan_struct_holds_pointers(v, tq)))
         return 0;
     for (size_t k = open; k-- > 0 && k + 40 > open && !is(v, k, ";") && !is(v, k, "}");)
         if (is(v, k, "template"))
@@ -653,14 +658,14 @@ static int types_apart(const sview *v, size_t open, int pp, int pq)
  * caller: as its own callers pass them, three calls up at most), or are two
  * members of one object that are two allocations (scan_members_distinct). */
 static int params_may_alias(const sview *v, const fn_scope *fn, const char *p, const char *q,
-                            int depth, int holders)
+                            int depth)
 {
     size_t name = fn->params - 1;
     int pp = param_position(v, fn->params, p, strlen(p)),
         pq = param_position(v, fn->params, q, strlen(q)), calls = 0;
     if (pp < 0 || pq < 0 || !ident(v, name))
         return 1;
-    if (!holders && types_apart(v, fn->params, pp, pq))
+    if (types_apart(v, fn->params, pp, pq))
         return 0;
     for (size_t k = 0; k + 1 < v->n; k++) {
         if (k == name || !is(v, k + 1, "(") || tk(v, k)->len != tk(v, name)->len ||
@@ -685,8 +690,8 @@ static int params_may_alias(const sview *v, const fn_scope *fn, const char *p, c
              * them, a few calls up */
             if (!alias && cuco_strlist_has(&caller.pointer_params, h1.items[0]) &&
                 cuco_strlist_has(&caller.pointer_params, h2.items[0]))
-                alias = depth >= 3 ||
-                        params_may_alias(v, &caller, h1.items[0], h2.items[0], depth + 1, holders);
+                alias =
+                    depth >= 3 || params_may_alias(v, &caller, h1.items[0], h2.items[0], depth + 1);
             scan_fn_scope_free(&caller);
         }
         cuco_strlist_free(&h1);
@@ -696,11 +701,6 @@ static int params_may_alias(const sview *v, const fn_scope *fn, const char *p, c
         calls++;
     }
     return calls == 0;
-}
-
-int scan_param_may_hold(const sview *v, const fn_scope *fn, const char *p, const char *q)
-{
-    return params_may_alias(v, fn, p, q, 0, 1);
 }
 
 /* The call's buffers through the aliases; whether one is not local; a
@@ -731,7 +731,7 @@ int scan_buffers_closure(scan *s)
                 for (size_t k = 0; k < s->fn.pointer_params.n && rc == 0; k++) {
                     const char *q = s->fn.pointer_params.items[k];
                     if (cuco_strlist_has(&all, q) ||
-                        !params_may_alias(s->v, &s->fn, all.items[i], q, 0, 0))
+                        !params_may_alias(s->v, &s->fn, all.items[i], q, 0))
                         continue;
                     rc = cuco_strlist_push(&all, q);
                     if (rc == 0) /* may be the buffer: not whatever else it may be */

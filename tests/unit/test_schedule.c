@@ -1413,6 +1413,23 @@ static void test_scan_param_globals(void **state)
         "int main() { float *o; ncclComm_t c; cudaStream_t s;\n"
         "  cudaMalloc(&g_a, 64); cudaMalloc(&o, 64); run(g_a, o, c, s); return 0; }\n";
     assert_true(schedule_note_of(twice, 5, "wait moved before the statement at line 7"));
+    /* a struct parameter that holds the buffer parameter: its caller passes
+     * net.full and net, so a read of net.full reads the gathered buffer */
+    static const char *const holder =
+        "#include <nccl.h>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "struct Net { float *full; float *x; };\n"
+        "static void step(const float *sh, float *full, const Net &net, ncclComm_t c,\n"
+        "                 cudaStream_t s, float *o) {\n"
+        "  ncclAllGather(sh, full, 4, ncclFloat, c, s);\n"
+        "  k<<<1, 32, 0, s>>>(o, 4);\n"
+        "  k<<<1, 32, 0, s>>>(net.full, 4);\n"
+        "  k<<<1, 32, 0, s>>>(full, 4);\n"
+        "}\n"
+        "int main() { float *sh, *o; Net net; ncclComm_t c; cudaStream_t s;\n"
+        "  cudaMalloc(&sh, 64); cudaMalloc(&o, 64); cudaMalloc(&net.full, 128);\n"
+        "  step(sh, net.full, net, c, s, o); return 0; }\n";
+    assert_true(schedule_note_of(holder, 6, "wait moved before the statement at line 8"));
     /* a capture begun through the driver API turns the schedules off */
     static const char *const captured =
         "#include <nccl.h>\n"
