@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # scripts/device.d/46-glue-nets.sh: the glue's fallbacks to NCCL's own call
 # (on_host_comm: a call on a communicator other than the windows' one;
-# outside_windows: a collective whose buffer lies in no window), on and off.
-# Each program NETS_PROGRAMS names in tests/data/transform (default:
-# mesh_axes managed_path) is transformed ('cuco transform --no-verify');
+# outside_windows: a collective whose buffer lies in no window), on and off,
+# and the window indices handed out again (many_buffers: 300 tensors
+# allocated and freed in turn, then 300 alive at once, past the 240 live
+# windows). Each program NETS_PROGRAMS names in tests/data/transform
+# (default: mesh_axes managed_path many_buffers) is transformed ('cuco transform --no-verify');
 # its gen_0 and a copy whose two tests always answer "no" (what the glue did
 # before them) are built as the test manifests build them and run directly
 # by mpirun at RANKS ranks and at 1 rank with the manifest's verify
@@ -24,7 +26,7 @@ m = re.search(r'^verify:\s*\n\s*args:\s*\[(.*?)\]', text, re.M | re.S)
 print(" ".join(a.strip().strip('"') for a in m.group(1).split(",")) if m else "")
 PY
 }
-for p in ${NETS_PROGRAMS:-mesh_axes managed_path}; do
+for p in ${NETS_PROGRAMS:-mesh_axes managed_path many_buffers}; do
   d=tests/data/transform/$p
   f=$(sed -n 's/^evolve_file: *//p' "$d/workload.yaml")
   "$CUCO" transform "$d" --ranks "$RANKS" --workspace "$T/ws-$p" --no-verify > "$T/$p.tx.log" 2>&1

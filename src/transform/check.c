@@ -72,6 +72,13 @@ static int member(const code *c, size_t i)
 
 /* Last identifier of the leading lvalue chain of each argument from..nargs-1
  * (the buffers), appended to names. */
+/* Words of a cast before an argument's buffer (`(void *)recvbuff`,
+ * `static_cast<float *>(x)`): no buffer's name. */
+static const char *const cast_words[] = {
+    "void",   "const",  "volatile", "float",         "double",           "int",        "char",
+    "long",   "short",  "unsigned", "signed",        "static_cast",      "const_cast", "size_t",
+    "struct", "__half", "half",     "__nv_bfloat16", "reinterpret_cast", NULL};
+
 static int arg_bases(const code *c, size_t open, int from, int nargs, cuco_strlist *names)
 {
     int d = 0, argi = 0;
@@ -91,7 +98,7 @@ static int arg_bases(const code *c, size_t open, int from, int nargs, cuco_strli
             want = ++argi < nargs && argi >= from;
             continue;
         }
-        if (want && tk(c, j)->kind == CUCO_TOK_IDENT) {
+        if (want && tk(c, j)->kind == CUCO_TOK_IDENT && !in(c, j, cast_words)) {
             size_t e = j;
             while (e + 2 < c->n && (is(c, e + 1, ".") || is(c, e + 1, "->")) &&
                    tk(c, e + 2)->kind == CUCO_TOK_IDENT)

@@ -90,7 +90,7 @@ inline ncclResult_t release_sites(ncclComm_t comm) {
 inline Buf* window_new(size_t bytes, ncclComm_t comm) {
   void* p = nullptr;
   Buf* b = nullptr;
-  if (symm_malloc(&p, bytes) != cudaSuccess || window_of(p, bytes, comm, &b) != ncclSuccess) return nullptr;
+  if (symm_malloc_window(&p, bytes) != cudaSuccess || window_of(p, bytes, comm, &b) != ncclSuccess) return nullptr;
   return cuco::lsa_peer_bases(b->symm) == 0 ? b : nullptr;
 }
 

@@ -254,7 +254,9 @@ struct PrefRec {
   Buf* wins[2] = {nullptr, nullptr};  // where the next iteration's gathers land (owned)
   int pend = 0;                       // the window of the prefetch in flight
   int cur = -1;                       // the window the body reads in place, or -1
-  const void* curRecv = nullptr;      // the receive buffer it stands for
+  void* curRecv = nullptr;            // the receive buffer it stands for
+  size_t curBytes = 0;                // its gather's bytes
+  cudaStream_t curStream = nullptr;   // the call's stream
   ncclComm_t comm = nullptr;
   cudaStream_t side = nullptr;
   cudaEvent_t taken = nullptr, done = nullptr;  // the window copied out; the prefetch landed
@@ -304,7 +306,7 @@ inline ncclResult_t prefetch_setup(PrefRec* r, int k, size_t bytes, ncclComm_t c
   on_teardown(release_prefetch);
   void* p = nullptr;
   Buf* b = nullptr;
-  if (symm_malloc(&p, bytes) != cudaSuccess || window_of(p, bytes, comm, &b) != ncclSuccess)
+  if (symm_malloc_window(&p, bytes) != cudaSuccess || window_of(p, bytes, comm, &b) != ncclSuccess)
     return CUCO_TX_FAIL("prefetch_next: cannot register its window");
   r->wins[k] = b;
   r->comm = comm;
@@ -345,6 +347,20 @@ inline void prefetch_drop(int site, int on) {
   if (!r || !r->ready) return;
   r->ready = false;
   r->dropped = true;
+}
+
+// After the site's loop: a window read in place is copied into its receive
+// buffer, so that the buffer holds the last gather (and what the body
+// wrote into it) whichever iteration was the last.
+inline void prefetch_settle(int site, int on) {
+  std::vector<PrefRec>& v = pref_recs();
+  if (!on || site < 0 || (size_t)site >= v.size()) return;
+  PrefRec& r = v[(size_t)site];
+  if (r.cur < 0 || !r.wins[r.cur]) return;
+  if (cudaMemcpyAsync(r.curRecv, r.wins[r.cur]->base, r.curBytes, cudaMemcpyDeviceToDevice, r.curStream) !=
+      cudaSuccess)
+    CUCO_TX_FAIL("prefetch_next: copying the window read in place after the loop failed");
+  r.cur = -1;
 }
 
 // What the body reads for the receive buffer p of the site's call: the
@@ -393,6 +409,8 @@ inline ncclResult_t all_gather(PrefSite ps, const void* sendbuff, void* recvbuff
   } else if (prefetch_in_place(ps, recvbuff, bytes)) {
     r->cur = r->pend;
     r->curRecv = recvbuff;
+    r->curBytes = bytes;
+    r->curStream = stream;
   } else if (cudaMemcpyAsync(recvbuff, r->wins[r->pend]->base, bytes, cudaMemcpyDeviceToDevice, stream) !=
              cudaSuccess) {
     return CUCO_TX_FAIL("prefetch_next: copying the prefetched gather failed");

@@ -120,7 +120,8 @@ namespace cuco_tx {
 constexpr int kBarriers = 132;          // LSA barriers of the device communicator (>= any CTA count)
 constexpr int kSlots = 1 + 64;          // signal slots of each buffer's window
 constexpr int kMaxRanks = 64;           // the control window is sized for this many ranks
-constexpr int kMaxWins = 64;            // symmetric buffers per communicator
+constexpr int kMaxWins = 256;           // symmetric buffers per communicator (a send kernel's table)
+constexpr int kGlueWins = 16;           // of them kept for the glue's own windows (symm_malloc)
 constexpr int kRing = 64;               // receives from one peer in flight (one group)
 constexpr int kMaxP2pCtas = 64;         // CUCO_P2P_CTAS is clamped to this
 // Control window of a communicator, in uint64_t words (see point-to-point below).
@@ -194,7 +195,8 @@ struct Comm {
   int rank = 0, nranks = 0;
   void* ctrl = nullptr;          // control window memory (ncclMemAlloc)
   ncclWindow_t ctrlWin = nullptr;
-  int nwins = 0;                 // data windows registered so far
+  int nwins = 0;                 // data window indices handed out so far
+  std::vector<int> freeWins;     // indices of released windows, handed out again first
   bool setupFailed = false;      // its windows could not be registered at setup (eager_comm)
   int* error = nullptr;          // device flag: a send found no fitting receive
   std::vector<uint64_t> postSeq, sendSeq, recvSeq;  // per peer
@@ -396,9 +398,8 @@ static struct LocalRegisterOff {
   LocalRegisterOff() { setenv("NCCL_LOCAL_REGISTER", "0", 0); }
 } local_register_off;
 
-// Symmetric allocation: replaces cudaMalloc for buffers a collective needs in
-// a window. Returns a cudaError_t so the program's own checks still apply.
-inline cudaError_t symm_malloc(void** p, size_t bytes) {
+// A symmetric buffer of the glue's own or the program's (symm_malloc).
+inline cudaError_t symm_malloc_window(void** p, size_t bytes) {
   ncclComm_t eager = eager_comm();
   std::vector<Buf*>& spares = spare_bufs();
   for (size_t i = 0; eager && i < spares.size(); i++) {
@@ -429,6 +430,20 @@ inline cudaError_t symm_malloc(void** p, size_t bytes) {
   *p = b->base;
   if (eager && windows_register(eager) != ncclSuccess) return cudaErrorInvalidValue;
   return cudaSuccess;
+}
+inline bool tell_once(bool& told, const char* what);
+// Symmetric allocation: replaces cudaMalloc for buffers a collective needs in
+// a window. Returns a cudaError_t so the program's own checks still apply.
+// Past kMaxWins - kGlueWins live windows (every rank allocates alike, so
+// every rank gets there at the same allocation) the buffer is plain
+// cudaMalloc memory: its collectives go through NCCL's own
+// (outside_windows), a receive into it fails with a message.
+inline cudaError_t symm_malloc(void** p, size_t bytes) {
+  if (bufs().size() + spare_bufs().size() < (size_t)(kMaxWins - kGlueWins)) return symm_malloc_window(p, bytes);
+  static bool told = false;
+  tell_once(told, "more than 240 symmetric buffers live: the next ones are plain cudaMalloc memory, whose "
+                  "collectives go through NCCL's own");
+  return cudaMalloc(p, bytes);
 }
 template <typename T> inline cudaError_t symm_malloc(T** p, size_t bytes) {
   return symm_malloc(reinterpret_cast<void**>(p), bytes);
@@ -532,8 +547,15 @@ inline ncclResult_t windows_register(ncclComm_t c) {
     s.barriers = kBarriers;
     s.rank = x->rank;
     s.nranks = x->nranks;
-    if (x->nwins >= kMaxWins) return CUCO_TX_FAIL("more than 64 symmetric buffers on one communicator");
-    b->winIdx = x->nwins++;
+    if (x->freeWins.empty() && x->nwins >= kMaxWins)
+      return CUCO_TX_FAIL("more than 256 symmetric buffers on one communicator");
+    // every rank registers and releases alike, so the index is the same on every rank
+    if (!x->freeWins.empty()) {
+      b->winIdx = x->freeWins.back();
+      x->freeWins.pop_back();
+    } else {
+      b->winIdx = x->nwins++;
+    }
     b->registered = true;
     CUCO_TX_TRACE("rank %d: window %d registered (%zu bytes)\n", x->rank, b->winIdx, b->bytes);
   }
@@ -560,7 +582,9 @@ inline Buf* buf_find(const void* p, size_t bytes) {
 inline ncclResult_t window_of(const void* p, size_t bytes, ncclComm_t c, Buf** out) {
   if (windows_register(c) != ncclSuccess) return ncclInvalidUsage;
   Buf* b = buf_find(p, bytes);
-  if (!b) return CUCO_TX_FAIL("buffer is not symmetric memory (not allocated by cuco_tx::symm_malloc)");
+  if (!b)
+    return CUCO_TX_FAIL("buffer is not symmetric memory (not allocated by cuco_tx::symm_malloc, or past its 240 "
+                        "live windows)");
   if (b->symm.comm != c) return CUCO_TX_FAIL("buffer is registered with another communicator");
   *out = b;
   return ncclSuccess;

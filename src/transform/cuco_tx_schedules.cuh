@@ -351,6 +351,12 @@ inline ncclResult_t comm_release(Comm& x) {
 inline cudaError_t window_release(Buf* b) {
   if (b->registered && ncclCommWindowDeregister(b->symm.comm, b->symm.win) != ncclSuccess)
     return cudaErrorUnknown;
+  // its index is handed out again: a copy-engine send that learned it learns anew
+  if (Comm* x = b->registered ? comm_find(b->symm.comm) : nullptr) {
+    x->freeWins.push_back(b->winIdx);
+    for (SendDest* d : x->dests)
+      if (d->win == (uint64_t)b->winIdx) d->agreed = 0;
+  }
   if (ncclMemFree(b->base) != ncclSuccess) return cudaErrorUnknown;
   delete b;
   return cudaSuccess;

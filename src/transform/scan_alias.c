@@ -739,6 +739,23 @@ static int drop_inert_scalars(fn_scope *f, const sview *v)
     return rc;
 }
 
+/* The '{' of a braced initialiser when the name at i is declared with one
+ * after a pointer or reference declarator (`float *w{y}`) or as an array
+ * (`float *ws[]{x, y}`, `T ws[2]{...}`); v->n otherwise. */
+static size_t brace_declarator(const sview *v, size_t i)
+{
+    if (!ident(v, i) || i == 0)
+        return v->n;
+    size_t k = i + 1;
+    while (k < v->n && is(v, k, "["))
+        k = close_of(v, k) + 1;
+    if (k >= v->n || !is(v, k, "{"))
+        return v->n;
+    int pointer =
+        is(v, i - 1, "*") || is(v, i - 1, "&") || is(v, i - 1, "&&") || is(v, i - 1, "const");
+    return pointer || (k > i + 1 && (ident(v, i - 1) || is(v, i - 1, ">"))) ? k : v->n;
+}
+
 int scan_alias_pairs(fn_scope *f, const sview *v, size_t a, size_t b)
 {
     int rc = 0;
@@ -759,6 +776,12 @@ int scan_alias_pairs(fn_scope *f, const sview *v, size_t a, size_t b)
             lhs = i;
             kind = is_object(f, v, i) ? PAIR_HOLDS : PAIR_ALIAS;
             rc = heads_but_scalar_members(v, i + 2, close_of(v, i + 1), &rhs);
+        } else if (i > a && brace_declarator(v, i) < v->n) {
+            /* a pointer or an array declared with its initialiser in braces:
+             * "float *w{y};", "float *ws[]{x, y};" */
+            size_t open = brace_declarator(v, i);
+            lhs = i;
+            rc = heads_but_scalar_members(v, open + 1, close_of(v, open), &rhs);
         } else if (is(v, i, "swap") && is(v, i + 1, "(") && ident(v, i + 2)) {
             lhs = i + 2;
             rc = scan_expr_heads(v, i + 3, close_of(v, i + 1), &rhs, 0);

@@ -115,6 +115,11 @@ enum {
  * reaches (through the macros it uses, its parameters left out) appended
  * to heads, and what else it does in *reach. */
 int scan_macro_reach(const sview *v, size_t i, cuco_strlist *heads, unsigned *reach);
+/* Whether the function-like macro named at token name (the file's or a
+ * header's) uses its argument k as a value only: its replacement never
+ * pastes it (##), sets it (=, +=, ++, ...) or takes its address; 1 also
+ * when name is no function-like macro (a function's argument is a value). */
+int scan_macro_arg_read(const sview *v, size_t name, int k);
 
 /* ---- device_symbols.c ---- */
 /* Whether the kernel launched at token name (its name) may touch memory its

@@ -281,3 +281,83 @@ int scan_macro_reach(const sview *v, size_t i, cuco_strlist *heads, unsigned *re
 {
     return reach_text(v, v->src + tk(v, i)->off, tk(v, i)->len, 0, heads, reach);
 }
+
+/* The name of parameter k of the parameter list [params, body) ("(a, b)"):
+ * into *w, *len; __VA_ARGS__ for one past the named ones after "...". 0 when
+ * there is none. */
+static int param_name(const char *params, const char *body, int k, const char **w, size_t *len)
+{
+    const char *q = params + 1;
+    for (int i = 0; q < body; i++) {
+        while (q < body && (*q == ' ' || *q == '\t'))
+            q++;
+        const char *s = q;
+        while (q < body && *q != ',' && *q != ')')
+            q++;
+        const char *e = q;
+        while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+            e--;
+        if (i == k || (e - s == 3 && memcmp(s, "...", 3) == 0)) {
+            int va = e - s == 3 && memcmp(s, "...", 3) == 0;
+            *w = va ? "__VA_ARGS__" : s;
+            *len = va ? 11 : (size_t)(e - s);
+            return i == k || va;
+        }
+        if (q < body && *q == ',')
+            q++;
+        else
+            break;
+    }
+    return 0;
+}
+
+/* Whether the use of a parameter at [q, q + len) of the replacement
+ * [body, end) is pasted, set or has its address taken. */
+static int use_not_read(const char *body, const char *q, size_t len, const char *end)
+{
+    const char *b = q, *a = q + len;
+    while (b > body && (b[-1] == ' ' || b[-1] == '\t' || b[-1] == '('))
+        b--;
+    while (a < end && (*a == ' ' || *a == '\t' || *a == ')'))
+        a++;
+    if (b - body >= 2 && ((b[-1] == '#' && b[-2] == '#') || (b[-1] == '+' && b[-2] == '+') ||
+                          (b[-1] == '-' && b[-2] == '-')))
+        return 1;
+    if (b > body && b[-1] == '&' && !(b - body >= 2 && b[-2] == '&'))
+        return 1;
+    if (end - a >= 2 && ((a[0] == '#' && a[1] == '#') || (a[0] == '+' && a[1] == '+') ||
+                         (a[0] == '-' && a[1] == '-')))
+        return 1;
+    if (end - a >= 1 && a[0] == '=' && !(end - a >= 2 && a[1] == '='))
+        return 1;
+    static const char ops[] = "+-*/%&|^";
+    if (end - a >= 2 && a[1] == '=' && strchr(ops, a[0]))
+        return 1;
+    return end - a >= 3 && (a[0] == '<' || a[0] == '>') && a[1] == a[0] && a[2] == '=';
+}
+
+int scan_macro_arg_read(const sview *v, size_t name, int k)
+{
+    const char *params, *body, *end;
+    const cuco_tok *t = tk(v, name);
+    if (!macro_text(v, v->src + t->off, t->len, &params, &body, &end) || params == body ||
+        *params != '(')
+        return 1; /* no function-like macro: a function's argument is a value */
+    const char *w;
+    size_t len;
+    if (!param_name(params, body, k, &w, &len))
+        return 0;
+    for (const char *q = body; q + len <= end; q++) {
+        const char *skip = literal_end(body, q, end);
+        if (skip != q) {
+            q = skip - 1;
+            continue;
+        }
+        if (memcmp(q, w, len) != 0 || (q > body && cuco_tx_ident_char(q[-1])) ||
+            (q + len < end && cuco_tx_ident_char(q[len])))
+            continue;
+        if (use_not_read(body, q, len, end))
+            return 0;
+    }
+    return 1;
+}

@@ -259,6 +259,17 @@ static int prefetch_edit(const scan *s, const loop_shape *L, int site, const cha
     p->knob_default = no_reads ? 1 : 2;
     if (!no_reads)
         snprintf(reads, sizeof reads, "CUCO_PREF_%d > 1", site);
+    /* a loop that ends before its condition said (a flag the body sets
+     * through a reference or a callee) leaves the last read window
+     * uncopied: it is copied after the loop */
+    char *settle =
+        no_reads ? NULL : cuco_sprintf(" cuco_tx::prefetch_settle(%d, CUCO_PREF_%d);", site, site);
+    if (rc == 0 && !no_reads)
+        rc = settle ? scan_plan_edit(p, tk(v, s->block_end)->off + 1, 0, settle,
+                                     tk(v, s->block_end)->off)
+                    : CUCO_ENOMEM;
+    else
+        free(settle);
     if (rc == 0)
         rc = scan_plan_edit(
             p, tk(v, a)->off, 0,

@@ -13,9 +13,15 @@
  *   - no statement of the body before the call touches the buffer, through
  *     its name or any name that may hold it (its aliases, the parameters
  *     its callers may pass it in, a struct parameter that holds it);
- *   - the statements after the call touch it through its name only: each
- *     use of the name a plain read of the pointer (no `&buf`, no
- *     assignment, no declaration), outside any lambda and any macro's text.
+ *   - the call's statement names it nowhere else, and the statements after
+ *     the call touch it through its name only (no other holder among their
+ *     heads or called): each use of the name a plain read of the pointer
+ *     (no `&buf`, no assignment, no declaration), outside any lambda and
+ *     any macro's text, in arguments that every enclosing function-like
+ *     macro uses as values (never set nor pasted).
+ * A flag the body sets through a reference may end the loop before its
+ * condition said: cuco_tx::prefetch_settle after the loop then copies the
+ * window read last (sched_prefetch.c).
  * The glue adds its own conditions at run time (prefetch_in_place): the
  * gather fills the whole allocation, and a later iteration follows.
  */
@@ -72,14 +78,46 @@ static int holders_of(const scan *s, const char *name, cuco_strlist *out, int *e
 }
 
 /* Whether statement st names one of holders (name itself too unless
- * but_name). */
-static int touches(const stmt *st, const cuco_strlist *holders, const char *name, int but_name)
+ * but_name): among its heads, or called (a lambda or a function object
+ * that holds the buffer: `f();`, which no head names). */
+static int touches(const sview *v, const stmt *st, const cuco_strlist *holders, const char *name,
+                   int but_name)
 {
     for (size_t i = 0; i < st->heads.n; i++)
         if (cuco_strlist_has(holders, st->heads.items[i]) &&
             !(but_name && strcmp(st->heads.items[i], name) == 0))
             return 1;
+    for (size_t k = st->a; k < st->b; k++) {
+        if (!ident(v, k) || !is(v, k + 1, "(") ||
+            (k > st->a && (is(v, k - 1, ".") || is(v, k - 1, "->"))))
+            continue;
+        for (size_t h = 0; h < holders->n; h++)
+            if (cuco_tok_is(&v->lx, tk(v, k), holders->items[h]) &&
+                !(but_name && strcmp(holders->items[h], name) == 0))
+                return 1;
+    }
     return 0;
+}
+
+/* Whether every function-like macro whose arguments hold token k (from
+ * the innermost out, inside [a, k)) uses that argument as a value only. */
+static int macro_args_read(const sview *v, size_t a, size_t k)
+{
+    int depth = 0;
+    for (size_t j = k; j-- > a;) {
+        if (is(v, j, ")") || is(v, j, "]") || is(v, j, "}")) {
+            depth++;
+        } else if (is(v, j, "(") || is(v, j, "[") || is(v, j, "{")) {
+            if (depth > 0) {
+                depth--;
+                continue;
+            }
+            if (is(v, j, "(") && j > a && ident(v, j - 1) &&
+                !scan_macro_arg_read(v, j - 1, sview_arg_position(v, j, k)))
+                return 0;
+        }
+    }
+    return 1;
 }
 
 /* Whether the use of the name at token k reads the pointer only: not a
@@ -117,6 +155,10 @@ static int uses_of(const scan *s, const stmt *st, const char *name, size_t **use
             *why = "the body takes its address, sets it or declares the name again";
             return 1;
         }
+        if (!macro_args_read(v, st->a, k)) {
+            *why = "a macro takes it as an argument that it sets or pastes";
+            return 1;
+        }
         size_t *grown = realloc(*uses, (*n + 1) * sizeof(*grown));
         if (!grown)
             return CUCO_ENOMEM;
@@ -143,6 +185,18 @@ static int reads_edits(const sview *v, const size_t *uses, size_t n, int site, c
     return rc;
 }
 
+/* Whether the call's statement st names name outside the call's own
+ * arguments (`ncclAllGather(..., full, ...), use(full);`). */
+static int names_beside_call(const scan *s, const stmt *st, const char *name)
+{
+    const sview *v = s->v;
+    size_t open = s->call_tok + 1, close = close_of(v, open);
+    for (size_t k = st->a; k < st->b; k++)
+        if ((k < s->call_tok || k > close) && cuco_tok_is(&v->lx, tk(v, k), name))
+            return 1;
+    return 0;
+}
+
 /* Why the body cannot read the buffer in place (statically), or NULL:
  * name is the receive argument's; its uses after the call into *uses. */
 static int reads_check(const scan *s, const char *name, size_t **uses, size_t *n, const char **why)
@@ -160,10 +214,13 @@ static int reads_check(const scan *s, const char *name, size_t **uses, size_t *n
     }
     for (size_t i = 0; rc == 0 && i < s->n; i++) {
         const stmt *st = &s->stmts[i];
-        if (i < s->call && touches(st, &holders, name, 0)) {
+        if (i == s->call && names_beside_call(s, st, name)) {
+            *why = "the call's own statement names its receive buffer outside the call";
+            rc = 1;
+        } else if (i < s->call && touches(s->v, st, &holders, name, 0)) {
             *why = "the body touches its receive buffer before the call";
             rc = 1;
-        } else if (i > s->call && touches(st, &holders, name, 1)) {
+        } else if (i > s->call && touches(s->v, st, &holders, name, 1)) {
             *why = "the body reaches its receive buffer through another name";
             rc = 1;
         } else if (i > s->call) {

@@ -9,7 +9,8 @@
 # send/receive on a second stream (jacobi_halo); a second communicator from
 # ncclCommSplit, whose calls stay host NCCL (split_tp_dp), and an array of
 # communicators indexed by axis (mesh_axes); gradients whose allocator is
-# chosen at run time (managed_path); an all-reduce of
+# chosen at run time (managed_path); hundreds of RAII tensors
+# (many_buffers); an all-reduce of
 # buffers in thrust::device_vector, which stays host NCCL, so that nothing
 # is left to transform (thrust_overlap). One
 # process driving every GPU (init_all_single, a pthread per GPU in
@@ -115,6 +116,16 @@ check "managed_path: transformed, the cudaMalloc path symmetric, the managed one
              grep -qF 'CHECK_CUDA(cudaMallocManaged(&p, n * sizeof(float)));' '$TMP/managed_path.nv/gen_0/managed_path.cu'"
 check "managed_path: the glue asks whether the buffer lies in a window" \
     grep -qF 'if (outside_windows(recvbuff)) return ::ncclAllReduce' "$TMP/managed_path.nv/gen_0/managed_path.cu"
+# every tensor an RAII object owning its allocation (many_buffers: 300
+# scratch tensors allocated and freed in turn, then 300 alive at once): the
+# constructor's cudaMalloc becomes symmetric and the destructor's cudaFree
+# releases it; the glue hands released window indices out again and makes
+# the buffers past its 240 live windows plain memory (verified on a GPU by
+# 46-glue-nets.sh)
+"$CUCO_BIN" transform "$D/many_buffers" --workspace "$TMP/many_buffers.nv" --no-verify --quiet >"$TMP/many_buffers.nv.out" 2>&1
+check "many_buffers: the tensor class's allocation symmetric, its free rewritten" \
+    bash -c "grep -qF 'many_buffers.cu:44: symmetric: cudaMalloc -> cuco_tx::symm_malloc' '$TMP/many_buffers.nv.out' &&
+             grep -qF '~Tensor() { cuco_tx::symm_free(data_); }' '$TMP/many_buffers.nv/gen_0/many_buffers.cu'"
 # one process driving several GPUs (ncclCommInitAll and comms[i], a pthread
 # per GPU): transformed for one GPU per process, guarded past it
 check "init_all_single: transformed, the buffers of the per-device loop symmetric" \

@@ -1184,28 +1184,40 @@ static void test_scan_prefetch_reads(void **state)
 {
     (void)state;
     static const struct {
-        const char *before, *after, *why; /* why: NULL when read in place */
+        const char *pre, *before, *after, *why; /* why: NULL when read in place */
     } cases[] = {
-        {"", "cudaMemsetAsync(full, 0, 4, s);", NULL},
-        {"k<<<1, 32, 0, s>>>(full, n);", "", "the body touches its receive buffer before the call"},
-        {"", "float *w = full; k<<<1, 32, 0, s>>>(w, n);",
+        {"", "", "cudaMemsetAsync(full, 0, 4, s);", NULL},
+        {"", "", "CHECK(cudaMemsetAsync(full, 0, 4, s));", NULL},
+        {"", "k<<<1, 32, 0, s>>>(full, n);", "", "the body touches its receive buffer before the call"},
+        {"", "", "float *w = full; k<<<1, 32, 0, s>>>(w, n);",
          "the body reaches its receive buffer through another name"},
-        {"", "k<<<1, 32, 0, s>>>(net.full, n);",
+        {"", "", "k<<<1, 32, 0, s>>>(net.full, n);",
          "the body reaches its receive buffer through another name"},
         /* the lambda holds the buffer: another name */
-        {"", "auto g = [&] { k<<<1, 32, 0, s>>>(full, n); };",
+        {"", "", "auto g = [&] { k<<<1, 32, 0, s>>>(full, n); };",
          "the body reaches its receive buffer through another name"},
-        {"", "KF(n);", "a macro's text names it"},
-        {"", "k<<<1, 32, 0, s>>>(&full[1], n);", "the body takes its address, sets it or declares"},
+        /* one made before the loop, called in the body */
+        {"auto g = [=] { k<<<1, 32, 0, s>>>(full, n); };", "", "g();",
+         "the body reaches its receive buffer through another name"},
+        /* a copy declared with a braced initialiser */
+        {"float *w{full};", "", "k<<<1, 32, 0, s>>>(w, n);",
+         "the body reaches its receive buffer through another name"},
+        {"", "", "KF(n);", "a macro's text names it"},
+        {"float *spare = nullptr;", "", "SWAP(full, spare);",
+         "a macro takes it as an argument that it sets or pastes"},
+        {"", "", "k<<<1, 32, 0, s>>>(&full[1], n);", "the body takes its address, sets it or declares"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *prog = cuco_sprintf(
             "#include <nccl.h>\n"
             "__global__ void k(float *a, size_t n);\n"
             "#define KF(n) k<<<1, 32, 0, s>>>(full, n)\n"
+            "#define SWAP(a, b) do { float *t_ = (a); (a) = (b); (b) = t_; } while (0)\n"
+            "#define CHECK(x) do { if ((x) != cudaSuccess) fprintf(stderr, \"%%s\\n\", #x); } while (0)\n"
             "struct Net { float *full; float *act; };\n"
             "static void fwd(float **shard, float *full, Net &net, size_t n, int L, ncclComm_t c,\n"
             "                cudaStream_t s) {\n"
+            "  %s\n"
             "  for (int l = 0; l < L; l++) {\n"
             "    %s\n"
             "    ncclAllGather(shard[l], full, n, ncclFloat, c, s);\n"
@@ -1217,7 +1229,7 @@ static void test_scan_prefetch_reads(void **state)
             "  for (int i = 0; i < 4; i++) cudaMalloc(&sh[i], 64);\n"
             "  cudaMalloc(&net.full, 128); cudaMalloc(&net.act, 64);\n"
             "  fwd(sh, net.full, net, 16, 4, c, s); return 0; }\n",
-            cases[i].before, cases[i].after);
+            cases[i].pre, cases[i].before, cases[i].after);
         assert_non_null(prog);
         cuco_tx_result r;
         tx_transform(prog, &r);
@@ -1225,11 +1237,12 @@ static void test_scan_prefetch_reads(void **state)
                                   : cuco_strdup("which the rest of the next iteration's body "
                                                 "reads in place (cuco_tx::prefetched;");
         assert_non_null(want);
-        if (!tx_has_schedule_note(&r.notes, 9, want))
-            fail_msg("case %zu: no note '%s' at line 9", i, want);
+        if (!tx_has_schedule_note(&r.notes, 12, want))
+            fail_msg("case %zu: no note '%s' at line 12", i, want);
         int reads = r.program && strstr(r.program, "k<<<1, 32, 0, s>>>(cuco_tx::prefetched(0, "
                                                    "full), n);") &&
-                    strstr(r.program, ": 0, CUCO_PREF_0 > 1), shard[l], full, n,");
+                    strstr(r.program, ": 0, CUCO_PREF_0 > 1), shard[l], full, n,") &&
+                    strstr(r.program, "  } cuco_tx::prefetch_settle(0, CUCO_PREF_0);");
         if (reads != !cases[i].why)
             fail_msg("case %zu: reads in place %s", i, reads ? "written" : "missing");
         free(want);
