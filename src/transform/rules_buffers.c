@@ -671,21 +671,84 @@ int rl_need_symmetric(ctx *c, const args *a, int k, size_t call_tok, const char 
     return rc < 0 ? rc : 0;
 }
 
+/* The glue's free for the free function named by w (len bytes), or NULL. */
+static const char *glue_free(const ctx *c, const char *w, size_t len)
+{
+    if (len == 13 && memcmp(w, "cudaFreeAsync", 13) == 0)
+        return "cuco_tx::symm_free_async";
+    if (len == 8 && memcmp(w, "cudaFree", 8) == 0)
+        return "cuco_tx::symm_free";
+    if (c->nccl_mem && len == 11 && memcmp(w, "ncclMemFree", 11) == 0)
+        return "cuco_tx::symm_mem_free";
+    return NULL;
+}
+
+/* The frees inside the #define lines of editable code (`#define SAFE_FREE(p)
+ * do { cudaFree(p); p = NULL; } while (0)`): each through the glue's free,
+ * which frees any other pointer as the original did. */
+static int rewrite_macro_frees(ctx *c)
+{
+    const cuco_lex *lx = &c->v.lx;
+    for (size_t k = 0; k < lx->ntoks; k++) {
+        const cuco_tok *t = &lx->toks[k];
+        if (!cuco_tok_directive(lx->src, t, "define") ||
+            (c->nblocks != 0 && !rl_in_block(c, t->off)))
+            continue;
+        const char *a = lx->src + t->off, *e = a + t->len;
+        for (const char *q = a; q < e; q++) {
+            if (*q == '"' || *q == '\'') { /* a literal: skipped */
+                char quote = *q;
+                for (q++; q < e && *q != quote; q++)
+                    q += *q == '\\';
+                continue;
+            }
+            if (!cuco_tx_ident_char(*q) || (q > a && cuco_tx_ident_char(q[-1])))
+                continue;
+            const char *w = q;
+            while (q < e && cuco_tx_ident_char(*q))
+                q++;
+            const char *to = glue_free(c, w, (size_t)(q - w));
+            int qualified = w - a >= 1 && (w[-1] == ':' || w[-1] == '.' || w[-1] == '>');
+            const char *d = w;
+            while (d > a && (d[-1] == ' ' || d[-1] == '\t'))
+                d--;
+            qualified |= d - a >= 6 && memcmp(d - 6, "define", 6) == 0; /* the macro's name */
+            q--;
+            if (!to || qualified)
+                continue;
+            size_t off = (size_t)(w - lx->src);
+            int rc = rl_add_edit(c, 0, off, (size_t)(q + 1 - w), to);
+            if (rc != 0)
+                return rc;
+            c->edits[c->nedits - 1].stmt_lo = t->off; /* the #define line is the statement */
+            c->edits[c->nedits - 1].stmt_hi = t->off + t->len;
+        }
+    }
+    return 0;
+}
+
 int rl_rewrite_frees(ctx *c)
 {
     const sview *v = &c->v;
     if (c->nalloc == 0)
         return 0;
+    int rc = rewrite_macro_frees(c);
+    if (rc != 0)
+        return rc;
     for (size_t i = 0; i + 1 < v->n; i++) {
         int async = is(v, i, "cudaFreeAsync"), nccl = c->nccl_mem && is(v, i, "ncclMemFree");
-        if (!(async || nccl || is(v, i, "cudaFree")) || !is(v, i + 1, "(") ||
-            (i > 0 && is(v, i - 1, "::")))
+        /* a call, or the function named (a deleter: `decltype(&cudaFree)`,
+         * `unique_ptr<float, ...>(p, cudaFree)`): the glue's free has its type */
+        if (!(async || nccl || is(v, i, "cudaFree")) ||
+            (i > 0 && (is(v, i - 1, "::") || is(v, i - 1, ".") || is(v, i - 1, "->"))))
+            continue;
+        if (!is(v, i + 1, "(") && c->nblocks != 0 && !rl_in_block(c, tk(v, i)->off))
             continue;
         if (c->nblocks == 0 || rl_in_block(c, tk(v, i)->off)) {
-            int rc = rl_add_edit(c, i, tk(v, i)->off, tk(v, i)->len,
-                                 async  ? "cuco_tx::symm_free_async"
-                                 : nccl ? "cuco_tx::symm_mem_free"
-                                        : "cuco_tx::symm_free");
+            rc = rl_add_edit(c, i, tk(v, i)->off, tk(v, i)->len,
+                             async  ? "cuco_tx::symm_free_async"
+                             : nccl ? "cuco_tx::symm_mem_free"
+                                    : "cuco_tx::symm_free");
             if (rc != 0)
                 return rc;
             continue;

@@ -28,6 +28,36 @@ static const char *const block_program =
     "// EVOLVE-BLOCK-END\n"
     "int main() { /* frozen harness */ return 0; }\n";
 
+/* frees inside a macro's text and a free named as a deleter go through the
+ * glue's free; a string that names cudaFree and frozen code stay */
+static void test_frees_in_macros_and_deleters(void **state)
+{
+    (void)state;
+    static const char prog[] =
+        "#include <nccl.h>\n"
+        "#include <memory>\n"
+        "#define SAFE_FREE(p) do { if (p) { cudaFree(p); (p) = NULL; } } while (0)\n"
+        "#define FREE_NAME \"cudaFree\"\n"
+        "int main() { ncclComm_t c; cudaStream_t s; float *a, *b;\n"
+        "  cudaMalloc(&a, 64); cudaMalloc(&b, 64);\n"
+        "  std::unique_ptr<float, decltype(&cudaFree)> o(b, &cudaFree);\n"
+        "  ncclAllReduce(a, a, 16, ncclFloat, ncclSum, c, s);\n"
+        "  SAFE_FREE(a); return 0; }\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("p.cu", prog, &r, &e), 0);
+    assert_non_null(r.program);
+    /* the #define line is the edit's statement: inside a block of its own */
+    assert_non_null(strstr(r.program, "// EVOLVE-BLOCK-START\n#define SAFE_FREE(p) do { if (p) { "
+                                      "cuco_tx::symm_free(p); (p) = NULL; } } while (0)\n"
+                                      "// EVOLVE-BLOCK-END"));
+    assert_non_null(strstr(r.program, "#define FREE_NAME \"cudaFree\""));
+    assert_non_null(strstr(r.program, "std::unique_ptr<float, decltype(&cuco_tx::symm_free)> "
+                                      "o(b, &cuco_tx::symm_free);"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
 static void test_allreduce_in_block(void **state)
 {
     (void)state;
@@ -1414,6 +1444,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_allreduce_in_block),
+        cmocka_unit_test(test_frees_in_macros_and_deleters),
         cmocka_unit_test(test_wraps_program_without_blocks),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_kept_calls),
