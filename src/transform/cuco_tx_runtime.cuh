@@ -432,25 +432,30 @@ inline cudaError_t symm_malloc_window(void** p, size_t bytes) {
   return cudaSuccess;
 }
 inline bool tell_once(bool& told, const char* what);
+// Whether the program's symmetric buffers are at their most: kMaxWins -
+// kGlueWins live windows (every rank allocates alike, so every rank gets
+// there at the same allocation). Its next buffers come from the allocator it
+// named, as without the transform: their collectives go through NCCL's own
+// (outside_windows), a receive into one fails with a message. Said once.
+inline bool windows_full() {
+  if (bufs().size() + spare_bufs().size() < (size_t)(kMaxWins - kGlueWins)) return false;
+  static bool told = false;
+  return tell_once(told, "more than 240 symmetric buffers live: the next ones come from the program's own "
+                         "allocator, and their collectives go through NCCL's own");
+}
 // Symmetric allocation: replaces cudaMalloc for buffers a collective needs in
 // a window. Returns a cudaError_t so the program's own checks still apply.
-// Past kMaxWins - kGlueWins live windows (every rank allocates alike, so
-// every rank gets there at the same allocation) the buffer is plain
-// cudaMalloc memory: its collectives go through NCCL's own
-// (outside_windows), a receive into it fails with a message.
 inline cudaError_t symm_malloc(void** p, size_t bytes) {
-  if (bufs().size() + spare_bufs().size() < (size_t)(kMaxWins - kGlueWins)) return symm_malloc_window(p, bytes);
-  static bool told = false;
-  tell_once(told, "more than 240 symmetric buffers live: the next ones are plain cudaMalloc memory, whose "
-                  "collectives go through NCCL's own");
-  return cudaMalloc(p, bytes);
+  return windows_full() ? cudaMalloc(p, bytes) : symm_malloc_window(p, bytes);
 }
 template <typename T> inline cudaError_t symm_malloc(T** p, size_t bytes) {
   return symm_malloc(reinterpret_cast<void**>(p), bytes);
 }
 // cudaMallocAsync's form: symmetric memory is allocated at once (every rank
 // in the same order), so the stream only orders nothing and is ignored.
-inline cudaError_t symm_malloc(void** p, size_t bytes, cudaStream_t) { return symm_malloc(p, bytes); }
+inline cudaError_t symm_malloc(void** p, size_t bytes, cudaStream_t s) {
+  return windows_full() ? cudaMallocAsync(p, bytes, s) : symm_malloc_window(p, bytes);
+}
 template <typename T> inline cudaError_t symm_malloc(T** p, size_t bytes, cudaStream_t s) {
   return symm_malloc(reinterpret_cast<void**>(p), bytes, s);
 }
@@ -535,6 +540,8 @@ inline ncclResult_t windows_register(ncclComm_t c) {
   for (Buf* b : bufs()) {
     if (b->registered) continue;
     cuco::Symm& s = b->symm;
+    if (x->freeWins.empty() && x->nwins >= kMaxWins)
+      return CUCO_TX_FAIL("more than 256 symmetric buffers on one communicator");
     if (ncclCommWindowRegister(c, b->base, s.bytes, &s.win, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess || !s.win)
       return CUCO_TX_FAIL("ncclCommWindowRegister failed (symmetric memory unavailable?)");
     s.comm = c;
@@ -547,8 +554,6 @@ inline ncclResult_t windows_register(ncclComm_t c) {
     s.barriers = kBarriers;
     s.rank = x->rank;
     s.nranks = x->nranks;
-    if (x->freeWins.empty() && x->nwins >= kMaxWins)
-      return CUCO_TX_FAIL("more than 256 symmetric buffers on one communicator");
     // every rank registers and releases alike, so the index is the same on every rank
     if (!x->freeWins.empty()) {
       b->winIdx = x->freeWins.back();
@@ -597,23 +602,23 @@ inline bool tell_once(bool& told, const char* what) {
   return true;
 }
 
-// The communicator the registered windows belong to, or null while none is
-// registered. Windows are registered with the communicator of the first
-// rewritten call that needs one, which every rank of an SPMD program reaches
-// alike, and stay with it until its teardown.
+// The communicator whose calls take the device path: the first one set up
+// that is still live (comm_setup runs right after each creation the
+// transform saw, in creation order, which every rank shares; otherwise at a
+// first use), or null while none is.
 inline ncclComm_t window_comm() {
-  for (const Buf* b : bufs())
-    if (b->registered) return b->symm.comm;
+  for (const Comm& x : comms())
+    if (x.live) return x.comm;
   return nullptr;
 }
 
-// Whether a rewritten call on comm goes through NCCL's own: the windows
-// belong to another communicator. The transform takes the calls of one
-// communicator to the device; where it could not tell two apart (elements
-// of an array of communicators made by ncclCommSplit, one that an accessor
-// returns), the other one's calls come here, and its buffers may be windows
-// of the first. Decided by the communicator alone, so both ends of a send
-// decide alike. Said once.
+// Whether a rewritten call on comm goes through NCCL's own: another
+// communicator takes the device path (window_comm). The transform takes the
+// calls of one communicator to the device; where it could not tell two
+// apart (elements of an array of communicators made by ncclCommSplit, one
+// that an accessor returns), the other one's calls come here, and its
+// buffers may be windows of the first. Decided by the communicator and the
+// order of the setups alone, so both ends of a send decide alike. Said once.
 inline bool on_host_comm(ncclComm_t comm) {
   ncclComm_t owner = window_comm();
   if (!comm || !owner || owner == comm) return false;

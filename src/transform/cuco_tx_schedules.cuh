@@ -351,11 +351,16 @@ inline ncclResult_t comm_release(Comm& x) {
 inline cudaError_t window_release(Buf* b) {
   if (b->registered && ncclCommWindowDeregister(b->symm.comm, b->symm.win) != ncclSuccess)
     return cudaErrorUnknown;
-  // its index is handed out again: a copy-engine send that learned it learns anew
+  // its index is handed out again: every copy-engine send of the
+  // communicator learns its destination anew, its read-backs in flight
+  // (which may name the index) taken as stale
   if (Comm* x = b->registered ? comm_find(b->symm.comm) : nullptr) {
     x->freeWins.push_back(b->winIdx);
-    for (SendDest* d : x->dests)
-      if (d->win == (uint64_t)b->winIdx) d->agreed = 0;
+    for (SendDest* d : x->dests) {
+      d->agreed = 0;
+      d->gap = true;
+      for (bool& g : d->gapBefore) g = true;
+    }
   }
   if (ncclMemFree(b->base) != ncclSuccess) return cudaErrorUnknown;
   delete b;

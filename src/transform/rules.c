@@ -702,6 +702,7 @@ static int run_rules(const cuco_tx_input *in, int p2p_host, p2p_retry *retry, cu
     cuco_strlist_free(&c.comm_names);
     cuco_strlist_free(&c.comm_texts);
     free(c.device_comm);
+    cuco_strlist_free(&c.call_comms);
     free(c.comm_lines);
     free(c.sched_toks);
     free(c.sched_group);

@@ -683,9 +683,50 @@ static const char *glue_free(const ctx *c, const char *w, size_t len)
     return NULL;
 }
 
+/* Where the comment or literal starting at q ends (q itself when none does),
+ * inside [q, e). */
+static const char *skip_comment_or_literal(const char *q, const char *e)
+{
+    if (q + 1 < e && q[0] == '/' && q[1] == '*') {
+        const char *r = q + 2;
+        while (r + 1 < e && !(r[0] == '*' && r[1] == '/'))
+            r++;
+        return r + 1 < e ? r + 2 : e;
+    }
+    if (q + 1 < e && q[0] == '/' && q[1] == '/')
+        return e;
+    if (*q == '"' || *q == '\'') {
+        const char *r = q + 1;
+        while (r < e && *r != *q)
+            r += *r == '\\' ? 2 : 1;
+        return r < e ? r + 1 : e;
+    }
+    return q;
+}
+
+/* Whether the word at w (after a) is qualified by an object or a scope
+ * other than the global one (`x.cudaFree`, `p->cudaFree`, `ns::cudaFree`;
+ * not `::cudaFree`). */
+static int member_or_scoped(const char *a, const char *w)
+{
+    const char *d = w;
+    while (d > a && (d[-1] == ' ' || d[-1] == '\t'))
+        d--;
+    if (d > a && (d[-1] == '.' || (d[-1] == '>' && d - a >= 2 && d[-2] == '-')))
+        return 1;
+    if (!(d - a >= 2 && d[-1] == ':' && d[-2] == ':'))
+        return 0;
+    d -= 2;
+    while (d > a && (d[-1] == ' ' || d[-1] == '\t'))
+        d--;
+    return d > a && (cuco_tx_ident_char(d[-1]) || d[-1] == '>');
+}
+
 /* The frees inside the #define lines of editable code (`#define SAFE_FREE(p)
  * do { cudaFree(p); p = NULL; } while (0)`): each through the glue's free,
- * which frees any other pointer as the original did. */
+ * which frees any other pointer as the original did. A macro that stands
+ * for a free itself (`#define cudaFree(p) ...`) is left as it is: the glue
+ * and the device library expand it too. */
 static int rewrite_macro_frees(ctx *c)
 {
     const cuco_lex *lx = &c->v.lx;
@@ -695,29 +736,29 @@ static int rewrite_macro_frees(ctx *c)
             (c->nblocks != 0 && !rl_in_block(c, t->off)))
             continue;
         const char *a = lx->src + t->off, *e = a + t->len;
-        for (const char *q = a; q < e; q++) {
-            if (*q == '"' || *q == '\'') { /* a literal: skipped */
-                char quote = *q;
-                for (q++; q < e && *q != quote; q++)
-                    q += *q == '\\';
+        const char *q = lx->src + t->dir_off + 6, *name;
+        while (q < e && (*q == ' ' || *q == '\t'))
+            q++;
+        for (name = q; q < e && cuco_tx_ident_char(*q);)
+            q++;
+        if (glue_free(c, name, (size_t)(q - name)))
+            continue;
+        for (; q < e; q++) {
+            const char *skip = skip_comment_or_literal(q, e);
+            if (skip != q) {
+                q = skip - 1;
                 continue;
             }
-            if (!cuco_tx_ident_char(*q) || (q > a && cuco_tx_ident_char(q[-1])))
+            if (!cuco_tx_ident_char(*q) || cuco_tx_ident_char(q[-1]))
                 continue;
             const char *w = q;
             while (q < e && cuco_tx_ident_char(*q))
                 q++;
             const char *to = glue_free(c, w, (size_t)(q - w));
-            int qualified = w - a >= 1 && (w[-1] == ':' || w[-1] == '.' || w[-1] == '>');
-            const char *d = w;
-            while (d > a && (d[-1] == ' ' || d[-1] == '\t'))
-                d--;
-            qualified |= d - a >= 6 && memcmp(d - 6, "define", 6) == 0; /* the macro's name */
             q--;
-            if (!to || qualified)
+            if (!to || member_or_scoped(a, w))
                 continue;
-            size_t off = (size_t)(w - lx->src);
-            int rc = rl_add_edit(c, 0, off, (size_t)(q + 1 - w), to);
+            int rc = rl_add_edit(c, 0, (size_t)(w - lx->src), (size_t)(q + 1 - w), to);
             if (rc != 0)
                 return rc;
             c->edits[c->nedits - 1].stmt_lo = t->off; /* the #define line is the statement */
@@ -725,6 +766,22 @@ static int rewrite_macro_frees(ctx *c)
         }
     }
     return 0;
+}
+
+/* Whether the free function named at token i is named as a value (a
+ * deleter): `&cudaFree` taken by an expression (`decltype(&cudaFree)`,
+ * `o(p, &cudaFree)`), or `cudaFree` alone after `,` or `=` (`f = cudaFree;`).
+ * Not a declarator (`cudaError_t (*cudaFree)(void *)`) nor a macro's
+ * argument (`LOAD(cudaFree)`), which may name something else. */
+static int free_named_as_value(const sview *v, size_t i)
+{
+    static const char *const before_amp[] = {"(", ",", "=", "{", "return", "?", ":", NULL};
+    static const char *const after[] = {")", ",", ";", "}", NULL};
+    if (i < 2)
+        return 0;
+    if (is(v, i - 1, "&"))
+        return in_words(v, i - 2, before_amp);
+    return (is(v, i - 1, ",") || is(v, i - 1, "=")) && in_words(v, i + 1, after);
 }
 
 int rl_rewrite_frees(ctx *c)
@@ -737,10 +794,12 @@ int rl_rewrite_frees(ctx *c)
         return rc;
     for (size_t i = 0; i + 1 < v->n; i++) {
         int async = is(v, i, "cudaFreeAsync"), nccl = c->nccl_mem && is(v, i, "ncclMemFree");
-        /* a call, or the function named (a deleter: `decltype(&cudaFree)`,
-         * `unique_ptr<float, ...>(p, cudaFree)`): the glue's free has its type */
+        /* a call (`::cudaFree(p)` too), or the function named as a value (a
+         * deleter): the glue's free has its type */
+        int global = i > 1 && is(v, i - 1, "::") && !ident(v, i - 2) && !is(v, i - 2, ">");
         if (!(async || nccl || is(v, i, "cudaFree")) ||
-            (i > 0 && (is(v, i - 1, "::") || is(v, i - 1, ".") || is(v, i - 1, "->"))))
+            (i > 0 && !global && (is(v, i - 1, "::") || is(v, i - 1, ".") || is(v, i - 1, "->"))) ||
+            !(is(v, i + 1, "(") || free_named_as_value(v, i)))
             continue;
         if (!is(v, i + 1, "(") && c->nblocks != 0 && !rl_in_block(c, tk(v, i)->off))
             continue;

@@ -137,6 +137,24 @@ static int other_comm_arg(const ctx *c, const args *a, int k)
     return named < c->v.n && !cuco_tok_is(&c->v.lx, tk(&c->v, named), c->device_comm);
 }
 
+/* Whether argument k of a communicator's creation makes one that no
+ * collective names, where the file makes several and the collectives name
+ * some: its device communicator is not set up there, so that the first one
+ * set up (whose calls take the device path, cuco_tx::window_comm) is one
+ * they use. */
+static int unused_comm_arg(const ctx *c, const args *a, int k)
+{
+    if (c->call_comms.n == 0 || c->creation_calls < 2 || a->n <= k)
+        return 0;
+    size_t named = rl_chain_last(&c->v, a->first[k], a->last[k]);
+    if (named >= c->v.n)
+        return 0;
+    for (size_t i = 0; i < c->call_comms.n; i++)
+        if (cuco_tok_is(&c->v.lx, tk(&c->v, named), c->call_comms.items[i]))
+            return 0;
+    return 1;
+}
+
 int rl_other_comm_kept(ctx *c, const args *a, size_t call_tok, const char *call, int group, int *rc)
 {
     cuco_strlist of = {0};
@@ -166,7 +184,16 @@ int rl_choose_device_comm(ctx *c)
     cuco_strlist names = {0}, p2p = {0};
     size_t *counts = NULL;
     int rc = 0;
+    static const char *const makers[] = {"ncclCommInitRank",
+                                         "ncclCommInitRankConfig",
+                                         "ncclCommSplit",
+                                         "ncclCommInitAll",
+                                         "ncclCommShrink",
+                                         "ncclCommInitRankScalable",
+                                         NULL};
     for (size_t i = 0; i + 1 < v->n && rc == 0; i++) {
+        if (in_words(v, i, makers) && rl_called_name(v, i))
+            c->creation_calls++;
         if (!in_words(v, i, rl_host_collectives) || !rl_called_name(v, i))
             continue;
         args a;
@@ -200,6 +227,10 @@ int rl_choose_device_comm(ctx *c)
     const char *pick = p2p.n == 1 ? p2p.items[0] : p2p.n == 0 && names.n ? names.items[best] : NULL;
     if (rc == 0 && names.n > 1 && pick && !(c->device_comm = cuco_strdup(pick)))
         rc = CUCO_ENOMEM;
+    if (rc == 0) {
+        c->call_comms = names;
+        names = (cuco_strlist){0};
+    }
     cuco_strlist_free(&names);
     cuco_strlist_free(&p2p);
     free(counts);
@@ -337,6 +368,12 @@ int rl_scan_comm_init(ctx *c, scan_state *st, size_t i, const char *name)
                                  "calls use '%s', its collectives stay host NCCL",
                                  name, c->device_comm);
     c->comm_creations++;
+    if (unused_comm_arg(c, &a, k))
+        return cuco_tx_notes_add(&c->r->notes, t->line, "setup",
+                                 "no device communicator set up after %s: no collective names "
+                                 "the one it makes (one a collective reaches otherwise is set up "
+                                 "at its first use)",
+                                 name);
     int nonblocking = strcmp(name, "ncclCommInitRank") != 0 ? nonblocking_line(c) : 0;
     if (st->group_depth > 0 || rl_in_loop(v, i) || threads_line(c))
         /* NCCL's own multi-device pattern: a communicator per GPU, made in a

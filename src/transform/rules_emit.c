@@ -175,9 +175,10 @@ static int window_timing_note(ctx *c)
                                               "loop, a lambda, or a function main does not call "
                                               "exactly once";
     return cuco_tx_notes_add(&c->r->notes, c->setup_line, "setup",
-                             "windows registered at their first use, with the communicator of "
-                             "that use, so every rank must reach a rewritten call (%s); a "
-                             "rewritten call on another communicator then goes through NCCL's own",
+                             "windows registered at their first use, so every rank must reach "
+                             "a rewritten call (%s); the calls of the communicator set up first "
+                             "take the device path, a rewritten call on another one goes "
+                             "through NCCL's own",
                              why);
 }
 
@@ -232,6 +233,7 @@ int rl_assemble(ctx *c, const char *text)
                 "// answering ncclResult_t like the calls they replace\n"
                 "namespace cuco_tx {\n"
                 "inline ncclResult_t symm_mem_alloc(void** p, size_t bytes) {\n"
+                "  if (windows_full()) return ncclMemAlloc(p, bytes);\n"
                 "  return symm_malloc(p, bytes) == cudaSuccess ? ncclSuccess : ncclSystemError;\n"
                 "}\n"
                 "template <typename T> inline ncclResult_t symm_mem_alloc(T** p, size_t bytes) {\n"

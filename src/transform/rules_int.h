@@ -99,11 +99,14 @@ typedef struct ctx {
     int capture_line;   /* the first stream capture into a CUDA graph (0: none) */
     char *device_comm;  /* with calls on several communicators, the one the device calls
                          * use (the others' collectives stay host NCCL); NULL: one or none */
-    size_t group_open;  /* the outermost ncclGroupStart of the group being scanned */
-    int p2p_group_refused; /* a call had to stay host NCCL in a group with point-to-point */
-    int p2p_comms_refused; /* point-to-point calls beside collectives on several communicators */
-    int p2p_host;          /* that group's line: every point-to-point call, and every group holding
-                            * one, stays host NCCL (0: they go to the device) */
+    cuco_strlist call_comms; /* the communicators the collectives name (helper parameters
+                              * resolved; an accessor's none) */
+    int creation_calls;      /* calls that make communicators, in the whole file */
+    size_t group_open;       /* the outermost ncclGroupStart of the group being scanned */
+    int p2p_group_refused;   /* a call had to stay host NCCL in a group with point-to-point */
+    int p2p_comms_refused;   /* point-to-point calls beside collectives on several communicators */
+    int p2p_host; /* that group's line: every point-to-point call, and every group holding
+                   * one, stays host NCCL (0: they go to the device) */
 } ctx;
 
 static inline int rl_line_of(const ctx *c, size_t i)
