@@ -109,6 +109,14 @@ check "mesh_axes: no device communicator set up for the world one, which no coll
     "$TMP/mesh_axes.nv.out"
 check "mesh_axes: the glue decides by the windows' communicator" \
     grep -qF "if (on_host_comm(comm) || outside_windows(recvbuff))" "$TMP/mesh_axes.nv/gen_0/mesh_axes.cu"
+# pipeline stages x tensor-parallel ranks (pp_tp_mesh): the stages' first
+# calls are on different communicators of one array; the world one, which
+# no collective names, gets no setup, so comms[TP], set up first on every
+# rank, takes the device path and comms[PP]'s calls go through NCCL's own
+"$CUCO_BIN" transform "$D/pp_tp_mesh" --workspace "$TMP/pp_tp_mesh.nv" --no-verify --quiet >"$TMP/pp_tp_mesh.nv.out" 2>&1
+check "pp_tp_mesh: transformed, no setup after the world communicator's creation" \
+    bash -c "grep -qF 'pp_tp_mesh.cu:64: setup: no device communicator set up after ncclCommInitRank' '$TMP/pp_tp_mesh.nv.out' &&
+             grep -qF 'pp_tp_mesh.cu:65: setup: device communicator created after ncclCommSplit' '$TMP/pp_tp_mesh.nv.out'"
 # gradients from cudaMallocManaged or cudaMalloc, chosen at run time
 # (managed_path): the cudaMalloc becomes symmetric, the managed one cannot,
 # and the glue sends a collective whose buffer lies in no window through
