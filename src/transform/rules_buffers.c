@@ -683,27 +683,6 @@ static const char *glue_free(const ctx *c, const char *w, size_t len)
     return NULL;
 }
 
-/* Where the comment or literal starting at q ends (q itself when none does),
- * inside [q, e). */
-static const char *skip_comment_or_literal(const char *q, const char *e)
-{
-    if (q + 1 < e && q[0] == '/' && q[1] == '*') {
-        const char *r = q + 2;
-        while (r + 1 < e && !(r[0] == '*' && r[1] == '/'))
-            r++;
-        return r + 1 < e ? r + 2 : e;
-    }
-    if (q + 1 < e && q[0] == '/' && q[1] == '/')
-        return e;
-    if (*q == '"' || *q == '\'') {
-        const char *r = q + 1;
-        while (r < e && *r != *q)
-            r += *r == '\\' ? 2 : 1;
-        return r < e ? r + 1 : e;
-    }
-    return q;
-}
-
 /* Whether the word at w (after a) is qualified by an object or a scope
  * other than the global one (`x.cudaFree`, `p->cudaFree`, `ns::cudaFree`;
  * not `::cudaFree`). */
@@ -744,7 +723,7 @@ static int rewrite_macro_frees(ctx *c)
         if (glue_free(c, name, (size_t)(q - name)))
             continue;
         for (; q < e; q++) {
-            const char *skip = skip_comment_or_literal(q, e);
+            const char *skip = cuco_tx_literal_end(a, q, e);
             if (skip != q) {
                 q = skip - 1;
                 continue;

@@ -187,39 +187,6 @@ static int is_param(const char *params, const char *body, const char *w, size_t 
     return 0;
 }
 
-/* The end of the string or character literal, or comment, that starts at
- * q (after from, before end); q itself when none starts there. A `'`
- * after a digit or a name's character is a digit separator (`1'024`); a
- * raw string (`R"x(...)x"`) ends at its delimiter. */
-static const char *literal_end(const char *from, const char *q, const char *end)
-{
-    if (*q == '\'' && q > from && cuco_tx_ident_char(q[-1]))
-        return q;
-    if (*q == '"' && q > from && q[-1] == 'R') {
-        const char *open = q + 1;
-        while (open < end && *open != '(')
-            open++;
-        size_t dl = (size_t)(open - q - 1);
-        for (const char *r = open; r + dl + 1 < end; r++)
-            if (*r == ')' && memcmp(r + 1, q + 1, dl) == 0 && r[dl + 1] == '"')
-                return r + dl + 2;
-        return end;
-    }
-    if (*q == '"' || *q == '\'') {
-        const char *r = q + 1;
-        while (r < end && *r != *q)
-            r += *r == '\\' ? 2 : 1;
-        return r < end ? r + 1 : end;
-    }
-    if (q + 1 < end && q[0] == '/' && q[1] == '*') {
-        const char *r = q + 2;
-        while (r + 1 < end && !(r[0] == '*' && r[1] == '/'))
-            r++;
-        return r + 1 < end ? r + 2 : end;
-    }
-    return q;
-}
-
 static int reach_text(const sview *v, const char *w, size_t len, int depth, cuco_strlist *heads,
                       unsigned *reach)
 {
@@ -230,7 +197,7 @@ static int reach_text(const sview *v, const char *w, size_t len, int depth, cuco
     if (d->count > 1)
         *reach |= SCAN_MACRO_OPAQUE; /* #undef and #define again, or #ifdef branches */
     for (const char *q = body; q < end;) {
-        const char *lit = literal_end(body, q, end); /* "%s failed\n" names nothing */
+        const char *lit = cuco_tx_literal_end(body, q, end); /* "%s failed\n" names nothing */
         if (lit != q) {
             q = lit;
             continue;
@@ -348,7 +315,7 @@ int scan_macro_arg_read(const sview *v, size_t name, int k)
     if (!param_name(params, body, k, &w, &len))
         return 0;
     for (const char *q = body; q + len <= end; q++) {
-        const char *skip = literal_end(body, q, end);
+        const char *skip = cuco_tx_literal_end(body, q, end);
         if (skip != q) {
             q = skip - 1;
             continue;

@@ -540,3 +540,39 @@ int cuco_tx_insert_root(struct cuco_db *db, const cuco_tx_root *root, int64_t *p
     free(knobs);
     return rc;
 }
+
+/* The end of the string or character literal, or comment, that starts at
+ * q (after from, before end); q itself when none starts there. A `//`
+ * comment runs to end. A `'`
+ * after a digit or a name's character is a digit separator (`1'024`); a
+ * raw string (`R"x(...)x"`) ends at its delimiter. */
+const char *cuco_tx_literal_end(const char *from, const char *q, const char *end)
+{
+    if (*q == '\'' && q > from && cuco_tx_ident_char(q[-1]))
+        return q;
+    if (*q == '"' && q > from && q[-1] == 'R') {
+        const char *open = q + 1;
+        while (open < end && *open != '(')
+            open++;
+        size_t dl = (size_t)(open - q - 1);
+        for (const char *r = open; r + dl + 1 < end; r++)
+            if (*r == ')' && memcmp(r + 1, q + 1, dl) == 0 && r[dl + 1] == '"')
+                return r + dl + 2;
+        return end;
+    }
+    if (*q == '"' || *q == '\'') {
+        const char *r = q + 1;
+        while (r < end && *r != *q)
+            r += *r == '\\' ? 2 : 1;
+        return r < end ? r + 1 : end;
+    }
+    if (q + 1 < end && q[0] == '/' && q[1] == '/')
+        return end;
+    if (q + 1 < end && q[0] == '/' && q[1] == '*') {
+        const char *r = q + 2;
+        while (r + 1 < end && !(r[0] == '*' && r[1] == '/'))
+            r++;
+        return r + 1 < end ? r + 2 : end;
+    }
+    return q;
+}

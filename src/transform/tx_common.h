@@ -19,6 +19,12 @@ static inline int cuco_tx_ident_char(char ch)
     return ch == '_' || (ch >= '0' && ch <= '9') || ((ch | 32) >= 'a' && (ch | 32) <= 'z');
 }
 
+/* The end of the string or character literal, or comment, that starts at
+ * q (after from, before end); q itself when none starts there (a `'` after
+ * a name's character is a digit separator, `1'024`; a raw string ends at
+ * its delimiter; a `//` comment at end). */
+const char *cuco_tx_literal_end(const char *from, const char *q, const char *end);
+
 /* 1 when a GPU is visible (/dev/nvidia0 or nvidia-smi on PATH). */
 int cuco_tx_have_gpu(void);
 /* Unified diff seed -> program (diff -u, labels a/LABEL b/LABEL); *out
