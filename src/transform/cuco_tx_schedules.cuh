@@ -281,6 +281,9 @@ inline ncclResult_t scatter(const void* sendbuff, void* recvbuff, size_t count, 
   int n = 0, me = comm_rank(comm);
   size_t es = dtype_size(datatype);
   if (!es || ncclCommCount(comm, &n) != ncclSuccess) return CUCO_TX_FAIL("scatter: bad arguments");
+  // every rank receives into recvbuff: every rank decides alike
+  if (outside_windows(recvbuff))
+    return kept_in_group(::ncclScatter, sendbuff, recvbuff, count, datatype, root, comm, stream);
   group_start();
   ncclResult_t r = ncclSuccess;
   if (me == root)
