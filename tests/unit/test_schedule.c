@@ -1249,6 +1249,25 @@ static void test_scan_prefetch_reads(void **state)
         cuco_tx_result_free(&r);
         free(prog);
     }
+    /* the call's own statement names the buffer beside the call */
+    static const char *const comma =
+        "#include <nccl.h>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "static void fwd(float **shard, float *full, size_t n, int L, ncclComm_t c,\n"
+        "                cudaStream_t s) {\n"
+        "  for (int l = 0; l < L; l++) {\n"
+        "    ncclAllGather(shard[l], full, n, ncclFloat, c, s), k<<<1, 32, 0, s>>>(full, n);\n"
+        "    k<<<1, 32, 0, s>>>(full, n);\n"
+        "  }\n"
+        "}\n"
+        "int main() { float *sh[4], *full; ncclComm_t c; cudaStream_t s;\n"
+        "  for (int i = 0; i < 4; i++) cudaMalloc(&sh[i], 64);\n"
+        "  cudaMalloc(&full, 128); fwd(sh, full, 16, 4, c, s); return 0; }\n";
+    cuco_tx_result r;
+    tx_transform(comma, &r);
+    assert_true(tx_has_schedule_note(&r.notes, 6, "(not read in place: the call's own statement names"));
+    assert_null(r.program ? strstr(r.program, "cuco_tx::prefetched(0, full)") : NULL);
+    cuco_tx_result_free(&r);
 }
 
 static void test_scan_prefetch_next(void **state)
