@@ -217,7 +217,10 @@ struct P2pOp {
   size_t msgBytes;  // the whole message's bytes when the op is one of its pieces
 };
 
-inline std::vector<Buf*>& bufs() { static std::vector<Buf*> v; return v; }
+// The runtime's lists are never destroyed: a program's global object whose
+// destructor frees a symmetric buffer (a unique_ptr with the glue's free as
+// its deleter) may run after function-local statics are gone.
+inline std::vector<Buf*>& bufs() { static std::vector<Buf*>* v = new std::vector<Buf*>; return *v; }
 // Windows the program freed, kept registered for its next allocation of the
 // same size (symm_free, symm_malloc): a buffer made and freed every step
 // costs no collective registration after the first. At most kSpareWindows,
@@ -225,7 +228,7 @@ inline std::vector<Buf*>& bufs() { static std::vector<Buf*> v; return v; }
 // communicator. Every rank frees and allocates in the same order, so every
 // rank takes the same spare.
 constexpr size_t kSpareWindows = 4;
-inline std::vector<Buf*>& spare_bufs() { static std::vector<Buf*> v; return v; }
+inline std::vector<Buf*>& spare_bufs() { static std::vector<Buf*>* v = new std::vector<Buf*>; return *v; }
 // What a later part of the glue holds per communicator (windows of its
 // own, streams) is released by a hook it registers once; comm_teardown runs
 // the hooks first, on every rank in the same order.
@@ -236,7 +239,7 @@ inline void on_teardown(TeardownHook h) {
     if (x == h) return;
   teardown_hooks().push_back(h);
 }
-inline std::vector<Comm>& comms() { static std::vector<Comm> v; return v; }
+inline std::vector<Comm>& comms() { static std::vector<Comm>* v = new std::vector<Comm>; return *v; }
 inline std::vector<P2pOp>& pending() { static std::vector<P2pOp> v; return v; }
 inline int& group_depth() { static int d = 0; return d; }
 
