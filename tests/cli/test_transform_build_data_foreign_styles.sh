@@ -102,7 +102,7 @@ check "mesh_axes: transformed (exit 0), both axes' calls rewritten" \
     bash -c "grep -qF 'mesh_axes.cu:100: rewrite: ncclAllReduce -> cuco_tx::all_reduce' '$TMP/mesh_axes.nv.out' &&
              grep -qF 'mesh_axes.cu:101: rewrite: ncclAllGather -> cuco_tx::all_gather' '$TMP/mesh_axes.nv.out'"
 check "mesh_axes: the setup note says a second communicator's calls go through NCCL" \
-    grep -qF "mesh_axes.cu:71: setup: windows registered at their first use, so every rank must reach a rewritten call (the file makes 2 communicators); the calls of the communicator set up first take the device path, a rewritten call on another one goes through NCCL's own" \
+    grep -qF "mesh_axes.cu:71: setup: windows registered at their first use, so every rank must reach a rewritten call (the file makes 3 communicators); the calls of the communicator set up first take the device path, a rewritten call on another one goes through NCCL's own" \
     "$TMP/mesh_axes.nv.out"
 check "mesh_axes: no device communicator set up for the world one, which no collective names" \
     grep -qF "mesh_axes.cu:68: setup: no device communicator set up after ncclCommInitRank: no collective names the one it makes" \
