@@ -711,16 +711,17 @@ static int rewrite_macro_frees(ctx *c)
     const cuco_lex *lx = &c->v.lx;
     for (size_t k = 0; k < lx->ntoks; k++) {
         const cuco_tok *t = &lx->toks[k];
-        if (!cuco_tok_directive(lx->src, t, "define") ||
-            (c->nblocks != 0 && !rl_in_block(c, t->off)))
+        if (!cuco_tok_directive(lx->src, t, "define"))
             continue;
+        int frozen = c->nblocks != 0 && !rl_in_block(c, t->off);
         const char *a = lx->src + t->off, *e = a + t->len;
         const char *q = lx->src + t->dir_off + 6, *name;
         while (q < e && (*q == ' ' || *q == '\t'))
             q++;
         for (name = q; q < e && cuco_tx_ident_char(*q);)
             q++;
-        if (glue_free(c, name, (size_t)(q - name)))
+        int name_len = (int)(q - name);
+        if (glue_free(c, name, (size_t)name_len))
             continue;
         for (; q < e; q++) {
             const char *skip = cuco_tx_literal_end(a, q, e);
@@ -737,6 +738,17 @@ static int rewrite_macro_frees(ctx *c)
             q--;
             if (!to || member_or_scoped(a, w))
                 continue;
+            if (frozen) { /* said once for the macro: nothing of it is edited */
+                int rc = cuco_tx_notes_add(
+                    &c->r->notes, t->line, "note",
+                    "macro %.*s frees with %.*s in frozen code, where it is not rewritten: a "
+                    "symmetric buffer freed through it fails (its free returns an error and its "
+                    "window stays registered)",
+                    name_len, name, (int)(q + 1 - w), w);
+                if (rc != 0)
+                    return rc;
+                break;
+            }
             int rc = rl_add_edit(c, 0, (size_t)(w - lx->src), (size_t)(q + 1 - w), to);
             if (rc != 0)
                 return rc;

@@ -86,6 +86,29 @@ static void test_frees_left_alone(void **state)
     cuco_err_clear(&e);
 }
 
+/* a free inside a frozen macro is not rewritten: the report says so */
+static void test_frozen_macro_free_noted(void **state)
+{
+    (void)state;
+    static const char prog[] = "#include <nccl.h>\n"
+                               "#define SAFE_FREE(p) do { cudaFree(p); (p) = NULL; } while (0)\n"
+                               "int main() {\n"
+                               "  ncclComm_t c; cudaStream_t s; float *a;\n"
+                               "// EVOLVE-BLOCK-START\n"
+                               "  cudaMalloc(&a, 64);\n"
+                               "  ncclAllReduce(a, a, 16, ncclFloat, ncclSum, c, s);\n"
+                               "  SAFE_FREE(a);\n"
+                               "// EVOLVE-BLOCK-END\n"
+                               "  return 0;\n"
+                               "}\n";
+    cuco_tx_result r;
+    cuco_err e = CUCO_ERR_INIT;
+    assert_int_equal(cuco_transform_rules("p.cu", prog, &r, &e), 0);
+    assert_true(tx_has_note(&r.notes, "note", 2, "macro SAFE_FREE frees with cudaFree in frozen code"));
+    cuco_tx_result_free(&r);
+    cuco_err_clear(&e);
+}
+
 static void test_allreduce_in_block(void **state)
 {
     (void)state;
@@ -1476,6 +1499,7 @@ int main(void)
         cmocka_unit_test(test_allreduce_in_block),
         cmocka_unit_test(test_frees_in_macros_and_deleters),
         cmocka_unit_test(test_frees_left_alone),
+        cmocka_unit_test(test_frozen_macro_free_noted),
         cmocka_unit_test(test_wraps_program_without_blocks),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_kept_calls),
