@@ -70,14 +70,15 @@ static int member(const code *c, size_t i)
     return i > 0 && (is(c, i - 1, ".") || is(c, i - 1, "->") || is(c, i - 1, "::"));
 }
 
-/* Last identifier of the leading lvalue chain of each argument from..nargs-1
- * (the buffers), appended to names. */
 /* Words of a cast before an argument's buffer (`(void *)recvbuff`,
  * `static_cast<float *>(x)`): no buffer's name. */
 static const char *const cast_words[] = {
     "void",   "const",  "volatile", "float",         "double",           "int",        "char",
     "long",   "short",  "unsigned", "signed",        "static_cast",      "const_cast", "size_t",
     "struct", "__half", "half",     "__nv_bfloat16", "reinterpret_cast", NULL};
+
+/* Last identifier of the leading lvalue chain of each argument from..nargs-1
+ * (the buffers, cast words skipped), appended to names. */
 
 static int arg_bases(const code *c, size_t open, int from, int nargs, cuco_strlist *names)
 {

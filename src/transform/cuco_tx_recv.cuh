@@ -338,6 +338,12 @@ inline ncclResult_t prefetch_issue(PrefRec* r, const PrefSite& ps, ncclDataType_
   return ncclSuccess;
 }
 
+// The site's record when a call of it made one, else null (made by none).
+inline PrefRec* pref_rec_of(int site) {
+  std::vector<PrefRec>& v = pref_recs();
+  return site >= 0 && (size_t)site < v.size() ? &v[(size_t)site] : nullptr;
+}
+
 // At the entry of the site's loop (before its `for`): a prefetch that an
 // earlier run of the loop made and no call took (the loop left early) is
 // dropped, so that no later call takes data gathered before the loop began.
@@ -353,14 +359,12 @@ inline void prefetch_drop(int site, int on) {
 // buffer, so that the buffer holds the last gather (and what the body
 // wrote into it) whichever iteration was the last.
 inline void prefetch_settle(int site, int on) {
-  std::vector<PrefRec>& v = pref_recs();
-  if (!on || site < 0 || (size_t)site >= v.size()) return;
-  PrefRec& r = v[(size_t)site];
-  if (r.cur < 0 || !r.wins[r.cur]) return;
-  if (cudaMemcpyAsync(r.curRecv, r.wins[r.cur]->base, r.curBytes, cudaMemcpyDeviceToDevice, r.curStream) !=
+  PrefRec* r = on ? pref_rec_of(site) : nullptr;
+  if (!r || r->cur < 0 || !r->wins[r->cur]) return;
+  if (cudaMemcpyAsync(r->curRecv, r->wins[r->cur]->base, r->curBytes, cudaMemcpyDeviceToDevice, r->curStream) !=
       cudaSuccess)
     CUCO_TX_FAIL("prefetch_next: copying the window read in place after the loop failed");
-  r.cur = -1;
+  r->cur = -1;
 }
 
 // What the body reads for the receive buffer p of the site's call: the
@@ -368,11 +372,9 @@ inline void prefetch_settle(int site, int on) {
 // otherwise.
 template <typename T>
 inline T* prefetched(int site, T* p) {
-  std::vector<PrefRec>& v = pref_recs();
-  if (site < 0 || (size_t)site >= v.size()) return p;
-  const PrefRec& r = v[(size_t)site];
-  if (r.cur < 0 || r.curRecv != static_cast<const void*>(p) || !r.wins[r.cur]) return p;
-  return static_cast<T*>(r.wins[r.cur]->base);
+  const PrefRec* r = pref_rec_of(site);
+  if (!r || r->cur < 0 || r->curRecv != static_cast<const void*>(p) || !r->wins[r->cur]) return p;
+  return static_cast<T*>(r->wins[r->cur]->base);
 }
 
 // Whether the call's gather of `bytes` into recv may be read in place: the
@@ -392,8 +394,10 @@ inline ncclResult_t all_gather(PrefSite ps, const void* sendbuff, void* recvbuff
   bool ready = r && r->ready;
   bool hit = ready && r->send == sendbuff && r->count == sendcount && r->dt == datatype && r->comm == comm;
   bool unused = r && ((ready && !hit) || r->dropped);
-  if (r) r->ready = r->dropped = false;
-  if (r) r->cur = -1;
+  if (r) {
+    r->ready = r->dropped = false;
+    r->cur = -1;
+  }
   // a prefetch this call does not take is finished first: no two gathers of
   // the site in flight at once
   if (unused && cudaStreamWaitEvent(stream, r->done, 0) != cudaSuccess)

@@ -643,6 +643,10 @@ inline bool outside_windows(const void* p) {
                          "through NCCL's own");
 }
 
+// Whether a collective on comm whose buffer in a window would be p goes
+// through NCCL's own (on_host_comm, outside_windows).
+inline bool to_nccl(ncclComm_t comm, const void* p) { return on_host_comm(comm) || outside_windows(p); }
+
 // Whether `stream` is being captured into a CUDA graph. A graph replays its
 // nodes with the arguments they had when captured, while the device paths
 // number their point-to-point calls and copy-engine rendezvous on the host
@@ -690,7 +694,7 @@ inline ncclResult_t all_gather(const void* sendbuff, void* recvbuff, size_t send
   bool captured = capturing(stream);
   if (captured && !replayable_on_device(recvbuff, bytes, comm, true))
     return ::ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
-  if (on_host_comm(comm) || outside_windows(recvbuff))
+  if (to_nccl(comm, recvbuff))
     return kept_in_group(::ncclAllGather, sendbuff, recvbuff, sendcount, datatype, comm, stream);
   group_member(stream);
   Comm* x = nullptr;
@@ -787,7 +791,7 @@ inline ncclResult_t reduce_scatter(const void* sendbuff, void* recvbuff, size_t 
                                    cudaStream_t stream) {
   if (capturing(stream) && !replayable_on_device(sendbuff, recvcount * dtype_size(datatype), comm, true))
     return ::ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
-  if (on_host_comm(comm) || outside_windows(sendbuff))
+  if (to_nccl(comm, sendbuff))
     return kept_in_group(::ncclReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
   group_member(stream);
   if (!device_reduces(op, datatype)) {

@@ -202,7 +202,7 @@ inline ncclResult_t all_to_all(const void* sendbuff, void* recvbuff, size_t coun
   int n = 0;
   size_t es = dtype_size(datatype);
   if (!es || ncclCommCount(comm, &n) != ncclSuccess) return CUCO_TX_FAIL("all_to_all: bad arguments");
-  if (capturing(stream) || on_host_comm(comm) || outside_windows(recvbuff)) {  // NCCL's own
+  if (capturing(stream) || to_nccl(comm, recvbuff)) {  // NCCL's own
     made_forget(recvbuff, (size_t)n * count * es);
     return kept_in_group(::ncclAlltoAll, sendbuff, recvbuff, count, datatype, comm, stream);
   }
@@ -241,7 +241,7 @@ inline ncclResult_t broadcast(const void* sendbuff, void* recvbuff, size_t count
                               int root, ncclComm_t comm, cudaStream_t stream) {
   int n = 0, me = comm_rank(comm);
   if (ncclCommCount(comm, &n) != ncclSuccess) return CUCO_TX_FAIL("broadcast: bad communicator");
-  if (on_host_comm(comm) || outside_windows(recvbuff))
+  if (to_nccl(comm, recvbuff))
     return kept_in_group(::ncclBroadcast, sendbuff, recvbuff, count, datatype, root, comm, stream);
   group_start();
   ncclResult_t r = ncclSuccess;
@@ -673,7 +673,6 @@ inline ncclResult_t all_gather(SplitSite ss, const void* sendbuff, void* recvbuf
   if (!r || on_host_comm(comm) || !buf_find(recvbuff, 1))
     return all_gather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
   group_member(stream);
-  r->fresh = false;
   size_t es = dtype_size(datatype);
   Comm* x = nullptr;
   if (!es) return CUCO_TX_FAIL("all_gather: unsupported data type");

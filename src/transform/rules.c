@@ -269,7 +269,7 @@ static const char capture_note[] =
     "replay synchronises afresh); calls made outside a capture keep the device paths; no "
     "schedule is applied";
 
-static const char *const comm_makers[] = {
+const char *const rl_comm_makers[] = {
     "ncclCommInitRank", "ncclCommInitRankConfig",   "ncclCommSplit",
     "ncclCommShrink",   "ncclCommInitRankScalable", NULL};
 
@@ -285,7 +285,7 @@ static int group_makes_comms_only(const sview *v, size_t open)
     for (size_t i = open + 1; i < end; i++) {
         if (!rl_called_name(v, i))
             continue;
-        if (in_words(v, i, comm_makers))
+        if (in_words(v, i, rl_comm_makers))
             makes = 1;
         else if (in_words(v, i, rl_host_collectives))
             return 0;

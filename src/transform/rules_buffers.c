@@ -714,28 +714,14 @@ static int rewrite_macro_frees(ctx *c)
         if (!cuco_tok_directive(lx->src, t, "define"))
             continue;
         int frozen = c->nblocks != 0 && !rl_in_block(c, t->off);
-        const char *a = lx->src + t->off, *e = a + t->len;
-        const char *q = lx->src + t->dir_off + 6, *name;
-        while (q < e && (*q == ' ' || *q == '\t'))
-            q++;
-        for (name = q; q < e && cuco_tx_ident_char(*q);)
-            q++;
-        int name_len = (int)(q - name);
-        if (glue_free(c, name, (size_t)name_len))
+        const char *a = lx->src + t->off, *e = a + t->len, *w;
+        size_t name_len, n;
+        const char *name = cuco_tx_define_name(lx->src + t->dir_off + 6, e, &name_len);
+        if (glue_free(c, name, name_len))
             continue;
-        for (; q < e; q++) {
-            const char *skip = cuco_tx_literal_end(a, q, e);
-            if (skip != q) {
-                q = skip - 1;
-                continue;
-            }
-            if (!cuco_tx_ident_char(*q) || cuco_tx_ident_char(q[-1]))
-                continue;
-            const char *w = q;
-            while (q < e && cuco_tx_ident_char(*q))
-                q++;
-            const char *to = glue_free(c, w, (size_t)(q - w));
-            q--;
+        for (const char *q = name + name_len; (w = cuco_tx_next_name(a, q, e, &n)) != NULL;
+             q = w + n) {
+            const char *to = glue_free(c, w, n);
             if (!to || member_or_scoped(a, w))
                 continue;
             if (frozen) { /* said once for the macro: nothing of it is edited */
@@ -744,12 +730,12 @@ static int rewrite_macro_frees(ctx *c)
                     "macro %.*s frees with %.*s in frozen code, where it is not rewritten: a "
                     "symmetric buffer freed through it fails (its free returns an error and its "
                     "window stays registered)",
-                    name_len, name, (int)(q + 1 - w), w);
+                    (int)name_len, name, (int)n, w);
                 if (rc != 0)
                     return rc;
                 break;
             }
-            int rc = rl_add_edit(c, 0, (size_t)(w - lx->src), (size_t)(q + 1 - w), to);
+            int rc = rl_add_edit(c, 0, (size_t)(w - lx->src), n, to);
             if (rc != 0)
                 return rc;
             c->edits[c->nedits - 1].stmt_lo = t->off; /* the #define line is the statement */
@@ -784,21 +770,18 @@ int rl_rewrite_frees(ctx *c)
     if (rc != 0)
         return rc;
     for (size_t i = 0; i + 1 < v->n; i++) {
-        int async = is(v, i, "cudaFreeAsync"), nccl = c->nccl_mem && is(v, i, "ncclMemFree");
+        const char *to = glue_free(c, v->src + tk(v, i)->off, tk(v, i)->len);
         /* a call (`::cudaFree(p)` too), or the function named as a value (a
          * deleter): the glue's free has its type */
         int global = i > 1 && is(v, i - 1, "::") && !ident(v, i - 2) && !is(v, i - 2, ">");
-        if (!(async || nccl || is(v, i, "cudaFree")) ||
+        if (!to ||
             (i > 0 && !global && (is(v, i - 1, "::") || is(v, i - 1, ".") || is(v, i - 1, "->"))) ||
             !(is(v, i + 1, "(") || free_named_as_value(v, i)))
             continue;
         if (!is(v, i + 1, "(") && c->nblocks != 0 && !rl_in_block(c, tk(v, i)->off))
             continue;
         if (c->nblocks == 0 || rl_in_block(c, tk(v, i)->off)) {
-            rc = rl_add_edit(c, i, tk(v, i)->off, tk(v, i)->len,
-                             async  ? "cuco_tx::symm_free_async"
-                             : nccl ? "cuco_tx::symm_mem_free"
-                                    : "cuco_tx::symm_free");
+            rc = rl_add_edit(c, i, tk(v, i)->off, tk(v, i)->len, to);
             if (rc != 0)
                 return rc;
             continue;
@@ -810,7 +793,7 @@ int rl_rewrite_frees(ctx *c)
             char *nm = cuco_strndup(v->src + tk(v, last)->off, tk(v, last)->len);
             if (nm && rl_name_seen(&c->symm_names, nm))
                 rl_refuse(c, tk(v, i)->line, "%s(%s) of a symmetric buffer is in frozen code",
-                          nccl ? "ncclMemFree" : "cudaFree", nm);
+                          is(v, i, "ncclMemFree") ? "ncclMemFree" : "cudaFree", nm);
             free(nm);
         }
     }

@@ -184,15 +184,8 @@ int rl_choose_device_comm(ctx *c)
     cuco_strlist names = {0}, p2p = {0};
     size_t *counts = NULL;
     int rc = 0;
-    static const char *const makers[] = {"ncclCommInitRank",
-                                         "ncclCommInitRankConfig",
-                                         "ncclCommSplit",
-                                         "ncclCommInitAll",
-                                         "ncclCommShrink",
-                                         "ncclCommInitRankScalable",
-                                         NULL};
     for (size_t i = 0; i + 1 < v->n && rc == 0; i++) {
-        if (in_words(v, i, makers) && rl_called_name(v, i))
+        if ((in_words(v, i, rl_comm_makers) || is(v, i, "ncclCommInitAll")) && rl_called_name(v, i))
             c->creation_calls++;
         if (!in_words(v, i, rl_host_collectives) || !rl_called_name(v, i))
             continue;

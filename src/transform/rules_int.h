@@ -157,6 +157,8 @@ typedef struct p2p_collective {
 /* The host NCCL collectives and point-to-point calls the rules read
  * (NULL-terminated). */
 extern const char *const rl_host_collectives[];
+/* The calls that make a communicator (rules.c; ncclCommInitAll aside). */
+extern const char *const rl_comm_makers[];
 /* The collectives the runtime builds from point-to-point calls ({NULL}
  * ends the table). */
 extern const p2p_collective rl_p2p_collectives[];

@@ -761,7 +761,7 @@ int scan_alias_pairs(fn_scope *f, const sview *v, size_t a, size_t b)
     int rc = 0;
     for (size_t i = a; i < b && rc == 0; i++) {
         cuco_strlist rhs = {0};
-        size_t lhs = v->n;
+        size_t lhs = v->n, open;
         pair_kind kind = PAIR_ALIAS;
         if (is(v, i, "=")) {
             rc = assignment(f, v, i, b);
@@ -776,10 +776,9 @@ int scan_alias_pairs(fn_scope *f, const sview *v, size_t a, size_t b)
             lhs = i;
             kind = is_object(f, v, i) ? PAIR_HOLDS : PAIR_ALIAS;
             rc = heads_but_scalar_members(v, i + 2, close_of(v, i + 1), &rhs);
-        } else if (i > a && brace_declarator(v, i) < v->n) {
+        } else if (i > a && (open = brace_declarator(v, i)) < v->n) {
             /* a pointer or an array declared with its initialiser in braces:
              * "float *w{y};", "float *ws[]{x, y};" */
-            size_t open = brace_declarator(v, i);
             lhs = i;
             rc = heads_but_scalar_members(v, open + 1, close_of(v, open), &rhs);
         } else if (is(v, i, "swap") && is(v, i + 1, "(") && ident(v, i + 2)) {

@@ -152,8 +152,8 @@ int sched_prefetch_view(const sview *v, size_t call_off, const char *api, int si
                         cuco_err *e);
 /* prefetch_next's reads in place (sched_prefetch_reads.c): the edits that
  * write each use of the call's receive buffer after it in the loop's body
- * cuco_tx::prefetched(site, buf), into p; *why (owned) says why not, and
- * then no edit is made. */
+ * cuco_tx::prefetched(site, buf), and cuco_tx::prefetch_settle after the
+ * loop, into p; *why (owned) says why not, and then no edit is made. */
 int sched_prefetch_reads(const scan *s, int site, cuco_sched_plan *p, char **why);
 int send_made_scan_view(const sview *v, size_t call_off, int site,
                         int (*editable)(void *ctx, size_t off), void *ctx,

@@ -63,15 +63,12 @@ static int index_lex(macro_index *ix, const cuco_lex *lx)
         const cuco_tok *t = &lx->toks[k];
         if (!cuco_tok_directive(lx->src, t, "define"))
             continue;
-        const char *q = lx->src + t->dir_off + 6, *e = lx->src + t->off + t->len;
-        while (q < e && (*q == ' ' || *q == '\t'))
-            q++;
-        const char *name = q;
-        while (q < e && cuco_tx_ident_char(*q))
-            q++;
-        if (q == name)
+        const char *e = lx->src + t->off + t->len;
+        size_t len;
+        const char *name = cuco_tx_define_name(lx->src + t->dir_off + 6, e, &len), *q = name + len;
+        if (len == 0)
             continue;
-        macro_def *d = def_named(ix, name, (size_t)(q - name));
+        macro_def *d = def_named(ix, name, len);
         if (d) {
             d->count++;
             continue;
@@ -81,8 +78,7 @@ static int index_lex(macro_index *ix, const cuco_lex *lx)
             return CUCO_ENOMEM;
         ix->defs = grown;
         d = &ix->defs[ix->n++];
-        *d =
-            (macro_def){.name = name, .len = (size_t)(q - name), .params = q, .end = e, .count = 1};
+        *d = (macro_def){.name = name, .len = len, .params = q, .end = e, .count = 1};
         if (q < e && *q == '(')
             while (q < e && *q != ')')
                 q++;
@@ -314,17 +310,9 @@ int scan_macro_arg_read(const sview *v, size_t name, int k)
     size_t len;
     if (!param_name(params, body, k, &w, &len))
         return 0;
-    for (const char *q = body; q + len <= end; q++) {
-        const char *skip = cuco_tx_literal_end(body, q, end);
-        if (skip != q) {
-            q = skip - 1;
-            continue;
-        }
-        if (memcmp(q, w, len) != 0 || (q > body && cuco_tx_ident_char(q[-1])) ||
-            (q + len < end && cuco_tx_ident_char(q[len])))
-            continue;
-        if (use_not_read(body, q, len, end))
+    size_t n;
+    for (const char *q = body; (q = cuco_tx_next_name(body, q, end, &n)) != NULL; q += n)
+        if (n == len && memcmp(q, w, len) == 0 && use_not_read(body, q, len, end))
             return 0;
-    }
     return 1;
 }

@@ -259,17 +259,6 @@ static int prefetch_edit(const scan *s, const loop_shape *L, int site, const cha
     p->knob_default = no_reads ? 1 : 2;
     if (!no_reads)
         snprintf(reads, sizeof reads, "CUCO_PREF_%d > 1", site);
-    /* a loop that ends before its condition said (a flag the body sets
-     * through a reference or a callee) leaves the last read window
-     * uncopied: it is copied after the loop */
-    char *settle =
-        no_reads ? NULL : cuco_sprintf(" cuco_tx::prefetch_settle(%d, CUCO_PREF_%d);", site, site);
-    if (rc == 0 && !no_reads)
-        rc = settle ? scan_plan_edit(p, tk(v, s->block_end)->off + 1, 0, settle,
-                                     tk(v, s->block_end)->off)
-                    : CUCO_ENOMEM;
-    else
-        free(settle);
     if (rc == 0)
         rc = scan_plan_edit(
             p, tk(v, a)->off, 0,
@@ -277,22 +266,19 @@ static int prefetch_edit(const scan *s, const loop_shape *L, int site, const cha
                          "(const void *)(%s) : nullptr, %s ? (size_t)(%s) : 0, %s), ",
                          site, site, cond, next[1], cond, next[0], reads),
             tk(v, a)->off);
-    if (rc == 0 && no_reads)
+    char *how = no_reads ? cuco_sprintf("a window of its own, and the next iteration's call copies "
+                                        "it into its buffer (not read in place: %s)",
+                                        no_reads)
+                         : cuco_strdup("one of two windows of its own, which the rest of the next "
+                                       "iteration's body reads in place (cuco_tx::prefetched; its "
+                                       "knob at 1 copies it instead); the loop's last call copies "
+                                       "it into its buffer");
+    if (rc == 0 && how)
         p->note = cuco_sprintf("ncclAllGather at line %d gathers the next iteration's input (%s) "
-                               "beside the rest of its loop's body (line %d: %zu launch%s) into a "
-                               "window of its own, and the next iteration's call copies it into "
-                               "its buffer (not read in place: %s)",
+                               "beside the rest of its loop's body (line %d: %zu launch%s) into %s",
                                tk(v, s->call_tok)->line, next[1], tk(v, L->kw)->line, launches,
-                               launches == 1 ? "" : "es", no_reads);
-    else if (rc == 0)
-        p->note =
-            cuco_sprintf("ncclAllGather at line %d gathers the next iteration's input (%s) "
-                         "beside the rest of its loop's body (line %d: %zu launch%s) into "
-                         "one of two windows of its own, which the rest of the next "
-                         "iteration's body reads in place (cuco_tx::prefetched; its knob at 1 "
-                         "copies it instead); the loop's last call copies it into its buffer",
-                         tk(v, s->call_tok)->line, next[1], tk(v, L->kw)->line, launches,
-                         launches == 1 ? "" : "es");
+                               launches == 1 ? "" : "es", how);
+    free(how);
     free(no_reads);
     if (rc != 0)
         return rc;

@@ -21,7 +21,7 @@
  *     macro uses as values (never set nor pasted).
  * A flag the body sets through a reference may end the loop before its
  * condition said: cuco_tx::prefetch_settle after the loop then copies the
- * window read last (sched_prefetch.c).
+ * window read last.
  * The glue adds its own conditions at run time (prefetch_in_place): the
  * gather fills the whole allocation, and a later iteration follows.
  */
@@ -172,10 +172,17 @@ static int uses_of(const scan *s, const stmt *st, const char *name, size_t **use
     return 0;
 }
 
-/* The edits that write each use at uses[0..n) prefetched(site, name). */
-static int reads_edits(const sview *v, const size_t *uses, size_t n, int site, cuco_sched_plan *p)
+/* The edits that write each use at uses[0..n) prefetched(site, name), and
+ * cuco_tx::prefetch_settle after the loop whose body closes at block_end: a
+ * loop that ends before its condition said (a flag the body sets through a
+ * reference or a callee) leaves the window read last uncopied. */
+static int reads_edits(const sview *v, const size_t *uses, size_t n, int site, size_t block_end,
+                       cuco_sched_plan *p)
 {
-    int rc = 0;
+    const cuco_tok *end = tk(v, block_end);
+    int rc = scan_plan_edit(
+        p, end->off + 1, 0,
+        cuco_sprintf(" cuco_tx::prefetch_settle(%d, CUCO_PREF_%d);", site, site), end->off);
     for (size_t i = 0; i < n && rc == 0; i++) {
         const cuco_tok *t = tk(v, uses[i]);
         rc = scan_plan_edit(p, t->off, 0, cuco_sprintf("cuco_tx::prefetched(%d, ", site), t->off);
@@ -247,7 +254,7 @@ int sched_prefetch_reads(const scan *s, int site, cuco_sched_plan *p, char **why
     if (rc == 0 && n == 0)
         no = "the body does not read its receive buffer after the call", rc = 1;
     if (rc == 0)
-        rc = reads_edits(v, uses, n, site, p);
+        rc = reads_edits(v, uses, n, site, s->block_end, p);
     if (rc == 1 && !(*why = cuco_strdup(no)))
         rc = CUCO_ENOMEM;
     free(uses);

@@ -542,10 +542,9 @@ int cuco_tx_insert_root(struct cuco_db *db, const cuco_tx_root *root, int64_t *p
 }
 
 /* The end of the string or character literal, or comment, that starts at
- * q (after from, before end); q itself when none starts there. A `//`
- * comment runs to end. A `'`
- * after a digit or a name's character is a digit separator (`1'024`); a
- * raw string (`R"x(...)x"`) ends at its delimiter. */
+ * q (after from, before end); q itself when none starts there. A `'` after
+ * a digit or a name's character is a digit separator (`1'024`); a raw
+ * string (`R"x(...)x"`) ends at its delimiter; a `//` comment at end. */
 const char *cuco_tx_literal_end(const char *from, const char *q, const char *end)
 {
     if (*q == '\'' && q > from && cuco_tx_ident_char(q[-1]))
@@ -575,4 +574,38 @@ const char *cuco_tx_literal_end(const char *from, const char *q, const char *end
         return r + 1 < end ? r + 2 : end;
     }
     return q;
+}
+
+const char *cuco_tx_next_name(const char *from, const char *q, const char *end, size_t *len)
+{
+    while (q < end) {
+        const char *skip = cuco_tx_literal_end(from, q, end);
+        if (skip != q) {
+            q = skip;
+            continue;
+        }
+        if (!cuco_tx_ident_char(*q)) {
+            q++;
+            continue;
+        }
+        const char *w = q;
+        while (q < end && cuco_tx_ident_char(*q))
+            q++;
+        if (*w >= '0' && *w <= '9')
+            continue;
+        *len = (size_t)(q - w);
+        return w;
+    }
+    return NULL;
+}
+
+const char *cuco_tx_define_name(const char *after, const char *end, size_t *len)
+{
+    while (after < end && (*after == ' ' || *after == '\t'))
+        after++;
+    const char *q = after;
+    while (q < end && cuco_tx_ident_char(*q))
+        q++;
+    *len = (size_t)(q - after);
+    return after;
 }

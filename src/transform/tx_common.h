@@ -25,6 +25,15 @@ static inline int cuco_tx_ident_char(char ch)
  * its delimiter; a `//` comment at end). */
 const char *cuco_tx_literal_end(const char *from, const char *q, const char *end);
 
+/* The next name in [q, end) past the literals and comments there (in text
+ * that starts at from): its start, *len its bytes; NULL when none is left.
+ * A run of name characters that starts with a digit is a number. */
+const char *cuco_tx_next_name(const char *from, const char *q, const char *end, size_t *len);
+
+/* The name a #define defines, in the text after its directive word
+ * [after, end): its start, *len its bytes (0 when it names none). */
+const char *cuco_tx_define_name(const char *after, const char *end, size_t *len);
+
 /* 1 when a GPU is visible (/dev/nvidia0 or nvidia-smi on PATH). */
 int cuco_tx_have_gpu(void);
 /* Unified diff seed -> program (diff -u, labels a/LABEL b/LABEL); *out
