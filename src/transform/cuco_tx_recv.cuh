@@ -231,7 +231,8 @@ inline ncclResult_t all_to_all(WarmSite ws, const void* sendbuff, void* recvbuff
 // buffers); the next call, when its arguments are the ones that gather was
 // made for (send buffer, count, type, communicator), waits for it and copies
 // the window into its receive buffer instead of gathering. Anything else
-// (knob 0, one rank, a capture, a group, other arguments) gathers as without
+// (knob 0, one rank, a capture, a group, other arguments, CUCO_CE_SYNC=0, a
+// next send buffer that does not hold the next count) gathers as without
 // the schedule; a prefetch no call takes is dropped (prefetch_drop, at the
 // loop's entry, drops one an earlier run of the loop left).
 // Read in place (reads 1: the transform wrote each later use of the receive
@@ -313,6 +314,31 @@ inline ncclResult_t prefetch_setup(PrefRec* r, int k, size_t bytes, ncclComm_t c
   return ncclSuccess;
 }
 
+// Whether [p, p + bytes) lies in one allocation of device memory (the
+// driver's range of p's allocation, looked up through the runtime: nothing
+// links libcuda). A prefetch reads ahead what the next call will send: the
+// guard keeps a next iteration whose buffer is smaller than this one's, or
+// no device memory at all, from being read past its end. False where the
+// driver cannot tell.
+inline bool within_allocation(const void* p, size_t bytes) {
+  using AttrFn = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
+  static AttrFn attr = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    return cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &f, 12000, cudaEnableDefault, &q) ==
+                   cudaSuccess &&
+                   q == cudaDriverEntryPointSuccess
+               ? reinterpret_cast<AttrFn>(f)
+               : nullptr;
+  }();
+  CUdeviceptr start = 0;
+  size_t size = 0;
+  CUdeviceptr at = reinterpret_cast<CUdeviceptr>(p);
+  return attr && attr(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, at) == CUDA_SUCCESS &&
+         attr(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, at) == CUDA_SUCCESS && at >= start &&
+         at - start <= size && bytes <= size - (at - start);
+}
+
 // The next iteration's gather into the site's window, on its side stream
 // after what `stream` has issued (this call's copy out of the window too),
 // by the copy engine: it takes no SM from the work beside it. Every rank
@@ -337,6 +363,40 @@ inline ncclResult_t prefetch_issue(PrefRec* r, const PrefSite& ps, ncclDataType_
   r->ready = true;
   return ncclSuccess;
 }
+
+// prefetch_next through a function's calls: the loop around a call of the
+// function that gathers passes its counter through prefetch_hint (the
+// counter's next value, when the loop's condition holds for it); the
+// function's gather reads it through prefetch_hinted(site, counter) and
+// prefetch_hint_next(site). A hint counts for the call whose counter it
+// was made with, once: the site's gather clears it, and a call of the
+// function from elsewhere (no hint, or another counter) prefetches nothing.
+struct PrefHint {
+  bool set = false, has = false;
+  long long cur = 0, next = 0;
+};
+inline std::vector<PrefHint>& pref_hints() {
+  static std::vector<PrefHint> v;
+  return v;
+}
+template <typename T, typename U>
+inline T prefetch_hint(int site, int on, bool has, U next, T counter) {
+  if constexpr (std::is_integral<T>::value && std::is_integral<U>::value) {
+    if (PrefHint* h = on ? site_rec(pref_hints(), site) : nullptr)
+      *h = PrefHint{true, has, static_cast<long long>(counter), static_cast<long long>(next)};
+  }
+  return counter;
+}
+template <typename T>
+inline bool prefetch_hinted(int site, T counter) {
+  const std::vector<PrefHint>& v = pref_hints();
+  if constexpr (std::is_integral<T>::value) {
+    return site >= 0 && (size_t)site < v.size() && v[(size_t)site].set && v[(size_t)site].has &&
+           v[(size_t)site].cur == static_cast<long long>(counter);
+  }
+  return false;
+}
+inline long long prefetch_hint_next(int site) { return pref_hints()[(size_t)site].next; }
 
 // The site's record when a call of it made one, else null (made by none).
 inline PrefRec* pref_rec_of(int site) {
@@ -388,6 +448,7 @@ inline bool prefetch_in_place(const PrefSite& ps, const void* recv, size_t bytes
 
 inline ncclResult_t all_gather(PrefSite ps, const void* sendbuff, void* recvbuff, size_t sendcount,
                                ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  if (ps.site >= 0 && (size_t)ps.site < pref_hints().size()) pref_hints()[(size_t)ps.site].set = false;
   PrefRec* r = ps.on ? site_rec(pref_recs(), ps.site) : nullptr;
   int nranks = 1;
   size_t es = dtype_size(datatype);
@@ -419,7 +480,11 @@ inline ncclResult_t all_gather(PrefSite ps, const void* sendbuff, void* recvbuff
              cudaSuccess) {
     return CUCO_TX_FAIL("prefetch_next: copying the prefetched gather failed");
   }
-  return ps.next && ps.nextCount ? prefetch_issue(r, ps, datatype, comm, nranks, stream) : ncclSuccess;
+  // the prefetch runs beside the body's collectives too: only with the
+  // rendezvous that takes no barrier of the communicator (CUCO_CE_SYNC)
+  bool ahead = ps.next && ps.nextCount && cuco::ce_sync_zero_sm() &&
+               within_allocation(ps.next, ps.nextCount * dtype_size(datatype));
+  return ahead ? prefetch_issue(r, ps, datatype, comm, nranks, stream) : ncclSuccess;
 }
 
 }  // namespace cuco_tx

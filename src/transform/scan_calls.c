@@ -164,3 +164,8 @@ const char *const scan_plain_calls[] = {"printf",
                                         "std::move",
                                         "std::to_string",
                                         NULL};
+
+const char *const scan_data_calls[] = {
+    "ncclAllGather", "ncclReduceScatter", "ncclAllReduce",  "ncclBroadcast", "ncclBcast",
+    "ncclReduce",    "ncclAlltoAll",      "ncclAllToAll",   "ncclGather",    "ncclScatter",
+    "ncclSend",      "ncclRecv",          "ncclGroupStart", "ncclGroupEnd",  NULL};

@@ -26,6 +26,10 @@ typedef struct stmt {
                                              has (an error check's return) not counted */
     cuco_sched_kind kind_but_loop_exits;  /* its kind were its `break` and `continue` not
                                              counted (a loop's, inside the function) */
+    cuco_sched_kind kind_but_data_calls;  /* its kind were its NCCL calls that move data
+                                             between the buffers it names (scan_data_calls)
+                                             and the exits only a macro's text has not
+                                             counted */
     int calls;                            /* calls of functions not in the lists above */
     int method_calls;                     /* obj.f(...), p->f(...) */
 } stmt;
@@ -79,6 +83,9 @@ extern const char *const scan_sync_calls[];
 extern const char *const scan_work_calls[];
 extern const char *const scan_indirect_launches[];
 extern const char *const scan_plain_calls[];
+/* NCCL's calls that move data between the buffers their arguments name, and
+ * ncclGroupStart/End around them: no part in a communicator's life. */
+extern const char *const scan_data_calls[];
 /* Index after the statement that starts at i, inside a block closing at end. */
 size_t scan_stmt_after(const sview *v, size_t i, size_t end);
 
@@ -187,6 +194,56 @@ int sched_calls_only_sizes(const sview *v, size_t a, size_t b);
 int sched_loop_heads_apart(const scan *s, const loop_shape *L, const stmt *st, size_t owner,
                            size_t member, cuco_strlist *out);
 
+/* ---- sched_prefetch.c: the next iteration of prefetch_next's loop */
+/* The text of tokens [a, b) with each use of the counter var (not a
+ * member name) written `(var STEP)`, its value in the next iteration
+ * (step "+ 1", "- 1", "+ (stride)"); NULL when out of memory. */
+char *sched_prefetch_next_text(const sview *v, size_t a, size_t b, size_t var, const char *step);
+/* The step of L's header as the text that follows the counter in its next
+ * value into *step: "+ 1" (++i, i++), "- 1" (--i, i--), "+ (e)" or "- (e)"
+ * (i += e, i -= e, sched_loop_find checked the shape); NULL when e calls
+ * anything or names what [from, to) (the body) sets. */
+int sched_prefetch_step(const sview *v, const loop_shape *L, size_t from, size_t to, char **step);
+/* L's condition for the next iteration (the whole condition with the
+ * counter one step on: `(l + 1) < L`, `(l - 1) >= 0`) into *cond and the
+ * step into *step; 1 with the note when the header is not `i = ...; COND;
+ * STEP` with a COND that names the counter, calls nothing and names
+ * nothing [from, to) sets, and a STEP sched_prefetch_step reads. */
+int sched_prefetch_next_condition(const sview *v, const loop_shape *L, size_t from, size_t to,
+                                  cuco_sched_plan *p, char **cond, char **step);
+/* What keeps a statement apart from the send buffer beside the names:
+ * the loop whose body the block is (L: a statement that names the send's
+ * container only through other elements' members that stay apart), else
+ * the object the send is a member of (root, the send root->member...: a
+ * statement that names it only through other members that are scalars or
+ * stay in place). */
+typedef struct prefetch_apart {
+    const loop_shape *L; /* NULL: none */
+    const char *root;    /* NULL: none */
+    size_t member;       /* the send's member token, with root */
+} prefetch_apart;
+/* The object the send argument [a, b) is a member of (`m->shard[l]`,
+ * `net.w`: m, net; the member at a + 2), owned; NULL when it is none. */
+char *sched_prefetch_send_root(const sview *v, size_t a, size_t b);
+/* Whether the statements of s's block other than its call (a graph after
+ * the call's node, which reads and writes its send buffer only) leave the
+ * send buffer alone while the next iteration's gather runs: each
+ * statement's heads, less what ap keeps apart; with returns, a `return`
+ * counts for its expression alone (the prefetch outlives the function). 1
+ * with the note (what: the block, in words) when one may touch it, or
+ * communicates other than by NCCL's calls on other buffers, synchronises
+ * or is opaque; *launches: the work launched beside it. */
+int sched_prefetch_keeps_send(const scan *s, const prefetch_apart *ap, int returns,
+                              const char *what, cuco_sched_plan *p, size_t *launches);
+/* Whether a statement can go right before loop L: its `for` starts a
+ * statement of a braced block (not the body of an unbraced if or loop). */
+int sched_loop_stands_alone(const sview *v, const loop_shape *L);
+/* Schedule prefetch_next through the calls of the function whose body's
+ * statement s's all-gather is (sched_prefetch_caller.c): 0 when it applies
+ * (edits and note in p), 1 with the note when not, negative on failure. */
+int sched_prefetch_caller(const scan *s, int site, int (*editable)(void *ctx, size_t off),
+                          void *ctx, cuco_sched_plan *p);
+
 /* ---- sched_place.c: where schedule (a) puts a call's start and wait */
 /* Sets why the schedule does not apply: returns 1 (stop), or CUCO_ENOMEM. */
 int sched_note(cuco_sched_plan *p, const char *fmt, int line);
@@ -245,6 +302,18 @@ int sched_loop(scan *s, const char *api, int site, int (*editable)(void *ctx, si
                void *ctx, cuco_sched_plan *p);
 
 /* ---- sched_callers.c ---- */
+/* The name token of the function s's call is in when it is a free function
+ * (not a method, a lambda or a qualified name); 0 otherwise. */
+size_t sched_free_function(const scan *s);
+/* The calls of the function named at name (*sites, caller frees, *n); 1
+ * with the note when the function is named in a macro's text, may be
+ * called from another file, or a use of the name is no plain call of it in
+ * another function. */
+int sched_call_sites(const scan *s, size_t name, size_t **sites, size_t *n, cuco_sched_plan *p);
+/* The caller's names for the function's names in: a parameter's argument
+ * at the call opening at open (its heads), a global or a member as it is;
+ * 1 when one is a local of the function (the caller has no name for it). */
+int sched_map_names(const scan *s, size_t open, const cuco_strlist *in, cuco_strlist *out);
 /* Schedule (a) across a return: the call ends function F of the file (its
  * wait would go to the end of F's body with nothing independent before),
  * so it starts early in F and each call of F gets the wait before its own

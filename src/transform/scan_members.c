@@ -36,7 +36,12 @@ int scan_member_arg(scan *s, size_t a, size_t b)
     size_t h = a;
     while (h < b && !scan_is_head(v, h))
         h++;
+    /* the names in an index of the member (`s->grads[l]`) pick an
+     * element of it: no other object */
     size_t more = h < b ? h + 1 : b;
+    if (h < b && member_after(v, h))
+        for (more = h + 3; more < b && is(v, more, "[");)
+            more = close_of(v, more) + 1;
     while (more < b && !scan_is_head(v, more))
         more++;
     if (h >= b || more < b) {
@@ -119,14 +124,31 @@ static void member_unit(const sview *v, size_t t, size_t *first, size_t *end, in
     *end = e < v->n ? e : v->n;
 }
 
+/* The host's allocators: a fresh block each call. */
+static const char *const host_allocations[] = {"malloc", "calloc", "aligned_alloc", NULL};
+
 /* Whether the value assigned after the '=' at eq is one call of an
- * allocator function of the file (`c.x = make_device<float>(n);`). */
+ * allocator function of the file (`c.x = make_device<float>(n);`), or of
+ * the host's (`m->w = (float **)calloc(n, sizeof(float *));`, `new T[n]`),
+ * a C cast of it allowed. */
 static int allocator_value(const sview *v, size_t eq)
 {
     size_t i = eq + 1;
+    if (is(v, i, "(")) {
+        size_t c = close_of(v, i), k = i + 1;
+        while (k < c && (ident(v, k) || is(v, k, "*") || is(v, k, "::")))
+            k++;
+        i = c < v->n && k == c && c > i + 1 ? c + 1 : i;
+    }
     while (i < v->n && (is(v, i, "std") || is(v, i, "::")))
         i++;
-    if (!scan_allocator_call(v, i))
+    if (is(v, i, "new")) {
+        size_t k = i + 1;
+        while (k < v->n && !is(v, k, ";") && !is(v, k, "(") && !is(v, k, "{"))
+            k++;
+        return is(v, k, ";");
+    }
+    if (!scan_allocator_call(v, i) && !(in_words(v, i, host_allocations) && is(v, i + 1, "(")))
         return 0;
     while (i < v->n && !is(v, i, "("))
         i++;
@@ -223,6 +245,12 @@ static int use_stays(const sview *v, size_t t, int call_member, int depth)
     }
     if (library_argument(v, first, end, addr, call_member) ||
         (!addr && file_call_argument(v, first, end)))
+        return 1;
+    /* a truth test or a comparison (`!m->w`, `m->w == NULL`): no pointer
+     * is kept */
+    static const char *const tests[] = {"==", "!=", "&&", "||", NULL};
+    if (!addr && first > 0 &&
+        (is(v, first - 1, "!") || in_words(v, first - 1, tests) || in_words(v, end, tests)))
         return 1;
     if (addr || end == t + 1 || first == 0)
         return 0;
@@ -340,11 +368,14 @@ static int type_set_whole(const sview *v, size_t ty)
  * write the object whole: an assignment to it, through it (`*c = other`) or
  * to an element of it, or the object handed to a call the file does not
  * define (a copy into it, a library that fills it). Its members, a launch,
- * a function of the file (whose parameter is checked in turn), sizeof and
- * a free read or release it only. */
+ * a function of the file (whose parameter is checked in turn), sizeof, a
+ * free and a memset read, release or clear it only. */
 static int writes_whole(const sview *v, size_t u)
 {
-    static const char *const releases[] = {"free", "cudaFree", "cudaFreeHost", "sizeof", NULL};
+    /* a release, a size, or a fill with one byte (`memset(&c, 0, sizeof c)`):
+     * no other object's pointer comes in */
+    static const char *const releases[] = {"free",  "cudaFree", "cudaFreeHost", "sizeof", "memset",
+                                           "bzero", NULL};
     if (is(v, u + 1, ".") || is(v, u + 1, "->"))
         return 0;
     if (is(v, u + 1, "="))                                                   /* c = ..., *c = ... */

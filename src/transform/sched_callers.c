@@ -21,10 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The caller's names for the function's names in: a parameter's argument
- * at the call opening at open (its heads), a global or a member as it is;
- * 1 when one is a local of the function (the caller has no name for it). */
-static int map_names(const scan *s, size_t open, const cuco_strlist *in, cuco_strlist *out)
+int sched_map_names(const scan *s, size_t open, const cuco_strlist *in, cuco_strlist *out)
 {
     const sview *v = s->v;
     int rc = 0;
@@ -89,9 +86,7 @@ static int seen_elsewhere(const sview *v, size_t name)
     return 1;
 }
 
-/* The calls of the function named at name (*sites, caller frees, *n);
- * 1 with the note when a use of the name is no plain call of it. */
-static int call_sites(const scan *s, size_t name, size_t **sites, size_t *n, cuco_sched_plan *p)
+int sched_call_sites(const scan *s, size_t name, size_t **sites, size_t *n, cuco_sched_plan *p)
 {
     const sview *v = s->v;
     if (in_macro(v, name))
@@ -141,9 +136,9 @@ static int site_wait(const scan *s, size_t k, int site, int (*editable)(void *, 
         rc = sched_note_take(
             p, cuco_sprintf("its call at line %d is inside an NCCL group", tk(v, k)->line));
     if (rc == 0) {
-        int mrc = map_names(s, k + 1, &s->send, &cs.send);
+        int mrc = sched_map_names(s, k + 1, &s->send, &cs.send);
         if (mrc == 0)
-            mrc = map_names(s, k + 1, &s->recv, &cs.recv);
+            mrc = sched_map_names(s, k + 1, &s->recv, &cs.recv);
         rc = mrc != 1
                  ? mrc
                  : sched_note_take(p, cuco_strdup("its buffer is a local of its function, which "
@@ -182,14 +177,23 @@ static int param_set(const scan *s, const cuco_strlist *names)
     return 0;
 }
 
+size_t sched_free_function(const scan *s)
+{
+    const sview *v = s->v;
+    size_t name = s->fn.params - 1;
+    return name == 0 || !ident(v, name) || is(v, name - 1, "::") || is(v, name - 1, ".") ||
+                   sview_class_body(v, block_open(v, name))
+               ? 0
+               : name;
+}
+
 int sched_callers(scan *s, int site, int (*editable)(void *ctx, size_t off), void *ctx,
                   cuco_sched_plan *p)
 {
     const sview *v = s->v;
-    size_t name = s->fn.params - 1, *sites = NULL, n = 0, edits = p->nedits;
+    size_t name = sched_free_function(s), *sites = NULL, n = 0, edits = p->nedits;
     cuco_sched_place sum = {0};
-    if (s->block != s->fn.body || name == 0 || !ident(v, name) || is(v, name - 1, "::") ||
-        is(v, name - 1, ".") || sview_class_body(v, block_open(v, name)))
+    if (s->block != s->fn.body || name == 0)
         return sched_note_take(p, cuco_strdup("and it does not end a free function whose calls "
                                               "could take its wait"));
     if (param_set(s, &s->send) || param_set(s, &s->recv))
@@ -198,7 +202,7 @@ int sched_callers(scan *s, int site, int (*editable)(void *ctx, size_t off), voi
     char *fname = cuco_strndup(v->src + tk(v, name)->off, tk(v, name)->len);
     if (!fname)
         return CUCO_ENOMEM;
-    int rc = call_sites(s, name, &sites, &n, p);
+    int rc = sched_call_sites(s, name, &sites, &n, p);
     if (rc == 0 && n == 0)
         rc = sched_note_take(p,
                              cuco_sprintf("and its function %s is not called in the file", fname));

@@ -8,9 +8,11 @@
  * copies that window into its buffer instead of gathering. It applies when
  *   - the call is an all-gather, a statement of a braced `for` body of its
  *     own (not under an if, nor after && or ?), outside any NCCL group;
- *   - the header is `i = ...; COND; i++` (or `++i`, `i += 1`), COND names
- *     the counter, calls nothing but size() and names nothing the body sets
- *     (the next iteration's condition is COND with the counter one up);
+ *   - the header is `i = ...; COND; STEP` with a STEP of `i++`, `++i`,
+ *     `i--`, `--i`, `i += e` or `i -= e` (a layer loop run backwards, or
+ *     one that strides), COND names the counter, and neither calls anything
+ *     but size() or names what the body sets (the next iteration's
+ *     condition is COND with the counter one step on);
  *   - the send argument names the counter, the type, communicator and stream
  *     do not; none of them, nor the count, calls anything but size() or
  *     names what the body declares or sets;
@@ -19,8 +21,8 @@
  *     synchronises, calls what the analysis cannot see into or may touch
  *     the send buffer (the graph of schedule (a)).
  * The call gets cuco_tx::prefetch_site(site, CUCO_PREF_<site>, next, count)
- * as its first argument: next is the send argument with i + 1 for i, and
- * count the count's, when the header's condition holds for i + 1; null and
+ * as its first argument: next is the send argument with i one step on, and
+ * count the count's, when the header's condition holds for that; null and
  * 0 otherwise. At run time the glue uses a prefetch only when the call's
  * arguments are the ones it was made for.
  */
@@ -41,9 +43,7 @@ static int counter_at(const sview *v, size_t a, size_t k, size_t var)
     return same_tok(v, k, var) && !(k > a && (is(v, k - 1, ".") || is(v, k - 1, "->")));
 }
 
-/* The text of tokens [a, b) with each use of the counter var (not a
- * member name) written `(var + 1)`; NULL when out of memory. */
-static char *next_text(const sview *v, size_t a, size_t b, size_t var)
+char *sched_prefetch_next_text(const sview *v, size_t a, size_t b, size_t var, const char *step)
 {
     cuco_buf out = CUCO_BUF_INIT;
     int rc = 0;
@@ -54,7 +54,7 @@ static char *next_text(const sview *v, size_t a, size_t b, size_t var)
             rc = cuco_buf_append(&out, v->src + p->off + p->len, t->off - p->off - p->len);
         }
         if (rc == 0 && counter_at(v, a, k, var))
-            rc = cuco_buf_printf(&out, "(%.*s + 1)", (int)t->len, v->src + t->off);
+            rc = cuco_buf_printf(&out, "(%.*s %s)", (int)t->len, v->src + t->off, step);
         else if (rc == 0)
             rc = cuco_buf_append(&out, v->src + t->off, t->len);
     }
@@ -74,26 +74,37 @@ static int names_var(const sview *v, size_t a, size_t b, size_t var)
     return 0;
 }
 
-/* The header's condition for the next iteration (the whole condition with
- * the counter one up: `(l + 1) < L`, `(l + 1) < n && !stop`) into *cond; 1
- * with the note when the header is not `i = ...; COND; i++` (or `++i`, `i
- * += 1`) with a COND that names the counter, calls nothing and names
- * nothing the body sets. */
-static int next_condition(const scan *s, const loop_shape *L, cuco_sched_plan *p, char **cond)
+int sched_prefetch_step(const sview *v, const loop_shape *L, size_t from, size_t to, char **step)
 {
-    const sview *v = s->v;
-    size_t a = L->semi[0] + 1, b = L->semi[1], st = L->semi[1] + 1, end = L->close;
-    int one_step =
-        (end == st + 2 && ((is(v, st, "++") && same_tok(v, st + 1, L->var)) ||
-                           (same_tok(v, st, L->var) && is(v, st + 1, "++")))) ||
-        (end == st + 3 && same_tok(v, st, L->var) && is(v, st + 1, "+=") && is(v, st + 2, "1"));
-    if (!one_step || b <= a || !names_var(v, a, b, L->var) ||
-        !sched_readable_before(v, a, b, s->block, s->block_end))
+    size_t st = L->semi[1] + 1, end = L->close;
+    *step = NULL;
+    if (end == st + 2)
+        return (*step = cuco_strdup(is(v, st, "++") || is(v, st + 1, "++") ? "+ 1" : "- 1"))
+                   ? 0
+                   : CUCO_ENOMEM;
+    if (end < st + 3 || !sched_readable_before(v, st + 2, end, from, to))
+        return 0;
+    char *e = sview_text(v, st + 2, end);
+    *step = e ? cuco_sprintf("%c (%s)", is(v, st + 1, "+=") ? '+' : '-', e) : NULL;
+    free(e);
+    return *step ? 0 : CUCO_ENOMEM;
+}
+
+int sched_prefetch_next_condition(const sview *v, const loop_shape *L, size_t from, size_t to,
+                                  cuco_sched_plan *p, char **cond, char **step)
+{
+    size_t a = L->semi[0] + 1, b = L->semi[1];
+    int rc = sched_prefetch_step(v, L, from, to, step);
+    if (rc != 0)
+        return rc;
+    if (!*step || b <= a || !names_var(v, a, b, L->var) ||
+        !sched_readable_before(v, a, b, from, to))
         return sched_note(p,
-                          "its loop (line %d) is not `i = ...; COND; i++` (or ++i, i += 1) with a "
-                          "COND on i that calls nothing and that the body does not set",
+                          "its loop (line %d) is not `i = ...; COND; STEP` with a COND on i and "
+                          "a STEP (i++, i--, i += e, i -= e) that call nothing and that the body "
+                          "does not set",
                           tk(v, L->kw)->line);
-    char *next = next_text(v, a, b, L->var);
+    char *next = sched_prefetch_next_text(v, a, b, L->var, *step);
     *cond = next ? cuco_sprintf("(%s)", next) : NULL;
     free(next);
     return *cond ? 0 : CUCO_ENOMEM;
@@ -122,7 +133,8 @@ static int body_leaves(const scan *s, cuco_sched_plan *p)
 /* 1 with the note when an argument the prefetch reads ahead names what the
  * body declares or sets, or calls anything; the count's and the send
  * argument's text for the next iteration into next[0], next[1]. */
-static int next_arguments(const scan *s, const loop_shape *L, cuco_sched_plan *p, char *next[2])
+static int next_arguments(const scan *s, const loop_shape *L, const char *step, cuco_sched_plan *p,
+                          char *next[2])
 {
     const sview *v = s->v;
     const int pos[5] = {ARG_SEND, ARG_COUNT, ARG_TYPE, ARG_COMM, -1};
@@ -144,7 +156,7 @@ static int next_arguments(const scan *s, const loop_shape *L, cuco_sched_plan *p
                               "(line %d)",
                               tk(v, L->kw)->line);
         if ((pos[i] == ARG_SEND || pos[i] == ARG_COUNT) &&
-            !(next[pos[i] == ARG_SEND] = next_text(v, a, b, L->var)))
+            !(next[pos[i] == ARG_SEND] = sched_prefetch_next_text(v, a, b, L->var, step)))
             return CUCO_ENOMEM;
     }
     return 0;
@@ -160,22 +172,79 @@ static size_t send_container(const sview *v, const loop_shape *L, size_t a, size
     return element && (b == a + 4 || member) ? a : v->n;
 }
 
-/* The body's other statements as graph nodes after the call's, which reads
- * and writes its send buffer only (each statement's heads less the send's
- * container where it names only other elements' members that stay apart):
- * 1 with the note when one of them may touch it, or communicates,
- * synchronises or is opaque; *launches: the body's other launches. */
-static int body_keeps_send(const scan *s, const loop_shape *L, cuco_sched_plan *p, size_t *launches)
+/* The kind of statement st as a node beside the prefetch: an error
+ * check's return (a macro's text) counts as little as in body_leaves: on
+ * that way out, which the program takes only on failure, the prefetch may
+ * still be reading the next iteration's send buffer into the glue's own
+ * window (schedule (a), whose call writes the program's buffers, keeps
+ * such a return a barrier); a collective (NCCL calls that move data
+ * between the buffers it names) runs beside it, since the prefetch's
+ * copy-engine gather takes a stream, a window and a rendezvous of its own
+ * (no SM, no barrier of the communicator), so only the buffers keep them
+ * apart; with returns, a `return` ends the function the prefetch outlives. */
+static cuco_sched_kind beside_kind(const sview *v, const stmt *st, int returns)
+{
+    cuco_sched_kind kind = st->kind == CUCO_SCHED_EXIT ? st->kind_but_macro_exits : st->kind;
+    if (kind == CUCO_SCHED_COMM &&
+        (st->kind_but_data_calls == CUCO_SCHED_PLAIN || st->kind_but_data_calls == CUCO_SCHED_WORK))
+        return CUCO_SCHED_WORK;
+    if (returns && kind == CUCO_SCHED_EXIT && is(v, st->a, "return"))
+        return st->kind_but_data_calls == CUCO_SCHED_EXIT ? CUCO_SCHED_PLAIN
+                                                          : st->kind_but_data_calls;
+    return kind;
+}
+
+char *sched_prefetch_send_root(const sview *v, size_t a, size_t b)
+{
+    return b > a + 2 && ident(v, a) && (is(v, a + 1, "->") || is(v, a + 1, ".")) && ident(v, a + 2)
+               ? cuco_strndup(v->src + tk(v, a)->off, tk(v, a)->len)
+               : NULL;
+}
+
+/* Whether statement st names the object root (the send buffer's, the
+ * send being root->member...) only through members other than the send's
+ * that are scalars or stay in place everywhere in the file (each made by
+ * an allocation of its own: no element of the send's member can be one). */
+static int root_apart(const sview *v, const stmt *st, const char *root, size_t member)
+{
+    if (st->macro_opaque || cuco_strlist_has(&st->macro_heads, root))
+        return 0;
+    for (size_t k = st->a; k < st->b; k++) {
+        if (!is(v, k, root) || (k > st->a && (is(v, k - 1, ".") || is(v, k - 1, "->"))))
+            continue;
+        if (!(is(v, k + 1, "->") || is(v, k + 1, ".")) || !ident(v, k + 2) ||
+            same_tok(v, k + 2, member) || is(v, k + 3, "(") ||
+            !(scan_scalar_member(v, k + 2) || scan_other_member_stays(v, k + 2)))
+            return 0;
+    }
+    return 1;
+}
+
+/* The heads of st less the apart object (ap->root) when st names it only
+ * through other members. */
+static int heads_less_root(const sview *v, const stmt *st, const prefetch_apart *ap,
+                           cuco_strlist *out)
+{
+    int apart = root_apart(v, st, ap->root, ap->member), rc = 0;
+    for (size_t i = 0; i < st->heads.n && rc == 0; i++)
+        if (!apart || strcmp(st->heads.items[i], ap->root) != 0)
+            rc = cuco_strlist_push(out, st->heads.items[i]);
+    return rc;
+}
+
+int sched_prefetch_keeps_send(const scan *s, const prefetch_apart *ap, int returns,
+                              const char *what, cuco_sched_plan *p, size_t *launches)
 {
     const sview *v = s->v;
+    const loop_shape *L = ap->L;
     size_t a = 0, b = 0;
     size_t owner =
-        arg_range(v, s->call_tok + 1, ARG_SEND, &a, &b) ? send_container(v, L, a, b) : v->n;
+        L && arg_range(v, s->call_tok + 1, ARG_SEND, &a, &b) ? send_container(v, L, a, b) : v->n;
     /* the send's own member is never apart: the next iteration may write it
      * on its element before its call, after this prefetch read it */
     size_t member = owner < v->n && b == a + 6 ? a + 5 : 0;
-    cuco_sched_node *nodes = calloc(s->n, sizeof(*nodes));
-    cuco_strlist *heads = calloc(s->n, sizeof(*heads));
+    cuco_sched_node *nodes = calloc(s->n + 1, sizeof(*nodes));
+    cuco_strlist *heads = calloc(s->n + 1, sizeof(*heads));
     int rc = nodes && heads ? 0 : CUCO_ENOMEM;
     if (rc == 0)
         nodes[0] = (cuco_sched_node){CUCO_SCHED_COMM,
@@ -194,8 +263,11 @@ static int body_keeps_send(const scan *s, const loop_shape *L, cuco_sched_plan *
         if (owner < v->n) {
             rc = sched_loop_heads_apart(s, L, st, owner, member, &heads[n]);
             h = &heads[n];
+        } else if (ap->root) {
+            rc = heads_less_root(v, st, ap, &heads[n]);
+            h = &heads[n];
         }
-        nodes[n] = (cuco_sched_node){st->kind,
+        nodes[n] = (cuco_sched_node){beside_kind(v, st, returns),
                                      st->stream,
                                      (const char *const *)h->items,
                                      h->n,
@@ -210,30 +282,49 @@ static int body_keeps_send(const scan *s, const loop_shape *L, cuco_sched_plan *
         rc = cuco_sched_place_call(&g, 0, &pl);
     }
     if (rc == 0 && pl.wait < n && nodes[pl.wait].kind == CUCO_SCHED_COMM)
-        rc = sched_note(p,
-                        "the statement at line %d of its loop's body communicates too (two "
-                        "collectives of the loop would run at once)",
-                        nodes[pl.wait].line);
+        rc = sched_note_take(
+            p, cuco_sprintf("the statement at line %d of %s communicates and is more than NCCL "
+                            "calls that move data between the buffers it names (a helper or MPI "
+                            "that communicates, a synchronisation, a communicator's setup)",
+                            nodes[pl.wait].line, what));
     else if (rc == 0 && pl.wait < n)
         rc = sched_note_take(
-            p, cuco_sprintf("the statement at line %d of its loop's body (line %d) may touch its "
-                            "send buffer while the next iteration's is gathered (or it "
-                            "synchronises, leaves the function or calls what the analysis "
-                            "cannot see into)",
-                            nodes[pl.wait].line, tk(v, L->kw)->line));
-    else if (rc == 0 && pl.independent == 0)
-        rc = sched_note(p, "its loop's body (line %d) launches no other work", tk(v, L->kw)->line);
+            p, cuco_sprintf("the statement at line %d of %s may touch its send buffer while the "
+                            "next iteration's is gathered (or it synchronises, leaves the "
+                            "function or calls what the analysis cannot see into)",
+                            nodes[pl.wait].line, what));
     *launches = pl.independent;
-    for (size_t i = 0; heads && i < s->n; i++)
+    for (size_t i = 0; heads && i <= s->n; i++)
         cuco_strlist_free(&heads[i]);
     free(heads);
     free(nodes);
     return rc;
 }
 
-/* Whether a statement can go right before the loop: its `for` starts a
- * statement of a braced block (not the body of an unbraced if or loop). */
-static int loop_stands_alone(const sview *v, const loop_shape *L)
+/* The body's other statements as graph nodes after the call's, which reads
+ * and writes its send buffer only (each statement's heads less the send's
+ * container where it names only other elements' members that stay apart):
+ * 1 with the note when one of them may touch it, or communicates other than
+ * by NCCL's calls on other buffers, synchronises or is opaque, or when none
+ * launches work; *launches: the body's other launches. */
+static int loop_keeps_send(const scan *s, const loop_shape *L, cuco_sched_plan *p, size_t *launches)
+{
+    char *what = cuco_sprintf("its loop's body (line %d)", tk(s->v, L->kw)->line);
+    size_t a = 0, b = 0;
+    char *root = arg_range(s->v, s->call_tok + 1, ARG_SEND, &a, &b)
+                     ? sched_prefetch_send_root(s->v, a, b)
+                     : NULL;
+    prefetch_apart ap = {.L = L, .root = root, .member = a + 2};
+    int rc = what ? sched_prefetch_keeps_send(s, &ap, 0, what, p, launches) : CUCO_ENOMEM;
+    free(root);
+    free(what);
+    if (rc == 0 && *launches == 0)
+        rc = sched_note(p, "its loop's body (line %d) launches no other work",
+                        tk(s->v, L->kw)->line);
+    return rc;
+}
+
+int sched_loop_stands_alone(const sview *v, const loop_shape *L)
 {
     size_t k = L->kw;
     return k > 0 && (is(v, k - 1, ";") || is(v, k - 1, "{") || is(v, k - 1, "}"));
@@ -294,21 +385,33 @@ int sched_prefetch_view(const sview *v, size_t call_off, const char *api, int si
     scan s = {.v = v, .call = (size_t)-1};
     int rc = sched_scan_prepare(&s, call_off, api, plan, e);
     loop_shape L;
-    char *cond = NULL, *next[2] = {NULL, NULL};
+    char *cond = NULL, *step = NULL, *next[2] = {NULL, NULL};
     size_t launches = 0;
-    if (rc == 0 && (!sched_loop_find(v, s.block, &L) || L.range))
-        rc = sched_note(plan, "the call is no statement of a counted `for` loop's braced body", 0);
+    if (rc == 0 && (!sched_loop_find(v, s.block, &L) || L.range)) {
+        /* a function's gather whose calls stand in a loop */
+        rc = sched_prefetch_caller(&s, site, editable, ctx, plan);
+        if (rc == 1) {
+            char *why = plan->note;
+            plan->note = NULL;
+            rc = sched_note_take(plan, cuco_sprintf("the call is no statement of a counted `for` "
+                                                    "loop's braced body, and %s",
+                                                    why));
+            free(why);
+        }
+        sched_scan_free(&s);
+        return rc > 0 ? 0 : rc;
+    }
     if (rc == 0 && sched_in_group(v, s.fn.body, L.kw))
         rc = sched_note(plan, "an NCCL group is open around its loop (line %d)", tk(v, L.kw)->line);
     if (rc == 0)
         rc = body_leaves(&s, plan);
     if (rc == 0)
-        rc = next_condition(&s, &L, plan, &cond);
+        rc = sched_prefetch_next_condition(v, &L, s.block, s.block_end, plan, &cond, &step);
     if (rc == 0)
-        rc = next_arguments(&s, &L, plan, next);
+        rc = next_arguments(&s, &L, step, plan, next);
     if (rc == 0)
-        rc = body_keeps_send(&s, &L, plan, &launches);
-    if (rc == 0 && !loop_stands_alone(v, &L))
+        rc = loop_keeps_send(&s, &L, plan, &launches);
+    if (rc == 0 && !sched_loop_stands_alone(v, &L))
         rc = sched_note(plan, "its loop (line %d) is not a statement of a braced block",
                         tk(v, L.kw)->line);
     if (rc == 0 && editable &&
@@ -317,6 +420,7 @@ int sched_prefetch_view(const sview *v, size_t call_off, const char *api, int si
     if (rc == 0)
         rc = prefetch_edit(&s, &L, site, cond, next, launches, plan);
     free(cond);
+    free(step);
     free(next[0]);
     free(next[1]);
     sched_scan_free(&s);

@@ -274,6 +274,10 @@ int scan_stmt_classify(const sview *v, stmt *s)
 {
     int rc = 0, macro_exits = 0, loop_exits = 0;
     for (size_t i = s->a; i < s->b && rc == 0; i++) {
+        /* what token i adds is read into s->kind from kind_but_data_calls,
+         * then joined to the whole statement's */
+        cuco_sched_kind whole = s->kind;
+        s->kind = s->kind_but_data_calls;
         if (is(v, i, "break") || is(v, i, "continue"))
             loop_exits = 1; /* a loop's own: they leave no function */
         else if (in_words(
@@ -308,13 +312,19 @@ int scan_stmt_classify(const sview *v, stmt *s)
         if (reach & SCAN_MACRO_SYNCS)
             s->kind = stronger(s->kind, CUCO_SCHED_SYNC);
         macro_exits |= (reach & SCAN_MACRO_EXITS) != 0;
+        if (!(in_words(v, i, scan_data_calls) && is(v, i + 1, "(")))
+            s->kind_but_data_calls = s->kind;
+        s->kind = stronger(whole, s->kind);
     }
     for (size_t k = 0; rc == 0 && k < s->macro_heads.n; k++)
         rc = cuco_strlist_push(&s->heads, s->macro_heads.items[k]);
     s->kind_but_macro_exits = loop_exits ? stronger(s->kind, CUCO_SCHED_EXIT) : s->kind;
     s->kind_but_loop_exits = macro_exits ? stronger(s->kind, CUCO_SCHED_EXIT) : s->kind;
-    if (macro_exits || loop_exits)
+    if (macro_exits || loop_exits) {
         s->kind = stronger(s->kind, CUCO_SCHED_EXIT);
+        if (loop_exits)
+            s->kind_but_data_calls = stronger(s->kind_but_data_calls, CUCO_SCHED_EXIT);
+    }
     if (rc == 0 && binds_name(v, s)) {
         cuco_strlist_free(&s->heads);
         cuco_strlist_free(&s->macro_heads);
@@ -835,8 +845,10 @@ int scan_read_block(scan *s, size_t call_stmt)
         } else {
             rc = scan_stmt_classify(v, st);
             if (rc == 0 && ((st->calls && (s->globals || st->method_calls)) ||
-                            (s->escaped && names_outer(s, st))))
+                            (s->escaped && names_outer(s, st)))) {
                 st->kind = stronger(st->kind, CUCO_SCHED_UNKNOWN);
+                st->kind_but_data_calls = stronger(st->kind_but_data_calls, CUCO_SCHED_UNKNOWN);
+            }
         }
         s->n++;
         i = j;

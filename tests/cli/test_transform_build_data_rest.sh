@@ -20,7 +20,8 @@
 # gradient buckets in a std::array allocated in a range-for, launched
 # through a generic lambda, bucket_lambda; a Megatron-style block whose
 # collectives sit in wrapper functions, mega_wrappers; a framework's Tensor
-# struct with typed accessors and collective wrappers, tensor_struct):
+# struct with typed accessors and collective wrappers, tensor_struct; a
+# ZeRO-3 backward pass in C whose layer loop runs backwards, zero3_backward):
 # 'cuco transform' (no --no-verify) builds each
 # transformed program with its manifest's nvcc command, two at a time
 # without a GPU. Without a GPU the outcome is exit 3, "built, not verified:
@@ -31,7 +32,7 @@ setup transform-build nvcc
 D=$CUCO_TEST_DATA/transform
 built_in_pairs "$D" graph_replay jacobi_halo kept_calls layer_send split_tp_dp decode_logits hidden_consumers \
     params_struct packed_kv_decode fsdp_layers raii_buffers c_globals phase_switch goto_cleanup nccl_alloc \
-    bucket_lambda mega_wrappers tensor_struct
+    bucket_lambda mega_wrappers tensor_struct zero3_backward
 check "kept_calls: the kept calls are marked in the built program" \
     grep -q "/\* cuco:kept \*/ ncclReduce(" "$TMP/kept_calls/gen_0/kept_calls.cu"
 # decode_logits: its gather of 128 KiB goes through NCCL on the window by
@@ -61,12 +62,24 @@ done
 check "packed_kv_decode: the gather overlaps the projection, a launch on other members of its struct" \
     grep -q "ncclAllGather at line 104 issued on a side stream, wait moved before the statement at line 106 (1 independent" \
     "$TMP/packed_kv_decode/gen_0/transform_report.md"
-# fsdp_layers: the GEMM in TRY_BLAS(...) (whose text returns on failure)
-# consumes the gathered weight per source rank, the model a typedef'd struct
-# apart from the float activations
-check "fsdp_layers: the layer's GEMM consumes the gathered weight per source rank" \
-    grep -q "cublasSgemm at line 108 consumes ncclAllGather at line 106 per source rank" \
+# fsdp_layers: the gather in the per-layer function takes the next layer's
+# shard beside the rest of the layer: the loop's call passes its counter
+# through a hint (the model a typedef'd struct whose bias array, allocated
+# with a cast calloc and tested for NULL, stays apart from the shards)
+check "fsdp_layers: the layer function's gather prefetches the next call's shard" \
+    grep -q "ncclAllGather at line 106 gathers the input of its function layer_forward's next call (m->shard\[l\], with l the counter of the loop at line 118 one step on" \
     "$TMP/fsdp_layers/gen_0/transform_report.md"
+check "fsdp_layers: the loop's call passes its counter through the hint" \
+    grep -q "layer_forward(m, cuco_tx::prefetch_hint(0, CUCO_PREF_0, ((l + 1) < m->layers), (l + 1), l)," \
+    "$TMP/fsdp_layers/gen_0/fsdp_layers.cu"
+# zero3_backward: the forward loop's gathers and the backward loop's (from
+# the last layer to the first, a reduce-scatter of the weight gradient in
+# the same body) each take the next iteration's shard
+for nx in "115:(l + 1)" "129:(l - 1)"; do
+    check "zero3_backward: the gather at line ${nx%%:*} prefetches s->w_shard[${nx#*:}]" \
+        grep -qF "ncclAllGather at line ${nx%%:*} gathers the next iteration's input (s->w_shard[${nx#*:}])" \
+        "$TMP/zero3_backward/gen_0/transform_report.md"
+done
 # raii_buffers: the constructor's cudaMalloc is the gradient's window, and
 # the forward launch on other objects' data() overlaps the sum
 check "raii_buffers: the RAII class allocates symmetric windows" \

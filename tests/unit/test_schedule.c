@@ -1270,6 +1270,90 @@ static void test_scan_prefetch_reads(void **state)
     cuco_tx_result_free(&r);
 }
 
+/* prefetch_next through a function's calls: the gather in a per-layer
+ * function, its calls in the layer loops pass their counter through
+ * cuco_tx::prefetch_hint; only where nothing between two calls may touch
+ * the next layer's shard */
+static void test_scan_prefetch_caller(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *fn_pre, *fn_post, *loops, *why; /* why: NULL when it applies */
+    } cases[] = {
+        {"", "k<<<1, 32, 0, m->s>>>(m->bias[l], m->n);",
+         "for (int l = 0; l < m->L; l++)\n    if (layer(m, l, x) != 0)\n      return -1;", NULL},
+        {"", "", "for (int l = 0; l < m->L; ++l) {\n    k<<<1, 32, 0, m->s>>>(x, m->n);\n"
+                 "    layer(m, l, x);\n  }", NULL},
+        /* forward and backward: each call passes its own next counter */
+        {"", "", "for (int l = 0; l < m->L; l++) layer(m, l, x);\n"
+                 "  for (int l = m->L - 1; l >= 0; l--) layer(m, l, x);", NULL},
+        {"", "", "for (int l = 0; l < m->L; ++l) {\n    layer(m, l, x);\n"
+                 "    k<<<1, 32, 0, m->s>>>(m->shard[l + 1], m->n);\n  }",
+         "of its function's call at line 15 may touch its send buffer"},
+        {"", "k<<<1, 32, 0, m->s>>>(m->shard[l], m->n);",
+         "for (int l = 0; l < m->L; l++) layer(m, l, x);", "of its function layer may touch"},
+        {"", "", "for (int l = 0; l < m->L; l++) layer(m, l + 1, x);",
+         "passes its loop's counter"},
+        {"", "", "layer(m, 0, x);", "is no statement of a counted `for` loop's body"},
+        {"if (!x) return -1;", "", "for (int l = 0; l < m->L; l++) layer(m, l, x);",
+         "its function may leave before the call"},
+        {"", "", "for (int l = 0; l < m->L; l++) {\n    layer(m, l, x);\n    if (m->n == 0) break;\n  }",
+         "may leave an iteration early"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *prog = cuco_sprintf(
+            "#include <nccl.h>\n"
+            "__global__ void k(float *a, size_t n);\n"
+            "struct M { float **shard; float **bias; float *full; size_t n; int L;\n"
+            "           ncclComm_t c; cudaStream_t s; };\n"
+            "static int layer(M *m, int l, float *x) {\n"
+            "  %s\n"
+            "  ncclAllGather(m->shard[l], m->full, m->n, ncclFloat, m->c, m->s);\n"
+            "  k<<<1, 32, 0, m->s>>>(m->full, m->n);\n"
+            "  k<<<1, 32, 0, m->s>>>(x, m->n);\n"
+            "  %s\n"
+            "  return 0;\n"
+            "}\n"
+            "static int forward(M *m, float *x) {\n"
+            "  %s\n"
+            "  return 0;\n"
+            "}\n"
+            "int main() { M m; float *x;\n"
+            "  m.shard = (float **)calloc(4, sizeof(float *));\n"
+            "  m.bias = (float **)calloc(4, sizeof(float *));\n"
+            "  if (!m.shard || m.bias == NULL) return 1;\n"
+            "  for (int i = 0; i < 4; i++) { cudaMalloc(&m.shard[i], 64); cudaMalloc(&m.bias[i], 64); }\n"
+            "  cudaMalloc(&m.full, 128); cudaMalloc(&x, 64);\n"
+            "  return forward(&m, x); }\n",
+            cases[i].fn_pre, cases[i].fn_post, cases[i].loops);
+        assert_non_null(prog);
+        cuco_tx_result r;
+        tx_transform(prog, &r);
+        const char *want = cases[i].why ? cases[i].why
+                                        : "prefetch_next: ncclAllGather at line 7 gathers the "
+                                          "input of its function layer's next call";
+        if (!tx_has_schedule_note(&r.notes, 7, want))
+            fail_msg("case %zu: no note '%s' at line 7", i, want);
+        int edited = r.program &&
+                     strstr(r.program, "cuco_tx::prefetch_site(0, CUCO_PREF_0, "
+                                       "cuco_tx::prefetch_hinted(0, l) ? (const void "
+                                       "*)(m->shard[cuco_tx::prefetch_hint_next(0)]) : nullptr, "
+                                       "cuco_tx::prefetch_hinted(0, l) ? (size_t)(m->n) : 0, 0), ") &&
+                     strstr(r.program, "cuco_tx::prefetch_drop(0, CUCO_PREF_0);\n  for (int l");
+        if (edited != !cases[i].why)
+            fail_msg("case %zu: prefetch_site %s", i, edited ? "added" : "missing");
+        const char *hints[] = {
+            "layer(m, cuco_tx::prefetch_hint(0, CUCO_PREF_0, ((l + 1) < m->L), (l + 1), l), x)",
+            "layer(m, cuco_tx::prefetch_hint(0, CUCO_PREF_0, ((l - 1) >= 0), (l - 1), l), x)"};
+        if (!cases[i].why && !strstr(r.program, hints[0]))
+            fail_msg("case %zu: no hint '%s'", i, hints[0]);
+        if (i == 2 && !strstr(r.program, hints[1]))
+            fail_msg("case %zu: no hint '%s'", i, hints[1]);
+        cuco_tx_result_free(&r);
+        free(prog);
+    }
+}
+
 static void test_scan_prefetch_next(void **state)
 {
     (void)state;
@@ -1294,23 +1378,49 @@ static void test_scan_prefetch_next(void **state)
          "k<<<1, 32, 0, s>>>(act, n);", NULL},
         {"int l = 0; l < f(L); l++", "ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
          "k<<<1, 32, 0, s>>>(act, n);", "no statement of a counted `for` loop's braced body"},
+        /* strided and backward loops: the next iteration is one step on */
         {"int l = 0; l < L; l += 2", "ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
-         "k<<<1, 32, 0, s>>>(act, n);", "is not `i = ...; COND; i++`"},
+         "k<<<1, 32, 0, s>>>(act, n);", NULL},
+        {"int l = L - 1; l >= 0; l--", "ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
+         "k<<<1, 32, 0, s>>>(act, n);", NULL},
+        {"int l = L - 1; l >= 0; l -= (int)n", "ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
+         "k<<<1, 32, 0, s>>>(act, n);", NULL},
+        /* a step the body changes */
+        {"int l = 0; l < L; l += n", "ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
+         "n++;", "is not `i = ...; COND; STEP`"},
         {"int l = 0; l < L; l++", "ncclAllGather(shard[l], full, n, ncclFloat, cs[l], s);",
          "k<<<1, 32, 0, s>>>(act, n);", "communicator or stream changes with its loop's counter"},
         {"int l = 0; l < L; l++", "ncclAllGather(shard[0], full, n, ncclFloat, c, s);",
          "k<<<1, 32, 0, s>>>(act, n);", "does not change with its loop's counter"},
         {"int l = 0; l < L; l++", "n && ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
          "k<<<1, 32, 0, s>>>(act, n);", "does not run in every iteration"},
+        /* a collective on other buffers runs beside the prefetch; one on
+         * the send buffer, or through a helper or MPI, does not */
         {"int l = 0; l < L; l++", "ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
-         "ncclAllReduce(act, act, n, ncclFloat, ncclSum, c, s);", "communicates"},
+         "ncclAllReduce(act, act, n, ncclFloat, ncclSum, c, s);", NULL},
+        {"int l = 0; l < L; l++", "ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
+         "CHECK(ncclAllReduce(act, act, n, ncclFloat, ncclSum, c, s));", NULL},
+        {"int l = 0; l < L; l++", "ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
+         "ncclAllReduce(shard[l + 1], act, n, ncclFloat, ncclSum, c, s);",
+         "may touch its send buffer"},
+        {"int l = 0; l < L; l++", "ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
+         "reduce_all(act, n, c, s);", "is more than NCCL calls that move data"},
+        {"int l = 0; l < L; l++", "ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
+         "MPI_Barrier(MPI_COMM_WORLD);", "is more than NCCL calls that move data"},
+        {"int l = 0; l < L; l++", "ncclAllGather(shard[l], full, n, ncclFloat, c, s);",
+         "if (cudaStreamSynchronize(s) == 0) ncclAllReduce(act, act, n, ncclFloat, ncclSum, c, s);",
+         "is more than NCCL calls that move data"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *prog = cuco_sprintf(
             "#include <nccl.h>\n"
             "__global__ void k(float *a, size_t n);\n"
             "#define NEXT(l) shard[(l) + 1]\n"
+            "#define CHECK(x) do { if ((x) != ncclSuccess) return; } while (0)\n"
             "struct Lay { float *w; float *b; };\n"
+            "static void reduce_all(float *x, size_t n, ncclComm_t c, cudaStream_t s) {\n"
+            "  ncclAllReduce(x, x, n, ncclFloat, ncclSum, c, s);\n"
+            "}\n"
             "static void fwd(float **shard, Lay *lay, float *full, float *act, size_t n, int L,\n"
             "                ncclComm_t c, ncclComm_t *cs, cudaStream_t s) {\n"
             "  for (%s) {\n"
@@ -1328,9 +1438,9 @@ static void test_scan_prefetch_next(void **state)
         assert_non_null(prog);
         cuco_tx_result r;
         tx_transform(prog, &r);
-        const char *want = cases[i].why ? cases[i].why : "prefetch_next: ncclAllGather at line 8";
-        if (!tx_has_schedule_note(&r.notes, 8, want))
-            fail_msg("case %zu: no note '%s' at line 8", i, want);
+        const char *want = cases[i].why ? cases[i].why : "prefetch_next: ncclAllGather at line 12";
+        if (!tx_has_schedule_note(&r.notes, 12, want))
+            fail_msg("case %zu: no note '%s' at line 12", i, want);
         int edited = r.program && strstr(r.program, "cuco_tx::prefetch_site(0, CUCO_PREF_0, ") &&
                      strstr(r.program, "#define CUCO_PREF_0 ");
         if (edited != !cases[i].why)
@@ -1362,6 +1472,36 @@ static void test_scan_prefetch_next(void **state)
     /* a prefetch an earlier run of the loop left is dropped at its entry */
     assert_non_null(strstr(r.program, "  cuco_tx::prefetch_drop(0, CUCO_PREF_0);\n"
                                       "  for (int l = 0; l < L; l++) {"));
+    cuco_tx_result_free(&r);
+    /* a backward loop: the next iteration's counter is one down, under the
+     * header's condition for it */
+    char *back = cuco_strdup(one);
+    assert_non_null(back);
+    char *hdr = strstr(back, "for (int l = 0; l < L; l++)");
+    assert_non_null(hdr);
+    memcpy(hdr, "for (int l = L; --l >= 0;)", strlen("for (int l = L; --l >= 0;)"));
+    memset(hdr + strlen("for (int l = L; --l >= 0;)"), ' ',
+           strlen("for (int l = 0; l < L; l++)") - strlen("for (int l = L; --l >= 0;)"));
+    tx_transform(back, &r);
+    /* a condition that steps the counter is no header schedule (a) reads */
+    assert_null(r.program ? strstr(r.program, "cuco_tx::prefetch_site(0") : NULL);
+    cuco_tx_result_free(&r);
+    free(back);
+    static const char *const down =
+        "#include <nccl.h>\n"
+        "__global__ void k(float *a, size_t n);\n"
+        "int main() { float *sh[4], *full; ncclComm_t c; cudaStream_t s; int L = 4;\n"
+        "  for (int i = 0; i < 4; i++) cudaMalloc(&sh[i], 64);\n"
+        "  cudaMalloc(&full, 128);\n"
+        "  for (int l = L - 1; l >= 0; --l) {\n"
+        "    ncclAllGather(sh[l], full, 16, ncclFloat, c, s);\n"
+        "    k<<<1, 32, 0, s>>>(full, 16);\n"
+        "  }\n"
+        "  return 0; }\n";
+    tx_transform(down, &r);
+    assert_non_null(strstr(r.program, "cuco_tx::prefetch_site(0, CUCO_PREF_0, ((l - 1) >= 0) ? "
+                                      "(const void *)(sh[(l - 1)]) : nullptr, ((l - 1) >= 0) ? "
+                                      "(size_t)(16) : 0, CUCO_PREF_0 > 1), sh[l], full, 16"));
     cuco_tx_result_free(&r);
 }
 
@@ -2354,11 +2494,21 @@ static void test_scan_members_apart(void **state)
         /* read whole: compared, sized, handed to a function of the file */
         {"int same(ctx *c, ctx *d) { return c == d || sizeof(*c) == 0; }\n", "c->x, c->g",
          "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 1},
+        /* cleared by memset: no other object's pointer comes in */
+        {"void clear(ctx *c) { memset(c, 0, sizeof *c); }\n", "c->x, c->g",
+         "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 1},
+        /* members tested for null or compared keep their value */
+        {"int ok(ctx *c) { return !c->z || c->y == NULL; }\n", "c->x, c->g",
+         "k<<<1, 32, 0, c->s>>>(c->y, c->z);", 1},
+        /* a member made by a host allocation, through a cast */
+        {"void mk(ctx *c) { c->u = (float *)malloc(64); }\n", "c->x, c->g",
+         "k<<<1, 32, 0, c->s>>>(c->y, c->u);", 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *prog = cuco_sprintf(
             "#include <nccl.h>\n"
-            "struct ctx { float *x, *y, *z, *g, *u; size_t n; ncclComm_t comm; cudaStream_t s; };\n"
+            "struct ctx { float *x, *y, *z, *g, *u; float **h; size_t n; ncclComm_t comm;\n"
+            "             cudaStream_t s; };\n"
             "__global__ void k(float *a, float *b);\n"
             "%s"
             "static void step(ctx *c, ctx *e, float *w)\n"
@@ -2372,7 +2522,7 @@ static void test_scan_members_apart(void **state)
             "float *w; cudaMalloc(&w, 64); step(&c, &e, w); return 0; }\n",
             cases[i].extra, cases[i].args, cases[i].other_launch);
         assert_non_null(prog);
-        int call = 6;
+        int call = 7;
         for (const char *q = cases[i].extra; *q; q++)
             call += *q == '\n';
         cuco_tx_result r;
@@ -2388,6 +2538,32 @@ static void test_scan_members_apart(void **state)
         cuco_tx_result_free(&r);
         free(prog);
     }
+}
+
+/* a call's buffer that is an element of a member (`c->h[l]`, an array of
+ * device buffers) counts as that member: a launch on the object's other
+ * members overlaps the call */
+static void test_scan_member_element(void **state)
+{
+    (void)state;
+    static const char *const prog =
+        "#include <nccl.h>\n"
+        "struct ctx { float *g, *y, *z; float **h; size_t n; ncclComm_t comm; cudaStream_t s; };\n"
+        "__global__ void k(float *a, float *b);\n"
+        "static void step(ctx *c, int l)\n"
+        "{\n"
+        "    ncclReduceScatter(c->g, c->h[l], 16, ncclFloat, ncclSum, c->comm, c->s);\n"
+        "    k<<<1, 32, 0, c->s>>>(c->y, c->z);\n"
+        "    k<<<1, 32, 0, c->s>>>(c->h[l], c->y);\n"
+        "}\n"
+        "int main() { ctx c; c.h = (float **)calloc(2, sizeof(float *));\n"
+        "  for (int i = 0; i < 2; i++) cudaMalloc(&c.h[i], 64);\n"
+        "  cudaMalloc(&c.g, 64); cudaMalloc(&c.y, 64); cudaMalloc(&c.z, 64);\n"
+        "  cudaStreamCreate(&c.s); step(&c, 1); return 0; }\n";
+    cuco_tx_result r;
+    tx_transform(prog, &r);
+    assert_true(tx_has_schedule_note(&r.notes, 6, "wait moved before the statement at line 8"));
+    cuco_tx_result_free(&r);
 }
 
 /* the same through a reference, C++ style: an all-reduce of L.part in
@@ -2644,6 +2820,7 @@ int main(void)
         cmocka_unit_test(test_place_random),
         cmocka_unit_test(test_scan_alias_program),
         cmocka_unit_test(test_scan_members_apart),
+        cmocka_unit_test(test_scan_member_element),
         cmocka_unit_test(test_scan_members_by_reference),
         cmocka_unit_test(test_scan_params_alias),
         cmocka_unit_test(test_scan_not_applied),
@@ -2667,6 +2844,7 @@ int main(void)
         cmocka_unit_test(test_scan_loop_iterations),
         cmocka_unit_test(test_scan_hidden_joins),
         cmocka_unit_test(test_scan_prefetch_next),
+        cmocka_unit_test(test_scan_prefetch_caller),
         cmocka_unit_test(test_scan_prefetch_reads),
         cmocka_unit_test(test_scan_param_globals),
         cmocka_unit_test(test_edit_places),

@@ -1,0 +1,457 @@
+/* sched_prefetch_caller.c: schedule prefetch_next through a function's
+ * calls (scan_int.h).
+ *
+ * A layer loop often calls a function per layer that gathers the layer's
+ * weights itself: `for (l = 0; l < L; l++) layer_forward(m, l, x, y);`
+ * with `ncclAllGather(m->shard[l], m->wfull, n, ...)` in layer_forward. The
+ * gather of layer l + 1 can run beside the rest of layer l, as in
+ * sched_prefetch.c, when
+ *   - the gather is a statement of the body of a free function F of the
+ *     file, no leave comes before it, and F's every use is a call in
+ *     another function, each in a counted `for` loop (its body braced or
+ *     not) outside an NCCL group, whose header the schedule reads
+ *     (sched_prefetch_next_condition);
+ *   - the send argument names a parameter P for which each call passes the
+ *     loop's counter itself, other parameters whose arguments the loop's
+ *     body does not set, and no local of F; F sets none of them; the type,
+ *     communicator and stream do not name P; nothing calls anything but
+ *     size();
+ *   - neither F's other statements nor the loop body's other statements
+ *     may touch the send buffer (sched_prefetch_keeps_send; in the caller
+ *     the send's names are the arguments for F's parameters), and the
+ *     loop's body leaves only through the error check of its call of F.
+ * Each call passes its counter through cuco_tx::prefetch_hint(site,
+ * CUCO_PREF_n, COND, NEXT, l): the next iteration's counter NEXT, when the
+ * header's condition COND holds for it. F's gather gets prefetch_site(site,
+ * CUCO_PREF_n, next, count), the send and the count with P replaced by that
+ * counter, when the hint was made for this call's P
+ * (cuco_tx::prefetch_hinted): a call of F from elsewhere, or a stale hint,
+ * prefetches nothing. The window is copied into the receive buffer (no
+ * reads in place).
+ */
+#include "cuco/buf.h"
+#include "scan_int.h"
+#include "tx_common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The all-gather's argument positions: send, count, type, communicator. */
+enum { ARG_SEND = 0, ARG_COUNT = 2, ARG_TYPE = 3, ARG_COMM = 4, ARG_STREAM = 5 };
+
+/* One call of F in its loop: the loop, its body [from, to), the statement
+ * of the body that holds the call [sa, sb), and the argument passed for P
+ * [pa, pb). */
+typedef struct call_loop {
+    size_t call;
+    loop_shape L;
+    size_t from, to, sa, sb, pa, pb;
+    int braced;
+} call_loop;
+
+/* Whether token k names the parameter like token param (not a member). */
+static int names_param_at(const sview *v, size_t a, size_t k, size_t param)
+{
+    return same_tok(v, k, param) && !(k > a && (is(v, k - 1, ".") || is(v, k - 1, "->")));
+}
+
+static int names_param(const sview *v, size_t a, size_t b, size_t param)
+{
+    for (size_t k = a; k < b; k++)
+        if (names_param_at(v, a, k, param))
+            return 1;
+    return 0;
+}
+
+/* The index of F's parameter named like token k; -1 when none is. */
+static int param_index_at(const scan *s, size_t k)
+{
+    char *w = cuco_strndup(s->v->src + tk(s->v, k)->off, tk(s->v, k)->len);
+    int i = w ? sview_param_index(s->v, s->fn.params, w) : -1;
+    free(w);
+    return i;
+}
+
+/* The token of the parameter named k in F's parameter list (v->n: none). */
+static size_t param_token(const scan *s, size_t k)
+{
+    const sview *v = s->v;
+    size_t close = close_of(v, s->fn.params);
+    for (size_t i = s->fn.params + 1; i < close && i < v->n; i++)
+        if (same_tok(v, i, k) &&
+            (is(v, i + 1, ",") || is(v, i + 1, ")") || is(v, i + 1, "=") || is(v, i + 1, "[")))
+            return i;
+    return v->n;
+}
+
+/* The text of tokens [a, b) with each use of the parameter like token
+ * param written repl; NULL when out of memory. */
+static char *subst_param(const sview *v, size_t a, size_t b, size_t param, const char *repl)
+{
+    cuco_buf out = CUCO_BUF_INIT;
+    int rc = 0;
+    for (size_t k = a; k < b && rc == 0; k++) {
+        const cuco_tok *t = tk(v, k);
+        if (k > a) {
+            const cuco_tok *p = tk(v, k - 1);
+            rc = cuco_buf_append(&out, v->src + p->off + p->len, t->off - p->off - p->len);
+        }
+        if (rc == 0)
+            rc = names_param_at(v, a, k, param) ? cuco_buf_append(&out, repl, strlen(repl))
+                                                : cuco_buf_append(&out, v->src + t->off, t->len);
+    }
+    if (rc != 0) {
+        cuco_buf_free(&out);
+        return NULL;
+    }
+    return cuco_buf_detach(&out);
+}
+
+/* F's side: the send argument [sa, sb) names no local of F and nothing F
+ * sets, calls nothing; no leave before the call; 1 with the note when not. */
+static int function_side(const scan *s, size_t sa, size_t sb, cuco_sched_plan *p)
+{
+    const sview *v = s->v;
+    static const char *const leaves[] = {"return", "goto", "throw", "co_return", "longjmp", NULL};
+    for (size_t k = s->fn.body + 1; k < s->stmts[s->call].a; k++)
+        if (in_words(v, k, leaves))
+            return sched_note(p, "its function may leave before the call (line %d)",
+                              tk(v, k)->line);
+    if (!sched_readable_before(v, sa, sb, s->fn.body, s->fn.body_end))
+        return sched_note(p,
+                          "its send argument calls what the analysis cannot read ahead, or names "
+                          "what its function declares or sets",
+                          0);
+    return 0;
+}
+
+/* The `for` around the call at k, when the call is in its body: braced
+ * (the call's block is the body) or the body's one statement. */
+static int find_call_loop(const sview *v, size_t k, call_loop *c)
+{
+    size_t blk = block_open(v, k), end = blk < v->n ? close_of(v, blk) : v->n, x = v->n, y = v->n;
+    for (size_t i = blk + 1; end < v->n && i < end;) {
+        size_t j = scan_stmt_after(v, i, end);
+        j = j <= i ? i + 1 : j;
+        if (k >= i && k < j) {
+            x = i;
+            y = j;
+            break;
+        }
+        i = j;
+    }
+    if (x >= v->n)
+        return 0;
+    c->call = k;
+    if (is(v, x, "for") && is(v, x + 1, "(")) {
+        size_t close = close_of(v, x + 1);
+        if (close >= v->n || k <= close || is(v, close + 1, "{"))
+            return 0;
+        *c = (call_loop){.call = k, .from = close + 1, .to = y, .sa = close + 1, .sb = y};
+        return sched_loop_find(v, close + 1, &c->L) && !c->L.range;
+    }
+    *c = (call_loop){.call = k, .from = blk, .to = end, .sa = x, .sb = y, .braced = 1};
+    return sched_loop_find(v, blk, &c->L) && !c->L.range;
+}
+
+/* Whether the loop's body leaves other than through the error check of
+ * the statement that holds the call (`if (f(...) != 0) return -1;`: the
+ * call in the if's condition). */
+static int body_leaves(const sview *v, const call_loop *c)
+{
+    static const char *const leaves[] = {"break", "continue",  "return",  "goto",
+                                         "throw", "co_return", "longjmp", NULL};
+    int checked = is(v, c->sa, "if") && is(v, c->sa + 1, "(") && c->call < close_of(v, c->sa + 1);
+    for (size_t k = c->from; k < c->to; k++)
+        if (in_words(v, k, leaves) && !(checked && k >= c->sa && k < c->sb))
+            return 1;
+    return 0;
+}
+
+/* The caller's side of the call at k: its loop, the argument for P (the
+ * loop's counter), the other parameters' arguments unchanged by the body,
+ * no group, no leave; 1 with the note when not. */
+static int caller_side(const scan *s, size_t k, size_t param, size_t sa, size_t sb, call_loop *c,
+                       cuco_sched_plan *p)
+{
+    const sview *v = s->v;
+    int line = tk(v, k)->line;
+    if (!find_call_loop(v, k, c))
+        return sched_note(p,
+                          "its function's call at line %d is no statement of a counted `for` "
+                          "loop's body",
+                          line);
+    int pk = param_index_at(s, param);
+    if (pk < 0 || !arg_range(v, k + 1, pk, &c->pa, &c->pb) || c->pb != c->pa + 1 ||
+        !same_tok(v, c->pa, c->L.var))
+        return sched_note(p,
+                          "its function's call at line %d does not pass its loop's counter "
+                          "for the parameter its send buffer changes with",
+                          line);
+    for (size_t i = sa; i < sb; i++) {
+        int ik = ident(v, i) && !names_param_at(v, sa, i, param) ? param_index_at(s, i) : -1;
+        size_t a, b;
+        if (ik >= 0 &&
+            (!arg_range(v, k + 1, ik, &a, &b) || !sched_readable_before(v, a, b, c->from, c->to)))
+            return sched_note(p,
+                              "an argument its send buffer reads at its function's call at "
+                              "line %d changes in that call's loop",
+                              line);
+    }
+    if (sched_in_group(v, function_body_of(v, c->L.kw), c->L.kw))
+        return sched_note(p,
+                          "an NCCL group is open around the loop of its function's call at "
+                          "line %d",
+                          line);
+    if (body_leaves(v, c))
+        return sched_note(p,
+                          "the loop of its function's call at line %d may leave an iteration "
+                          "early",
+                          line);
+    if (!sched_loop_stands_alone(v, &c->L))
+        return sched_note(p,
+                          "the loop of its function's call at line %d is not a statement of a "
+                          "braced block",
+                          line);
+    return 0;
+}
+
+/* The caller's name for the object the send is a member of: the argument
+ * for that parameter when it is a name (`m`) or its address (`&model`),
+ * owned; NULL when the send is no member of a parameter or the argument is
+ * more. */
+static char *caller_root(const scan *s, const call_loop *c, size_t sa, size_t sb)
+{
+    const sview *v = s->v;
+    char *root = sched_prefetch_send_root(v, sa, sb);
+    int k = root ? param_index_at(s, sa) : -1;
+    size_t a, b;
+    free(root);
+    if (k < 0 || !arg_range(v, c->call + 1, k, &a, &b))
+        return NULL;
+    if (is(v, a, "&"))
+        a++;
+    return b == a + 1 && ident(v, a) ? cuco_strndup(v->src + tk(v, a)->off, tk(v, a)->len) : NULL;
+}
+
+/* The loop body's other statements leave the send buffer alone (in the
+ * caller's names); 1 with the note when not. */
+static int caller_keeps_send(const scan *s, const call_loop *c, size_t sa, size_t sb,
+                             cuco_sched_plan *p)
+{
+    if (!c->braced)
+        return 0; /* the body is the call's statement */
+    const sview *v = s->v;
+    scan cs = {.v = v, .call = (size_t)-1, .sem = s->sem, .n_sem = s->n_sem, .call_tok = c->call};
+    cs.block = c->from;
+    cs.block_end = c->to;
+    int rc = scan_fn_scope_find(&cs.fn, v, c->from);
+    if (rc == 0) {
+        rc = sched_map_names(s, c->call + 1, &s->send, &cs.send);
+        if (rc == 1)
+            rc = sched_note(p, "its send buffer is a local of its function", 0);
+    }
+    if (rc == 0)
+        rc = scan_read_block(&cs, c->sa);
+    char *what = rc == 0 ? cuco_sprintf("the loop (line %d) of its function's call at line %d",
+                                        tk(v, c->L.kw)->line, tk(v, c->call)->line)
+                         : NULL;
+    char *root = rc == 0 ? caller_root(s, c, sa, sb) : NULL;
+    prefetch_apart ap = {.root = root, .member = sa + 2};
+    size_t launches = 0;
+    if (rc == 0)
+        rc = what ? sched_prefetch_keeps_send(&cs, &ap, 0, what, p, &launches) : CUCO_ENOMEM;
+    free(root);
+    free(what);
+    sched_scan_free(&cs);
+    return rc;
+}
+
+/* The hint at the call's argument for P: cuco_tx::prefetch_hint(site,
+ * CUCO_PREF_site, COND, NEXT, counter). */
+static int hint_edit(const scan *s, const call_loop *c, int site, cuco_sched_plan *p)
+{
+    const sview *v = s->v;
+    char *cond = NULL, *step = NULL;
+    int rc = sched_prefetch_next_condition(v, &c->L, c->from, c->to, p, &cond, &step);
+    char *next = rc == 0 ? sched_prefetch_next_text(v, c->pa, c->pb, c->L.var, step) : NULL;
+    if (rc == 0 && !next)
+        rc = CUCO_ENOMEM;
+    if (rc == 0)
+        rc = scan_plan_edit(p, tk(v, c->pa)->off, 0,
+                            cuco_sprintf("cuco_tx::prefetch_hint(%d, CUCO_PREF_%d, %s, %s, ", site,
+                                         site, cond, next),
+                            tk(v, c->pa)->off);
+    const cuco_tok *last = tk(v, c->pb - 1);
+    if (rc == 0)
+        rc = scan_plan_edit(p, last->off + last->len, 0, cuco_strdup(")"), tk(v, c->pa)->off);
+    char *drop =
+        rc == 0 ? cuco_sprintf("cuco_tx::prefetch_drop(%d, CUCO_PREF_%d);", site, site) : NULL;
+    if (rc == 0)
+        rc = drop ? sched_insert_before(v, c->L.kw, drop, p) : CUCO_ENOMEM;
+    free(drop);
+    free(next);
+    free(cond);
+    free(step);
+    return rc;
+}
+
+/* The site at F's gather: next and count with P the hinted counter. */
+static int site_edit(const scan *s, size_t param, size_t sa, size_t sb, int site,
+                     cuco_sched_plan *p)
+{
+    const sview *v = s->v;
+    size_t ca, cb;
+    if (!arg_range(v, s->call_tok + 1, ARG_COUNT, &ca, &cb))
+        return sched_note(p, "its count argument was not found", 0);
+    char *hinted = cuco_sprintf("cuco_tx::prefetch_hinted(%d, %.*s)", site, (int)tk(v, param)->len,
+                                v->src + tk(v, param)->off);
+    char *repl = cuco_sprintf("cuco_tx::prefetch_hint_next(%d)", site);
+    char *next = repl ? subst_param(v, sa, sb, param, repl) : NULL;
+    char *count = repl ? subst_param(v, ca, cb, param, repl) : NULL;
+    int rc = hinted && next && count ? 0 : CUCO_ENOMEM;
+    if (rc == 0)
+        rc = scan_plan_edit(p, tk(v, sa)->off, 0,
+                            cuco_sprintf("cuco_tx::prefetch_site(%d, CUCO_PREF_%d, %s ? (const "
+                                         "void *)(%s) : nullptr, %s ? (size_t)(%s) : 0, 0), ",
+                                         site, site, hinted, next, hinted, count),
+                            tk(v, sa)->off);
+    free(hinted);
+    free(repl);
+    free(next);
+    free(count);
+    return rc;
+}
+
+/* F's calls, each checked and hinted; *n_calls their count. */
+static int each_call(const scan *s, size_t name, size_t param, size_t sa, size_t sb, int site,
+                     int (*editable)(void *ctx, size_t off), void *ctx, cuco_sched_plan *p,
+                     size_t *n_calls, int *loop_line)
+{
+    const sview *v = s->v;
+    size_t *sites = NULL, n = 0;
+    int rc = sched_call_sites(s, name, &sites, &n, p);
+    if (rc == 0 && n == 0)
+        rc = sched_note(p, "its function is not called in the file", 0);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        call_loop c;
+        rc = caller_side(s, sites[i], param, sa, sb, &c, p);
+        if (rc == 0)
+            rc = caller_keeps_send(s, &c, sa, sb, p);
+        if (rc == 0 && editable &&
+            (!editable(ctx, tk(v, c.pa)->off) || !editable(ctx, tk(v, c.L.kw)->off)))
+            rc = sched_note(p, "its function's call at line %d or its loop is in frozen code",
+                            tk(v, sites[i])->line);
+        if (rc == 0)
+            rc = hint_edit(s, &c, site, p);
+        if (rc == 0 && i == 0)
+            *loop_line = tk(v, c.L.kw)->line;
+    }
+    *n_calls = n;
+    free(sites);
+    return rc;
+}
+
+/* The parameter of F that the send argument [sa, sb) changes with into
+ * *param (its token in F's parameter list): the one for which F's first
+ * call passes the counter of the loop around it; 1 with the note when F is
+ * not called, its first call stands in no counted loop or passes no
+ * counter for a parameter the send names. */
+static int counter_param(const scan *s, size_t name, size_t sa, size_t sb, size_t *param,
+                         cuco_sched_plan *p)
+{
+    const sview *v = s->v;
+    size_t *sites = NULL, n = 0;
+    call_loop c;
+    *param = v->n;
+    int rc = sched_call_sites(s, name, &sites, &n, p);
+    if (rc == 0 && n == 0)
+        rc = sched_note_take(p, cuco_sprintf("its function %.*s is not called in the file",
+                                             (int)tk(v, name)->len, v->src + tk(v, name)->off));
+    else if (rc == 0 && !find_call_loop(v, sites[0], &c))
+        rc = sched_note(p,
+                        "its function's call at line %d is no statement of a counted `for` "
+                        "loop's body",
+                        tk(v, sites[0])->line);
+    for (size_t i = sa; rc == 0 && i < sb && *param >= v->n; i++) {
+        int ik = ident(v, i) && !(i > sa && (is(v, i - 1, ".") || is(v, i - 1, "->")))
+                     ? param_index_at(s, i)
+                     : -1;
+        size_t a, b;
+        if (ik >= 0 && arg_range(v, sites[0] + 1, ik, &a, &b) && b == a + 1 &&
+            same_tok(v, a, c.L.var))
+            *param = param_token(s, i);
+    }
+    if (rc == 0 && *param >= v->n)
+        rc = sched_note(p,
+                        "its send buffer changes with no parameter for which its function's "
+                        "call at line %d passes its loop's counter",
+                        tk(v, sites[0])->line);
+    free(sites);
+    return rc;
+}
+
+int sched_prefetch_caller(const scan *s, int site, int (*editable)(void *ctx, size_t off),
+                          void *ctx, cuco_sched_plan *p)
+{
+    const sview *v = s->v;
+    size_t name = sched_free_function(s), sa = 0, sb = 0, edits = p->nedits, n_calls = 0;
+    if (s->block != s->fn.body || name == 0)
+        return sched_note(p, "it is no statement of a free function's body either", 0);
+    size_t param = v->n;
+    int rc = arg_range(v, s->call_tok + 1, ARG_SEND, &sa, &sb)
+                 ? counter_param(s, name, sa, sb, &param, p)
+                 : sched_note(p, "its send argument was not found", 0),
+        loop_line = 0;
+    if (rc == 0)
+        rc = function_side(s, sa, sb, p);
+    for (int k = ARG_TYPE; rc == 0 && k <= ARG_STREAM; k++) {
+        size_t a, b;
+        if (!arg_range(v, s->call_tok + 1, k, &a, &b) || names_param(v, a, b, param))
+            rc = sched_note(p,
+                            "its type, communicator or stream changes with the parameter its "
+                            "send buffer changes with",
+                            0);
+    }
+    char *what = rc == 0 ? cuco_sprintf("its function %.*s", (int)tk(v, name)->len,
+                                        v->src + tk(v, name)->off)
+                         : NULL;
+    char *root = rc == 0 ? sched_prefetch_send_root(v, sa, sb) : NULL;
+    prefetch_apart ap = {.root = root, .member = sa + 2};
+    size_t launches = 0;
+    if (rc == 0)
+        rc = what ? sched_prefetch_keeps_send(s, &ap, 1, what, p, &launches) : CUCO_ENOMEM;
+    free(root);
+    if (rc == 0 && editable && !editable(ctx, tk(v, s->call_tok)->off))
+        rc = sched_note(p, "the call is in frozen code", 0);
+    if (rc == 0)
+        rc = each_call(s, name, param, sa, sb, site, editable, ctx, p, &n_calls, &loop_line);
+    if (rc == 0)
+        rc = site_edit(s, param, sa, sb, site, p);
+    if (rc == 0) {
+        char *send = sview_text(v, sa, sb);
+        free(p->note);
+        p->note = send ? cuco_sprintf("ncclAllGather at line %d gathers the input of its "
+                                      "function %.*s's next call (%s, with %.*s the counter of "
+                                      "the loop at line %d one step on, which each of its %zu "
+                                      "call%s passes) beside the rest of that call and of the "
+                                      "loop's iteration (%zu launch%s in the function) into a "
+                                      "window of its own, and the next call copies it into its "
+                                      "buffer",
+                                      tk(v, s->call_tok)->line, (int)tk(v, name)->len,
+                                      v->src + tk(v, name)->off, send, (int)tk(v, param)->len,
+                                      v->src + tk(v, param)->off, loop_line, n_calls,
+                                      n_calls == 1 ? "" : "s", launches, launches == 1 ? "" : "es")
+                       : NULL;
+        free(send);
+        rc = p->note ? 0 : CUCO_ENOMEM;
+    }
+    free(what);
+    if (rc == 0) {
+        p->applies = 1;
+        p->knob_default = 1;
+    } else {
+        sched_drop_edits(p, edits);
+    }
+    return rc;
+}
