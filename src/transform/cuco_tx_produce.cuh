@@ -181,23 +181,6 @@ inline size_t comm_size(ncclComm_t comm) {
   return ncclCommCount(comm, &n) == ncclSuccess && n > 0 ? (size_t)n : 0;
 }
 
-// The start of the allocation holding p, or 0 when the driver cannot say.
-inline uintptr_t alloc_start(const void* p) {
-  using Fn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
-  static const Fn fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q;
-    return cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000, cudaEnableDefault, &q) == cudaSuccess &&
-                   q == cudaDriverEntryPointSuccess
-               ? reinterpret_cast<Fn>(f)
-               : nullptr;
-  }();
-  CUdeviceptr base = 0;
-  size_t size = 0;
-  if (!fn || !p || fn(&base, &size, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS) return 0;
-  return (uintptr_t)base;
-}
-
 // Whether out lies in none of the producer's inputs' allocations (known for
 // a GEMM only), so that a reduction may write it while later ranges run.
 inline bool apart_from_inputs(const ProduceRec* r, const void* out) {

@@ -314,29 +314,18 @@ inline ncclResult_t prefetch_setup(PrefRec* r, int k, size_t bytes, ncclComm_t c
   return ncclSuccess;
 }
 
-// Whether [p, p + bytes) lies in one allocation of device memory (the
-// driver's range of p's allocation, looked up through the runtime: nothing
-// links libcuda). A prefetch reads ahead what the next call will send: the
+// Whether [p, p + bytes) lies in one allocation of device memory
+// (alloc_range). A prefetch reads ahead what the next call will send: the
 // guard keeps a next iteration whose buffer is smaller than this one's, or
 // no device memory at all, from being read past its end. False where the
-// driver cannot tell.
+// driver cannot tell. Every rank gives the same answer where the ranks'
+// buffers of one iteration have one size (a collective's count is the
+// same on every rank).
 inline bool within_allocation(const void* p, size_t bytes) {
-  using AttrFn = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
-  static AttrFn attr = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q;
-    return cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &f, 12000, cudaEnableDefault, &q) ==
-                   cudaSuccess &&
-                   q == cudaDriverEntryPointSuccess
-               ? reinterpret_cast<AttrFn>(f)
-               : nullptr;
-  }();
-  CUdeviceptr start = 0;
+  uintptr_t base = 0;
   size_t size = 0;
-  CUdeviceptr at = reinterpret_cast<CUdeviceptr>(p);
-  return attr && attr(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, at) == CUDA_SUCCESS &&
-         attr(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, at) == CUDA_SUCCESS && at >= start &&
-         at - start <= size && bytes <= size - (at - start);
+  uintptr_t at = reinterpret_cast<uintptr_t>(p);
+  return alloc_range(p, &base, &size) && at >= base && at - base <= size && bytes <= size - (at - base);
 }
 
 // The next iteration's gather into the site's window, on its side stream

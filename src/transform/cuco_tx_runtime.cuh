@@ -469,6 +469,32 @@ inline int comm_rank(ncclComm_t c) {
   return r;
 }
 
+// The allocation of device memory holding p (*base, *size, from the
+// driver's cuMemGetAddressRange, looked up through the runtime: nothing
+// links libcuda); false when the driver cannot say.
+inline bool alloc_range(const void* p, uintptr_t* base, size_t* size) {
+  using Fn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+  static const Fn fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    return cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+                   q == cudaDriverEntryPointSuccess
+               ? reinterpret_cast<Fn>(f)
+               : nullptr;
+  }();
+  CUdeviceptr b = 0;
+  if (!fn || !p || fn(&b, size, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS) return false;
+  *base = (uintptr_t)b;
+  return true;
+}
+
+// The start of the allocation holding p, or 0 when the driver cannot say.
+inline uintptr_t alloc_start(const void* p) {
+  uintptr_t base = 0;
+  size_t size = 0;
+  return alloc_range(p, &base, &size) ? base : 0;
+}
+
 inline Comm* comm_find(ncclComm_t c) {
   for (Comm& x : comms())
     if (x.comm == c && x.live) return &x;

@@ -27,9 +27,10 @@ typedef struct stmt {
     cuco_sched_kind kind_but_loop_exits;  /* its kind were its `break` and `continue` not
                                              counted (a loop's, inside the function) */
     cuco_sched_kind kind_but_data_calls;  /* its kind were its NCCL calls that move data
-                                             between the buffers it names (scan_data_calls)
-                                             and the exits only a macro's text has not
-                                             counted */
+                                             between the buffers it names (scan_data_calls),
+                                             a `return` that starts it and the exits only a
+                                             macro's text has not counted */
+    int data_calls;                       /* those NCCL calls */
     int calls;                            /* calls of functions not in the lists above */
     int method_calls;                     /* obj.f(...), p->f(...) */
 } stmt;
@@ -195,14 +196,21 @@ int sched_loop_heads_apart(const scan *s, const loop_shape *L, const stmt *st, s
                            size_t member, cuco_strlist *out);
 
 /* ---- sched_prefetch.c: the next iteration of prefetch_next's loop */
-/* The text of tokens [a, b) with each use of the counter var (not a
- * member name) written `(var STEP)`, its value in the next iteration
- * (step "+ 1", "- 1", "+ (stride)"); NULL when out of memory. */
+/* Whether token k of tokens [a, ...) names the variable like token var
+ * (not a member of that name, `x.l`); whether tokens [a, b) do. */
+int sched_prefetch_names_at(const sview *v, size_t a, size_t k, size_t var);
+int sched_prefetch_names(const sview *v, size_t a, size_t b, size_t var);
+/* The text of tokens [a, b) with each use of the variable like token var
+ * (not a member name) written repl; NULL when out of memory. */
+char *sched_prefetch_subst(const sview *v, size_t a, size_t b, size_t var, const char *repl);
+/* The same with each use written `(var STEP)`, its value in the next
+ * iteration (step "+ 1", "- 1", "+ (stride)"). */
 char *sched_prefetch_next_text(const sview *v, size_t a, size_t b, size_t var, const char *step);
 /* The step of L's header as the text that follows the counter in its next
  * value into *step: "+ 1" (++i, i++), "- 1" (--i, i--), "+ (e)" or "- (e)"
  * (i += e, i -= e, sched_loop_find checked the shape); NULL when e calls
- * anything or names what [from, to) (the body) sets. */
+ * anything or names what [from, to) (the body) sets, or the header
+ * declares the counter narrower than int. */
 int sched_prefetch_step(const sview *v, const loop_shape *L, size_t from, size_t to, char **step);
 /* L's condition for the next iteration (the whole condition with the
  * counter one step on: `(l + 1) < L`, `(l - 1) >= 0`) into *cond and the
@@ -225,6 +233,14 @@ typedef struct prefetch_apart {
 /* The object the send argument [a, b) is a member of (`m->shard[l]`,
  * `net.w`: m, net; the member at a + 2), owned; NULL when it is none. */
 char *sched_prefetch_send_root(const sview *v, size_t a, size_t b);
+/* Whether tokens [a, b) name the object root (the send buffer's, the send
+ * being root->member...) only through members other than the send's that
+ * are scalars, stay in place everywhere in the file (each made by an
+ * allocation of its own: no element of the send's member can be one), or,
+ * like the send's member, are never set but by allocations (a value copied
+ * out of one brings no other buffer in). */
+int sched_prefetch_root_apart_in(const sview *v, size_t a, size_t b, const char *root,
+                                 size_t member);
 /* Whether the statements of s's block other than its call (a graph after
  * the call's node, which reads and writes its send buffer only) leave the
  * send buffer alone while the next iteration's gather runs: each
@@ -464,6 +480,12 @@ int scan_member_kept(const sview *v, const char *name);
  * to a call that may keep it) and is made by an allocation call there: it
  * is no other object's buffer. */
 int scan_other_member_stays(const sview *v, size_t m);
+/* Whether the member named like token m is made by an allocation call and
+ * never set otherwise anywhere in the file (no assignment but of an
+ * allocation, no step, its address given to allocation calls only, its
+ * whole value to no call): its value, or a table's elements, may be copied
+ * elsewhere, but none comes from another buffer. */
+int scan_member_never_set(const sview *v, size_t m);
 /* Whether the arguments [a1, b1) and [a2, b2) are two members of one object
  * (`m->x`, `m->h`) that each stay in place everywhere in the file and are
  * made by an allocation call: two buffers. */

@@ -128,9 +128,9 @@ static void member_unit(const sview *v, size_t t, size_t *first, size_t *end, in
 static const char *const host_allocations[] = {"malloc", "calloc", "aligned_alloc", NULL};
 
 /* Whether the value assigned after the '=' at eq is one call of an
- * allocator function of the file (`c.x = make_device<float>(n);`), or of
- * the host's (`m->w = (float **)calloc(n, sizeof(float *));`, `new T[n]`),
- * a C cast of it allowed. */
+ * allocator function of the file (`c.x = make_device<float>(n);`: 1), or
+ * of the host's (`m->w = (float **)calloc(n, sizeof(float *));`, `new
+ * T[n]`: 2), a C cast of it allowed; 0 otherwise. */
 static int allocator_value(const sview *v, size_t eq)
 {
     size_t i = eq + 1;
@@ -146,13 +146,31 @@ static int allocator_value(const sview *v, size_t eq)
         size_t k = i + 1;
         while (k < v->n && !is(v, k, ";") && !is(v, k, "(") && !is(v, k, "{"))
             k++;
-        return is(v, k, ";");
+        return is(v, k, ";") ? 2 : 0;
     }
-    if (!scan_allocator_call(v, i) && !(in_words(v, i, host_allocations) && is(v, i + 1, "(")))
+    int host = in_words(v, i, host_allocations) && is(v, i + 1, "(");
+    if (!host && !scan_allocator_call(v, i))
         return 0;
     while (i < v->n && !is(v, i, "("))
         i++;
-    return i < v->n && is(v, close_of(v, i) + 1, ";");
+    return i < v->n && is(v, close_of(v, i) + 1, ";") ? 1 + host : 0;
+}
+
+/* Whether the use of member token t hands its whole value to a call other
+ * than a release (`cudaMemcpy(c->tab, ...)`, `init(c->tab)`): for a table
+ * the host allocated, the call may write pointers into it. */
+static int whole_to_call(const sview *v, size_t t)
+{
+    static const char *const releases[] = {"free", "cudaFreeHost", NULL};
+    size_t first, end;
+    int addr;
+    member_unit(v, t, &first, &end, &addr);
+    if (addr || end != t + 1 || first == 0 || end >= v->n ||
+        !(is(v, first - 1, "(") || is(v, first - 1, ",")) || !(is(v, end, ")") || is(v, end, ",")))
+        return 0;
+    size_t open = sview_paren_around(v, t);
+    return open < v->n && open > 0 && ident(v, open - 1) && !in_words(v, open - 1, releases) &&
+           !in_words(v, open - 1, sview_keywords);
 }
 
 /* Whether [first, end) is a whole argument of a launch (its value), or of a
@@ -314,7 +332,7 @@ static const char *const builtins[] = {"threadIdx", "blockIdx", "blockDim", "gri
  * place at each of its uses in the text and is made by a call there. */
 static int member_stays_at(const sview *v, const char *m, int call_member, int depth)
 {
-    int made = 0;
+    int made = 0, host = 0, handed = 0;
     for (size_t t = 2; t < v->n; t++) {
         if (!(is(v, t - 1, "->") || is(v, t - 1, ".")) || !is(v, t, m) ||
             in_words(v, t - 2, builtins) || other_struct_scalar(v, t))
@@ -322,8 +340,12 @@ static int member_stays_at(const sview *v, const char *m, int call_member, int d
         if (!use_stays(v, t, call_member, depth))
             return 0;
         made |= use_makes(v, t, call_member);
+        host |= is(v, t + 1, "=") && allocator_value(v, t + 1) == 2;
+        handed |= whole_to_call(v, t);
     }
-    return made;
+    /* a table the host allocated, handed whole to a call, may get its
+     * pointers from anywhere */
+    return made && !(host && handed);
 }
 
 static int member_stays(const sview *v, const char *m, int call_member)
@@ -505,6 +527,42 @@ static int members_stay(const sview *v, const cuco_strlist *members)
         if (!member_stays(v, members->items[k], 1))
             return 0;
     return 1;
+}
+
+/* Whether the use of member token t may set the member, or what its table
+ * holds: an assignment of anything but an allocation, a step, its address
+ * handed to anything but an allocation call, or its whole value handed to
+ * a call (which may write pointers into a table). *made: the use makes it. */
+static int use_may_set(const sview *v, size_t t, int *made)
+{
+    static const char *const steps[] = {"+=", "-=", "++", "--", NULL};
+    size_t first, end;
+    int addr;
+    member_unit(v, t, &first, &end, &addr);
+    if (end >= v->n)
+        return 1;
+    if (is(v, end, "=")) {
+        *made |= allocator_value(v, end) != 0;
+        return allocator_value(v, end) == 0;
+    }
+    if (in_words(v, end, steps) || (first > 0 && in_words(v, first - 1, steps)))
+        return 1;
+    if (addr) {
+        size_t open = sview_paren_around(v, first);
+        *made |= open < v->n && open > 0 && in_words(v, open - 1, allocations);
+        return !(open < v->n && open > 0 && in_words(v, open - 1, allocations));
+    }
+    return whole_to_call(v, t);
+}
+
+int scan_member_never_set(const sview *v, size_t m)
+{
+    int made = 0;
+    for (size_t t = 2; t < v->n; t++)
+        if ((is(v, t - 1, "->") || is(v, t - 1, ".")) && same_tok(v, t, m) &&
+            !in_words(v, t - 2, builtins) && !other_struct_scalar(v, t) && use_may_set(v, t, &made))
+            return 0;
+    return made;
 }
 
 int scan_other_member_stays(const sview *v, size_t m)

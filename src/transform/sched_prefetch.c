@@ -36,14 +36,20 @@
 /* The all-gather's argument positions: send, count, type, communicator. */
 enum { ARG_SEND = 0, ARG_COUNT = 2, ARG_TYPE = 3, ARG_COMM = 4 };
 
-/* Whether token k of tokens [a, ...) names the counter var (not a member
- * of that name, `x.l`). */
-static int counter_at(const sview *v, size_t a, size_t k, size_t var)
+int sched_prefetch_names_at(const sview *v, size_t a, size_t k, size_t var)
 {
     return same_tok(v, k, var) && !(k > a && (is(v, k - 1, ".") || is(v, k - 1, "->")));
 }
 
-char *sched_prefetch_next_text(const sview *v, size_t a, size_t b, size_t var, const char *step)
+int sched_prefetch_names(const sview *v, size_t a, size_t b, size_t var)
+{
+    for (size_t k = a; k < b; k++)
+        if (sched_prefetch_names_at(v, a, k, var))
+            return 1;
+    return 0;
+}
+
+char *sched_prefetch_subst(const sview *v, size_t a, size_t b, size_t var, const char *repl)
 {
     cuco_buf out = CUCO_BUF_INIT;
     int rc = 0;
@@ -53,10 +59,10 @@ char *sched_prefetch_next_text(const sview *v, size_t a, size_t b, size_t var, c
             const cuco_tok *p = tk(v, k - 1);
             rc = cuco_buf_append(&out, v->src + p->off + p->len, t->off - p->off - p->len);
         }
-        if (rc == 0 && counter_at(v, a, k, var))
-            rc = cuco_buf_printf(&out, "(%.*s %s)", (int)t->len, v->src + t->off, step);
-        else if (rc == 0)
-            rc = cuco_buf_append(&out, v->src + t->off, t->len);
+        if (rc == 0)
+            rc = sched_prefetch_names_at(v, a, k, var)
+                     ? cuco_buf_append(&out, repl, strlen(repl))
+                     : cuco_buf_append(&out, v->src + t->off, t->len);
     }
     if (rc != 0) {
         cuco_buf_free(&out);
@@ -65,11 +71,22 @@ char *sched_prefetch_next_text(const sview *v, size_t a, size_t b, size_t var, c
     return cuco_buf_detach(&out);
 }
 
-/* Whether tokens [a, b) name the counter var. */
-static int names_var(const sview *v, size_t a, size_t b, size_t var)
+char *sched_prefetch_next_text(const sview *v, size_t a, size_t b, size_t var, const char *step)
 {
-    for (size_t k = a; k < b; k++)
-        if (counter_at(v, a, k, var))
+    char *repl = cuco_sprintf("(%.*s %s)", (int)tk(v, var)->len, v->src + tk(v, var)->off, step);
+    char *text = repl ? sched_prefetch_subst(v, a, b, var, repl) : NULL;
+    free(repl);
+    return text;
+}
+
+/* Whether the header declares its counter narrower than int: `l - 1`
+ * would then be an int, and `(l - 1) < L` hold below 0. */
+static int narrow_counter(const sview *v, const loop_shape *L)
+{
+    static const char *const narrow[] = {"short",   "char",     "int8_t", "uint8_t",
+                                         "int16_t", "uint16_t", "__half", NULL};
+    for (size_t k = L->open + 1; k < L->var; k++)
+        if (in_words(v, k, narrow))
             return 1;
     return 0;
 }
@@ -78,6 +95,8 @@ int sched_prefetch_step(const sview *v, const loop_shape *L, size_t from, size_t
 {
     size_t st = L->semi[1] + 1, end = L->close;
     *step = NULL;
+    if (narrow_counter(v, L))
+        return 0;
     if (end == st + 2)
         return (*step = cuco_strdup(is(v, st, "++") || is(v, st + 1, "++") ? "+ 1" : "- 1"))
                    ? 0
@@ -97,12 +116,12 @@ int sched_prefetch_next_condition(const sview *v, const loop_shape *L, size_t fr
     int rc = sched_prefetch_step(v, L, from, to, step);
     if (rc != 0)
         return rc;
-    if (!*step || b <= a || !names_var(v, a, b, L->var) ||
+    if (!*step || b <= a || !sched_prefetch_names(v, a, b, L->var) ||
         !sched_readable_before(v, a, b, from, to))
         return sched_note(p,
                           "its loop (line %d) is not `i = ...; COND; STEP` with a COND on i and "
                           "a STEP (i++, i--, i += e, i -= e) that call nothing and that the body "
-                          "does not set",
+                          "does not set, and an i no narrower than int",
                           tk(v, L->kw)->line);
     char *next = sched_prefetch_next_text(v, a, b, L->var, *step);
     *cond = next ? cuco_sprintf("(%s)", next) : NULL;
@@ -146,11 +165,12 @@ static int next_arguments(const scan *s, const loop_shape *L, const char *step, 
                               "its arguments call what the analysis cannot read ahead, or name "
                               "what the body of its loop (line %d) declares or sets",
                               tk(v, L->kw)->line);
-        if (pos[i] == ARG_SEND && !names_var(v, a, b, L->var))
+        if (pos[i] == ARG_SEND && !sched_prefetch_names(v, a, b, L->var))
             return sched_note(p,
                               "its send buffer does not change with its loop's counter (line %d)",
                               tk(v, L->kw)->line);
-        if ((pos[i] == ARG_TYPE || pos[i] == ARG_COMM || pos[i] < 0) && names_var(v, a, b, L->var))
+        if ((pos[i] == ARG_TYPE || pos[i] == ARG_COMM || pos[i] < 0) &&
+            sched_prefetch_names(v, a, b, L->var))
             return sched_note(p,
                               "its type, communicator or stream changes with its loop's counter "
                               "(line %d)",
@@ -184,14 +204,10 @@ static size_t send_container(const sview *v, const loop_shape *L, size_t a, size
  * apart; with returns, a `return` ends the function the prefetch outlives. */
 static cuco_sched_kind beside_kind(const sview *v, const stmt *st, int returns)
 {
-    cuco_sched_kind kind = st->kind == CUCO_SCHED_EXIT ? st->kind_but_macro_exits : st->kind;
-    if (kind == CUCO_SCHED_COMM &&
-        (st->kind_but_data_calls == CUCO_SCHED_PLAIN || st->kind_but_data_calls == CUCO_SCHED_WORK))
-        return CUCO_SCHED_WORK;
-    if (returns && kind == CUCO_SCHED_EXIT && is(v, st->a, "return"))
-        return st->kind_but_data_calls == CUCO_SCHED_EXIT ? CUCO_SCHED_PLAIN
-                                                          : st->kind_but_data_calls;
-    return kind;
+    if (!returns && is(v, st->a, "return"))
+        return CUCO_SCHED_EXIT;
+    cuco_sched_kind rest = st->kind_but_data_calls; /* what the return's value does counts */
+    return st->data_calls && rest == CUCO_SCHED_PLAIN ? CUCO_SCHED_WORK : rest;
 }
 
 char *sched_prefetch_send_root(const sview *v, size_t a, size_t b)
@@ -201,23 +217,27 @@ char *sched_prefetch_send_root(const sview *v, size_t a, size_t b)
                : NULL;
 }
 
-/* Whether statement st names the object root (the send buffer's, the
- * send being root->member...) only through members other than the send's
- * that are scalars or stay in place everywhere in the file (each made by
- * an allocation of its own: no element of the send's member can be one). */
-static int root_apart(const sview *v, const stmt *st, const char *root, size_t member)
+int sched_prefetch_root_apart_in(const sview *v, size_t a, size_t b, const char *root,
+                                 size_t member)
 {
-    if (st->macro_opaque || cuco_strlist_has(&st->macro_heads, root))
-        return 0;
-    for (size_t k = st->a; k < st->b; k++) {
-        if (!is(v, k, root) || (k > st->a && (is(v, k - 1, ".") || is(v, k - 1, "->"))))
+    for (size_t k = a; k < b; k++) {
+        if (!is(v, k, root) || (k > a && (is(v, k - 1, ".") || is(v, k - 1, "->"))))
             continue;
         if (!(is(v, k + 1, "->") || is(v, k + 1, ".")) || !ident(v, k + 2) ||
             same_tok(v, k + 2, member) || is(v, k + 3, "(") ||
-            !(scan_scalar_member(v, k + 2) || scan_other_member_stays(v, k + 2)))
+            !(scan_scalar_member(v, k + 2) || scan_other_member_stays(v, k + 2) ||
+              (scan_member_never_set(v, k + 2) && scan_member_never_set(v, member))))
             return 0;
     }
     return 1;
+}
+
+/* sched_prefetch_root_apart_in for statement st, whose macros' texts do
+ * not name root. */
+static int root_apart(const sview *v, const stmt *st, const char *root, size_t member)
+{
+    return !st->macro_opaque && !cuco_strlist_has(&st->macro_heads, root) &&
+           sched_prefetch_root_apart_in(v, st->a, st->b, root, member);
 }
 
 /* The heads of st less the apart object (ap->root) when st names it only

@@ -49,20 +49,6 @@ typedef struct call_loop {
     int braced;
 } call_loop;
 
-/* Whether token k names the parameter like token param (not a member). */
-static int names_param_at(const sview *v, size_t a, size_t k, size_t param)
-{
-    return same_tok(v, k, param) && !(k > a && (is(v, k - 1, ".") || is(v, k - 1, "->")));
-}
-
-static int names_param(const sview *v, size_t a, size_t b, size_t param)
-{
-    for (size_t k = a; k < b; k++)
-        if (names_param_at(v, a, k, param))
-            return 1;
-    return 0;
-}
-
 /* The index of F's parameter named like token k; -1 when none is. */
 static int param_index_at(const scan *s, size_t k)
 {
@@ -84,44 +70,43 @@ static size_t param_token(const scan *s, size_t k)
     return v->n;
 }
 
-/* The text of tokens [a, b) with each use of the parameter like token
- * param written repl; NULL when out of memory. */
-static char *subst_param(const sview *v, size_t a, size_t b, size_t param, const char *repl)
-{
-    cuco_buf out = CUCO_BUF_INIT;
-    int rc = 0;
-    for (size_t k = a; k < b && rc == 0; k++) {
-        const cuco_tok *t = tk(v, k);
-        if (k > a) {
-            const cuco_tok *p = tk(v, k - 1);
-            rc = cuco_buf_append(&out, v->src + p->off + p->len, t->off - p->off - p->len);
-        }
-        if (rc == 0)
-            rc = names_param_at(v, a, k, param) ? cuco_buf_append(&out, repl, strlen(repl))
-                                                : cuco_buf_append(&out, v->src + t->off, t->len);
-    }
-    if (rc != 0) {
-        cuco_buf_free(&out);
-        return NULL;
-    }
-    return cuco_buf_detach(&out);
-}
-
-/* F's side: the send argument [sa, sb) names no local of F and nothing F
- * sets, calls nothing; no leave before the call; 1 with the note when not. */
-static int function_side(const scan *s, size_t sa, size_t sb, cuco_sched_plan *p)
+/* F's side: no leave before the call; the send argument [sa, sb) names
+ * no local of F and nothing F sets, and no argument calls anything but
+ * size(); the counter's parameter param is no reference F could set
+ * through; 1 with the note when not. */
+static int function_side(const scan *s, size_t sa, size_t sb, size_t param, cuco_sched_plan *p)
 {
     const sview *v = s->v;
     static const char *const leaves[] = {"return", "goto", "throw", "co_return", "longjmp", NULL};
+    int line = tk(v, s->call_tok)->line;
     for (size_t k = s->fn.body + 1; k < s->stmts[s->call].a; k++)
         if (in_words(v, k, leaves))
             return sched_note(p, "its function may leave before the call (line %d)",
                               tk(v, k)->line);
     if (!sched_readable_before(v, sa, sb, s->fn.body, s->fn.body_end))
         return sched_note(p,
-                          "its send argument calls what the analysis cannot read ahead, or names "
-                          "what its function declares or sets",
-                          0);
+                          "its send argument (line %d) calls what the analysis cannot read "
+                          "ahead, or names what its function declares or sets",
+                          line);
+    for (int k = ARG_COUNT; k <= ARG_STREAM; k++) {
+        size_t a, b;
+        if (!arg_range(v, s->call_tok + 1, k, &a, &b) || !sched_calls_only_sizes(v, a, b))
+            return sched_note(p,
+                              "an argument of the call (line %d) calls what the analysis "
+                              "cannot read ahead",
+                              line);
+        if (k != ARG_COUNT && sched_prefetch_names(v, a, b, param))
+            return sched_note(p,
+                              "its type, communicator or stream (line %d) changes with the "
+                              "parameter its send buffer changes with",
+                              line);
+    }
+    for (size_t k = param; k > s->fn.params && !is(v, k - 1, ",") && !is(v, k - 1, "("); k--)
+        if (is(v, k - 1, "&") || is(v, k - 1, "&&"))
+            return sched_note(p,
+                              "the parameter its send buffer changes with (line %d) is a "
+                              "reference",
+                              tk(v, param)->line);
     return 0;
 }
 
@@ -189,13 +174,15 @@ static int caller_side(const scan *s, size_t k, size_t param, size_t sa, size_t 
                           "for the parameter its send buffer changes with",
                           line);
     for (size_t i = sa; i < sb; i++) {
-        int ik = ident(v, i) && !names_param_at(v, sa, i, param) ? param_index_at(s, i) : -1;
+        int ik =
+            ident(v, i) && !sched_prefetch_names_at(v, sa, i, param) ? param_index_at(s, i) : -1;
         size_t a, b;
         if (ik >= 0 &&
-            (!arg_range(v, k + 1, ik, &a, &b) || !sched_readable_before(v, a, b, c->from, c->to)))
+            (!arg_range(v, k + 1, ik, &a, &b) || !sched_readable_before(v, a, b, c->from, c->to) ||
+             sched_prefetch_names(v, a, b, c->L.var)))
             return sched_note(p,
                               "an argument its send buffer reads at its function's call at "
-                              "line %d changes in that call's loop",
+                              "line %d changes in that call's loop (or with its counter)",
                               line);
     }
     if (sched_in_group(v, function_body_of(v, c->L.kw), c->L.kw))
@@ -234,35 +221,108 @@ static char *caller_root(const scan *s, const call_loop *c, size_t sa, size_t sb
     return b == a + 1 && ident(v, a) ? cuco_strndup(v->src + tk(v, a)->off, tk(v, a)->len) : NULL;
 }
 
-/* The loop body's other statements leave the send buffer alone (in the
- * caller's names); 1 with the note when not. */
+/* Pushes the heads of tokens [a, b) (every variable they name) onto out,
+ * less root where the tokens name it only through other members
+ * (sched_prefetch_root_apart_in). */
+static int heads_apart(const sview *v, size_t a, size_t b, const prefetch_apart *ap,
+                       cuco_strlist *out)
+{
+    cuco_strlist h = {0};
+    int rc = 0;
+    for (size_t k = a; k < b && rc == 0; k++) {
+        char *w = scan_is_head(v, k) ? cuco_strndup(v->src + tk(v, k)->off, tk(v, k)->len) : NULL;
+        rc = scan_is_head(v, k) ? (w ? cuco_strlist_push(&h, w) : CUCO_ENOMEM) : 0;
+        free(w);
+    }
+    int apart = ap->root && sched_prefetch_root_apart_in(v, a, b, ap->root, ap->member);
+    for (size_t i = 0; i < h.n && rc == 0; i++)
+        if (!apart || strcmp(h.items[i], ap->root) != 0)
+            rc = cuco_strlist_push(out, h.items[i]);
+    cuco_strlist_free(&h);
+    return rc;
+}
+
+/* The names the statement of F's call reads or writes besides the call
+ * (`rc` of `rc = f(...)`), and those of F's arguments for parameters the
+ * send does not name (F may write through them), into out; 1 when the
+ * statement calls anything but a macro around F's call. */
+static int call_stmt_heads(const sview *v, const call_loop *c, const prefetch_apart *ap,
+                           unsigned long long send_params, cuco_strlist *out)
+{
+    size_t close = close_of(v, c->call + 1);
+    for (size_t k = c->sa; k < c->sb; k++) {
+        if (k >= c->call && k <= close)
+            continue;
+        int call = ident(v, k) && (is(v, k + 1, "(") || is(v, k + 1, "<<<")) &&
+                   !in_words(v, k, sview_keywords);
+        if (call && !(scan_all_caps(v, k) && is(v, k + 1, "(") && k < c->call &&
+                      close_of(v, k + 1) > close))
+            return 1;
+    }
+    int rc = heads_apart(v, c->sa, c->call, ap, out);
+    if (rc == 0)
+        rc = heads_apart(v, close + 1, c->sb, ap, out);
+    size_t a, b;
+    for (int i = 0; rc == 0 && arg_range(v, c->call + 1, i, &a, &b); i++)
+        if (i >= 64 || !(send_params >> i & 1))
+            rc = heads_apart(v, a, b, ap, out);
+    return rc;
+}
+
+/* The bits of F's parameters that the send argument [sa, sb) names (F's
+ * use of them is its function's part of the check). */
+static unsigned long long send_params(const scan *s, size_t sa, size_t sb)
+{
+    unsigned long long bits = 0;
+    for (size_t k = sa; k < sb; k++) {
+        int i =
+            ident(s->v, k) && sched_prefetch_names_at(s->v, sa, k, k) ? param_index_at(s, k) : -1;
+        if (i >= 0 && i < 64)
+            bits |= 1ULL << i;
+    }
+    return bits;
+}
+
+/* The loop's body leaves the send buffer alone (in the caller's names:
+ * the arguments for F's parameters, and what may hold them): neither the
+ * statement of F's call besides the call, nor F's other arguments, nor the
+ * body's other statements touch it; 1 with the note when they may. */
 static int caller_keeps_send(const scan *s, const call_loop *c, size_t sa, size_t sb,
                              cuco_sched_plan *p)
 {
-    if (!c->braced)
-        return 0; /* the body is the call's statement */
     const sview *v = s->v;
     scan cs = {.v = v, .call = (size_t)-1, .sem = s->sem, .n_sem = s->n_sem, .call_tok = c->call};
-    cs.block = c->from;
-    cs.block_end = c->to;
-    int rc = scan_fn_scope_find(&cs.fn, v, c->from);
-    if (rc == 0) {
-        rc = sched_map_names(s, c->call + 1, &s->send, &cs.send);
-        if (rc == 1)
-            rc = sched_note(p, "its send buffer is a local of its function", 0);
-    }
-    if (rc == 0)
-        rc = scan_read_block(&cs, c->sa);
-    char *what = rc == 0 ? cuco_sprintf("the loop (line %d) of its function's call at line %d",
-                                        tk(v, c->L.kw)->line, tk(v, c->call)->line)
-                         : NULL;
-    char *root = rc == 0 ? caller_root(s, c, sa, sb) : NULL;
+    cs.block = c->braced ? c->from : block_open(v, c->sa);
+    cs.block_end = c->braced ? c->to : close_of(v, cs.block);
+    char *root = caller_root(s, c, sa, sb);
     prefetch_apart ap = {.root = root, .member = sa + 2};
-    size_t launches = 0;
+    cuco_strlist heads = {0};
+    int line = tk(v, c->call)->line;
+    int rc = scan_fn_scope_find(&cs.fn, v, cs.block);
+    if (rc == 0 && (rc = sched_map_names(s, c->call + 1, &s->send, &cs.send)) == 1)
+        rc = sched_note(p, "its send buffer is a local of its function (line %d)", line);
     if (rc == 0)
+        rc = scan_closure_and_escapes(&cs);
+    if (rc == 0 && (rc = call_stmt_heads(v, c, &ap, send_params(s, sa, sb), &heads)) == 1)
+        rc = sched_note(p, "the statement of its function's call at line %d calls more", line);
+    for (size_t i = 0; rc == 0 && i < heads.n; i++)
+        if (cuco_strlist_has(&cs.all, heads.items[i]))
+            rc = sched_note(p,
+                            "the statement of its function's call at line %d names or passes "
+                            "what may hold its send buffer",
+                            line);
+    if (rc == 0 && c->braced)
+        rc = scan_read_block(&cs, c->sa);
+    char *what = rc == 0 && c->braced ? cuco_sprintf("the loop (line %d) of its function's call "
+                                                     "at line %d",
+                                                     tk(v, c->L.kw)->line, line)
+                                      : NULL;
+    size_t launches = 0;
+    if (rc == 0 && c->braced)
         rc = what ? sched_prefetch_keeps_send(&cs, &ap, 0, what, p, &launches) : CUCO_ENOMEM;
-    free(root);
     free(what);
+    free(root);
+    cuco_strlist_free(&heads);
     sched_scan_free(&cs);
     return rc;
 }
@@ -307,8 +367,8 @@ static int site_edit(const scan *s, size_t param, size_t sa, size_t sb, int site
     char *hinted = cuco_sprintf("cuco_tx::prefetch_hinted(%d, %.*s)", site, (int)tk(v, param)->len,
                                 v->src + tk(v, param)->off);
     char *repl = cuco_sprintf("cuco_tx::prefetch_hint_next(%d)", site);
-    char *next = repl ? subst_param(v, sa, sb, param, repl) : NULL;
-    char *count = repl ? subst_param(v, ca, cb, param, repl) : NULL;
+    char *next = repl ? sched_prefetch_subst(v, sa, sb, param, repl) : NULL;
+    char *count = repl ? sched_prefetch_subst(v, ca, cb, param, repl) : NULL;
     int rc = hinted && next && count ? 0 : CUCO_ENOMEM;
     if (rc == 0)
         rc = scan_plan_edit(p, tk(v, sa)->off, 0,
@@ -391,62 +451,68 @@ static int counter_param(const scan *s, size_t name, size_t sa, size_t sb, size_
     return rc;
 }
 
+/* F's other statements leave the send buffer alone (*launches: the work
+ * launched beside the gather); 1 with the note when not. */
+static int function_keeps_send(const scan *s, size_t name, size_t sa, size_t sb, size_t *launches,
+                               cuco_sched_plan *p)
+{
+    const sview *v = s->v;
+    char *what =
+        cuco_sprintf("its function %.*s", (int)tk(v, name)->len, v->src + tk(v, name)->off);
+    char *root = sched_prefetch_send_root(v, sa, sb);
+    prefetch_apart ap = {.root = root, .member = sa + 2};
+    int rc = what ? sched_prefetch_keeps_send(s, &ap, 1, what, p, launches) : CUCO_ENOMEM;
+    free(root);
+    free(what);
+    return rc;
+}
+
+/* The report line of the schedule that applies, into p->note. */
+static int caller_note(const scan *s, size_t name, size_t param, size_t sa, size_t sb,
+                       size_t n_calls, int loop_line, size_t launches, cuco_sched_plan *p)
+{
+    const sview *v = s->v;
+    char *send = sview_text(v, sa, sb);
+    free(p->note);
+    p->note = send ? cuco_sprintf("ncclAllGather at line %d gathers the input of its function "
+                                  "%.*s's next call (%s, with %.*s the counter of the loop at "
+                                  "line %d one step on, which each of its %zu call%s passes) "
+                                  "beside the rest of that call and of the loop's iteration "
+                                  "(%zu launch%s in the function) into a window of its own, and "
+                                  "the next call copies it into its buffer",
+                                  tk(v, s->call_tok)->line, (int)tk(v, name)->len,
+                                  v->src + tk(v, name)->off, send, (int)tk(v, param)->len,
+                                  v->src + tk(v, param)->off, loop_line, n_calls,
+                                  n_calls == 1 ? "" : "s", launches, launches == 1 ? "" : "es")
+                   : NULL;
+    free(send);
+    return p->note ? 0 : CUCO_ENOMEM;
+}
+
 int sched_prefetch_caller(const scan *s, int site, int (*editable)(void *ctx, size_t off),
                           void *ctx, cuco_sched_plan *p)
 {
     const sview *v = s->v;
     size_t name = sched_free_function(s), sa = 0, sb = 0, edits = p->nedits, n_calls = 0;
+    size_t param = v->n, launches = 0;
+    int loop_line = 0;
     if (s->block != s->fn.body || name == 0)
         return sched_note(p, "it is no statement of a free function's body either", 0);
-    size_t param = v->n;
     int rc = arg_range(v, s->call_tok + 1, ARG_SEND, &sa, &sb)
                  ? counter_param(s, name, sa, sb, &param, p)
-                 : sched_note(p, "its send argument was not found", 0),
-        loop_line = 0;
+                 : sched_note(p, "its send argument was not found", tk(v, s->call_tok)->line);
     if (rc == 0)
-        rc = function_side(s, sa, sb, p);
-    for (int k = ARG_TYPE; rc == 0 && k <= ARG_STREAM; k++) {
-        size_t a, b;
-        if (!arg_range(v, s->call_tok + 1, k, &a, &b) || names_param(v, a, b, param))
-            rc = sched_note(p,
-                            "its type, communicator or stream changes with the parameter its "
-                            "send buffer changes with",
-                            0);
-    }
-    char *what = rc == 0 ? cuco_sprintf("its function %.*s", (int)tk(v, name)->len,
-                                        v->src + tk(v, name)->off)
-                         : NULL;
-    char *root = rc == 0 ? sched_prefetch_send_root(v, sa, sb) : NULL;
-    prefetch_apart ap = {.root = root, .member = sa + 2};
-    size_t launches = 0;
+        rc = function_side(s, sa, sb, param, p);
     if (rc == 0)
-        rc = what ? sched_prefetch_keeps_send(s, &ap, 1, what, p, &launches) : CUCO_ENOMEM;
-    free(root);
+        rc = function_keeps_send(s, name, sa, sb, &launches, p);
     if (rc == 0 && editable && !editable(ctx, tk(v, s->call_tok)->off))
-        rc = sched_note(p, "the call is in frozen code", 0);
+        rc = sched_note(p, "the call (line %d) is in frozen code", tk(v, s->call_tok)->line);
     if (rc == 0)
         rc = each_call(s, name, param, sa, sb, site, editable, ctx, p, &n_calls, &loop_line);
     if (rc == 0)
         rc = site_edit(s, param, sa, sb, site, p);
-    if (rc == 0) {
-        char *send = sview_text(v, sa, sb);
-        free(p->note);
-        p->note = send ? cuco_sprintf("ncclAllGather at line %d gathers the input of its "
-                                      "function %.*s's next call (%s, with %.*s the counter of "
-                                      "the loop at line %d one step on, which each of its %zu "
-                                      "call%s passes) beside the rest of that call and of the "
-                                      "loop's iteration (%zu launch%s in the function) into a "
-                                      "window of its own, and the next call copies it into its "
-                                      "buffer",
-                                      tk(v, s->call_tok)->line, (int)tk(v, name)->len,
-                                      v->src + tk(v, name)->off, send, (int)tk(v, param)->len,
-                                      v->src + tk(v, param)->off, loop_line, n_calls,
-                                      n_calls == 1 ? "" : "s", launches, launches == 1 ? "" : "es")
-                       : NULL;
-        free(send);
-        rc = p->note ? 0 : CUCO_ENOMEM;
-    }
-    free(what);
+    if (rc == 0)
+        rc = caller_note(s, name, param, sa, sb, n_calls, loop_line, launches, p);
     if (rc == 0) {
         p->applies = 1;
         p->knob_default = 1;

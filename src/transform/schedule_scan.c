@@ -312,7 +312,9 @@ int scan_stmt_classify(const sview *v, stmt *s)
         if (reach & SCAN_MACRO_SYNCS)
             s->kind = stronger(s->kind, CUCO_SCHED_SYNC);
         macro_exits |= (reach & SCAN_MACRO_EXITS) != 0;
-        if (!(in_words(v, i, scan_data_calls) && is(v, i + 1, "(")))
+        int data_call = in_words(v, i, scan_data_calls) && is(v, i + 1, "(");
+        s->data_calls += data_call;
+        if (!data_call && !(i == s->a && is(v, i, "return")))
             s->kind_but_data_calls = s->kind;
         s->kind = stronger(whole, s->kind);
     }
