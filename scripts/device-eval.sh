@@ -16,7 +16,8 @@
 # build_program SRC OUT: nvcc builds SRC (a transformed test program or its
 # seed) to OUT as the test manifests do, against $NCCL_HOME, MPI and cuBLAS;
 # its log is OUT.build.log; on failure says so and sets status=1.
-# bench_args MANIFEST: the manifest's bench arguments, on one line.
+# bench_args MANIFEST: the manifest's bench arguments, on one line;
+# verify_args MANIFEST: its verify arguments.
 # variants_build WORKLOAD PREFIX GEN0 VARIANT...: each VARIANT
 # ("NAME:K=V[,K=V...]") written from GEN0 to $T/NAME.cu (knob_variant, from
 # scripts/knob-variant.sh), then the seed, gen0 (GEN0) and every variant
@@ -41,6 +42,15 @@ build_program() {
   nvcc -std=c++17 -arch=sm_90 -O1 -Idevice -I"$NCCL_HOME/include" $(mpicxx --showme:compile) -o "$2" "$1" \
     -L"$NCCL_HOME/lib" -l:libnccl.so.2 -lcublas -lcublasLt $(mpicxx --showme:link) > "$2.build.log" 2>&1 ||
     { echo "build of $1 failed: $(tail -3 "$2.build.log")"; status=1; return 1; }
+}
+
+verify_args() {
+  python3 - "$1" <<'EOF'
+import re, sys
+text = open(sys.argv[1]).read()
+m = re.search(r'^verify:\s*\n\s*args:\s*\[(.*?)\]', text, re.M | re.S)
+print(" ".join(a.strip().strip('"') for a in m.group(1).split(",")) if m else "")
+EOF
 }
 
 bench_args() {

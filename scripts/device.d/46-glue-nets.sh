@@ -18,14 +18,6 @@ source scripts/device-eval.sh
 step_start cuco-nets glue-nets
 SUM=$OUT/glue-nets.txt
 : > "$SUM"
-verify_args() {
-  python3 - "$1" <<'PY'
-import re, sys
-text = open(sys.argv[1]).read()
-m = re.search(r'^verify:\s*\n\s*args:\s*\[(.*?)\]', text, re.M | re.S)
-print(" ".join(a.strip().strip('"') for a in m.group(1).split(",")) if m else "")
-PY
-}
 for p in ${NETS_PROGRAMS:-mesh_axes managed_path many_buffers}; do
   d=tests/data/transform/$p
   f=$(sed -n 's/^evolve_file: *//p' "$d/workload.yaml")

@@ -23,14 +23,6 @@ if [ "$RANKS" -lt 2 ]; then
   echo "skip: one GPU here; a prefetch needs 2 ranks, so no run could show one" | tee -a "$SUM"
   exit 0
 fi
-verify_args() {
-  python3 - "$1" <<'PY'
-import re, sys
-text = open(sys.argv[1]).read()
-m = re.search(r'^verify:\s*\n\s*args:\s*\[(.*?)\]', text, re.M | re.S)
-print(" ".join(a.strip().strip('"') for a in m.group(1).split(",")) if m else "")
-PY
-}
 for p in ${PREF_PROGRAMS:-zero3_backward fsdp_layers}; do
   d=tests/data/transform/$p
   f=$(sed -n 's/^evolve_file: *//p' "$d/workload.yaml")

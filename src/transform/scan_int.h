@@ -195,7 +195,7 @@ int sched_calls_only_sizes(const sview *v, size_t a, size_t b);
 int sched_loop_heads_apart(const scan *s, const loop_shape *L, const stmt *st, size_t owner,
                            size_t member, cuco_strlist *out);
 
-/* ---- sched_prefetch.c: the next iteration of prefetch_next's loop */
+/* ---- sched_prefetch_beside.c: what prefetch_next's routes share */
 /* Whether token k of tokens [a, ...) names the variable like token var
  * (not a member of that name, `x.l`); whether tokens [a, b) do. */
 int sched_prefetch_names_at(const sview *v, size_t a, size_t k, size_t var);
