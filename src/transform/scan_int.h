@@ -236,9 +236,9 @@ char *sched_prefetch_send_root(const sview *v, size_t a, size_t b);
 /* Whether tokens [a, b) name the object root (the send buffer's, the send
  * being root->member...) only through members other than the send's that
  * are scalars, stay in place everywhere in the file (each made by an
- * allocation of its own: no element of the send's member can be one), or,
- * like the send's member, are never set but by allocations (a value copied
- * out of one brings no other buffer in). */
+ * allocation of its own: no element of the send's member can be one), or
+ * are never set but by allocations (scan_member_never_set); and the send's
+ * member is never set but by allocations either. */
 int sched_prefetch_root_apart_in(const sview *v, size_t a, size_t b, const char *root,
                                  size_t member);
 /* Whether the statements of s's block other than its call (a graph after
@@ -481,10 +481,11 @@ int scan_member_kept(const sview *v, const char *name);
  * is no other object's buffer. */
 int scan_other_member_stays(const sview *v, size_t m);
 /* Whether the member named like token m is made by an allocation call and
- * never set otherwise anywhere in the file (no assignment but of an
- * allocation, no step, its address given to allocation calls only, its
- * whole value to no call): its value, or a table's elements, may be copied
- * elsewhere, but none comes from another buffer. */
+ * every other use of it anywhere in the file sets nothing: a release, a
+ * truth test or comparison, or an element read as a value (in an
+ * expression, or given by value to a launch, a library call or a function
+ * of the file); never its whole value elsewhere. A table's elements may
+ * be copied out, but none comes from another buffer. */
 int scan_member_never_set(const sview *v, size_t m);
 /* Whether the arguments [a1, b1) and [a2, b2) are two members of one object
  * (`m->x`, `m->h`) that each stay in place everywhere in the file and are

@@ -529,30 +529,64 @@ static int members_stay(const sview *v, const cuco_strlist *members)
     return 1;
 }
 
-/* Whether the use of member token t may set the member, or what its table
- * holds: an assignment of anything but an allocation, a step, its address
- * handed to anything but an allocation call, or its whole value handed to
- * a call (which may write pointers into a table). *made: the use makes it. */
-static int use_may_set(const sview *v, size_t t, int *made)
+/* Whether the argument [first, end) of the call whose '(' is at open goes
+ * by value: to a launch, a library call (C APIs), or a function of the
+ * file whose parameter there is no reference (`float *&d` could be set). */
+static int by_value_arg(const sview *v, size_t open, size_t first)
+{
+    if (open == 0 || open >= v->n)
+        return 0;
+    if (is(v, open - 1, ">>>"))
+        return 1;
+    if (!ident(v, open - 1) || in_words(v, open - 1, sview_keywords))
+        return 0;
+    if (scan_library_call(v, open - 1))
+        return 1;
+    size_t a, b;
+    int k = 0;
+    while (arg_range(v, open, k, &a, &b) && !(a <= first && first < b))
+        k++;
+    if (!arg_range(v, open, k, &a, &b) || !scan_param_of(v, open - 1, k, &a, &b))
+        return 0;
+    for (size_t i = a; i < b; i++)
+        if (is(v, i, "&") || is(v, i, "&&"))
+            return 0;
+    return 1;
+}
+
+/* How the use of member token t touches the member: 0 it sets nothing (an
+ * allocation assigned, or its address given to an allocation call: *made;
+ * a release; a truth test or comparison; an element read as a value, in
+ * an expression or given by value to a call), 2 its whole value is read
+ * out (a copy of the table elsewhere, through which its elements could be
+ * set), 1 anything else (an assignment, a step, an address given to any
+ * other call, an element handed by reference, a member of it). */
+static int member_use(const sview *v, size_t t, int *made)
 {
     static const char *const steps[] = {"+=", "-=", "++", "--", NULL};
+    static const char *const tests[] = {"==", "!=", "&&", "||", NULL};
+    static const char *const releases[] = {"free", "cudaFree", "cudaFreeHost", NULL};
     size_t first, end;
     int addr;
     member_unit(v, t, &first, &end, &addr);
-    if (end >= v->n)
+    if (end >= v->n || first == 0 || is(v, end, ".") || is(v, end, "->") ||
+        in_words(v, end, steps) || in_words(v, first - 1, steps))
         return 1;
-    if (is(v, end, "=")) {
-        *made |= allocator_value(v, end) != 0;
-        return allocator_value(v, end) == 0;
+    if (is(v, end, "=") || addr) {
+        size_t open = addr ? sview_paren_around(v, first) : v->n;
+        int alloc = addr ? open < v->n && open > 0 && in_words(v, open - 1, allocations)
+                         : allocator_value(v, end) != 0;
+        *made |= alloc;
+        return !alloc;
     }
-    if (in_words(v, end, steps) || (first > 0 && in_words(v, first - 1, steps)))
-        return 1;
-    if (addr) {
-        size_t open = sview_paren_around(v, first);
-        *made |= open < v->n && open > 0 && in_words(v, open - 1, allocations);
-        return !(open < v->n && open > 0 && in_words(v, open - 1, allocations));
-    }
-    return whole_to_call(v, t);
+    if (is(v, first - 1, "!") || in_words(v, first - 1, tests) || in_words(v, end, tests))
+        return 0;
+    int arg =
+        (is(v, first - 1, "(") || is(v, first - 1, ",")) && (is(v, end, ")") || is(v, end, ","));
+    size_t open = arg ? sview_paren_around(v, first) : v->n;
+    if (end == t + 1) /* the whole value */
+        return arg && open < v->n && open > 0 && in_words(v, open - 1, releases) ? 0 : 2;
+    return arg && !by_value_arg(v, open, first) ? 1 : 0;
 }
 
 int scan_member_never_set(const sview *v, size_t m)
@@ -560,7 +594,8 @@ int scan_member_never_set(const sview *v, size_t m)
     int made = 0;
     for (size_t t = 2; t < v->n; t++)
         if ((is(v, t - 1, "->") || is(v, t - 1, ".")) && same_tok(v, t, m) &&
-            !in_words(v, t - 2, builtins) && !other_struct_scalar(v, t) && use_may_set(v, t, &made))
+            !in_words(v, t - 2, builtins) && !other_struct_scalar(v, t) &&
+            member_use(v, t, &made) != 0)
             return 0;
     return made;
 }

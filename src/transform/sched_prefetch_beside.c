@@ -59,23 +59,56 @@ char *sched_prefetch_next_text(const sview *v, size_t a, size_t b, size_t var, c
     return text;
 }
 
-/* Whether the header declares its counter narrower than int: `l - 1`
- * would then be an int, and `(l - 1) < L` hold below 0. */
-static int narrow_counter(const sview *v, const loop_shape *L)
+/* The first token of the declaration of L's counter: the header's when it
+ * declares it, else the nearest before the loop in its function (a
+ * parameter too); *end: the counter's token there. v->n when none is
+ * seen. */
+static size_t counter_decl(const sview *v, const loop_shape *L, size_t *end)
 {
-    static const char *const narrow[] = {"short",   "char",     "int8_t", "uint8_t",
-                                         "int16_t", "uint16_t", "__half", NULL};
-    for (size_t k = L->open + 1; k < L->var; k++)
+    size_t d = L->var > L->open + 1 ? L->var : v->n;
+    size_t fn = function_body_of(v, L->kw);
+    int lambda = 0;
+    size_t from = fn < v->n ? params_of(v, fn, &lambda) : v->n;
+    for (size_t k = L->kw; d >= v->n && from < v->n && k > from;) {
+        k--;
+        if (same_tok(v, k, L->var) && sview_declarator(v, k, "= ; , [ ) {"))
+            d = k;
+    }
+    if (d >= v->n)
+        return v->n;
+    *end = d;
+    size_t a = d;
+    while (a > 0 && !is(v, a - 1, ";") && !is(v, a - 1, "{") && !is(v, a - 1, "}") &&
+           !is(v, a - 1, "(") && !is(v, a - 1, ","))
+        a--;
+    return a;
+}
+
+/* Whether L's counter is declared with an integer type no narrower than
+ * int: `l - 1` of an `unsigned short` is an int, and `(l - 1) < L` would
+ * hold below 0; a type of another name (a typedef) is not read. */
+static int counter_wide(const sview *v, const loop_shape *L)
+{
+    static const char *const wide[] = {"int",      "long",      "size_t",  "ssize_t",  "ptrdiff_t",
+                                       "int32_t",  "uint32_t",  "int64_t", "uint64_t", "unsigned",
+                                       "intptr_t", "uintptr_t", "signed",  "auto",     NULL};
+    static const char *const narrow[] = {"short",    "char", "int8_t", "uint8_t", "int16_t",
+                                         "uint16_t", "bool", "float",  "double",  NULL};
+    size_t end = v->n, a = counter_decl(v, L, &end);
+    int seen = 0;
+    for (size_t k = a; k < end && end < v->n; k++) {
         if (in_words(v, k, narrow))
-            return 1;
-    return 0;
+            return 0;
+        seen |= in_words(v, k, wide);
+    }
+    return seen;
 }
 
 int sched_prefetch_step(const sview *v, const loop_shape *L, size_t from, size_t to, char **step)
 {
     size_t st = L->semi[1] + 1, end = L->close;
     *step = NULL;
-    if (narrow_counter(v, L))
+    if (!counter_wide(v, L))
         return 0;
     if (end == st + 2)
         return (*step = cuco_strdup(is(v, st, "++") || is(v, st + 1, "++") ? "+ 1" : "- 1"))
@@ -153,10 +186,13 @@ int sched_prefetch_root_apart_in(const sview *v, size_t a, size_t b, const char 
         if (!(is(v, k + 1, "->") || is(v, k + 1, ".")) || !ident(v, k + 2) ||
             same_tok(v, k + 2, member) || is(v, k + 3, "(") ||
             !(scan_scalar_member(v, k + 2) || scan_other_member_stays(v, k + 2) ||
-              (scan_member_never_set(v, k + 2) && scan_member_never_set(v, member))))
+              scan_member_never_set(v, k + 2)))
             return 0;
     }
-    return 1;
+    /* the send's own table never copied out (`plan.w = m->shard`, through
+     * which another name could write its elements) nor set but by
+     * allocations */
+    return scan_member_never_set(v, member);
 }
 
 /* sched_prefetch_root_apart_in for statement st, whose macros' texts do

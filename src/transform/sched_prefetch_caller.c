@@ -243,14 +243,16 @@ static int heads_apart(const sview *v, size_t a, size_t b, const prefetch_apart 
 }
 
 /* The names the statement of F's call reads or writes besides the call
- * (`rc` of `rc = f(...)`), and those of F's arguments for parameters the
- * send does not name (F may write through them), into out; 1 when the
- * statement calls anything but a macro around F's call. */
+ * (`rc` of `rc = f(...)`, those a macro around it names), and those of
+ * F's arguments for parameters the send does not name (F may write through
+ * them), into out; 1 when the statement calls anything but a macro around
+ * F's call that only checks it, or an argument of F calls anything. */
 static int call_stmt_heads(const sview *v, const call_loop *c, const prefetch_apart *ap,
                            unsigned long long send_params, cuco_strlist *out)
 {
-    size_t close = close_of(v, c->call + 1);
-    for (size_t k = c->sa; k < c->sb; k++) {
+    size_t close = close_of(v, c->call + 1), a, b;
+    int rc = 0;
+    for (size_t k = c->sa; k < c->sb && rc == 0; k++) {
         if (k >= c->call && k <= close)
             continue;
         int call = ident(v, k) && (is(v, k + 1, "(") || is(v, k + 1, "<<<")) &&
@@ -258,11 +260,20 @@ static int call_stmt_heads(const sview *v, const call_loop *c, const prefetch_ap
         if (call && !(scan_all_caps(v, k) && is(v, k + 1, "(") && k < c->call &&
                       close_of(v, k + 1) > close))
             return 1;
+        /* a macro around the call: what its text does beside it (an error
+         * check's exit aside) */
+        unsigned reach = 0;
+        if (call && (rc = scan_macro_reach(v, k, out, &reach)) == 0 &&
+            (reach & (SCAN_MACRO_LAUNCHES | SCAN_MACRO_OPAQUE | SCAN_MACRO_SYNCS)))
+            return 1;
     }
-    int rc = heads_apart(v, c->sa, c->call, ap, out);
+    for (int i = 0; rc == 0 && arg_range(v, c->call + 1, i, &a, &b); i++)
+        if (!sched_calls_only_sizes(v, a, b))
+            return 1; /* a call in an argument runs in the loop's body too */
+    if (rc == 0)
+        rc = heads_apart(v, c->sa, c->call, ap, out);
     if (rc == 0)
         rc = heads_apart(v, close + 1, c->sb, ap, out);
-    size_t a, b;
     for (int i = 0; rc == 0 && arg_range(v, c->call + 1, i, &a, &b); i++)
         if (i >= 64 || !(send_params >> i & 1))
             rc = heads_apart(v, a, b, ap, out);

@@ -1309,8 +1309,24 @@ static void test_scan_prefetch_caller(void **state)
          "names or passes what may hold its send buffer"},
         {"", "if (m->n == 0) return bump(m, l);", "for (int l = 0; l < m->L; l++) layer(m, l, x);",
          "of its function layer may touch"},
+        {"", "return cudaStreamSynchronize(m->s) == cudaSuccess ? 0 : -1;",
+         "for (int l = 0; l < m->L; l++) layer(m, l, x);", "(or it synchronises"},
         {"", "", "for (int l = 0; l < m->L; ++l) {\n    layer(m, l, x);\n    bump(m, l);\n  }",
          "may touch its send buffer"},
+        /* the bias table copied out, and an element set through the copy */
+        {"", "k<<<1, 32, 0, m->s>>>(m->bias[l], m->n);",
+         "float **a = m->bias;\n  a[1] = m->shard[2];\n"
+         "  for (int l = 0; l < m->L; l++) layer(m, l, x);",
+         "of its function layer may touch"},
+        /* a call inside an argument of the call runs in the loop's body */
+        {"", "", "for (int l = 0; l < m->L; l++) layer(m, l, x + bump(m, l));",
+         "the statement of its function's call at line 15 calls more"},
+        /* counters narrower than int, in the header or declared before */
+        {"", "", "for (unsigned short l = m->L - 1; l < m->L; l--) layer(m, l, x);",
+         "and an i no narrower than int"},
+        {"", "", "unsigned char l;\n  for (l = 0; l < m->L; l++) layer(m, l, x);",
+         "and an i no narrower than int"},
+        {"", "", "int l;\n  for (l = 0; l < m->L; l++) layer(m, l, x);", NULL},
         /* the bias table handed whole to a call, which may copy the shards'
          * pointers into it: its elements are no longer apart */
         {"", "k<<<1, 32, 0, m->s>>>(m->bias[l], m->n);",
@@ -1358,7 +1374,7 @@ static void test_scan_prefetch_caller(void **state)
                                        "cuco_tx::prefetch_hinted(0, l) ? (const void "
                                        "*)(m->shard[cuco_tx::prefetch_hint_next(0)]) : nullptr, "
                                        "cuco_tx::prefetch_hinted(0, l) ? (size_t)(m->n) : 0, 0), ") &&
-                     strstr(r.program, "cuco_tx::prefetch_drop(0, CUCO_PREF_0);\n  for (int l");
+                     strstr(r.program, "cuco_tx::prefetch_drop(0, CUCO_PREF_0);\n  for (");
         if (edited != !cases[i].why)
             fail_msg("case %zu: prefetch_site %s", i, edited ? "added" : "missing");
         const char *hints[] = {
@@ -2522,7 +2538,6 @@ static void test_scan_members_apart(void **state)
         /* a member made by a host allocation, through a cast */
         {"void mk(ctx *c) { c->u = (float *)malloc(64); }\n", "c->x, c->g",
          "k<<<1, 32, 0, c->s>>>(c->y, c->u);", 1},
-
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *prog = cuco_sprintf(
