@@ -44,23 +44,18 @@ build_program() {
     { echo "build of $1 failed: $(tail -3 "$2.build.log")"; status=1; return 1; }
 }
 
-verify_args() {
-  python3 - "$1" <<'EOF'
+# manifest_args SECTION MANIFEST: the args list of the manifest's SECTION
+# (verify, bench), on one line.
+manifest_args() {
+  python3 - "$1" "$2" <<'EOF'
 import re, sys
-text = open(sys.argv[1]).read()
-m = re.search(r'^verify:\s*\n\s*args:\s*\[(.*?)\]', text, re.M | re.S)
+text = open(sys.argv[2]).read()
+m = re.search(r'^' + sys.argv[1] + r':\s*\n\s*args:\s*\[(.*?)\]', text, re.M | re.S)
 print(" ".join(a.strip().strip('"') for a in m.group(1).split(",")) if m else "")
 EOF
 }
-
-bench_args() {
-  python3 - "$1" <<'EOF'
-import re, sys
-text = open(sys.argv[1]).read()
-m = re.search(r'^bench:\s*\n\s*args:\s*\[(.*?)\]', text, re.M | re.S)
-print(" ".join(a.strip().strip('"') for a in m.group(1).split(",")) if m else "")
-EOF
-}
+verify_args() { manifest_args verify "$1"; }
+bench_args() { manifest_args bench "$1"; }
 
 step_start() {
   CUCO=$(command -v cuco)
