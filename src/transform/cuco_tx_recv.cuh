@@ -376,12 +376,16 @@ inline T prefetch_hint(int site, int on, bool has, U next, T counter) {
   }
   return counter;
 }
+// The site's hint when a call made one, else null.
+inline PrefHint* pref_hint_of(int site) {
+  std::vector<PrefHint>& v = pref_hints();
+  return site >= 0 && (size_t)site < v.size() ? &v[(size_t)site] : nullptr;
+}
 template <typename T>
 inline bool prefetch_hinted(int site, T counter) {
-  const std::vector<PrefHint>& v = pref_hints();
+  const PrefHint* h = pref_hint_of(site);
   if constexpr (std::is_integral<T>::value) {
-    return site >= 0 && (size_t)site < v.size() && v[(size_t)site].set && v[(size_t)site].has &&
-           v[(size_t)site].cur == static_cast<long long>(counter);
+    return h && h->set && h->has && h->cur == static_cast<long long>(counter);
   }
   return false;
 }
@@ -437,7 +441,7 @@ inline bool prefetch_in_place(const PrefSite& ps, const void* recv, size_t bytes
 
 inline ncclResult_t all_gather(PrefSite ps, const void* sendbuff, void* recvbuff, size_t sendcount,
                                ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  if (ps.site >= 0 && (size_t)ps.site < pref_hints().size()) pref_hints()[(size_t)ps.site].set = false;
+  if (PrefHint* h = pref_hint_of(ps.site)) h->set = false;
   PrefRec* r = ps.on ? site_rec(pref_recs(), ps.site) : nullptr;
   int nranks = 1;
   size_t es = dtype_size(datatype);
@@ -472,7 +476,7 @@ inline ncclResult_t all_gather(PrefSite ps, const void* sendbuff, void* recvbuff
   // the prefetch runs beside the body's collectives too: only with the
   // rendezvous that takes no barrier of the communicator (CUCO_CE_SYNC)
   bool ahead = ps.next && ps.nextCount && cuco::ce_sync_zero_sm() &&
-               within_allocation(ps.next, ps.nextCount * dtype_size(datatype));
+               within_allocation(ps.next, ps.nextCount * es);
   return ahead ? prefetch_issue(r, ps, datatype, comm, nranks, stream) : ncclSuccess;
 }
 

@@ -124,6 +124,10 @@ static void member_unit(const sview *v, size_t t, size_t *first, size_t *end, in
     *end = e < v->n ? e : v->n;
 }
 
+/* A truth test or comparison of a value, and steps of one. */
+static const char *const truth_ops[] = {"==", "!=", "&&", "||", NULL};
+static const char *const step_ops[] = {"+=", "-=", "++", "--", NULL};
+
 /* The host's allocators: a fresh block each call. */
 static const char *const host_allocations[] = {"malloc", "calloc", "aligned_alloc", NULL};
 
@@ -266,9 +270,8 @@ static int use_stays(const sview *v, size_t t, int call_member, int depth)
         return 1;
     /* a truth test or a comparison (`!m->w`, `m->w == NULL`): no pointer
      * is kept */
-    static const char *const tests[] = {"==", "!=", "&&", "||", NULL};
     if (!addr && first > 0 &&
-        (is(v, first - 1, "!") || in_words(v, first - 1, tests) || in_words(v, end, tests)))
+        (is(v, first - 1, "!") || in_words(v, first - 1, truth_ops) || in_words(v, end, truth_ops)))
         return 1;
     if (addr || end == t + 1 || first == 0)
         return 0;
@@ -563,14 +566,12 @@ static int by_value_arg(const sview *v, size_t open, size_t first)
  * other call, an element handed by reference, a member of it). */
 static int member_use(const sview *v, size_t t, int *made)
 {
-    static const char *const steps[] = {"+=", "-=", "++", "--", NULL};
-    static const char *const tests[] = {"==", "!=", "&&", "||", NULL};
     static const char *const releases[] = {"free", "cudaFree", "cudaFreeHost", NULL};
     size_t first, end;
     int addr;
     member_unit(v, t, &first, &end, &addr);
     if (end >= v->n || first == 0 || is(v, end, ".") || is(v, end, "->") ||
-        in_words(v, end, steps) || in_words(v, first - 1, steps))
+        in_words(v, end, step_ops) || in_words(v, first - 1, step_ops))
         return 1;
     if (is(v, end, "=") || addr) {
         size_t open = addr ? sview_paren_around(v, first) : v->n;
@@ -579,7 +580,7 @@ static int member_use(const sview *v, size_t t, int *made)
         *made |= alloc;
         return !alloc;
     }
-    if (is(v, first - 1, "!") || in_words(v, first - 1, tests) || in_words(v, end, tests))
+    if (is(v, first - 1, "!") || in_words(v, first - 1, truth_ops) || in_words(v, end, truth_ops))
         return 0;
     int arg =
         (is(v, first - 1, "(") || is(v, first - 1, ",")) && (is(v, end, ")") || is(v, end, ","));

@@ -39,6 +39,15 @@
 /* The all-gather's argument positions: send, count, type, communicator. */
 enum { ARG_SEND = 0, ARG_COUNT = 2, ARG_TYPE = 3, ARG_COMM = 4, ARG_STREAM = 5 };
 
+/* F's gather: F's name token, the counter's parameter P (its token in F's
+ * parameter list), the send argument [sa, sb), the bits of F's parameters
+ * the send names, and F's calls (owned). */
+typedef struct fn_gather {
+    size_t name, param, sa, sb;
+    unsigned long long send_params;
+    size_t *sites, nsites;
+} fn_gather;
+
 /* One call of F in its loop: the loop, its body [from, to), the statement
  * of the body that holds the call [sa, sb), and the argument passed for P
  * [pa, pb). */
@@ -70,20 +79,21 @@ static size_t param_token(const scan *s, size_t k)
     return v->n;
 }
 
-/* F's side: no leave before the call; the send argument [sa, sb) names
+/* F's side: no leave before the call; the send argument names
  * no local of F and nothing F sets, and no argument calls anything but
  * size(); the counter's parameter param is no reference F could set
  * through; 1 with the note when not. */
-static int function_side(const scan *s, size_t sa, size_t sb, size_t param, cuco_sched_plan *p)
+static int function_side(const scan *s, const fn_gather *g, cuco_sched_plan *p)
 {
     const sview *v = s->v;
+    size_t param = g->param;
     static const char *const leaves[] = {"return", "goto", "throw", "co_return", "longjmp", NULL};
     int line = tk(v, s->call_tok)->line;
     for (size_t k = s->fn.body + 1; k < s->stmts[s->call].a; k++)
         if (in_words(v, k, leaves))
             return sched_note(p, "its function may leave before the call (line %d)",
                               tk(v, k)->line);
-    if (!sched_readable_before(v, sa, sb, s->fn.body, s->fn.body_end))
+    if (!sched_readable_before(v, g->sa, g->sb, s->fn.body, s->fn.body_end))
         return sched_note(p,
                           "its send argument (line %d) calls what the analysis cannot read "
                           "ahead, or names what its function declares or sets",
@@ -154,9 +164,10 @@ static int body_leaves(const sview *v, const call_loop *c)
 }
 
 /* The caller's side of the call at k: its loop, the argument for P (the
- * loop's counter), the other parameters' arguments unchanged by the body,
- * no group, no leave; 1 with the note when not. */
-static int caller_side(const scan *s, size_t k, size_t param, size_t sa, size_t sb, call_loop *c,
+ * loop's counter), the arguments for the other parameters the send names
+ * unchanged by the body and free of the counter, no group, no leave; 1 with
+ * the note when not. */
+static int caller_side(const scan *s, const fn_gather *g, size_t k, call_loop *c,
                        cuco_sched_plan *p)
 {
     const sview *v = s->v;
@@ -166,25 +177,22 @@ static int caller_side(const scan *s, size_t k, size_t param, size_t sa, size_t 
                           "its function's call at line %d is no statement of a counted `for` "
                           "loop's body",
                           line);
-    int pk = param_index_at(s, param);
+    int pk = param_index_at(s, g->param);
     if (pk < 0 || !arg_range(v, k + 1, pk, &c->pa, &c->pb) || c->pb != c->pa + 1 ||
         !same_tok(v, c->pa, c->L.var))
         return sched_note(p,
                           "its function's call at line %d does not pass its loop's counter "
                           "for the parameter its send buffer changes with",
                           line);
-    for (size_t i = sa; i < sb; i++) {
-        int ik =
-            ident(v, i) && !sched_prefetch_names_at(v, sa, i, param) ? param_index_at(s, i) : -1;
-        size_t a, b;
-        if (ik >= 0 &&
-            (!arg_range(v, k + 1, ik, &a, &b) || !sched_readable_before(v, a, b, c->from, c->to) ||
+    size_t a, b;
+    for (int i = 0; i < 64; i++)
+        if (i != pk && (g->send_params >> i & 1) &&
+            (!arg_range(v, k + 1, i, &a, &b) || !sched_readable_before(v, a, b, c->from, c->to) ||
              sched_prefetch_names(v, a, b, c->L.var)))
             return sched_note(p,
                               "an argument its send buffer reads at its function's call at "
                               "line %d changes in that call's loop (or with its counter)",
                               line);
-    }
     if (sched_in_group(v, function_body_of(v, c->L.kw), c->L.kw))
         return sched_note(p,
                           "an NCCL group is open around the loop of its function's call at "
@@ -207,11 +215,11 @@ static int caller_side(const scan *s, size_t k, size_t param, size_t sa, size_t 
  * for that parameter when it is a name (`m`) or its address (`&model`),
  * owned; NULL when the send is no member of a parameter or the argument is
  * more. */
-static char *caller_root(const scan *s, const call_loop *c, size_t sa, size_t sb)
+static char *caller_root(const scan *s, const fn_gather *g, const call_loop *c)
 {
     const sview *v = s->v;
-    char *root = sched_prefetch_send_root(v, sa, sb);
-    int k = root ? param_index_at(s, sa) : -1;
+    char *root = sched_prefetch_send_root(v, g->sa, g->sb);
+    int k = root ? param_index_at(s, g->sa) : -1;
     size_t a, b;
     free(root);
     if (k < 0 || !arg_range(v, c->call + 1, k, &a, &b))
@@ -280,33 +288,19 @@ static int call_stmt_heads(const sview *v, const call_loop *c, const prefetch_ap
     return rc;
 }
 
-/* The bits of F's parameters that the send argument [sa, sb) names (F's
- * use of them is its function's part of the check). */
-static unsigned long long send_params(const scan *s, size_t sa, size_t sb)
-{
-    unsigned long long bits = 0;
-    for (size_t k = sa; k < sb; k++) {
-        int i =
-            ident(s->v, k) && sched_prefetch_names_at(s->v, sa, k, k) ? param_index_at(s, k) : -1;
-        if (i >= 0 && i < 64)
-            bits |= 1ULL << i;
-    }
-    return bits;
-}
-
 /* The loop's body leaves the send buffer alone (in the caller's names:
  * the arguments for F's parameters, and what may hold them): neither the
  * statement of F's call besides the call, nor F's other arguments, nor the
  * body's other statements touch it; 1 with the note when they may. */
-static int caller_keeps_send(const scan *s, const call_loop *c, size_t sa, size_t sb,
+static int caller_keeps_send(const scan *s, const fn_gather *g, const call_loop *c,
                              cuco_sched_plan *p)
 {
     const sview *v = s->v;
     scan cs = {.v = v, .call = (size_t)-1, .sem = s->sem, .n_sem = s->n_sem, .call_tok = c->call};
     cs.block = c->braced ? c->from : block_open(v, c->sa);
     cs.block_end = c->braced ? c->to : close_of(v, cs.block);
-    char *root = caller_root(s, c, sa, sb);
-    prefetch_apart ap = {.root = root, .member = sa + 2};
+    char *root = caller_root(s, g, c);
+    prefetch_apart ap = {.root = root, .member = g->sa + 2};
     cuco_strlist heads = {0};
     int line = tk(v, c->call)->line;
     int rc = scan_fn_scope_find(&cs.fn, v, cs.block);
@@ -314,7 +308,7 @@ static int caller_keeps_send(const scan *s, const call_loop *c, size_t sa, size_
         rc = sched_note(p, "its send buffer is a local of its function (line %d)", line);
     if (rc == 0)
         rc = scan_closure_and_escapes(&cs);
-    if (rc == 0 && (rc = call_stmt_heads(v, c, &ap, send_params(s, sa, sb), &heads)) == 1)
+    if (rc == 0 && (rc = call_stmt_heads(v, c, &ap, g->send_params, &heads)) == 1)
         rc = sched_note(p, "the statement of its function's call at line %d calls more", line);
     for (size_t i = 0; rc == 0 && i < heads.n; i++)
         if (cuco_strlist_has(&cs.all, heads.items[i]))
@@ -368,10 +362,10 @@ static int hint_edit(const scan *s, const call_loop *c, int site, cuco_sched_pla
 }
 
 /* The site at F's gather: next and count with P the hinted counter. */
-static int site_edit(const scan *s, size_t param, size_t sa, size_t sb, int site,
-                     cuco_sched_plan *p)
+static int site_edit(const scan *s, const fn_gather *g, int site, cuco_sched_plan *p)
 {
     const sview *v = s->v;
+    size_t param = g->param, sa = g->sa, sb = g->sb;
     size_t ca, cb;
     if (!arg_range(v, s->call_tok + 1, ARG_COUNT, &ca, &cb))
         return sched_note(p, "its count argument was not found", 0);
@@ -394,84 +388,77 @@ static int site_edit(const scan *s, size_t param, size_t sa, size_t sb, int site
     return rc;
 }
 
-/* F's calls, each checked and hinted; *n_calls their count. */
-static int each_call(const scan *s, size_t name, size_t param, size_t sa, size_t sb, int site,
+/* F's calls, each checked and hinted; *loop_line: the first one's loop. */
+static int each_call(const scan *s, const fn_gather *g, int site,
                      int (*editable)(void *ctx, size_t off), void *ctx, cuco_sched_plan *p,
-                     size_t *n_calls, int *loop_line)
+                     int *loop_line)
 {
     const sview *v = s->v;
-    size_t *sites = NULL, n = 0;
-    int rc = sched_call_sites(s, name, &sites, &n, p);
-    if (rc == 0 && n == 0)
-        rc = sched_note(p, "its function is not called in the file", 0);
-    for (size_t i = 0; i < n && rc == 0; i++) {
+    int rc = 0;
+    for (size_t i = 0; i < g->nsites && rc == 0; i++) {
         call_loop c;
-        rc = caller_side(s, sites[i], param, sa, sb, &c, p);
+        rc = caller_side(s, g, g->sites[i], &c, p);
         if (rc == 0)
-            rc = caller_keeps_send(s, &c, sa, sb, p);
+            rc = caller_keeps_send(s, g, &c, p);
         if (rc == 0 && editable &&
             (!editable(ctx, tk(v, c.pa)->off) || !editable(ctx, tk(v, c.L.kw)->off)))
             rc = sched_note(p, "its function's call at line %d or its loop is in frozen code",
-                            tk(v, sites[i])->line);
+                            tk(v, g->sites[i])->line);
         if (rc == 0)
             rc = hint_edit(s, &c, site, p);
         if (rc == 0 && i == 0)
             *loop_line = tk(v, c.L.kw)->line;
     }
-    *n_calls = n;
-    free(sites);
     return rc;
 }
 
-/* The parameter of F that the send argument [sa, sb) changes with into
- * *param (its token in F's parameter list): the one for which F's first
- * call passes the counter of the loop around it; 1 with the note when F is
- * not called, its first call stands in no counted loop or passes no
- * counter for a parameter the send names. */
-static int counter_param(const scan *s, size_t name, size_t sa, size_t sb, size_t *param,
-                         cuco_sched_plan *p)
+/* F's calls into g->sites, the parameters the send names into
+ * g->send_params, and the counter's parameter into g->param: the one for
+ * which F's first call passes the counter of the loop around it; 1 with
+ * the note when F is not called, its first call stands in no counted loop
+ * or passes no counter for a parameter the send names. */
+static int counter_param(const scan *s, fn_gather *g, cuco_sched_plan *p)
 {
     const sview *v = s->v;
-    size_t *sites = NULL, n = 0;
+    size_t a, b;
     call_loop c;
-    *param = v->n;
-    int rc = sched_call_sites(s, name, &sites, &n, p);
-    if (rc == 0 && n == 0)
-        rc = sched_note_take(p, cuco_sprintf("its function %.*s is not called in the file",
-                                             (int)tk(v, name)->len, v->src + tk(v, name)->off));
-    else if (rc == 0 && !find_call_loop(v, sites[0], &c))
-        rc = sched_note(p,
-                        "its function's call at line %d is no statement of a counted `for` "
-                        "loop's body",
-                        tk(v, sites[0])->line);
-    for (size_t i = sa; rc == 0 && i < sb && *param >= v->n; i++) {
-        int ik = ident(v, i) && !(i > sa && (is(v, i - 1, ".") || is(v, i - 1, "->")))
-                     ? param_index_at(s, i)
-                     : -1;
-        size_t a, b;
-        if (ik >= 0 && arg_range(v, sites[0] + 1, ik, &a, &b) && b == a + 1 &&
+    int rc = sched_call_sites(s, g->name, &g->sites, &g->nsites, p);
+    if (rc == 0 && g->nsites == 0)
+        return sched_note_take(p, cuco_sprintf("its function %.*s is not called in the file",
+                                               (int)tk(v, g->name)->len,
+                                               v->src + tk(v, g->name)->off));
+    if (rc == 0 && !find_call_loop(v, g->sites[0], &c))
+        return sched_note(p,
+                          "its function's call at line %d is no statement of a counted `for` "
+                          "loop's body",
+                          tk(v, g->sites[0])->line);
+    for (size_t k = g->sa; rc == 0 && k < g->sb; k++) {
+        int i = ident(v, k) && sched_prefetch_names_at(v, g->sa, k, k) ? param_index_at(s, k) : -1;
+        if (i < 0 || i >= 64)
+            continue;
+        g->send_params |= 1ULL << i;
+        if (g->param >= v->n && arg_range(v, g->sites[0] + 1, i, &a, &b) && b == a + 1 &&
             same_tok(v, a, c.L.var))
-            *param = param_token(s, i);
+            g->param = param_token(s, k);
     }
-    if (rc == 0 && *param >= v->n)
+    if (rc == 0 && g->param >= v->n)
         rc = sched_note(p,
                         "its send buffer changes with no parameter for which its function's "
                         "call at line %d passes its loop's counter",
-                        tk(v, sites[0])->line);
-    free(sites);
+                        tk(v, g->sites[0])->line);
     return rc;
 }
 
 /* F's other statements leave the send buffer alone (*launches: the work
  * launched beside the gather); 1 with the note when not. */
-static int function_keeps_send(const scan *s, size_t name, size_t sa, size_t sb, size_t *launches,
+static int function_keeps_send(const scan *s, const fn_gather *g, size_t *launches,
                                cuco_sched_plan *p)
 {
     const sview *v = s->v;
     char *what =
-        cuco_sprintf("its function %.*s", (int)tk(v, name)->len, v->src + tk(v, name)->off);
-    char *root = sched_prefetch_send_root(v, sa, sb);
-    prefetch_apart ap = {.root = root, .member = sa + 2};
+        cuco_sprintf("its function %.*s", (int)tk(v, g->name)->len, v->src + tk(v, g->name)->off);
+    char *root = sched_prefetch_send_root(v, g->sa, g->sb);
+    prefetch_apart ap = {.root = root, .member = g->sa + 2};
     int rc = what ? sched_prefetch_keeps_send(s, &ap, 1, what, p, launches) : CUCO_ENOMEM;
     free(root);
     free(what);
@@ -479,10 +466,11 @@ static int function_keeps_send(const scan *s, size_t name, size_t sa, size_t sb,
 }
 
 /* The report line of the schedule that applies, into p->note. */
-static int caller_note(const scan *s, size_t name, size_t param, size_t sa, size_t sb,
-                       size_t n_calls, int loop_line, size_t launches, cuco_sched_plan *p)
+static int caller_note(const scan *s, const fn_gather *g, int loop_line, size_t launches,
+                       cuco_sched_plan *p)
 {
     const sview *v = s->v;
+    size_t name = g->name, param = g->param, sa = g->sa, sb = g->sb, n_calls = g->nsites;
     char *send = sview_text(v, sa, sb);
     free(p->note);
     p->note = send ? cuco_sprintf("ncclAllGather at line %d gathers the input of its function "
@@ -504,31 +492,32 @@ int sched_prefetch_caller(const scan *s, int site, int (*editable)(void *ctx, si
                           void *ctx, cuco_sched_plan *p)
 {
     const sview *v = s->v;
-    size_t name = sched_free_function(s), sa = 0, sb = 0, edits = p->nedits, n_calls = 0;
-    size_t param = v->n, launches = 0;
+    fn_gather g = {.name = sched_free_function(s), .param = v->n};
+    size_t edits = p->nedits, launches = 0;
     int loop_line = 0;
-    if (s->block != s->fn.body || name == 0)
+    if (s->block != s->fn.body || g.name == 0)
         return sched_note(p, "it is no statement of a free function's body either", 0);
-    int rc = arg_range(v, s->call_tok + 1, ARG_SEND, &sa, &sb)
-                 ? counter_param(s, name, sa, sb, &param, p)
+    int rc = arg_range(v, s->call_tok + 1, ARG_SEND, &g.sa, &g.sb)
+                 ? counter_param(s, &g, p)
                  : sched_note(p, "its send argument was not found", tk(v, s->call_tok)->line);
     if (rc == 0)
-        rc = function_side(s, sa, sb, param, p);
+        rc = function_side(s, &g, p);
     if (rc == 0)
-        rc = function_keeps_send(s, name, sa, sb, &launches, p);
+        rc = function_keeps_send(s, &g, &launches, p);
     if (rc == 0 && editable && !editable(ctx, tk(v, s->call_tok)->off))
         rc = sched_note(p, "the call (line %d) is in frozen code", tk(v, s->call_tok)->line);
     if (rc == 0)
-        rc = each_call(s, name, param, sa, sb, site, editable, ctx, p, &n_calls, &loop_line);
+        rc = each_call(s, &g, site, editable, ctx, p, &loop_line);
     if (rc == 0)
-        rc = site_edit(s, param, sa, sb, site, p);
+        rc = site_edit(s, &g, site, p);
     if (rc == 0)
-        rc = caller_note(s, name, param, sa, sb, n_calls, loop_line, launches, p);
+        rc = caller_note(s, &g, loop_line, launches, p);
     if (rc == 0) {
         p->applies = 1;
         p->knob_default = 1;
     } else {
         sched_drop_edits(p, edits);
     }
+    free(g.sites);
     return rc;
 }
